@@ -1,0 +1,3 @@
+module github.com/strata-mq/strata/lib
+
+go 1.26
