@@ -1,0 +1,3 @@
+module github.com/strata-mq/strata/client
+
+go 1.26
