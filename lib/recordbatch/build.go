@@ -3,6 +3,9 @@ package recordbatch
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/bits"
+	"sync"
 )
 
 // RecordHeader is one record header: a key with an optional value.
@@ -34,28 +37,65 @@ type BuildOptions struct {
 }
 
 // Build encodes records into one batch with base offset 0 and leader epoch
-// -1 (the leader stamps both). Records are written in the order given; the
-// batch's base timestamp is the first record's and its max timestamp the
-// largest. Build fails only for an empty record list or an unknown codec.
+// -1 (the leader stamps both). Records are written in the order given, with
+// offset deltas 0, 1, 2, ...; the batch's base timestamp is the first
+// record's and its max timestamp the largest. Build fails for an empty
+// record list, an unknown codec (ErrCodec), or records whose encoded size
+// exceeds MaxDecompressedSize (ErrTooLarge) or the format's int32 limits.
+//
+// The returned slice is newly allocated and owned by the caller. Build is
+// safe for concurrent use.
 func Build(opts BuildOptions, records []Record) ([]byte, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("recordbatch: build: no records")
 	}
+	if !validCodec(opts.Codec) {
+		return nil, fmt.Errorf("%w: build: %v", ErrCodec, opts.Codec)
+	}
+	if len(records) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: build: %d records", ErrTooLarge, len(records))
+	}
 	base := records[0].Timestamp
 	maxTS := base
-	var body []byte
+	size := 0
 	for i, r := range records {
-		if r.Timestamp > maxTS {
-			maxTS = r.Timestamp
+		maxTS = max(maxTS, r.Timestamp)
+		n := recordSize(int32(i), r.Timestamp-base, r)
+		size += uvarintLen(zigzag(int64(n))) + n
+		if size > MaxDecompressedSize {
+			return nil, fmt.Errorf("%w: build: records section over %d bytes", ErrTooLarge, MaxDecompressedSize)
 		}
-		body = appendRecord(body, int32(i), r.Timestamp-base, r)
 	}
-	body, err := compress(opts.Codec, body)
-	if err != nil {
-		return nil, err
+
+	var b []byte
+	if opts.Codec == CodecNone {
+		// Write the records straight after the header: no second buffer.
+		b = make([]byte, HeaderSize, HeaderSize+size)
+		for i, r := range records {
+			b = appendRecord(b, int32(i), r.Timestamp-base, r)
+		}
+	} else {
+		// Encode and compress in pooled scratch space, then copy the
+		// compressed bytes into an exactly sized batch: the caller may hold
+		// batches for a while (producer buffers), and compressors want
+		// worst-case room that would otherwise stay attached to it.
+		bodyp, outp := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
+		body := (*bodyp)[:0]
+		for i, r := range records {
+			body = appendRecord(body, int32(i), r.Timestamp-base, r)
+		}
+		out, err := appendCompressed((*outp)[:0], opts.Codec, body)
+		if err == nil {
+			b = make([]byte, HeaderSize+len(out))
+			copy(b[HeaderSize:], out)
+		}
+		putScratch(bodyp, body)
+		putScratch(outp, out)
+		if err != nil {
+			return nil, err
+		}
 	}
-	b := make([]byte, HeaderSize, HeaderSize+len(body))
-	b = append(b, body...)
+
 	attrs := int16(opts.Codec) & attrCodecMask
 	if opts.LogAppendTime {
 		attrs |= attrTimestampType
@@ -80,6 +120,23 @@ func Build(opts BuildOptions, records []Record) ([]byte, error) {
 	return b, nil
 }
 
+// scratch holds buffers for the uncompressed records section of a
+// compressed batch and for its compressed form, both dropped once the
+// batch is assembled. Buffers larger than maxScratch are left to the
+// garbage collector so that one huge batch does not pin its memory for the
+// life of the process.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 4 << 20
+
+// putScratch returns buf, the grown form of *p, to the pool.
+func putScratch(p *[]byte, buf []byte) {
+	if cap(buf) <= maxScratch {
+		*p = buf
+		scratch.Put(p)
+	}
+}
+
 // appendRecord appends one record in the v2 record layout:
 //
 //	length varint, attributes int8, timestampDelta varlong, offsetDelta varint,
@@ -87,22 +144,36 @@ func Build(opts BuildOptions, records []Record) ([]byte, error) {
 //	headerCount varint, then per header: keyLength varint, key, valueLength varint, value
 //
 // Varints are zig-zag encoded, as in protobuf's sint types. A length of -1
-// means null.
+// means null. length counts the bytes after itself.
 func appendRecord(dst []byte, offsetDelta int32, tsDelta int64, r Record) []byte {
-	var body []byte
-	body = append(body, 0) // attributes: unused
-	body = binary.AppendVarint(body, tsDelta)
-	body = binary.AppendVarint(body, int64(offsetDelta))
-	body = appendBytes(body, r.Key)
-	body = appendBytes(body, r.Value)
-	body = binary.AppendVarint(body, int64(len(r.Headers)))
+	dst = binary.AppendVarint(dst, int64(recordSize(offsetDelta, tsDelta, r)))
+	dst = append(dst, 0) // attributes: unused
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, int64(offsetDelta))
+	dst = appendBytes(dst, r.Key)
+	dst = appendBytes(dst, r.Value)
+	dst = binary.AppendVarint(dst, int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body = binary.AppendVarint(body, int64(len(h.Key)))
-		body = append(body, h.Key...)
-		body = appendBytes(body, h.Value)
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendBytes(dst, h.Value)
 	}
-	dst = binary.AppendVarint(dst, int64(len(body)))
-	return append(dst, body...)
+	return dst
+}
+
+// recordSize is the encoded size of a record after its length field, so
+// the length can be written first without encoding the record twice.
+func recordSize(offsetDelta int32, tsDelta int64, r Record) int {
+	n := 1 + // attributes
+		uvarintLen(zigzag(tsDelta)) +
+		uvarintLen(zigzag(int64(offsetDelta))) +
+		bytesSize(r.Key) +
+		bytesSize(r.Value) +
+		uvarintLen(zigzag(int64(len(r.Headers))))
+	for _, h := range r.Headers {
+		n += uvarintLen(zigzag(int64(len(h.Key)))) + len(h.Key) + bytesSize(h.Value)
+	}
+	return n
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -113,11 +184,17 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
-// compress compresses the records section with codec. Only CodecNone is
-// built in here; compress.go adds the others.
-var compress = func(codec Codec, body []byte) ([]byte, error) {
-	if codec != CodecNone {
-		return nil, fmt.Errorf("%w: %v", ErrCodec, codec)
+// bytesSize is the encoded size of a nullable byte string.
+func bytesSize(b []byte) int {
+	if b == nil {
+		return 1 // varint -1
 	}
-	return body, nil
+	return uvarintLen(zigzag(int64(len(b)))) + len(b)
 }
+
+// zigzag maps signed to unsigned so that small magnitudes stay short:
+// 0, -1, 1, -2 become 0, 1, 2, 3.
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+// uvarintLen is the number of bytes binary.AppendUvarint writes for v.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }

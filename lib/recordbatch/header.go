@@ -27,6 +27,11 @@
 // Because baseOffset and partitionLeaderEpoch sit before the CRC'd region,
 // the leader stamps them in place without touching or re-checking the
 // payload.
+//
+// Build writes a batch and Decode reads one back. The record layout, the
+// codecs and their framings (raw and xerial snappy, the LZ4 frame), the
+// decompression cap and the errors are described in
+// docs/design/record-batch.md.
 package recordbatch
 
 import (
@@ -85,6 +90,7 @@ const (
 	CodecZstd   Codec = 4
 )
 
+// String names the codec as Kafka's compression.type setting does.
 func (c Codec) String() string {
 	switch c {
 	case CodecNone:
@@ -116,25 +122,30 @@ var (
 	ErrCorrupt = errors.New("recordbatch: corrupt records")
 	// ErrCodec means the batch names a codec Strata does not know.
 	ErrCodec = errors.New("recordbatch: unknown codec")
+	// ErrTooLarge means the records section inflates past
+	// MaxDecompressedSize, or a batch to build would. The bytes may be
+	// well formed; Strata refuses them so that a small hostile batch (a
+	// "zip bomb") cannot exhaust memory.
+	ErrTooLarge = errors.New("recordbatch: records too large")
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Header is the decoded fixed header of one batch.
 type Header struct {
-	BaseOffset           int64 // first offset in the batch
-	BatchLength          int32 // bytes after the batchLength field
-	PartitionLeaderEpoch int32 // epoch of the leader that appended the batch
-	Magic                int8  // always 2 for a valid batch
-	CRC                  uint32
-	Attributes           int16
-	LastOffsetDelta      int32 // last offset minus BaseOffset
-	BaseTimestamp        int64 // Unix milliseconds
-	MaxTimestamp         int64 // Unix milliseconds
-	ProducerID           int64 // -1 when not idempotent
-	ProducerEpoch        int16 // -1 when not idempotent
-	BaseSequence         int32 // -1 when not idempotent
-	RecordCount          int32
+	BaseOffset           int64  // first offset in the batch
+	BatchLength          int32  // bytes after the batchLength field
+	PartitionLeaderEpoch int32  // epoch of the leader that appended the batch
+	Magic                int8   // always 2 for a valid batch
+	CRC                  uint32 // CRC-32C of bytes 21..end, as stored
+	Attributes           int16  // codec, timestamp type, transactional, control bits
+	LastOffsetDelta      int32  // last offset minus BaseOffset
+	BaseTimestamp        int64  // Unix milliseconds
+	MaxTimestamp         int64  // Unix milliseconds
+	ProducerID           int64  // -1 when not idempotent
+	ProducerEpoch        int16  // -1 when not idempotent
+	BaseSequence         int32  // -1 when not idempotent
+	RecordCount          int32  // records in the batch; 0 is legal (compacted)
 }
 
 // Size is the total size of the batch in bytes, length prefix included.
