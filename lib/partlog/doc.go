@@ -1,0 +1,78 @@
+// Package partlog is the log a storage node keeps for one partition
+// replica: record batches appended to segment files, with sparse indexes,
+// checkpoints, recovery after a crash, truncation for replication, a
+// leader epoch history, retention, and a flush policy with group commit.
+//
+// # Directory layout
+//
+// One directory per replica. The on-disk format is part of the format; do
+// not change it.
+//
+//	00000000000000000000.log        segment: batches exactly as appended
+//	00000000000000000000.index      sparse offset index of that segment
+//	00000000000000000000.timeindex  time index of that segment
+//	00000000000000004096.log        next segment, named by its base offset
+//	...
+//	log-checkpoint                  recovery point, high watermark, log start
+//	leader-epoch-checkpoint         leader epoch -> start offset history
+//	*.tmp                           checkpoint being written; removed on open
+//
+// Segment names are the base offset (the offset of the segment's first
+// batch) as 20 zero-padded decimal digits. A .log file is the
+// concatenation of record batches in the layout of package recordbatch
+// (Kafka's RecordBatch v2), with the leader's base offset and leader
+// epoch stamped in, and nothing else: no framing, no padding. Offsets are
+// contiguous within and across segments: each batch starts where the
+// previous one ended, and each segment's base is the previous segment's
+// end.
+//
+// The index and checkpoint layouts are documented next to their code
+// (index.go, checkpoint.go) and in docs/design/log.md.
+//
+// # Appending and reading
+//
+// One appender at a time holds the append lock, writes the bytes with one
+// WriteAt at the end of the active segment, updates the in-memory indexes,
+// then publishes the segment's new size and the log end offset with atomic
+// stores. Readers do not take the append lock: they read the published
+// values and ReadAt below them, so they never see part of a batch.
+// Truncation, retention and roll change the segment list under a
+// reader-writer lock that readers hold shared for the length of one read,
+// so a file is never closed or shortened under a reader.
+//
+// Indexes are memory-resident. A segment's index files are written when
+// it is sealed (roll) and, for the active segment, on Close; they are not
+// fsynced. Each carries a CRC and the log size and end offset it covers,
+// so a missing, torn, stale or corrupt index is detected on open and
+// rebuilt from the log.
+//
+// # Durability
+//
+// The recovery point is the offset below which every byte is fsynced. It
+// advances after fsyncs (Flush, the FlushInterval timer, group commits,
+// after a roll, Close) and is persisted in log-checkpoint. With FlushSync
+// an append returns only after an fsync covers it; a flusher goroutine
+// runs fsync rounds outside the append lock, and every appender waiting
+// when a round starts is covered by it (group commit).
+//
+// A write or fsync error puts the log in a failed state (like Kafka
+// taking the log directory offline): the failed bytes are never published,
+// every later write returns ErrFailed, reads of published data go on, and
+// reopening the directory runs recovery.
+//
+// # Recovery
+//
+// Open reads the checkpoints (a missing or corrupt one is logged and
+// treated as a recovery point of zero), then walks the segments in order.
+// A segment is trusted without reading it only if its index files are
+// intact, cover exactly the file's size, end at or below the recovery
+// point, and end where the next segment begins. Every other segment is
+// scanned from its start: each batch must have a valid length, magic and
+// CRC and start at the expected offset. At the first batch that does not,
+// the segment is truncated there and every later segment is deleted, so
+// nothing after a corruption is ever served; what was cut is logged. The
+// indexes of scanned segments are rebuilt, the epoch history is extended
+// from scanned batches and trimmed to the log end and log start, the high
+// watermark is clamped to the log end, the scanned segments are fsynced,
+// and the recovery point becomes the log end.
+package partlog

@@ -1,0 +1,451 @@
+package partlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-mq/strata/lib/vfs"
+)
+
+// Log is the log of one partition replica: a directory of segments with
+// their indexes and checkpoints.
+//
+// Concurrency: all methods are safe for concurrent use. Appends,
+// truncation and retention are serialised by one append lock; reads do
+// not take it, so many readers run alongside one appender and see only
+// whole batches that were completely written.
+type Log struct {
+	dir    string
+	cfg    Config // validated, defaults applied
+	fs     vfs.FS // filesystem holding dir
+	clock  func() time.Time
+	logger *slog.Logger // carries the dir attribute
+
+	// Lock order: flushMu, then mu, then hwMu, then segMu.
+
+	// flushMu serialises fsync rounds and checkpoint writes. Anything that
+	// closes segment files (truncation, retention, Close) takes it too, so
+	// a file is never closed under an fsync.
+	flushMu sync.Mutex
+	// mu is the append lock: it serialises every change to the log.
+	mu sync.Mutex
+	// segMu guards the segs slice. Readers hold it shared for a whole read,
+	// so truncation and deletion (which take it exclusively) never pull a
+	// file or byte range from under a reader.
+	segMu sync.RWMutex
+	// hwMu orders high watermark updates against truncation.
+	hwMu sync.Mutex
+
+	segs      []*segment // ordered by base offset; the last is active; guarded by segMu (written under mu too)
+	unflushed []*segment // sealed segments with bytes not yet fsynced; guarded by mu
+	dirDirty  bool       // a file was created in dir since the last SyncDir; guarded by mu
+	epochs    epochCache // leader epoch history; guarded by mu
+
+	logStart      atomic.Int64 // first readable offset
+	leo           atomic.Int64 // log end offset: offset after the last published batch
+	hw            atomic.Int64 // high watermark, in [logStart, leo]
+	recoveryPoint atomic.Int64 // offsets below are fsynced
+
+	closed  atomic.Bool           // set by Close
+	failErr atomic.Pointer[error] // first write or fsync error; the log refuses writes after it
+	gc      groupCommit           // FlushSync waiters
+	kick    chan struct{}         // wakes the background loop to flush after a roll
+	syncReq chan struct{}         // wakes the group-commit flusher
+	stop    chan struct{}         // closed by Close to stop goroutines
+	wg      sync.WaitGroup        // background goroutines
+	closeMu sync.Mutex            // makes Close idempotent
+}
+
+// groupCommit lets many FlushSync appenders wait for one fsync.
+type groupCommit struct {
+	mu     sync.Mutex
+	synced int64         // offsets below are fsynced
+	done   chan struct{} // closed (and replaced) at the end of every fsync round
+	err    error         // set when an fsync round failed; waiters return it
+}
+
+// AppendInfo describes a successful append.
+type AppendInfo struct {
+	FirstOffset   int64 // base offset of the first batch
+	LastOffset    int64 // last offset of the last batch
+	MaxTimestamp  int64 // largest batch MaxTimestamp, Unix ms
+	LogAppendTime int64 // the log's clock at append, Unix ms
+	Batches       int   // number of batches
+	Records       int64 // number of offsets used
+	Bytes         int   // bytes appended
+}
+
+// ReadResult is the answer to Read.
+type ReadResult struct {
+	// Batches holds zero or more whole batches, exactly as stored. It is
+	// owned by the caller.
+	Batches []byte
+	// NextOffset is the offset to read from next: after the last returned
+	// batch, or the requested offset when nothing was returned.
+	NextOffset int64
+	// LogStartOffset, LogEndOffset and HighWatermark are the log's state
+	// at the time of the read.
+	LogStartOffset int64
+	LogEndOffset   int64
+	HighWatermark  int64
+}
+
+// Stats is a snapshot for metrics.
+type Stats struct {
+	Segments      int   // number of segments, the active one included
+	Bytes         int64 // bytes in all segments
+	LogStart      int64 // log start offset
+	LogEnd        int64 // log end offset
+	HighWatermark int64 // high watermark
+	RecoveryPoint int64 // offsets below are fsynced
+}
+
+// Open opens the log in dir, creating the directory if needed, and runs
+// recovery (see the package documentation). The returned Log must be
+// closed.
+func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := buildOptions(opts)
+	l := &Log{
+		dir:     filepath.Clean(dir),
+		cfg:     cfg.withDefaults(),
+		fs:      o.fs,
+		clock:   o.clock,
+		logger:  o.logger.With("dir", dir),
+		kick:    make(chan struct{}, 1),
+		syncReq: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	l.gc.done = make(chan struct{})
+	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("partlog: open %s: %w", dir, err)
+	}
+	if err := l.recover(); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	l.gc.synced = l.leo.Load()
+	l.wg.Add(1)
+	go l.background()
+	if l.cfg.Flush.Mode == FlushSync {
+		l.wg.Add(1)
+		go l.flusher()
+	}
+	return l, nil
+}
+
+// Dir is the directory the log lives in.
+func (l *Log) Dir() string { return l.dir }
+
+// LogStartOffset is the first offset that can be read.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the offset the next appended batch gets.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// HighWatermark is the offset below which records are committed.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// RecoveryPoint is the offset below which the log is known to be fsynced.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// SetHighWatermark raises the high watermark to off, clamped to the log
+// end offset. It never lowers it (only truncation does). The value is
+// persisted at the next checkpoint.
+func (l *Log) SetHighWatermark(off int64) {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	off = min(off, l.leo.Load())
+	if off > l.hw.Load() {
+		l.hw.Store(off)
+	}
+}
+
+// LatestEpoch is the newest leader epoch in the log, or UndefinedEpoch.
+func (l *Log) LatestEpoch() int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epochs.latest()
+}
+
+// EndOffsetForEpoch answers a follower's OffsetForLeaderEpoch request as
+// Kafka does: for the latest epoch, the log end offset; for an older
+// epoch, the start offset of the next higher epoch in the history, paired
+// with the largest epoch <= the requested one (the requested epoch itself
+// if it is older than all). For an epoch newer than all, or an empty
+// history, (UndefinedEpoch, UndefinedOffset).
+func (l *Log) EndOffsetForEpoch(epoch int32) (epochFound int32, endOffset int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epochs.endOffsetFor(epoch, l.leo.Load())
+}
+
+// Stats returns a snapshot for metrics.
+func (l *Log) Stats() Stats {
+	l.segMu.RLock()
+	st := Stats{Segments: len(l.segs)}
+	for _, s := range l.segs {
+		st.Bytes += s.size.Load()
+	}
+	l.segMu.RUnlock()
+	st.LogStart, st.LogEnd = l.logStart.Load(), l.leo.Load()
+	st.HighWatermark, st.RecoveryPoint = l.hw.Load(), l.recoveryPoint.Load()
+	return st
+}
+
+// writable reports why the log cannot take writes, or nil.
+func (l *Log) writable() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if p := l.failErr.Load(); p != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, *p)
+	}
+	return nil
+}
+
+// fail puts the log in the failed state (first error wins) and returns
+// the error to give the caller.
+func (l *Log) fail(err error) error {
+	if l.failErr.CompareAndSwap(nil, &err) {
+		l.logger.Error("partlog: log failed; refusing writes until reopened", "err", err)
+	}
+	return fmt.Errorf("%w: %w", ErrFailed, err)
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// Flush fsyncs every appended byte and writes the checkpoints. ctx is
+// checked before starting; an fsync in progress is not interrupted.
+func (l *Log) Flush(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := l.writable(); err != nil {
+		return err
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	if _, err := l.syncLocked(); err != nil {
+		return err
+	}
+	return l.checkpointLocked()
+}
+
+// syncLocked fsyncs every segment with unsynced bytes and, if needed, the
+// directory, then advances the recovery point. It returns the offset the
+// fsync covers. The caller holds flushMu, not mu.
+func (l *Log) syncLocked() (int64, error) {
+	l.mu.Lock()
+	if err := l.writable(); err != nil && !l.closed.Load() {
+		l.mu.Unlock()
+		return 0, err
+	}
+	target := l.leo.Load()
+	toSync := append(l.unflushed, l.active())
+	l.unflushed = nil
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	l.mu.Unlock()
+	if target == l.recoveryPoint.Load() && len(toSync) == 1 && !dirDirty {
+		return target, nil
+	}
+	for _, s := range toSync {
+		if err := s.file.Sync(); err != nil {
+			return 0, l.fail(fmt.Errorf("partlog: fsync segment %s: %w", segmentName(s.base), err))
+		}
+	}
+	if dirDirty {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return 0, l.fail(fmt.Errorf("partlog: fsync dir: %w", err))
+		}
+	}
+	if target > l.recoveryPoint.Load() {
+		l.recoveryPoint.Store(target)
+	}
+	return target, nil
+}
+
+// checkpointLocked writes log-checkpoint. The caller holds flushMu.
+func (l *Log) checkpointLocked() error {
+	err := writeLogCheckpoint(l.fs, l.dir, logCheckpoint{
+		recoveryPoint: l.recoveryPoint.Load(),
+		highWatermark: l.hw.Load(),
+		logStart:      l.logStart.Load(),
+	})
+	if err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// persistEpochsLocked writes leader-epoch-checkpoint. The caller holds mu.
+func (l *Log) persistEpochsLocked() error {
+	if err := writeEpochCheckpoint(l.fs, l.dir, l.epochs.entries); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// flusher runs group-commit fsync rounds for FlushSync.
+func (l *Log) flusher() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.syncReq:
+		}
+		l.syncRound()
+	}
+}
+
+// syncRound runs one fsync and wakes every waiter.
+func (l *Log) syncRound() {
+	l.flushMu.Lock()
+	target, err := l.syncLocked()
+	l.flushMu.Unlock()
+	l.gc.mu.Lock()
+	if err != nil {
+		l.gc.err = err
+	} else if target > l.gc.synced {
+		l.gc.synced = target
+	}
+	close(l.gc.done)
+	l.gc.done = make(chan struct{})
+	l.gc.mu.Unlock()
+}
+
+// waitSynced blocks until offsets below target are fsynced.
+func (l *Log) waitSynced(ctx context.Context, target int64) error {
+	for {
+		l.gc.mu.Lock()
+		synced, done, err := l.gc.synced, l.gc.done, l.gc.err
+		l.gc.mu.Unlock()
+		if synced >= target {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrFailed, err)
+		}
+		select {
+		case l.syncReq <- struct{}{}:
+		default:
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return fmt.Errorf("partlog: waiting for fsync: %w", ctx.Err())
+		case <-l.stop:
+			// Close runs a final fsync round; wait for it.
+			<-done
+		}
+	}
+}
+
+// background flushes after rolls and on the flush and checkpoint
+// intervals.
+func (l *Log) background() {
+	defer l.wg.Done()
+	var flushC, ckptC <-chan time.Time
+	if l.cfg.Flush.Mode == FlushInterval && l.cfg.Flush.Interval > 0 {
+		t := time.NewTicker(l.cfg.Flush.Interval)
+		defer t.Stop()
+		flushC = t.C
+	}
+	if l.cfg.CheckpointInterval > 0 {
+		t := time.NewTicker(l.cfg.CheckpointInterval)
+		defer t.Stop()
+		ckptC = t.C
+	}
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		case <-flushC:
+		case <-ckptC:
+		}
+		if l.writable() != nil {
+			continue
+		}
+		l.flushMu.Lock()
+		_, err := l.syncLocked()
+		if err == nil {
+			err = l.checkpointLocked()
+		}
+		l.flushMu.Unlock()
+		if err != nil {
+			l.logger.Error("partlog: background flush", "err", err)
+		}
+	}
+}
+
+// Close flushes, writes the indexes of the active segment and the
+// checkpoints, stops the background goroutines and closes the files. It
+// is safe to call more than once; later calls return nil. Every other
+// method returns ErrClosed afterwards. A failed log is closed without
+// writing anything.
+func (l *Log) Close() error {
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	if l.closed.Load() {
+		return nil
+	}
+	l.flushMu.Lock()
+	l.mu.Lock()
+	l.closed.Store(true)
+	l.mu.Unlock()
+	var err error
+	if l.failErr.Load() == nil {
+		if _, err = l.syncLocked(); err == nil {
+			if ierr := l.active().writeIndexes(l.fs); ierr != nil {
+				l.logger.Warn("partlog: write index on close", "err", ierr)
+			}
+			err = l.checkpointLocked()
+		}
+	}
+	l.flushMu.Unlock()
+	// Wake FlushSync waiters: everything is synced now (or failed).
+	l.gc.mu.Lock()
+	if err != nil || l.failErr.Load() != nil {
+		l.gc.err = errors.Join(err, ErrClosed)
+	} else {
+		l.gc.synced = l.leo.Load()
+	}
+	close(l.gc.done)
+	l.gc.done = make(chan struct{})
+	l.gc.mu.Unlock()
+	close(l.stop)
+	l.wg.Wait()
+	l.segMu.Lock()
+	l.closeFiles()
+	l.segMu.Unlock()
+	return err
+}
+
+func (l *Log) closeFiles() {
+	for _, s := range l.segs {
+		_ = s.file.Close()
+	}
+}
+
+// parseSegmentName returns the base offset named by a .log file name.
+func parseSegmentName(name string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, segmentSuffix)
+	if !ok || len(digits) != segmentNameDigits {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil && n >= 0
+}

@@ -1,0 +1,311 @@
+package partlog
+
+import (
+	"context"
+	"fmt"
+)
+
+// TruncateTo removes every batch at and after offset, for a follower
+// whose log diverged from the leader's. Batches are removed whole: if
+// offset falls inside a batch, that batch goes too and the log ends at its
+// base offset. The epoch history, high watermark and recovery point are
+// cut to the new log end and persisted before the segment files change. An
+// offset at or past the log end does nothing; one at or below the log
+// start empties the log (see TruncateFullyAndStartAt).
+func (l *Log) TruncateTo(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	if offset <= l.logStart.Load() {
+		return l.truncateFullyLocked(offset)
+	}
+
+	// Find where the batch holding offset starts.
+	l.segMu.RLock()
+	i := l.segmentFor(offset)
+	s := l.segs[i]
+	var hdr [61]byte
+	m, ok, err := s.find(offset, hdr[:])
+	l.segMu.RUnlock()
+	if err != nil {
+		return l.fail(err)
+	}
+	newEnd, pos := offset, s.size.Load()
+	if ok {
+		newEnd, pos = m.base, m.position
+	}
+
+	// Persist the new bounds first: after a crash mid-way, recovery scans
+	// from the lowered recovery point and rebuilds the epoch history.
+	l.epochs.truncateFromEnd(newEnd)
+	if err := l.persistEpochsLocked(); err != nil {
+		return err
+	}
+	l.lowerSynced(newEnd)
+	l.hwMu.Lock()
+	l.hw.Store(min(l.hw.Load(), newEnd))
+	l.hwMu.Unlock()
+	if err := l.checkpointLocked(); err != nil {
+		return err
+	}
+
+	l.segMu.Lock()
+	defer l.segMu.Unlock()
+	dropped := l.segs[i+1:]
+	l.segs = l.segs[: i+1 : i+1]
+	l.leo.Store(newEnd)
+	for _, d := range dropped {
+		l.deleteSegmentLocked(d)
+	}
+	l.unflushed = removeSegments(l.unflushed, dropped)
+	l.unflushed = removeSegments(l.unflushed, []*segment{s})
+	s.removeIndexes(l.fs)
+	if err := s.file.Truncate(pos); err != nil {
+		return l.fail(fmt.Errorf("partlog: truncate segment %s: %w", segmentName(s.base), err))
+	}
+	if err := s.file.Sync(); err != nil {
+		return l.fail(fmt.Errorf("partlog: fsync segment %s: %w", segmentName(s.base), err))
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail(fmt.Errorf("partlog: fsync dir: %w", err))
+	}
+	// Rebuild the in-memory index of the shortened segment from the
+	// entries that survive.
+	s.idxMu.Lock()
+	k := 0
+	for k < len(s.offsets) && int64(s.offsets[k].pos) < pos {
+		k++
+	}
+	s.offsets = s.offsets[:k:k]
+	t := 0
+	for t < len(s.times) && s.base+int64(s.times[t].rel) < newEnd {
+		t++
+	}
+	s.times = s.times[:t:t]
+	s.idxMu.Unlock()
+	s.size.Store(pos)
+	s.next.Store(newEnd)
+	if err := l.rescanTail(s); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// rescanTail recomputes the appender-only index state of a segment after
+// truncation: bytes since the last offset index entry, and the largest
+// MaxTimestamp, read from the batch headers after the last time index
+// entry (the entry bounds every batch before it). The caller holds mu.
+func (l *Log) rescanTail(s *segment) error {
+	end := s.size.Load()
+	s.idxMu.RLock()
+	s.sinceIndex = int(end)
+	if n := len(s.offsets); n > 0 {
+		s.sinceIndex = int(end - int64(s.offsets[n-1].pos))
+	}
+	s.indexTS = -1
+	var from int64
+	if n := len(s.times); n > 0 {
+		s.indexTS = s.times[n-1].ts
+		from = lookupOffset(s.offsets, s.times[n-1].rel)
+	}
+	s.idxMu.RUnlock()
+	maxTS := s.indexTS
+	var hdr [61]byte
+	for pos := from; pos < end; {
+		m, err := s.readMeta(pos, hdr[:])
+		if err != nil {
+			return err
+		}
+		maxTS = max(maxTS, m.maxTS)
+		pos += int64(m.size)
+	}
+	s.maxTS.Store(maxTS)
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and starts an empty log at
+// offset, with an empty epoch history. A follower does this when its log
+// is entirely below the leader's log start.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("partlog: truncate fully: negative offset %d", offset)
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
+	l.epochs.entries = nil
+	if err := l.persistEpochsLocked(); err != nil {
+		return err
+	}
+	// Readers are kept out before the files change: Create below may
+	// empty the file of a segment with the same base.
+	l.segMu.Lock()
+	ns, err := l.createSegment(offset)
+	if err != nil {
+		l.segMu.Unlock()
+		return l.fail(err)
+	}
+	old := l.segs
+	l.segs = []*segment{ns}
+	l.unflushed = nil
+	l.logStart.Store(offset)
+	l.leo.Store(offset)
+	l.hwMu.Lock()
+	l.hw.Store(offset)
+	l.hwMu.Unlock()
+	l.lowerSynced(offset)
+	for _, d := range old {
+		if d.base != offset { // same name: Create already emptied it
+			l.deleteSegmentLocked(d)
+		} else {
+			_ = d.file.Close()
+		}
+	}
+	l.segMu.Unlock()
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail(fmt.Errorf("partlog: fsync dir: %w", err))
+	}
+	l.dirDirty = false
+	return l.checkpointLocked()
+}
+
+// lowerSynced moves the recovery point and the group-commit mark down to
+// a new log end, so appends after a truncation wait for their own fsync.
+// The caller holds flushMu and mu.
+func (l *Log) lowerSynced(end int64) {
+	l.recoveryPoint.Store(min(l.recoveryPoint.Load(), end))
+	l.gc.mu.Lock()
+	l.gc.synced = min(l.gc.synced, end)
+	l.gc.mu.Unlock()
+}
+
+// deleteSegmentLocked closes and removes a segment's files. The caller
+// holds flushMu, mu and segMu exclusively, so no reader or fsync uses it.
+func (l *Log) deleteSegmentLocked(s *segment) {
+	_ = s.file.Close()
+	for _, suf := range []string{segmentSuffix, offsetIndexSuffix, timeIndexSuffix} {
+		_ = l.fs.Remove(s.path(suf))
+	}
+}
+
+func removeSegments(list, drop []*segment) []*segment {
+	out := list[:0]
+	for _, s := range list {
+		keep := true
+		for _, d := range drop {
+			keep = keep && s != d
+		}
+		if keep {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ApplyRetention deletes the oldest sealed segments that retention allows:
+// by time, those whose newest batch (MaxTimestamp) is older than
+// RetentionAge; by size, the oldest while the log is larger than
+// RetentionBytes. It never deletes the active segment, nor a segment with
+// offsets at or above the high watermark. The log start offset moves to
+// the first remaining segment. It returns how many segments it deleted.
+func (l *Log) ApplyRetention(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	nowMs := l.clock().UnixMilli()
+	var total int64
+	for _, s := range l.segs {
+		total += s.size.Load()
+	}
+	hw := l.hw.Load()
+	n := 0
+	for ; n < len(l.segs)-1; n++ {
+		s := l.segs[n]
+		if s.next.Load() > hw {
+			break
+		}
+		byTime := l.cfg.RetentionAge >= 0 && s.maxTS.Load() >= 0 &&
+			nowMs-s.maxTS.Load() > l.cfg.RetentionAge.Milliseconds()
+		bySize := l.cfg.RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.RetentionBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.size.Load()
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, l.deleteOldestLocked(n, l.segs[n].base, "retention")
+}
+
+// DeleteRecordsBefore raises the log start offset to offset (Kafka's
+// DeleteRecords), deleting the segments wholly below it. Offsets below the
+// new start are no longer readable even where their segment remains.
+// offset may not pass the high watermark.
+func (l *Log) DeleteRecordsBefore(offset int64) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if hw := l.hw.Load(); offset > hw {
+		return &OffsetOutOfRangeError{Offset: offset, LogStart: l.logStart.Load(), LogEnd: hw}
+	}
+	if offset <= l.logStart.Load() {
+		return nil
+	}
+	n := 0
+	for n < len(l.segs)-1 && l.segs[n+1].base <= offset {
+		n++
+	}
+	return l.deleteOldestLocked(n, offset, "delete records")
+}
+
+// deleteOldestLocked deletes the first n segments and sets the log start
+// to newStart. The new start is checkpointed before files are removed.
+// The caller holds flushMu and mu.
+func (l *Log) deleteOldestLocked(n int, newStart int64, why string) error {
+	l.logStart.Store(newStart)
+	if l.epochs.truncateFromStart(newStart) {
+		if err := l.persistEpochsLocked(); err != nil {
+			return err
+		}
+	}
+	if err := l.checkpointLocked(); err != nil {
+		return err
+	}
+	l.segMu.Lock()
+	dropped := l.segs[:n:n]
+	l.segs = append([]*segment(nil), l.segs[n:]...)
+	for _, s := range dropped {
+		l.logger.Info("partlog: deleting segment", "segment", segmentName(s.base), "bytes", s.size.Load(), "reason", why)
+		l.deleteSegmentLocked(s)
+	}
+	l.unflushed = removeSegments(l.unflushed, dropped)
+	l.segMu.Unlock()
+	return nil
+}

@@ -1,0 +1,246 @@
+package partlog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/vfs"
+)
+
+// segment is one .log file with its in-memory indexes.
+//
+// Concurrency: the appender (holding Log.mu) is the only writer. Readers
+// see bytes [0, size) and offsets [base, next); both are stored only after
+// the bytes are written, so a reader never sees part of a batch. Index
+// slices are guarded by idxMu.
+type segment struct {
+	base    int64     // offset of the first batch; names the files
+	dir     string    // directory holding the files
+	file    vfs.File  // the .log file, open read-write
+	created time.Time // when this process created or opened it (roll by age); appender only
+
+	size  atomic.Int64 // published bytes
+	next  atomic.Int64 // offset after the last published batch
+	maxTS atomic.Int64 // largest published batch MaxTimestamp, -1 if none
+
+	idxMu   sync.RWMutex  // guards offsets and times
+	offsets []offsetEntry // sparse offset index
+	times   []timeEntry   // time index
+
+	sinceIndex int   // log bytes appended since the last offset index entry; appender only
+	indexTS    int64 // MaxTimestamp of the last time index entry, -1 if none; appender only
+}
+
+func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
+
+func (s *segment) path(suffix string) string {
+	return filepath.Join(s.dir, segmentName(s.base)+suffix)
+}
+
+func newSegment(dir string, base int64, file vfs.File, now time.Time) *segment {
+	s := &segment{base: base, dir: dir, file: file, created: now, indexTS: -1}
+	s.next.Store(base)
+	s.maxTS.Store(-1)
+	return s
+}
+
+// batchMeta is what the log needs from a batch header.
+type batchMeta struct {
+	base     int64 // base offset
+	size     int   // total bytes
+	lastOff  int64 // last offset in the batch
+	maxTS    int64 // MaxTimestamp
+	epoch    int32 // partition leader epoch
+	records  int64 // lastOffsetDelta + 1
+	position int64 // file position, when read from a segment
+}
+
+// Header field positions of the record batch layout documented in package
+// recordbatch (part of that format). peekBatch reads them without needing
+// the whole batch in memory.
+const (
+	hdrBaseOffset  = 0
+	hdrLeaderEpoch = 12
+	hdrMagic       = 16
+	hdrLastDelta   = 23
+	hdrMaxTS       = 35
+)
+
+// peekBatch decodes the header fields of the batch starting at b, which
+// must hold at least recordbatch.HeaderSize bytes. It checks the length
+// and magic, not the CRC.
+func peekBatch(b []byte) (batchMeta, error) {
+	size, err := recordbatch.PeekSize(b)
+	if err != nil {
+		return batchMeta{}, err
+	}
+	if len(b) < recordbatch.HeaderSize {
+		return batchMeta{}, fmt.Errorf("%w: header needs %d bytes", recordbatch.ErrShortBatch, recordbatch.HeaderSize)
+	}
+	if b[hdrMagic] != recordbatch.Magic {
+		return batchMeta{}, fmt.Errorf("%w: %d", recordbatch.ErrBadMagic, b[hdrMagic])
+	}
+	delta := int32(binary.BigEndian.Uint32(b[hdrLastDelta:]))
+	if delta < 0 {
+		return batchMeta{}, fmt.Errorf("%w: lastOffsetDelta %d", recordbatch.ErrCorrupt, delta)
+	}
+	base := int64(binary.BigEndian.Uint64(b[hdrBaseOffset:]))
+	return batchMeta{
+		base:    base,
+		size:    size,
+		lastOff: base + int64(delta),
+		maxTS:   int64(binary.BigEndian.Uint64(b[hdrMaxTS:])),
+		epoch:   int32(binary.BigEndian.Uint32(b[hdrLeaderEpoch:])),
+		records: int64(delta) + 1,
+	}, nil
+}
+
+// indexBatch updates the in-memory indexes for a batch written at pos.
+// Appender only; call before publishing the batch.
+func (s *segment) indexBatch(m batchMeta, pos int64, interval int) {
+	if s.sinceIndex >= interval {
+		rel := uint32(m.base - s.base)
+		s.idxMu.Lock()
+		s.offsets = append(s.offsets, offsetEntry{rel: rel, pos: uint32(pos)})
+		// Every batch before this one has MaxTimestamp <= maxTS.
+		if ts := s.maxTS.Load(); ts > s.indexTS {
+			s.times = append(s.times, timeEntry{ts: ts, rel: rel})
+			s.indexTS = ts
+		}
+		s.idxMu.Unlock()
+		s.sinceIndex = 0
+	}
+	s.sinceIndex += m.size
+	if m.maxTS > s.maxTS.Load() {
+		s.maxTS.Store(m.maxTS)
+	}
+}
+
+// resetIndex clears the in-memory indexes (before a rebuild or truncation).
+func (s *segment) resetIndex() {
+	s.idxMu.Lock()
+	s.offsets, s.times = nil, nil
+	s.idxMu.Unlock()
+	s.sinceIndex, s.indexTS = 0, -1
+	s.maxTS.Store(-1)
+}
+
+// lookup returns the file position to start scanning from for offset.
+func (s *segment) lookup(offset int64) int64 {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	return lookupOffset(s.offsets, uint32(offset-s.base))
+}
+
+// lookupTime returns the offset to start scanning from for timestamp ts.
+func (s *segment) lookupTime(ts int64) int64 {
+	s.idxMu.RLock()
+	defer s.idxMu.RUnlock()
+	return s.base + int64(lookupTime(s.times, ts))
+}
+
+// readMeta reads the header of the batch at pos.
+func (s *segment) readMeta(pos int64, hdr []byte) (batchMeta, error) {
+	if _, err := s.file.ReadAt(hdr[:recordbatch.HeaderSize], pos); err != nil {
+		return batchMeta{}, fmt.Errorf("partlog: read %s at %d: %w", segmentName(s.base), pos, err)
+	}
+	m, err := peekBatch(hdr)
+	m.position = pos
+	return m, err
+}
+
+// find returns the header of the first published batch whose last offset
+// is >= offset, scanning from the index position; ok is false when the
+// segment has no such batch.
+func (s *segment) find(offset int64, hdr []byte) (m batchMeta, ok bool, err error) {
+	end := s.size.Load()
+	for pos := s.lookup(offset); pos < end; pos += int64(m.size) {
+		if m, err = s.readMeta(pos, hdr); err != nil {
+			return m, false, fmt.Errorf("%w: segment %s position %d: %w", ErrCorrupt, segmentName(s.base), pos, err)
+		}
+		if m.lastOff >= offset {
+			return m, true, nil
+		}
+	}
+	return batchMeta{}, false, nil
+}
+
+// writeIndexes writes the .index and .timeindex files describing the
+// published part of the segment. They are not synced: a torn or lost index
+// fails its CRC or size check on open and is rebuilt from the log.
+func (s *segment) writeIndexes(fsys vfs.FS) error {
+	s.idxMu.RLock()
+	m := indexMeta{baseOffset: s.base, nextOffset: s.next.Load(), logSize: s.size.Load(), maxTS: s.maxTS.Load()}
+	ob := encodeOffsetIndex(m, s.offsets)
+	tb := encodeTimeIndex(m, s.times)
+	s.idxMu.RUnlock()
+	for _, f := range []struct {
+		suffix string
+		b      []byte
+	}{{offsetIndexSuffix, ob}, {timeIndexSuffix, tb}} {
+		file, err := fsys.Create(s.path(f.suffix))
+		if err != nil {
+			return err
+		}
+		_, err = file.Write(f.b)
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeIndexes deletes the index files (the segment is about to change).
+func (s *segment) removeIndexes(fsys vfs.FS) {
+	_ = fsys.Remove(s.path(offsetIndexSuffix))
+	_ = fsys.Remove(s.path(timeIndexSuffix))
+}
+
+// loadIndexes reads the index files and returns what they describe, or an
+// error if either is missing, corrupt, or not about this segment.
+func (s *segment) loadIndexes(fsys vfs.FS) (indexMeta, []offsetEntry, []timeEntry, error) {
+	ob, err := vfs.ReadFile(fsys, s.path(offsetIndexSuffix))
+	if err != nil {
+		return indexMeta{}, nil, nil, err
+	}
+	tb, err := vfs.ReadFile(fsys, s.path(timeIndexSuffix))
+	if err != nil {
+		return indexMeta{}, nil, nil, err
+	}
+	om, offs, err := decodeOffsetIndex(ob)
+	if err != nil {
+		return om, nil, nil, err
+	}
+	tm, times, err := decodeTimeIndex(tb)
+	if err != nil {
+		return om, nil, nil, err
+	}
+	if om != tm || om.baseOffset != s.base || om.nextOffset < s.base {
+		return om, nil, nil, fmt.Errorf("partlog: index: headers disagree (%+v, %+v) for segment %d", om, tm, s.base)
+	}
+	return om, offs, times, nil
+}
+
+// install sets the segment's state from loaded index files.
+func (s *segment) install(m indexMeta, offs []offsetEntry, times []timeEntry) {
+	s.idxMu.Lock()
+	s.offsets, s.times = offs, times
+	s.idxMu.Unlock()
+	s.size.Store(m.logSize)
+	s.next.Store(m.nextOffset)
+	s.maxTS.Store(m.maxTS)
+	s.indexTS = -1
+	if len(times) > 0 {
+		s.indexTS = times[len(times)-1].ts
+	}
+	// The bytes after the last entry are unknown; index the next batch.
+	s.sinceIndex = 1 << 30
+}
