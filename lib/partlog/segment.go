@@ -1,7 +1,6 @@
 package partlog
 
 import (
-	"encoding/binary"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -60,43 +59,21 @@ type batchMeta struct {
 	position int64 // file position, when read from a segment
 }
 
-// Header field positions of the record batch layout documented in package
-// recordbatch (part of that format). peekBatch reads them without needing
-// the whole batch in memory.
-const (
-	hdrBaseOffset  = 0
-	hdrLeaderEpoch = 12
-	hdrMagic       = 16
-	hdrLastDelta   = 23
-	hdrMaxTS       = 35
-)
-
 // peekBatch decodes the header fields of the batch starting at b, which
 // must hold at least recordbatch.HeaderSize bytes. It checks the length
 // and magic, not the CRC.
 func peekBatch(b []byte) (batchMeta, error) {
-	size, err := recordbatch.PeekSize(b)
+	h, err := recordbatch.PeekHeader(b)
 	if err != nil {
 		return batchMeta{}, err
 	}
-	if len(b) < recordbatch.HeaderSize {
-		return batchMeta{}, fmt.Errorf("%w: header needs %d bytes", recordbatch.ErrShortBatch, recordbatch.HeaderSize)
-	}
-	if b[hdrMagic] != recordbatch.Magic {
-		return batchMeta{}, fmt.Errorf("%w: %d", recordbatch.ErrBadMagic, b[hdrMagic])
-	}
-	delta := int32(binary.BigEndian.Uint32(b[hdrLastDelta:]))
-	if delta < 0 {
-		return batchMeta{}, fmt.Errorf("%w: lastOffsetDelta %d", recordbatch.ErrCorrupt, delta)
-	}
-	base := int64(binary.BigEndian.Uint64(b[hdrBaseOffset:]))
 	return batchMeta{
-		base:    base,
-		size:    size,
-		lastOff: base + int64(delta),
-		maxTS:   int64(binary.BigEndian.Uint64(b[hdrMaxTS:])),
-		epoch:   int32(binary.BigEndian.Uint32(b[hdrLeaderEpoch:])),
-		records: int64(delta) + 1,
+		base:    h.BaseOffset,
+		size:    h.Size(),
+		lastOff: h.LastOffset(),
+		maxTS:   h.MaxTimestamp,
+		epoch:   h.PartitionLeaderEpoch,
+		records: int64(h.LastOffsetDelta) + 1,
 	}, nil
 }
 

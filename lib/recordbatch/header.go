@@ -183,16 +183,17 @@ func PeekSize(b []byte) (int, error) {
 	return int(n) + LengthPrefixSize, nil
 }
 
-// ParseHeader decodes the fixed header of the batch at the start of b. It
-// checks the magic and that b holds the whole batch, but not the CRC; use
-// Verify for that.
-func ParseHeader(b []byte) (Header, error) {
-	size, err := PeekSize(b)
-	if err != nil {
+// PeekHeader decodes the fixed header of the batch at the start of b, which
+// needs only the first HeaderSize bytes: enough to index a segment or route a
+// batch without holding it whole. It checks the length, the magic and the
+// signs of the counts, not the CRC and not that the rest of the batch is
+// there.
+func PeekHeader(b []byte) (Header, error) {
+	if _, err := PeekSize(b); err != nil {
 		return Header{}, err
 	}
-	if len(b) < size {
-		return Header{}, fmt.Errorf("%w: have %d bytes of a %d-byte batch", ErrShortBatch, len(b), size)
+	if len(b) < HeaderSize {
+		return Header{}, fmt.Errorf("%w: header needs %d bytes, have %d", ErrShortBatch, HeaderSize, len(b))
 	}
 	h := Header{
 		BaseOffset:           int64(binary.BigEndian.Uint64(b[offBaseOffset:])),
@@ -214,6 +215,19 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	if h.LastOffsetDelta < 0 || h.RecordCount < 0 {
 		return Header{}, fmt.Errorf("%w: lastOffsetDelta %d, recordCount %d", ErrCorrupt, h.LastOffsetDelta, h.RecordCount)
+	}
+	return h, nil
+}
+
+// ParseHeader decodes the fixed header of the batch at the start of b and
+// checks that b holds the whole batch, but not the CRC; use Verify for that.
+func ParseHeader(b []byte) (Header, error) {
+	h, err := PeekHeader(b)
+	if err != nil {
+		return Header{}, err
+	}
+	if len(b) < h.Size() {
+		return Header{}, fmt.Errorf("%w: have %d bytes of a %d-byte batch", ErrShortBatch, len(b), h.Size())
 	}
 	return h, nil
 }
