@@ -9,7 +9,7 @@ SHELL := /usr/bin/env bash
 
 # Every Go module in the workspace (go.work). Packages are addressed through
 # these because `./...` does not span workspace modules.
-MODULES := client gen lib
+MODULES := client gen lib tests
 PKGS := $(MODULES:%=./%/...)
 
 GO ?= go

@@ -1,0 +1,3 @@
+module github.com/strata-mq/strata/tests
+
+go 1.26
