@@ -1,0 +1,386 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// Exit codes of [Command.Run] and [Main].
+const (
+	ExitOK     = 0 // clean shutdown, or --help
+	ExitFailed = 1 // start-up failed, the server failed, or shutdown was not clean
+	ExitConfig = 2 // bad flags, environment or config
+)
+
+// SetupFunc builds the service: it opens what the service needs, registers
+// readiness checks and shutdown hooks on p, and returns the handler to
+// serve on --listen (normally an http.ServeMux holding the Connect
+// handlers). It runs after the listeners are bound, so p.Addr is known.
+//
+// ctx lives until in-flight requests have drained at shutdown, then is
+// canceled before the shutdown hooks run: background goroutines started
+// with it stop then. When SetupFunc fails, the hooks it registered so far
+// still run, in reverse order, so a partial start is cleaned up.
+type SetupFunc func(ctx context.Context, p *Process) (http.Handler, error)
+
+// Command is one service binary. [Main] runs it with the process's
+// arguments, environment and signals; tests call Run directly.
+type Command struct {
+	// Name is the binary's name, for example "strata-storage". It prefixes
+	// error lines and is the default OTel service.name. Required.
+	Name string
+	// Summary is a sentence or two printed at the top of --help.
+	Summary string
+	// Config is the service's config struct (a pointer embedding [Base]).
+	// Run fills it from flags and environment before calling Setup.
+	Config Config
+	// Setup builds the service. Required.
+	Setup SetupFunc
+
+	// Args are the command-line arguments without the program name.
+	// Main passes os.Args[1:].
+	Args []string
+	// LookupEnv reads STRATA_* variables; nil means no environment. Main
+	// passes os.LookupEnv. (OTEL_* variables are read by the OpenTelemetry
+	// SDK from the real environment.)
+	LookupEnv func(string) (string, bool)
+	// Stdout receives --help; nil means io.Discard.
+	Stdout io.Writer
+	// Stderr receives logs and the one-line config error; nil means io.Discard.
+	Stderr io.Writer
+}
+
+// Main runs cmd as the whole of a service's main function and exits the
+// process with Run's exit code. SIGTERM and SIGINT start a graceful
+// shutdown; a second signal during shutdown kills the process at once.
+func Main(cmd Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	// After the first signal, restore the default disposition so that a
+	// second one ends a shutdown that hangs.
+	context.AfterFunc(ctx, stop)
+	cmd.Args = os.Args[1:]
+	cmd.LookupEnv = os.LookupEnv
+	cmd.Stdout = os.Stdout
+	cmd.Stderr = os.Stderr
+	os.Exit(cmd.Run(ctx))
+}
+
+// Run parses and validates the config, sets up logging and telemetry
+// (installing them as the slog and otel globals), binds --listen and
+// --admin-listen, calls Setup, serves until ctx is canceled, then shuts
+// down in this order:
+//
+//  1. /readyz turns 503 and Draining closes;
+//  2. the API listener stops accepting; in-flight requests get
+//     --drain-timeout to finish, after which their connections are closed;
+//  3. Setup's ctx is canceled;
+//  4. shutdown hooks run in reverse order of registration, all within
+//     another --drain-timeout;
+//  5. telemetry is flushed and the admin listener closes.
+//
+// It returns [ExitOK] after a clean shutdown or --help, [ExitConfig] for
+// bad config (one line on Stderr: "strata-storage: bad config: ..."), and
+// [ExitFailed] otherwise. Run is meant to be called once per process.
+func (cmd Command) Run(ctx context.Context) int {
+	stdout, stderr := orDiscard(cmd.Stdout), orDiscard(cmd.Stderr)
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd.Name, oneLine(fmt.Sprintf(format, args...)))
+		return code
+	}
+	if cmd.Name == "" || cmd.Config == nil || cmd.Setup == nil {
+		return fail(ExitFailed, "serve: Command needs Name, Config and Setup")
+	}
+
+	// Config: flags, then environment, then validation of everything.
+	flags := NewFlags(cmd.Name)
+	base := cmd.Config.base()
+	base.registerFlags(flags)
+	cmd.Config.RegisterFlags(flags)
+	if err := flags.Parse(cmd.Args, cmd.LookupEnv); err != nil {
+		if errors.Is(err, ErrHelp) {
+			flags.PrintUsage(stdout, cmd.Summary)
+			return ExitOK
+		}
+		return fail(ExitConfig, "bad config: %v", err)
+	}
+	var problems Problems
+	base.validate(&problems)
+	problems.Add(cmd.Config.Validate())
+	if err := problems.Err(); err != nil {
+		return fail(ExitConfig, "%v", err)
+	}
+
+	// Logging, and the resolved config logged once.
+	logger, err := NewLogger(stderr, base.LogFormat, base.LogLevel, cmd.Name)
+	if err != nil {
+		return fail(ExitConfig, "bad config: %v", err)
+	}
+	slog.SetDefault(logger)
+	version := buildVersion()
+	logger.Info("starting",
+		slog.String("version", version),
+		slog.String("go", runtime.Version()),
+		slog.Int("pid", os.Getpid()),
+		slog.Any("config", slog.GroupValue(flags.Attrs()...)),
+	)
+
+	tel, err := NewTelemetry(ctx, TelemetryConfig{ServiceName: cmd.Name, ServiceVersion: version, Logger: logger})
+	if err != nil {
+		logger.Error("telemetry setup failed", slog.String("err", err.Error()))
+		return fail(ExitFailed, "%v", err)
+	}
+	tel.SetGlobal()
+
+	p := &Process{
+		name:   cmd.Name,
+		logger: logger,
+		tel:    tel,
+		health: NewHealth(),
+		client: NewHTTPClient(),
+	}
+	code := p.run(ctx, base, cmd.Setup)
+	p.client.CloseIdleConnections()
+	return code
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// buildVersion is the main module's version, or the VCS revision when the
+// binary was built from a checkout, or "devel".
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return s.Value[:12]
+		}
+	}
+	return "devel"
+}
+
+// Process is what a service's Setup gets: its logger, telemetry, addresses,
+// and the places to register readiness checks and shutdown hooks. Its
+// methods are safe for concurrent use.
+type Process struct {
+	name   string
+	logger *slog.Logger
+	tel    *Telemetry
+	health *Health
+	client *http.Client
+
+	apiLn   net.Listener
+	adminLn net.Listener
+	api     *Server
+
+	mu        sync.Mutex
+	hooks     []shutdownHook
+	hooksDone bool
+	draining  chan struct{}
+}
+
+type shutdownHook struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Name is the binary's name, as in Command.Name.
+func (p *Process) Name() string { return p.name }
+
+// Logger is the process logger (also slog.Default()). Log with the
+// ...Context methods inside requests so lines carry trace ids.
+func (p *Process) Logger() *slog.Logger { return p.logger }
+
+// Telemetry is the process's OpenTelemetry setup.
+func (p *Process) Telemetry() *Telemetry { return p.tel }
+
+// ConnectOption instruments a Connect handler or client; see
+// [Telemetry.ConnectOption].
+func (p *Process) ConnectOption() connect.Option { return p.tel.ConnectOption() }
+
+// HTTPClient is the process's shared client for Connect calls to other
+// Strata services, from [NewHTTPClient]. Its idle connections are closed
+// when Run returns.
+func (p *Process) HTTPClient() *http.Client { return p.client }
+
+// Addr is the bound address of --listen (with the real port when the flag
+// asked for port 0).
+func (p *Process) Addr() net.Addr { return p.apiLn.Addr() }
+
+// URL is the base URL of the API listener as reachable from this host,
+// such as "http://127.0.0.1:9102"; see [Server.URL].
+func (p *Process) URL() string { return baseURL(p.apiLn.Addr()) }
+
+// AdminAddr is the bound address of --admin-listen, or nil when disabled.
+func (p *Process) AdminAddr() net.Addr {
+	if p.adminLn == nil {
+		return nil
+	}
+	return p.adminLn.Addr()
+}
+
+// AddReadinessCheck registers a check behind /readyz; see [Health.AddCheck].
+func (p *Process) AddReadinessCheck(name string, fn func(ctx context.Context) error) {
+	p.health.AddCheck(name, fn)
+}
+
+// OnShutdown registers fn to run at shutdown, after in-flight requests
+// have drained and Setup's ctx is canceled. Hooks run one at a time in
+// reverse order of registration (what was opened last closes first), each
+// exactly once, sharing a --drain-timeout deadline; a failing hook is
+// logged and the rest still run. Registering after shutdown has begun runs
+// nothing and logs a warning.
+func (p *Process) OnShutdown(name string, fn func(ctx context.Context) error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hooksDone {
+		p.logger.Warn("shutdown hook registered too late; not run", slog.String("hook", name))
+		return
+	}
+	p.hooks = append(p.hooks, shutdownHook{name, fn})
+}
+
+// Draining is closed when shutdown begins. Long-lived stream handlers
+// (metadata watches, long-poll fetches) select on it and end the stream so
+// that draining does not wait for them until --drain-timeout.
+func (p *Process) Draining() <-chan struct{} { return p.draining }
+
+func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
+	logger := p.logger
+	p.draining = make(chan struct{})
+	var err error
+	p.apiLn, err = net.Listen("tcp", base.Listen)
+	if err != nil {
+		logger.Error("listen failed", slog.String("listen", base.Listen), slog.String("err", err.Error()))
+		p.flushTelemetry(base.DrainTimeout)
+		return ExitFailed
+	}
+	var admin *Server
+	if base.AdminEnabled() {
+		p.adminLn, err = net.Listen("tcp", base.AdminListen)
+		if err != nil {
+			p.apiLn.Close()
+			logger.Error("listen failed", slog.String("admin-listen", base.AdminListen), slog.String("err", err.Error()))
+			p.flushTelemetry(base.DrainTimeout)
+			return ExitFailed
+		}
+		// The admin listener serves from before Setup until the very end,
+		// so /healthz answers during a long start and /metrics during drain.
+		admin = StartServer(p.adminLn, AdminHandler(p.health, p.tel.MetricsHandler()))
+		defer admin.Close()
+	}
+
+	// Setup's ctx keeps ctx's values but not its cancellation: the service
+	// runs until the drain is over, not until the signal.
+	svcCtx, cancelSvc := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSvc()
+	h, err := setup(svcCtx, p)
+	if err != nil {
+		logger.Error("setup failed", slog.String("err", err.Error()))
+		p.apiLn.Close()
+		cancelSvc()
+		p.runHooks(base.DrainTimeout)
+		p.flushTelemetry(base.DrainTimeout)
+		return ExitFailed
+	}
+	if h == nil {
+		h = http.NotFoundHandler()
+	}
+	p.api = StartServer(p.apiLn, h)
+	p.health.SetServing()
+	attrs := []any{slog.String("listen", p.Addr().String())}
+	if a := p.AdminAddr(); a != nil {
+		attrs = append(attrs, slog.String("admin", a.String()))
+	}
+	logger.Info("serving", attrs...)
+
+	code := ExitOK
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", slog.String("cause", shutdownCause(ctx)))
+	case <-p.api.Done():
+		logger.Error("server stopped", slog.Any("err", p.api.Err()))
+		code = ExitFailed
+	}
+
+	// 1-2: turn unready, tell streams to end, drain in-flight requests.
+	p.health.SetDraining()
+	close(p.draining)
+	drainCtx, cancelDrain := context.WithTimeout(context.Background(), base.DrainTimeout)
+	start := time.Now()
+	if err := p.api.Shutdown(drainCtx); err != nil {
+		logger.Warn("drain timed out; closed remaining connections", slog.Duration("drain_timeout", base.DrainTimeout))
+		code = ExitFailed
+	} else {
+		logger.Info("drained", slog.Duration("took", time.Since(start)))
+	}
+	cancelDrain()
+	// 3-4: stop background work, then close in reverse order.
+	cancelSvc()
+	if !p.runHooks(base.DrainTimeout) {
+		code = ExitFailed
+	}
+	// 5: flush telemetry; the deferred admin.Close ends the admin listener.
+	p.flushTelemetry(base.DrainTimeout)
+	logger.Info("stopped", slog.Int("exit_code", code))
+	return code
+}
+
+func shutdownCause(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil {
+		return c.Error()
+	}
+	return "canceled"
+}
+
+// runHooks runs the shutdown hooks in reverse order and reports whether
+// all of them succeeded.
+func (p *Process) runHooks(timeout time.Duration) bool {
+	p.mu.Lock()
+	hooks := p.hooks
+	p.hooks = nil
+	p.hooksDone = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	ok := true
+	for i := len(hooks) - 1; i >= 0; i-- {
+		hk := hooks[i]
+		if err := hk.fn(ctx); err != nil {
+			p.logger.Error("shutdown hook failed", slog.String("hook", hk.name), slog.String("err", err.Error()))
+			ok = false
+		}
+	}
+	return ok
+}
+
+func (p *Process) flushTelemetry(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := p.tel.Shutdown(ctx); err != nil {
+		p.logger.Warn("telemetry flush failed", slog.String("err", err.Error()))
+	}
+}
