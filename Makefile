@@ -42,8 +42,9 @@ test: ## Run the fast test suite (units, fuzz seeds, fault injection) with the r
 	$(GO) test $(TESTFLAGS) $(PKGS)
 
 .PHONY: test-long
-test-long: ## Run the long suites: fuzzing for FUZZTIME per target
+test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials on a fresh seed
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./recordbatch/
+	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, codecs) and print figures

@@ -3,11 +3,13 @@ package partlog
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/vfs"
@@ -329,13 +331,23 @@ func TestCrashFlushSyncConcurrent(t *testing.T) {
 	}
 }
 
+var (
+	crashSeed   = flag.Uint64("crash-seed", 42, "seed for TestRandomizedCrashes; 0 picks one from the clock")
+	crashTrials = flag.Int("crash-trials", 50, "trials in TestRandomizedCrashes")
+)
+
 // Randomized crash trials: after a power loss at a random point, the
 // recovered log is a prefix of what was appended and holds at least every
 // batch that an fsync covered before the crash.
 func TestRandomizedCrashes(t *testing.T) {
-	rng := rand.New(rand.NewPCG(42, 42))
+	seed := *crashSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -crash-seed %d)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
 	modes := []FlushMode{FlushNone, FlushInterval, FlushSync}
-	for trial := range 50 {
+	for trial := range *crashTrials {
 		mode := modes[trial%len(modes)]
 		cfg := Config{
 			SegmentBytes:       int64(500 + rng.IntN(3000)),

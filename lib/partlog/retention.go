@@ -160,6 +160,12 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		l.segMu.Unlock()
 		return l.fail(err)
 	}
+	// Create empties a segment file of the same name in place; make that
+	// durable now, or a crash could bring back the truncated batches.
+	if err := ns.file.Sync(); err != nil {
+		l.segMu.Unlock()
+		return l.fail(fmt.Errorf("partlog: fsync segment %s: %w", segmentName(offset), err))
+	}
 	old := l.segs
 	l.segs = []*segment{ns}
 	l.unflushed = nil
