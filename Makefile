@@ -7,10 +7,13 @@ SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-# Every Go module in the workspace (go.work). Packages are addressed through
-# these because `./...` does not span workspace modules.
-MODULES := client gen lib tests
+# Every Go module in the workspace, read from go.work so there is one list.
+# Packages are addressed through these because `./...` does not span
+# workspace modules.
+MODULES := $(shell sed -n 's|^[[:space:]]*\./||p' go.work)
 PKGS := $(MODULES:%=./%/...)
+# Every main package: the CLI and one binary per service.
+CMDS := $(wildcard client/cmd/* services/*/cmd/*)
 
 GO ?= go
 # The race detector doubles test time on this 2-core machine but catches the
@@ -27,9 +30,10 @@ help: ## Describe the make targets
 		awk 'BEGIN {FS = ":.*?## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Compile every module; binaries go to bin/
+build: ## Compile every module and put every binary (strata and each service) in bin/
 	@mkdir -p bin
 	$(GO) build $(PKGS)
+	$(if $(CMDS),$(GO) build -o bin/ $(CMDS:%=./%))
 
 .PHONY: lint
 lint: buflint ## Run buf lint, gofmt and go vet

@@ -1,0 +1,107 @@
+// Command strata-controller runs one member of the controller quorum: an
+// embedded etcd member, the election of the active controller and the
+// ControllerService Connect API. See docs/design/controller.md.
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
+	"github.com/strata-mq/strata/services/controller/internal/metastore"
+	"github.com/strata-mq/strata/services/controller/internal/server"
+)
+
+// config is the controller's flags beyond serve.Base.
+type config struct {
+	serve.Base
+	id                 string
+	dataDir            string
+	peers              string
+	etcdClientPort     int
+	nodeSessionTimeout time.Duration
+	sessionTTL         time.Duration
+	etcdLogLevel       string
+
+	parsedPeers map[string]string
+}
+
+func (c *config) RegisterFlags(f *serve.Flags) {
+	f.StringVar(&c.id, "id", "1", "this controller's id (its etcd member name); must be a key of --peers")
+	f.StringVar(&c.dataDir, "data-dir", "", "directory of the embedded etcd member's data (required)")
+	f.StringVar(&c.peers, "peers", "1=http://127.0.0.1:2380",
+		"every controller's etcd peer URL, ID=URL comma-separated; 1, 3 or 5 members, the same on every controller")
+	f.IntVar(&c.etcdClientPort, "etcd-client-port", 0, "loopback port of the embedded etcd's client listener; 0 picks a free port")
+	f.DurationVar(&c.nodeSessionTimeout, "node-session-timeout", metastore.DefaultNodeSessionTimeout,
+		"storage node lease TTL: a node silent this long is dead (whole seconds)")
+	f.DurationVar(&c.sessionTTL, "controller-session-timeout", 5*time.Second,
+		"election session TTL: how long a crashed active controller stays active (whole seconds)")
+	f.StringVar(&c.etcdLogLevel, "etcd-log-level", "warn", "log level of the embedded etcd: debug, info, warn or error")
+}
+
+func (c *config) Validate() error {
+	var p serve.Problems
+	if c.dataDir == "" {
+		p.Flag("data-dir", c.dataDir, "required")
+	}
+	peers, err := etcdmember.ParsePeers(c.peers)
+	if err != nil {
+		p.Flag("peers", c.peers, err.Error())
+	} else if _, ok := peers[c.id]; !ok {
+		p.Flag("id", c.id, "not among --peers")
+	}
+	c.parsedPeers = peers
+	if c.etcdClientPort < 0 || c.etcdClientPort > 65535 {
+		p.Flag("etcd-client-port", c.etcdClientPort, "must be 0..65535")
+	}
+	if c.nodeSessionTimeout < time.Second {
+		p.Flag("node-session-timeout", c.nodeSessionTimeout, "must be at least 1s")
+	}
+	if c.sessionTTL < time.Second {
+		p.Flag("controller-session-timeout", c.sessionTTL, "must be at least 1s")
+	}
+	switch c.etcdLogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		p.Flag("etcd-log-level", c.etcdLogLevel, "must be debug, info, warn or error")
+	}
+	return p.Err()
+}
+
+func main() {
+	cfg := &config{Base: serve.Base{Listen: "127.0.0.1:9093", AdminListen: "127.0.0.1:9193"}}
+	serve.Main(serve.Command{
+		Name:    "strata-controller",
+		Summary: "Strata controller: embedded etcd member, active-controller election, ControllerService API.",
+		Config:  cfg,
+		Setup: func(ctx context.Context, p *serve.Process) (http.Handler, error) {
+			c, err := server.Start(ctx, server.Config{
+				Member: etcdmember.Config{
+					Name: cfg.id, Dir: cfg.dataDir, Peers: cfg.parsedPeers,
+					ClientPort: cfg.etcdClientPort, LogLevel: cfg.etcdLogLevel,
+				},
+				Address:            p.URL(),
+				NodeSessionTimeout: cfg.nodeSessionTimeout,
+				SessionTTL:         cfg.sessionTTL,
+				Logger:             p.Logger(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			p.OnShutdown("controller", func(context.Context) error { c.Close(); return nil })
+			go func() {
+				select {
+				case <-p.Draining():
+					c.Drain()
+				case <-ctx.Done():
+				}
+			}()
+			p.AddReadinessCheck("controller", c.Ready)
+			mux := http.NewServeMux()
+			mux.Handle(c.Handler(p.ConnectOption()))
+			return mux, nil
+		},
+	})
+}

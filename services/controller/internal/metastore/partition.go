@@ -1,0 +1,236 @@
+package metastore
+
+import (
+	"context"
+	"slices"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// NextPartitionState is the controller's reaction to node liveness for one
+// partition. live reports whether a node holds an unexpired lease; unclean
+// is the topic's unclean.leader.election.enable. It returns the new state
+// and true when the state must change; epochs are already bumped.
+//
+// Rules:
+//   - dead nodes leave the ISR, except that the ISR never becomes empty: its
+//     last member stays (the old leader when it was in the ISR) so that it can
+//     lead again when it returns;
+//   - a partition whose leader is dead or absent gets the first replica (in
+//     replica order) that is in the ISR and live, else no leader (-1);
+//   - only with unclean set, an offline partition may elect any live
+//     replica, whose ISR then is itself alone;
+//   - a leader change bumps the leader epoch; any change bumps the partition
+//     epoch.
+func NextPartitionState(p *commonv1.PartitionMetadata, live func(int32) bool, unclean bool) (*commonv1.PartitionMetadata, bool) {
+	var isr []int32
+	for _, r := range p.GetIsr() {
+		if live(r) {
+			isr = append(isr, r)
+		}
+	}
+	leader := p.GetLeaderId()
+	if leader < 0 || !live(leader) || !slices.Contains(isr, leader) {
+		leader = -1
+		for _, r := range p.GetReplicas() {
+			if slices.Contains(isr, r) {
+				leader = r
+				break
+			}
+		}
+	}
+	if len(isr) == 0 {
+		switch {
+		case len(p.GetIsr()) == 0:
+		case p.GetLeaderId() >= 0 && slices.Contains(p.GetIsr(), p.GetLeaderId()):
+			isr = []int32{p.GetLeaderId()}
+		default:
+			isr = []int32{p.GetIsr()[0]}
+		}
+		if unclean {
+			for _, r := range p.GetReplicas() {
+				if live(r) {
+					leader, isr = r, []int32{r}
+					break
+				}
+			}
+		}
+	}
+	if leader == p.GetLeaderId() && slices.Equal(isr, p.GetIsr()) {
+		return p, false
+	}
+	next := proto.Clone(p).(*commonv1.PartitionMetadata)
+	next.OfflineReplicas = nil
+	if leader != p.GetLeaderId() {
+		next.LeaderId = leader
+		next.LeaderEpoch++
+	}
+	next.Isr = isr
+	next.PartitionEpoch++
+	return next, true
+}
+
+// Reconcile applies NextPartitionState to every partition, each in its own
+// transaction guarded by the partition's ModRevision and by guard (the
+// active controller's election key, so a deposed controller writes
+// nothing). It is level-triggered and idempotent: a controller that fails
+// over mid-way leaves every partition either old or new, and the next
+// active controller finishes the rest. It returns how many partitions
+// changed.
+func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) {
+	changed := 0
+	for attempt := 0; attempt < 10; attempt++ {
+		m, err := s.Load(ctx)
+		if err != nil {
+			return changed, err
+		}
+		conflict := false
+		for _, name := range m.TopicNames() {
+			unclean := effectiveConfigs(m.Topics[name].GetConfigs(), 0)["unclean.leader.election.enable"] == "true"
+			for idx, p := range m.Partitions[name] {
+				next, ok := NextPartitionState(p, m.IsLive, unclean)
+				if !ok {
+					continue
+				}
+				b, err := proto.Marshal(next)
+				if err != nil {
+					return changed, err
+				}
+				key := partitionKey(name, idx)
+				tx, err := s.cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", m.PartitionRevs[name][idx]), guard).
+					Then(clientv3.OpPut(key, string(b))).
+					Else(clientv3.OpTxn([]clientv3.Cmp{guard}, nil, nil)).Commit()
+				if err != nil {
+					return changed, err
+				}
+				if !tx.Succeeded {
+					if !tx.Responses[0].GetResponseTxn().GetSucceeded() {
+						return changed, ErrNotActive
+					}
+					conflict = true
+					continue
+				}
+				changed++
+			}
+		}
+		if !conflict {
+			return changed, nil
+		}
+	}
+	return changed, nil
+}
+
+// AlterPartition applies a leader's ISR change requests. Each is a
+// compare-and-set: it applies only when the sender leads the partition at
+// the given leader epoch and the partition epoch is the one the leader saw;
+// the new ISR must be live replicas and include the leader.
+func (s *Store) AlterPartition(ctx context.Context, nodeID int32, nodeEpoch int64, items []*controllerv1.AlterPartitionItem) ([]*controllerv1.AlterPartitionResult, error) {
+	lresp, err := s.cl.Get(ctx, PrefixLive, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	live := map[int32]int64{}
+	for _, kv := range lresp.Kvs {
+		if id, ok := parseNodeID(string(kv.Key), PrefixLive); ok {
+			live[id] = kv.CreateRevision
+		}
+	}
+	if live[nodeID] != nodeEpoch || nodeEpoch == 0 {
+		return nil, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH,
+			"node %d epoch %d is not current; register again", nodeID, nodeEpoch)
+	}
+	out := make([]*controllerv1.AlterPartitionResult, 0, len(items))
+	for _, it := range items {
+		res := &controllerv1.AlterPartitionResult{Topic: it.GetTopic(), Partition: it.GetPartition()}
+		state, err := s.alterOne(ctx, nodeID, nodeEpoch, it, live)
+		res.State = state
+		if err != nil {
+			d := Detail(err)
+			if d == nil {
+				return nil, err
+			}
+			res.Error = d
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it *controllerv1.AlterPartitionItem, live map[int32]int64) (*commonv1.PartitionMetadata, error) {
+	tk, pk := topicKey(it.GetTopic()), partitionKey(it.GetTopic(), it.GetPartition())
+	resp, err := s.cl.Txn(ctx).Then(clientv3.OpGet(tk), clientv3.OpGet(pk)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	tkvs, pkvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	notFound := errf(commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
+		"partition %s-%d not found", it.GetTopic(), it.GetPartition())
+	if len(tkvs) == 0 || len(pkvs) == 0 {
+		return nil, notFound
+	}
+	t := &commonv1.TopicMetadata{}
+	p := &commonv1.PartitionMetadata{}
+	if err := proto.Unmarshal(tkvs[0].Value, t); err != nil {
+		return nil, err
+	}
+	if err := proto.Unmarshal(pkvs[0].Value, p); err != nil {
+		return nil, err
+	}
+	if it.GetTopicId() != "" && it.GetTopicId() != t.GetTopicId() {
+		return nil, notFound
+	}
+	if p.GetLeaderId() != nodeID {
+		return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER,
+			"node %d does not lead %s-%d (leader %d)", nodeID, it.GetTopic(), it.GetPartition(), p.GetLeaderId())
+	}
+	if it.GetLeaderEpoch() != p.GetLeaderEpoch() {
+		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
+			"leader epoch %d is not current (%d)", it.GetLeaderEpoch(), p.GetLeaderEpoch())
+	}
+	if it.GetPartitionEpoch() != p.GetPartitionEpoch() {
+		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
+			"partition epoch %d is stale (current %d)", it.GetPartitionEpoch(), p.GetPartitionEpoch())
+	}
+	seen := map[int32]bool{}
+	for _, r := range it.GetNewIsr() {
+		if seen[r] || !slices.Contains(p.GetReplicas(), r) || live[r] == 0 {
+			return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+				"node %d is not a live replica of %s-%d (or is named twice)", r, it.GetTopic(), it.GetPartition())
+		}
+		seen[r] = true
+	}
+	if !seen[nodeID] {
+		return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+			"the new ISR of %s-%d must include the leader %d", it.GetTopic(), it.GetPartition(), nodeID)
+	}
+	next := proto.Clone(p).(*commonv1.PartitionMetadata)
+	next.Isr = append([]int32(nil), it.GetNewIsr()...)
+	next.PartitionEpoch++
+	b, err := proto.Marshal(next)
+	if err != nil {
+		return nil, err
+	}
+	// The CAS: the partition unchanged since read (every write bumps the
+	// partition epoch, so ModRevision equality is partition-epoch equality)
+	// and the sender still the same incarnation.
+	tx, err := s.cl.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(pk), "=", pkvs[0].ModRevision),
+		clientv3.Compare(clientv3.CreateRevision(liveKey(nodeID)), "=", nodeEpoch),
+	).Then(clientv3.OpPut(pk, string(b))).Else(clientv3.OpGet(pk)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !tx.Succeeded {
+		cur := p
+		if kvs := tx.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			cur = &commonv1.PartitionMetadata{}
+			_ = proto.Unmarshal(kvs[0].Value, cur)
+		}
+		return cur, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
+			"partition %s-%d changed concurrently (epoch %d)", it.GetTopic(), it.GetPartition(), cur.GetPartitionEpoch())
+	}
+	return next, nil
+}

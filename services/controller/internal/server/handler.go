@@ -1,0 +1,232 @@
+// Package server is the controller process: the embedded etcd member, the
+// election, the active controller's reconcile loop and the Connect
+// handler of strata.controller.v1.ControllerService.
+//
+// Forwarding: every RPC is served by the controller that receives it,
+// directly against its own etcd member. This is equivalent to forwarding
+// to the active controller and safe because each write is one etcd
+// transaction guarded by the revisions of what it read (see
+// docs/design/controller.md): topic creation is conditioned on the topic
+// key being absent, AlterPartition on the partition's ModRevision and the
+// node's epoch, producer-id blocks on the counter's ModRevision, node
+// registration on the live key being absent. Only the reaction to node
+// liveness (leader election on node death and return) needs one writer,
+// and only the active controller runs it, guarded by its election key.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/services/controller/internal/metastore"
+)
+
+// Handler implements ControllerServiceHandler on a Controller.
+type Handler struct {
+	controllerv1connect.UnimplementedControllerServiceHandler
+	c *Controller
+}
+
+var _ controllerv1connect.ControllerServiceHandler = (*Handler)(nil)
+
+// toConnect maps internal errors to Connect errors at the edge: typed
+// metastore errors keep their code, reason and message; anything else is
+// UNAVAILABLE (etcd unreachable, no quorum) with a generic line.
+func (h *Handler) toConnect(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if d := metastore.Detail(err); d != nil {
+		ce := connect.NewError(connect.Code(d.Code), errors.New(d.Message))
+		if det, derr := connect.NewErrorDetail(d); derr == nil {
+			ce.AddDetail(det)
+		}
+		return ce
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeOf(err), errors.New("request canceled or timed out"))
+	}
+	h.c.log.WarnContext(ctx, "etcd request failed", slog.String("err", err.Error()))
+	d := &commonv1.ErrorDetail{Code: commonv1.Code_CODE_UNAVAILABLE, Reason: commonv1.Reason_REASON_NOT_CONTROLLER,
+		Message: "controller metadata store unavailable; retry"}
+	if a := h.c.elector.Active(); a != nil {
+		d.Hint = &commonv1.ErrorDetail_Controller{Controller: a}
+	}
+	ce := connect.NewError(connect.CodeUnavailable, errors.New(d.Message))
+	if det, derr := connect.NewErrorDetail(d); derr == nil {
+		ce.AddDetail(det)
+	}
+	return ce
+}
+
+func (h *Handler) RegisterNode(ctx context.Context, req *connect.Request[controllerv1.RegisterNodeRequest]) (*connect.Response[controllerv1.RegisterNodeResponse], error) {
+	m := req.Msg
+	epoch, err := h.c.store.RegisterNode(ctx, &commonv1.Node{NodeId: m.NodeId, Address: m.Address, Rack: m.Rack}, m.IncarnationId)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "node registered", slog.Int("node", int(m.NodeId)), slog.Int64("epoch", epoch))
+	ttl := h.c.store.NodeTTL
+	return connect.NewResponse(&controllerv1.RegisterNodeResponse{
+		NodeEpoch: epoch, HeartbeatIntervalMs: int32(ttl / 3 / time.Millisecond), LeaseTtlMs: int32(ttl / time.Millisecond),
+	}), nil
+}
+
+func (h *Handler) Heartbeat(ctx context.Context, req *connect.Request[controllerv1.HeartbeatRequest]) (*connect.Response[controllerv1.HeartbeatResponse], error) {
+	ttl, err := h.c.store.Heartbeat(ctx, req.Msg.NodeId, req.Msg.NodeEpoch)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.HeartbeatResponse{LeaseTtlMs: int32(ttl / time.Millisecond)}), nil
+}
+
+func (h *Handler) CreateTopic(ctx context.Context, req *connect.Request[controllerv1.CreateTopicRequest]) (*connect.Response[controllerv1.CreateTopicResponse], error) {
+	m := req.Msg
+	d, err := h.c.store.CreateTopic(ctx, metastore.CreateTopicRequest{
+		Name: m.Name, Partitions: m.Partitions, ReplicationFactor: m.ReplicationFactor, Configs: m.Configs, ValidateOnly: m.ValidateOnly,
+	})
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	if !m.ValidateOnly {
+		h.c.log.InfoContext(ctx, "topic created", slog.String("topic", m.Name), slog.String("topic_id", d.TopicId))
+	}
+	return connect.NewResponse(&controllerv1.CreateTopicResponse{Topic: d}), nil
+}
+
+func (h *Handler) DeleteTopic(ctx context.Context, req *connect.Request[controllerv1.DeleteTopicRequest]) (*connect.Response[controllerv1.DeleteTopicResponse], error) {
+	id, err := h.c.store.DeleteTopic(ctx, req.Msg.Name, req.Msg.TopicId)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "topic deleted", slog.String("topic", req.Msg.Name), slog.String("topic_id", id))
+	return connect.NewResponse(&controllerv1.DeleteTopicResponse{TopicId: id}), nil
+}
+
+func (h *Handler) DescribeTopics(ctx context.Context, req *connect.Request[controllerv1.DescribeTopicsRequest]) (*connect.Response[controllerv1.DescribeTopicsResponse], error) {
+	m, err := h.c.store.Load(ctx)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	out := &controllerv1.DescribeTopicsResponse{}
+	names := req.Msg.Names
+	if len(names) == 0 {
+		for _, n := range m.TopicNames() {
+			if !m.Topics[n].GetInternal() {
+				names = append(names, n)
+			}
+		}
+	}
+	for _, n := range names {
+		d := m.Describe(n)
+		if d == nil {
+			return nil, h.toConnect(ctx, &metastore.Error{Code: commonv1.Code_CODE_NOT_FOUND,
+				Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, Msg: "topic " + quote(n) + " not found"})
+		}
+		out.Topics = append(out.Topics, d)
+	}
+	return connect.NewResponse(out), nil
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+func (h *Handler) ListTopics(ctx context.Context, req *connect.Request[controllerv1.ListTopicsRequest]) (*connect.Response[controllerv1.ListTopicsResponse], error) {
+	m, err := h.c.store.Load(ctx)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	out := &controllerv1.ListTopicsResponse{}
+	for _, n := range m.TopicNames() {
+		t := m.Topics[n]
+		if t.GetInternal() && !req.Msg.IncludeInternal {
+			continue
+		}
+		out.Topics = append(out.Topics, &controllerv1.TopicListing{
+			Name: n, TopicId: t.GetTopicId(), Partitions: int32(len(m.Partitions[n])),
+			ReplicationFactor: int32(m.ReplicationFactor(n)), Internal: t.GetInternal(),
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h *Handler) AlterTopicConfig(ctx context.Context, req *connect.Request[controllerv1.AlterTopicConfigRequest]) (*connect.Response[controllerv1.AlterTopicConfigResponse], error) {
+	m := req.Msg
+	entries, err := h.c.store.AlterTopicConfig(ctx, m.Name, m.SetConfigs, m.DeleteConfigs, m.ValidateOnly)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.AlterTopicConfigResponse{Configs: entries}), nil
+}
+
+func (h *Handler) AlterPartition(ctx context.Context, req *connect.Request[controllerv1.AlterPartitionRequest]) (*connect.Response[controllerv1.AlterPartitionResponse], error) {
+	res, err := h.c.store.AlterPartition(ctx, req.Msg.NodeId, req.Msg.NodeEpoch, req.Msg.Partitions)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.AlterPartitionResponse{Partitions: res}), nil
+}
+
+func (h *Handler) AllocateProducerIds(ctx context.Context, req *connect.Request[controllerv1.AllocateProducerIdsRequest]) (*connect.Response[controllerv1.AllocateProducerIdsResponse], error) {
+	count := req.Msg.Count
+	if count == 0 {
+		count = 1000
+	}
+	first, err := h.c.store.AllocateProducerIDs(ctx, count)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.AllocateProducerIdsResponse{FirstProducerId: first, Count: count}), nil
+}
+
+func (h *Handler) DescribeCluster(ctx context.Context, _ *connect.Request[controllerv1.DescribeClusterRequest]) (*connect.Response[controllerv1.DescribeClusterResponse], error) {
+	m, err := h.c.store.Load(ctx)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	out := &controllerv1.DescribeClusterResponse{
+		ClusterId: m.ClusterID, Controllers: h.c.quorum(ctx, m), Nodes: m.NodeList(), MetadataVersion: m.Revision,
+	}
+	for _, n := range m.TopicNames() {
+		for idx := range m.Partitions[n] {
+			p := m.Partition(n, idx)
+			if p.LeaderId < 0 || !m.IsLive(p.LeaderId) {
+				out.OfflinePartitions++
+			}
+			if len(p.Isr) < len(p.Replicas) {
+				out.UnderReplicatedPartitions++
+			}
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (h *Handler) WatchMetadata(ctx context.Context, req *connect.Request[controllerv1.WatchMetadataRequest], stream *connect.ServerStream[controllerv1.WatchMetadataResponse]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-h.c.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := h.c.store.WatchMetadata(ctx, req.Msg.FromVersion, h.c.cfg.WatchKeepAlive, stream.Send)
+	select {
+	case <-h.c.draining:
+		return connect.NewError(connect.CodeUnavailable, errors.New("controller shutting down; reconnect"))
+	default:
+	}
+	if errors.Is(err, metastore.ErrWatchLost) {
+		return connect.NewError(connect.CodeUnavailable, errors.New("metadata watch lost; reconnect with the last applied version"))
+	}
+	if err != nil && ctx.Err() == nil {
+		return h.toConnect(ctx, err)
+	}
+	return nil
+}
