@@ -1,0 +1,92 @@
+// Command strata-storage runs one Strata storage node: it registers with
+// the controller, hosts the partition replicas assigned to it and serves
+// the StorageService Connect API. Every flag has a STRATA_* environment
+// equivalent (--node-id is STRATA_NODE_ID).
+package main
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/storage/internal/metadata"
+	"github.com/strata-mq/strata/services/storage/internal/server"
+)
+
+// config is the storage node's configuration.
+type config struct {
+	serve.Base
+	NodeID         int           // --node-id; required, >= 0
+	Advertise      string        // --advertise; default the --listen URL
+	DataDir        string        // --data-dir; default ./data
+	Controller     string        // --controller; comma-separated URLs
+	Rack           string        // --rack; default empty
+	ReplicaLagTime time.Duration // --replica-lag-time; default 10s
+}
+
+func (c *config) RegisterFlags(f *serve.Flags) {
+	f.IntVar(&c.NodeID, "node-id", -1, "this storage node's id, unique in the cluster and stable across restarts (>= 0)")
+	f.StringVar(&c.Advertise, "advertise", "", "Connect base URL or host:port others reach this node at; default the --listen address")
+	f.StringVar(&c.DataDir, "data-dir", "./data", "directory holding one subdirectory per partition replica")
+	f.StringVar(&c.Controller, "controller", "http://127.0.0.1:9093", "controller base URLs, comma-separated")
+	f.StringVar(&c.Rack, "rack", "", "rack or availability-zone label for rack-aware placement")
+	f.DurationVar(&c.ReplicaLagTime, "replica-lag-time", 10*time.Second, "replica.lag.time.max: a follower not caught up for this long leaves the ISR")
+}
+
+func (c *config) Validate() error {
+	var p serve.Problems
+	if c.NodeID < 0 {
+		p.Flag("node-id", c.NodeID, "required, must be >= 0")
+	}
+	if c.DataDir == "" {
+		p.Flag("data-dir", c.DataDir, "must not be empty")
+	}
+	if len(metadata.ParseControllers(c.Controller)) == 0 {
+		p.Flag("controller", c.Controller, "needs at least one URL")
+	}
+	if c.ReplicaLagTime <= 0 {
+		p.Flag("replica-lag-time", c.ReplicaLagTime, "must be positive")
+	}
+	return p.Err()
+}
+
+func main() {
+	cfg := &config{Base: serve.Base{Listen: "127.0.0.1:9102"}}
+	serve.Main(serve.Command{
+		Name:    "strata-storage",
+		Summary: "Strata storage node: partition logs, replication, produce and fetch.",
+		Config:  cfg,
+		Setup: func(ctx context.Context, p *serve.Process) (http.Handler, error) {
+			advertise := cfg.Advertise
+			if advertise == "" {
+				advertise = p.URL()
+			} else if !hasScheme(advertise) {
+				advertise = "http://" + advertise
+			}
+			node, err := server.Start(ctx, server.Config{
+				NodeID: int32(cfg.NodeID), Advertise: advertise, Rack: cfg.Rack, DataDir: cfg.DataDir,
+				Controllers:    metadata.ParseControllers(cfg.Controller),
+				ReplicaLagTime: cfg.ReplicaLagTime,
+				HTTPClient:     p.HTTPClient(),
+				ClientOptions:  []connect.ClientOption{p.ConnectOption()},
+				HandlerOptions: []connect.HandlerOption{p.ConnectOption()},
+				Logger:         p.Logger(),
+			})
+			if err != nil {
+				return nil, err
+			}
+			p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
+			p.AddReadinessCheck("metadata", func(context.Context) error { return node.Ready() })
+			mux := http.NewServeMux()
+			mux.Handle(node.Handler())
+			return mux, nil
+		},
+	})
+}
+
+func hasScheme(s string) bool {
+	return len(s) > 7 && (s[:7] == "http://" || (len(s) > 8 && s[:8] == "https://"))
+}

@@ -1,0 +1,397 @@
+// Package metadata is a storage node's link to the controller: it
+// registers the node (getting its node epoch), heartbeats, follows
+// WatchMetadata (snapshot, then deltas; a reconnect starts from the last
+// applied version or a fresh snapshot) and sends AlterPartition. The
+// controller address is a list: calls go to the last one that answered and
+// move on to the next, or to the one a NOT_CONTROLLER hint names.
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+)
+
+// Config configures a Client.
+type Config struct {
+	NodeID      int32        // this node's id
+	Address     string       // Connect base URL others reach this node at
+	Rack        string       // rack label; may be empty
+	Controllers []string     // controller base URLs; at least one
+	HTTPClient  *http.Client // for Connect calls
+	Options     []connect.ClientOption
+	Logger      *slog.Logger // default slog.Default()
+}
+
+// View is the cluster metadata at one version. It is never modified after
+// it is handed out.
+type View struct {
+	Version int64
+	Topics  map[string]*commonv1.TopicMetadata
+	Nodes   map[int32]*controllerv1.NodeStatus
+}
+
+// NodeAddress returns the Connect address of node id, or "".
+func (v *View) NodeAddress(id int32) string {
+	if n := v.Nodes[id]; n != nil {
+		return n.GetNode().GetAddress()
+	}
+	return ""
+}
+
+// Client is the controller link. Run drives it; the other methods are safe
+// for concurrent use.
+type Client struct {
+	cfg         Config
+	logger      *slog.Logger
+	incarnation string
+
+	mu      sync.Mutex
+	clients map[string]controllerv1connect.ControllerServiceClient
+	current int    // index into cfg.Controllers of the last controller that answered
+	hinted  string // address named by a NOT_CONTROLLER hint, tried first
+
+	nodeEpoch     atomic.Int64
+	version       atomic.Int64
+	lastHeartbeat atomic.Int64 // Unix ms of the last accepted heartbeat
+	leaseTTL      atomic.Int64 // ms
+	fenced        atomic.Bool
+	hbInterval    atomic.Int64 // ms
+}
+
+// New returns a client; nothing happens until Run.
+func New(cfg Config) *Client {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	c := &Client{cfg: cfg, logger: cfg.Logger, incarnation: uuid.NewString(), clients: map[string]controllerv1connect.ControllerServiceClient{}}
+	c.nodeEpoch.Store(-1)
+	c.fenced.Store(true)
+	return c
+}
+
+// NodeEpoch is the node epoch of the current registration, or -1.
+func (c *Client) NodeEpoch() int64 { return c.nodeEpoch.Load() }
+
+// Fenced reports whether this node must not accept produce requests as a
+// leader: the controller says it is fenced, or no heartbeat has been
+// accepted within the lease, so the controller may have declared it dead.
+func (c *Client) Fenced() bool {
+	if c.fenced.Load() {
+		return true
+	}
+	last, ttl := c.lastHeartbeat.Load(), c.leaseTTL.Load()
+	return ttl > 0 && time.Now().UnixMilli()-last > ttl
+}
+
+func (c *Client) client(addr string) controllerv1connect.ControllerServiceClient {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.clients[addr]
+	if cl == nil {
+		cl = controllerv1connect.NewControllerServiceClient(c.cfg.HTTPClient, addr, c.cfg.Options...)
+		c.clients[addr] = cl
+	}
+	return cl
+}
+
+// call runs fn against controllers until one answers with something other
+// than UNAVAILABLE or a transport error, following NOT_CONTROLLER hints.
+func (c *Client) call(ctx context.Context, fn func(controllerv1connect.ControllerServiceClient) error) error {
+	c.mu.Lock()
+	start, hinted := c.current, c.hinted
+	c.hinted = ""
+	c.mu.Unlock()
+	var order []string
+	if hinted != "" {
+		order = append(order, hinted)
+	}
+	n := len(c.cfg.Controllers)
+	for i := range n {
+		order = append(order, c.cfg.Controllers[(start+i)%n])
+	}
+	var last error
+	for _, addr := range order {
+		err := fn(c.client(addr))
+		if err == nil || !retryElsewhere(err) {
+			if err == nil {
+				c.mu.Lock()
+				for i, a := range c.cfg.Controllers {
+					if a == addr {
+						c.current = i
+					}
+				}
+				c.mu.Unlock()
+			}
+			return err
+		}
+		if h := controllerHint(err); h != "" && h != addr {
+			c.mu.Lock()
+			c.hinted = h
+			c.mu.Unlock()
+			if err2 := fn(c.client(h)); err2 == nil || !retryElsewhere(err2) {
+				return err2
+			}
+		}
+		last = err
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return last
+}
+
+func retryElsewhere(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeUnimplemented, connect.CodeDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// Detail returns the ErrorDetail attached to a Connect error, or nil.
+func Detail(err error) *commonv1.ErrorDetail {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if ed, ok := v.(*commonv1.ErrorDetail); ok {
+			return ed
+		}
+	}
+	return nil
+}
+
+func controllerHint(err error) string {
+	if d := Detail(err); d != nil && d.GetReason() == commonv1.Reason_REASON_NOT_CONTROLLER {
+		return d.GetController().GetAddress()
+	}
+	return ""
+}
+
+// Run registers the node, then heartbeats and watches metadata until ctx
+// ends, calling apply with each new view, one at a time, in version order.
+func (c *Client) Run(ctx context.Context, apply func(*View)) {
+	if !c.register(ctx) {
+		return
+	}
+	go c.heartbeatLoop(ctx)
+	c.watchLoop(ctx, apply)
+}
+
+// register retries RegisterNode until it succeeds or ctx ends.
+func (c *Client) register(ctx context.Context) bool {
+	backoff := 50 * time.Millisecond
+	for {
+		var resp *controllerv1.RegisterNodeResponse
+		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+			r, err := cl.RegisterNode(ctx, connect.NewRequest(&controllerv1.RegisterNodeRequest{
+				NodeId: c.cfg.NodeID, Address: c.cfg.Address, Rack: c.cfg.Rack, IncarnationId: c.incarnation,
+			}))
+			if err == nil {
+				resp = r.Msg
+			}
+			return err
+		})
+		if err == nil {
+			c.nodeEpoch.Store(resp.GetNodeEpoch())
+			c.leaseTTL.Store(int64(resp.GetLeaseTtlMs()))
+			c.lastHeartbeat.Store(time.Now().UnixMilli())
+			c.fenced.Store(false) // until a heartbeat says otherwise
+			c.logger.Info("registered with controller", "node_epoch", resp.GetNodeEpoch(), "lease_ttl_ms", resp.GetLeaseTtlMs())
+			c.hbInterval.Store(int64(max(resp.GetHeartbeatIntervalMs(), 50)))
+			return true
+		}
+		c.logger.Warn("register failed; retrying", "err", err)
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (c *Client) heartbeatLoop(ctx context.Context) {
+	for {
+		if !sleep(ctx, time.Duration(c.hbInterval.Load())*time.Millisecond) {
+			return
+		}
+		var resp *controllerv1.HeartbeatResponse
+		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+			r, err := cl.Heartbeat(ctx, connect.NewRequest(&controllerv1.HeartbeatRequest{
+				NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), MetadataVersion: c.version.Load(),
+			}))
+			if err == nil {
+				resp = r.Msg
+			}
+			return err
+		})
+		switch {
+		case err == nil:
+			c.lastHeartbeat.Store(time.Now().UnixMilli())
+			if resp.GetLeaseTtlMs() > 0 {
+				c.leaseTTL.Store(int64(resp.GetLeaseTtlMs()))
+			}
+			c.fenced.Store(resp.GetFenced())
+		case connect.CodeOf(err) == connect.CodeAborted || connect.CodeOf(err) == connect.CodeNotFound:
+			// Our registration is gone (stale node epoch): a new
+			// incarnation of ourselves is needed.
+			c.fenced.Store(true)
+			c.logger.Warn("heartbeat rejected; registering again", "err", err)
+			if !c.register(ctx) {
+				return
+			}
+		default:
+			if ctx.Err() == nil {
+				c.logger.Warn("heartbeat failed", "err", err)
+			}
+		}
+	}
+}
+
+func (c *Client) watchLoop(ctx context.Context, apply func(*View)) {
+	view := &View{Topics: map[string]*commonv1.TopicMetadata{}, Nodes: map[int32]*controllerv1.NodeStatus{}}
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+			stream, err := cl.WatchMetadata(ctx, connect.NewRequest(&controllerv1.WatchMetadataRequest{
+				NodeId: c.cfg.NodeID, FromVersion: view.Version,
+			}))
+			if err != nil {
+				return err
+			}
+			defer stream.Close()
+			for stream.Receive() {
+				backoff = 50 * time.Millisecond
+				view = applyMessage(view, stream.Msg())
+				c.version.Store(view.Version)
+				apply(view)
+			}
+			return stream.Err()
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		c.logger.Warn("metadata watch ended; reconnecting", "err", err, "version", view.Version)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// applyMessage returns a new view with msg applied to v.
+func applyMessage(v *View, msg *controllerv1.WatchMetadataResponse) *View {
+	out := &View{Version: msg.GetVersion(), Topics: map[string]*commonv1.TopicMetadata{}, Nodes: map[int32]*controllerv1.NodeStatus{}}
+	if snap := msg.GetSnapshot(); snap != nil {
+		for _, t := range snap.GetTopics() {
+			out.Topics[t.GetName()] = t
+		}
+		for _, n := range snap.GetNodes() {
+			out.Nodes[n.GetNode().GetNodeId()] = n
+		}
+		return out
+	}
+	for k, t := range v.Topics {
+		out.Topics[k] = t
+	}
+	for k, n := range v.Nodes {
+		out.Nodes[k] = n
+	}
+	d := msg.GetDelta()
+	for _, t := range d.GetDeletedTopics() {
+		if cur := out.Topics[t.GetName()]; cur != nil && (t.GetTopicId() == "" || cur.GetTopicId() == t.GetTopicId()) {
+			delete(out.Topics, t.GetName())
+		}
+	}
+	for _, t := range d.GetTopics() {
+		out.Topics[t.GetName()] = t
+	}
+	for _, pc := range d.GetPartitions() {
+		cur := out.Topics[pc.GetTopic()]
+		if cur == nil {
+			continue
+		}
+		t := proto.Clone(cur).(*commonv1.TopicMetadata)
+		found := false
+		for i, p := range t.Partitions {
+			if p.GetPartition() == pc.GetPartition().GetPartition() {
+				t.Partitions[i] = pc.GetPartition()
+				found = true
+			}
+		}
+		if !found {
+			t.Partitions = append(t.Partitions, pc.GetPartition())
+		}
+		out.Topics[t.GetName()] = t
+	}
+	for _, n := range d.GetNodes() {
+		out.Nodes[n.GetNode().GetNodeId()] = n
+	}
+	for _, id := range d.GetRemovedNodeIds() {
+		delete(out.Nodes, id)
+	}
+	return out
+}
+
+// AlterPartition sends the leader's ISR changes with the current node
+// epoch.
+func (c *Client) AlterPartition(ctx context.Context, items []*controllerv1.AlterPartitionItem) (*controllerv1.AlterPartitionResponse, error) {
+	var resp *controllerv1.AlterPartitionResponse
+	err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+		r, err := cl.AlterPartition(ctx, connect.NewRequest(&controllerv1.AlterPartitionRequest{
+			NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), Partitions: items,
+		}))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("metadata: alter partition: %w", err)
+	}
+	return resp, nil
+}
+
+// ParseControllers splits a comma-separated list of controller URLs.
+func ParseControllers(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, strings.TrimRight(a, "/"))
+		}
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,37 @@
+package replica
+
+import "errors"
+
+// Sentinel errors of the replica. The server maps them to Connect codes and
+// ErrorDetail reasons at the handler edge; the replica's View gives the
+// leader hint.
+var (
+	// ErrNotLeader: this node does not lead the partition.
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrFencedLeaderEpoch: the request's leader epoch is older than ours.
+	ErrFencedLeaderEpoch = errors.New("replica: fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the request's leader epoch is newer than ours.
+	ErrUnknownLeaderEpoch = errors.New("replica: unknown leader epoch")
+	// ErrNotEnoughReplicas: acks=all refused before the append because the
+	// ISR is smaller than min.insync.replicas.
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrNotEnoughReplicasAfterAppend: the batch was appended but the ISR
+	// fell below min.insync.replicas before it was committed.
+	ErrNotEnoughReplicasAfterAppend = errors.New("replica: not enough in-sync replicas after append")
+	// ErrTimedOut: acks=all was not met within the produce timeout.
+	ErrTimedOut = errors.New("replica: timed out waiting for in-sync replicas")
+	// ErrLeadershipLost: the node stopped leading (or the leader epoch
+	// changed) while an acks=all produce waited; the batch may or may not
+	// survive, so it is not acknowledged.
+	ErrLeadershipLost = errors.New("replica: leadership lost before the batch was committed")
+	// ErrIneligibleReplica: a Replicate came from a node that is not a
+	// replica of the partition.
+	ErrIneligibleReplica = errors.New("replica: not a replica of the partition")
+	// ErrOutOfOrderSequence: an idempotent producer's sequence skipped.
+	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
+	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than
+	// the one the partition has seen.
+	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrClosed: the replica was closed (partition moved or node stopping).
+	ErrClosed = errors.New("replica: closed")
+)

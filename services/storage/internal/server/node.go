@@ -1,0 +1,428 @@
+// Package server is a storage node: it keeps the partition replicas the
+// controller's metadata assigns to this node, runs their replication, and
+// serves the StorageService Connect API (produce, fetch, list offsets,
+// replicate, offset for leader epoch, describe log).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/services/storage/internal/metadata"
+	"github.com/strata-mq/strata/services/storage/internal/replica"
+	"github.com/strata-mq/strata/services/storage/internal/replication"
+)
+
+// Config configures a Node.
+type Config struct {
+	NodeID      int32    // this node's id (>= 0)
+	Advertise   string   // Connect base URL others reach this node at
+	Rack        string   // rack label; may be empty
+	DataDir     string   // one subdirectory per partition replica
+	Controllers []string // controller base URLs
+	// ReplicaLagTime is replica.lag.time.max. Default 10s.
+	ReplicaLagTime time.Duration
+	// ISRCheckInterval is how often leaders look for ISR changes.
+	// Default ReplicaLagTime/4, at most 1s.
+	ISRCheckInterval time.Duration
+	// RetentionInterval is how often retention runs. Default 1 minute.
+	RetentionInterval time.Duration
+	// ReplicaMaxWait is the follower long-poll wait. Default 500ms.
+	ReplicaMaxWait time.Duration
+	HTTPClient     *http.Client // for calls to the controller and leaders
+	ClientOptions  []connect.ClientOption
+	HandlerOptions []connect.HandlerOption
+	Logger         *slog.Logger // default slog.Default()
+}
+
+type tpKey struct {
+	topic     string
+	partition int32
+}
+
+type hosted struct {
+	r            *replica.Replica
+	stopFollow   context.CancelFunc // nil when no follower loop runs
+	followEpoch  int32
+	followLeader int32
+}
+
+// Node is a running storage node. Close it to stop.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	meta   *metadata.Client
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	view     *metadata.View
+	replicas map[tpKey]*hosted
+	clients  map[string]storagev1connect.StorageServiceClient
+	closed   bool
+}
+
+// Start validates cfg and starts the node: registration, heartbeats and the
+// metadata watch, the ISR loop and retention. Serve Handler on the listener
+// whose address is cfg.Advertise.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	var errs []error
+	if cfg.NodeID < 0 {
+		errs = append(errs, fmt.Errorf("node id %d is negative", cfg.NodeID))
+	}
+	if cfg.Advertise == "" {
+		errs = append(errs, errors.New("advertise address is empty"))
+	}
+	if cfg.DataDir == "" {
+		errs = append(errs, errors.New("data dir is empty"))
+	}
+	if len(cfg.Controllers) == 0 {
+		errs = append(errs, errors.New("no controller address"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if cfg.ReplicaLagTime <= 0 {
+		cfg.ReplicaLagTime = 10 * time.Second
+	}
+	if cfg.ISRCheckInterval <= 0 {
+		cfg.ISRCheckInterval = min(cfg.ReplicaLagTime/4, time.Second)
+	}
+	if cfg.RetentionInterval <= 0 {
+		cfg.RetentionInterval = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = http.DefaultClient
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	n := &Node{
+		cfg: cfg, logger: cfg.Logger.With("node_id", cfg.NodeID),
+		view:     &metadata.View{Topics: map[string]*commonv1.TopicMetadata{}},
+		replicas: map[tpKey]*hosted{},
+		clients:  map[string]storagev1connect.StorageServiceClient{},
+	}
+	n.meta = metadata.New(metadata.Config{
+		NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, Controllers: cfg.Controllers,
+		HTTPClient: cfg.HTTPClient, Options: cfg.ClientOptions, Logger: n.logger,
+	})
+	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	isr := &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Interval: cfg.ISRCheckInterval, Logger: n.logger}
+	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
+	n.goRun(isr.Run)
+	n.goRun(n.retentionLoop)
+	return n, nil
+}
+
+func (n *Node) goRun(fn func(context.Context)) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn(n.ctx)
+	}()
+}
+
+// Handler returns the StorageService path and handler.
+func (n *Node) Handler() (string, http.Handler) {
+	return storagev1connect.NewStorageServiceHandler(&service{n: n}, n.cfg.HandlerOptions...)
+}
+
+// Ready reports whether the node has registered and applied metadata.
+func (n *Node) Ready() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.view.Version == 0 {
+		return errors.New("no metadata from the controller yet")
+	}
+	return nil
+}
+
+// Close stops every loop and closes every replica. Safe to call twice.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	n.mu.Unlock()
+	n.cancel()
+	n.wg.Wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var errs []error
+	for k, h := range n.replicas {
+		if h.stopFollow != nil {
+			h.stopFollow()
+		}
+		errs = append(errs, h.r.Close())
+		delete(n.replicas, k)
+	}
+	return errors.Join(errs...)
+}
+
+func (n *Node) hostedReplicas() []*replica.Replica {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*replica.Replica
+	for _, h := range n.replicas {
+		out = append(out, h.r)
+	}
+	return out
+}
+
+// replica returns the hosted replica of a partition, or nil.
+func (n *Node) replica(topic string, partition int32) *replica.Replica {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if h := n.replicas[tpKey{topic, partition}]; h != nil {
+		return h.r
+	}
+	return nil
+}
+
+func (n *Node) currentView() *metadata.View {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.view
+}
+
+func (n *Node) storageClient(addr string) storagev1connect.StorageServiceClient {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := n.clients[addr]
+	if c == nil {
+		c = storagev1connect.NewStorageServiceClient(n.cfg.HTTPClient, addr, n.cfg.ClientOptions...)
+		n.clients[addr] = c
+	}
+	return c
+}
+
+// reconcile makes the hosted replicas match a new metadata view: it opens
+// replicas assigned to this node, applies their state, starts and stops
+// follower loops, and closes and deletes replicas no longer assigned.
+func (n *Node) reconcile(v *metadata.View) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.view = v
+	n.mu.Unlock()
+
+	want := map[tpKey]bool{}
+	for _, t := range v.Topics {
+		for _, p := range t.GetPartitions() {
+			if !slices.Contains(p.GetReplicas(), n.cfg.NodeID) {
+				continue
+			}
+			k := tpKey{t.GetName(), p.GetPartition()}
+			want[k] = true
+			h, err := n.ensure(t, p.GetPartition())
+			if err != nil {
+				n.logger.Error("cannot open replica", "topic", k.topic, "partition", k.partition, "err", err)
+				continue
+			}
+			h.r.ApplyState(replication.StateOf(p))
+			n.syncFollower(k, h)
+		}
+	}
+	n.mu.Lock()
+	var drop []*hosted
+	for k, h := range n.replicas {
+		if !want[k] {
+			drop = append(drop, h)
+			delete(n.replicas, k)
+		}
+	}
+	n.mu.Unlock()
+	for _, h := range drop {
+		if h.stopFollow != nil {
+			h.stopFollow()
+		}
+		dir := h.r.Log().Dir()
+		if err := h.r.Close(); err != nil {
+			n.logger.Warn("closing replica", "dir", dir, "err", err)
+		}
+		n.logger.Info("replica no longer hosted; deleting", "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			n.logger.Warn("deleting replica", "dir", dir, "err", err)
+		}
+	}
+}
+
+// ensure opens the replica of a partition if it is not open yet. A
+// directory left by an older topic of the same name is wiped.
+func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, error) {
+	k := tpKey{t.GetName(), partition}
+	n.mu.Lock()
+	h := n.replicas[k]
+	n.mu.Unlock()
+	if h != nil {
+		return h, nil
+	}
+	dir := replica.Dir(n.cfg.DataDir, k.topic, partition)
+	idFile := filepath.Join(dir, "topic-id")
+	if b, err := os.ReadFile(idFile); err == nil && t.GetTopicId() != "" && strings.TrimSpace(string(b)) != t.GetTopicId() {
+		n.logger.Warn("replica directory belongs to an older topic of the same name; deleting", "dir", dir)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := TopicConfig(t.GetConfigs())
+	if err != nil {
+		return nil, err
+	}
+	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
+		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if t.GetTopicId() != "" {
+		if err := os.WriteFile(idFile, []byte(t.GetTopicId()+"\n"), 0o644); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	h = &hosted{r: r, followEpoch: -1, followLeader: -1}
+	n.mu.Lock()
+	n.replicas[k] = h
+	n.mu.Unlock()
+	return h, nil
+}
+
+// syncFollower runs exactly one follower loop per (leader, epoch) while the
+// replica follows, and none otherwise.
+func (n *Node) syncFollower(k tpKey, h *hosted) {
+	v := h.r.View()
+	following := v.Role == replica.RoleFollower
+	if following && h.stopFollow != nil && h.followEpoch == v.State.LeaderEpoch && h.followLeader == v.State.LeaderID {
+		return
+	}
+	if h.stopFollow != nil {
+		h.stopFollow()
+		h.stopFollow = nil
+	}
+	if !following {
+		return
+	}
+	leader := v.State.LeaderID
+	ctx, cancel := context.WithCancel(n.ctx)
+	h.stopFollow, h.followEpoch, h.followLeader = cancel, v.State.LeaderEpoch, leader
+	f := &replication.Follower{
+		Replica: h.r, NodeID: n.cfg.NodeID, LeaderEpoch: v.State.LeaderEpoch,
+		Leader: func() storagev1connect.StorageServiceClient {
+			addr := n.currentView().NodeAddress(leader)
+			if addr == "" {
+				return nil
+			}
+			return n.storageClient(addr)
+		},
+		NodeEpoch: n.meta.NodeEpoch, MaxWait: n.cfg.ReplicaMaxWait,
+		Logger: n.logger.With("topic", k.topic, "partition", k.partition, "leader", leader),
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f.Run(ctx)
+	}()
+}
+
+func (n *Node) retentionLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, r := range n.hostedReplicas() {
+			if _, err := r.Log().ApplyRetention(ctx); err != nil && !errors.Is(err, partlog.ErrClosed) {
+				n.logger.Warn("retention failed", "topic", r.Topic, "partition", r.Partition, "err", err)
+			}
+		}
+	}
+}
+
+// TopicConfig maps a topic's effective configs (Kafka key names) to the
+// replica configuration. Unknown keys are ignored; missing keys take the
+// partlog and replica defaults.
+func TopicConfig(m map[string]string) (replica.Config, error) {
+	var cfg replica.Config
+	var errs []error
+	num := func(key string, set func(int64)) {
+		s, ok := m[key]
+		if !ok || s == "" {
+			return
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("config %s=%q: not an integer", key, s))
+			return
+		}
+		set(v)
+	}
+	num("segment.bytes", func(v int64) { cfg.Log.SegmentBytes = v })
+	num("segment.ms", func(v int64) { cfg.Log.SegmentAge = time.Duration(v) * time.Millisecond })
+	num("retention.ms", func(v int64) {
+		if v < 0 {
+			cfg.Log.RetentionAge = -1
+		} else if v > 0 {
+			cfg.Log.RetentionAge = time.Duration(v) * time.Millisecond
+		}
+	})
+	num("retention.bytes", func(v int64) {
+		if v < 0 {
+			cfg.Log.RetentionBytes = -1
+		} else {
+			cfg.Log.RetentionBytes = v
+		}
+	})
+	num("max.message.bytes", func(v int64) {
+		if v > 0 {
+			// The limit is on the records; allow the batch framing too.
+			cfg.Log.MaxBatchBytes = int(v) + 64<<10
+		}
+	})
+	num("min.insync.replicas", func(v int64) { cfg.MinISR = int(v) })
+	// Flush policy, with Kafka's keys: flush.messages=1 fsyncs before every
+	// ack (group commit); a flush.ms below a day fsyncs on that interval;
+	// otherwise durability comes from replication.
+	num("flush.ms", func(v int64) {
+		if v > 0 && v < 24*3600*1000 {
+			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushInterval, Interval: time.Duration(v) * time.Millisecond}
+		}
+	})
+	num("flush.messages", func(v int64) {
+		if v == 1 {
+			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushSync}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return cfg, err
+	}
+	return cfg, cfg.Log.Validate()
+}

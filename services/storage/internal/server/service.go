@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/services/storage/internal/replica"
+)
+
+// Server-side defaults from the proto.
+const (
+	defaultProduceTimeout    = 30 * time.Second
+	defaultFetchMaxBytes     = 50 << 20
+	defaultPartitionMaxBytes = 1 << 20
+	defaultReplicateMaxBytes = 10 << 20
+	maxLongPoll              = 30 * time.Second
+)
+
+// service implements storagev1connect.StorageServiceHandler.
+type service struct {
+	n *Node
+}
+
+// detail maps an internal error to the API's ErrorDetail for a partition.
+func (s *service) detail(topic string, partition int32, r *replica.Replica, err error) *commonv1.ErrorDetail {
+	d := &commonv1.ErrorDetail{Code: commonv1.Code_CODE_INTERNAL, Message: "internal error"}
+	leaderHint := func() {
+		v := s.n.currentView()
+		hint := &commonv1.LeaderHint{TopicPartition: &commonv1.TopicPartition{Topic: topic, Partition: partition}, LeaderId: -1, LeaderEpoch: -1}
+		if r != nil {
+			st := r.View().State
+			hint.LeaderId, hint.LeaderEpoch = st.LeaderID, st.LeaderEpoch
+			hint.LeaderAddress = v.NodeAddress(st.LeaderID)
+		}
+		d.Hint = &commonv1.ErrorDetail_Leader{Leader: hint}
+	}
+	set := func(code commonv1.Code, reason commonv1.Reason) {
+		d.Code, d.Reason, d.Message = code, reason, err.Error()
+	}
+	var oor *partlog.OffsetOutOfRangeError
+	switch {
+	case r == nil:
+		d.Code, d.Reason, d.Message = commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition on this node"
+	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrClosed), errors.Is(err, errNodeFenced):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER)
+		leaderHint()
+	case errors.Is(err, replica.ErrLeadershipLost):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER)
+		leaderHint()
+	case errors.Is(err, replica.ErrFencedLeaderEpoch):
+		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_FENCED_LEADER_EPOCH)
+		leaderHint()
+	case errors.Is(err, replica.ErrUnknownLeaderEpoch):
+		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH)
+		leaderHint()
+	case errors.Is(err, replica.ErrNotEnoughReplicas), errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend):
+		reason := commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS
+		if errors.Is(err, replica.ErrNotEnoughReplicasAfterAppend) {
+			reason = commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS_AFTER_APPEND
+		}
+		set(commonv1.Code_CODE_UNAVAILABLE, reason)
+		v := r.View()
+		d.Hint = &commonv1.ErrorDetail_NotEnoughReplicas{NotEnoughReplicas: &commonv1.NotEnoughReplicasHint{
+			IsrSize: int32(len(v.State.ISR)), MinInsyncReplicas: int32(v.MinISR)}}
+	case errors.Is(err, replica.ErrTimedOut), errors.Is(err, context.DeadlineExceeded):
+		set(commonv1.Code_CODE_DEADLINE_EXCEEDED, commonv1.Reason_REASON_REQUEST_TIMED_OUT)
+	case errors.Is(err, replica.ErrIneligibleReplica):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA)
+	case errors.Is(err, replica.ErrOutOfOrderSequence):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE)
+	case errors.Is(err, replica.ErrInvalidProducerEpoch):
+		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
+	case errors.Is(err, partlog.ErrBatchTooLarge):
+		set(commonv1.Code_CODE_RESOURCE_EXHAUSTED, commonv1.Reason_REASON_RECORD_TOO_LARGE)
+	case errors.Is(err, partlog.ErrInvalidBatch):
+		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_CORRUPT_RECORD)
+	case errors.As(err, &oor):
+		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
+		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
+			LogStartOffset: r.Log().LogStartOffset(), HighWatermark: r.Log().HighWatermark()}}
+	case errors.Is(err, context.Canceled):
+		set(commonv1.Code_CODE_CANCELED, commonv1.Reason_REASON_UNSPECIFIED)
+	default:
+		s.n.logger.Error("storage request failed", "topic", topic, "partition", partition, "err", err)
+	}
+	return d
+}
+
+// connectErr turns a detail into a whole-request Connect error.
+func connectErr(d *commonv1.ErrorDetail) error {
+	ce := connect.NewError(connect.Code(d.GetCode()), errors.New(d.GetMessage()))
+	if det, err := connect.NewErrorDetail(d); err == nil {
+		ce.AddDetail(det)
+	}
+	return ce
+}
+
+var errNodeFenced = errors.New("server: this node is fenced by the controller")
+
+func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
+	m := req.Msg
+	r := s.n.replica(m.GetTopic(), m.GetPartition())
+	if r == nil {
+		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
+	}
+	if s.n.meta.Fenced() {
+		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, errNodeFenced))
+	}
+	if len(m.GetRecords()) < recordbatch.HeaderSize {
+		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, partlog.ErrInvalidBatch))
+	}
+	acks := replica.AcksAll
+	switch m.GetAcks() {
+	case commonv1.Acks_ACKS_LEADER:
+		acks = replica.AcksLeader
+	case commonv1.Acks_ACKS_NONE:
+		acks = replica.AcksNone
+	}
+	timeout := defaultProduceTimeout
+	if m.GetTimeoutMs() > 0 {
+		timeout = time.Duration(m.GetTimeoutMs()) * time.Millisecond
+	}
+	res, err := r.Produce(ctx, m.GetRecords(), acks, m.GetLeaderEpoch(), timeout)
+	if err != nil {
+		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, err))
+	}
+	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate}
+	if acks == replica.AcksNone {
+		out.BaseOffset = -1
+	}
+	return connect.NewResponse(out), nil
+}
+
+// waitAny returns a channel closed when any of chans is closed or done is.
+func waitAny(chans []<-chan struct{}, done <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	stop := make(chan struct{})
+	for _, c := range chans {
+		go func() {
+			select {
+			case <-c:
+				select {
+				case <-stop:
+				default:
+					close(stop)
+					close(out)
+				}
+			case <-stop:
+			case <-done:
+			}
+		}()
+	}
+	return out
+}
+
+func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
+	m := req.Msg
+	if len(m.GetPartitions()) == 0 || m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("fetch needs partitions and non-negative limits"))
+	}
+	maxBytes := int(m.GetMaxBytes())
+	if maxBytes == 0 {
+		maxBytes = defaultFetchMaxBytes
+	}
+	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
+	for {
+		var chans []<-chan struct{}
+		for _, p := range m.GetPartitions() {
+			if r := s.n.replica(p.GetTopic(), p.GetPartition()); r != nil {
+				chans = append(chans, r.Changed())
+			}
+		}
+		out := &storagev1.FetchResponse{}
+		total, failed := 0, false
+		for _, p := range m.GetPartitions() {
+			res := s.fetchOne(p, maxBytes-total)
+			total += len(res.Records)
+			failed = failed || res.Error != nil
+			out.Partitions = append(out.Partitions, res)
+		}
+		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 {
+			return connect.NewResponse(out), nil
+		}
+		done := make(chan struct{})
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-waitAny(chans, done):
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.n.ctx.Done():
+		}
+		close(done)
+		t.Stop()
+		if ctx.Err() != nil || s.n.ctx.Err() != nil {
+			return connect.NewResponse(out), nil
+		}
+	}
+}
+
+func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.FetchPartitionResult {
+	res := &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
+	r := s.n.replica(p.GetTopic(), p.GetPartition())
+	if r == nil {
+		res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
+		return res
+	}
+	limit := int(p.GetMaxBytes())
+	if limit == 0 {
+		limit = defaultPartitionMaxBytes
+	}
+	limit = max(min(limit, budget), 1)
+	rr, err := r.Read(p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
+	if err != nil {
+		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+		return res
+	}
+	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset, rr.Batches
+	return res
+}
+
+func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
+	out := &storagev1.ListOffsetsResponse{}
+	for _, p := range req.Msg.GetPartitions() {
+		if p.GetSpec() == storagev1.OffsetSpec_OFFSET_SPEC_UNSPECIFIED {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("offset spec is unset"))
+		}
+	}
+	for _, p := range req.Msg.GetPartitions() {
+		res := &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: -1, TimestampMs: -1, LeaderEpoch: -1}
+		out.Partitions = append(out.Partitions, res)
+		r := s.n.replica(p.GetTopic(), p.GetPartition())
+		if r == nil {
+			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
+			continue
+		}
+		if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
+			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+			continue
+		}
+		l := r.Log()
+		hw := l.HighWatermark()
+		switch p.GetSpec() {
+		case storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+			res.Offset = l.LogStartOffset()
+		case storagev1.OffsetSpec_OFFSET_SPEC_LATEST:
+			res.Offset = hw
+		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+			res.Offset = hw
+			off, found, err := l.OffsetForTimestamp(p.GetTimestampMs())
+			if err != nil {
+				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+				continue
+			}
+			if found && off < hw {
+				res.Offset = off
+				if rr, err := l.Read(off, 1, hw); err == nil && len(rr.Batches) > 0 {
+					if h, err := recordbatch.PeekHeader(rr.Batches); err == nil {
+						res.TimestampMs, res.LeaderEpoch = h.MaxTimestamp, h.PartitionLeaderEpoch
+					}
+				}
+			}
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
+	m := req.Msg
+	if m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("negative limits"))
+	}
+	if ns := s.n.currentView().Nodes[m.GetReplicaId()]; ns != nil && ns.GetNodeEpoch() > 0 && m.GetNodeEpoch() < ns.GetNodeEpoch() {
+		return nil, connectErr(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_STALE_NODE_EPOCH,
+			Message: "replica's node epoch is older than its current registration"})
+	}
+	maxBytes := int(m.GetMaxBytes())
+	if maxBytes == 0 {
+		maxBytes = defaultReplicateMaxBytes
+	}
+	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
+	hw0 := map[int]int64{}
+	for round := 0; ; round++ {
+		var chans []<-chan struct{}
+		out := &storagev1.ReplicateResponse{}
+		total, answer := 0, false
+		for i, p := range m.GetPartitions() {
+			res := &storagev1.ReplicatePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LogStartOffset: -1}
+			out.Partitions = append(out.Partitions, res)
+			r := s.n.replica(p.GetTopic(), p.GetPartition())
+			if r == nil {
+				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), nil, nil), true
+				continue
+			}
+			chans = append(chans, r.Changed())
+			if round == 0 {
+				hw0[i] = r.Log().HighWatermark()
+			}
+			limit := int(p.GetMaxBytes())
+			if limit == 0 {
+				limit = defaultPartitionMaxBytes
+			}
+			rr, err := r.Replicate(m.GetReplicaId(), p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), p.GetLastFetchedEpoch(), max(min(limit, maxBytes-total), 1))
+			if err != nil {
+				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), r, err), true
+				continue
+			}
+			res.HighWatermark, res.LogStartOffset = rr.HW, rr.LogStart
+			switch {
+			case rr.OutOfRange:
+				res.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_OUT_OF_RANGE, Reason: commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE,
+					Message: "fetch offset below the leader's log start",
+					Hint:    &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{LogStartOffset: rr.LogStart, HighWatermark: rr.HW}}}
+				answer = true
+			case rr.Diverging:
+				res.DivergingEpoch = &storagev1.DivergingEpoch{Epoch: rr.DivergingEpoch, EndOffset: rr.DivergingEnd}
+				answer = true
+			}
+			res.Records = rr.Records
+			total += len(rr.Records)
+			if rr.HW != hw0[i] {
+				answer = true
+			}
+		}
+		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(chans) == 0 {
+			return connect.NewResponse(out), nil
+		}
+		done := make(chan struct{})
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-waitAny(chans, done):
+		case <-t.C:
+		case <-ctx.Done():
+		case <-s.n.ctx.Done():
+		}
+		close(done)
+		t.Stop()
+		if ctx.Err() != nil || s.n.ctx.Err() != nil {
+			return connect.NewResponse(out), nil
+		}
+	}
+}
+
+func (s *service) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[storagev1.OffsetForLeaderEpochRequest]) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {
+	out := &storagev1.OffsetForLeaderEpochResponse{}
+	for _, p := range req.Msg.GetPartitions() {
+		res := &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
+		out.Partitions = append(out.Partitions, res)
+		r := s.n.replica(p.GetTopic(), p.GetPartition())
+		if r == nil {
+			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
+			continue
+		}
+		if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
+			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+			continue
+		}
+		res.LeaderEpoch, res.EndOffset = r.Log().EndOffsetForEpoch(p.GetLeaderEpoch())
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *service) DescribeLog(ctx context.Context, req *connect.Request[storagev1.DescribeLogRequest]) (*connect.Response[storagev1.DescribeLogResponse], error) {
+	out := &storagev1.DescribeLogResponse{NodeId: s.n.cfg.NodeID}
+	var tps []*commonv1.TopicPartition
+	if len(req.Msg.GetPartitions()) > 0 {
+		tps = req.Msg.GetPartitions()
+	} else {
+		for _, r := range s.n.hostedReplicas() {
+			tps = append(tps, &commonv1.TopicPartition{Topic: r.Topic, Partition: r.Partition})
+		}
+		sort.Slice(tps, func(i, j int) bool {
+			if tps[i].Topic != tps[j].Topic {
+				return tps[i].Topic < tps[j].Topic
+			}
+			return tps[i].Partition < tps[j].Partition
+		})
+	}
+	for _, tp := range tps {
+		res := &storagev1.DescribeLogPartitionResult{Topic: tp.GetTopic(), Partition: tp.GetPartition(), TieredEndOffset: -1}
+		out.Partitions = append(out.Partitions, res)
+		r := s.n.replica(tp.GetTopic(), tp.GetPartition())
+		if r == nil {
+			res.Error = s.detail(tp.GetTopic(), tp.GetPartition(), nil, nil)
+			continue
+		}
+		v := r.View()
+		st := r.Log().Stats()
+		res.Leader, res.LeaderEpoch = v.Role == replica.RoleLeader, v.State.LeaderEpoch
+		res.LogStartOffset, res.LocalLogStartOffset, res.LogEndOffset, res.HighWatermark = v.LogStart, v.LogStart, v.LEO, v.HW
+		res.LocalSizeBytes, res.LocalSegmentCount = st.Bytes, int32(st.Segments)
+		for id, f := range v.Followers {
+			rs := &storagev1.ReplicaState{NodeId: id, LogEndOffset: f.LEO, LastCaughtUpTimeMs: -1}
+			if !f.LastCaughtUp.IsZero() {
+				rs.LastCaughtUpTimeMs = f.LastCaughtUp.UnixMilli()
+			}
+			for _, i := range v.State.ISR {
+				rs.InSync = rs.InSync || i == id
+			}
+			res.Replicas = append(res.Replicas, rs)
+		}
+		sort.Slice(res.Replicas, func(i, j int) bool { return res.Replicas[i].NodeId < res.Replicas[j].NodeId })
+	}
+	return connect.NewResponse(out), nil
+}
