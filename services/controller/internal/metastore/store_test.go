@@ -11,12 +11,13 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
+	"github.com/strata-mq/strata/services/controller/internal/etcdmember/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func startStore(t *testing.T, ttl time.Duration) *Store {
 	t.Helper()
-	m, err := etcdmember.Start(etcdmember.Config{Name: "1", Dir: t.TempDir(), Peers: etcdmember.TestPeers(t, 1)})
+	m, err := etcdmember.Start(etcdmember.Config{Name: "1", Dir: t.TempDir(), Peers: etcdtest.TestPeers(t, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}

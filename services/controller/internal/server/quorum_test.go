@@ -13,6 +13,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
+	"github.com/strata-mq/strata/services/controller/internal/etcdmember/etcdtest"
 )
 
 type member struct {
@@ -23,7 +24,7 @@ type member struct {
 
 func startQuorum(t *testing.T, n int) []*member {
 	t.Helper()
-	peers := etcdmember.TestPeers(t, n)
+	peers := etcdtest.TestPeers(t, n)
 	out := make([]*member, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -1,4 +1,7 @@
-package etcdmember
+// Package etcdtest gives tests free loopback ports and peer maps for
+// embedded etcd members. It is kept out of etcdmember so the controller
+// binary does not link the testing package.
+package etcdtest
 
 import (
 	"fmt"
