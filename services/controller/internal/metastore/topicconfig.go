@@ -57,6 +57,11 @@ var topicConfigs = map[string]configSpec{
 	"unclean.leader.election.enable": {"false", oneOf("true", "false")},
 	"compression.type":               {"producer", oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
 	"max.message.bytes":              {"1048588", intAtLeast(0)},
+	// Flush policy, read by storage nodes: flush.messages=1 fsyncs before
+	// every acknowledgement (with group commit), flush.ms fsyncs on an
+	// interval. Kafka's defaults leave durability to replication.
+	"flush.messages": {"9223372036854775807", intAtLeast(1)},
+	"flush.ms":       {"9223372036854775807", intAtLeast(0)},
 }
 
 // validateConfigs checks overrides; the error names the first bad key in
