@@ -1,0 +1,104 @@
+package server
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen              = "127.0.0.1:9092"
+	DefaultAdminListen         = "127.0.0.1:9192"
+	DefaultControllers         = "http://127.0.0.1:9093"
+	DefaultProducerIDBlockSize = 1000
+)
+
+// Config is the gateway's configuration: serve.Base plus the upstreams.
+type Config struct {
+	serve.Base
+	// Controllers is the comma-separated list of controller Connect base
+	// URLs (--controller). The metadata watch and admin calls try them in
+	// turn. Default DefaultControllers.
+	Controllers string
+	// Coordinators is the comma-separated list of coordinator Connect base
+	// URLs (--coordinator). Empty means none: group calls fail with
+	// UNAVAILABLE. Default empty.
+	Coordinators string
+	// ProducerIDBlockSize is how many producer ids one AllocateProducerIds
+	// call asks the controller for (--producer-id-block-size), 1 to 10000.
+	// Default DefaultProducerIDBlockSize.
+	ProducerIDBlockSize int
+
+	controllerURLs  []string
+	coordinatorURLs []string
+}
+
+// RegisterFlags declares the gateway's own flags.
+func (c *Config) RegisterFlags(f *serve.Flags) {
+	f.StringVar(&c.Controllers, "controller", or(c.Controllers, DefaultControllers),
+		"controller Connect base URLs, comma-separated; any member serves (it forwards to the active one)")
+	f.StringVar(&c.Coordinators, "coordinator", c.Coordinators,
+		"coordinator Connect base URLs, comma-separated; empty means group calls answer UNAVAILABLE")
+	f.IntVar(&c.ProducerIDBlockSize, "producer-id-block-size", orInt(c.ProducerIDBlockSize, DefaultProducerIDBlockSize),
+		"producer ids asked from the controller per block for InitProducerId (1..10000)")
+}
+
+// Validate checks every field and reports all problems at once.
+func (c *Config) Validate() error {
+	var p serve.Problems
+	var err error
+	if c.controllerURLs, err = parseURLs(c.Controllers); err != nil {
+		p.Flag("controller", c.Controllers, err.Error())
+	} else if len(c.controllerURLs) == 0 {
+		p.Flag("controller", c.Controllers, "at least one URL is required")
+	}
+	if c.coordinatorURLs, err = parseURLs(c.Coordinators); err != nil {
+		p.Flag("coordinator", c.Coordinators, err.Error())
+	}
+	if c.ProducerIDBlockSize < 1 || c.ProducerIDBlockSize > 10000 {
+		p.Flag("producer-id-block-size", c.ProducerIDBlockSize, "must be 1..10000")
+	}
+	return p.Err()
+}
+
+// ControllerURLs returns the parsed --controller list; valid after Validate.
+func (c *Config) ControllerURLs() []string { return c.controllerURLs }
+
+// CoordinatorURLs returns the parsed --coordinator list; valid after
+// Validate.
+func (c *Config) CoordinatorURLs() []string { return c.coordinatorURLs }
+
+// parseURLs splits a comma-separated list of http(s) base URLs, dropping
+// empty elements and trailing slashes.
+func parseURLs(s string) ([]string, error) {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("want comma-separated http:// or https:// base URLs")
+		}
+		out = append(out, strings.TrimRight(e, "/"))
+	}
+	return out, nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func orInt(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}

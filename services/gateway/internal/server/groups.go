@@ -1,0 +1,138 @@
+package server
+
+import (
+	"context"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+// maxCoordinatorHops bounds how often one group call follows a
+// REASON_NOT_COORDINATOR hint while ownership moves.
+const maxCoordinatorHops = 3
+
+// errNoCoordinator is the answer to every group call when --coordinator is
+// empty. The gateway never invents group state.
+func errNoCoordinator() *connect.Error {
+	return newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "no coordinator is configured")
+}
+
+// FindCoordinator asks a coordinator (LocateGroup) which instance owns the
+// group.
+func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
+	if req.Msg.GetGroupId() == "" {
+		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
+	}
+	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: loc.GetCoordinatorId(), Address: loc.GetAddress()}), nil
+}
+
+// locateGroup asks the configured coordinators in turn, moving on while
+// they are UNAVAILABLE.
+func (g *Gateway) locateGroup(ctx context.Context, group string) (*coordinatorv1.LocateGroupResponse, error) {
+	if len(g.coordinators) == 0 {
+		return nil, errNoCoordinator()
+	}
+	var lastErr error
+	for _, c := range g.coordinators {
+		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group})))
+		if err == nil {
+			return res, nil
+		}
+		lastErr = err
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, upstream(lastErr)
+}
+
+// onOwner runs call against the coordinator owning group, following
+// REASON_NOT_COORDINATOR hints a few times.
+func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) (T, error)) (T, error) {
+	var zero T
+	loc, err := g.locateGroup(ctx, group)
+	if err != nil {
+		return zero, err
+	}
+	addr := loc.GetAddress()
+	for hop := 0; ; hop++ {
+		c := coordinatorv1connect.NewCoordinatorServiceClient(g.httpClient, addr, g.clientOpts...)
+		res, err := call(ctx, c)
+		if err == nil {
+			return res, nil
+		}
+		ed := detailOf(err)
+		next := ed.GetCoordinator().GetAddress()
+		if ed.GetReason() != commonv1.Reason_REASON_NOT_COORDINATOR || next == "" || next == addr || hop+1 >= maxCoordinatorHops {
+			return zero, upstream(err)
+		}
+		addr = next
+	}
+}
+
+// ListGroups passes through to a coordinator.
+func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error) {
+	if len(g.coordinators) == 0 {
+		return nil, errNoCoordinator()
+	}
+	up := &coordinatorv1.ListGroupsRequest{States: req.Msg.GetStates()}
+	var lastErr error
+	for _, c := range g.coordinators {
+		res, err := unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
+		if err == nil {
+			return connect.NewResponse(&gatewayv1.ListGroupsResponse{Groups: res.GetGroups()}), nil
+		}
+		lastErr = err
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, upstream(lastErr)
+}
+
+// DescribeGroup passes through to the group's coordinator.
+func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error) {
+	up := &coordinatorv1.DescribeGroupRequest{GroupId: req.Msg.GetGroupId()}
+	res, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DescribeGroupResponse, error) {
+		return unwrap(c.DescribeGroup(ctx, connect.NewRequest(up)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: res.GetGroup()}), nil
+}
+
+// ResetOffsets passes through to the group's coordinator.
+func (g *Gateway) ResetOffsets(ctx context.Context, req *connect.Request[gatewayv1.ResetOffsetsRequest]) (*connect.Response[gatewayv1.ResetOffsetsResponse], error) {
+	m := req.Msg
+	up := &coordinatorv1.ResetOffsetsRequest{
+		GroupId: m.GetGroupId(), Topics: m.GetTopics(), Spec: m.GetSpec(),
+		Offset: m.GetOffset(), TimestampMs: m.GetTimestampMs(), DryRun: m.GetDryRun(),
+	}
+	res, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.ResetOffsetsResponse, error) {
+		return unwrap(c.ResetOffsets(ctx, connect.NewRequest(up)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.ResetOffsetsResponse{Partitions: res.GetPartitions()}), nil
+}
+
+// DeleteGroup passes through to the group's coordinator.
+func (g *Gateway) DeleteGroup(ctx context.Context, req *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error) {
+	up := &coordinatorv1.DeleteGroupRequest{GroupId: req.Msg.GetGroupId()}
+	if _, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DeleteGroupResponse, error) {
+		return unwrap(c.DeleteGroup(ctx, connect.NewRequest(up)))
+	}); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.DeleteGroupResponse{}), nil
+}

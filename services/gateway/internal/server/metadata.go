@@ -1,0 +1,50 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+// Metadata answers from the cache: the requested topics (or every
+// non-internal one) with leaders, replicas, ISR and epochs, the nodes their
+// leader ids resolve against, and the names that do not exist.
+func (g *Gateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+	st := g.cache.Load()
+	if st == nil {
+		return nil, errNoMetadata()
+	}
+	out := &gatewayv1.MetadataResponse{ClusterId: st.ClusterID, MetadataVersion: st.Version}
+	for _, n := range st.Nodes {
+		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
+			out.Nodes = append(out.Nodes, n.GetNode())
+		}
+	}
+	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	if names := req.Msg.GetTopics(); len(names) > 0 {
+		for _, name := range names {
+			if t := st.Topics[name]; t != nil {
+				out.Topics = append(out.Topics, t)
+			} else {
+				out.UnknownTopics = append(out.UnknownTopics, name)
+			}
+		}
+	} else {
+		for _, t := range st.Topics {
+			if !t.GetInternal() {
+				out.Topics = append(out.Topics, t)
+			}
+		}
+		slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	}
+	return connect.NewResponse(out), nil
+}
+
+func itoa(v int32) string { return strconv.Itoa(int(v)) }
