@@ -1,3 +1,8 @@
 module github.com/strata-mq/strata/client
 
 go 1.26
+
+require (
+	connectrpc.com/connect v1.21.1
+	google.golang.org/protobuf v1.36.12
+)

@@ -1,0 +1,592 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// Offset is where a consumer starts reading a partition.
+type Offset struct {
+	kind offsetKind
+	at   int64 // offset, Unix ms or distance from the end, by kind
+}
+
+type offsetKind int8
+
+const (
+	offsetStart offsetKind = iota
+	offsetEnd
+	offsetExact
+	offsetTime
+	offsetEndMinus
+)
+
+// StartOffset starts at the log start offset: the oldest record kept.
+func StartOffset() Offset { return Offset{kind: offsetStart} }
+
+// EndOffset starts at the high watermark: only records produced from now on.
+func EndOffset() Offset { return Offset{kind: offsetEnd} }
+
+// AtOffset starts at an exact offset. An offset outside the log is moved
+// to the nearest end of the log, as for any out-of-range position.
+func AtOffset(o int64) Offset { return Offset{kind: offsetExact, at: o} }
+
+// AtTimestamp starts at the first record whose timestamp is at or after t,
+// or at the end when there is none.
+func AtTimestamp(t time.Time) Offset { return Offset{kind: offsetTime, at: t.UnixMilli()} }
+
+// EndOffsetMinus starts n records before the high watermark (at the log
+// start when the log is shorter).
+func EndOffsetMinus(n int64) Offset { return Offset{kind: offsetEndMinus, at: n} }
+
+func (o Offset) String() string {
+	switch o.kind {
+	case offsetStart:
+		return "start"
+	case offsetEnd:
+		return "end"
+	case offsetExact:
+		return fmt.Sprint(o.at)
+	case offsetTime:
+		return fmt.Sprintf("@%d", o.at)
+	}
+	return fmt.Sprintf("end-%d", o.at)
+}
+
+// Consumer reads assigned partitions from their leaders.
+//
+// A consumer keeps one position per partition: the next offset to return.
+// Positions move only past records it returned (or past offsets a batch
+// covers without records), so when a partition's leader changes the
+// consumer refreshes its metadata and goes on from its own position on the
+// new leader: nothing is skipped or returned twice. A position outside the
+// log (retention deleted it, or an unclean election truncated it) moves to
+// the nearest end of the log that the leader reports.
+//
+// Assign, Unassign, Position and HighWatermark are safe to call
+// concurrently with Poll; Poll itself must not be called concurrently.
+type Consumer struct {
+	cfg config
+	cl  *cluster
+
+	mu      sync.Mutex
+	closed  bool
+	cursors map[topicPartition]*cursor
+	changed chan struct{} // closed and replaced when the assignment changes
+
+	closeOnce sync.Once
+}
+
+// cursor is the state of one assigned partition.
+type cursor struct {
+	tp    topicPartition
+	start Offset
+	pos   int64 // next offset to return; -1 until resolved from start
+	hw    int64 // last high watermark seen; -1 until one is seen
+	lso   int64 // last log start offset seen; -1 until one is seen
+}
+
+// NewConsumer returns a consumer that bootstraps from the gateway at the
+// given base URL. It validates the options and does no I/O.
+func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.applyConsumer(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if gateway == "" {
+		return nil, errors.New("client: no gateway address")
+	}
+	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{})}
+	c.cl = newCluster(gateway, &c.cfg)
+	return c, nil
+}
+
+// Assign replaces the assignment: the given partitions of each topic, each
+// starting at its Offset. Partitions assigned before and named again start
+// over at the given Offset.
+func (c *Consumer) Assign(assignment map[string]map[int32]Offset) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cursors = map[topicPartition]*cursor{}
+	for topic, parts := range assignment {
+		for p, off := range parts {
+			tp := topicPartition{topic, p}
+			c.cursors[tp] = &cursor{tp: tp, start: off, pos: -1, hw: -1, lso: -1}
+		}
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Unassign stops reading one partition.
+func (c *Consumer) Unassign(topic string, partition int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.cursors, topicPartition{topic, partition})
+}
+
+// Position returns the next offset the consumer returns from a partition;
+// false when the partition is not assigned or its start is not resolved.
+func (c *Consumer) Position(topic string, partition int32) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.cursors[topicPartition{topic, partition}]
+	if cur == nil || cur.pos < 0 {
+		return 0, false
+	}
+	return cur.pos, true
+}
+
+// HighWatermark returns the last high watermark a fetch of the partition
+// reported; false before the first.
+func (c *Consumer) HighWatermark(topic string, partition int32) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.cursors[topicPartition{topic, partition}]
+	if cur == nil || cur.hw < 0 {
+		return 0, false
+	}
+	return cur.hw, true
+}
+
+// Partitions returns the number of partitions of a topic, asking the
+// gateway when the topic is not cached yet; *UnknownTopicError when the
+// topic does not exist.
+func (c *Consumer) Partitions(ctx context.Context, topic string) (int32, error) {
+	t, err := c.cl.topic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return int32(len(t.parts)), nil
+}
+
+// ListOffsets answers, for each partition of the topic given, the offset
+// that off resolves to now (StartOffset: log start; EndOffset: high
+// watermark; AtTimestamp: first offset at or after the time).
+func (c *Consumer) ListOffsets(ctx context.Context, topic string, partitions []int32, off Offset) (map[int32]int64, error) {
+	curs := make([]*cursor, len(partitions))
+	for i, p := range partitions {
+		curs[i] = &cursor{tp: topicPartition{topic, p}, start: off, pos: -1}
+	}
+	bo := newBackoff(&c.cfg)
+	for {
+		err := c.resolve(ctx, curs)
+		done := true
+		for _, cur := range curs {
+			if cur.pos < 0 {
+				done = false
+			}
+		}
+		if done {
+			out := make(map[int32]int64, len(curs))
+			for _, cur := range curs {
+				out[cur.tp.partition] = cur.pos
+			}
+			return out, nil
+		}
+		if err != nil && classify(err) == actFail {
+			return nil, err
+		}
+		if err := sleep(ctx, bo.next()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Close releases the consumer's goroutines and connections. Poll returns
+// ErrClosed afterwards. Safe to call more than once.
+func (c *Consumer) Close() {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+		c.cl.close()
+	})
+}
+
+// Poll returns the next records of the assigned partitions, waiting until
+// at least one is available or ctx ends (then it returns ctx.Err()).
+// Records of one partition come in offset order. Transient failures
+// (leader changes, unavailable nodes) are retried inside Poll; it returns
+// an error for what retrying cannot fix: a topic that no longer exists
+// (*UnknownTopicError), a corrupt batch, or a closed consumer.
+func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	bo := newBackoff(&c.cfg)
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		curs := make([]*cursor, 0, len(c.cursors))
+		for _, cur := range c.cursors {
+			curs = append(curs, cur)
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if len(curs) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-changed:
+				continue
+			}
+		}
+		sort.Slice(curs, func(i, j int) bool {
+			a, b := curs[i].tp, curs[j].tp
+			return a.topic < b.topic || a.topic == b.topic && a.partition < b.partition
+		})
+
+		var unresolved []*cursor
+		for _, cur := range curs {
+			if c.snapshotPos(cur) < 0 {
+				unresolved = append(unresolved, cur)
+			}
+		}
+		var err error
+		if len(unresolved) > 0 {
+			err = c.resolve(ctx, unresolved)
+		}
+		recs, ferr := c.fetch(ctx, curs)
+		if len(recs) > 0 {
+			return recs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		err = errors.Join(err, ferr)
+		if err == nil {
+			bo.reset(&c.cfg)
+			if c.cfg.fetchMaxWait < 10*time.Millisecond {
+				// Fetches do not long-poll: pace the loop.
+				if err := sleep(ctx, c.cfg.retryBackoff); err != nil {
+					return nil, err
+				}
+			}
+			continue
+		}
+		if fatal := c.fatal(err); fatal != nil {
+			return nil, fatal
+		}
+		if err := sleep(ctx, bo.next()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fatal picks out the errors Poll returns rather than retries.
+func (c *Consumer) fatal(err error) error {
+	var ute *UnknownTopicError
+	if errors.As(err, &ute) {
+		return ute
+	}
+	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrCorrupt) ||
+		errors.Is(err, recordbatch.ErrShortBatch) || errors.Is(err, recordbatch.ErrBadMagic) ||
+		errors.Is(err, recordbatch.ErrBadLength) || errors.Is(err, recordbatch.ErrCodec) {
+		return err
+	}
+	return nil
+}
+
+func (c *Consumer) snapshotPos(cur *cursor) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return cur.pos
+}
+
+// leaderGroup is the partitions one node leads.
+type leaderGroup struct {
+	addr  string
+	curs  []*cursor
+	epoch []int32
+}
+
+// byLeader groups cursors by their partition's leader. Cursors whose
+// leader is unknown are left out, with an error that makes the caller
+// refresh and retry.
+func (c *Consumer) byLeader(ctx context.Context, curs []*cursor) (map[string]*leaderGroup, error) {
+	groups := map[string]*leaderGroup{}
+	var errs []error
+	for _, cur := range curs {
+		info, _, err := c.cl.leader(ctx, cur.tp.topic, cur.tp.partition)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		g := groups[info.addr]
+		if g == nil {
+			g = &leaderGroup{addr: info.addr}
+			groups[info.addr] = g
+		}
+		g.curs = append(g.curs, cur)
+		g.epoch = append(g.epoch, info.epoch)
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		_ = c.cl.refresh(ctx)
+	}
+	return groups, err
+}
+
+// resolve turns start Offsets into positions with ListOffsets.
+func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
+	var exact []*cursor
+	var lookup []*cursor
+	for _, cur := range curs {
+		if cur.start.kind == offsetExact {
+			exact = append(exact, cur)
+		} else {
+			lookup = append(lookup, cur)
+		}
+	}
+	c.mu.Lock()
+	for _, cur := range exact {
+		if cur.pos < 0 {
+			cur.pos = max(cur.start.at, 0)
+		}
+	}
+	c.mu.Unlock()
+	if len(lookup) == 0 {
+		return nil
+	}
+	groups, err := c.byLeader(ctx, lookup)
+	errs := []error{err}
+	for _, g := range groups {
+		req := &storagev1.ListOffsetsRequest{}
+		for i, cur := range g.curs {
+			lp := &storagev1.ListOffsetsPartition{Topic: cur.tp.topic, Partition: cur.tp.partition, CurrentLeaderEpoch: g.epoch[i]}
+			switch cur.start.kind {
+			case offsetStart:
+				lp.Spec = storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST
+			case offsetTime:
+				lp.Spec, lp.TimestampMs = storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, cur.start.at
+			default:
+				lp.Spec = storagev1.OffsetSpec_OFFSET_SPEC_LATEST
+			}
+			req.Partitions = append(req.Partitions, lp)
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
+		resp, err := c.cl.storage(g.addr).ListOffsets(rctx, connect.NewRequest(req))
+		cancel()
+		if err != nil {
+			errs = append(errs, fromConnect(err))
+			_ = c.cl.refresh(ctx)
+			continue
+		}
+		for i, r := range resp.Msg.GetPartitions() {
+			if i >= len(g.curs) {
+				break
+			}
+			cur := g.curs[i]
+			if r.GetError() != nil {
+				errs = append(errs, c.partitionError(ctx, cur, fromDetail(r.GetError())))
+				continue
+			}
+			off := r.GetOffset()
+			if cur.start.kind == offsetEndMinus {
+				off = max(off-cur.start.at, 0)
+			}
+			c.mu.Lock()
+			if cur.pos < 0 {
+				cur.pos = off
+			}
+			c.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// partitionError handles a per-partition failure: refresh metadata for
+// leadership errors, move an out-of-range position to the log's nearest
+// end, and report an unknown topic.
+func (c *Consumer) partitionError(ctx context.Context, cur *cursor, err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Reason == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE {
+		if h := e.Detail.GetOffsetRange(); h != nil {
+			c.mu.Lock()
+			if cur.pos >= 0 && cur.pos < h.GetLogStartOffset() {
+				cur.pos = h.GetLogStartOffset()
+			} else if cur.pos > h.GetHighWatermark() {
+				cur.pos = h.GetHighWatermark()
+			}
+			c.mu.Unlock()
+			return nil
+		}
+		return err
+	}
+	if classify(err) == actRefresh {
+		if !c.cl.applyHint(err) {
+			_ = c.cl.refresh(ctx)
+		}
+		if c.cl.isMissing(cur.tp.topic) {
+			return &UnknownTopicError{Topic: cur.tp.topic}
+		}
+	}
+	return fmt.Errorf("client: %s/%d: %w", cur.tp.topic, cur.tp.partition, err)
+}
+
+// fetch sends one Fetch to each leader, concurrently, and returns the
+// records of the first answers that carry any (the other long polls are
+// canceled: their positions did not move, so nothing is lost).
+func (c *Consumer) fetch(ctx context.Context, curs []*cursor) ([]*Record, error) {
+	var ready []*cursor
+	c.mu.Lock()
+	for _, cur := range curs {
+		if cur.pos >= 0 {
+			ready = append(ready, cur)
+		}
+	}
+	c.mu.Unlock()
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	groups, gerr := c.byLeader(ctx, ready)
+	if len(groups) == 0 {
+		return nil, gerr
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		g    *leaderGroup
+		req  *storagev1.FetchRequest
+		resp *storagev1.FetchResponse
+		err  error
+	}
+	answers := make(chan answer, len(groups))
+	for _, g := range groups {
+		req := &storagev1.FetchRequest{
+			MaxWaitMs: int32(c.cfg.fetchMaxWait / time.Millisecond),
+			MinBytes:  1,
+			MaxBytes:  int32(c.cfg.fetchMaxBytes),
+		}
+		c.mu.Lock()
+		for i, cur := range g.curs {
+			req.Partitions = append(req.Partitions, &storagev1.FetchPartition{
+				Topic: cur.tp.topic, Partition: cur.tp.partition, FetchOffset: cur.pos,
+				CurrentLeaderEpoch: g.epoch[i], MaxBytes: int32(c.cfg.fetchMaxPartitionBytes),
+			})
+		}
+		c.mu.Unlock()
+		stor := c.cl.storage(g.addr)
+		go func() {
+			fctx, fcancel := context.WithTimeout(rctx, c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+			defer fcancel()
+			resp, err := stor.Fetch(fctx, connect.NewRequest(req))
+			a := answer{g: g, req: req, err: err}
+			if err == nil {
+				a.resp = resp.Msg
+			}
+			answers <- a
+		}()
+	}
+	var recs []*Record
+	errs := []error{gerr}
+	for range groups {
+		a := <-answers
+		if a.err != nil {
+			if rctx.Err() == nil {
+				errs = append(errs, fromConnect(a.err))
+				_ = c.cl.refresh(ctx)
+			}
+			continue
+		}
+		got, err := c.take(ctx, a.g, a.req, a.resp)
+		errs = append(errs, err)
+		recs = append(recs, got...)
+		if len(recs) > 0 {
+			cancel() // stop the other long polls; take what arrived
+		}
+	}
+	return recs, errors.Join(errs...)
+}
+
+// take applies one Fetch answer: decodes the batches of each partition
+// from the position the request asked for and moves the positions.
+func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.FetchRequest, resp *storagev1.FetchResponse) ([]*Record, error) {
+	var recs []*Record
+	var errs []error
+	for i, pr := range resp.GetPartitions() {
+		if i >= len(g.curs) {
+			break
+		}
+		cur := g.curs[i]
+		asked := req.GetPartitions()[i].GetFetchOffset()
+		c.mu.Lock()
+		current := c.cursors[cur.tp] == cur && cur.pos == asked
+		c.mu.Unlock()
+		if !current {
+			continue // reassigned or moved while the fetch ran
+		}
+		if pr.GetError() != nil {
+			errs = append(errs, c.partitionError(ctx, cur, fromDetail(pr.GetError())))
+			continue
+		}
+		got, next, err := decodeFrom(cur.tp, pr.GetRecords(), asked)
+		c.mu.Lock()
+		cur.hw, cur.lso = pr.GetHighWatermark(), pr.GetLogStartOffset()
+		cur.pos = next
+		c.mu.Unlock()
+		recs = append(recs, got...)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("client: %s/%d at offset %d: %w", cur.tp.topic, cur.tp.partition, next, err))
+		}
+	}
+	return recs, errors.Join(errs...)
+}
+
+// decodeFrom decodes whole batches and returns the records at or after
+// from, and the position after them. Records below from (the head of the
+// first batch) are skipped; a batch cut short at the end is left for the
+// next fetch; control batches move the position without records.
+func decodeFrom(tp topicPartition, b []byte, from int64) ([]*Record, int64, error) {
+	pos := from
+	var recs []*Record
+	for len(b) > 0 {
+		size, err := recordbatch.PeekSize(b)
+		if err != nil || size > len(b) {
+			break
+		}
+		batch, err := recordbatch.Decode(b[:size])
+		if err != nil {
+			return recs, pos, err
+		}
+		b = b[size:]
+		h := batch.Header
+		if !h.Control() {
+			for _, r := range batch.Records {
+				if r.Offset < pos {
+					continue
+				}
+				rec := &Record{
+					Topic: tp.topic, Partition: tp.partition, Offset: r.Offset,
+					Key: r.Key, Value: r.Value, Timestamp: time.UnixMilli(r.Timestamp),
+					LeaderEpoch: h.PartitionLeaderEpoch,
+				}
+				if h.LogAppendTime() {
+					rec.Timestamp = time.UnixMilli(h.MaxTimestamp)
+				}
+				for _, hd := range r.Headers {
+					rec.Headers = append(rec.Headers, Header{Key: hd.Key, Value: hd.Value})
+				}
+				recs = append(recs, rec)
+			}
+		}
+		pos = max(pos, h.NextOffset())
+	}
+	return recs, pos, nil
+}

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+)
+
+var (
+	// ErrClosed is returned for records produced after Close, and by
+	// calls on a closed Consumer.
+	ErrClosed = errors.New("client: closed")
+	// ErrDeliveryTimeout wraps the last error of a batch whose delivery
+	// timeout passed before it was acknowledged.
+	ErrDeliveryTimeout = errors.New("client: delivery timeout")
+	// ErrUnknownTopic is matched (errors.Is) by every *UnknownTopicError.
+	ErrUnknownTopic = errors.New("client: unknown topic")
+	// ErrNoLeader means a partition has no live leader right now.
+	ErrNoLeader = errors.New("client: partition has no leader")
+)
+
+// UnknownTopicError says the gateway does not know a topic.
+type UnknownTopicError struct {
+	Topic string // the topic asked for
+}
+
+func (e *UnknownTopicError) Error() string {
+	return fmt.Sprintf("client: topic %q does not exist", e.Topic)
+}
+
+// Is makes errors.Is(err, ErrUnknownTopic) true.
+func (e *UnknownTopicError) Is(target error) bool { return target == ErrUnknownTopic }
+
+// Error is a failure a Strata service reported for one request or one
+// partition: its Connect code, the Kafka-level reason and the server's one
+// line message. It wraps the Connect error when there was one.
+type Error struct {
+	Code    connect.Code
+	Reason  commonv1.Reason
+	Message string
+	// Detail is the structured error as sent, with its hint (for example
+	// the current leader); nil when the server attached none.
+	Detail *commonv1.ErrorDetail
+	cause  error
+}
+
+func (e *Error) Error() string {
+	if e.Message != "" {
+		return "client: " + e.Message
+	}
+	if e.cause != nil {
+		return "client: " + e.cause.Error()
+	}
+	return "client: " + e.Code.String()
+}
+
+func (e *Error) Unwrap() error { return e.cause }
+
+// DetailOf returns the ErrorDetail attached to a Connect error, or nil.
+func DetailOf(err error) *commonv1.ErrorDetail {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		if ed, ok := v.(*commonv1.ErrorDetail); ok {
+			return ed
+		}
+	}
+	return nil
+}
+
+// ReasonOf returns the Strata reason carried by err (an *Error or a Connect
+// error with an ErrorDetail), or REASON_UNSPECIFIED.
+func ReasonOf(err error) commonv1.Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	if d := DetailOf(err); d != nil {
+		return d.GetReason()
+	}
+	return commonv1.Reason_REASON_UNSPECIFIED
+}
+
+// fromConnect turns a whole-request failure into an *Error.
+func fromConnect(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// Keep context errors recognizable for callers.
+		return err
+	}
+	e := &Error{Code: connect.CodeOf(err), cause: err}
+	if d := DetailOf(err); d != nil {
+		e.Reason, e.Message, e.Detail = d.GetReason(), d.GetMessage(), d
+	} else {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			e.Message = ce.Message()
+		}
+	}
+	return e
+}
+
+// fromDetail turns a per-partition ErrorDetail into an *Error.
+func fromDetail(d *commonv1.ErrorDetail) error {
+	if d == nil {
+		return nil
+	}
+	return &Error{Code: connect.Code(d.GetCode()), Reason: d.GetReason(), Message: d.GetMessage(), Detail: d}
+}
+
+// action is what a client does about an error.
+type action int
+
+const (
+	actFail    action = iota // give up: the request cannot succeed as sent
+	actRetry                 // retry after a backoff
+	actRefresh               // refresh metadata, then retry
+	actNewPID                // get a new producer id, rebuild, retry
+)
+
+// classify decides what to do about a Produce, Fetch or ListOffsets error.
+func classify(err error) action {
+	if err == nil {
+		return actFail
+	}
+	if errors.Is(err, ErrNoLeader) {
+		return actRefresh
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// Our per-request timeout: the node may be gone.
+		return actRefresh
+	}
+	if errors.Is(err, context.Canceled) {
+		return actFail
+	}
+	var code connect.Code
+	reason := commonv1.Reason_REASON_UNSPECIFIED
+	var e *Error
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &e):
+		code, reason = e.Code, e.Reason
+	case errors.As(err, &ce):
+		code = ce.Code()
+		if d := DetailOf(err); d != nil {
+			reason = d.GetReason()
+		}
+	default:
+		// Not from a server or the transport: a local mistake that
+		// retrying cannot fix.
+		return actFail
+	}
+	switch reason {
+	case commonv1.Reason_REASON_NOT_LEADER,
+		commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
+		commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH,
+		commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION:
+		return actRefresh
+	case commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS,
+		commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+		commonv1.Reason_REASON_REQUEST_TIMED_OUT:
+		return actRetry
+	case commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID:
+		return actNewPID
+	case commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
+		commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH,
+		commonv1.Reason_REASON_CORRUPT_RECORD,
+		commonv1.Reason_REASON_RECORD_TOO_LARGE:
+		return actFail
+	}
+	switch code {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeDeadlineExceeded,
+		connect.CodeAborted:
+		// Unknown covers a connection that broke mid-call; Aborted an
+		// epoch fence the refresh resolves.
+		return actRefresh
+	}
+	return actFail
+}

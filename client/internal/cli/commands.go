@@ -1,0 +1,47 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+)
+
+// builtin is the command table. To add a top-level command implemented in
+// another package, call Register from main before Main; `strata dev` is
+// meant to be added that way:
+//
+//	cli.Register(&cli.Command{Name: "dev", Summary: "run a whole cluster on this machine", Main: devcluster.Main})
+func builtin() []*Command {
+	return []*Command{
+		{Name: "topic", Summary: "create, list, describe, alter and delete topics", Sub: []*Command{
+			{Name: "create", Summary: "create a topic", Run: topicCreate},
+			{Name: "list", Summary: "list topics", Run: topicList},
+			{Name: "describe", Summary: "show a topic's partitions, leaders, ISR and offsets", Run: topicDescribe},
+			{Name: "alter", Summary: "change a topic's configuration", Run: topicAlter},
+			{Name: "delete", Summary: "delete a topic", Run: topicDelete},
+		}},
+		{Name: "produce", Summary: "produce one record per line of stdin", Run: produce},
+		{Name: "consume", Summary: "print records of a topic", Run: consume},
+		{Name: "group", Summary: "list, describe and reset consumer groups", Sub: []*Command{
+			{Name: "list", Summary: "list consumer groups", Run: groupList},
+			{Name: "describe", Summary: "show a group's members, offsets and lag", Run: groupDescribe},
+			{Name: "reset", Summary: "move a group's committed offsets", Run: groupReset},
+		}},
+		{Name: "cluster", Summary: "cluster health", Sub: []*Command{
+			{Name: "status", Summary: "show controllers, nodes and partition health", Run: clusterStatus},
+		}},
+	}
+}
+
+// requestTimeout bounds each admin call.
+const requestTimeout = 30 * time.Second
+
+// gateway returns a Connect client for the gateway.
+func (e *Env) gateway() gatewayv1connect.GatewayServiceClient {
+	return gatewayv1connect.NewGatewayServiceClient(httpClient(), e.gatewayURL())
+}
+
+func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, requestTimeout)
+}

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/client"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+func consume(ctx context.Context, e *Env, args []string) error {
+	var (
+		group, start, format string
+		count, partition     int
+		exitAtEnd            bool
+	)
+	f := newFlags(e, "strata consume TOPIC [-g GROUP] [-o start|end|OFFSET|@UNIX_MS] [-n COUNT] [-e] [-f FORMAT]",
+		`Print the records of every partition of a topic (or of one, with -p).
+
+-o is where to start in each partition: start (the oldest record kept), end
+(only new records), an offset, -N (N records before the end) or @UNIX_MS (the
+first record at or after that time). -e stops at the end of the log: each
+partition is read up to its high watermark as it was when consume started.
+
+FORMAT is "json" for one JSON object per record:
+  {"topic","partition","offset","timestamp","key","value","headers"}
+(timestamp in Unix ms; key, value and header values as text when valid UTF-8,
+else {"base64":"..."}; null when absent; headers as an object, the last value
+winning for a repeated key), or a format string with %t topic, %p partition,
+%o offset, %k key, %v value, %h headers (k=v,k=v), %T timestamp (Unix ms),
+escapes \t \n \r \\ and %%.`,
+		`strata consume orders -o start -e -f '%p:%o %k=%v\n'`)
+	f.String(&group, "g", "group", "GROUP", "", "consume as a member of a consumer group (needs the coordinator)")
+	f.String(&start, "o", "offset", "POSITION", "start", "where to start: start, end, OFFSET, -N or @UNIX_MS")
+	f.Int(&count, "n", "count", "COUNT", 0, "exit after COUNT records (0: no limit)")
+	f.Bool(&exitAtEnd, "e", "exit", "exit at the end of the log")
+	f.String(&format, "f", "format", "FORMAT", `%v\n`, "output format: json or a format string")
+	f.Int(&partition, "p", "partition", "PARTITION", -1, "read only this partition (-1: all)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "TOPIC"); err != nil {
+		return err
+	}
+	topic := pos[0]
+	off, err := parseStart(start)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if count < 0 {
+		return usagef("-n must not be negative")
+	}
+	asJSON := format == "json" || (e.Output == "json" && !flagGiven(args, "f", "format"))
+	var out *outputFormat
+	if !asJSON {
+		if out, err = newOutputFormat(format); err != nil {
+			return usagef("-f: %v", err)
+		}
+	}
+	if group != "" {
+		rctx, cancel := withTimeout(ctx)
+		defer cancel()
+		if _, err := e.gateway().FindCoordinator(rctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group})); err != nil {
+			if _, _, down := unreachable(err); down {
+				return err
+			}
+			return errors.New(msgNoCoordinator)
+		}
+		return errors.New("consuming as a group member is not supported by this strata build yet; drop -g to read the partitions directly")
+	}
+
+	c, err := client.NewConsumer(e.gatewayURL())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	n, err := c.Partitions(ctx, topic)
+	if err != nil {
+		return err
+	}
+	parts := make([]int32, 0, n)
+	for p := range n {
+		if partition < 0 || int(p) == partition {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, partition, n)
+	}
+	// Resolve the start now, so -e can compare it with the end.
+	startAt, err := c.ListOffsets(ctx, topic, parts, off)
+	if err != nil {
+		return err
+	}
+	assign := map[int32]client.Offset{}
+	for _, p := range parts {
+		assign[p] = client.AtOffset(startAt[p])
+	}
+	var ends map[int32]int64
+	if exitAtEnd {
+		if ends, err = c.ListOffsets(ctx, topic, parts, client.EndOffset()); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if startAt[p] >= ends[p] {
+				delete(assign, p)
+			}
+		}
+	}
+	c.Assign(map[string]map[int32]client.Offset{topic: assign})
+
+	w := bufio.NewWriter(e.Stdout)
+	defer w.Flush()
+	printed := 0
+	for len(assign) > 0 {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if exitAtEnd {
+			// Wake up now and then to notice positions that reached the
+			// end through batches without records.
+			pctx, cancel = context.WithTimeout(ctx, time.Second)
+		}
+		recs, err := c.Poll(pctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return nil // interrupted: what was printed stands
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		for _, r := range recs {
+			if exitAtEnd && r.Offset >= ends[r.Partition] {
+				continue
+			}
+			if asJSON {
+				err = writeJSON(w, toJSON(r))
+			} else {
+				err = out.write(w, r)
+			}
+			if err != nil {
+				return err
+			}
+			printed++
+			if count > 0 && printed >= count {
+				return w.Flush()
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if exitAtEnd {
+			for p := range assign {
+				if pos, ok := c.Position(topic, p); ok && pos >= ends[p] {
+					c.Unassign(topic, p)
+					delete(assign, p)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// flagGiven reports whether a flag appears on the command line.
+func flagGiven(args []string, names ...string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		for _, n := range names {
+			for _, form := range []string{"-" + n, "--" + n} {
+				if a == form || len(a) > len(form) && a[:len(form)+1] == form+"=" {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+// writeProtoJSON prints a response as one line of protobuf JSON with the
+// proto field names (snake_case), as the group commands' --output json.
+func writeProtoJSON(e *Env, m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.Stdout, "%s\n", b)
+	return err
+}
+
+func stateName(s coordinatorv1.GroupState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "GROUP_STATE_"))
+}
+
+func groupList(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "strata group list", "List consumer groups with their state and member count.", "strata group list --output json")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos); err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().ListGroups(ctx, connect.NewRequest(&gatewayv1.ListGroupsRequest{}))
+	if err != nil {
+		return &coordinatorError{err}
+	}
+	if e.Output == "json" {
+		return writeProtoJSON(e, resp.Msg)
+	}
+	var rows [][]string
+	for _, g := range resp.Msg.GetGroups() {
+		rows = append(rows, []string{g.GetGroupId(), stateName(g.GetState()), fmt.Sprint(g.GetMemberCount())})
+	}
+	table(e.Stdout, []string{"GROUP", "STATE", "MEMBERS"}, rows)
+	return nil
+}
+
+func groupDescribe(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "strata group describe GROUP", "Show a group's members, assignments, committed offsets and lag.", "strata group describe billing")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "GROUP"); err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: pos[0]}))
+	if err != nil {
+		return &coordinatorError{err}
+	}
+	if e.Output == "json" {
+		return writeProtoJSON(e, resp.Msg)
+	}
+	g := resp.Msg.GetGroup()
+	fmt.Fprintf(e.Stdout, "group %s  state %s  epoch %d  members %d\n", g.GetGroupId(), stateName(g.GetState()), g.GetGroupEpoch(), len(g.GetMembers()))
+	var rows [][]string
+	for _, p := range g.GetPartitions() {
+		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), fmt.Sprint(p.GetCommittedOffset()),
+			fmt.Sprint(p.GetLogEndOffset()), fmt.Sprint(p.GetLag()), p.GetMemberId()})
+	}
+	table(e.Stdout, []string{"TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "MEMBER"}, rows)
+	return nil
+}
+
+func groupReset(ctx context.Context, e *Env, args []string) error {
+	var topic, to string
+	var dryRun bool
+	f := newFlags(e, "strata group reset GROUP --topic T --to earliest|latest|OFFSET",
+		"Move a group's committed offsets for every partition of a topic. The group must have no\nlive members. --to also takes @UNIX_MS (the first offset at or after that time).",
+		"strata group reset billing --topic orders --to earliest")
+	f.String(&topic, "", "topic", "T", "", "topic whose offsets to move (required)")
+	f.String(&to, "", "to", "POSITION", "", "earliest, latest, an offset or @UNIX_MS (required)")
+	f.Bool(&dryRun, "", "dry-run", "show the new offsets without committing them")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "GROUP"); err != nil {
+		return err
+	}
+	if topic == "" || to == "" {
+		return usagef("--topic and --to are required (see '%s --help')", e.Path)
+	}
+	req := &gatewayv1.ResetOffsetsRequest{GroupId: pos[0], Topics: []*commonv1.TopicPartitions{{Topic: topic}}, DryRun: dryRun}
+	switch {
+	case to == "earliest" || to == "start":
+		req.Spec = coordinatorv1.ResetSpec_RESET_SPEC_EARLIEST
+	case to == "latest" || to == "end":
+		req.Spec = coordinatorv1.ResetSpec_RESET_SPEC_LATEST
+	case strings.HasPrefix(to, "@"):
+		ms, err := strconv.ParseInt(to[1:], 10, 64)
+		if err != nil {
+			return usagef("--to %s: not a Unix time in milliseconds", to)
+		}
+		req.Spec, req.TimestampMs = coordinatorv1.ResetSpec_RESET_SPEC_TIMESTAMP, ms
+	default:
+		off, err := strconv.ParseInt(to, 10, 64)
+		if err != nil || off < 0 {
+			return usagef("--to must be earliest, latest, an offset or @UNIX_MS, not %q", to)
+		}
+		req.Spec, req.Offset = coordinatorv1.ResetSpec_RESET_SPEC_OFFSET, off
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().ResetOffsets(ctx, connect.NewRequest(req))
+	if err != nil {
+		return &coordinatorError{err}
+	}
+	if e.Output == "json" {
+		return writeProtoJSON(e, resp.Msg)
+	}
+	var rows [][]string
+	for _, p := range resp.Msg.GetPartitions() {
+		status := "ok"
+		if p.GetError() != nil {
+			status = oneLine(p.GetError().GetMessage())
+		}
+		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), fmt.Sprint(p.GetPreviousOffset()), fmt.Sprint(p.GetNewOffset()), status})
+	}
+	table(e.Stdout, []string{"TOPIC", "PARTITION", "PREVIOUS", "NEW", "STATUS"}, rows)
+	return nil
+}

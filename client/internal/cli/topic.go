@@ -1,0 +1,323 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/client"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+// parseConfigs turns KEY=VALUE flags into a map.
+func parseConfigs(kvs []string, flag string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("%s wants KEY=VALUE, not %q", flag, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func topicCreate(ctx context.Context, e *Env, args []string) error {
+	var partitions, replicas int
+	var configs []string
+	var validate bool
+	f := newFlags(e, "strata topic create NAME [-p PARTITIONS] [-r REPLICAS] [-c KEY=VALUE]...",
+		"Create a topic. Replicas are not capped to the number of nodes: asking for more than\nthe cluster has fails with the controller's error.",
+		"strata topic create orders -p 6 -r 3 -c retention.ms=86400000")
+	f.Int(&partitions, "p", "partitions", "PARTITIONS", 1, "number of partitions")
+	f.Int(&replicas, "r", "replicas", "REPLICAS", 3, "replicas per partition (replication factor)")
+	f.List(&configs, "c", "config", "KEY=VALUE", "topic configuration override, Kafka key names; repeatable")
+	f.Bool(&validate, "", "validate-only", "check the request and show the placement; create nothing")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "NAME"); err != nil {
+		return err
+	}
+	if partitions < 1 || replicas < 1 {
+		return usagef("-p and -r must be at least 1")
+	}
+	cfg, err := parseConfigs(configs, "-c")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().CreateTopic(ctx, connect.NewRequest(&gatewayv1.CreateTopicRequest{
+		Name: pos[0], Partitions: int32(partitions), ReplicationFactor: int32(replicas), Configs: cfg, ValidateOnly: validate,
+	}))
+	if err != nil {
+		return err
+	}
+	t := resp.Msg.GetTopic()
+	if e.Output == "json" {
+		return writeJSON(e.Stdout, describeJSON(t, nil))
+	}
+	verb := "created"
+	if validate {
+		verb = "would create"
+	}
+	fmt.Fprintf(e.Stdout, "%s topic %q with %d partitions, replication factor %d\n", verb, t.GetName(), len(t.GetPartitions()), t.GetReplicationFactor())
+	return nil
+}
+
+type topicListJSON struct {
+	Name              string `json:"name"`
+	TopicID           string `json:"topic_id"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int32  `json:"replication_factor"`
+	Internal          bool   `json:"internal"`
+}
+
+func topicList(ctx context.Context, e *Env, args []string) error {
+	var internal bool
+	f := newFlags(e, "strata topic list [--internal]", "List topics, sorted by name.", "strata topic list --output json")
+	f.Bool(&internal, "", "internal", "include system topics")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos); err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().ListTopics(ctx, connect.NewRequest(&gatewayv1.ListTopicsRequest{IncludeInternal: internal}))
+	if err != nil {
+		return err
+	}
+	if e.Output == "json" {
+		out := []topicListJSON{}
+		for _, t := range resp.Msg.GetTopics() {
+			out = append(out, topicListJSON{t.GetName(), t.GetTopicId(), t.GetPartitions(), t.GetReplicationFactor(), t.GetInternal()})
+		}
+		return writeJSON(e.Stdout, out)
+	}
+	var rows [][]string
+	for _, t := range resp.Msg.GetTopics() {
+		rows = append(rows, []string{t.GetName(), fmt.Sprint(t.GetPartitions()), fmt.Sprint(t.GetReplicationFactor())})
+	}
+	table(e.Stdout, []string{"TOPIC", "PARTITIONS", "REPLICATION"}, rows)
+	return nil
+}
+
+// describeJSON is the shape of `topic describe --output json` (and of
+// `topic create --output json`, without offsets).
+type topicJSON struct {
+	Name              string            `json:"name"`
+	TopicID           string            `json:"topic_id"`
+	ReplicationFactor int32             `json:"replication_factor"`
+	Internal          bool              `json:"internal"`
+	Configs           map[string]string `json:"configs"`
+	Partitions        []partitionJSON   `json:"partitions"`
+}
+
+type partitionJSON struct {
+	Partition       int32   `json:"partition"`
+	Leader          int32   `json:"leader"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	Replicas        []int32 `json:"replicas"`
+	ISR             []int32 `json:"isr"`
+	OfflineReplicas []int32 `json:"offline_replicas"`
+	LogStartOffset  *int64  `json:"log_start_offset"`
+	LogEndOffset    *int64  `json:"log_end_offset"`
+	Error           string  `json:"error,omitempty"`
+}
+
+func describeJSON(t *controllerv1.TopicDescription, offsets map[int32]*gatewayv1.PartitionOffsets) topicJSON {
+	out := topicJSON{Name: t.GetName(), TopicID: t.GetTopicId(), ReplicationFactor: t.GetReplicationFactor(),
+		Internal: t.GetInternal(), Configs: map[string]string{}, Partitions: []partitionJSON{}}
+	for _, c := range t.GetConfigs() {
+		out.Configs[c.GetKey()] = c.GetValue()
+	}
+	for _, p := range t.GetPartitions() {
+		pj := partitionJSON{Partition: p.GetPartition(), Leader: p.GetLeaderId(), LeaderEpoch: p.GetLeaderEpoch(),
+			Replicas: int32s(p.GetReplicas()), ISR: int32s(p.GetIsr()), OfflineReplicas: int32s(p.GetOfflineReplicas())}
+		if o := offsets[p.GetPartition()]; o != nil {
+			if o.GetError() != nil {
+				pj.Error = oneLine(o.GetError().GetMessage())
+			} else {
+				start, end := o.GetLogStartOffset(), o.GetHighWatermark()
+				pj.LogStartOffset, pj.LogEndOffset = &start, &end
+			}
+		}
+		out.Partitions = append(out.Partitions, pj)
+	}
+	return out
+}
+
+func topicDescribe(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "strata topic describe NAME",
+		"Show a topic's partitions with leader, replicas, ISR, and log start and end offsets\n(the end offset is the high watermark: one past the last committed record).",
+		"strata topic describe orders --output json")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "NAME"); err != nil {
+		return err
+	}
+	name := pos[0]
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().DescribeTopics(ctx, connect.NewRequest(&gatewayv1.DescribeTopicsRequest{Names: []string{name}, IncludeOffsets: true}))
+	if err != nil {
+		return aboutTopic(name, err)
+	}
+	if len(resp.Msg.GetTopics()) == 0 {
+		return aboutTopic(name, connect.NewError(connect.CodeNotFound, fmt.Errorf("topic %q does not exist", name)))
+	}
+	t := resp.Msg.GetTopics()[0]
+	offsets := map[int32]*gatewayv1.PartitionOffsets{}
+	for _, o := range resp.Msg.GetPartitionOffsets() {
+		if o.GetTopic() == name {
+			offsets[o.GetPartition()] = o
+		}
+	}
+	if len(offsets) == 0 && len(t.GetPartitions()) > 0 {
+		offsets = leaderOffsets(ctx, e, name, len(t.GetPartitions()))
+	}
+	d := describeJSON(t, offsets)
+	if e.Output == "json" {
+		return writeJSON(e.Stdout, d)
+	}
+	fmt.Fprintf(e.Stdout, "topic %s  id %s  partitions %d  replication %d\n", d.Name, d.TopicID, len(d.Partitions), d.ReplicationFactor)
+	var rows [][]string
+	for _, p := range d.Partitions {
+		start, end := "-", "-"
+		if p.LogStartOffset != nil {
+			start, end = fmt.Sprint(*p.LogStartOffset), fmt.Sprint(*p.LogEndOffset)
+		}
+		leader := fmt.Sprint(p.Leader)
+		if p.Leader < 0 {
+			leader = "none"
+		}
+		rows = append(rows, []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch), joinInt32(p.Replicas), joinInt32(p.ISR), start, end})
+	}
+	table(e.Stdout, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END"}, rows)
+	if len(d.Configs) > 0 {
+		keys := make([]string, 0, len(d.Configs))
+		for k := range d.Configs {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintln(e.Stdout, "configs:")
+		for _, k := range keys {
+			fmt.Fprintf(e.Stdout, "  %s=%s\n", k, d.Configs[k])
+		}
+	}
+	return nil
+}
+
+// leaderOffsets asks the partition leaders for log start and end offsets,
+// for a gateway that does not add them to DescribeTopics. A failure leaves
+// the offsets out (the text output shows "-", JSON null) with the error.
+func leaderOffsets(ctx context.Context, e *Env, topic string, n int) map[int32]*gatewayv1.PartitionOffsets {
+	out := map[int32]*gatewayv1.PartitionOffsets{}
+	c, err := client.NewConsumer(e.gatewayURL(), client.UnknownTopicWait(0), client.RequestTimeout(10*time.Second))
+	if err != nil {
+		return out
+	}
+	defer c.Close()
+	parts := make([]int32, n)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	starts, err := c.ListOffsets(ctx, topic, parts, client.StartOffset())
+	if err != nil {
+		return out
+	}
+	ends, err := c.ListOffsets(ctx, topic, parts, client.EndOffset())
+	if err != nil {
+		return out
+	}
+	for _, p := range parts {
+		out[p] = &gatewayv1.PartitionOffsets{Topic: topic, Partition: p, LogStartOffset: starts[p], HighWatermark: ends[p]}
+	}
+	return out
+}
+
+func topicAlter(ctx context.Context, e *Env, args []string) error {
+	var set, del []string
+	var validate bool
+	f := newFlags(e, "strata topic alter NAME -c KEY=VALUE... [-d KEY]...",
+		"Set or remove configuration overrides of a topic and print the effective configuration.",
+		"strata topic alter orders -c retention.ms=3600000 -d retention.bytes")
+	f.List(&set, "c", "config", "KEY=VALUE", "override to set; repeatable")
+	f.List(&del, "d", "delete-config", "KEY", "override to remove (back to the cluster default); repeatable")
+	f.Bool(&validate, "", "validate-only", "check the change; apply nothing")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "NAME"); err != nil {
+		return err
+	}
+	if len(set) == 0 && len(del) == 0 {
+		return usagef("nothing to change: give -c KEY=VALUE or -d KEY (see '%s --help')", e.Path)
+	}
+	cfg, err := parseConfigs(set, "-c")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().AlterTopicConfig(ctx, connect.NewRequest(&gatewayv1.AlterTopicConfigRequest{
+		Name: pos[0], SetConfigs: cfg, DeleteConfigs: del, ValidateOnly: validate,
+	}))
+	if err != nil {
+		return aboutTopic(pos[0], err)
+	}
+	out := map[string]string{}
+	for _, c := range resp.Msg.GetConfigs() {
+		out[c.GetKey()] = c.GetValue()
+	}
+	if e.Output == "json" {
+		return writeJSON(e.Stdout, map[string]any{"name": pos[0], "configs": out})
+	}
+	var rows [][]string
+	for _, c := range resp.Msg.GetConfigs() {
+		src := "default"
+		if c.GetSource() == controllerv1.ConfigSource_CONFIG_SOURCE_TOPIC {
+			src = "topic"
+		}
+		rows = append(rows, []string{c.GetKey(), c.GetValue(), src})
+	}
+	table(e.Stdout, []string{"KEY", "VALUE", "SOURCE"}, rows)
+	return nil
+}
+
+func topicDelete(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "strata topic delete NAME", "Delete a topic and all its records.", "strata topic delete orders")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "NAME"); err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().DeleteTopic(ctx, connect.NewRequest(&gatewayv1.DeleteTopicRequest{Name: pos[0]}))
+	if err != nil {
+		return aboutTopic(pos[0], err)
+	}
+	if e.Output == "json" {
+		return writeJSON(e.Stdout, map[string]string{"name": pos[0], "topic_id": resp.Msg.GetTopicId()})
+	}
+	fmt.Fprintf(e.Stdout, "deleted topic %q\n", pos[0])
+	return nil
+}

@@ -1,0 +1,338 @@
+// Package fakecluster is an in-memory Strata cluster for client and CLI
+// tests, in the spirit of franz-go's kfake: a GatewayService and one
+// StorageService per node, served over HTTP/2 cleartext on loopback, with a
+// tiny log per partition and a fault API (MoveLeader, AddFault) to make
+// leaders change and requests fail on demand.
+//
+// What it models: topics with partitions, leaders, leader epochs (with the
+// fencing checks of the real storage service), batches appended as given
+// with base offset and leader epoch stamped, idempotent producer
+// deduplication by producer id and sequence, long-poll fetch, ListOffsets,
+// and the admin pass-through calls of the gateway. What it does not: real
+// replication (the high watermark is the log end offset), retention,
+// persistence, consumer groups (the coordinator calls answer UNAVAILABLE
+// unless a test enables them).
+package fakecluster
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// Cluster is the fake. Its methods are safe for concurrent use.
+type Cluster struct {
+	gateway *httptest.Server
+	nodes   []*httptest.Server
+
+	mu       sync.Mutex
+	topics   map[string]*topic
+	version  int64
+	nextPID  int64
+	nextID   int
+	faults   []*Fault
+	changed  chan struct{} // closed and replaced on every append
+	deadNode map[int32]bool
+	calls    map[string]int
+}
+
+type topic struct {
+	name     string
+	id       string
+	replicas int32
+	configs  map[string]string
+	parts    []*partition
+}
+
+type partition struct {
+	leader   int32
+	epoch    int32
+	replicas []int32
+	batches  [][]byte // stamped, in offset order
+	bases    []int64  // base offset of each batch
+	next     int64    // log end offset (= high watermark here)
+	start    int64
+	// idempotence: per producer id, recent batches by base sequence
+	producers map[int64]*producerState
+}
+
+type producerState struct {
+	epoch   int16
+	nextSeq int32
+	recent  map[int32]int64 // base sequence → base offset
+}
+
+// New starts a cluster of n storage nodes (ids 1..n) and its gateway.
+func New(n int) *Cluster {
+	c := &Cluster{
+		topics:   map[string]*topic{},
+		version:  1,
+		nextPID:  1000,
+		changed:  make(chan struct{}),
+		deadNode: map[int32]bool{},
+		calls:    map[string]int{},
+	}
+	for i := 1; i <= n; i++ {
+		mux := http.NewServeMux()
+		mux.Handle(storagev1connect.NewStorageServiceHandler(&storage{c: c, id: int32(i)}))
+		c.nodes = append(c.nodes, start(mux))
+	}
+	mux := http.NewServeMux()
+	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(&gateway{c: c}))
+	c.gateway = start(mux)
+	return c
+}
+
+// start serves h over h2c and HTTP/1.1 on a loopback port.
+func start(h http.Handler) *httptest.Server {
+	s := httptest.NewUnstartedServer(h)
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	s.Config.Protocols = &protos
+	s.Start()
+	return s
+}
+
+// Close stops every server.
+func (c *Cluster) Close() {
+	c.gateway.Close()
+	for _, n := range c.nodes {
+		n.Close()
+	}
+}
+
+// GatewayURL is the base URL clients bootstrap from.
+func (c *Cluster) GatewayURL() string { return c.gateway.URL }
+
+// NodeURL is the base URL of storage node id.
+func (c *Cluster) NodeURL(id int32) string { return c.nodes[id-1].URL }
+
+// CreateTopic creates a topic with partitions led round-robin by the nodes.
+func (c *Cluster) CreateTopic(name string, partitions, replicas int32) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.createLocked(name, partitions, replicas, nil)
+	return err
+}
+
+func (c *Cluster) createLocked(name string, partitions, replicas int32, configs map[string]string) (*topic, error) {
+	if _, ok := c.topics[name]; ok {
+		return nil, errorf(connect.CodeAlreadyExists, commonv1.Reason_REASON_TOPIC_ALREADY_EXISTS, "topic %q already exists", name)
+	}
+	if partitions <= 0 {
+		partitions = 1
+	}
+	if replicas <= 0 {
+		replicas = 3
+	}
+	if int(replicas) > len(c.nodes) {
+		return nil, errorf(connect.CodeFailedPrecondition, commonv1.Reason_REASON_INVALID_REPLICATION_FACTOR,
+			"replication factor %d is larger than the %d live nodes", replicas, len(c.nodes))
+	}
+	c.nextID++
+	t := &topic{name: name, id: fmt.Sprintf("00000000-0000-4000-8000-%012d", c.nextID), replicas: replicas, configs: map[string]string{}}
+	for k, v := range configs {
+		t.configs[k] = v
+	}
+	n := int32(len(c.nodes))
+	for i := range partitions {
+		p := &partition{leader: i%n + 1, epoch: 0, producers: map[int64]*producerState{}}
+		for r := range replicas {
+			p.replicas = append(p.replicas, (i+r)%n+1)
+		}
+		t.parts = append(t.parts, p)
+	}
+	c.topics[name] = t
+	c.version++
+	return t, nil
+}
+
+// MoveLeader makes node the leader of a partition and bumps its leader
+// epoch, as the controller does on a leader change. The old leader answers
+// NOT_LEADER from then on.
+func (c *Cluster) MoveLeader(topicName string, part, node int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.topics[topicName].parts[part]
+	p.leader = node
+	p.epoch++
+	c.version++
+	c.notifyLocked()
+}
+
+// Leader returns the current leader and epoch of a partition.
+func (c *Cluster) Leader(topicName string, part int32) (node, epoch int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.topics[topicName].parts[part]
+	return p.leader, p.epoch
+}
+
+// Batches returns the headers of a partition's batches in offset order.
+func (c *Cluster) Batches(topicName string, part int32) []recordbatch.Header {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var hs []recordbatch.Header
+	for _, b := range c.topics[topicName].parts[part].batches {
+		h, err := recordbatch.PeekHeader(b)
+		if err == nil {
+			hs = append(hs, h)
+		}
+	}
+	return hs
+}
+
+// Records decodes a partition's records in offset order.
+func (c *Cluster) Records(topicName string, part int32) ([]recordbatch.Record, error) {
+	c.mu.Lock()
+	bs := append([][]byte(nil), c.topics[topicName].parts[part].batches...)
+	c.mu.Unlock()
+	var out []recordbatch.Record
+	for _, b := range bs {
+		batch, err := recordbatch.Decode(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, batch.Records...)
+	}
+	return out, nil
+}
+
+// Calls returns how many times an RPC (by method name, "Produce") was served.
+func (c *Cluster) Calls(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[method]
+}
+
+// Fault makes matching requests fail. Method is the RPC name ("Produce",
+// "Fetch", "ListOffsets", "Metadata", ...); Topic and Partition narrow it
+// (empty Topic and Partition -1 match any). It fires Count times (0 means
+// forever) with Code and Reason. AfterAppend makes a Produce fault fire
+// after the batch is appended: the client sees a failure but the data is
+// in the log, which only idempotence can keep from being duplicated.
+type Fault struct {
+	Method      string
+	Topic       string
+	Partition   int32
+	Code        connect.Code
+	Reason      commonv1.Reason
+	Count       int
+	AfterAppend bool
+
+	fired int
+}
+
+// AddFault installs a fault and returns it; see Fired.
+func (c *Cluster) AddFault(f *Fault) *Fault {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = append(c.faults, f)
+	return f
+}
+
+// Fired reports how often a fault has fired.
+func (c *Cluster) Fired(f *Fault) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f.fired
+}
+
+// faultLocked returns the error of the first matching live fault.
+func (c *Cluster) faultLocked(method, topicName string, part int32, afterAppend bool) error {
+	for _, f := range c.faults {
+		if f.Method != method || f.AfterAppend != afterAppend ||
+			(f.Topic != "" && f.Topic != topicName) || (f.Partition >= 0 && f.Partition != part) ||
+			(f.Count > 0 && f.fired >= f.Count) {
+			continue
+		}
+		f.fired++
+		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)
+	}
+	return nil
+}
+
+func (c *Cluster) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// errorf builds a Connect error with an ErrorDetail, as the services do.
+func errorf(code connect.Code, reason commonv1.Reason, format string, args ...any) *connect.Error {
+	msg := fmt.Sprintf(format, args...)
+	e := connect.NewError(code, fmt.Errorf("%s", msg))
+	if d, err := connect.NewErrorDetail(detail(code, reason, msg)); err == nil {
+		e.AddDetail(d)
+	}
+	return e
+}
+
+func detail(code connect.Code, reason commonv1.Reason, msg string) *commonv1.ErrorDetail {
+	return &commonv1.ErrorDetail{Code: commonv1.Code(code), Reason: reason, Message: msg}
+}
+
+// metadataLocked renders a topic as the controller describes it.
+func (t *topic) metadata() *commonv1.TopicMetadata {
+	tm := &commonv1.TopicMetadata{Name: t.name, TopicId: t.id, Configs: t.configs}
+	for i, p := range t.parts {
+		tm.Partitions = append(tm.Partitions, &commonv1.PartitionMetadata{
+			Partition: int32(i), LeaderId: p.leader, LeaderEpoch: p.epoch,
+			Replicas: p.replicas, Isr: p.replicas,
+		})
+	}
+	return tm
+}
+
+func (t *topic) description() *controllerv1.TopicDescription {
+	d := &controllerv1.TopicDescription{Name: t.name, TopicId: t.id, ReplicationFactor: t.replicas, Partitions: t.metadata().Partitions}
+	keys := make([]string, 0, len(t.configs))
+	for k := range t.configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d.Configs = append(d.Configs, &controllerv1.ConfigEntry{Key: k, Value: t.configs[k], Source: controllerv1.ConfigSource_CONFIG_SOURCE_TOPIC})
+	}
+	return d
+}
+
+func (c *Cluster) nodesLocked() []*commonv1.Node {
+	var ns []*commonv1.Node
+	for i, s := range c.nodes {
+		ns = append(ns, &commonv1.Node{NodeId: int32(i + 1), Address: s.URL})
+	}
+	return ns
+}
+
+// stamp writes the base offset and leader epoch into a batch copy.
+func stamp(b []byte, base int64, epoch int32) []byte {
+	out := append([]byte(nil), b...)
+	binary.BigEndian.PutUint64(out[0:], uint64(base))
+	binary.BigEndian.PutUint32(out[12:], uint32(epoch))
+	return out
+}
+
+// ClosedGatewayURL returns a URL where nothing listens, for tests of an
+// unreachable gateway.
+func ClosedGatewayURL() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "http://127.0.0.1:1"
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}

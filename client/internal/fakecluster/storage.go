@@ -1,0 +1,245 @@
+package fakecluster
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// storage is one node's StorageService.
+type storage struct {
+	storagev1connect.UnimplementedStorageServiceHandler
+	c  *Cluster
+	id int32
+}
+
+// checkLocked finds a partition this node leads and checks the epoch.
+func (s *storage) checkLocked(topicName string, part, epoch int32) (*partition, *commonv1.ErrorDetail) {
+	c := s.c
+	t := c.topics[topicName]
+	if t == nil || part < 0 || int(part) >= len(t.parts) {
+		return nil, detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition")
+	}
+	p := t.parts[part]
+	if p.leader != s.id {
+		d := detail(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this node does not lead the partition")
+		d.Hint = &commonv1.ErrorDetail_Leader{Leader: &commonv1.LeaderHint{
+			TopicPartition: &commonv1.TopicPartition{Topic: topicName, Partition: part},
+			LeaderId:       p.leader, LeaderAddress: c.nodes[p.leader-1].URL, LeaderEpoch: p.epoch,
+		}}
+		return nil, d
+	}
+	if epoch >= 0 && epoch < p.epoch {
+		return nil, detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_LEADER_EPOCH, "leader epoch is stale")
+	}
+	if epoch > p.epoch {
+		return nil, detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH, "leader epoch is newer than this node knows")
+	}
+	return p, nil
+}
+
+func asError(d *commonv1.ErrorDetail) error {
+	e := connect.NewError(connect.Code(d.GetCode()), errString(d.GetMessage()))
+	if det, err := connect.NewErrorDetail(d); err == nil {
+		e.AddDetail(det)
+	}
+	return e
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
+	m := req.Msg
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["Produce"]++
+	if err := c.faultLocked("Produce", m.GetTopic(), m.GetPartition(), false); err != nil {
+		return nil, err
+	}
+	p, d := s.checkLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch())
+	if d != nil {
+		return nil, asError(d)
+	}
+	b := m.GetRecords()
+	var batches [][]byte
+	var headers []recordbatch.Header
+	for len(b) > 0 {
+		h, err := recordbatch.Verify(b)
+		if err != nil {
+			return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "corrupt batch: %v", err)
+		}
+		batches = append(batches, b[:h.Size()])
+		headers = append(headers, h)
+		b = b[h.Size():]
+	}
+	if len(batches) == 0 {
+		return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "no batches")
+	}
+	first := int64(-1)
+	dup := false
+	for i, raw := range batches {
+		h := headers[i]
+		if h.ProducerID >= 0 {
+			ps := p.producers[h.ProducerID]
+			if ps == nil {
+				ps = &producerState{epoch: h.ProducerEpoch, recent: map[int32]int64{}}
+				p.producers[h.ProducerID] = ps
+			}
+			if base, ok := ps.recent[h.BaseSequence]; ok {
+				if first < 0 {
+					first, dup = base, true
+				}
+				continue
+			}
+			if h.BaseSequence != ps.nextSeq {
+				return nil, errorf(connect.CodeFailedPrecondition, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
+					"sequence %d, expected %d", h.BaseSequence, ps.nextSeq)
+			}
+			ps.recent[h.BaseSequence] = p.next
+			ps.nextSeq = h.BaseSequence + h.LastOffsetDelta + 1
+		}
+		if first < 0 {
+			first = p.next
+		}
+		p.batches = append(p.batches, stamp(raw, p.next, p.epoch))
+		p.bases = append(p.bases, p.next)
+		p.next += int64(h.LastOffsetDelta) + 1
+	}
+	c.notifyLocked()
+	if err := c.faultLocked("Produce", m.GetTopic(), m.GetPartition(), true); err != nil {
+		return nil, err
+	}
+	if m.GetAcks() == commonv1.Acks_ACKS_NONE {
+		first = -1
+	}
+	return connect.NewResponse(&storagev1.ProduceResponse{BaseOffset: first, LogAppendTimeMs: -1, LogStartOffset: p.start, Duplicate: dup}), nil
+}
+
+func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
+	m := req.Msg
+	c := s.c
+	deadline := time.Now().Add(time.Duration(m.GetMaxWaitMs()) * time.Millisecond)
+	for {
+		c.mu.Lock()
+		c.calls["Fetch"]++
+		resp := &storagev1.FetchResponse{}
+		bytes := 0
+		for _, fp := range m.GetPartitions() {
+			r := &storagev1.FetchPartitionResult{Topic: fp.GetTopic(), Partition: fp.GetPartition()}
+			resp.Partitions = append(resp.Partitions, r)
+			if err := c.faultLocked("Fetch", fp.GetTopic(), fp.GetPartition(), false); err != nil {
+				r.Error = detailOf(err)
+				continue
+			}
+			p, d := s.checkLocked(fp.GetTopic(), fp.GetPartition(), fp.GetCurrentLeaderEpoch())
+			if d != nil {
+				r.Error = d
+				continue
+			}
+			r.HighWatermark, r.LastStableOffset, r.LogStartOffset = p.next, p.next, p.start
+			off := fp.GetFetchOffset()
+			if off < p.start || off > p.next {
+				d := detail(connect.CodeOutOfRange, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE, "offset out of range")
+				d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{LogStartOffset: p.start, HighWatermark: p.next}}
+				r.Error = d
+				continue
+			}
+			limit := int(fp.GetMaxBytes())
+			if limit == 0 {
+				limit = 1 << 20
+			}
+			for _, raw := range p.batches {
+				h, _ := recordbatch.PeekHeader(raw)
+				if h.NextOffset() <= off {
+					continue
+				}
+				if len(r.Records) > 0 && len(r.Records)+len(raw) > limit {
+					break
+				}
+				r.Records = append(r.Records, raw...)
+			}
+			bytes += len(r.Records)
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if bytes > 0 || m.GetMaxWaitMs() == 0 || time.Now().After(deadline) {
+			return connect.NewResponse(resp), nil
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+		t.Stop()
+	}
+}
+
+func (s *storage) ListOffsets(ctx context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["ListOffsets"]++
+	resp := &storagev1.ListOffsetsResponse{}
+	for _, lp := range req.Msg.GetPartitions() {
+		r := &storagev1.ListOffsetsPartitionResult{Topic: lp.GetTopic(), Partition: lp.GetPartition(), TimestampMs: -1, LeaderEpoch: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		if err := c.faultLocked("ListOffsets", lp.GetTopic(), lp.GetPartition(), false); err != nil {
+			r.Error = detailOf(err)
+			continue
+		}
+		p, d := s.checkLocked(lp.GetTopic(), lp.GetPartition(), lp.GetCurrentLeaderEpoch())
+		if d != nil {
+			r.Error = d
+			continue
+		}
+		switch lp.GetSpec() {
+		case storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
+			r.Offset = p.start
+		case storagev1.OffsetSpec_OFFSET_SPEC_LATEST:
+			r.Offset = p.next
+		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
+			r.Offset = p.next
+		search:
+			for _, raw := range p.batches {
+				batch, err := recordbatch.Decode(raw)
+				if err != nil {
+					continue
+				}
+				for _, rec := range batch.Records {
+					if rec.Timestamp >= lp.GetTimestampMs() {
+						r.Offset, r.TimestampMs = rec.Offset, rec.Timestamp
+						break search
+					}
+				}
+			}
+		default:
+			return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "offset spec unset")
+		}
+	}
+	return connect.NewResponse(resp), nil
+}
+
+func detailOf(err error) *commonv1.ErrorDetail {
+	if ce, ok := err.(*connect.Error); ok {
+		for _, d := range ce.Details() {
+			if v, e := d.Value(); e == nil {
+				if ed, ok := v.(*commonv1.ErrorDetail); ok {
+					return ed
+				}
+			}
+		}
+	}
+	return detail(connect.CodeUnknown, commonv1.Reason_REASON_UNSPECIFIED, err.Error())
+}

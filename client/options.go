@@ -1,0 +1,341 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// Opt configures both producers and consumers: the transport and metadata
+// settings they share. Every option is checked once, when NewProducer or
+// NewConsumer validates the whole configuration against the limits table.
+type Opt interface {
+	ProducerOpt
+	ConsumerOpt
+}
+
+// ProducerOpt configures a Producer.
+type ProducerOpt interface{ applyProducer(*config) }
+
+// ConsumerOpt configures a Consumer.
+type ConsumerOpt interface{ applyConsumer(*config) }
+
+type commonOpt func(*config)
+
+func (o commonOpt) applyProducer(c *config) { o(c) }
+func (o commonOpt) applyConsumer(c *config) { o(c) }
+
+type producerOpt func(*config)
+
+func (o producerOpt) applyProducer(c *config) { o(c) }
+
+type consumerOpt func(*config)
+
+func (o consumerOpt) applyConsumer(c *config) { o(c) }
+
+// Acks says when a produced batch counts as delivered.
+type Acks int8
+
+const (
+	// AcksAll waits until every in-sync replica has the batch (acks=all).
+	// The default, and the only level idempotence works with.
+	AcksAll Acks = iota
+	// AcksLeader waits for the leader's local append only (acks=1).
+	AcksLeader
+	// AcksNone does not wait for the append (acks=0); offsets are -1.
+	AcksNone
+)
+
+// String names the level as the CLI's --acks flag does.
+func (a Acks) String() string {
+	switch a {
+	case AcksAll:
+		return "all"
+	case AcksLeader:
+		return "leader"
+	case AcksNone:
+		return "none"
+	}
+	return fmt.Sprintf("acks(%d)", int8(a))
+}
+
+// ParseAcks parses "all" (or "-1"), "leader" (or "1") and "none" (or "0").
+func ParseAcks(s string) (Acks, error) {
+	switch strings.ToLower(s) {
+	case "all", "-1":
+		return AcksAll, nil
+	case "leader", "1":
+		return AcksLeader, nil
+	case "none", "0":
+		return AcksNone, nil
+	}
+	return 0, fmt.Errorf("acks must be all, leader or none, not %q", s)
+}
+
+// Compression is the codec a producer compresses batches with. The values
+// are Kafka's (and the batch header's).
+type Compression int8
+
+// The codecs Strata supports.
+const (
+	NoCompression     = Compression(recordbatch.CodecNone)
+	GzipCompression   = Compression(recordbatch.CodecGzip)
+	SnappyCompression = Compression(recordbatch.CodecSnappy)
+	LZ4Compression    = Compression(recordbatch.CodecLZ4)
+	ZstdCompression   = Compression(recordbatch.CodecZstd)
+)
+
+// String names the codec as Kafka's compression.type does.
+func (c Compression) String() string { return recordbatch.Codec(c).String() }
+
+// ParseCompression parses none, gzip, snappy, lz4 or zstd.
+func ParseCompression(s string) (Compression, error) {
+	for c := NoCompression; c <= ZstdCompression; c++ {
+		if strings.EqualFold(s, c.String()) {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("compression must be none, gzip, snappy, lz4 or zstd, not %q", s)
+}
+
+// config holds every setting; defaultConfig gives the documented defaults.
+type config struct {
+	// shared
+	httpClient       connect.HTTPClient
+	connectOpts      []connect.ClientOption
+	requestTimeout   time.Duration
+	metadataMaxAge   time.Duration
+	unknownTopicWait time.Duration
+	retryBackoff     time.Duration
+	maxRetryBackoff  time.Duration
+
+	// producer
+	linger          time.Duration
+	maxBatchBytes   int64
+	compression     Compression
+	acks            Acks
+	idempotent      bool
+	idempotentSet   bool
+	deliveryTimeout time.Duration
+	maxRetries      int64
+	maxBuffered     int64
+	manualPartition bool
+
+	// consumer
+	fetchMaxWait           time.Duration
+	fetchMaxBytes          int64
+	fetchMaxPartitionBytes int64
+}
+
+func defaultConfig() config {
+	return config{
+		requestTimeout:   30 * time.Second,
+		metadataMaxAge:   5 * time.Minute,
+		unknownTopicWait: 2 * time.Second,
+		retryBackoff:     100 * time.Millisecond,
+		maxRetryBackoff:  time.Second,
+
+		linger:          5 * time.Millisecond,
+		maxBatchBytes:   1 << 20,
+		compression:     NoCompression,
+		acks:            AcksAll,
+		idempotent:      true,
+		deliveryTimeout: 2 * time.Minute,
+		maxRetries:      math.MaxInt32,
+		maxBuffered:     100000,
+
+		fetchMaxWait:           500 * time.Millisecond,
+		fetchMaxBytes:          50 << 20,
+		fetchMaxPartitionBytes: 1 << 20,
+	}
+}
+
+// limits is the table every configuration is checked against, once.
+var limits = []struct {
+	name     string
+	get      func(*config) int64
+	min, max int64
+	duration bool // show values as durations
+}{
+	{"RequestTimeout", dur(func(c *config) time.Duration { return c.requestTimeout }), int64(10 * time.Millisecond), int64(10 * time.Minute), true},
+	{"MetadataMaxAge", dur(func(c *config) time.Duration { return c.metadataMaxAge }), int64(10 * time.Millisecond), int64(24 * time.Hour), true},
+	{"UnknownTopicWait", dur(func(c *config) time.Duration { return c.unknownTopicWait }), 0, int64(time.Minute), true},
+	{"RetryBackoff", dur(func(c *config) time.Duration { return c.retryBackoff }), int64(time.Millisecond), int64(time.Minute), true},
+	{"MaxRetryBackoff", dur(func(c *config) time.Duration { return c.maxRetryBackoff }), int64(time.Millisecond), int64(10 * time.Minute), true},
+	{"Linger", dur(func(c *config) time.Duration { return c.linger }), 0, int64(time.Minute), true},
+	{"MaxBatchBytes", func(c *config) int64 { return c.maxBatchBytes }, 64, recordbatch.MaxDecompressedSize, false},
+	{"Compression", func(c *config) int64 { return int64(c.compression) }, int64(NoCompression), int64(ZstdCompression), false},
+	{"Acks", func(c *config) int64 { return int64(c.acks) }, int64(AcksAll), int64(AcksNone), false},
+	{"DeliveryTimeout", dur(func(c *config) time.Duration { return c.deliveryTimeout }), int64(time.Millisecond), int64(24 * time.Hour), true},
+	{"MaxRetries", func(c *config) int64 { return c.maxRetries }, 0, math.MaxInt32, false},
+	{"MaxBufferedRecords", func(c *config) int64 { return c.maxBuffered }, 1, 10_000_000, false},
+	{"FetchMaxWait", dur(func(c *config) time.Duration { return c.fetchMaxWait }), 0, int64(time.Minute), true},
+	{"FetchMaxBytes", func(c *config) int64 { return c.fetchMaxBytes }, 1, math.MaxInt32, false},
+	{"FetchMaxPartitionBytes", func(c *config) int64 { return c.fetchMaxPartitionBytes }, 1, math.MaxInt32, false},
+}
+
+func dur(f func(*config) time.Duration) func(*config) int64 {
+	return func(c *config) int64 { return int64(f(c)) }
+}
+
+// validate checks the whole configuration once and reports every problem.
+func (c *config) validate() error {
+	var errs []error
+	for _, l := range limits {
+		v := l.get(c)
+		if v < l.min || v > l.max {
+			show := func(v int64) string {
+				if l.duration {
+					return time.Duration(v).String()
+				}
+				return fmt.Sprint(v)
+			}
+			errs = append(errs, fmt.Errorf("client: option %s: %s is outside [%s, %s]",
+				l.name, show(v), show(l.min), show(l.max)))
+		}
+	}
+	if c.idempotentSet && c.idempotent && c.acks != AcksAll {
+		errs = append(errs, fmt.Errorf("client: option Idempotent(true) needs Acks(AcksAll), not %v", c.acks))
+	}
+	if c.acks != AcksAll {
+		c.idempotent = false // idempotence is on by default only where it can work
+	}
+	return errors.Join(errs...)
+}
+
+// HTTPClient sets the HTTP client for every call. The default speaks HTTP/2
+// cleartext with prior knowledge on http:// URLs (what Strata services
+// serve) and HTTP/2 over TLS on https:// URLs; nil keeps the default.
+func HTTPClient(hc connect.HTTPClient) Opt {
+	return commonOpt(func(c *config) { c.httpClient = hc })
+}
+
+// ConnectOptions adds Connect client options (interceptors such as
+// otelconnect's, codecs, compression) to every client the producer or
+// consumer creates. Default: none.
+func ConnectOptions(opts ...connect.ClientOption) Opt {
+	return commonOpt(func(c *config) { c.connectOpts = append(c.connectOpts, opts...) })
+}
+
+// RequestTimeout bounds each RPC, and is the acks=all wait the producer
+// asks the leader for. Default 30s; limits 10ms to 10m.
+func RequestTimeout(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.requestTimeout = d })
+}
+
+// MetadataMaxAge is how often metadata is refreshed even without errors.
+// Errors that mean the metadata is stale (not leader, fenced or unknown
+// leader epoch, unavailable) refresh it at once. Default 5m.
+func MetadataMaxAge(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.metadataMaxAge = d })
+}
+
+// UnknownTopicWait is how long a topic the gateway does not know is asked
+// for again before the client reports it does not exist, which covers the
+// moment between a topic's creation and the gateway learning about it.
+// Default 2s; 0 reports at the first answer.
+func UnknownTopicWait(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.unknownTopicWait = d })
+}
+
+// RetryBackoff is the first wait before a retry; each further retry of the
+// same request doubles it up to MaxRetryBackoff. Default 100ms.
+func RetryBackoff(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.retryBackoff = d })
+}
+
+// MaxRetryBackoff caps the doubling of RetryBackoff. Default 1s.
+func MaxRetryBackoff(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.maxRetryBackoff = d })
+}
+
+// Linger is how long a partition's first buffered record waits for more
+// records to join its batch. A batch is sent earlier when it reaches
+// MaxBatchBytes or on Flush. Default 5ms; 0 sends at once (records that
+// arrive while a batch is in flight still batch together).
+func Linger(d time.Duration) ProducerOpt {
+	return producerOpt(func(c *config) { c.linger = d })
+}
+
+// MaxBatchBytes caps the uncompressed size of a batch's records. A single
+// record larger than this is sent alone. Default 1 MiB (1048576 bytes).
+func MaxBatchBytes(n int64) ProducerOpt {
+	return producerOpt(func(c *config) { c.maxBatchBytes = n })
+}
+
+// WithCompression sets the codec for produced batches. Default
+// NoCompression.
+func WithCompression(codec Compression) ProducerOpt {
+	return producerOpt(func(c *config) { c.compression = codec })
+}
+
+// WithAcks sets when a batch counts as delivered. Default AcksAll. Any
+// other level turns idempotence off unless Idempotent(true) asks for it,
+// which validation then rejects.
+func WithAcks(a Acks) ProducerOpt {
+	return producerOpt(func(c *config) { c.acks = a })
+}
+
+// Idempotent turns the idempotent producer on or off. When on, the producer
+// takes a producer id from the gateway (InitProducerId) and numbers each
+// partition's batches, so that a retried batch the leader already holds is
+// not appended twice. Default true (with AcksAll).
+func Idempotent(on bool) ProducerOpt {
+	return producerOpt(func(c *config) { c.idempotent, c.idempotentSet = on, true })
+}
+
+// DeliveryTimeout bounds the time from Produce to the record's callback,
+// retries included. Default 2m.
+func DeliveryTimeout(d time.Duration) ProducerOpt {
+	return producerOpt(func(c *config) { c.deliveryTimeout = d })
+}
+
+// MaxRetries caps how often a batch is retried after a retriable error.
+// Default unlimited within DeliveryTimeout; 0 disables retries.
+func MaxRetries(n int) ProducerOpt {
+	return producerOpt(func(c *config) { c.maxRetries = int64(n) })
+}
+
+// MaxBufferedRecords caps records produced but not yet acknowledged;
+// Produce blocks (until its context ends) while the cap is reached.
+// Default 100000.
+func MaxBufferedRecords(n int) ProducerOpt {
+	return producerOpt(func(c *config) { c.maxBuffered = int64(n) })
+}
+
+// ManualPartitioning makes the producer send each record to the
+// Record.Partition it names instead of choosing by key. Default off.
+func ManualPartitioning() ProducerOpt {
+	return producerOpt(func(c *config) { c.manualPartition = true })
+}
+
+// FetchMaxWait is how long a fetch waits on the leader for new records.
+// Default 500ms.
+func FetchMaxWait(d time.Duration) ConsumerOpt {
+	return consumerOpt(func(c *config) { c.fetchMaxWait = d })
+}
+
+// FetchMaxBytes caps the record bytes of one fetch response. Default 50 MiB.
+func FetchMaxBytes(n int32) ConsumerOpt {
+	return consumerOpt(func(c *config) { c.fetchMaxBytes = int64(n) })
+}
+
+// FetchMaxPartitionBytes caps the record bytes per partition in one fetch;
+// the first batch is returned whole even when larger. Default 1 MiB.
+func FetchMaxPartitionBytes(n int32) ConsumerOpt {
+	return consumerOpt(func(c *config) { c.fetchMaxPartitionBytes = int64(n) })
+}
+
+// sharedHTTPClient is the default transport; see HTTPClient.
+func (c *config) client() connect.HTTPClient {
+	if c.httpClient != nil {
+		return c.httpClient
+	}
+	return newHTTPClient()
+}

@@ -1,0 +1,605 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// Producer sends records to partition leaders in batches.
+//
+// Each partition has its own sender goroutine with at most one batch in
+// flight, so records of one partition are appended in the order Produce
+// was called, retries included. Records wait up to Linger for a batch to
+// fill (MaxBatchBytes), then go to the leader named by the gateway's
+// metadata. Retriable failures (not leader, fenced or unknown leader
+// epoch, unavailable, not enough replicas, timeouts) refresh the metadata
+// and retry the same batch bytes with a growing backoff until
+// DeliveryTimeout; with idempotence (the default) the leader recognizes a
+// batch it already appended by its producer id and sequence number and
+// answers with the original offsets, so a retry never duplicates.
+//
+// A Producer is safe for concurrent use. Close it to release its
+// goroutines and connections.
+type Producer struct {
+	cfg config
+	cl  *cluster
+
+	ctx    context.Context // canceled by Close once buffered records are done
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	slots  chan struct{} // one token per buffered record (MaxBufferedRecords)
+
+	mu          sync.Mutex
+	closed      bool
+	sinks       map[topicPartition]*sink
+	sticky      map[string]int32 // partition for unkeyed records, per topic
+	outstanding int64            // records produced, callback not yet run
+	idle        chan struct{}    // closed while outstanding == 0
+	flushing    int              // Flush calls in progress: no lingering
+
+	pidMu  sync.Mutex
+	pid    producerID
+	pidGen uint64 // bumped each time the id is dropped
+
+	closeOnce sync.Once
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+type producerID struct {
+	id    int64
+	epoch int16
+	gen   uint64
+	valid bool
+}
+
+// promise is a record waiting for its callback.
+type promise struct {
+	r    *Record
+	cb   func(*Record, error)
+	at   time.Time // when Produce accepted it
+	size int
+}
+
+// NewProducer returns a producer that bootstraps from the gateway at the
+// given base URL (for example "http://127.0.0.1:9092"). It validates the
+// options and does no I/O: the first Produce fetches metadata and, with
+// idempotence, a producer id.
+func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o.applyProducer(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if gateway == "" {
+		return nil, errors.New("client: no gateway address")
+	}
+	p := &Producer{
+		cfg:    cfg,
+		slots:  make(chan struct{}, cfg.maxBuffered),
+		sinks:  map[topicPartition]*sink{},
+		sticky: map[string]int32{},
+		idle:   make(chan struct{}),
+	}
+	close(p.idle)
+	p.cl = newCluster(gateway, &p.cfg)
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	return p, nil
+}
+
+// Produce hands a record to the producer and returns once it is buffered;
+// cb (which may be nil) runs exactly once, from a producer goroutine, when
+// the record is acknowledged (with Partition and Offset set) or has
+// failed. Callbacks of one partition run in produce order and should
+// return quickly: they delay the partition's next batch.
+//
+// ctx bounds only the wait to buffer the record: the first metadata lookup
+// for its topic and a full buffer (MaxBufferedRecords). Once buffered, the
+// record is bounded by DeliveryTimeout. A failure to buffer is reported
+// through cb as well.
+func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, error)) {
+	if cb == nil {
+		cb = func(*Record, error) {}
+	}
+	if r.Topic == "" {
+		cb(r, errors.New("client: record has no topic"))
+		return
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		cb(r, ctx.Err())
+		return
+	}
+	pr := &promise{r: r, cb: cb, at: time.Now(), size: r.size()}
+	if r.Timestamp.IsZero() {
+		r.Timestamp = pr.at
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.slots
+		cb(r, ErrClosed)
+		return
+	}
+	p.addOutstandingLocked(1)
+	p.mu.Unlock()
+
+	t, err := p.cl.topic(ctx, r.Topic)
+	if err != nil {
+		p.finish(pr, err)
+		return
+	}
+	part, err := p.partitionFor(r, t)
+	if err != nil {
+		p.finish(pr, err)
+		return
+	}
+	p.sinkFor(r.Topic, part).add(pr)
+}
+
+// Partitions returns the number of partitions of a topic, asking the
+// gateway when the topic is not cached yet; *UnknownTopicError when the
+// topic does not exist (after UnknownTopicWait).
+func (p *Producer) Partitions(ctx context.Context, topic string) (int32, error) {
+	t, err := p.cl.topic(ctx, topic)
+	if err != nil {
+		return 0, err
+	}
+	return int32(len(t.parts)), nil
+}
+
+// ProduceSync produces the records and waits for all of them. It returns
+// nil when every record was acknowledged, else the errors joined; when ctx
+// ends first it returns ctx.Err() and the records stay in flight.
+func (p *Producer) ProduceSync(ctx context.Context, rs ...*Record) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	wg.Add(len(rs))
+	for _, r := range rs {
+		p.Produce(ctx, r, func(_ *Record, err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return errors.Join(errs...)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Flush sends every buffered record without waiting for Linger and
+// returns once all records produced before it have had their callbacks,
+// or with ctx.Err() when ctx ends first.
+func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	p.flushing++
+	idle := p.idle
+	for _, s := range p.sinks {
+		s.wakeup()
+	}
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.flushing--
+		p.mu.Unlock()
+	}()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting records, flushes what is buffered (each record
+// still bounded by DeliveryTimeout; call Flush with a context first to
+// bound the wait), then stops the producer's goroutines. Records produced
+// after Close fail with ErrClosed. Safe to call more than once.
+func (p *Producer) Close() {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		_ = p.Flush(context.Background())
+		p.cancel()
+		p.wg.Wait()
+		p.cl.close()
+	})
+}
+
+func (p *Producer) addOutstandingLocked(n int64) {
+	if p.outstanding == 0 && n > 0 {
+		p.idle = make(chan struct{})
+	}
+	p.outstanding += n
+	if p.outstanding == 0 {
+		close(p.idle)
+	}
+}
+
+// finish runs a record's callback and releases its buffer slot.
+func (p *Producer) finish(pr *promise, err error) {
+	pr.cb(pr.r, err)
+	<-p.slots
+	p.mu.Lock()
+	p.addOutstandingLocked(-1)
+	p.mu.Unlock()
+}
+
+// partitionFor picks the record's partition: the one it names under
+// ManualPartitioning, PartitionForKey for keyed records, else the topic's
+// sticky partition (Kafka's sticky partitioner: unkeyed records fill one
+// partition's batch, then the next partition's).
+func (p *Producer) partitionFor(r *Record, t *topicInfo) (int32, error) {
+	n := int32(len(t.parts))
+	if n == 0 {
+		return 0, fmt.Errorf("client: topic %q has no partitions", r.Topic)
+	}
+	switch {
+	case p.cfg.manualPartition:
+		if r.Partition < 0 || r.Partition >= n {
+			return 0, fmt.Errorf("client: topic %q has no partition %d", r.Topic, r.Partition)
+		}
+		return r.Partition, nil
+	case r.Key != nil:
+		return PartitionForKey(r.Key, n), nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	part, ok := p.sticky[r.Topic]
+	if !ok || part >= n {
+		part = p.pickStickyLocked(t, rand.Int32N(n))
+		p.sticky[r.Topic] = part
+	}
+	return part, nil
+}
+
+// pickStickyLocked returns the first partition from start on that has a
+// leader, or start when none has.
+func (p *Producer) pickStickyLocked(t *topicInfo, start int32) int32 {
+	n := int32(len(t.parts))
+	for i := range n {
+		c := (start + i) % n
+		if t.parts[c].leader >= 0 {
+			return c
+		}
+	}
+	return start
+}
+
+// batchTaken moves a topic's sticky partition on once a batch of the
+// current one leaves, so unkeyed records spread over partitions.
+func (p *Producer) batchTaken(topic string, partition int32) {
+	t := p.cl.known(topic)
+	if t == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.sticky[topic]; ok && cur == partition {
+		p.sticky[topic] = p.pickStickyLocked(t, (partition+1)%int32(len(t.parts)))
+	}
+}
+
+func (p *Producer) sinkFor(topic string, partition int32) *sink {
+	tp := topicPartition{topic, partition}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.sinks[tp]
+	if s == nil {
+		s = &sink{p: p, tp: tp, wake: make(chan struct{}, 1)}
+		p.sinks[tp] = s
+		p.wg.Add(1)
+		go s.run()
+	}
+	return s
+}
+
+func (p *Producer) isFlushing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flushing > 0 || p.closed
+}
+
+// producerID returns the idempotent producer id, asking the gateway for
+// one when there is none.
+func (p *Producer) producerID(ctx context.Context) (producerID, error) {
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
+	if p.pid.valid {
+		return p.pid, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, p.cfg.requestTimeout)
+	defer cancel()
+	resp, err := p.cl.gw.InitProducerId(rctx, connect.NewRequest(&gatewayv1.InitProducerIdRequest{}))
+	if err != nil {
+		return producerID{}, fromConnect(err)
+	}
+	p.pid = producerID{id: resp.Msg.GetProducerId(), epoch: int16(resp.Msg.GetProducerEpoch()), gen: p.pidGen, valid: true}
+	return p.pid, nil
+}
+
+// dropProducerID forgets the producer id of generation gen, after a batch
+// whose outcome is unknown or whose sequence the leader refused: every
+// partition then starts again at sequence 0 under a new id.
+func (p *Producer) dropProducerID(gen uint64) {
+	p.pidMu.Lock()
+	defer p.pidMu.Unlock()
+	if p.pid.valid && p.pid.gen == gen {
+		p.pid.valid = false
+		p.pidGen++
+	}
+}
+
+// sink is one partition's buffer and sender.
+type sink struct {
+	p    *Producer
+	tp   topicPartition
+	wake chan struct{}
+
+	mu    sync.Mutex
+	buf   []*promise
+	bytes int
+
+	// Owned by the run goroutine.
+	seq    int32  // next base sequence under pidGen
+	pidGen uint64 // producer id generation seq counts for
+	hasPID bool
+}
+
+func (s *sink) add(pr *promise) {
+	s.mu.Lock()
+	s.buf = append(s.buf, pr)
+	s.bytes += pr.size
+	s.mu.Unlock()
+	s.wakeup()
+}
+
+func (s *sink) wakeup() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sink) run() {
+	defer s.p.wg.Done()
+	for {
+		s.mu.Lock()
+		n, bytes := len(s.buf), s.bytes
+		var first time.Time
+		if n > 0 {
+			first = s.buf[0].at
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-s.wake:
+				continue
+			case <-s.p.ctx.Done():
+				return
+			}
+		}
+		if wait := time.Until(first.Add(s.p.cfg.linger)); wait > 0 &&
+			int64(bytes) < s.p.cfg.maxBatchBytes && !s.p.isFlushing() {
+			t := time.NewTimer(wait)
+			select {
+			case <-s.wake:
+			case <-t.C:
+			case <-s.p.ctx.Done():
+			}
+			t.Stop()
+			continue
+		}
+		batch := s.take()
+		s.p.batchTaken(s.tp.topic, s.tp.partition)
+		s.send(batch)
+	}
+}
+
+// take removes the next batch from the buffer: records up to
+// MaxBatchBytes, at least one.
+func (s *sink) take() []*promise {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, size := 0, 0
+	for n < len(s.buf) {
+		if n > 0 && int64(size+s.buf[n].size) > s.p.cfg.maxBatchBytes {
+			break
+		}
+		size += s.buf[n].size
+		n++
+	}
+	batch := append([]*promise(nil), s.buf[:n]...)
+	clear(s.buf[:n])
+	s.buf = s.buf[n:]
+	s.bytes -= size
+	return batch
+}
+
+// send delivers one batch, retrying until it is acknowledged, fails for
+// good, or its delivery timeout (from its first record) passes; then runs
+// the callbacks in order.
+func (s *sink) send(batch []*promise) {
+	p := s.p
+	cfg := &p.cfg
+	deadline := batch[0].at.Add(cfg.deliveryTimeout)
+	ctx, cancel := context.WithDeadline(p.ctx, deadline)
+	defer cancel()
+
+	recs := make([]recordbatch.Record, len(batch))
+	for i, pr := range batch {
+		recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
+		for _, h := range pr.r.Headers {
+			recs[i].Headers = append(recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+	}
+
+	var (
+		bytes   []byte
+		builtAt = uint64(math.MaxUint64) // pid generation the bytes carry
+		pid     producerID
+		lastErr error
+		bo      = newBackoff(cfg)
+	)
+	fail := func(err error) {
+		if cfg.idempotent && builtAt != math.MaxUint64 {
+			// The sequence numbers of this batch are spent, and whether
+			// it landed is unknown: start over under a new id.
+			p.dropProducerID(builtAt)
+		}
+		for _, pr := range batch {
+			p.finish(pr, err)
+		}
+	}
+	for attempt := int64(0); ; attempt++ {
+		if attempt > 0 {
+			if attempt > cfg.maxRetries {
+				fail(lastErr)
+				return
+			}
+			d := bo.next()
+			if time.Now().Add(d).After(deadline) {
+				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
+				return
+			}
+			if err := sleep(ctx, d); err != nil {
+				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
+				return
+			}
+		}
+
+		// Build (or rebuild under a new producer id) the batch bytes.
+		if cfg.idempotent {
+			var err error
+			pid, err = p.producerID(ctx)
+			if err != nil {
+				lastErr = err
+				if ctx.Err() != nil || classify(err) == actFail {
+					fail(err)
+					return
+				}
+				continue
+			}
+		}
+		if bytes == nil || (cfg.idempotent && pid.gen != builtAt) {
+			opts := recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression)}
+			if cfg.idempotent {
+				if !s.hasPID || s.pidGen != pid.gen {
+					s.seq, s.pidGen, s.hasPID = 0, pid.gen, true
+				}
+				opts.Idempotent = true
+				opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid.id, pid.epoch, s.seq
+				s.seq = int32((int64(s.seq) + int64(len(recs))) % (math.MaxInt32 + 1))
+				builtAt = pid.gen
+			}
+			var err error
+			bytes, err = recordbatch.Build(opts, recs)
+			if err != nil {
+				fail(fmt.Errorf("client: build batch: %w", err))
+				return
+			}
+		}
+
+		info, stor, err := p.cl.leader(ctx, s.tp.topic, s.tp.partition)
+		if err != nil {
+			lastErr = err
+			if errors.Is(err, ErrUnknownTopic) || (classify(err) == actFail && !errors.Is(err, ErrNoLeader)) {
+				fail(err)
+				return
+			}
+			_ = p.cl.refresh(ctx)
+			continue
+		}
+		rctx, rcancel := context.WithTimeout(ctx, cfg.requestTimeout+5*time.Second)
+		resp, err := stor.Produce(rctx, connect.NewRequest(&storagev1.ProduceRequest{
+			Topic:       s.tp.topic,
+			Partition:   s.tp.partition,
+			Acks:        acksProto(cfg.acks),
+			TimeoutMs:   int32(cfg.requestTimeout / time.Millisecond),
+			LeaderEpoch: info.epoch,
+			Records:     bytes,
+		}))
+		rcancel()
+		if err == nil {
+			s.succeed(batch, resp.Msg)
+			return
+		}
+		err = fromConnect(err)
+		lastErr = fmt.Errorf("client: produce to %s/%d: %w", s.tp.topic, s.tp.partition, err)
+		if ctx.Err() != nil {
+			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
+			return
+		}
+		switch classify(err) {
+		case actFail:
+			fail(lastErr)
+			return
+		case actNewPID:
+			p.dropProducerID(builtAt)
+		case actRefresh:
+			if !p.cl.applyHint(err) {
+				_ = p.cl.refresh(ctx)
+			}
+			if p.cl.isMissing(s.tp.topic) {
+				fail(&UnknownTopicError{Topic: s.tp.topic})
+				return
+			}
+		}
+	}
+}
+
+func (s *sink) succeed(batch []*promise, resp *storagev1.ProduceResponse) {
+	base := resp.GetBaseOffset()
+	for i, pr := range batch {
+		pr.r.Partition = s.tp.partition
+		if base >= 0 {
+			pr.r.Offset = base + int64(i)
+		} else {
+			pr.r.Offset = -1
+		}
+		if ms := resp.GetLogAppendTimeMs(); ms > 0 {
+			pr.r.Timestamp = time.UnixMilli(ms)
+		}
+		s.p.finish(pr, nil)
+	}
+}
+
+func acksProto(a Acks) commonv1.Acks {
+	switch a {
+	case AcksLeader:
+		return commonv1.Acks_ACKS_LEADER
+	case AcksNone:
+		return commonv1.Acks_ACKS_NONE
+	}
+	return commonv1.Acks_ACKS_ALL
+}
