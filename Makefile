@@ -55,9 +55,8 @@ bench: ## Run the benchmarks (append, read, group commit, codecs) and print figu
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
 
 .PHONY: run
-run: ## Start a local cluster on embedded defaults
-	@echo "strata: there are no services to start yet; the local cluster (strata dev) arrives with issue 3."
-	@echo "strata: what works today: 'make test' (log engine and record batches) and 'make bench'."
+run: build ## Start a local 3-node cluster on embedded defaults (strata dev; Ctrl-C stops it)
+	bin/strata dev --dir strata-dev --storage-nodes 3
 
 .PHONY: clean
 clean: ## Remove build output and local tools

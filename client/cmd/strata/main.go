@@ -10,9 +10,15 @@ import (
 	"syscall"
 
 	"github.com/strata-mq/strata/client/internal/cli"
+	"github.com/strata-mq/strata/client/internal/devcluster"
 )
 
 func main() {
+	cli.Register(&cli.Command{
+		Name:    "dev",
+		Summary: "run a local cluster, every service as its own process",
+		Main:    devcluster.Main,
+	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()

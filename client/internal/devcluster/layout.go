@@ -1,0 +1,230 @@
+package devcluster
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Service names, as they appear in cluster.json and in file names. Part of
+// the contract with tests: do not change.
+const (
+	serviceGateway     = "gateway"
+	serviceController  = "controller"
+	serviceCoordinator = "coordinator"
+	serviceTiering     = "tiering"
+	serviceS3          = "s3"
+	serviceStorage     = "storage"
+)
+
+// Port offsets from the base port P. The first five and the storage rule
+// are the contract in DESIGN.md ("Dev ports"); the rest are this package's
+// choices, documented in docs/design/dev-cluster.md.
+const (
+	offGateway     = 0   // gateway P
+	offController1 = 1   // controller 1 at P+1
+	offCoordinator = 2   // coordinator P+2
+	offTiering     = 3   // tiering P+3
+	offS3          = 4   // embedded S3 P+4
+	offStorage     = 10  // storage node i at P+10+i, i = 1..9
+	offController  = 20  // controller i >= 2 at P+20+i (P+22..P+25)
+	offAdmin       = 100 // a service's admin port is its API port + 100
+	offEtcdPeer    = 200 // controller i's etcd peer port at P+200+i
+	offEtcdClient  = 210 // controller i's etcd client port at P+210+i
+
+	// maxOffset is the highest offset any process uses: the etcd client
+	// port of controller 5.
+	maxOffset = offEtcdClient + maxControllers
+)
+
+// Limits of the flags, which the port layout imposes.
+const (
+	maxStorageNodes = 9 // P+19 is the last storage port before controllers' P+22
+	maxControllers  = 5
+	minBasePort     = 1024
+	maxBasePort     = 65535 - maxOffset
+)
+
+// host is the address every dev process listens on: loopback only, so a dev
+// cluster is never reachable from the network.
+const host = "127.0.0.1"
+
+// layout computes the ports of a dev cluster from its base port.
+type layout struct {
+	base int
+}
+
+func (l layout) gateway() int     { return l.base + offGateway }
+func (l layout) coordinator() int { return l.base + offCoordinator }
+func (l layout) tiering() int     { return l.base + offTiering }
+func (l layout) s3() int          { return l.base + offS3 }
+
+// storage is the API port of storage node id (1..9).
+func (l layout) storage(id int) int { return l.base + offStorage + id }
+
+// controller is the API port of controller id (1..5).
+func (l layout) controller(id int) int {
+	if id == 1 {
+		return l.base + offController1
+	}
+	return l.base + offController + id
+}
+
+func (l layout) etcdPeer(id int) int   { return l.base + offEtcdPeer + id }
+func (l layout) etcdClient(id int) int { return l.base + offEtcdClient + id }
+
+// admin is the admin port (/healthz, /readyz, /metrics) of the service
+// whose API listens on port.
+func admin(port int) int { return port + offAdmin }
+
+func hostPort(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+func httpURL(port int) string  { return "http://" + hostPort(port) }
+
+// procSpec is one process of the plan: what to run and where it listens.
+type procSpec struct {
+	service   string
+	id        int
+	port      int    // API port
+	adminPort int    // admin port
+	dataDir   string // DIR/<service>-<id>; empty for a service without data
+	log       string // DIR/logs/<service>-<id>.log
+	argv      []string
+	// extraPorts are ports the process binds besides port and adminPort
+	// (a controller's etcd ports), each with what it is for.
+	extraPorts []portUse
+}
+
+// name is how the process is called in messages and file names.
+func (p procSpec) name() string { return p.service + "-" + strconv.Itoa(p.id) }
+
+// portUse is one port the cluster binds and what binds it.
+type portUse struct {
+	port int
+	what string // "storage-1 API", "controller-1 etcd peer"
+}
+
+// ports lists every port p binds.
+func (p procSpec) ports() []portUse {
+	out := []portUse{
+		{p.port, p.name() + " API"},
+		{p.adminPort, p.name() + " admin"},
+	}
+	return append(out, p.extraPorts...)
+}
+
+// placeholder is a service of the design that has no binary yet: its port
+// is reserved and shown, nothing is started.
+type placeholder struct {
+	service string
+	port    int
+}
+
+// plan is the whole cluster: the processes in start order and the services
+// not available yet.
+type plan struct {
+	controllers []procSpec
+	storage     []procSpec
+	gateway     procSpec
+	unavailable []placeholder
+}
+
+// all returns the processes in start order: controllers, storage, gateway.
+func (pl plan) all() []procSpec {
+	out := append([]procSpec(nil), pl.controllers...)
+	out = append(out, pl.storage...)
+	return append(out, pl.gateway)
+}
+
+// controllerURLs lists the controllers' API base URLs in id order.
+func (pl plan) controllerURLs() []string {
+	var out []string
+	for _, c := range pl.controllers {
+		out = append(out, httpURL(c.port))
+	}
+	return out
+}
+
+// binaryName is the program that runs service.
+func binaryName(service string) string { return "strata-" + service }
+
+// makePlan builds the processes of a cluster in dir (absolute) with the
+// given counts and base port, running the binaries in bins (service name to
+// absolute path). It is pure: it starts nothing and touches no file.
+//
+// The flags passed to each service are listed here and nowhere else; they
+// must match the services' cmd/*/main.go.
+func makePlan(dir string, basePort, controllers, storageNodes int, bins map[string]string) plan {
+	l := layout{basePort}
+	var pl plan
+	spec := func(service string, id, port int, withData bool) procSpec {
+		s := procSpec{
+			service:   service,
+			id:        id,
+			port:      port,
+			adminPort: admin(port),
+			log:       filepath.Join(dir, "logs", fmt.Sprintf("%s-%d.log", service, id)),
+		}
+		if withData {
+			s.dataDir = filepath.Join(dir, fmt.Sprintf("%s-%d", service, id))
+		}
+		return s
+	}
+	common := func(s procSpec) []string {
+		return []string{
+			bins[s.service],
+			"--listen", hostPort(s.port),
+			"--admin-listen", hostPort(s.adminPort),
+			"--log-format", "text",
+		}
+	}
+
+	var peers []string
+	for id := 1; id <= controllers; id++ {
+		peers = append(peers, fmt.Sprintf("%d=%s", id, httpURL(l.etcdPeer(id))))
+	}
+	for id := 1; id <= controllers; id++ {
+		s := spec(serviceController, id, l.controller(id), true)
+		s.extraPorts = []portUse{
+			{l.etcdPeer(id), s.name() + " etcd peer"},
+			{l.etcdClient(id), s.name() + " etcd client"},
+		}
+		s.argv = append(common(s),
+			"--id", strconv.Itoa(id),
+			"--data-dir", s.dataDir,
+			"--peers", strings.Join(peers, ","),
+			"--etcd-client-port", strconv.Itoa(l.etcdClient(id)),
+		)
+		pl.controllers = append(pl.controllers, s)
+	}
+	ctrlURLs := strings.Join(pl.controllerURLs(), ",")
+
+	for id := 1; id <= storageNodes; id++ {
+		s := spec(serviceStorage, id, l.storage(id), true)
+		s.argv = append(common(s),
+			"--node-id", strconv.Itoa(id),
+			"--advertise", httpURL(s.port),
+			"--data-dir", s.dataDir,
+			"--controller", ctrlURLs,
+		)
+		pl.storage = append(pl.storage, s)
+	}
+
+	// The gateway keeps no data. Its coordinator URL is left unset until a
+	// coordinator exists.
+	pl.gateway = spec(serviceGateway, 1, l.gateway(), false)
+	pl.gateway.argv = append(common(pl.gateway),
+		"--controller", ctrlURLs,
+	)
+
+	pl.unavailable = []placeholder{
+		{serviceCoordinator, l.coordinator()},
+		{serviceTiering, l.tiering()},
+		{serviceS3, l.s3()},
+	}
+	return pl
+}
+
+// services lists the services whose binaries makePlan runs, in start order.
+var services = []string{serviceController, serviceStorage, serviceGateway}

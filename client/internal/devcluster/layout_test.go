@@ -1,0 +1,109 @@
+package devcluster
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLayoutPorts(t *testing.T) {
+	for _, tc := range []struct {
+		base                                  int
+		gateway, coordinator, tiering, s3     int
+		controller1, controller2, controller5 int
+		storage1, storage9                    int
+		etcdPeer1, etcdClient1, etcdClient5   int
+	}{
+		{9092, 9092, 9094, 9095, 9096, 9093, 9114, 9117, 9103, 9111, 9293, 9303, 9307},
+		{20000, 20000, 20002, 20003, 20004, 20001, 20022, 20025, 20011, 20019, 20201, 20211, 20215},
+	} {
+		t.Run(fmt.Sprint(tc.base), func(t *testing.T) {
+			l := layout{tc.base}
+			for _, c := range []struct {
+				name      string
+				got, want int
+			}{
+				{"gateway", l.gateway(), tc.gateway},
+				{"coordinator", l.coordinator(), tc.coordinator},
+				{"tiering", l.tiering(), tc.tiering},
+				{"s3", l.s3(), tc.s3},
+				{"controller 1", l.controller(1), tc.controller1},
+				{"controller 2", l.controller(2), tc.controller2},
+				{"controller 5", l.controller(5), tc.controller5},
+				{"storage 1", l.storage(1), tc.storage1},
+				{"storage 9", l.storage(9), tc.storage9},
+				{"etcd peer 1", l.etcdPeer(1), tc.etcdPeer1},
+				{"etcd client 1", l.etcdClient(1), tc.etcdClient1},
+				{"etcd client 5", l.etcdClient(5), tc.etcdClient5},
+				{"gateway admin", admin(l.gateway()), tc.gateway + 100},
+				{"storage 1 admin", admin(l.storage(1)), tc.storage1 + 100},
+			} {
+				if c.got != c.want {
+					t.Errorf("%s: %d, want %d", c.name, c.got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestLayoutNoCollisions checks the largest cluster: every port, including
+// the placeholders', is distinct and within base..base+maxOffset.
+func TestLayoutNoCollisions(t *testing.T) {
+	const base = 30000
+	pl := makePlan("/d", base, maxControllers, maxStorageNodes, map[string]string{})
+	seen := map[int]string{}
+	add := func(port int, what string) {
+		if prev, dup := seen[port]; dup {
+			t.Errorf("port %d used by %s and %s", port, prev, what)
+		}
+		if port < base || port > base+maxOffset {
+			t.Errorf("port %d (%s) outside base..base+%d", port, what, maxOffset)
+		}
+		seen[port] = what
+	}
+	for _, s := range pl.all() {
+		for _, pu := range s.ports() {
+			add(pu.port, pu.what)
+		}
+	}
+	for _, u := range pl.unavailable {
+		add(u.port, u.service)
+		add(admin(u.port), u.service+" admin")
+	}
+	if got, want := len(pl.all()), maxControllers+maxStorageNodes+1; got != want {
+		t.Errorf("%d processes, want %d", got, want)
+	}
+	if base+maxOffset != base+215 || maxBasePort != 65320 {
+		t.Errorf("maxOffset %d, maxBasePort %d", maxOffset, maxBasePort)
+	}
+}
+
+// TestPlanArgv pins the command line of every service: these flags must
+// match services/*/cmd/*/main.go.
+func TestPlanArgv(t *testing.T) {
+	bins := map[string]string{
+		serviceController: "/bin/strata-controller",
+		serviceStorage:    "/bin/strata-storage",
+		serviceGateway:    "/bin/strata-gateway",
+	}
+	pl := makePlan("/dev-dir", 9092, 3, 2, bins)
+	var got []string
+	for _, s := range pl.all() {
+		got = append(got, s.name()+": "+strings.Join(s.argv, " "))
+	}
+	want := []string{
+		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text --id 1 --data-dir /dev-dir/controller-1 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9303",
+		"controller-2: /bin/strata-controller --listen 127.0.0.1:9114 --admin-listen 127.0.0.1:9214 --log-format text --id 2 --data-dir /dev-dir/controller-2 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9304",
+		"controller-3: /bin/strata-controller --listen 127.0.0.1:9115 --admin-listen 127.0.0.1:9215 --log-format text --id 3 --data-dir /dev-dir/controller-3 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9305",
+		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
+		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
+		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("argv:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if pl.gateway.dataDir != "" || pl.storage[1].log != "/dev-dir/logs/storage-2.log" {
+		t.Errorf("gateway data dir %q, storage-2 log %q", pl.gateway.dataDir, pl.storage[1].log)
+	}
+}
