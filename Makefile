@@ -54,6 +54,10 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 bench: ## Run the benchmarks (append, read, group commit, codecs) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
 
+.PHONY: load
+load: build ## Produce load on a throwaway 3-node cluster: RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)
+	loadtest/run-local.sh $(LOADFLAGS)
+
 .PHONY: run
 run: build ## Start a local 3-node cluster on embedded defaults (strata dev; Ctrl-C stops it)
 	bin/strata dev --dir strata-dev --storage-nodes 3
