@@ -1,6 +1,9 @@
 // Package harness builds Strata's binaries and runs them as real OS
 // processes for cross-process tests: start, wait for a line or a port, kill
 // with SIGKILL, pause with SIGSTOP, and restart with the same argv.
+// StartCluster (cluster.go) runs a whole controller quorum and storage
+// nodes on loopback ports and gives Connect clients and partition-state
+// helpers for them.
 package harness
 
 import (
@@ -43,6 +46,8 @@ type Process struct {
 	argv []string
 	env  []string
 
+	stderr *testWriter // forwards stderr to the test log and keeps its tail
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	lines  []string      // stdout lines of the current run
@@ -56,6 +61,7 @@ type Process struct {
 func Start(t testing.TB, name string, argv []string, env ...string) *Process {
 	t.Helper()
 	p := &Process{t: t, name: name, argv: argv, env: env}
+	p.stderr = &testWriter{t: t, prefix: name + ": "}
 	p.start()
 	t.Cleanup(func() { p.Kill() })
 	return p
@@ -65,7 +71,7 @@ func (p *Process) start() {
 	p.t.Helper()
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
-	cmd.Stderr = &testWriter{t: p.t, prefix: p.name + ": "}
+	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		p.t.Fatalf("harness: %s: %v", p.name, err)
@@ -172,6 +178,25 @@ func (p *Process) Kill() {
 	<-done
 }
 
+// Exited reports whether the current run has ended.
+func (p *Process) Exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// StderrTail returns the last stderr lines the process wrote, over all its
+// runs (at most stderrTailLines), for failure messages.
+func (p *Process) StderrTail() string { return p.stderr.tailText() }
+
+// Name is the name the process was started under, for messages.
+func (p *Process) Name() string { return p.name }
+
 // Stop pauses the process with SIGSTOP; Continue resumes it.
 func (p *Process) Stop() { p.signal(syscall.SIGSTOP) }
 
@@ -203,13 +228,25 @@ func (p *Process) signal(sig syscall.Signal) {
 	_ = p.cmd.Process.Signal(sig)
 }
 
+// stderrTailLines is how many stderr lines a Process keeps for
+// StderrTail.
+const stderrTailLines = 40
+
 // testWriter forwards a process's stderr to the test log, a line at a time,
-// so the log interleaves sensibly with the test's own messages.
+// so the log interleaves sensibly with the test's own messages, and keeps
+// the last stderrTailLines lines.
 type testWriter struct {
 	t      testing.TB
 	prefix string
 	mu     sync.Mutex
 	buf    []byte
+	tail   []string
+}
+
+func (w *testWriter) tailText() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.tail, "\n")
 }
 
 func (w *testWriter) Write(b []byte) (int, error) {
@@ -221,7 +258,12 @@ func (w *testWriter) Write(b []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		w.t.Log(w.prefix + strings.TrimRight(string(w.buf[:i]), "\r"))
+		line := strings.TrimRight(string(w.buf[:i]), "\r")
+		w.t.Log(w.prefix + line)
+		if len(w.tail) == stderrTailLines {
+			w.tail = append(w.tail[:0], w.tail[1:]...)
+		}
+		w.tail = append(w.tail, line)
 		w.buf = w.buf[i+1:]
 	}
 	return len(b), nil

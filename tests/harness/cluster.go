@@ -1,0 +1,512 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+)
+
+// Import paths of the service binaries a Cluster runs.
+const (
+	controllerPkg = "github.com/strata-mq/strata/services/controller/cmd/strata-controller"
+	storagePkg    = "github.com/strata-mq/strata/services/storage/cmd/strata-storage"
+)
+
+// Binaries are the service executables a Cluster runs.
+type Binaries struct {
+	Controller string // path of strata-controller
+	Storage    string // path of strata-storage
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBins Binaries
+	buildErr  error
+)
+
+// BuildServices compiles strata-controller and strata-storage once per test
+// binary run (the first caller builds, later callers reuse the result) into
+// a temporary directory that RemoveBuilds deletes. A build failure fails
+// every test that asks, with the compiler output.
+func BuildServices(t testing.TB) Binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strata-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		buildDir = dir
+		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), controllerPkg, storagePkg)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		buildBins = Binaries{
+			Controller: filepath.Join(dir, "strata-controller"),
+			Storage:    filepath.Join(dir, "strata-storage"),
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("harness: %v", buildErr)
+	}
+	return buildBins
+}
+
+// RemoveBuilds deletes what BuildServices built. Call it from TestMain after
+// m.Run.
+func RemoveBuilds() {
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+}
+
+// ClusterConfig sizes a Cluster and sets the timeouts its processes run
+// with. Zero fields take the defaults named on each.
+type ClusterConfig struct {
+	// Controllers is the controller quorum size, 1 or 3. Default 1.
+	Controllers int
+	// StorageNodes is the number of storage nodes, ids 1..StorageNodes.
+	// Default 3; 0 is taken as the default, so a cluster always has one.
+	StorageNodes int
+	// NodeSessionTimeout is the controller's --node-session-timeout: how
+	// long a silent storage node stays alive. Default 3s.
+	NodeSessionTimeout time.Duration
+	// ControllerSessionTimeout is --controller-session-timeout: how long a
+	// crashed active controller stays active. Default 2s.
+	ControllerSessionTimeout time.Duration
+	// ReplicaLagTime is the storage nodes' --replica-lag-time. Default 2s.
+	ReplicaLagTime time.Duration
+	// ReadyTimeout bounds the wait for each process's /readyz. Default 45s.
+	ReadyTimeout time.Duration
+}
+
+func (c ClusterConfig) withDefaults() ClusterConfig {
+	if c.Controllers == 0 {
+		c.Controllers = 1
+	}
+	if c.StorageNodes == 0 {
+		c.StorageNodes = 3
+	}
+	if c.NodeSessionTimeout == 0 {
+		c.NodeSessionTimeout = 3 * time.Second
+	}
+	if c.ControllerSessionTimeout == 0 {
+		c.ControllerSessionTimeout = 2 * time.Second
+	}
+	if c.ReplicaLagTime == 0 {
+		c.ReplicaLagTime = 2 * time.Second
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 45 * time.Second
+	}
+	return c
+}
+
+// Cluster is a Strata cluster of real processes on loopback: a controller
+// quorum and storage nodes, each with its own data directory, API port and
+// admin port. Every process is killed when the test ends.
+type Cluster struct {
+	t           testing.TB
+	cfg         ClusterConfig
+	http        *http.Client
+	controllers []*Node // index id-1
+	storage     []*Node // index id-1
+}
+
+// Node is one process of a Cluster.
+type Node struct {
+	Service  string // "controller" or "storage"
+	ID       int    // controller id or storage node id, from 1
+	URL      string // Connect base URL
+	AdminURL string // base URL of /healthz and /readyz
+	DataDir  string
+	Proc     *Process
+
+	c *Cluster
+}
+
+// errPortInUse marks a start that failed because a chosen port was taken
+// between choosing it and the process binding it.
+var errPortInUse = errors.New("port already in use")
+
+// StartCluster starts cfg.Controllers controllers, then cfg.StorageNodes
+// storage nodes, and waits until every process answers /readyz and every
+// storage node is registered alive. Ports are chosen free at start; when
+// one is taken before a process binds it, the whole cluster is started
+// again on new ports (up to three attempts).
+func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	cfg = cfg.withDefaults()
+	bins := BuildServices(t)
+	for attempt := 1; ; attempt++ {
+		c, err := tryStartCluster(t, bins, cfg)
+		if err == nil {
+			return c
+		}
+		if errors.Is(err, errPortInUse) && attempt < 3 {
+			t.Logf("harness: attempt %d: %v; starting again on other ports", attempt, err)
+			continue
+		}
+		t.Fatalf("harness: start cluster: %v", err)
+	}
+}
+
+func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster, err error) {
+	c := &Cluster{t: t, cfg: cfg, http: H2CClient()}
+	t.Cleanup(c.http.CloseIdleConnections)
+	defer func() {
+		if err != nil {
+			for _, n := range slices.Concat(c.controllers, c.storage) {
+				n.Proc.Kill()
+			}
+		}
+	}()
+	ports, err := FreePorts(3*cfg.Controllers + 2*cfg.StorageNodes)
+	if err != nil {
+		return nil, err
+	}
+	next := func() string { p := ports[0]; ports = ports[1:]; return "127.0.0.1:" + strconv.Itoa(p) }
+	root := t.TempDir()
+
+	var peers, ctlURLs []string
+	type ctlAddrs struct{ api, admin string }
+	ctl := make([]ctlAddrs, cfg.Controllers)
+	for i := range ctl {
+		ctl[i] = ctlAddrs{api: next(), admin: next()}
+		peers = append(peers, fmt.Sprintf("%d=http://%s", i+1, next()))
+		ctlURLs = append(ctlURLs, "http://"+ctl[i].api)
+	}
+	for i, a := range ctl {
+		id := i + 1
+		dir := filepath.Join(root, fmt.Sprintf("controller-%d", id))
+		argv := []string{bins.Controller,
+			"--id", strconv.Itoa(id), "--data-dir", dir,
+			"--listen", a.api, "--admin-listen", a.admin,
+			"--peers", strings.Join(peers, ","),
+			"--node-session-timeout", cfg.NodeSessionTimeout.String(),
+			"--controller-session-timeout", cfg.ControllerSessionTimeout.String(),
+			"--log-format", "text", "--drain-timeout", "2s",
+		}
+		n := &Node{Service: "controller", ID: id, URL: "http://" + a.api, AdminURL: "http://" + a.admin, DataDir: dir, c: c}
+		n.Proc = Start(t, fmt.Sprintf("controller-%d", id), argv)
+		c.controllers = append(c.controllers, n)
+	}
+	// A quorum forms only once a majority runs, so start them all before
+	// waiting for any.
+	for _, n := range c.controllers {
+		if err := n.waitReady(cfg.ReadyTimeout); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cfg.StorageNodes {
+		id := i + 1
+		api, admin := next(), next()
+		dir := filepath.Join(root, fmt.Sprintf("storage-%d", id))
+		argv := []string{bins.Storage,
+			"--node-id", strconv.Itoa(id), "--data-dir", dir,
+			"--listen", api, "--admin-listen", admin,
+			"--controller", strings.Join(ctlURLs, ","),
+			"--replica-lag-time", cfg.ReplicaLagTime.String(),
+			"--log-format", "text", "--drain-timeout", "2s",
+		}
+		n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
+		n.Proc = Start(t, fmt.Sprintf("storage-%d", id), argv)
+		c.storage = append(c.storage, n)
+	}
+	for _, n := range c.storage {
+		if err := n.waitReady(cfg.ReadyTimeout); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ReadyTimeout)
+	defer cancel()
+	if err := c.waitNodesAlive(ctx, cfg.StorageNodes); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// H2CClient returns an HTTP client speaking HTTP/2 cleartext with prior
+// knowledge only, as Strata's Connect servers expect from services. Bound
+// calls with their context: it has no overall timeout.
+func H2CClient() *http.Client {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{
+		Protocols:   &protos,
+		DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+	}}
+}
+
+// FreePorts returns n distinct loopback TCP ports that were free a moment
+// ago: it listens on 127.0.0.1:0 n times, holding every listener until all
+// are chosen so no port repeats, then closes them. Another process may
+// still take one before it is used; callers retry on that.
+func FreePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("harness: free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// Controller returns controller id (1-based).
+func (c *Cluster) Controller(id int) *Node { return c.controllers[id-1] }
+
+// Controllers returns every controller, by id.
+func (c *Cluster) Controllers() []*Node { return slices.Clone(c.controllers) }
+
+// Storage returns storage node id (1-based).
+func (c *Cluster) Storage(id int) *Node { return c.storage[id-1] }
+
+// StorageNodes returns every storage node, by id.
+func (c *Cluster) StorageNodes() []*Node { return slices.Clone(c.storage) }
+
+// Ctl returns a controller client for the lowest-id controller whose
+// process is running. Any controller serves every RPC.
+func (c *Cluster) Ctl() controllerv1connect.ControllerServiceClient {
+	for _, n := range c.controllers {
+		if !n.Proc.Exited() {
+			return n.ControllerClient()
+		}
+	}
+	c.t.Fatalf("harness: no controller is running")
+	return nil
+}
+
+// ControllerClient is a Connect client for this controller.
+func (n *Node) ControllerClient() controllerv1connect.ControllerServiceClient {
+	return controllerv1connect.NewControllerServiceClient(n.c.http, n.URL)
+}
+
+// StorageClient is a Connect client for this storage node.
+func (n *Node) StorageClient() storagev1connect.StorageServiceClient {
+	return storagev1connect.NewStorageServiceClient(n.c.http, n.URL)
+}
+
+// StorageClientAt is a Connect client for the storage node at url.
+func (c *Cluster) StorageClientAt(url string) storagev1connect.StorageServiceClient {
+	return storagev1connect.NewStorageServiceClient(c.http, url)
+}
+
+// Name is the node's process name, like "storage-2".
+func (n *Node) Name() string { return n.Proc.Name() }
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (n *Node) Kill() { n.c.t.Logf("harness: SIGKILL %s", n.Name()); n.Proc.Kill() }
+
+// Stop pauses the process with SIGSTOP.
+func (n *Node) Stop() { n.c.t.Logf("harness: SIGSTOP %s", n.Name()); n.Proc.Stop() }
+
+// Continue resumes a process paused by Stop.
+func (n *Node) Continue() { n.c.t.Logf("harness: SIGCONT %s", n.Name()); n.Proc.Continue() }
+
+// Restart starts a killed process again with the same argv (same id, ports
+// and data directory) and waits for its /readyz.
+func (n *Node) Restart() {
+	n.c.t.Helper()
+	n.c.t.Logf("harness: restart %s", n.Name())
+	n.Proc.Restart()
+	n.WaitReady()
+}
+
+// WaitReady waits until the process answers /readyz with 200, failing the
+// test with the tail of its stderr when it exits first or the cluster's
+// ReadyTimeout passes.
+func (n *Node) WaitReady() {
+	n.c.t.Helper()
+	if err := n.waitReady(n.c.cfg.ReadyTimeout); err != nil {
+		n.c.t.Fatalf("harness: %v", err)
+	}
+}
+
+func (n *Node) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	cl := &http.Client{Timeout: 2 * time.Second}
+	last := "no answer"
+	for {
+		if n.Proc.Exited() {
+			tail := n.Proc.StderrTail()
+			err := fmt.Errorf("%s exited before it was ready; stderr tail:\n%s", n.Name(), tail)
+			if strings.Contains(tail, "address already in use") {
+				err = fmt.Errorf("%w: %w", errPortInUse, err)
+			}
+			return err
+		}
+		resp, err := cl.Get(n.AdminURL + "/readyz")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready after %v (last /readyz: %s); stderr tail:\n%s",
+				n.Name(), timeout, last, n.Proc.StderrTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitNodesAlive waits until DescribeCluster shows want storage nodes alive.
+func (c *Cluster) waitNodesAlive(ctx context.Context, want int) error {
+	var last string
+	for {
+		resp, err := c.Ctl().DescribeCluster(ctx, connect.NewRequest(&controllerv1.DescribeClusterRequest{}))
+		if err == nil {
+			alive := 0
+			for _, ns := range resp.Msg.GetNodes() {
+				if ns.GetState() == controllerv1.NodeState_NODE_STATE_ALIVE {
+					alive++
+				}
+			}
+			if alive >= want {
+				return nil
+			}
+			last = fmt.Sprintf("%d of %d storage nodes alive", alive, want)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("storage nodes not registered: %s", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// CreateTopic creates a topic through a running controller and fails the
+// test on error.
+func (c *Cluster) CreateTopic(ctx context.Context, name string, partitions, replicationFactor int32, configs map[string]string) *controllerv1.TopicDescription {
+	c.t.Helper()
+	resp, err := c.Ctl().CreateTopic(ctx, connect.NewRequest(&controllerv1.CreateTopicRequest{
+		Name: name, Partitions: partitions, ReplicationFactor: replicationFactor, Configs: configs,
+	}))
+	if err != nil {
+		c.t.Fatalf("harness: create topic %s: %v", name, err)
+	}
+	return resp.Msg.GetTopic()
+}
+
+// Describe returns the controller's description of topic, or an error.
+func (c *Cluster) Describe(ctx context.Context, topic string) (*controllerv1.TopicDescription, error) {
+	resp, err := c.Ctl().DescribeTopics(ctx, connect.NewRequest(&controllerv1.DescribeTopicsRequest{Names: []string{topic}}))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Msg.GetTopics()) != 1 {
+		return nil, fmt.Errorf("describe %s: %d topics in answer", topic, len(resp.Msg.GetTopics()))
+	}
+	return resp.Msg.GetTopics()[0], nil
+}
+
+// Partition returns the controller's record of one partition.
+func (c *Cluster) Partition(ctx context.Context, topic string, partition int32) (*commonv1.PartitionMetadata, error) {
+	d, err := c.Describe(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range d.GetPartitions() {
+		if p.GetPartition() == partition {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("%s has no partition %d", topic, partition)
+}
+
+// WaitPartition polls DescribeTopics until cond holds for the partition and
+// returns that record; it fails the test, naming what, with the last record
+// seen when ctx ends first.
+func (c *Cluster) WaitPartition(ctx context.Context, topic string, partition int32, what string, cond func(*commonv1.PartitionMetadata) bool) *commonv1.PartitionMetadata {
+	c.t.Helper()
+	var last string
+	for {
+		p, err := c.Partition(ctx, topic, partition)
+		if err == nil && cond(p) {
+			return p
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = FormatPartition(p)
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("harness: %s-%d: waiting for %s: %v; last seen %s", topic, partition, what, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// FullISR reports whether p has a leader and every replica in its ISR.
+func FullISR(p *commonv1.PartitionMetadata) bool {
+	if p.GetLeaderId() < 0 || len(p.GetIsr()) != len(p.GetReplicas()) {
+		return false
+	}
+	for _, r := range p.GetReplicas() {
+		if !slices.Contains(p.GetIsr(), r) {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitFullISR waits until every partition of topic has a leader and a full
+// ISR (see FullISR).
+func (c *Cluster) WaitFullISR(ctx context.Context, topic string, partitions int32) {
+	c.t.Helper()
+	for p := range partitions {
+		c.WaitPartition(ctx, topic, p, "a leader and full ISR", FullISR)
+	}
+}
+
+// Leader returns the storage node leading a partition and its leader
+// epoch, waiting until the partition has a leader.
+func (c *Cluster) Leader(ctx context.Context, topic string, partition int32) (*Node, int32) {
+	c.t.Helper()
+	p := c.WaitPartition(ctx, topic, partition, "a leader", func(p *commonv1.PartitionMetadata) bool { return p.GetLeaderId() >= 0 })
+	return c.Storage(int(p.GetLeaderId())), p.GetLeaderEpoch()
+}
+
+// FormatPartition renders a partition record for messages.
+func FormatPartition(p *commonv1.PartitionMetadata) string {
+	return fmt.Sprintf("{leader %d epoch %d partition-epoch %d replicas %v isr %v offline %v}",
+		p.GetLeaderId(), p.GetLeaderEpoch(), p.GetPartitionEpoch(), p.GetReplicas(), p.GetIsr(), p.GetOfflineReplicas())
+}

@@ -1,0 +1,384 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// keyProducer is one producer goroutine of TestAcksAllSurvivesLeaderKill:
+// an idempotent producer writing one key to one partition, one batch of
+// batchRecords records in flight at a time.
+type keyProducer struct {
+	key       string
+	partition int32
+	pid       int64
+
+	acked  int            // records acknowledged: sequences 0..acked-1
+	sent   int            // records ever sent: acked, or acked+batchRecords if the last batch was never acknowledged
+	acks   []keyAck       // one per acknowledged batch
+	errs   map[string]int // retried errors by kind, for the log
+	failed error          // a non-retriable error, which fails the test
+}
+
+// keyAck is one acknowledged batch.
+type keyAck struct {
+	seq    int   // first sequence number in the batch
+	offset int64 // acknowledged base offset
+}
+
+const batchRecords = 4
+
+// run produces until stop closes, then returns. Each batch holds records
+// "key/seq" for the next batchRecords sequences, is idempotent (producer
+// pid, epoch 0, base sequence = first seq), and is sent again, same bytes,
+// after every retriable error and leader change until it is acknowledged;
+// only then is the next batch built. Once stop is closed the current batch
+// gets no further attempt.
+func (kp *keyProducer) run(ctx context.Context, t *testing.T, c *harness.Cluster, topic string, stop <-chan struct{}) {
+	kp.errs = map[string]int{}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		values := make([]string, batchRecords)
+		for i := range values {
+			values[i] = fmt.Sprintf("%s/%d", kp.key, kp.acked+i)
+		}
+		batch := textBatch(t, kp.key, values, kp.pid, int32(kp.acked))
+		kp.sent = kp.acked + batchRecords
+		for {
+			p, err := c.Partition(ctx, topic, kp.partition)
+			if err == nil && p.GetLeaderId() >= 0 {
+				leader := c.Storage(int(p.GetLeaderId()))
+				var resp *produceAck
+				resp, err = produceAcked(ctx, leader, topic, kp.partition, p.GetLeaderEpoch(), batch)
+				if err == nil {
+					kp.acks = append(kp.acks, keyAck{seq: kp.acked, offset: resp.offset})
+					kp.acked += batchRecords
+					break
+				}
+				if !retriable(err) {
+					kp.failed = fmt.Errorf("produce %s seq %d to %s: %s", kp.key, kp.acked, leader.Name(), describeErr(err))
+					return
+				}
+			}
+			kind := "metadata"
+			if err != nil {
+				kind = connect.CodeOf(err).String()
+				if d := errorDetail(err); d != nil {
+					kind += "/" + d.GetReason().String()
+				}
+			}
+			kp.errs[kind]++
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+type produceAck struct{ offset int64 }
+
+func produceAcked(ctx context.Context, n *harness.Node, topic string, partition, epoch int32, batch []byte) (*produceAck, error) {
+	resp, err := produce(ctx, n.StorageClient(), topic, partition, epoch, commonv1.Acks_ACKS_ALL, 5*time.Second, batch)
+	if err != nil {
+		return nil, err
+	}
+	return &produceAck{offset: resp.GetBaseOffset()}, nil
+}
+
+// TestAcksAllSurvivesLeaderKill proves that no acks=all write is lost or
+// reordered when a partition leader is SIGKILLed under load and later
+// restarted. One controller, three storage nodes, a topic of 3 partitions
+// with RF 3 and min.insync.replicas 2. Six idempotent producers (producer
+// ids from AllocateProducerIds) each own one key on one partition (two
+// keys per partition) and write records whose value is "key/seq", seq
+// counting 0, 1, 2, ... per key, in batches of 4 with one batch in flight;
+// a batch is retried, same bytes, through leader changes until it is
+// acknowledged. Mid-run the leader of partition 0 is killed, and restarted
+// a few seconds later. After the producers stop and every partition has a
+// full ISR and converged replicas, the test reads each partition from its
+// leader from offset 0 to the high watermark and asserts, per key:
+//
+//   - the sequence numbers present are exactly 0, 1, ..., m-1, in log order:
+//     no gap, no duplicate, no reordering (idempotence removes the
+//     duplicates a retry could otherwise leave), every record on the
+//     key's partition;
+//   - m is either the number of acknowledged records or, when the producer
+//     stopped with a batch sent but unacknowledged, that plus the batch
+//     (the unacknowledged batch may or may not have been committed);
+//   - every acknowledged batch sits at the base offset its acknowledgement
+//     gave;
+//
+// and finally that the three replicas of every partition hold
+// byte-identical logs on disk (read with partlog after the nodes are
+// killed).
+func TestAcksAllSurvivesLeaderKill(t *testing.T) {
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
+	ctx := harness.Deadline(t, 150*time.Second)
+	const topic = "orders"
+	const partitions = 3
+	c.CreateTopic(ctx, topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
+	c.WaitFullISR(ctx, topic, partitions)
+
+	ids, err := c.Ctl().AllocateProducerIds(ctx, connect.NewRequest(&controllerv1.AllocateProducerIdsRequest{Requester: t.Name(), Count: 6}))
+	if err != nil {
+		t.Fatalf("allocate producer ids: %v", err)
+	}
+	var producers []*keyProducer
+	for i := range 6 {
+		producers = append(producers, &keyProducer{
+			key: fmt.Sprintf("key-%d", i), partition: int32(i % partitions), pid: ids.Msg.GetFirstProducerId() + int64(i),
+		})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, kp := range producers {
+		wg.Go(func() { kp.run(ctx, t, c, topic, stop) })
+	}
+	time.Sleep(3 * time.Second)
+	victim, epoch := c.Leader(ctx, topic, 0)
+	victim.Kill()
+	moved := c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "a new leader",
+		func(p *commonv1.PartitionMetadata) bool { return p.GetLeaderId() >= 0 && p.GetLeaderEpoch() > epoch })
+	t.Logf("partition 0 after killing its leader %s: %s", victim.Name(), harness.FormatPartition(moved))
+	time.Sleep(3 * time.Second)
+	victim.Restart()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	for _, kp := range producers {
+		if kp.failed != nil {
+			t.Errorf("producer %s: %v", kp.key, kp.failed)
+		}
+		t.Logf("producer %s on partition %d: %d records acknowledged in %d batches, %d sent; retried errors %v",
+			kp.key, kp.partition, kp.acked, len(kp.acks), kp.sent, kp.errs)
+		if kp.acked == 0 {
+			t.Errorf("producer %s had nothing acknowledged", kp.key)
+		}
+	}
+
+	for p := range int32(partitions) {
+		waitConverged(harness.Deadline(t, 30*time.Second), t, c, topic, p)
+	}
+	logs := make([][]recordbatch.Record, partitions)
+	for p := range int32(partitions) {
+		logs[p] = readPartition(ctx, t, c, topic, p)
+	}
+	for _, kp := range producers {
+		checkKey(t, kp, logs)
+	}
+	checkReplicasIdentical(ctx, t, c, topic)
+}
+
+// checkKey checks one producer's records in the final logs; see
+// TestAcksAllSurvivesLeaderKill.
+func checkKey(t *testing.T, kp *keyProducer, logs [][]recordbatch.Record) {
+	t.Helper()
+	var seqs []int
+	byOffset := map[int64]int{}
+	for p, recs := range logs {
+		for _, r := range recs {
+			if string(r.Key) != kp.key {
+				continue
+			}
+			if int32(p) != kp.partition {
+				t.Errorf("key %s: record at offset %d on partition %d, want only partition %d", kp.key, r.Offset, p, kp.partition)
+				continue
+			}
+			k, s, ok := strings.Cut(string(r.Value), "/")
+			seq, err := strconv.Atoi(s)
+			if !ok || k != kp.key || err != nil {
+				t.Errorf("key %s: malformed value %q at offset %d", kp.key, r.Value, r.Offset)
+				continue
+			}
+			seqs = append(seqs, seq)
+			byOffset[r.Offset] = seq
+		}
+	}
+	for i, s := range seqs {
+		if s != i {
+			t.Errorf("key %s: log holds sequences %s; want exactly 0..%d in order (first wrong at position %d)",
+				kp.key, summarize(seqs), len(seqs)-1, i)
+			break
+		}
+	}
+	if m := len(seqs); m != kp.acked && m != kp.sent {
+		t.Errorf("key %s: log holds %d records; %d were acknowledged and %d sent", kp.key, m, kp.acked, kp.sent)
+	}
+	for _, a := range kp.acks {
+		if got, ok := byOffset[a.offset]; !ok || got != a.seq {
+			t.Errorf("key %s: batch from sequence %d acknowledged at offset %d, which holds sequence %d (present %v)",
+				kp.key, a.seq, a.offset, got, ok)
+		}
+	}
+}
+
+// summarize renders a sequence list compactly: runs as a-b.
+func summarize(seqs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteString(",")
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", seqs[i], seqs[j])
+		} else {
+			fmt.Fprintf(&b, "%d", seqs[i])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// TestPausedLeaderIsFenced proves that a leader paused past its lease is
+// fenced once it resumes and that its divergent tail is cut off. One
+// partition, RF 3, min.insync.replicas 2. Steps and assertions:
+//
+//  1. Records are written with acks=all through leader L at epoch E.
+//  2. Both followers are paused long enough (1 s, above the 500 ms replica
+//     long-poll, well below the 5 s lag time) that no fetch of theirs is
+//     outstanding at L; L then acknowledges tail records with acks=1 that
+//     only L holds. L is paused (SIGSTOP) and the followers resumed.
+//  3. The controller must elect a new leader N at an epoch above E when L's
+//     lease expires (within 20 s); acks=all writes through N succeed.
+//  4. Producers send acks=all requests to L at epoch E, then L is resumed
+//     (SIGCONT) while they are in flight and they keep sending for a few
+//     seconds. Any of those L acknowledges must be in the final log at the
+//     acknowledged offset (in practice L refuses them all).
+//  5. After L is back in the ISR and the replicas converge: every acks=all
+//     record of steps 1 and 3 is at its acknowledged offset; L's acks=1
+//     tail is gone from the log (L truncated its divergent tail, as acks=1
+//     allows); and the three replicas' logs are byte-identical on disk.
+func TestPausedLeaderIsFenced(t *testing.T) {
+	// A lag time well above the followers' 1 s pause, so the old leader
+	// never shrinks its ISR to itself (which would leave the partition
+	// offline once it is paused). No step here waits for an ISR shrink.
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, ReplicaLagTime: 5 * time.Second})
+	ctx := harness.Deadline(t, 150*time.Second)
+	const topic = "zombie"
+	c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
+	p := c.WaitPartition(ctx, topic, 0, "a leader and full ISR", harness.FullISR)
+	old, oldEpoch := c.Storage(int(p.GetLeaderId())), p.GetLeaderEpoch()
+	var followers []*harness.Node
+	for _, id := range p.GetReplicas() {
+		if id != p.GetLeaderId() {
+			followers = append(followers, c.Storage(int(id)))
+		}
+	}
+
+	// 1. Committed records.
+	baseValues := seqValues("base", 10)
+	baseOffs := produceValues(ctx, t, c, topic, 0, baseValues...)
+
+	// 2. A tail only the old leader holds, then pause it.
+	for _, f := range followers {
+		f.Stop()
+	}
+	time.Sleep(time.Second)
+	var tailOffs []int64
+	for i := range 3 {
+		resp, err := produce(ctx, old.StorageClient(), topic, 0, oldEpoch, commonv1.Acks_ACKS_LEADER, 2*time.Second,
+			textBatch(t, "", []string{fmt.Sprintf("tail-%d", i)}, -1, 0))
+		if err != nil {
+			t.Fatalf("acks=1 produce to %s: %v", old.Name(), describeErr(err))
+		}
+		tailOffs = append(tailOffs, resp.GetBaseOffset())
+	}
+	old.Stop()
+	for _, f := range followers {
+		f.Continue()
+	}
+
+	// 3. A new leader, which takes acks=all writes.
+	start := time.Now()
+	np := c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "a new leader after pausing the old one",
+		func(p *commonv1.PartitionMetadata) bool {
+			return p.GetLeaderId() >= 0 && p.GetLeaderId() != int32(old.ID) && p.GetLeaderEpoch() > oldEpoch
+		})
+	t.Logf("new leader %d after %v: %s", np.GetLeaderId(), time.Since(start).Round(time.Millisecond), harness.FormatPartition(np))
+	newValues := seqValues("new", 5)
+	newOffs := produceValues(ctx, t, c, topic, 0, newValues...)
+
+	// 4. Zombie writes to the old leader at its old epoch, across SIGCONT.
+	type zombieAck struct {
+		value  string
+		offset int64
+	}
+	var (
+		mu         sync.Mutex
+		zombieAcks []zombieAck
+		outcomes   = map[string]int{}
+	)
+	zctx, zcancel := context.WithTimeout(ctx, 6*time.Second)
+	defer zcancel()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; zctx.Err() == nil; i++ {
+				v := fmt.Sprintf("zombie-%d-%d", g, i)
+				resp, err := produce(zctx, old.StorageClient(), topic, 0, oldEpoch, commonv1.Acks_ACKS_ALL, 2*time.Second,
+					textBatch(t, "", []string{v}, -1, 0))
+				mu.Lock()
+				if err == nil {
+					zombieAcks = append(zombieAcks, zombieAck{v, resp.GetBaseOffset()})
+					outcomes["acknowledged"]++
+				} else {
+					kind := connect.CodeOf(err).String()
+					if d := errorDetail(err); d != nil {
+						kind += "/" + d.GetReason().String()
+					}
+					outcomes[kind]++
+				}
+				mu.Unlock()
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // let requests queue up at the paused process
+	old.Continue()
+	wg.Wait()
+	t.Logf("zombie produce outcomes at epoch %d: %v", oldEpoch, outcomes)
+
+	// 5. Convergence and the final log.
+	c.WaitPartition(harness.Deadline(t, 30*time.Second), topic, 0, "the old leader back in the ISR", harness.FullISR)
+	end := waitConverged(harness.Deadline(t, 30*time.Second), t, c, topic, 0)
+	records := readPartition(ctx, t, c, topic, 0)
+	requireValuesAt(t, records, baseValues, baseOffs)
+	requireValuesAt(t, records, newValues, newOffs)
+	for _, z := range zombieAcks {
+		requireValuesAt(t, records, []string{z.value}, []int64{z.offset})
+	}
+	for _, r := range records {
+		if strings.HasPrefix(string(r.Value), "tail-") {
+			t.Errorf("record %q, written with acks=1 to the old leader while no follower fetched, survived at offset %d; "+
+				"the new leader cannot have had it", r.Value, r.Offset)
+		}
+	}
+	if want := int64(len(baseValues) + len(newValues) + len(zombieAcks)); end < want {
+		t.Errorf("final log ends at %d, below the %d acknowledged acks=all records", end, want)
+	}
+	t.Logf("old leader's tail was at offsets %v; final log: %d records, end offset %d", tailOffs, len(records), end)
+	checkReplicasIdentical(ctx, t, c, topic)
+}
