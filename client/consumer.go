@@ -590,3 +590,20 @@ func decodeFrom(tp topicPartition, b []byte, from int64) ([]*Record, int64, erro
 	}
 	return recs, pos, nil
 }
+
+// AddAssignment starts reading more partitions, each at its Offset,
+// without touching the positions of partitions already assigned (a
+// partition named again starts over at the given Offset). The group
+// consumer uses it to add partitions during a rebalance.
+func (c *Consumer) AddAssignment(assignment map[string]map[int32]Offset) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, parts := range assignment {
+		for p, off := range parts {
+			tp := topicPartition{topic, p}
+			c.cursors[tp] = &cursor{tp: tp, start: off, pos: -1, hw: -1, lso: -1}
+		}
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}

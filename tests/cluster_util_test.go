@@ -23,6 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	harness.RemoveBuilds()
+	harness.RemoveGroupBuilds()
 	os.Exit(code)
 }
 

@@ -23,10 +23,11 @@ func builtin() []*Command {
 		}},
 		{Name: "produce", Summary: "produce one record per line of stdin", Run: produce},
 		{Name: "consume", Summary: "print records of a topic", Run: consume},
-		{Name: "group", Summary: "list, describe and reset consumer groups", Sub: []*Command{
+		{Name: "group", Summary: "list, describe, reset and delete consumer groups", Sub: []*Command{
 			{Name: "list", Summary: "list consumer groups", Run: groupList},
 			{Name: "describe", Summary: "show a group's members, offsets and lag", Run: groupDescribe},
 			{Name: "reset", Summary: "move a group's committed offsets", Run: groupReset},
+			{Name: "delete", Summary: "delete a group and its committed offsets", Run: groupDelete},
 		}},
 		{Name: "cluster", Summary: "cluster health", Sub: []*Command{
 			{Name: "status", Summary: "show controllers, nodes and partition health", Run: clusterStatus},

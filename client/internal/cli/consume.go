@@ -70,9 +70,15 @@ escapes \t \n \r \\ and %%.`,
 			if _, _, down := unreachable(err); down {
 				return err
 			}
-			return errors.New(msgNoCoordinator)
+			if code := connect.CodeOf(err); code == connect.CodeUnavailable || code == connect.CodeUnimplemented {
+				return errors.New(msgNoCoordinator)
+			}
+			return err
 		}
-		return errors.New("consuming as a group member is not supported by this strata build yet; drop -g to read the partitions directly")
+		if partition >= 0 {
+			return usagef("-p cannot be used with -g: the group coordinator assigns the partitions")
+		}
+		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, asJSON, out)
 	}
 
 	c, err := client.NewConsumer(e.gatewayURL())
@@ -180,4 +186,92 @@ func flagGiven(args []string, names ...string) bool {
 		}
 	}
 	return false
+}
+
+// consumeGroup reads topic as a member of group: the coordinator assigns
+// the partitions, reading starts at the group's committed offsets (at off
+// where there is none), and the offsets of the records printed are
+// committed after each batch, so a restarted consume goes on after the
+// last record it printed. With -e it exits once every partition it owns
+// is read to its high watermark.
+func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, asJSON bool, out *outputFormat) error {
+	gc, err := client.NewGroupConsumer(e.gatewayURL(), group, []string{topic}, client.StartWhenNoCommit(off), client.ClientID("strata-cli"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = gc.Close(cctx)
+	}()
+	w := bufio.NewWriter(e.Stdout)
+	defer w.Flush()
+	printed := 0
+	idle := 0
+	for {
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if exitAtEnd {
+			pctx, cancel = context.WithTimeout(ctx, time.Second)
+		}
+		recs, err := gc.Poll(pctx)
+		cancel()
+		if err != nil && ctx.Err() != nil {
+			return nil // interrupted: what was printed stands (and was committed)
+		}
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		var done []*client.Record
+		for _, r := range recs {
+			if asJSON {
+				err = writeJSON(w, toJSON(r))
+			} else {
+				err = out.write(w, r)
+			}
+			if err != nil {
+				return err
+			}
+			done = append(done, r)
+			printed++
+			if count > 0 && printed >= count {
+				break
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if len(done) > 0 {
+			cctx, cancel := withTimeout(context.WithoutCancel(ctx))
+			err := gc.CommitRecords(cctx, done...)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+		if count > 0 && printed >= count {
+			return nil
+		}
+		if exitAtEnd && len(recs) == 0 {
+			// At the end when every owned partition's position reached
+			// its high watermark (twice in a row, to let a rebalance
+			// that is still moving partitions settle).
+			assigned := gc.Assignment()
+			atEnd := len(assigned) > 0
+			for _, tp := range assigned {
+				pos, ok1 := gc.Position(tp.Topic, tp.Partition)
+				hw, ok2 := gc.HighWatermark(tp.Topic, tp.Partition)
+				if !ok1 || !ok2 || pos < hw {
+					atEnd = false
+				}
+			}
+			if atEnd {
+				idle++
+			} else {
+				idle = 0
+			}
+			if idle >= 2 {
+				return nil
+			}
+		}
+	}
 }

@@ -78,10 +78,10 @@ func groupDescribe(ctx context.Context, e *Env, args []string) error {
 	fmt.Fprintf(e.Stdout, "group %s  state %s  epoch %d  members %d\n", g.GetGroupId(), stateName(g.GetState()), g.GetGroupEpoch(), len(g.GetMembers()))
 	var rows [][]string
 	for _, p := range g.GetPartitions() {
-		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), fmt.Sprint(p.GetCommittedOffset()),
-			fmt.Sprint(p.GetLogEndOffset()), fmt.Sprint(p.GetLag()), p.GetMemberId()})
+		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), orDash(p.GetCommittedOffset()),
+			orDash(p.GetLogEndOffset()), orDash(p.GetLag()), or(p.GetMemberId(), "-")})
 	}
-	table(e.Stdout, []string{"TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "MEMBER"}, rows)
+	table(e.Stdout, []string{"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER"}, rows)
 	return nil
 }
 
@@ -141,5 +141,42 @@ func groupReset(ctx context.Context, e *Env, args []string) error {
 		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), fmt.Sprint(p.GetPreviousOffset()), fmt.Sprint(p.GetNewOffset()), status})
 	}
 	table(e.Stdout, []string{"TOPIC", "PARTITION", "PREVIOUS", "NEW", "STATUS"}, rows)
+	return nil
+}
+
+// orDash renders -1 ("none" or "unknown") as "-", as Kafka's tools do.
+func orDash(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func groupDelete(ctx context.Context, e *Env, args []string) error {
+	f := newFlags(e, "strata group delete GROUP", "Delete a group and its committed offsets. The group must have no live members.", "strata group delete billing")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := f.needArgs(pos, "GROUP"); err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	resp, err := e.gateway().DeleteGroup(ctx, connect.NewRequest(&gatewayv1.DeleteGroupRequest{GroupId: pos[0]}))
+	if err != nil {
+		return &coordinatorError{err}
+	}
+	if e.Output == "json" {
+		return writeProtoJSON(e, resp.Msg)
+	}
+	fmt.Fprintf(e.Stdout, "deleted group %s\n", pos[0])
 	return nil
 }

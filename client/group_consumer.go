@@ -1,0 +1,728 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+)
+
+// ErrFenced is matched (errors.Is) by a commit or heartbeat the group
+// coordinator rejected because this member's epoch is stale or the member
+// was removed (session timeout): a zombie. The consumer has given up its
+// partitions and joins again; records it returned and did not commit are
+// delivered again to whichever member owns them now.
+var ErrFenced = errors.New("client: fenced by the group coordinator (stale member epoch or member removed)")
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// GroupOpt configures a GroupConsumer.
+type GroupOpt func(*groupConfig)
+
+type groupConfig struct {
+	consumerOpts     []ConsumerOpt
+	autoCommit       time.Duration
+	start            Offset
+	onAssigned       func(context.Context, []TopicPartition)
+	onRevoked        func(context.Context, []TopicPartition)
+	clientID         string
+	rebalanceTimeout time.Duration
+}
+
+// GroupConsumerOptions passes Consumer options (fetch sizes, transport,
+// timeouts) to the consumer that reads the assigned partitions.
+func GroupConsumerOptions(opts ...ConsumerOpt) GroupOpt {
+	return func(c *groupConfig) { c.consumerOpts = append(c.consumerOpts, opts...) }
+}
+
+// AutoCommit commits, every interval, the positions after the records that
+// earlier Polls returned (never those of the latest Poll, which the
+// application may still be processing), and does so too before partitions
+// are revoked and on Close. Default 0: off; commit with Commit or
+// CommitRecords.
+func AutoCommit(interval time.Duration) GroupOpt {
+	return func(c *groupConfig) { c.autoCommit = interval }
+}
+
+// StartWhenNoCommit is where a partition the group has no committed offset
+// for starts (Kafka's auto.offset.reset). Default StartOffset().
+func StartWhenNoCommit(o Offset) GroupOpt { return func(c *groupConfig) { c.start = o } }
+
+// OnAssigned is called from Poll with partitions the member gained, before
+// any of their records is returned; Poll waits until it returns. Default
+// none.
+func OnAssigned(fn func(ctx context.Context, partitions []TopicPartition)) GroupOpt {
+	return func(c *groupConfig) { c.onAssigned = fn }
+}
+
+// OnRevoked is called from Poll with partitions the member must give up
+// (or, after it was fenced, has lost), before they are released to another
+// member; Poll waits until it returns, so the application can finish and
+// Commit their records. Default none.
+func OnRevoked(fn func(ctx context.Context, partitions []TopicPartition)) GroupOpt {
+	return func(c *groupConfig) { c.onRevoked = fn }
+}
+
+// ClientID is reported to the coordinator for DescribeGroup. Default
+// "strata-go".
+func ClientID(id string) GroupOpt { return func(c *groupConfig) { c.clientID = id } }
+
+// RebalanceTimeout is how long the member may take to give up revoked
+// partitions (its OnRevoked hook included) before the coordinator removes
+// it. Default 5 minutes.
+func RebalanceTimeout(d time.Duration) GroupOpt {
+	return func(c *groupConfig) { c.rebalanceTimeout = d }
+}
+
+// GroupConsumer is a member of a consumer group: the group coordinator
+// assigns it partitions of the subscribed topics (no partition to two
+// members at once), it reads them and commits offsets to the coordinator.
+//
+// Delivery is at least once: a committed offset is one past a record that
+// Poll returned (Commit, CommitRecords, or AutoCommit, which commits only
+// records of earlier Polls), so a record returned but not committed, also
+// one whose Poll's context was canceled, is returned again after a restart
+// or to the partition's next owner.
+//
+// Rebalances happen inside Poll: OnRevoked and OnAssigned run on the
+// goroutine calling Poll. Poll must not be called concurrently; Commit,
+// CommitRecords and Assignment may be called from any goroutine. A
+// background goroutine heartbeats, so a slow application between Polls
+// keeps its membership (but holds up revocations until its next Poll).
+type GroupConsumer struct {
+	group  string
+	topics []string
+	cfg    groupConfig
+	inner  *Consumer
+
+	mu           sync.Mutex
+	memberID     string
+	epoch        int32
+	interval     time.Duration
+	coordAddr    string
+	coords       map[string]coordinatorv1connect.CoordinatorServiceClient
+	owned        map[TopicPartition]bool
+	target       map[TopicPartition]bool // last assignment received; nil before the first
+	targetNew    bool                    // target not yet reconciled by Poll
+	lost         []TopicPartition        // partitions dropped by a fence, for OnRevoked
+	delivered    map[TopicPartition]int64
+	leaderEpochs map[TopicPartition]int32
+	processed    map[TopicPartition]int64
+	wake         chan struct{} // closed when Poll must reconcile
+	lastCommit   time.Time
+	closed       bool
+
+	kick      chan struct{}
+	cancel    context.CancelFunc
+	hbDone    chan struct{}
+	closeOnce sync.Once
+}
+
+// NewGroupConsumer joins group as a new member subscribed to topics,
+// bootstrapping from the gateway at the given base URL. The member joins
+// in the background; Poll returns records once partitions are assigned.
+func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) (*GroupConsumer, error) {
+	cfg := groupConfig{start: StartOffset(), clientID: "strata-go", rebalanceTimeout: 5 * time.Minute}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if group == "" {
+		return nil, errors.New("client: empty group id")
+	}
+	if len(topics) == 0 {
+		return nil, errors.New("client: a group consumer needs at least one topic")
+	}
+	if cfg.autoCommit < 0 || cfg.rebalanceTimeout <= 0 {
+		return nil, errors.New("client: AutoCommit must not be negative and RebalanceTimeout must be positive")
+	}
+	inner, err := NewConsumer(gateway, cfg.consumerOpts...)
+	if err != nil {
+		return nil, err
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80
+	g := &GroupConsumer{
+		group: group, topics: slices.Clone(topics), cfg: cfg, inner: inner,
+		memberID: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
+		interval: time.Second, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{},
+		owned: map[TopicPartition]bool{}, delivered: map[TopicPartition]int64{}, leaderEpochs: map[TopicPartition]int32{},
+		processed: map[TopicPartition]int64{}, wake: make(chan struct{}), lastCommit: time.Now(),
+		kick: make(chan struct{}, 1), hbDone: make(chan struct{}),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	go g.heartbeatLoop(ctx)
+	return g, nil
+}
+
+// MemberID is the member id this consumer joined with.
+func (g *GroupConsumer) MemberID() string { return g.memberID }
+
+// Epoch is the member epoch last granted (0 before joining).
+func (g *GroupConsumer) Epoch() int32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.epoch
+}
+
+// Assignment returns the partitions this member owns now, sorted.
+func (g *GroupConsumer) Assignment() []TopicPartition {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]TopicPartition, 0, len(g.owned))
+	for tp := range g.owned {
+		out = append(out, tp)
+	}
+	sortTPs(out)
+	return out
+}
+
+// Position returns the next offset Poll returns from an owned partition.
+func (g *GroupConsumer) Position(topic string, partition int32) (int64, bool) {
+	return g.inner.Position(topic, partition)
+}
+
+// HighWatermark returns the last high watermark seen for a partition.
+func (g *GroupConsumer) HighWatermark(topic string, partition int32) (int64, bool) {
+	return g.inner.HighWatermark(topic, partition)
+}
+
+func sortTPs(l []TopicPartition) {
+	sort.Slice(l, func(i, j int) bool {
+		return l[i].Topic < l[j].Topic || l[i].Topic == l[j].Topic && l[i].Partition < l[j].Partition
+	})
+}
+
+// Poll returns records of the owned partitions, waiting until some are
+// available or ctx ends (then ctx.Err()). It first runs any pending
+// rebalance (OnRevoked, OnAssigned) and, with AutoCommit, commits what
+// earlier Polls returned when the interval has passed.
+func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, ErrClosed
+	}
+	for tp, off := range g.delivered {
+		g.processed[tp] = off
+	}
+	g.mu.Unlock()
+	for {
+		if err := g.reconcile(ctx); err != nil {
+			return nil, err
+		}
+		if g.cfg.autoCommit > 0 {
+			g.mu.Lock()
+			due := time.Since(g.lastCommit) >= g.cfg.autoCommit
+			g.mu.Unlock()
+			if due {
+				_ = g.commitProcessed(ctx, nil) // a failed auto-commit is retried at the next interval
+			}
+		}
+		g.mu.Lock()
+		wake := g.wake
+		g.mu.Unlock()
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-wake:
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		recs, err := g.inner.Poll(pctx)
+		cancel()
+		recs = g.deliver(recs)
+		if len(recs) > 0 {
+			return recs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+}
+
+// deliver keeps the records of owned partitions and records their
+// positions as delivered.
+func (g *GroupConsumer) deliver(recs []*Record) []*Record {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := recs[:0]
+	for _, r := range recs {
+		tp := TopicPartition{r.Topic, r.Partition}
+		if !g.owned[tp] {
+			continue
+		}
+		out = append(out, r)
+		if r.Offset+1 > g.delivered[tp] {
+			g.delivered[tp] = r.Offset + 1
+			g.leaderEpochs[tp] = r.LeaderEpoch
+		}
+	}
+	return out
+}
+
+// reconcile applies the latest assignment: revoke, then assign.
+func (g *GroupConsumer) reconcile(ctx context.Context) error {
+	g.mu.Lock()
+	lost := g.lost
+	g.lost = nil
+	var revoked, added []TopicPartition
+	if g.targetNew {
+		for tp := range g.owned {
+			if !g.target[tp] {
+				revoked = append(revoked, tp)
+			}
+		}
+		for tp := range g.target {
+			if !g.owned[tp] {
+				added = append(added, tp)
+			}
+		}
+		g.targetNew = false
+	}
+	select {
+	case <-g.wake:
+		g.wake = make(chan struct{})
+	default:
+	}
+	g.mu.Unlock()
+	sortTPs(revoked)
+	sortTPs(added)
+	if len(lost) > 0 && g.cfg.onRevoked != nil {
+		g.cfg.onRevoked(ctx, lost)
+	}
+	if len(revoked) > 0 {
+		if g.cfg.autoCommit > 0 {
+			_ = g.commitProcessed(ctx, revoked)
+		}
+		if g.cfg.onRevoked != nil {
+			g.cfg.onRevoked(ctx, revoked)
+		}
+		for _, tp := range revoked {
+			g.inner.Unassign(tp.Topic, tp.Partition)
+		}
+		g.mu.Lock()
+		for _, tp := range revoked {
+			delete(g.owned, tp)
+			delete(g.delivered, tp)
+			delete(g.processed, tp)
+			delete(g.leaderEpochs, tp)
+		}
+		g.mu.Unlock()
+	}
+	if len(added) > 0 {
+		start, err := g.committed(ctx, added)
+		if err != nil {
+			// Try again on the next reconcile.
+			g.mu.Lock()
+			g.targetNew = true
+			g.mu.Unlock()
+			return err
+		}
+		assign := map[string]map[int32]Offset{}
+		g.mu.Lock()
+		for _, tp := range added {
+			if !g.target[tp] {
+				continue // revoked again meanwhile
+			}
+			if assign[tp.Topic] == nil {
+				assign[tp.Topic] = map[int32]Offset{}
+			}
+			off := g.cfg.start
+			if o, ok := start[tp]; ok && o >= 0 {
+				off = AtOffset(o)
+				g.delivered[tp], g.processed[tp] = o, o
+			}
+			assign[tp.Topic][tp.Partition] = off
+			g.owned[tp] = true
+		}
+		g.mu.Unlock()
+		g.inner.AddAssignment(assign)
+		if g.cfg.onAssigned != nil {
+			g.cfg.onAssigned(ctx, added)
+		}
+	}
+	if len(revoked) > 0 || len(added) > 0 {
+		g.kickHeartbeat()
+	}
+	return nil
+}
+
+func (g *GroupConsumer) kickHeartbeat() {
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
+
+// committed fetches the group's committed offsets of tps; -1 when none.
+func (g *GroupConsumer) committed(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
+	req := &coordinatorv1.OffsetFetchRequest{GroupId: g.group}
+	byTopic := map[string]*commonv1.TopicPartitions{}
+	for _, tp := range tps {
+		t := byTopic[tp.Topic]
+		if t == nil {
+			t = &commonv1.TopicPartitions{Topic: tp.Topic}
+			byTopic[tp.Topic] = t
+			req.Topics = append(req.Topics, t)
+		}
+		t.Partitions = append(t.Partitions, tp.Partition)
+	}
+	out := map[TopicPartition]int64{}
+	err := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
+		resp, err := c.OffsetFetch(ctx, connect.NewRequest(req))
+		if err != nil {
+			return err
+		}
+		for _, o := range resp.Msg.GetOffsets() {
+			out[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetCommittedOffset()
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Commit commits, for every owned partition, the position after the last
+// record Poll returned.
+func (g *GroupConsumer) Commit(ctx context.Context) error {
+	g.mu.Lock()
+	offs := map[TopicPartition]int64{}
+	for tp, o := range g.delivered {
+		offs[tp] = o
+	}
+	g.mu.Unlock()
+	return g.commit(ctx, offs)
+}
+
+// CommitRecords commits the position after each given record (the highest
+// per partition). Records of partitions this member no longer owns are
+// left out: their new owner commits them.
+func (g *GroupConsumer) CommitRecords(ctx context.Context, recs ...*Record) error {
+	offs := map[TopicPartition]int64{}
+	for _, r := range recs {
+		tp := TopicPartition{r.Topic, r.Partition}
+		offs[tp] = max(offs[tp], r.Offset+1)
+	}
+	return g.commit(ctx, offs)
+}
+
+// commitProcessed commits what earlier Polls returned, for only (or every
+// partition when only is nil).
+func (g *GroupConsumer) commitProcessed(ctx context.Context, only []TopicPartition) error {
+	g.mu.Lock()
+	offs := map[TopicPartition]int64{}
+	for tp, o := range g.processed {
+		if only == nil || slices.Contains(only, tp) {
+			offs[tp] = o
+		}
+	}
+	g.lastCommit = time.Now()
+	g.mu.Unlock()
+	return g.commit(ctx, offs)
+}
+
+func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int64) error {
+	g.mu.Lock()
+	req := &coordinatorv1.OffsetCommitRequest{GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	for tp, o := range offs {
+		if !g.owned[tp] || o < 0 {
+			continue
+		}
+		le, ok := g.leaderEpochs[tp]
+		if !ok {
+			le = -1
+		}
+		req.Partitions = append(req.Partitions, &coordinatorv1.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: o, CommittedLeaderEpoch: le})
+	}
+	g.mu.Unlock()
+	if len(req.Partitions) == 0 {
+		return nil
+	}
+	sort.Slice(req.Partitions, func(i, j int) bool {
+		a, b := req.Partitions[i], req.Partitions[j]
+		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
+	})
+	var resp *coordinatorv1.OffsetCommitResponse
+	err := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
+		r, err := c.OffsetCommit(ctx, connect.NewRequest(req))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		if r := ReasonOf(err); r == commonv1.Reason_REASON_FENCED_MEMBER_EPOCH || r == commonv1.Reason_REASON_UNKNOWN_MEMBER_ID {
+			return fmt.Errorf("%w: %v", ErrFenced, fromConnect(err))
+		}
+		return fromConnect(err)
+	}
+	var errs []error
+	for _, p := range resp.GetPartitions() {
+		if d := p.GetError(); d != nil {
+			e := fmt.Errorf("client: commit %s-%d: %w", p.GetTopic(), p.GetPartition(), fromDetail(d))
+			if d.GetReason() == commonv1.Reason_REASON_FENCED_MEMBER_EPOCH {
+				e = fmt.Errorf("%w: %s-%d: %s", ErrFenced, p.GetTopic(), p.GetPartition(), d.GetMessage())
+			}
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// coordinator returns a client for the group's coordinator, asking the
+// gateway's FindCoordinator when none is known.
+func (g *GroupConsumer) coordinator(ctx context.Context) (coordinatorv1connect.CoordinatorServiceClient, string, error) {
+	g.mu.Lock()
+	addr := g.coordAddr
+	g.mu.Unlock()
+	if addr == "" {
+		cctx, cancel := context.WithTimeout(ctx, g.inner.cfg.requestTimeout)
+		resp, err := g.inner.cl.gw.FindCoordinator(cctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: g.group}))
+		cancel()
+		if err != nil {
+			return nil, "", err
+		}
+		addr = resp.Msg.GetAddress()
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.coordAddr = addr
+	c := g.coords[addr]
+	if c == nil {
+		c = coordinatorv1connect.NewCoordinatorServiceClient(g.inner.cl.httpc, addr, g.inner.cl.copts...)
+		g.coords[addr] = c
+	}
+	return c, addr, nil
+}
+
+// coordCall runs call against the group's coordinator, following
+// NOT_COORDINATOR hints and finding the coordinator again when it is
+// unreachable, until ctx ends or the error is final.
+func (g *GroupConsumer) coordCall(ctx context.Context, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) error) error {
+	bo := newBackoff(&g.inner.cfg)
+	for attempt := 1; ; attempt++ {
+		c, addr, err := g.coordinator(ctx)
+		if err == nil {
+			cctx, cancel := context.WithTimeout(ctx, g.inner.cfg.requestTimeout)
+			err = call(cctx, c)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			d := DetailOf(err)
+			code := connect.CodeOf(err)
+			switch {
+			case d.GetReason() == commonv1.Reason_REASON_NOT_COORDINATOR:
+				g.mu.Lock()
+				if g.coordAddr == addr {
+					g.coordAddr = d.GetCoordinator().GetAddress()
+				}
+				g.mu.Unlock()
+			case code == connect.CodeUnavailable || code == connect.CodeUnknown || code == connect.CodeDeadlineExceeded && ctx.Err() == nil:
+				g.mu.Lock()
+				if g.coordAddr == addr {
+					g.coordAddr = ""
+				}
+				g.mu.Unlock()
+			default:
+				return err
+			}
+		} else if c := connect.CodeOf(err); c != connect.CodeUnavailable && c != connect.CodeUnknown && c != connect.CodeDeadlineExceeded {
+			return err
+		}
+		if attempt >= 20 {
+			return err
+		}
+		if serr := sleep(ctx, bo.next()); serr != nil {
+			return err
+		}
+	}
+}
+
+// heartbeatLoop keeps the membership: it reports the subscription and the
+// owned partitions, and hands new assignments to Poll.
+func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
+	defer close(g.hbDone)
+	bo := newBackoff(&g.inner.cfg)
+	for {
+		wait, err := g.heartbeat(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			wait = bo.next()
+		} else {
+			bo.reset(&g.inner.cfg)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-g.kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
+	g.mu.Lock()
+	req := &coordinatorv1.ConsumerGroupHeartbeatRequest{
+		GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch, SubscribedTopicNames: g.topics,
+		ClientId: g.cfg.clientID, RebalanceTimeoutMs: int32(g.cfg.rebalanceTimeout / time.Millisecond),
+	}
+	// Report what is owned and what Poll may be about to take, so the
+	// coordinator never frees a partition this member could still start on.
+	var own []TopicPartition
+	for tp := range g.owned {
+		own = append(own, tp)
+	}
+	for tp := range g.target {
+		if !g.owned[tp] {
+			own = append(own, tp)
+		}
+	}
+	g.mu.Unlock()
+	sortTPs(own)
+	for _, tp := range own {
+		if n := len(req.OwnedPartitions); n == 0 || req.OwnedPartitions[n-1].Topic != tp.Topic {
+			req.OwnedPartitions = append(req.OwnedPartitions, &commonv1.TopicPartitions{Topic: tp.Topic})
+		}
+		last := req.OwnedPartitions[len(req.OwnedPartitions)-1]
+		last.Partitions = append(last.Partitions, tp.Partition)
+	}
+	c, addr, err := g.coordinator(ctx)
+	if err != nil {
+		return 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.inner.cfg.requestTimeout)
+	resp, err := c.ConsumerGroupHeartbeat(cctx, connect.NewRequest(req))
+	cancel()
+	if err != nil {
+		d := DetailOf(err)
+		switch d.GetReason() {
+		case commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID:
+			g.fenced()
+			return 0, nil // rejoin at once
+		case commonv1.Reason_REASON_NOT_COORDINATOR:
+			g.mu.Lock()
+			if g.coordAddr == addr {
+				g.coordAddr = d.GetCoordinator().GetAddress()
+			}
+			g.mu.Unlock()
+			return 0, err
+		}
+		if code := connect.CodeOf(err); code == connect.CodeUnavailable || code == connect.CodeUnknown || code == connect.CodeDeadlineExceeded {
+			g.mu.Lock()
+			if g.coordAddr == addr {
+				g.coordAddr = ""
+			}
+			g.mu.Unlock()
+		}
+		return 0, err
+	}
+	m := resp.Msg
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if req.MemberEpoch != g.epoch {
+		return 0, nil // fenced while the call ran: rejoin
+	}
+	g.epoch = m.GetMemberEpoch()
+	if ms := m.GetHeartbeatIntervalMs(); ms > 0 {
+		g.interval = time.Duration(ms) * time.Millisecond
+	}
+	if a := m.GetAssignment(); a != nil {
+		t := map[TopicPartition]bool{}
+		for _, tps := range a.GetPartitions() {
+			for _, p := range tps.GetPartitions() {
+				t[TopicPartition{tps.GetTopic(), p}] = true
+			}
+		}
+		g.target, g.targetNew = t, true
+		g.wakeLocked()
+	}
+	return g.interval, nil
+}
+
+func (g *GroupConsumer) wakeLocked() {
+	select {
+	case <-g.wake:
+	default:
+		close(g.wake)
+	}
+}
+
+// fenced drops every partition at once (their records can no longer be
+// committed, and the coordinator may already have given them to another
+// member) and makes the next heartbeat a join.
+func (g *GroupConsumer) fenced() {
+	g.mu.Lock()
+	var lost []TopicPartition
+	for tp := range g.owned {
+		lost = append(lost, tp)
+	}
+	sortTPs(lost)
+	g.owned = map[TopicPartition]bool{}
+	g.delivered = map[TopicPartition]int64{}
+	g.processed = map[TopicPartition]int64{}
+	g.leaderEpochs = map[TopicPartition]int32{}
+	g.target, g.targetNew = nil, false
+	g.lost = append(g.lost, lost...)
+	g.epoch = 0
+	g.wakeLocked()
+	g.mu.Unlock()
+	g.inner.Assign(nil)
+}
+
+// Close leaves the group (with AutoCommit, after committing what earlier
+// Polls returned) and releases the consumer. Records of the last Poll that
+// were not committed are delivered again to the partitions' next owner.
+// Safe to call twice.
+func (g *GroupConsumer) Close(ctx context.Context) error {
+	var err error
+	g.closeOnce.Do(func() {
+		if g.cfg.autoCommit > 0 {
+			err = g.commitProcessed(ctx, nil)
+		}
+		g.cancel()
+		<-g.hbDone
+		g.mu.Lock()
+		g.closed = true
+		epoch := g.epoch
+		g.mu.Unlock()
+		if epoch > 0 {
+			lerr := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
+				_, err := c.ConsumerGroupHeartbeat(ctx, connect.NewRequest(&coordinatorv1.ConsumerGroupHeartbeatRequest{
+					GroupId: g.group, MemberId: g.memberID, MemberEpoch: -1,
+				}))
+				return err
+			})
+			err = errors.Join(err, lerr)
+		}
+		g.inner.Close()
+	})
+	return err
+}

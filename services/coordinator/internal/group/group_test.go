@@ -1,0 +1,234 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// sim is a group with in-process members that own exactly what they were
+// last sent, applied one heartbeat later (as a client does after its hooks
+// ran).
+type sim struct {
+	t     *testing.T
+	g     *Group
+	parts map[string]int32
+	now   time.Time
+	owned map[string][]TP // what each member consumes now
+	epoch map[string]int32
+	next  map[string][]TP // assignment received, applied before the next heartbeat
+	has   map[string]bool
+}
+
+func newSim(t *testing.T, parts int32) *sim {
+	return &sim{t: t, g: New("g", 10*time.Second), parts: map[string]int32{"orders": parts}, now: time.Unix(1000, 0),
+		owned: map[string][]TP{}, epoch: map[string]int32{}, next: map[string][]TP{}, has: map[string]bool{}}
+}
+
+func (s *sim) hb(id string) error {
+	s.t.Helper()
+	if s.has[id] {
+		s.owned[id] = s.next[id]
+		s.has[id] = false
+	}
+	resp, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: s.epoch[id], Topics: []string{"orders"}, Owned: s.owned[id]}, s.parts, s.now)
+	if err != nil {
+		return err
+	}
+	s.epoch[id] = resp.Epoch
+	if resp.Changed {
+		s.next[id], s.has[id] = resp.Assignment, true
+	}
+	s.checkExclusive()
+	return nil
+}
+
+// checkExclusive fails when two members consume, or may be about to
+// consume, one partition.
+func (s *sim) checkExclusive() {
+	s.t.Helper()
+	seen := map[TP]string{}
+	for id := range s.epoch {
+		mine := slices.Clone(s.owned[id])
+		if s.has[id] {
+			mine = append(mine, s.next[id]...)
+		}
+		for _, tp := range mine {
+			if o, ok := seen[tp]; ok && o != id {
+				s.t.Fatalf("%v owned by %s and %s at once", tp, o, id)
+			}
+			seen[tp] = id
+		}
+	}
+}
+
+func (s *sim) settle(ids []string) {
+	s.t.Helper()
+	for range 20 {
+		for _, id := range ids {
+			if err := s.hb(id); err != nil {
+				s.t.Fatalf("heartbeat %s: %v", id, err)
+			}
+		}
+	}
+	if st := s.g.State(); st != StateStable {
+		s.t.Fatalf("state %s after settling; members %+v", st, s.g.Members)
+	}
+}
+
+func TestJoinAndBalance(t *testing.T) {
+	for _, n := range []int{1, 3, 12} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := newSim(t, 12)
+			var ids []string
+			for i := range n {
+				ids = append(ids, fmt.Sprintf("m%02d", i))
+				s.settle(ids) // members join one by one, moving partitions each time
+			}
+			total := 0
+			for _, id := range ids {
+				got := len(s.owned[id])
+				if got < 12/n || got > (12+n-1)/n {
+					t.Fatalf("%s owns %d of 12 with %d members", id, got, n)
+				}
+				total += got
+			}
+			if total != 12 {
+				t.Fatalf("%d partitions owned; want 12", total)
+			}
+		})
+	}
+}
+
+func TestRandomOrderNeverShares(t *testing.T) {
+	for seed := range uint64(30) {
+		s := newSim(t, 12)
+		r := rand.New(rand.NewPCG(seed, 1))
+		var ids []string
+		for i := range 6 {
+			ids = append(ids, fmt.Sprintf("m%d", i))
+		}
+		live := map[string]bool{}
+		for step := range 400 {
+			id := ids[r.IntN(len(ids))]
+			switch {
+			case !live[id] && r.IntN(3) == 0:
+				live[id] = true
+				s.epoch[id] = 0
+				s.owned[id], s.next[id], s.has[id] = nil, nil, false
+			case live[id] && r.IntN(40) == 0:
+				// leave
+				if _, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: -1}, s.parts, s.now); err != nil {
+					t.Fatal(err)
+				}
+				live[id] = false
+				delete(s.epoch, id)
+				s.owned[id], s.next[id], s.has[id] = nil, nil, false
+				continue
+			}
+			if !live[id] {
+				continue
+			}
+			if err := s.hb(id); err != nil {
+				t.Fatalf("seed %d step %d: %v", seed, step, err)
+			}
+		}
+	}
+}
+
+func TestSessionTimeoutFreesPartitions(t *testing.T) {
+	s := newSim(t, 12)
+	s.settle([]string{"a", "b", "c"})
+	s.now = s.now.Add(5 * time.Second)
+	s.settle([]string{"a", "b"}) // c is silent; a and b cannot get its partitions yet
+	if len(s.owned["a"])+len(s.owned["b"]) != 12 {
+		// Target already excludes nothing: c still a member.
+	}
+	if n := len(s.owned["a"]) + len(s.owned["b"]); n != 8 {
+		t.Fatalf("a and b own %d before c expires; want 8", n)
+	}
+	s.now = s.now.Add(6 * time.Second)
+	// a and b heartbeat within their session; c does not.
+	if gone := s.g.Expire(s.parts, s.now.Add(-time.Second)); len(gone) != 0 {
+		t.Fatalf("expired %v early", gone)
+	}
+	if err := s.hb("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.hb("b"); err != nil {
+		t.Fatal(err)
+	}
+	if gone := s.g.Expire(s.parts, s.now); !slices.Equal(gone, []string{"c"}) {
+		t.Fatalf("expired %v; want [c]", gone)
+	}
+	delete(s.epoch, "c")
+	s.owned["c"], s.has["c"] = nil, false
+	s.settle([]string{"a", "b"})
+	if n := len(s.owned["a"]) + len(s.owned["b"]); n != 12 {
+		t.Fatalf("a and b own %d after c expired; want 12", n)
+	}
+	if _, _, err := s.g.Heartbeat(Heartbeat{MemberID: "c", Epoch: 3, Topics: []string{"orders"}}, s.parts, s.now); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("heartbeat of the expired member = %v; want ErrUnknownMember", err)
+	}
+	if _, err := s.g.CheckCommit("c", 3, nil); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("commit of the expired member = %v; want ErrUnknownMember", err)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	s := newSim(t, 4)
+	s.settle([]string{"a"})
+	ep := s.epoch["a"]
+	s.settle([]string{"a", "b"}) // a's epoch moves on
+	s.settle([]string{"a", "b", "c"})
+	old := ep
+	if s.epoch["a"] < ep+2 {
+		t.Fatalf("a's epoch %d did not move twice from %d", s.epoch["a"], ep)
+	}
+	if _, _, err := s.g.Heartbeat(Heartbeat{MemberID: "a", Epoch: old, Topics: []string{"orders"}}, s.parts, s.now); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("stale heartbeat = %v; want ErrFencedEpoch", err)
+	}
+	if _, err := s.g.CheckCommit("a", old, s.owned["a"]); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("stale commit = %v; want ErrFencedEpoch", err)
+	}
+	held, err := s.g.CheckCommit("a", s.epoch["a"], append(slices.Clone(s.owned["a"]), s.owned["b"]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = held
+	held, err = s.g.CheckCommit("a", s.epoch["a"], append(slices.Clone(s.owned["a"]), s.owned["b"]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range held {
+		if want := i < len(s.owned["a"]); h != want {
+			t.Fatalf("held[%d] = %v; want %v (a may commit only its own partitions)", i, h, want)
+		}
+	}
+	if _, err := s.g.CheckCommit("", -1, nil); !errors.Is(err, ErrNotEmpty) {
+		t.Fatalf("admin commit with members = %v; want ErrNotEmpty", err)
+	}
+}
+
+func TestMarshalRoundTrip(t *testing.T) {
+	s := newSim(t, 6)
+	s.settle([]string{"a", "b"})
+	b, err := s.g.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := Unmarshal(b, 10*time.Second, s.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.g = g2
+	s.settle([]string{"a", "b"})
+	for _, tp := range s.owned["a"] {
+		if g2.Owner(tp) != "a" {
+			t.Fatalf("owner of %v = %q after reload", tp, g2.Owner(tp))
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen         = "127.0.0.1:9094"
+	DefaultAdminListen    = "127.0.0.1:9194"
+	DefaultGateway        = "http://127.0.0.1:9092"
+	DefaultSessionTimeout = 45 * time.Second
+	DefaultOwnershipLease = 10 * time.Second
+	DefaultLagInterval    = 15 * time.Second
+)
+
+// Config is the coordinator's configuration: serve.Base plus its own flags.
+type Config struct {
+	serve.Base
+	// InstanceID names this instance in group ownership rows
+	// (--instance-id). Default: the host name and the --listen port.
+	// Must be unique among live instances sharing one offsets database.
+	InstanceID string
+	// AdvertiseURL is the Connect base URL clients and other instances use
+	// to reach this instance (--advertise-url). Default http:// plus the
+	// bound --listen address.
+	AdvertiseURL string
+	// DSN is the Postgres connection string (--dsn). Empty means the
+	// embedded SQLite store at DataDir/offsets.db.
+	DSN string
+	// DataDir holds offsets.db when DSN is empty (--data-dir). Default
+	// ./data/coordinator.
+	DataDir string
+	// Gateway is the gateway base URL the coordinator reads topic metadata
+	// from (--gateway). Default DefaultGateway.
+	Gateway string
+	// SessionTimeout removes members silent for this long
+	// (--session-timeout). Default 45s, as Kafka.
+	SessionTimeout time.Duration
+	// HeartbeatInterval is what members are told to heartbeat at
+	// (--heartbeat-interval). Default: a fifth of SessionTimeout, at most 5s.
+	HeartbeatInterval time.Duration
+	// OwnershipLease is how long a group's ownership lasts without renewal
+	// (--ownership-lease); a crashed instance's groups move after it.
+	// Default 10s. Renewed every third of it.
+	OwnershipLease time.Duration
+	// LagInterval is how often the lag metric is refreshed for owned
+	// groups (--lag-interval). Default 15s.
+	LagInterval time.Duration
+}
+
+// RegisterFlags declares the coordinator's flags.
+func (c *Config) RegisterFlags(f *serve.Flags) {
+	f.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "unique id of this instance among those sharing the offsets database; empty: host name and listen port")
+	f.StringVar(&c.AdvertiseURL, "advertise-url", c.AdvertiseURL, "Connect base URL clients use to reach this instance; empty: http:// and the bound --listen address")
+	f.SecretVar(&c.DSN, "dsn", c.DSN, "Postgres connection string for offsets and group state; empty: embedded SQLite at --data-dir/offsets.db")
+	f.StringVar(&c.DataDir, "data-dir", or(c.DataDir, "./data/coordinator"), "directory of offsets.db when --dsn is empty")
+	f.StringVar(&c.Gateway, "gateway", or(c.Gateway, DefaultGateway), "gateway base URL to read topic metadata from")
+	f.DurationVar(&c.SessionTimeout, "session-timeout", orDur(c.SessionTimeout, DefaultSessionTimeout), "members silent for this long are removed from their group")
+	f.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "heartbeat interval told to members; 0: a fifth of --session-timeout, at most 5s")
+	f.DurationVar(&c.OwnershipLease, "ownership-lease", orDur(c.OwnershipLease, DefaultOwnershipLease), "group ownership lease; a dead instance's groups move to another after it")
+	f.DurationVar(&c.LagInterval, "lag-interval", orDur(c.LagInterval, DefaultLagInterval), "how often the lag metric of owned groups is refreshed")
+}
+
+// Validate checks every field and reports all problems at once.
+func (c *Config) Validate() error {
+	var p serve.Problems
+	if c.DSN == "" && c.DataDir == "" {
+		p.Flag("data-dir", c.DataDir, "required when --dsn is empty")
+	}
+	if u, err := url.Parse(c.Gateway); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.Flag("gateway", c.Gateway, "must be an http(s) base URL")
+	}
+	if c.AdvertiseURL != "" {
+		if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.Flag("advertise-url", c.AdvertiseURL, "must be an http(s) base URL")
+		}
+	}
+	if c.SessionTimeout < 100*time.Millisecond || c.SessionTimeout > time.Hour {
+		p.Flag("session-timeout", c.SessionTimeout, "must be 100ms..1h")
+	}
+	if c.HeartbeatInterval < 0 || c.HeartbeatInterval > 0 && c.HeartbeatInterval >= c.SessionTimeout {
+		p.Flag("heartbeat-interval", c.HeartbeatInterval, "must be 0 or shorter than --session-timeout")
+	}
+	if c.OwnershipLease < 300*time.Millisecond || c.OwnershipLease > 10*time.Minute {
+		p.Flag("ownership-lease", c.OwnershipLease, "must be 300ms..10m")
+	}
+	if c.LagInterval < 100*time.Millisecond {
+		p.Flag("lag-interval", c.LagInterval, "must be at least 100ms")
+	}
+	if strings.ContainsAny(c.InstanceID, " \t\n") {
+		p.Flag("instance-id", c.InstanceID, "must not contain spaces")
+	}
+	return p.Err()
+}
+
+// heartbeatInterval resolves the default.
+func (c *Config) heartbeatInterval() time.Duration {
+	if c.HeartbeatInterval > 0 {
+		return c.HeartbeatInterval
+	}
+	return min(c.SessionTimeout/5, 5*time.Second)
+}
+
+// instanceID resolves the default from the host name and the bound port.
+func (c *Config) instanceID(listen string) string {
+	if c.InstanceID != "" {
+		return c.InstanceID
+	}
+	h, _ := os.Hostname()
+	port := listen
+	if i := strings.LastIndex(listen, ":"); i >= 0 {
+		port = listen[i+1:]
+	}
+	return fmt.Sprintf("%s-%s", h, port)
+}
+
+func or(s, def string) string {
+	if s != "" {
+		return s
+	}
+	return def
+}
+
+func orDur(d, def time.Duration) time.Duration {
+	if d != 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,433 @@
+// Package server is the coordinator: CoordinatorService on top of the
+// group state machine (package group) and the offsets database (package
+// offsetstore). See docs/design/coordinator.md.
+//
+// Ownership: an instance serves a group only while it holds the group's
+// lease in the database (offsetstore.Claim), renewed every third of
+// --ownership-lease. Every write about the group carries the lease's fence,
+// so when another instance has claimed the group the write fails, the
+// instance drops the group and answers NOT_COORDINATOR naming the new
+// owner. The group's state is saved after every change and loaded by the
+// next owner.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
+	"github.com/strata-mq/strata/services/coordinator/internal/group"
+	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
+)
+
+// Coordinator serves CoordinatorService. Safe for concurrent use.
+type Coordinator struct {
+	coordinatorv1connect.UnimplementedCoordinatorServiceHandler
+
+	cfg     *Config
+	id      string
+	address string
+	store   offsetstore.Store
+	meta    *metaSource
+	log     *slog.Logger
+
+	claimMu sync.Mutex // serializes claims, so one instance never claims a group twice at once
+	mu      sync.Mutex
+	groups  map[string]*owned
+
+	lagMu sync.Mutex
+	lag   map[lagKey]int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+type lagKey struct {
+	group, topic string
+	partition    int32
+}
+
+// owned is a group this instance holds the lease of.
+type owned struct {
+	mu      sync.Mutex
+	fence   offsetstore.Fence
+	expires time.Time // local view of the lease end
+	g       *group.Group
+	dropped bool
+}
+
+// Options are the coordinator's dependencies.
+type Options struct {
+	Store      offsetstore.Store
+	HTTPClient connect.HTTPClient
+	ClientOpts []connect.ClientOption
+	Logger     *slog.Logger
+	Meter      metric.Meter // nil: no metrics
+}
+
+// Setup is the serve.SetupFunc of strata-coordinator.
+func Setup(cfg *Config) serve.SetupFunc {
+	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
+		var store offsetstore.Store
+		var err error
+		if cfg.DSN != "" {
+			store, err = offsetstore.OpenPostgres(ctx, cfg.DSN)
+		} else {
+			store, err = offsetstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "offsets.db"))
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.OnShutdown("offsets database", func(context.Context) error { return store.Close() })
+		if cfg.AdvertiseURL == "" {
+			cfg.AdvertiseURL = p.URL()
+		}
+		c, err := Start(ctx, cfg, p.Addr().String(), Options{
+			Store: store, HTTPClient: p.HTTPClient(), ClientOpts: []connect.ClientOption{p.ConnectOption()},
+			Logger: p.Logger(), Meter: p.Telemetry().Meter("github.com/strata-mq/strata/services/coordinator"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.OnShutdown("coordinator", func(ctx context.Context) error { c.Close(ctx); return nil })
+		mux := http.NewServeMux()
+		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(c, p.ConnectOption()))
+		return mux, nil
+	}
+}
+
+// Start builds the coordinator and starts its background loops (lease
+// renewal, session expiry, lag), which run until ctx ends or Close.
+func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*Coordinator, error) {
+	if opts.Store == nil || opts.HTTPClient == nil {
+		return nil, errors.New("coordinator: Options.Store and Options.HTTPClient are required")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	addr := cfg.AdvertiseURL
+	if addr == "" {
+		addr = "http://" + listenAddr
+	}
+	c := &Coordinator{
+		cfg: cfg, id: cfg.instanceID(listenAddr), address: addr, store: opts.Store,
+		meta: newMetaSource(cfg.Gateway, opts.HTTPClient, opts.ClientOpts), log: log,
+		groups: map[string]*owned{}, lag: map[lagKey]int64{},
+	}
+	if opts.Meter != nil {
+		if _, err := opts.Meter.Int64ObservableGauge("strata.coordinator.group.lag",
+			metric.WithDescription("Records between a group's committed offset and the partition's high watermark."),
+			metric.WithUnit("{record}"),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				c.lagMu.Lock()
+				defer c.lagMu.Unlock()
+				for k, v := range c.lag {
+					o.Observe(v, metric.WithAttributes(attribute.String("group", k.group), attribute.String("topic", k.topic), attribute.Int("partition", int(k.partition))))
+				}
+				return nil
+			})); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("coordinator started", "instance_id", c.id, "address", c.address)
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.loop(ctx, c.cfg.OwnershipLease/3, c.renew)
+	c.loop(ctx, min(c.cfg.SessionTimeout/10, 500*time.Millisecond), c.expire)
+	c.loop(ctx, c.cfg.LagInterval, c.refreshLag)
+	return c, nil
+}
+
+// ID is this instance's id.
+func (c *Coordinator) ID() string { return c.id }
+
+// Close stops the loops and releases every lease so other instances can
+// take the groups over at once. Safe to call twice.
+func (c *Coordinator) Close(ctx context.Context) {
+	c.once.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		c.mu.Lock()
+		groups := c.groups
+		c.groups = map[string]*owned{}
+		c.mu.Unlock()
+		for _, og := range groups {
+			og.mu.Lock()
+			if !og.dropped {
+				og.dropped = true
+				if err := c.store.Release(ctx, og.fence); err != nil && !errors.Is(err, offsetstore.ErrNotOwner) {
+					c.log.Warn("release group", "group", og.fence.GroupID, "err", err)
+				}
+			}
+			og.mu.Unlock()
+		}
+	})
+}
+
+func (c *Coordinator) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}()
+}
+
+func (c *Coordinator) snapshot() []*owned {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*owned, 0, len(c.groups))
+	for _, og := range c.groups {
+		out = append(out, og)
+	}
+	return out
+}
+
+// renew extends the lease of every owned group; a group whose lease was
+// taken is dropped.
+func (c *Coordinator) renew(ctx context.Context) {
+	for _, og := range c.snapshot() {
+		og.mu.Lock()
+		if og.dropped {
+			og.mu.Unlock()
+			continue
+		}
+		at := time.Now()
+		err := c.store.Renew(ctx, og.fence, c.cfg.OwnershipLease)
+		switch {
+		case err == nil:
+			og.expires = at.Add(c.cfg.OwnershipLease)
+		case errors.Is(err, offsetstore.ErrNotOwner):
+			c.dropLocked(og, "lease taken by another instance")
+		default:
+			c.log.Warn("renew group lease", "group", og.fence.GroupID, "err", err)
+		}
+		og.mu.Unlock()
+	}
+}
+
+// expire removes members whose session ended.
+func (c *Coordinator) expire(ctx context.Context) {
+	now := time.Now()
+	for _, og := range c.snapshot() {
+		og.mu.Lock()
+		if og.dropped || len(og.g.Members) == 0 {
+			og.mu.Unlock()
+			continue
+		}
+		parts := c.meta.partitionCounts(ctx, subscribed(og.g))
+		if gone := og.g.Expire(parts, now); len(gone) > 0 {
+			c.log.Info("members expired", "group", og.fence.GroupID, "members", gone, "group_epoch", og.g.Epoch)
+			_ = c.saveLocked(ctx, og)
+		}
+		og.mu.Unlock()
+	}
+}
+
+func subscribed(g *group.Group) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range g.Members {
+		for _, t := range m.Topics {
+			if !seen[t] {
+				seen[t] = true
+				out = append(out, t)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dropLocked forgets a group whose lease is gone. og.mu is held.
+func (c *Coordinator) dropLocked(og *owned, why string) {
+	if og.dropped {
+		return
+	}
+	og.dropped = true
+	c.mu.Lock()
+	if c.groups[og.fence.GroupID] == og {
+		delete(c.groups, og.fence.GroupID)
+	}
+	c.mu.Unlock()
+	c.log.Info("group dropped", "group", og.fence.GroupID, "owner_epoch", og.fence.OwnerEpoch, "why", why)
+}
+
+// saveLocked persists og's state under its fence. og.mu is held. On
+// ErrNotOwner the group is dropped and NOT_COORDINATOR returned.
+func (c *Coordinator) saveLocked(ctx context.Context, og *owned) error {
+	data, err := og.g.Marshal()
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	err = c.store.SaveGroup(ctx, og.fence, offsetstore.Group{GroupID: og.fence.GroupID, State: og.g.State(), MemberCount: len(og.g.Members), Data: data})
+	return c.fenceErr(ctx, og, err)
+}
+
+// fenceErr turns a store error into the answer: NOT_COORDINATOR (and the
+// group dropped) for ErrNotOwner, UNAVAILABLE otherwise.
+func (c *Coordinator) fenceErr(ctx context.Context, og *owned, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, offsetstore.ErrNotOwner) {
+		c.dropLocked(og, "fenced by a newer owner")
+		o, _, _ := c.store.Owner(ctx, og.fence.GroupID)
+		return errNotCoordinator(og.fence.GroupID, o.OwnerID, o.OwnerAddress)
+	}
+	return errDatabase(err)
+}
+
+// acquire returns the group with its lock held, claiming it when no live
+// instance owns it, or NOT_COORDINATOR naming the owner.
+func (c *Coordinator) acquire(ctx context.Context, id string) (*owned, error) {
+	if id == "" {
+		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
+	}
+	for {
+		c.mu.Lock()
+		og := c.groups[id]
+		c.mu.Unlock()
+		if og != nil {
+			og.mu.Lock()
+			if !og.dropped && time.Now().Before(og.expires) {
+				return og, nil
+			}
+			// The lease ran out without renewal: claim again (a new epoch).
+			c.dropLocked(og, "lease expired locally")
+			og.mu.Unlock()
+		}
+		og, err := c.claim(ctx, id)
+		if err != nil || og != nil {
+			if og != nil {
+				og.mu.Lock()
+				if og.dropped {
+					og.mu.Unlock()
+					continue
+				}
+			}
+			return og, err
+		}
+	}
+}
+
+// claim takes the lease of a group this instance does not hold and loads
+// its state.
+func (c *Coordinator) claim(ctx context.Context, id string) (*owned, error) {
+	c.claimMu.Lock()
+	defer c.claimMu.Unlock()
+	c.mu.Lock()
+	og := c.groups[id]
+	c.mu.Unlock()
+	if og != nil {
+		return og, nil // claimed while we waited
+	}
+	o, ok, err := c.store.Owner(ctx, id)
+	if err != nil {
+		return nil, errDatabase(err)
+	}
+	if ok && o.OwnerID != c.id && o.Live(time.Now()) {
+		return nil, errNotCoordinator(id, o.OwnerID, o.OwnerAddress)
+	}
+	at := time.Now()
+	o, claimed, err := c.store.Claim(ctx, id, c.id, c.address, c.cfg.OwnershipLease)
+	if err != nil {
+		return nil, errDatabase(err)
+	}
+	if !claimed {
+		return nil, errNotCoordinator(id, o.OwnerID, o.OwnerAddress)
+	}
+	g := group.New(id, c.cfg.SessionTimeout)
+	saved, found, err := c.store.LoadGroup(ctx, id)
+	if err != nil {
+		_ = c.store.Release(ctx, o.Fence())
+		return nil, errDatabase(err)
+	}
+	if found && len(saved.Data) > 0 {
+		if g, err = group.Unmarshal(saved.Data, c.cfg.SessionTimeout, time.Now()); err != nil {
+			_ = c.store.Release(ctx, o.Fence())
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		g.ID = id
+	}
+	og = &owned{fence: o.Fence(), expires: at.Add(c.cfg.OwnershipLease), g: g}
+	c.mu.Lock()
+	c.groups[id] = og
+	c.mu.Unlock()
+	c.log.Info("group claimed", "group", id, "owner_epoch", o.OwnerEpoch, "members", len(g.Members))
+	return og, nil
+}
+
+// refreshLag recomputes the lag metric of the owned groups.
+func (c *Coordinator) refreshLag(ctx context.Context) {
+	lag := map[lagKey]int64{}
+	for _, og := range c.snapshot() {
+		og.mu.Lock()
+		id, topics := og.fence.GroupID, subscribed(og.g)
+		dropped := og.dropped
+		og.mu.Unlock()
+		if dropped {
+			continue
+		}
+		rows, err := c.lagRows(ctx, id, topics, nil)
+		if err != nil {
+			continue
+		}
+		for _, r := range rows {
+			if r.GetLag() >= 0 {
+				lag[lagKey{id, r.GetTopic(), r.GetPartition()}] = r.GetLag()
+			}
+		}
+	}
+	c.lagMu.Lock()
+	c.lag = lag
+	c.lagMu.Unlock()
+}
+
+// tps converts protocol partitions to the state machine's.
+func tps(in []*commonv1.TopicPartitions) []group.TP {
+	var out []group.TP
+	for _, t := range in {
+		for _, p := range t.GetPartitions() {
+			out = append(out, group.TP{Topic: t.GetTopic(), Partition: p})
+		}
+	}
+	return out
+}
+
+// fromTPs groups partitions by topic, sorted.
+func fromTPs(in []group.TP) []*commonv1.TopicPartitions {
+	l := append([]group.TP(nil), in...)
+	sort.Slice(l, func(i, j int) bool { return assignor.Less(l[i], l[j]) })
+	var out []*commonv1.TopicPartitions
+	for _, tp := range l {
+		if len(out) == 0 || out[len(out)-1].Topic != tp.Topic {
+			out = append(out, &commonv1.TopicPartitions{Topic: tp.Topic})
+		}
+		last := out[len(out)-1]
+		last.Partitions = append(last.Partitions, tp.Partition)
+	}
+	return out
+}
