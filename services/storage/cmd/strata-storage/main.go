@@ -25,6 +25,7 @@ type config struct {
 	Controller     string        // --controller; comma-separated URLs
 	Rack           string        // --rack; default empty
 	ReplicaLagTime time.Duration // --replica-lag-time; default 10s
+	Tiering        string        // --tiering; tiering service URL, empty disables tiered storage
 }
 
 func (c *config) RegisterFlags(f *serve.Flags) {
@@ -34,6 +35,7 @@ func (c *config) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.Controller, "controller", "http://127.0.0.1:9093", "controller base URLs, comma-separated")
 	f.StringVar(&c.Rack, "rack", "", "rack or availability-zone label for rack-aware placement")
 	f.DurationVar(&c.ReplicaLagTime, "replica-lag-time", 10*time.Second, "replica.lag.time.max: a follower not caught up for this long leaves the ISR")
+	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
 }
 
 func (c *config) Validate() error {
@@ -70,6 +72,7 @@ func main() {
 				NodeID: int32(cfg.NodeID), Advertise: advertise, Rack: cfg.Rack, DataDir: cfg.DataDir,
 				Controllers:    metadata.ParseControllers(cfg.Controller),
 				ReplicaLagTime: cfg.ReplicaLagTime,
+				Tiering:        cfg.Tiering,
 				HTTPClient:     p.HTTPClient(),
 				ClientOptions:  []connect.ClientOption{p.ConnectOption()},
 				HandlerOptions: []connect.HandlerOption{p.ConnectOption()},

@@ -44,6 +44,11 @@ type Config struct {
 	RetentionInterval time.Duration
 	// ReplicaMaxWait is the follower long-poll wait. Default 500ms.
 	ReplicaMaxWait time.Duration
+	// Tiering is the tiering service's base URL; empty disables tiered
+	// storage on this node (tiering.go).
+	Tiering string
+	// TierInterval is how often the tiering loop runs. Default 5s.
+	TierInterval   time.Duration
 	HTTPClient     *http.Client // for calls to the controller and leaders
 	ClientOptions  []connect.ClientOption
 	HandlerOptions []connect.HandlerOption
@@ -77,6 +82,8 @@ type Node struct {
 	replicas map[tpKey]*hosted
 	clients  map[string]storagev1connect.StorageServiceClient
 	closed   bool
+
+	tier *tiering // tiered storage (tiering.go); nil when disabled
 }
 
 // Start validates cfg and starts the node: registration, heartbeats and the
@@ -132,6 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
 	n.goRun(isr.Run)
 	n.goRun(n.retentionLoop)
+	n.startTiering() // tiered storage (tiering.go)
 	return n, nil
 }
 

@@ -85,7 +85,7 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 	case errors.As(err, &oor):
 		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
-			LogStartOffset: r.Log().LogStartOffset(), HighWatermark: r.Log().HighWatermark()}}
+			LogStartOffset: s.n.effectiveLogStart(r, r.Log().LogStartOffset()), HighWatermark: r.Log().HighWatermark()}}
 	case errors.Is(err, context.Canceled):
 		set(commonv1.Code_CODE_CANCELED, commonv1.Reason_REASON_UNSPECIFIED)
 	default:
@@ -218,11 +218,14 @@ func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.F
 	}
 	limit = max(min(limit, budget), 1)
 	rr, err := r.Read(p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
+	if tr, ok := s.n.readTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
+		rr, err = tr, nil
+	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 		return res
 	}
-	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, rr.LogStartOffset, rr.Batches
+	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
 	return res
 }
 
@@ -249,7 +252,7 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 		hw := l.HighWatermark()
 		switch p.GetSpec() {
 		case storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
-			res.Offset = l.LogStartOffset()
+			res.Offset = s.n.effectiveLogStart(r, l.LogStartOffset()) // tier included (tiering.go)
 		case storagev1.OffsetSpec_OFFSET_SPEC_LATEST:
 			res.Offset = hw
 		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
@@ -396,6 +399,7 @@ func (s *service) DescribeLog(ctx context.Context, req *connect.Request[storagev
 		res.Leader, res.LeaderEpoch = v.Role == replica.RoleLeader, v.State.LeaderEpoch
 		res.LogStartOffset, res.LocalLogStartOffset, res.LogEndOffset, res.HighWatermark = v.LogStart, v.LogStart, v.LEO, v.HW
 		res.LocalSizeBytes, res.LocalSegmentCount = st.Bytes, int32(st.Segments)
+		s.n.describeTiered(r, res) // tiered extent (tiering.go)
 		for id, f := range v.Followers {
 			rs := &storagev1.ReplicaState{NodeId: id, LogEndOffset: f.LEO, LastCaughtUpTimeMs: -1}
 			if !f.LastCaughtUp.IsZero() {

@@ -1,0 +1,406 @@
+package server
+
+// Tiered storage on the storage node (docs/design/tiering.md). For every
+// hosted replica of a topic with remote.storage.enable=true:
+//
+//   - the leader pushes each sealed segment wholly below the high watermark
+//     and not yet in the tier to the tiering service (UploadSegment), one
+//     upload per partition at a time, in the background: a slow or failing
+//     object store delays tiering and never blocks produce;
+//   - every replica deletes a local segment only once it is tiered (below
+//     the tiering service's tiered_end_offset) and older than the topic's
+//     local retention (local.retention.ms / local.retention.bytes; -2 means
+//     retention.ms / retention.bytes), by raising the log start offset;
+//   - Fetch below the local log start is served from the tier with
+//     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
+//     DescribeLog report the tiered start and extent.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/services/storage/internal/replica"
+)
+
+// Defaults of the tiering loop.
+const (
+	defaultTierInterval = 5 * time.Second
+	tierChunkBytes      = 1 << 20 // bytes per UploadSegment data message (at most 4 MiB)
+	tierFetchTimeout    = 30 * time.Second
+)
+
+// tieredInfo is the tiering service's last answer for one partition.
+type tieredInfo struct {
+	logStart, end, size int64 // -1, -1, 0 when nothing is tiered
+}
+
+// tiering is a node's link to the tiering service. nil when disabled.
+type tiering struct {
+	client tieringv1connect.TieringServiceClient
+
+	mu        sync.Mutex
+	state     map[tpKey]tieredInfo
+	uploading map[tpKey]bool
+}
+
+// startTiering starts the tiering loop when a tiering URL is configured.
+// Called once from Start.
+func (n *Node) startTiering() {
+	if n.cfg.Tiering == "" {
+		return
+	}
+	if n.cfg.TierInterval <= 0 {
+		n.cfg.TierInterval = defaultTierInterval
+	}
+	n.tier = &tiering{
+		client: tieringv1connect.NewTieringServiceClient(n.cfg.HTTPClient, strings.TrimRight(n.cfg.Tiering, "/"), n.cfg.ClientOptions...),
+		state:  map[tpKey]tieredInfo{}, uploading: map[tpKey]bool{},
+	}
+	n.goRun(n.tierLoop)
+}
+
+// tieredTopic reports whether a topic has remote storage enabled, with its
+// configs.
+func (n *Node) tieredTopic(topic string) (map[string]string, bool) {
+	t := n.currentView().Topics[topic]
+	if t == nil {
+		return nil, false
+	}
+	return t.GetConfigs(), t.GetConfigs()["remote.storage.enable"] == "true"
+}
+
+func (n *Node) tierLoop(ctx context.Context) {
+	t := time.NewTicker(n.cfg.TierInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.tierRound(ctx)
+	}
+}
+
+func (n *Node) tierRound(ctx context.Context) {
+	var rs []*replica.Replica
+	var req tieringv1.GetTieredStateRequest
+	for _, r := range n.hostedReplicas() {
+		if _, ok := n.tieredTopic(r.Topic); ok {
+			rs = append(rs, r)
+			req.Partitions = append(req.Partitions, &commonv1.TopicPartition{Topic: r.Topic, Partition: r.Partition})
+		}
+	}
+	if len(rs) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	resp, err := n.tier.client.GetTieredState(cctx, connect.NewRequest(&req))
+	cancel()
+	if err != nil {
+		n.logger.Warn("tiering service unavailable; local segments are kept", "err", err)
+		return
+	}
+	for i, st := range resp.Msg.GetPartitions() {
+		if i >= len(rs) || st.GetError() != nil {
+			continue
+		}
+		r := rs[i]
+		k := tpKey{r.Topic, r.Partition}
+		if st.GetTopicId() != "" && r.TopicID != "" && st.GetTopicId() != r.TopicID {
+			continue // the tier holds an older topic of the same name
+		}
+		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes()}
+		n.tier.mu.Lock()
+		n.tier.state[k] = info
+		busy := n.tier.uploading[k]
+		n.tier.mu.Unlock()
+		if err := n.deleteTieredLocal(r, info); err != nil && !errors.Is(err, partlog.ErrClosed) {
+			n.logger.Warn("deleting tiered local segments", "topic", r.Topic, "partition", r.Partition, "err", err)
+		}
+		if r.View().Role == replica.RoleLeader && !busy {
+			n.tier.mu.Lock()
+			n.tier.uploading[k] = true
+			n.tier.mu.Unlock()
+			n.goRun(func(ctx context.Context) {
+				defer func() {
+					n.tier.mu.Lock()
+					delete(n.tier.uploading, k)
+					n.tier.mu.Unlock()
+				}()
+				n.uploadSealed(ctx, r, info)
+			})
+		}
+	}
+}
+
+// localSegment is one segment file of a replica's log directory.
+type localSegment struct {
+	base, size int64
+}
+
+// localSegments lists a log directory's segments by base offset. The last
+// one is the active segment.
+func localSegments(dir string) ([]localSegment, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []localSegment
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".log") || len(name) != 24 {
+			continue
+		}
+		base, err := strconv.ParseInt(name[:20], 10, 64)
+		if err != nil {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, localSegment{base: base, size: fi.Size()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].base < out[j].base })
+	return out, nil
+}
+
+// uploadSealed uploads, oldest first, the sealed segments wholly below the
+// high watermark that the tier does not hold yet. It stops at the first
+// failure; the next round retries.
+func (n *Node) uploadSealed(ctx context.Context, r *replica.Replica, info tieredInfo) {
+	segs, err := localSegments(r.Log().Dir())
+	if err != nil {
+		return
+	}
+	end := info.end
+	for i := 0; i+1 < len(segs); i++ {
+		s, next := segs[i], segs[i+1].base
+		v := r.View()
+		if v.Role != replica.RoleLeader || next > v.HW || ctx.Err() != nil {
+			return
+		}
+		if end >= 0 && next <= end {
+			continue
+		}
+		if end >= 0 && s.base > end {
+			n.logger.Error("local log starts after the tiered end; cannot tier without a gap",
+				"topic", r.Topic, "partition", r.Partition, "segment", s.base, "tiered_end", end)
+			return
+		}
+		res, err := n.uploadSegment(ctx, r, v.State.LeaderEpoch, s, next-1)
+		if err != nil {
+			if ctx.Err() == nil {
+				n.logger.Warn("segment upload failed; will retry", "topic", r.Topic, "partition", r.Partition, "segment", s.base, "err", err)
+			}
+			return
+		}
+		end = res.GetSegment().GetLastOffset() + 1
+		n.tier.mu.Lock()
+		k := tpKey{r.Topic, r.Partition}
+		st := n.tier.state[k]
+		if st.logStart < 0 {
+			st.logStart = res.GetSegment().GetBaseOffset()
+		}
+		st.end = max(st.end, end)
+		n.tier.state[k] = st
+		n.tier.mu.Unlock()
+	}
+}
+
+func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int32, s localSegment, last int64) (*tieringv1.UploadSegmentResponse, error) {
+	f, err := os.Open(filepath.Join(r.Log().Dir(), fmt.Sprintf("%020d.log", s.base)))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	stream := n.tier.client.UploadSegment(ctx)
+	err = stream.Send(&tieringv1.UploadSegmentRequest{Part: &tieringv1.UploadSegmentRequest_Header{Header: &tieringv1.SegmentHeader{
+		Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, LeaderEpoch: epoch, NodeId: n.cfg.NodeID,
+		BaseOffset: s.base, LastOffset: last, SizeBytes: fi.Size(),
+	}}})
+	buf := make([]byte, tierChunkBytes)
+	for err == nil {
+		var m int
+		m, err = io.ReadFull(f, buf)
+		if m > 0 {
+			if serr := stream.Send(&tieringv1.UploadSegmentRequest{Part: &tieringv1.UploadSegmentRequest_Data{Data: buf[:m]}}); serr != nil {
+				err = serr
+				break
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			err = nil
+			break
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		stream.CloseAndReceive() //nolint:errcheck // the send error is the one to report
+		return nil, err
+	}
+	resp, err := stream.CloseAndReceive()
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// localRetention returns a topic's local retention, -1 for none.
+func localRetention(cfg map[string]string) (ms, bytes int64) {
+	get := func(k string, def int64) int64 {
+		if v, err := strconv.ParseInt(cfg[k], 10, 64); err == nil {
+			return v
+		}
+		return def
+	}
+	ms, bytes = get("local.retention.ms", -2), get("local.retention.bytes", -2)
+	if ms == -2 {
+		ms = get("retention.ms", 7*24*3600*1000)
+	}
+	if bytes == -2 {
+		bytes = get("retention.bytes", -1)
+	}
+	return ms, bytes
+}
+
+// segmentMaxTimestamp reads the largest record timestamp of a sealed
+// segment from its time index header (lib/partlog's format: magic "SPTI",
+// max timestamp at byte 32), falling back to the file's modification time.
+func segmentMaxTimestamp(dir string, base int64) int64 {
+	stem := filepath.Join(dir, fmt.Sprintf("%020d", base))
+	if f, err := os.Open(stem + ".timeindex"); err == nil {
+		var hdr [48]byte
+		_, err := io.ReadFull(f, hdr[:])
+		f.Close()
+		if err == nil && string(hdr[:4]) == "SPTI" {
+			return int64(binary.BigEndian.Uint64(hdr[32:]))
+		}
+	}
+	if fi, err := os.Stat(stem + ".log"); err == nil {
+		return fi.ModTime().UnixMilli()
+	}
+	return -1
+}
+
+// deleteTieredLocal deletes the oldest local segments that are tiered and
+// past local retention, moving the local log start.
+func (n *Node) deleteTieredLocal(r *replica.Replica, info tieredInfo) error {
+	if info.end < 0 {
+		return nil
+	}
+	cfg, ok := n.tieredTopic(r.Topic)
+	if !ok {
+		return nil
+	}
+	retMs, retBytes := localRetention(cfg)
+	if retMs < 0 && retBytes < 0 {
+		return nil
+	}
+	dir := r.Log().Dir()
+	segs, err := localSegments(dir)
+	if err != nil {
+		return err
+	}
+	var total int64
+	for _, s := range segs {
+		total += s.size
+	}
+	hw, now := r.Log().HighWatermark(), time.Now().UnixMilli()
+	k := 0
+	for ; k+1 < len(segs); k++ {
+		s, next := segs[k], segs[k+1].base
+		if next > info.end || next > hw {
+			break
+		}
+		ts := segmentMaxTimestamp(dir, s.base)
+		byTime := retMs >= 0 && ts >= 0 && now-ts > retMs
+		bySize := retBytes >= 0 && total-s.size >= retBytes
+		if !byTime && !bySize {
+			break
+		}
+		total -= s.size
+	}
+	if k == 0 {
+		return nil
+	}
+	return r.Log().DeleteRecordsBefore(segs[k].base)
+}
+
+// tieredState returns the last known tiered extent of a partition.
+func (n *Node) tieredState(topic string, partition int32) (tieredInfo, bool) {
+	if n.tier == nil {
+		return tieredInfo{}, false
+	}
+	n.tier.mu.Lock()
+	defer n.tier.mu.Unlock()
+	st, ok := n.tier.state[tpKey{topic, partition}]
+	return st, ok && st.end >= 0
+}
+
+// effectiveLogStart is the first offset available anywhere: the tiered
+// start when the tier holds older data than local disk.
+func (n *Node) effectiveLogStart(r *replica.Replica, local int64) int64 {
+	if st, ok := n.tieredState(r.Topic, r.Partition); ok && st.logStart >= 0 && st.logStart < local {
+		return st.logStart
+	}
+	return local
+}
+
+// readTiered serves a consumer read below the local log start from the
+// tier. ok is false when the read is not one for the tier (readErr is not
+// an offset-out-of-range below the local start, or the topic is not
+// tiered) or the tier could not serve it; the caller then reports readErr.
+func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (partlog.ReadResult, bool) {
+	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= r.Log().LogStartOffset() {
+		return partlog.ReadResult{}, false
+	}
+	if _, ok := n.tieredTopic(r.Topic); !ok {
+		return partlog.ReadResult{}, false
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, tierFetchTimeout)
+	defer cancel()
+	resp, err := n.tier.client.FetchTiered(ctx, connect.NewRequest(&tieringv1.FetchTieredRequest{
+		Topic: r.Topic, Partition: r.Partition, FetchOffset: offset, MaxBytes: int32(min(maxBytes, 1<<30)),
+	}))
+	if err != nil {
+		n.logger.Debug("tiered read failed", "topic", r.Topic, "partition", r.Partition, "offset", offset, "err", err)
+		return partlog.ReadResult{}, false
+	}
+	hw := r.Log().HighWatermark()
+	return partlog.ReadResult{
+		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LogEndOffset: r.Log().LogEndOffset(),
+		LogStartOffset: min(resp.Msg.GetLogStartOffset(), r.Log().LogStartOffset()), NextOffset: offset,
+	}, true
+}
+
+// describeTiered fills the tiered fields of a DescribeLog result.
+func (n *Node) describeTiered(r *replica.Replica, res *storagev1.DescribeLogPartitionResult) {
+	st, ok := n.tieredState(r.Topic, r.Partition)
+	if !ok {
+		return
+	}
+	res.TieredEndOffset, res.TieredSizeBytes = st.end, st.size
+	res.LogStartOffset = n.effectiveLogStart(r, res.GetLocalLogStartOffset())
+}

@@ -1,0 +1,306 @@
+// Package reader serves reads from the tier: it finds the manifest entry
+// holding an offset, looks the offset up in the segment's uploaded offset
+// index, and reads the batches with range GETs of fixed-size blocks kept in
+// a bounded LRU cache. A small read fetches one or two blocks, never the
+// whole object; a consumer reading on sequentially hits the cached blocks.
+//
+// Returned batches are exactly the bytes uploaded, each checked against its
+// CRC before it leaves, like a local read.
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/services/tiering/manifest"
+	"github.com/strata-mq/strata/services/tiering/objstore"
+	"github.com/strata-mq/strata/services/tiering/segment"
+)
+
+// Defaults.
+const (
+	DefaultBlockSize   = 1 << 20   // bytes per range GET and cache block
+	DefaultCacheBytes  = 256 << 20 // block cache bound
+	DefaultManifestTTL = time.Second
+	maxIndexes         = 4096
+)
+
+// Errors.
+var (
+	// ErrOutOfRange: the offset is not in the tier; see OutOfRangeError.
+	ErrOutOfRange = errors.New("reader: offset out of the tiered range")
+	// ErrDataLoss: an object the manifest names is missing or corrupt.
+	ErrDataLoss = errors.New("reader: tiered data lost")
+)
+
+// OutOfRangeError carries the tiered range.
+type OutOfRangeError struct {
+	Offset, LogStart, TieredEnd int64
+}
+
+func (e *OutOfRangeError) Error() string {
+	return fmt.Sprintf("reader: offset %d is outside the tiered range [%d, %d)", e.Offset, e.LogStart, e.TieredEnd)
+}
+
+// Is makes errors.Is(err, ErrOutOfRange) true.
+func (e *OutOfRangeError) Is(target error) bool { return target == ErrOutOfRange }
+
+// Config configures a Reader.
+type Config struct {
+	Store       *manifest.Store
+	BlockSize   int64         // default DefaultBlockSize
+	CacheBytes  int64         // default DefaultCacheBytes
+	ManifestTTL time.Duration // how long a cached manifest is trusted; default DefaultManifestTTL
+}
+
+// Reader reads tiered batches. Safe for concurrent use.
+type Reader struct {
+	cfg    Config
+	blocks *blockCache
+
+	mu        sync.Mutex
+	manifests map[manifest.Partition]cachedManifest
+	indexes   map[string]*segment.OffsetIndex
+
+	fetched atomic.Int64 // bytes fetched from the bucket
+	gets    atomic.Int64 // range GETs
+}
+
+type cachedManifest struct {
+	m  *tieringv1.Manifest
+	at time.Time
+}
+
+// New returns a Reader.
+func New(cfg Config) *Reader {
+	if cfg.BlockSize <= 0 {
+		cfg.BlockSize = DefaultBlockSize
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
+	if cfg.ManifestTTL <= 0 {
+		cfg.ManifestTTL = DefaultManifestTTL
+	}
+	return &Reader{cfg: cfg, blocks: newBlockCache(cfg.CacheBytes),
+		manifests: map[manifest.Partition]cachedManifest{}, indexes: map[string]*segment.OffsetIndex{}}
+}
+
+// Stats reports the bytes and range GETs fetched from the bucket, and the
+// bytes cached now.
+type Stats struct {
+	FetchedBytes, RangeGets, CachedBytes int64
+}
+
+// Stats returns counters since New.
+func (r *Reader) Stats() Stats {
+	return Stats{FetchedBytes: r.fetched.Load(), RangeGets: r.gets.Load(), CachedBytes: r.blocks.bytes()}
+}
+
+// SetManifest installs a manifest this process just wrote, so reads see it
+// at once.
+func (r *Reader) SetManifest(p manifest.Partition, m *tieringv1.Manifest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.manifests[p]; ok && c.m.GetVersion() > m.GetVersion() {
+		return
+	}
+	r.manifests[p] = cachedManifest{m: m, at: time.Now()}
+}
+
+// Manifest returns the partition's manifest, from the cache when fresh
+// enough (or when fresh is false and one is cached).
+func (r *Reader) Manifest(ctx context.Context, p manifest.Partition, fresh bool) (*tieringv1.Manifest, error) {
+	r.mu.Lock()
+	c, ok := r.manifests[p]
+	r.mu.Unlock()
+	if ok && (!fresh || time.Since(c.at) < r.cfg.ManifestTTL) {
+		return c.m, nil
+	}
+	m, _, err := r.cfg.Store.Load(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	r.SetManifest(p, m)
+	return m, nil
+}
+
+// Result is one tiered read.
+type Result struct {
+	Records   []byte // whole batches, as uploaded
+	LogStart  int64  // first tiered offset, -1 when nothing is tiered
+	TieredEnd int64  // one past the last tiered offset, -1 when nothing is tiered
+}
+
+// Read returns whole batches starting with the one holding offset, up to
+// maxBytes except that the first batch is returned whole, from one object
+// only (so it may return less near an object's end).
+func (r *Reader) Read(ctx context.Context, p manifest.Partition, offset int64, maxBytes int) (Result, error) {
+	m, err := r.Manifest(ctx, p, true)
+	if err != nil {
+		return Result{}, err
+	}
+	if end := manifest.TieredEnd(m); end < 0 || offset < m.GetLogStartOffset() || offset >= end {
+		// The cached copy may be behind a writer elsewhere: look again.
+		m2, _, err := r.cfg.Store.Load(ctx, p)
+		if err != nil {
+			return Result{}, err
+		}
+		r.SetManifest(p, m2)
+		m = m2
+	}
+	end := manifest.TieredEnd(m)
+	res := Result{LogStart: m.GetLogStartOffset(), TieredEnd: end}
+	if end < 0 || offset < m.GetLogStartOffset() || offset >= end {
+		return res, &OutOfRangeError{Offset: offset, LogStart: res.LogStart, TieredEnd: end}
+	}
+	e := manifest.Find(m, offset)
+	if e == nil {
+		return res, &OutOfRangeError{Offset: offset, LogStart: res.LogStart, TieredEnd: end}
+	}
+	idx, err := r.index(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	obj := object{r: r, key: e.GetObjectKey(), size: e.GetSizeBytes()}
+	pos := idx.Lookup(offset)
+	var hdr [recordbatch.HeaderSize]byte
+	// Find the batch holding offset.
+	for {
+		if pos >= obj.size {
+			return res, nil // offset falls in a gap at the object's end (compacted)
+		}
+		if err := obj.readAt(ctx, hdr[:], pos); err != nil {
+			return res, err
+		}
+		h, err := recordbatch.PeekHeader(hdr[:])
+		if err != nil {
+			return res, fmt.Errorf("%w: %s at %d: %w", ErrDataLoss, obj.key, pos, err)
+		}
+		if h.LastOffset() >= offset {
+			break
+		}
+		pos += int64(h.Size())
+	}
+	start, stop := pos, pos
+	for stop < obj.size {
+		if err := obj.readAt(ctx, hdr[:], stop); err != nil {
+			return res, err
+		}
+		h, err := recordbatch.PeekHeader(hdr[:])
+		if err != nil {
+			return res, fmt.Errorf("%w: %s at %d: %w", ErrDataLoss, obj.key, stop, err)
+		}
+		if stop > start && stop-start+int64(h.Size()) > int64(maxBytes) {
+			break
+		}
+		stop += int64(h.Size())
+	}
+	out := make([]byte, stop-start)
+	if err := obj.readAt(ctx, out, start); err != nil {
+		return res, err
+	}
+	it := recordbatch.NewIter(out, true)
+	for {
+		if _, _, ok := it.Next(); !ok {
+			break
+		}
+	}
+	if it.Err() != nil {
+		return res, fmt.Errorf("%w: %s: %w", ErrDataLoss, obj.key, it.Err())
+	}
+	res.Records = out
+	return res, nil
+}
+
+func (r *Reader) index(ctx context.Context, e *tieringv1.SegmentEntry) (*segment.OffsetIndex, error) {
+	key := e.GetOffsetIndexKey()
+	if key == "" {
+		return nil, nil // Lookup on nil scans from the start
+	}
+	r.mu.Lock()
+	idx := r.indexes[key]
+	r.mu.Unlock()
+	if idx != nil {
+		return idx, nil
+	}
+	data, err := objstore.ReadAll(ctx, r.cfg.Store.Bucket, key, 0, -1)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: index %s is missing", ErrDataLoss, key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.fetched.Add(int64(len(data)))
+	r.gets.Add(1)
+	idx, err = segment.DecodeOffsetIndex(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrDataLoss, key, err)
+	}
+	r.mu.Lock()
+	if len(r.indexes) >= maxIndexes {
+		for k := range r.indexes { // drop an arbitrary one
+			delete(r.indexes, k)
+			break
+		}
+	}
+	r.indexes[key] = idx
+	r.mu.Unlock()
+	return idx, nil
+}
+
+// object reads one object through the block cache.
+type object struct {
+	r    *Reader
+	key  string
+	size int64
+}
+
+func (o object) readAt(ctx context.Context, p []byte, off int64) error {
+	if off+int64(len(p)) > o.size {
+		return fmt.Errorf("%w: %s: read %d bytes at %d past its size %d", ErrDataLoss, o.key, len(p), off, o.size)
+	}
+	bs := o.r.cfg.BlockSize
+	for len(p) > 0 {
+		i := off / bs
+		blk, err := o.block(ctx, i)
+		if err != nil {
+			return err
+		}
+		n := copy(p, blk[off-i*bs:])
+		if n == 0 {
+			return fmt.Errorf("%w: %s: short block %d", ErrDataLoss, o.key, i)
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
+func (o object) block(ctx context.Context, i int64) ([]byte, error) {
+	k := blockKey{o.key, i}
+	if b, ok := o.r.blocks.get(k); ok {
+		return b, nil
+	}
+	bs := o.r.cfg.BlockSize
+	n := min(bs, o.size-i*bs)
+	b, err := objstore.ReadAll(ctx, o.r.cfg.Store.Bucket, o.key, i*bs, n)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: object %s is missing", ErrDataLoss, o.key)
+	}
+	if err != nil {
+		return nil, err
+	}
+	o.r.fetched.Add(int64(len(b)))
+	o.r.gets.Add(1)
+	if int64(len(b)) != n {
+		return nil, fmt.Errorf("%w: %s block %d: got %d bytes, want %d", ErrDataLoss, o.key, i, len(b), n)
+	}
+	o.r.blocks.put(k, b)
+	return b, nil
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/tiering/embeds3"
+	"github.com/strata-mq/strata/services/tiering/manifest"
+	"github.com/strata-mq/strata/services/tiering/objstore"
+	"github.com/strata-mq/strata/services/tiering/reader"
+	"github.com/strata-mq/strata/services/tiering/uploader"
+)
+
+// Setup returns the serve.SetupFunc of strata-tiering: it starts the
+// embedded S3 server when asked, opens the bucket, follows topic metadata,
+// runs retention, and serves TieringService.
+func Setup(cfg *Config) serve.SetupFunc {
+	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
+		logger := p.Logger()
+		endpoint, pathStyle, create := cfg.S3Endpoint, cfg.S3PathStyle, cfg.S3CreateBucket
+		access, secret := cfg.S3AccessKey, cfg.S3SecretKey
+		if cfg.EmbeddedS3Listen != "" {
+			srv, err := embeds3.Start(cfg.EmbeddedS3Listen, cfg.EmbeddedS3Dir)
+			if err != nil {
+				return nil, err
+			}
+			p.OnShutdown("embedded s3", srv.Close)
+			logger.Info("embedded S3 server listening", "url", srv.URL(), "dir", cfg.EmbeddedS3Dir)
+			if endpoint == "" {
+				endpoint, pathStyle, create = srv.URL(), true, true
+				if access == "" {
+					access, secret = "strata", "strata"
+				}
+			}
+		}
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		bucket, err := objstore.OpenS3(octx, objstore.S3Config{
+			Endpoint: endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, AccessKey: access, SecretKey: secret,
+			PathStyle: pathStyle, CreateBucket: create,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tiering: %w", err)
+		}
+		if cfg.SpoolDir != "" {
+			if err := os.MkdirAll(cfg.SpoolDir, 0o755); err != nil {
+				return nil, fmt.Errorf("tiering: spool dir: %w", err)
+			}
+		}
+		store := &manifest.Store{Bucket: bucket, Prefix: cfg.S3Prefix}
+		rd := reader.New(reader.Config{Store: store, CacheBytes: cfg.CacheBytes})
+		up := &uploader.Uploader{Store: store, SpoolDir: cfg.SpoolDir, Logger: logger}
+		t := newTopics(cfg, p.HTTPClient(), []connect.ClientOption{p.ConnectOption()}, logger)
+		svc := NewService(store, up, rd, t, logger)
+
+		runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{}, 2)
+		go func() { t.run(runCtx); done <- struct{}{} }()
+		ret := &retention{store: store, topics: t, reader: rd, grace: cfg.OrphanGrace, logger: logger, now: time.Now}
+		go func() { ret.run(runCtx, cfg.RetentionInterval); done <- struct{}{} }()
+		p.OnShutdown("tiering loops", func(context.Context) error {
+			stop()
+			<-done
+			<-done
+			return nil
+		})
+		mux := http.NewServeMux()
+		mux.Handle(tieringv1connect.NewTieringServiceHandler(svc, connect.WithHandlerOptions(p.ConnectOption())))
+		return mux, nil
+	}
+}
