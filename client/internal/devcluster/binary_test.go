@@ -39,6 +39,8 @@ func TestFindBinaries(t *testing.T) {
 	writeExecutable(t, filepath.Join(onPath, "strata-storage"))
 	writeFile(t, filepath.Join(beside, "strata-storage"), "not executable")
 	writeExecutable(t, filepath.Join(onPath, "strata-gateway"))
+	writeExecutable(t, filepath.Join(onPath, "strata-coordinator"))
+	writeExecutable(t, filepath.Join(onPath, "strata-tiering"))
 	t.Setenv("PATH", onPath)
 
 	bins, err := findBinaries(services, []string{beside}, exec.LookPath)
@@ -46,9 +48,11 @@ func TestFindBinaries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		serviceController: filepath.Join(beside, "strata-controller"), // beside strata wins over PATH
-		serviceStorage:    filepath.Join(onPath, "strata-storage"),    // a non-executable file is skipped
-		serviceGateway:    filepath.Join(onPath, "strata-gateway"),
+		serviceController:  filepath.Join(beside, "strata-controller"), // beside strata wins over PATH
+		serviceStorage:     filepath.Join(onPath, "strata-storage"),    // a non-executable file is skipped
+		serviceGateway:     filepath.Join(onPath, "strata-gateway"),
+		serviceCoordinator: filepath.Join(onPath, "strata-coordinator"),
+		serviceTiering:     filepath.Join(onPath, "strata-tiering"),
 	}
 	for s, p := range want {
 		if bins[s] != p {
@@ -61,6 +65,8 @@ func TestFindBinariesMissing(t *testing.T) {
 	beside := t.TempDir()
 	writeExecutable(t, filepath.Join(beside, "strata-controller"))
 	writeExecutable(t, filepath.Join(beside, "strata-gateway"))
+	writeExecutable(t, filepath.Join(beside, "strata-coordinator"))
+	writeExecutable(t, filepath.Join(beside, "strata-tiering"))
 	notFound := func(string) (string, error) { return "", exec.ErrNotFound }
 	_, err := findBinaries(services, []string{beside}, notFound)
 	if err == nil || err.Error() != "strata-storage not found next to strata or on PATH; run 'make build'" {

@@ -29,17 +29,17 @@ type clusterFile struct {
 	// the cluster stops.
 	Ready bool `json:"ready"`
 	// Processes are the processes started so far, in start order:
-	// controllers, storage nodes, gateway. Services not available yet are
-	// not listed.
+	// controllers, storage nodes, gateway, coordinator, tiering (which also
+	// serves the embedded S3).
 	Processes []processEntry `json:"processes"`
 }
 
 // processEntry is one service process in cluster.json.
 type processEntry struct {
-	// Service is "controller", "storage" or "gateway" (later also
-	// "coordinator", "tiering", "s3").
+	// Service is "controller", "storage", "gateway", "coordinator" or
+	// "tiering".
 	Service string `json:"service"`
-	// ID is the controller id or storage node id, from 1; the gateway is 1.
+	// ID is the controller id or storage node id, from 1; the others are 1.
 	ID int `json:"id"`
 	// PID is the process id strata dev started. When Running is false it is
 	// the pid the process had.

@@ -114,27 +114,30 @@ func (p procSpec) ports() []portUse {
 	return append(out, p.extraPorts...)
 }
 
-// placeholder is a service of the design that has no binary yet: its port
-// is reserved and shown, nothing is started.
-type placeholder struct {
-	service string
-	port    int
-}
-
-// plan is the whole cluster: the processes in start order and the services
-// not available yet.
+// plan is the whole cluster: the processes in start order.
 type plan struct {
 	controllers []procSpec
 	storage     []procSpec
 	gateway     procSpec
-	unavailable []placeholder
+	coordinator procSpec
+	tiering     procSpec
+	s3Port      int // the embedded S3 server, served by the tiering process
 }
 
-// all returns the processes in start order: controllers, storage, gateway.
+// all returns the processes in start order: controllers, then the data
+// plane (storage, gateway, coordinator).
 func (pl plan) all() []procSpec {
 	out := append([]procSpec(nil), pl.controllers...)
-	out = append(out, pl.storage...)
-	return append(out, pl.gateway)
+	return append(out, pl.dataPlane()...)
+}
+
+// dataPlane is what starts once the controllers are ready: storage nodes,
+// the gateway, the coordinator and tiering, together (the coordinator reads
+// metadata through the gateway and retries until it answers; storage nodes
+// reach tiering only for topics with remote.storage.enable).
+func (pl plan) dataPlane() []procSpec {
+	out := append([]procSpec(nil), pl.storage...)
+	return append(out, pl.gateway, pl.coordinator, pl.tiering)
 }
 
 // controllerURLs lists the controllers' API base URLs in id order.
@@ -207,24 +210,42 @@ func makePlan(dir string, basePort, controllers, storageNodes int, bins map[stri
 			"--advertise", httpURL(s.port),
 			"--data-dir", s.dataDir,
 			"--controller", ctrlURLs,
+			"--tiering", httpURL(l.tiering()),
 		)
 		pl.storage = append(pl.storage, s)
 	}
 
-	// The gateway keeps no data. Its coordinator URL is left unset until a
-	// coordinator exists.
+	// The gateway keeps no data; it forwards group calls to the coordinator.
 	pl.gateway = spec(serviceGateway, 1, l.gateway(), false)
 	pl.gateway.argv = append(common(pl.gateway),
 		"--controller", ctrlURLs,
+		"--coordinator", httpURL(l.coordinator()),
 	)
 
-	pl.unavailable = []placeholder{
-		{serviceCoordinator, l.coordinator()},
-		{serviceTiering, l.tiering()},
-		{serviceS3, l.s3()},
-	}
+	// One coordinator keeps group offsets in embedded SQLite in its data
+	// directory (no --dsn): nothing to install for a dev cluster.
+	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
+	pl.coordinator.argv = append(common(pl.coordinator),
+		"--instance-id", "coordinator-1",
+		"--advertise-url", httpURL(l.coordinator()),
+		"--data-dir", pl.coordinator.dataDir,
+		"--gateway", httpURL(l.gateway()),
+	)
+
+	// Tiering serves the embedded S3-compatible store on P+4 from its own
+	// process, backed by a directory, so tiered storage needs nothing
+	// installed.
+	pl.tiering = spec(serviceTiering, 1, l.tiering(), true)
+	pl.tiering.extraPorts = []portUse{{l.s3(), "embedded s3"}}
+	pl.s3Port = l.s3()
+	pl.tiering.argv = append(common(pl.tiering),
+		"--embedded-s3-listen", hostPort(l.s3()),
+		"--embedded-s3-dir", filepath.Join(dir, "s3"),
+		"--spool-dir", filepath.Join(pl.tiering.dataDir, "spool"),
+		"--controller", ctrlURLs,
+	)
 	return pl
 }
 
 // services lists the services whose binaries makePlan runs, in start order.
-var services = []string{serviceController, serviceStorage, serviceGateway}
+var services = []string{serviceController, serviceStorage, serviceGateway, serviceCoordinator, serviceTiering}

@@ -48,7 +48,7 @@ func TestLayoutPorts(t *testing.T) {
 }
 
 // TestLayoutNoCollisions checks the largest cluster: every port, including
-// the placeholders', is distinct and within base..base+maxOffset.
+// every extra port, is distinct and within base..base+maxOffset.
 func TestLayoutNoCollisions(t *testing.T) {
 	const base = 30000
 	pl := makePlan("/d", base, maxControllers, maxStorageNodes, map[string]string{})
@@ -67,11 +67,7 @@ func TestLayoutNoCollisions(t *testing.T) {
 			add(pu.port, pu.what)
 		}
 	}
-	for _, u := range pl.unavailable {
-		add(u.port, u.service)
-		add(admin(u.port), u.service+" admin")
-	}
-	if got, want := len(pl.all()), maxControllers+maxStorageNodes+1; got != want {
+	if got, want := len(pl.all()), maxControllers+maxStorageNodes+3; got != want {
 		t.Errorf("%d processes, want %d", got, want)
 	}
 	if base+maxOffset != base+215 || maxBasePort != 65320 {
@@ -83,9 +79,11 @@ func TestLayoutNoCollisions(t *testing.T) {
 // match services/*/cmd/*/main.go.
 func TestPlanArgv(t *testing.T) {
 	bins := map[string]string{
-		serviceController: "/bin/strata-controller",
-		serviceStorage:    "/bin/strata-storage",
-		serviceGateway:    "/bin/strata-gateway",
+		serviceController:  "/bin/strata-controller",
+		serviceStorage:     "/bin/strata-storage",
+		serviceGateway:     "/bin/strata-gateway",
+		serviceCoordinator: "/bin/strata-coordinator",
+		serviceTiering:     "/bin/strata-tiering",
 	}
 	pl := makePlan("/dev-dir", 9092, 3, 2, bins)
 	var got []string
@@ -96,9 +94,11 @@ func TestPlanArgv(t *testing.T) {
 		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text --id 1 --data-dir /dev-dir/controller-1 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9303",
 		"controller-2: /bin/strata-controller --listen 127.0.0.1:9114 --admin-listen 127.0.0.1:9214 --log-format text --id 2 --data-dir /dev-dir/controller-2 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9304",
 		"controller-3: /bin/strata-controller --listen 127.0.0.1:9115 --admin-listen 127.0.0.1:9215 --log-format text --id 3 --data-dir /dev-dir/controller-3 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9305",
-		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
-		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
-		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
+		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095",
+		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095",
+		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094",
+		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text --instance-id coordinator-1 --advertise-url http://127.0.0.1:9094 --data-dir /dev-dir/coordinator-1 --gateway http://127.0.0.1:9092",
+		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text --embedded-s3-listen 127.0.0.1:9096 --embedded-s3-dir /dev-dir/s3 --spool-dir /dev-dir/tiering-1/spool --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -63,7 +63,7 @@ func TestMissingBinaryOneLine(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	code := Main(context.Background(), []string{"--dir", t.TempDir()}, &stdout, &stderr)
-	want := "strata dev: strata-controller, strata-storage, strata-gateway not found next to strata or on PATH; run 'make build'\n"
+	want := "strata dev: strata-controller, strata-storage, strata-gateway, strata-coordinator, strata-tiering not found next to strata or on PATH; run 'make build'\n"
 	if code != exitError || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want exit 1, %q", code, stderr.String(), want)
 	}

@@ -74,7 +74,7 @@ var errInterrupted = errors.New("interrupted")
 // left at once.
 func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 	c.start = time.Now()
-	fmt.Fprintf(c.stdout, "strata dev: starting %d controller(s), %d storage node(s) and a gateway in %s\n",
+	fmt.Fprintf(c.stdout, "strata dev: starting %d controller(s), %d storage node(s), a gateway, a coordinator and tiering in %s\n",
 		c.opts.controllers, c.opts.storageNodes, c.opts.dir)
 
 	err := c.startAll(ctx)
@@ -99,8 +99,8 @@ func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 	return exitOK
 }
 
-// startAll starts the controllers, waits for them, then starts the storage
-// nodes and the gateway and waits for them.
+// startAll starts the controllers, waits for them, then starts the data
+// plane (storage nodes, gateway, coordinator, tiering) and waits for it.
 func (c *cluster) startAll(ctx context.Context) error {
 	// All controllers at once: each etcd member waits for a quorum of its
 	// peers before it is ready.
@@ -111,13 +111,11 @@ func (c *cluster) startAll(ctx context.Context) error {
 	if err := c.waitReady(ctx, ctrls); err != nil {
 		return err
 	}
-	rest, err := c.startPhase(append(append([]procSpec(nil), c.plan.storage...), c.plan.gateway))
+	rest, err := c.startPhase(c.plan.dataPlane())
 	if err != nil {
 		return err
 	}
-	for _, u := range c.plan.unavailable {
-		fmt.Fprintf(c.stdout, "  %-13s %-24s not available yet\n", u.service, hostPort(u.port))
-	}
+	fmt.Fprintf(c.stdout, "  %-13s embedded s3 %s, served by %s\n", serviceS3, httpURL(c.plan.s3Port), c.plan.tiering.name())
 	return c.waitReady(ctx, rest)
 }
 

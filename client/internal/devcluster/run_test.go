@@ -143,10 +143,9 @@ func TestDevClusterRealProcesses(t *testing.T) {
 		"  controller-1  ready after ",
 		"  storage-2     ready after ",
 		"  gateway-1     ready after ",
-		fmt.Sprintf("  coordinator   127.0.0.1:%d", base+2),
-		fmt.Sprintf("  tiering       127.0.0.1:%d", base+3),
-		fmt.Sprintf("  s3            127.0.0.1:%d", base+4),
-		"not available yet",
+		"  coordinator-1 ready after ",
+		"  tiering-1     ready after ",
+		fmt.Sprintf("embedded s3 http://127.0.0.1:%d", base+4),
 		"strata dev: ready after",
 		fmt.Sprintf("export STRATA_GATEWAY=http://127.0.0.1:%d", base),
 		"strata topic create orders -p 12 -r 2",
@@ -186,7 +185,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	if want := []string{"controller-1", "storage-1", "storage-2", "gateway-1"}; !slices.Equal(names, want) {
+	if want := []string{"controller-1", "storage-1", "storage-2", "gateway-1", "coordinator-1", "tiering-1"}; !slices.Equal(names, want) {
 		t.Fatalf("processes %q, want %q", names, want)
 	}
 	if s := f.Processes[2]; s.Address != fmt.Sprintf("127.0.0.1:%d", base+12) || s.AdminAddress != fmt.Sprintf("127.0.0.1:%d", base+112) {
