@@ -43,6 +43,8 @@ func TestDevClusterQuickstart(t *testing.T) {
 		"github.com/strata-mq/strata/services/controller/cmd/strata-controller",
 		"github.com/strata-mq/strata/services/storage/cmd/strata-storage",
 		"github.com/strata-mq/strata/services/gateway/cmd/strata-gateway",
+		"github.com/strata-mq/strata/services/coordinator/cmd/strata-coordinator",
+		"github.com/strata-mq/strata/services/tiering/cmd/strata-tiering",
 	} {
 		harness.Build(t, bin, pkg)
 	}
