@@ -102,6 +102,10 @@ type Member struct {
 	// Endpoint is the member's loopback client URL.
 	Endpoint string
 
+	// logLevel is etcd's zap level; Close raises it so the errors etcd logs
+	// about its own listeners closing do not read like a failure.
+	logLevel zap.AtomicLevel
+
 	closeOnce sync.Once
 }
 
@@ -118,6 +122,11 @@ func Start(cfg Config) (*Member, error) {
 	ec.Dir = cfg.Dir
 	ec.LogLevel = orStr(cfg.LogLevel, "warn")
 	ec.LogOutputs = []string{"stderr"}
+	logLevel, err := zap.ParseAtomicLevel(ec.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("etcdmember: log level %q: %w", ec.LogLevel, err)
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(newLogger(logLevel))
 	ec.InitialClusterToken = orStr(cfg.ClusterToken, "strata-controller")
 	ec.ClusterState = embed.ClusterStateFlagNew
 	// A topic create writes one key per partition in one transaction.
@@ -166,12 +175,15 @@ func Start(cfg Config) (*Member, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdmember: client: %w", err)
 	}
-	return &Member{etcd: e, client: cl, Endpoint: endpoint}, nil
+	return &Member{etcd: e, client: cl, Endpoint: endpoint, logLevel: logLevel}, nil
 }
 
-func quietLogger() *zap.Logger {
+func quietLogger() *zap.Logger { return newLogger(zap.NewAtomicLevelAt(zapcore.ErrorLevel)) }
+
+// newLogger is a JSON zap logger on stderr at level.
+func newLogger(level zap.AtomicLevel) *zap.Logger {
 	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	zc.Level = level
 	zc.OutputPaths = []string{"stderr"}
 	zc.ErrorOutputPaths = []string{"stderr"}
 	lg, err := zc.Build()
@@ -223,6 +235,7 @@ func (m *Member) Client() *clientv3.Client { return m.client }
 // Close closes the client and stops the member. Safe to call twice.
 func (m *Member) Close() {
 	m.closeOnce.Do(func() {
+		m.logLevel.SetLevel(zapcore.FatalLevel)
 		m.client.Close()
 		m.etcd.Close()
 	})
