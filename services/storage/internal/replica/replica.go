@@ -262,6 +262,9 @@ func (r *Replica) applyStateLocked(st State) bool {
 	r.pendingISR = nil
 	defer r.notifyLocked()
 	if !newEpoch {
+		// Same epoch, new ISR: a shrink the controller applied may let
+		// the high watermark move.
+		r.maybeAdvanceHWLocked()
 		return false
 	}
 	switch {
@@ -284,6 +287,12 @@ func (r *Replica) applyStateLocked(st State) bool {
 		r.role = RoleNone
 		r.followers = make(map[int32]*followerState)
 	}
+	// A leader whose ISR is itself alone (RF=1, or every follower out)
+	// commits everything it has at once; otherwise this waits for the
+	// followers to fetch at the new epoch. Without it a restarted leader
+	// kept acknowledged records above its checkpointed high watermark
+	// invisible until the next append.
+	r.maybeAdvanceHWLocked()
 	r.logger.Info("replica role", "role", r.role.String(), "leader", st.LeaderID, "leader_epoch", st.LeaderEpoch,
 		"isr", fmt.Sprint(st.ISR), "leo", r.log.LogEndOffset(), "hw", r.log.HighWatermark())
 	return true
