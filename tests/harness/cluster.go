@@ -80,6 +80,7 @@ func RemoveBuilds() {
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
 	}
+	RemoveTieringBuilds()
 }
 
 // ClusterConfig sizes a Cluster and sets the timeouts its processes run
@@ -100,6 +101,9 @@ type ClusterConfig struct {
 	ReplicaLagTime time.Duration
 	// ReadyTimeout bounds the wait for each process's /readyz. Default 45s.
 	ReadyTimeout time.Duration
+	// StorageArgs are extra flags appended to every storage node's argv
+	// (StartTieredCluster passes --tiering this way). Default none.
+	StorageArgs []string
 }
 
 func (c ClusterConfig) withDefaults() ClusterConfig {
@@ -231,6 +235,7 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 			"--replica-lag-time", cfg.ReplicaLagTime.String(),
 			"--log-format", "text", "--drain-timeout", "2s",
 		}
+		argv = append(argv, cfg.StorageArgs...)
 		n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
 		n.Proc = Start(t, fmt.Sprintf("storage-%d", id), argv)
 		c.storage = append(c.storage, n)

@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"github.com/strata-mq/strata/client"
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 )
 
 // parseConfigs turns KEY=VALUE flags into a map.
@@ -132,7 +136,18 @@ type partitionJSON struct {
 	OfflineReplicas []int32 `json:"offline_replicas"`
 	LogStartOffset  *int64  `json:"log_start_offset"`
 	LogEndOffset    *int64  `json:"log_end_offset"`
-	Error           string  `json:"error,omitempty"`
+	// The extents below come from the leader's DescribeLog; null when the
+	// leader could not be asked (or, for the tiered offsets, when nothing
+	// of the partition is tiered). The tiered start is the first offset
+	// available anywhere, which is where the tier starts whenever it holds
+	// data the node's disk no longer does.
+	LocalLogStartOffset  *int64 `json:"local_log_start_offset"`
+	LocalLogEndOffset    *int64 `json:"local_log_end_offset"`
+	LocalBytes           *int64 `json:"local_bytes"`
+	TieredLogStartOffset *int64 `json:"tiered_log_start_offset"`
+	TieredLogEndOffset   *int64 `json:"tiered_log_end_offset"`
+	TieredBytes          *int64 `json:"tiered_bytes"`
+	Error                string `json:"error,omitempty"`
 }
 
 func describeJSON(t *controllerv1.TopicDescription, offsets map[int32]*gatewayv1.PartitionOffsets) topicJSON {
@@ -189,6 +204,7 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 		offsets = leaderOffsets(ctx, e, name, len(t.GetPartitions()))
 	}
 	d := describeJSON(t, offsets)
+	addLogExtents(ctx, e, name, &d)
 	if e.Output == "json" {
 		return writeJSON(e.Stdout, d)
 	}
@@ -203,9 +219,12 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 		if p.Leader < 0 {
 			leader = "none"
 		}
-		rows = append(rows, []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch), joinInt32(p.Replicas), joinInt32(p.ISR), start, end})
+		rows = append(rows, []string{fmt.Sprint(p.Partition), leader, fmt.Sprint(p.LeaderEpoch), joinInt32(p.Replicas), joinInt32(p.ISR), start, end,
+			dashIfNil(p.LocalLogStartOffset), dashIfNil(p.LocalLogEndOffset), dashIfNil(p.LocalBytes),
+			dashIfNil(p.TieredLogStartOffset), dashIfNil(p.TieredLogEndOffset), dashIfNil(p.TieredBytes)})
 	}
-	table(e.Stdout, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END"}, rows)
+	table(e.Stdout, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END",
+		"LOCAL-START", "LOCAL-END", "LOCAL-BYTES", "TIERED-START", "TIERED-END", "TIERED-BYTES"}, rows)
 	if len(d.Configs) > 0 {
 		keys := make([]string, 0, len(d.Configs))
 		for k := range d.Configs {
@@ -218,6 +237,84 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 		}
 	}
 	return nil
+}
+
+// dashIfNil renders an optional number for the text table.
+func dashIfNil(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
+
+// addLogExtents fills the local and tiered extents of d's partitions from
+// their leaders' DescribeLog, one call per leader, all at once. Node
+// addresses come from the gateway's Metadata. Whatever cannot be learned
+// (no leader, a node down, an error for one partition) stays null: the
+// describe itself never fails for it.
+func addLogExtents(ctx context.Context, e *Env, topic string, d *topicJSON) {
+	byLeader := map[int32][]int{} // leader id → indexes into d.Partitions
+	for i, p := range d.Partitions {
+		if p.Leader >= 0 {
+			byLeader[p.Leader] = append(byLeader[p.Leader], i)
+		}
+	}
+	if len(byLeader) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	md, err := e.gateway().Metadata(ctx, connect.NewRequest(&gatewayv1.MetadataRequest{Topics: []string{topic}}))
+	if err != nil {
+		return
+	}
+	addrs := map[int32]string{}
+	for _, n := range md.Msg.GetNodes() {
+		addrs[n.GetNodeId()] = n.GetAddress()
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for leader, idx := range byLeader {
+		addr := addrs[leader]
+		if addr == "" {
+			continue
+		}
+		if !strings.Contains(addr, "://") {
+			addr = "http://" + addr
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &storagev1.DescribeLogRequest{}
+			for _, i := range idx {
+				req.Partitions = append(req.Partitions, &commonv1.TopicPartition{Topic: topic, Partition: d.Partitions[i].Partition})
+			}
+			resp, err := storagev1connect.NewStorageServiceClient(httpClient(), strings.TrimRight(addr, "/")).DescribeLog(ctx, connect.NewRequest(req))
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range resp.Msg.GetPartitions() {
+				for _, i := range idx {
+					if p := &d.Partitions[i]; p.Partition == r.GetPartition() && r.GetTopic() == topic && r.GetError() == nil {
+						setLogExtent(p, r)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// setLogExtent copies one DescribeLog answer into p.
+func setLogExtent(p *partitionJSON, r *storagev1.DescribeLogPartitionResult) {
+	ptr := func(v int64) *int64 { return &v }
+	p.LocalLogStartOffset, p.LocalLogEndOffset, p.LocalBytes = ptr(r.GetLocalLogStartOffset()), ptr(r.GetLogEndOffset()), ptr(r.GetLocalSizeBytes())
+	p.TieredBytes = ptr(r.GetTieredSizeBytes())
+	if r.GetTieredEndOffset() >= 0 {
+		p.TieredLogStartOffset, p.TieredLogEndOffset = ptr(r.GetLogStartOffset()), ptr(r.GetTieredEndOffset())
+	}
 }
 
 // leaderOffsets asks the partition leaders for log start and end offsets,

@@ -8,6 +8,7 @@
 // fencing checks of the real storage service), batches appended as given
 // with base offset and leader epoch stamped, idempotent producer
 // deduplication by producer id and sequence, long-poll fetch, ListOffsets,
+// DescribeLog (with a pretend tier set by SetTiered),
 // and the admin pass-through calls of the gateway. What it does not: real
 // replication (the high watermark is the log end offset), retention,
 // persistence, consumer groups (the coordinator calls answer UNAVAILABLE
@@ -64,8 +65,27 @@ type partition struct {
 	bases    []int64  // base offset of each batch
 	next     int64    // log end offset (= high watermark here)
 	start    int64
+	tier     tierExtent // what DescribeLog reports as tiered; see SetTiered
 	// idempotence: per producer id, recent batches by base sequence
 	producers map[int64]*producerState
+}
+
+// tierExtent is a partition's pretend tiered storage: records below
+// localStart are "in the tier" up to end, holding size bytes.
+type tierExtent struct {
+	set             bool
+	localStart, end int64
+	size            int64
+}
+
+// SetTiered makes DescribeLog report a partition as tiered: its local log
+// starting at localStart and the tier holding offsets up to tieredEnd in
+// tieredBytes bytes. Fetch and ListOffsets are unchanged (the log start
+// stays where it was, as with real tiering).
+func (c *Cluster) SetTiered(topicName string, part int32, localStart, tieredEnd, tieredBytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.topics[topicName].parts[part].tier = tierExtent{set: true, localStart: localStart, end: tieredEnd, size: tieredBytes}
 }
 
 type producerState struct {

@@ -2,6 +2,7 @@ package fakecluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -242,4 +243,44 @@ func detailOf(err error) *commonv1.ErrorDetail {
 		}
 	}
 	return detail(connect.CodeUnknown, commonv1.Reason_REASON_UNSPECIFIED, err.Error())
+}
+
+// DescribeLog answers for every replica this node holds, leader or
+// follower, as the real node does. The local extent is the whole in-memory
+// log unless SetTiered moved it; a DescribeLog fault fails one partition's
+// entry with the fault's error.
+func (s *storage) DescribeLog(ctx context.Context, req *connect.Request[storagev1.DescribeLogRequest]) (*connect.Response[storagev1.DescribeLogResponse], error) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["DescribeLog"]++
+	resp := &storagev1.DescribeLogResponse{NodeId: s.id}
+	for _, tp := range req.Msg.GetPartitions() {
+		r := &storagev1.DescribeLogPartitionResult{Topic: tp.GetTopic(), Partition: tp.GetPartition(), TieredEndOffset: -1}
+		resp.Partitions = append(resp.Partitions, r)
+		if err := c.faultLocked("DescribeLog", tp.GetTopic(), tp.GetPartition(), false); err != nil {
+			r.Error = detailOf(err)
+			continue
+		}
+		t := c.topics[tp.GetTopic()]
+		if t == nil || tp.GetPartition() < 0 || int(tp.GetPartition()) >= len(t.parts) || !slices.Contains(t.parts[tp.GetPartition()].replicas, s.id) {
+			r.Error = detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "no replica of this partition on this node")
+			continue
+		}
+		p := t.parts[tp.GetPartition()]
+		r.Leader, r.LeaderEpoch = p.leader == s.id, p.epoch
+		r.LogStartOffset, r.LocalLogStartOffset = p.start, max(p.start, p.tier.localStart)
+		r.LogEndOffset, r.HighWatermark = p.next, p.next
+		for i, b := range p.batches {
+			h, err := recordbatch.PeekHeader(b)
+			if err == nil && h.NextOffset() > r.LocalLogStartOffset && p.bases[i] >= p.start {
+				r.LocalSizeBytes += int64(len(b))
+			}
+		}
+		r.LocalSegmentCount = 1
+		if p.tier.set {
+			r.TieredEndOffset, r.TieredSizeBytes = p.tier.end, p.tier.size
+		}
+	}
+	return connect.NewResponse(resp), nil
 }

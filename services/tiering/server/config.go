@@ -62,6 +62,13 @@ type Config struct {
 	// OrphanGrace is how old an object no manifest names must be before
 	// it is deleted (--orphan-grace). Default 1 hour.
 	OrphanGrace time.Duration
+	// FaultUploadDelay, for fault tests only, delays each upload of a
+	// segment's .log object by this long (--fault-upload-delay), through
+	// objstore.Faulty. Default 0: no fault wrapper at all.
+	FaultUploadDelay time.Duration
+	// FaultUploadCount limits FaultUploadDelay to the first this many .log
+	// uploads (--fault-upload-count). Default 0: every one.
+	FaultUploadCount int
 }
 
 func (c *Config) RegisterFlags(f *serve.Flags) {
@@ -81,6 +88,8 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.Int64Var(&c.CacheBytes, "cache-bytes", 256<<20, "bytes of tiered data cached for reads")
 	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often total retention and object garbage collection run")
 	f.DurationVar(&c.OrphanGrace, "orphan-grace", time.Hour, "age after which an object no manifest names is deleted")
+	f.DurationVar(&c.FaultUploadDelay, "fault-upload-delay", 0, "fault tests only: delay each segment .log upload by this long")
+	f.IntVar(&c.FaultUploadCount, "fault-upload-count", 0, "fault tests only: apply --fault-upload-delay to the first this many uploads; 0 means all")
 }
 
 func (c *Config) Validate() error {
@@ -112,6 +121,12 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionInterval <= 0 {
 		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
+	}
+	if c.FaultUploadDelay < 0 {
+		p.Flag("fault-upload-delay", c.FaultUploadDelay, "must not be negative")
+	}
+	if c.FaultUploadCount < 0 {
+		p.Flag("fault-upload-count", c.FaultUploadCount, "must not be negative")
 	}
 	if c.OrphanGrace <= 0 {
 		p.Flag("orphan-grace", c.OrphanGrace, "must be positive")

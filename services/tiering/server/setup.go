@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -54,7 +55,16 @@ func Setup(cfg *Config) serve.SetupFunc {
 				return nil, fmt.Errorf("tiering: spool dir: %w", err)
 			}
 		}
-		store := &manifest.Store{Bucket: bucket, Prefix: cfg.S3Prefix}
+		var store *manifest.Store
+		if cfg.FaultUploadDelay > 0 {
+			fb := objstore.NewFaulty(bucket)
+			fb.AddFault(objstore.Fault{Op: objstore.OpUpload, Key: func(k string) bool { return strings.HasSuffix(k, ".log") },
+				Delay: cfg.FaultUploadDelay, Count: cfg.FaultUploadCount})
+			logger.Warn("fault injection: segment .log uploads are delayed", "delay", cfg.FaultUploadDelay, "count", cfg.FaultUploadCount)
+			store = &manifest.Store{Bucket: fb, Prefix: cfg.S3Prefix}
+		} else {
+			store = &manifest.Store{Bucket: bucket, Prefix: cfg.S3Prefix}
+		}
 		rd := reader.New(reader.Config{Store: store, CacheBytes: cfg.CacheBytes})
 		up := &uploader.Uploader{Store: store, SpoolDir: cfg.SpoolDir, Logger: logger}
 		t := newTopics(cfg, p.HTTPClient(), []connect.ClientOption{p.ConnectOption()}, logger)

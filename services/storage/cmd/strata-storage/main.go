@@ -26,6 +26,7 @@ type config struct {
 	Rack           string        // --rack; default empty
 	ReplicaLagTime time.Duration // --replica-lag-time; default 10s
 	Tiering        string        // --tiering; tiering service URL, empty disables tiered storage
+	TierInterval   time.Duration // --tier-interval; how often tiered partitions are uploaded and trimmed; default 5s
 }
 
 func (c *config) RegisterFlags(f *serve.Flags) {
@@ -36,6 +37,7 @@ func (c *config) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.Rack, "rack", "", "rack or availability-zone label for rack-aware placement")
 	f.DurationVar(&c.ReplicaLagTime, "replica-lag-time", 10*time.Second, "replica.lag.time.max: a follower not caught up for this long leaves the ISR")
 	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
+	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
 }
 
 func (c *config) Validate() error {
@@ -51,6 +53,9 @@ func (c *config) Validate() error {
 	}
 	if c.ReplicaLagTime <= 0 {
 		p.Flag("replica-lag-time", c.ReplicaLagTime, "must be positive")
+	}
+	if c.TierInterval <= 0 {
+		p.Flag("tier-interval", c.TierInterval, "must be positive")
 	}
 	return p.Err()
 }
@@ -73,6 +78,7 @@ func main() {
 				Controllers:    metadata.ParseControllers(cfg.Controller),
 				ReplicaLagTime: cfg.ReplicaLagTime,
 				Tiering:        cfg.Tiering,
+				TierInterval:   cfg.TierInterval,
 				HTTPClient:     p.HTTPClient(),
 				ClientOptions:  []connect.ClientOption{p.ConnectOption()},
 				HandlerOptions: []connect.HandlerOption{p.ConnectOption()},

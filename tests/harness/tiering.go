@@ -1,0 +1,212 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+)
+
+const tieringPkg = "github.com/strata-mq/strata/services/tiering/cmd/strata-tiering"
+
+var (
+	tierBuildOnce sync.Once
+	tierBuildDir  string
+	tierBin       string
+	tierBuildErr  error
+)
+
+// buildTiering compiles strata-tiering once per test binary run into a
+// temporary directory that RemoveTieringBuilds deletes.
+func buildTiering(t testing.TB) string {
+	t.Helper()
+	tierBuildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "strata-tierbin-")
+		if err != nil {
+			tierBuildErr = err
+			return
+		}
+		tierBuildDir = dir
+		out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), tieringPkg).CombinedOutput()
+		if err != nil {
+			tierBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		tierBin = filepath.Join(dir, "strata-tiering")
+	})
+	if tierBuildErr != nil {
+		t.Fatalf("harness: %v", tierBuildErr)
+	}
+	return tierBin
+}
+
+// RemoveTieringBuilds deletes what StartTieredCluster built. Call it from
+// TestMain after m.Run.
+func RemoveTieringBuilds() {
+	if tierBuildDir != "" {
+		_ = os.RemoveAll(tierBuildDir)
+	}
+}
+
+// TieringConfig sets up StartTieredCluster. Zero fields take the defaults
+// named on each.
+type TieringConfig struct {
+	// TierInterval is the storage nodes' --tier-interval: how often they
+	// upload sealed segments and delete tiered local ones. Default 500ms.
+	TierInterval time.Duration
+	// Args are extra strata-tiering flags, like --fault-upload-delay.
+	Args []string
+}
+
+// Tiering is the tiering service of a tiered cluster, with its embedded S3
+// server in the same process.
+type Tiering struct {
+	*Node
+	// S3URL is the embedded S3 server's base URL (path-style, bucket
+	// "strata", key prefix "strata").
+	S3URL string
+}
+
+// StartTieredCluster starts a Cluster (see StartCluster) whose storage
+// nodes run with --tiering pointing at a strata-tiering process, then that
+// process with --embedded-s3-listen and --embedded-s3-dir and --controller
+// naming the cluster's controllers, and waits for its /readyz. Storage
+// nodes start before tiering exists; they keep local segments until it
+// answers.
+func StartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig) (*Cluster, *Tiering) {
+	t.Helper()
+	if tcfg.TierInterval == 0 {
+		tcfg.TierInterval = 500 * time.Millisecond
+	}
+	bin := buildTiering(t)
+	ports, err := FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	cfg.StorageArgs = append(append([]string(nil), cfg.StorageArgs...),
+		"--tiering", "http://"+addr(0), "--tier-interval", tcfg.TierInterval.String())
+	c := StartCluster(t, cfg)
+	var ctlURLs []string
+	for _, n := range c.controllers {
+		ctlURLs = append(ctlURLs, n.URL)
+	}
+	dir := filepath.Join(t.TempDir(), "tiering")
+	n := &Node{Service: "tiering", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), DataDir: dir, c: c}
+	argv := []string{bin, "--listen", addr(0), "--admin-listen", addr(1),
+		"--embedded-s3-listen", addr(2), "--embedded-s3-dir", filepath.Join(dir, "s3"),
+		"--spool-dir", dir, "--controller", strings.Join(ctlURLs, ","),
+		"--log-format", "text", "--drain-timeout", "2s"}
+	argv = append(argv, tcfg.Args...)
+	if err := os.MkdirAll(filepath.Join(dir, "s3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.Proc = Start(t, "tiering", argv)
+	if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	return c, &Tiering{Node: n, S3URL: "http://" + addr(2)}
+}
+
+// Client is a Connect client for the tiering service.
+func (tr *Tiering) Client() tieringv1connect.TieringServiceClient {
+	return tieringv1connect.NewTieringServiceClient(tr.c.http, tr.URL)
+}
+
+// State returns the tiering service's state of one partition.
+func (tr *Tiering) State(ctx context.Context, topic string, partition int32) (*tieringv1.TieredPartitionState, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := tr.Client().GetTieredState(ctx, connect.NewRequest(&tieringv1.GetTieredStateRequest{
+		Partitions: []*commonv1.TopicPartition{{Topic: topic, Partition: partition}},
+	}))
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Msg.GetPartitions()) != 1 {
+		return nil, fmt.Errorf("tiered state of %s-%d: %d entries in answer", topic, partition, len(resp.Msg.GetPartitions()))
+	}
+	st := resp.Msg.GetPartitions()[0]
+	if st.GetError() != nil {
+		return nil, fmt.Errorf("tiered state of %s-%d: %v %s", topic, partition, st.GetError().GetReason(), st.GetError().GetMessage())
+	}
+	return st, nil
+}
+
+// WaitTieredEnd waits until the tier holds a partition at least up to
+// (excluding) end and returns its state; it fails the test with the last
+// state seen when ctx ends first.
+func (tr *Tiering) WaitTieredEnd(ctx context.Context, topic string, partition int32, end int64) *tieringv1.TieredPartitionState {
+	tr.c.t.Helper()
+	var last string
+	for {
+		st, err := tr.State(ctx, topic, partition)
+		if err == nil && st.GetTieredEndOffset() >= end {
+			return st
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("tiered [%d, %d) in %d objects", st.GetLogStartOffset(), st.GetTieredEndOffset(), st.GetObjectCount())
+		}
+		select {
+		case <-ctx.Done():
+			tr.c.t.Fatalf("harness: %s-%d: waiting for the tier to reach %d: %v; last %s", topic, partition, end, ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Segments lists every manifest entry of a partition, following pages.
+func (tr *Tiering) Segments(ctx context.Context, topic string, partition int32) ([]*tieringv1.SegmentEntry, error) {
+	var out []*tieringv1.SegmentEntry
+	token := ""
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := tr.Client().ListSegments(cctx, connect.NewRequest(&tieringv1.ListSegmentsRequest{
+			Topic: topic, Partition: partition, PageToken: token,
+		}))
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.Msg.GetSegments()...)
+		if token = resp.Msg.GetNextPageToken(); token == "" {
+			return out, nil
+		}
+	}
+}
+
+// ObjectSize returns the size of an object in the embedded S3 bucket by
+// key (as a manifest entry names it), or -1 when it does not exist.
+func (tr *Tiering) ObjectSize(ctx context.Context, key string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, tr.S3URL+"/strata/"+key, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return resp.ContentLength, nil
+	case http.StatusNotFound:
+		return -1, nil
+	}
+	return 0, fmt.Errorf("HEAD %s: %s", key, resp.Status)
+}
