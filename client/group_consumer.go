@@ -122,6 +122,7 @@ type GroupConsumer struct {
 	target       map[TopicPartition]bool // last assignment received; nil before the first
 	targetNew    bool                    // target not yet reconciled by Poll
 	lost         []TopicPartition        // partitions dropped by a fence, for OnRevoked
+	fencedOut    map[TopicPartition]bool // dropped by a fence and not assigned since: commits for them fail with ErrFenced
 	delivered    map[TopicPartition]int64
 	leaderEpochs map[TopicPartition]int32
 	processed    map[TopicPartition]int64
@@ -163,7 +164,7 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 		group: group, topics: slices.Clone(topics), cfg: cfg, inner: inner,
 		memberID: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
 		interval: time.Second, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{},
-		owned: map[TopicPartition]bool{}, delivered: map[TopicPartition]int64{}, leaderEpochs: map[TopicPartition]int32{},
+		owned: map[TopicPartition]bool{}, fencedOut: map[TopicPartition]bool{}, delivered: map[TopicPartition]int64{}, leaderEpochs: map[TopicPartition]int32{},
 		processed: map[TopicPartition]int64{}, wake: make(chan struct{}), lastCommit: time.Now(),
 		kick: make(chan struct{}, 1), hbDone: make(chan struct{}),
 	}
@@ -357,6 +358,7 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 			}
 			assign[tp.Topic][tp.Partition] = off
 			g.owned[tp] = true
+			delete(g.fencedOut, tp)
 		}
 		g.mu.Unlock()
 		g.inner.AddAssignment(assign)
@@ -417,8 +419,10 @@ func (g *GroupConsumer) Commit(ctx context.Context) error {
 }
 
 // CommitRecords commits the position after each given record (the highest
-// per partition). Records of partitions this member no longer owns are
-// left out: their new owner commits them.
+// per partition). Records of partitions this member gave up in a rebalance
+// are left out: their new owner commits them. Records of partitions it lost
+// because it was fenced make the commit fail with an error matching
+// ErrFenced (the other partitions are still committed).
 func (g *GroupConsumer) CommitRecords(ctx context.Context, recs ...*Record) error {
 	offs := map[TopicPartition]int64{}
 	for _, r := range recs {
@@ -446,7 +450,15 @@ func (g *GroupConsumer) commitProcessed(ctx context.Context, only []TopicPartiti
 func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int64) error {
 	g.mu.Lock()
 	req := &coordinatorv1.OffsetCommitRequest{GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
+	// A partition lost to a fence is refused here, not skipped: the
+	// heartbeat may learn of the fence before the commit is sent, and the
+	// commit must then fail as it would at the coordinator.
+	var lost []TopicPartition
 	for tp, o := range offs {
+		if g.fencedOut[tp] && !g.owned[tp] {
+			lost = append(lost, tp)
+			continue
+		}
 		if !g.owned[tp] || o < 0 {
 			continue
 		}
@@ -457,8 +469,13 @@ func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int6
 		req.Partitions = append(req.Partitions, &coordinatorv1.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: o, CommittedLeaderEpoch: le})
 	}
 	g.mu.Unlock()
+	sortTPs(lost)
+	var lostErrs []error
+	for _, tp := range lost {
+		lostErrs = append(lostErrs, fmt.Errorf("%w: %s: lost when the member was fenced; not committed", ErrFenced, tp))
+	}
 	if len(req.Partitions) == 0 {
-		return nil
+		return errors.Join(lostErrs...)
 	}
 	sort.Slice(req.Partitions, func(i, j int) bool {
 		a, b := req.Partitions[i], req.Partitions[j]
@@ -474,11 +491,11 @@ func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int6
 	})
 	if err != nil {
 		if r := ReasonOf(err); r == commonv1.Reason_REASON_FENCED_MEMBER_EPOCH || r == commonv1.Reason_REASON_UNKNOWN_MEMBER_ID {
-			return fmt.Errorf("%w: %v", ErrFenced, fromConnect(err))
+			return errors.Join(append([]error{fmt.Errorf("%w: %v", ErrFenced, fromConnect(err))}, lostErrs...)...)
 		}
-		return fromConnect(err)
+		return errors.Join(append([]error{fromConnect(err)}, lostErrs...)...)
 	}
-	var errs []error
+	errs := lostErrs
 	for _, p := range resp.GetPartitions() {
 		if d := p.GetError(); d != nil {
 			e := fmt.Errorf("client: commit %s-%d: %w", p.GetTopic(), p.GetPartition(), fromDetail(d))
@@ -683,6 +700,7 @@ func (g *GroupConsumer) fenced() {
 	var lost []TopicPartition
 	for tp := range g.owned {
 		lost = append(lost, tp)
+		g.fencedOut[tp] = true
 	}
 	sortTPs(lost)
 	g.owned = map[TopicPartition]bool{}
