@@ -320,17 +320,10 @@ func TestTieringPausedDelaysButLosesNothing(t *testing.T) {
 // TestTieredHistorySurvivesLosingEveryDisk tiers a partition, kills every
 // storage node, deletes each node's partition directory, and starts them
 // again: a new consumer reading from offset 0 gets the tiered history,
-// byte for byte what was read before.
-//
-// Opt-in (STRATA_TEST_TIER_DISK_LOSS=1) until storage can rebuild a log
-// from the tier: a node that lost its partition directory comes back with
-// an empty log at offset 0 (leo 0, hw 0), so a Fetch at 0 answers "no
-// data" instead of going to the tier, and new records would reuse the
-// tiered offsets.
+// byte for byte what was read before: each restarted replica's empty log
+// restarts at the tiered end offset, so reads below it go to the tier and
+// new records never reuse tiered offsets.
 func TestTieredHistorySurvivesLosingEveryDisk(t *testing.T) {
-	if os.Getenv("STRATA_TEST_TIER_DISK_LOSS") != "1" {
-		t.Skip("known gap, opt in with STRATA_TEST_TIER_DISK_LOSS=1: storage does not restart an emptied log at the tiered end offset")
-	}
 	ctx := harness.Deadline(t, 60*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-disks"
@@ -368,6 +361,10 @@ func TestTieredHistorySurvivesLosingEveryDisk(t *testing.T) {
 	}
 	if !bytes.HasPrefix(got, tiered) {
 		t.Fatalf("after losing every disk a read from 0 got %d bytes; the tier held %d (first difference at byte %d)", len(got), len(tiered), firstDiff(got, tiered))
+	}
+	// New records go after the tier, never onto offsets it already holds.
+	if offs := produceValues(ctx, t, c, topic, 0, "after-disk-loss"); offs[0] < sealed {
+		t.Fatalf("produce after losing every disk got offset %d, below the tiered end %d", offs[0], sealed)
 	}
 }
 

@@ -1,6 +1,9 @@
 package replica
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors of the replica. The server maps them to Connect codes and
 // ErrorDetail reasons at the handler edge; the replica's View gives the
@@ -32,6 +35,11 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than
 	// the one the partition has seen.
 	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrTierStateUnknown: a leader of a tiered topic refuses produce while
+	// its log may end below the tier's end offset (empty log and the tiering
+	// service not answered yet, or a log behind the tier). It is a
+	// NOT_LEADER to clients, which refresh and retry.
+	ErrTierStateUnknown = fmt.Errorf("%w: log end not known to be at or past the tiered end yet", ErrNotLeader)
 	// ErrClosed: the replica was closed (partition moved or node stopping).
 	ErrClosed = errors.New("replica: closed")
 )

@@ -122,6 +122,8 @@ type Replica struct {
 	pendingISR       []int32 // ISR proposed to the controller, not yet answered; nil if none
 	followers        map[int32]*followerState
 	epochStartOffset int64         // our log end offset when we became leader
+	tierWait         bool          // produce refused until the tier state is applied (AwaitTierState)
+	tierEnd          int64         // largest tiered end offset applied (MoveToTieredEnd)
 	changed          chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
 	closed           bool
 }
@@ -397,6 +399,10 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, acks Acks,
 		isr := len(r.state.ISR)
 		r.mu.Unlock()
 		return ProduceResult{}, 0, fmt.Errorf("%w: ISR has %d, min.insync.replicas is %d", ErrNotEnoughReplicas, isr, r.cfg.MinISR)
+	}
+	if r.tierWait || r.log.LogEndOffset() < r.tierEnd {
+		r.mu.Unlock()
+		return ProduceResult{}, 0, ErrTierStateUnknown
 	}
 	leaderEpoch := r.state.LeaderEpoch
 	r.mu.Unlock()
@@ -714,6 +720,56 @@ func (r *Replica) ResetTo(leaderEpoch int32, offset int64) error {
 	}
 	r.rebuildProducersLocked()
 	return nil
+}
+
+// AwaitTierState holds produce back (ErrTierStateUnknown) until
+// MoveToTieredEnd, if the log is empty at offset 0: a replica of a tiered
+// topic that lost its directory must not assign offsets the tier already
+// holds. It reports whether produce is held; a non-empty log never is.
+func (r *Replica) AwaitTierState() bool {
+	r.appendMu.Lock()
+	defer r.appendMu.Unlock()
+	if r.log.LogEndOffset() != 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tierWait = true
+	return true
+}
+
+// MoveToTieredEnd applies the tier's state of the partition: end is its
+// tiered end offset (<= 0 when nothing is tiered). Everything below end is
+// durable in the tier, so a log ending below it (leader or follower) is
+// replaced by an empty log starting at end, high watermark end. Produce,
+// held by AwaitTierState, is accepted again, and refused while the log end
+// is below the largest end applied. It reports whether the log moved.
+func (r *Replica) MoveToTieredEnd(end int64) (moved bool, err error) {
+	r.appendMu.Lock()
+	defer r.appendMu.Unlock()
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return false, ErrClosed
+	}
+	if leo := r.log.LogEndOffset(); leo < end {
+		r.logger.Warn("local log ends below the tiered end; restarting it empty at the tiered end", "leo", leo, "tiered_end", end)
+		if err := r.log.TruncateFullyAndStartAt(end); err != nil {
+			return false, err
+		}
+		r.rebuildProducersLocked()
+		moved = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tierWait = false
+	r.tierEnd = max(r.tierEnd, end)
+	if moved {
+		r.epochStartOffset = max(r.epochStartOffset, end)
+		r.notifyLocked()
+	}
+	return moved, nil
 }
 
 func (r *Replica) rebuildProducers() {

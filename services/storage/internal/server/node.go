@@ -252,7 +252,11 @@ func (n *Node) reconcile(v *metadata.View) {
 				n.logger.Error("cannot open replica", "topic", k.topic, "partition", k.partition, "err", err)
 				continue
 			}
-			h.r.ApplyState(replication.StateOf(p))
+			if h.r.ApplyState(replication.StateOf(p)) {
+				if _, ok := n.tieredTopic(k.topic); ok {
+					n.kickTier() // a new leader or follower learns the tiered end now (tiering.go)
+				}
+			}
 			n.syncFollower(k, h)
 		}
 	}
@@ -314,6 +318,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 			return nil, err
 		}
 	}
+	n.tierOpened(r) // tiered topic: an empty log waits for the tier state (tiering.go)
 	h = &hosted{r: r, followEpoch: -1, followLeader: -1}
 	n.mu.Lock()
 	n.replicas[k] = h

@@ -13,7 +13,10 @@ package server
 //     retention.ms / retention.bytes), by raising the log start offset;
 //   - Fetch below the local log start is served from the tier with
 //     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
-//     DescribeLog report the tiered start and extent.
+//     DescribeLog report the tiered start and extent;
+//   - a replica whose log ends below the tiered end (a lost disk) restarts
+//     its log empty at the tiered end (Replica.MoveToTieredEnd); until the
+//     tier state is known, an empty log at 0 refuses produce as leader.
 
 import (
 	"context"
@@ -55,6 +58,8 @@ type tieredInfo struct {
 type tiering struct {
 	client tieringv1connect.TieringServiceClient
 
+	kick chan struct{} // a tier round is wanted now (kickTier)
+
 	mu        sync.Mutex
 	state     map[tpKey]tieredInfo
 	uploading map[tpKey]bool
@@ -71,6 +76,7 @@ func (n *Node) startTiering() {
 	}
 	n.tier = &tiering{
 		client: tieringv1connect.NewTieringServiceClient(n.cfg.HTTPClient, strings.TrimRight(n.cfg.Tiering, "/"), n.cfg.ClientOptions...),
+		kick:   make(chan struct{}, 1),
 		state:  map[tpKey]tieredInfo{}, uploading: map[tpKey]bool{},
 	}
 	n.goRun(n.tierLoop)
@@ -94,9 +100,37 @@ func (n *Node) tierLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-n.tier.kick:
 		}
 		n.tierRound(ctx)
 	}
+}
+
+// kickTier asks for a tier round now rather than at the next tick.
+func (n *Node) kickTier() {
+	if n.tier == nil {
+		return
+	}
+	select {
+	case n.tier.kick <- struct{}{}:
+	default:
+	}
+}
+
+// tierOpened is called for a newly opened replica: on a tiered topic an
+// empty log (its directory lost, or a new topic) may lie below the tier's
+// end, so produce waits for the tier state, which a round fetches now.
+func (n *Node) tierOpened(r *replica.Replica) {
+	if n.tier == nil {
+		return
+	}
+	if _, ok := n.tieredTopic(r.Topic); !ok {
+		return
+	}
+	if r.AwaitTierState() {
+		n.logger.Info("empty log on a tiered topic; produce waits for the tier state", "topic", r.Topic, "partition", r.Partition)
+	}
+	n.kickTier()
 }
 
 func (n *Node) tierRound(ctx context.Context) {
@@ -125,9 +159,21 @@ func (n *Node) tierRound(ctx context.Context) {
 		r := rs[i]
 		k := tpKey{r.Topic, r.Partition}
 		if st.GetTopicId() != "" && r.TopicID != "" && st.GetTopicId() != r.TopicID {
-			continue // the tier holds an older topic of the same name
+			// The tier holds an older topic of the same name: nothing of
+			// ours is tiered.
+			if _, err := r.MoveToTieredEnd(-1); err != nil && !errors.Is(err, replica.ErrClosed) {
+				n.logger.Warn("applying tier state", "topic", r.Topic, "partition", r.Partition, "err", err)
+			}
+			continue
 		}
 		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes()}
+		// A log ending below the tiered end restarts there (a lost disk).
+		if _, err := r.MoveToTieredEnd(info.end); err != nil {
+			if !errors.Is(err, replica.ErrClosed) {
+				n.logger.Warn("moving the log to the tiered end", "topic", r.Topic, "partition", r.Partition, "err", err)
+			}
+			continue
+		}
 		n.tier.mu.Lock()
 		n.tier.state[k] = info
 		busy := n.tier.uploading[k]
