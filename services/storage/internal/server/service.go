@@ -140,6 +140,24 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 }
 
 // waitAny returns a channel closed when any of chans is closed or done is.
+// waitChange blocks a long poll until one of chans is closed (a replica's
+// log end, high watermark or role changed) or the deadline passes. It
+// reports false when the request or the node is shutting down, so the
+// caller answers with what it has.
+func (s *service) waitChange(ctx context.Context, chans []<-chan struct{}, deadline time.Time) bool {
+	done := make(chan struct{})
+	defer close(done)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-waitAny(chans, done):
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.n.ctx.Done():
+	}
+	return ctx.Err() == nil && s.n.ctx.Err() == nil
+}
+
 func waitAny(chans []<-chan struct{}, done <-chan struct{}) <-chan struct{} {
 	out := make(chan struct{})
 	stop := make(chan struct{})
@@ -189,17 +207,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 {
 			return connect.NewResponse(out), nil
 		}
-		done := make(chan struct{})
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-waitAny(chans, done):
-		case <-t.C:
-		case <-ctx.Done():
-		case <-s.n.ctx.Done():
-		}
-		close(done)
-		t.Stop()
-		if ctx.Err() != nil || s.n.ctx.Err() != nil {
+		if !s.waitChange(ctx, chans, deadline) {
 			return connect.NewResponse(out), nil
 		}
 	}
@@ -335,17 +343,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(chans) == 0 {
 			return connect.NewResponse(out), nil
 		}
-		done := make(chan struct{})
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-waitAny(chans, done):
-		case <-t.C:
-		case <-ctx.Done():
-		case <-s.n.ctx.Done():
-		}
-		close(done)
-		t.Stop()
-		if ctx.Err() != nil || s.n.ctx.Err() != nil {
+		if !s.waitChange(ctx, chans, deadline) {
 			return connect.NewResponse(out), nil
 		}
 	}
