@@ -92,7 +92,8 @@ func (s *Store) Load(ctx context.Context, p Partition) (*tieringv1.Manifest, str
 	key := Key(s.Prefix, p)
 	var lastErr error
 	// A store that writes in place (the embedded server) can show a torn
-	// object to a read racing a write; a second read sees a whole one.
+	// object to a read racing a write (undecodable, or cut short: an
+	// unexpected EOF from the client); a second read sees a whole one.
 	for attempt := range 3 {
 		if attempt > 0 {
 			select {
@@ -106,7 +107,11 @@ func (s *Store) Load(ctx context.Context, p Partition) (*tieringv1.Manifest, str
 			return New(p), "", nil
 		}
 		if err != nil {
-			return nil, "", err
+			if ctx.Err() != nil {
+				return nil, "", err
+			}
+			lastErr = err
+			continue
 		}
 		m := &tieringv1.Manifest{}
 		if err := proto.Unmarshal(data, m); err != nil {

@@ -141,11 +141,32 @@ type Result struct {
 // Read returns whole batches starting with the one holding offset, up to
 // maxBytes except that the first batch is returned whole, from one object
 // only (so it may return less near an object's end).
+//
+// An object that is missing while the manifest names it is looked for again
+// in a fresh manifest: compaction replaces entries and retires their
+// objects, so a reader holding an older manifest retries once with the
+// current one before reporting data loss.
 func (r *Reader) Read(ctx context.Context, p manifest.Partition, offset int64, maxBytes int) (Result, error) {
 	m, err := r.Manifest(ctx, p, true)
 	if err != nil {
 		return Result{}, err
 	}
+	res, err := r.read(ctx, p, m, offset, maxBytes)
+	if !errors.Is(err, errMissing) {
+		return res, err
+	}
+	m2, _, lerr := r.cfg.Store.Load(ctx, p)
+	if lerr != nil || m2.GetVersion() == m.GetVersion() {
+		return res, err
+	}
+	r.SetManifest(p, m2)
+	return r.read(ctx, p, m2, offset, maxBytes)
+}
+
+// errMissing marks an object or index the manifest names that is missing.
+var errMissing = fmt.Errorf("%w: object is missing", ErrDataLoss)
+
+func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Manifest, offset int64, maxBytes int) (Result, error) {
 	if end := manifest.TieredEnd(m); end < 0 || offset < m.GetLogStartOffset() || offset >= end {
 		// The cached copy may be behind a writer elsewhere: look again.
 		m2, _, err := r.cfg.Store.Load(ctx, p)
@@ -232,7 +253,7 @@ func (r *Reader) index(ctx context.Context, e *tieringv1.SegmentEntry) (*segment
 	}
 	data, err := objstore.ReadAll(ctx, r.cfg.Store.Bucket, key, 0, -1)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return nil, fmt.Errorf("%w: index %s is missing", ErrDataLoss, key)
+		return nil, fmt.Errorf("%w: index %s", errMissing, key)
 	}
 	if err != nil {
 		return nil, err
@@ -291,7 +312,7 @@ func (o object) block(ctx context.Context, i int64) ([]byte, error) {
 	n := min(bs, o.size-i*bs)
 	b, err := objstore.ReadAll(ctx, o.r.cfg.Store.Bucket, o.key, i*bs, n)
 	if errors.Is(err, objstore.ErrNotFound) {
-		return nil, fmt.Errorf("%w: object %s is missing", ErrDataLoss, o.key)
+		return nil, fmt.Errorf("%w: %s", errMissing, o.key)
 	}
 	if err != nil {
 		return nil, err

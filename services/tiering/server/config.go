@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/tiering/compactor"
 )
 
 // Default addresses: tiering at P+3 and the embedded S3 at P+4 of the dev
@@ -62,6 +63,21 @@ type Config struct {
 	// OrphanGrace is how old an object no manifest names must be before
 	// it is deleted (--orphan-grace). Default 1 hour.
 	OrphanGrace time.Duration
+	// CompactionInterval is how often tiered objects are compacted
+	// (--compaction-interval): small adjacent objects merged, and
+	// cleanup.policy=compact topics key-compacted. Default 10 minutes; 0
+	// disables compaction.
+	CompactionInterval time.Duration
+	// CompactionMinObjectBytes: objects below this size are merged with
+	// their neighbours (--compaction-min-object-bytes). Default 8 MiB.
+	CompactionMinObjectBytes int64
+	// CompactionMaxObjectBytes bounds the objects compaction writes
+	// (--compaction-max-object-bytes). Default 256 MiB.
+	CompactionMaxObjectBytes int64
+	// TombstoneRetention is how long key compaction keeps a tombstone
+	// after its batch's max timestamp, for topics without
+	// delete.retention.ms (--tombstone-retention). Default 24 hours.
+	TombstoneRetention time.Duration
 	// FaultUploadDelay, for fault tests only, delays each upload of a
 	// segment's .log object by this long (--fault-upload-delay), through
 	// objstore.Faulty. Default 0: no fault wrapper at all.
@@ -88,6 +104,10 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.Int64Var(&c.CacheBytes, "cache-bytes", 256<<20, "bytes of tiered data cached for reads")
 	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often total retention and object garbage collection run")
 	f.DurationVar(&c.OrphanGrace, "orphan-grace", time.Hour, "age after which an object no manifest names is deleted")
+	f.DurationVar(&c.CompactionInterval, "compaction-interval", 10*time.Minute, "how often tiered objects are merged and compact topics key-compacted; 0 disables")
+	f.Int64Var(&c.CompactionMinObjectBytes, "compaction-min-object-bytes", compactor.DefaultMinObjectBytes, "tiered objects below this size are merged with adjacent ones")
+	f.Int64Var(&c.CompactionMaxObjectBytes, "compaction-max-object-bytes", compactor.DefaultMaxObjectBytes, "largest object compaction writes (bound on a run's total size)")
+	f.DurationVar(&c.TombstoneRetention, "tombstone-retention", compactor.DefaultTombstoneRetention, "how long key compaction keeps a tombstone after its batch's max timestamp, unless the topic sets delete.retention.ms")
 	f.DurationVar(&c.FaultUploadDelay, "fault-upload-delay", 0, "fault tests only: delay each segment .log upload by this long")
 	f.IntVar(&c.FaultUploadCount, "fault-upload-count", 0, "fault tests only: apply --fault-upload-delay to the first this many uploads; 0 means all")
 }
@@ -121,6 +141,18 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionInterval <= 0 {
 		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
+	}
+	if c.CompactionInterval < 0 {
+		p.Flag("compaction-interval", c.CompactionInterval, "must not be negative (0 disables compaction)")
+	}
+	if c.CompactionMinObjectBytes <= 0 {
+		p.Flag("compaction-min-object-bytes", c.CompactionMinObjectBytes, "must be positive")
+	}
+	if c.CompactionMaxObjectBytes < c.CompactionMinObjectBytes {
+		p.Flag("compaction-max-object-bytes", c.CompactionMaxObjectBytes, "must be at least --compaction-min-object-bytes")
+	}
+	if c.TombstoneRetention < 0 {
+		p.Flag("tombstone-retention", c.TombstoneRetention, "must not be negative")
 	}
 	if c.FaultUploadDelay < 0 {
 		p.Flag("fault-upload-delay", c.FaultUploadDelay, "must not be negative")

@@ -27,9 +27,12 @@ type retention struct {
 	reader interface {
 		SetManifest(manifest.Partition, *tieringv1.Manifest)
 	}
-	grace  time.Duration
-	logger *slog.Logger
-	now    func() time.Time
+	grace time.Duration
+	// retired: objects compaction replaced, kept for the grace period
+	// after the replacement (nil: none).
+	retired *retired
+	logger  *slog.Logger
+	now     func() time.Time
 }
 
 func (r *retention) run(ctx context.Context, every time.Duration) {
@@ -136,7 +139,7 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 	var orphans []string
 	err = r.store.Bucket.List(ctx, dir, func(o objstore.ObjectInfo) error {
 		name := strings.TrimPrefix(o.Key, dir)
-		if name == manifest.FileName || strings.Contains(name, "/") || named[o.Key] {
+		if name == manifest.FileName || strings.Contains(name, "/") || named[o.Key] || r.retired.held(o.Key) {
 			return nil
 		}
 		if !o.LastModified.IsZero() && r.now().Sub(o.LastModified) > r.grace {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/tiering/compactor"
 	"github.com/strata-mq/strata/services/tiering/embeds3"
 	"github.com/strata-mq/strata/services/tiering/manifest"
 	"github.com/strata-mq/strata/services/tiering/objstore"
@@ -71,12 +72,22 @@ func Setup(cfg *Config) serve.SetupFunc {
 		svc := NewService(store, up, rd, t, logger)
 
 		runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{}, 2)
+		done := make(chan struct{}, 3)
 		go func() { t.run(runCtx); done <- struct{}{} }()
-		ret := &retention{store: store, topics: t, reader: rd, grace: cfg.OrphanGrace, logger: logger, now: time.Now}
+		ret := &retention{store: store, topics: t, reader: rd, grace: cfg.OrphanGrace, logger: logger, now: time.Now,
+			retired: newRetired(cfg.OrphanGrace, time.Now)}
 		go func() { ret.run(runCtx, cfg.RetentionInterval); done <- struct{}{} }()
+		if cfg.CompactionInterval > 0 {
+			comp := &compaction{store: store, topics: t, reader: rd, tombstoneRetention: cfg.TombstoneRetention, logger: logger,
+				compactor: &compactor.Compactor{Store: store, MinObjectBytes: cfg.CompactionMinObjectBytes,
+					MaxObjectBytes: cfg.CompactionMaxObjectBytes, SpoolDir: cfg.SpoolDir, Logger: logger, Retire: ret.retired.add}}
+			go func() { comp.run(runCtx, cfg.CompactionInterval); done <- struct{}{} }()
+		} else {
+			done <- struct{}{}
+		}
 		p.OnShutdown("tiering loops", func(context.Context) error {
 			stop()
+			<-done
 			<-done
 			<-done
 			return nil

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/services/tiering/compactor"
+	"github.com/strata-mq/strata/services/tiering/manifest"
+)
+
+// compaction runs the compactor over every partition in the bucket, every
+// --compaction-interval, beside retention. A topic whose cleanup.policy
+// contains "compact" gets key compaction, with delete.retention.ms (or
+// --tombstone-retention) as the tombstone retention; every other topic,
+// and every topic when there is no metadata source, is only merged.
+type compaction struct {
+	store     *manifest.Store
+	topics    *topics
+	compactor *compactor.Compactor
+	reader    interface {
+		SetManifest(manifest.Partition, *tieringv1.Manifest)
+	}
+	tombstoneRetention time.Duration
+	logger             *slog.Logger
+}
+
+func (c *compaction) run(ctx context.Context, every time.Duration) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		c.round(ctx)
+	}
+}
+
+func (c *compaction) round(ctx context.Context) {
+	parts, err := c.store.Partitions(ctx, "")
+	if err != nil {
+		c.logger.Warn("compaction: listing manifests", "err", err)
+		return
+	}
+	for _, p := range parts {
+		if ctx.Err() != nil {
+			return
+		}
+		opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
+		if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
+			opts.Compact = strings.Contains(ti.Configs["cleanup.policy"], "compact")
+			if ms := ti.int64Config("delete.retention.ms", -1); ms >= 0 {
+				opts.TombstoneRetention = time.Duration(ms) * time.Millisecond
+			}
+		}
+		res, err := c.compactor.Partition(ctx, p, opts)
+		if res.Runs > 0 && res.Manifest != nil {
+			c.reader.SetManifest(p, res.Manifest)
+		}
+		if err != nil {
+			c.logger.Warn("compaction; tried again next round", "topic", p.Topic, "partition", p.Partition, "err", err)
+		}
+	}
+}
+
+// retired holds objects compaction replaced, until the grace period after
+// the replacement has passed: readers holding an older manifest may still
+// read them. Retention's orphan collection skips them until then, and
+// deletes them after (they are no longer named). Safe for concurrent use.
+// Lost on restart; the orphan collection then deletes them at once.
+type retired struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	grace time.Duration
+	now   func() time.Time
+}
+
+func newRetired(grace time.Duration, now func() time.Time) *retired {
+	return &retired{until: map[string]time.Time{}, grace: grace, now: now}
+}
+
+func (r *retired) add(keys []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.now().Add(r.grace)
+	for _, k := range keys {
+		r.until[k] = t
+	}
+}
+
+// held reports whether key must not be deleted yet; expired keys are
+// forgotten.
+func (r *retired) held(key string) bool {
+	if r == nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.until[key]
+	if ok && !r.now().Before(t) {
+		delete(r.until, key)
+		return false
+	}
+	return ok
+}
