@@ -465,6 +465,14 @@ func TestParseStart(t *testing.T) {
 }
 
 func TestRegisterAddsCommand(t *testing.T) {
+	registryMu.Lock()
+	saved := extra
+	registryMu.Unlock()
+	t.Cleanup(func() { // the registry is global; leave it as found for -count > 1
+		registryMu.Lock()
+		extra = saved
+		registryMu.Unlock()
+	})
 	Register(&Command{Name: "zz-test", Summary: "test hook", Main: func(_ context.Context, args []string, stdout, _ io.Writer) int {
 		fmt.Fprintln(stdout, strings.Join(args, ","))
 		return 7
