@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -382,6 +383,9 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "  gateway       %s\n", gw)
 	fmt.Fprintf(w, "  cluster.json  %s\n", c.opts.dir+string(os.PathSeparator)+clusterFileName)
 	fmt.Fprintf(w, "\nnext steps, in another terminal:\n")
+	if dir, ok := strataNotOnPath(); ok {
+		fmt.Fprintf(w, "  export PATH=%s:$PATH\n", dir)
+	}
 	if c.opts.basePort != DefaultBasePort {
 		fmt.Fprintf(w, "  export STRATA_GATEWAY=%s\n", gw)
 	}
@@ -389,6 +393,24 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "  seq 10 | strata produce orders\n")
 	fmt.Fprintf(w, "  strata consume orders -e\n")
 	fmt.Fprintf(w, "\nCtrl-C stops the cluster.\n")
+}
+
+// strataNotOnPath returns the directory of the running strata binary when
+// a plain `strata` on PATH would not find it (as after `make run`, which
+// runs bin/strata), so the next steps can be pasted as they are.
+func strataNotOnPath() (string, bool) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", false
+	}
+	if found, err := exec.LookPath("strata"); err == nil {
+		if same, err := filepath.EvalSymlinks(found); err == nil {
+			if self, err := filepath.EvalSymlinks(exe); err == nil && same == self {
+				return "", false
+			}
+		}
+	}
+	return filepath.Dir(exe), true
 }
 
 func (c *cluster) elapsed() string {
