@@ -23,7 +23,6 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	harness.RemoveBuilds()
-	harness.RemoveGroupBuilds()
 	os.Exit(code)
 }
 
@@ -143,17 +142,19 @@ func retriable(err error) bool {
 	return false
 }
 
-// readPartition reads a partition from its current leader, from offset 0
-// up to the high watermark, and returns every record with its offset.
-func readPartition(ctx context.Context, t testing.TB, c *harness.Cluster, topic string, partition int32) []recordbatch.Record {
+// fetchBatches reads a partition from its current leader, from offset 0 up
+// to the high watermark, in fetches of at most maxBytes (0: the server's
+// default), and calls visit with each CRC-checked batch and the offset the
+// fetch asked for. It fails the test on any error or on a fetch below the
+// high watermark that returns no batch.
+func fetchBatches(ctx context.Context, t testing.TB, c *harness.Cluster, topic string, partition int32, maxBytes int32, visit func(h recordbatch.Header, batch []byte, from int64)) {
 	t.Helper()
 	leader, epoch := c.Leader(ctx, topic, partition)
 	cl := leader.StorageClient()
-	var out []recordbatch.Record
 	next := int64(0)
 	for {
 		resp, err := cl.Fetch(ctx, connect.NewRequest(&storagev1.FetchRequest{
-			Partitions: []*storagev1.FetchPartition{{Topic: topic, Partition: partition, FetchOffset: next, CurrentLeaderEpoch: epoch}},
+			Partitions: []*storagev1.FetchPartition{{Topic: topic, Partition: partition, FetchOffset: next, CurrentLeaderEpoch: epoch, MaxBytes: maxBytes}},
 		}))
 		if err != nil {
 			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, partition, next, leader.Name(), err)
@@ -163,26 +164,17 @@ func readPartition(ctx context.Context, t testing.TB, c *harness.Cluster, topic 
 			t.Fatalf("fetch %s-%d at %d from %s: %v %v", topic, partition, next, leader.Name(), r.GetError().GetReason(), r.GetError().GetMessage())
 		}
 		if next >= r.GetHighWatermark() {
-			return out
+			return
 		}
 		it := recordbatch.NewIter(r.GetRecords(), true)
-		got := false
+		from, got := next, false
 		for {
 			h, b, ok := it.Next()
 			if !ok {
 				break
 			}
-			batch, err := recordbatch.Decode(b)
-			if err != nil {
-				t.Fatalf("decode batch at %d of %s-%d: %v", h.BaseOffset, topic, partition, err)
-			}
-			for _, rec := range batch.Records {
-				if rec.Offset >= next {
-					out = append(out, rec)
-				}
-			}
-			next = h.NextOffset()
-			got = true
+			visit(h, b, from)
+			next, got = h.NextOffset(), true
 		}
 		if err := it.Err(); err != nil {
 			t.Fatalf("fetched bytes of %s-%d: %v", topic, partition, err)
@@ -191,6 +183,25 @@ func readPartition(ctx context.Context, t testing.TB, c *harness.Cluster, topic 
 			t.Fatalf("fetch %s-%d at %d below the high watermark %d returned no batch", topic, partition, next, r.GetHighWatermark())
 		}
 	}
+}
+
+// readPartition reads a partition from its current leader, from offset 0
+// up to the high watermark, and returns every record with its offset.
+func readPartition(ctx context.Context, t testing.TB, c *harness.Cluster, topic string, partition int32) []recordbatch.Record {
+	t.Helper()
+	var out []recordbatch.Record
+	fetchBatches(ctx, t, c, topic, partition, 0, func(h recordbatch.Header, b []byte, from int64) {
+		batch, err := recordbatch.Decode(b)
+		if err != nil {
+			t.Fatalf("decode batch at %d of %s-%d: %v", h.BaseOffset, topic, partition, err)
+		}
+		for _, rec := range batch.Records {
+			if rec.Offset >= from {
+				out = append(out, rec)
+			}
+		}
+	})
+	return out
 }
 
 // describeLog returns one node's view of its replica of a partition.

@@ -37,18 +37,18 @@ type devCluster struct {
 // partition and offset it was acknowledged at, and records of one key must
 // come back in the order they were produced.
 func TestDevClusterQuickstart(t *testing.T) {
-	bin := t.TempDir()
+	// Binary puts every executable in one directory, where strata dev
+	// looks for the services.
 	for _, pkg := range []string{
-		"github.com/strata-mq/strata/client/cmd/strata",
 		"github.com/strata-mq/strata/services/controller/cmd/strata-controller",
 		"github.com/strata-mq/strata/services/storage/cmd/strata-storage",
 		"github.com/strata-mq/strata/services/gateway/cmd/strata-gateway",
 		"github.com/strata-mq/strata/services/coordinator/cmd/strata-coordinator",
 		"github.com/strata-mq/strata/services/tiering/cmd/strata-tiering",
 	} {
-		harness.Build(t, bin, pkg)
+		harness.Binary(t, pkg)
 	}
-	strata := filepath.Join(bin, "strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
 	dir := t.TempDir()
 
 	// strata dev refuses a base port whose range is taken; try a few.

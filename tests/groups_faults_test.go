@@ -68,7 +68,7 @@ func TestConsumerGroupFaults(t *testing.T) {
 	env := &groupEnv{
 		c: c, gateway: gs.Gateway.URL,
 		gw:       gatewayv1connect.NewGatewayServiceClient(harness.H2CClient(), gs.Gateway.URL),
-		consumer: harness.Build(t, t.TempDir(), "./cmd/groupconsumer"),
+		consumer: harness.Binary(t, "./cmd/groupconsumer"),
 	}
 	t.Run("members", env.testMembers)
 	t.Run("kill", env.testKill)

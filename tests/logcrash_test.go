@@ -20,7 +20,7 @@ import (
 // process acknowledged, and hold nothing but whole, correct batches: the
 // recovered log is batches 0..n-1 with n at least the acknowledged count.
 func TestLogSurvivesKill9(t *testing.T) {
-	bin := harness.Build(t, t.TempDir(), "./cmd/logwriter")
+	bin := harness.Binary(t, "./cmd/logwriter")
 	for _, flush := range []string{"sync", "none"} {
 		t.Run("flush="+flush, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "orders-0")

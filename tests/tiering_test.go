@@ -51,45 +51,19 @@ func alterTopic(ctx context.Context, t *testing.T, c *harness.Cluster, topic str
 
 // readRaw fetches a partition from its leader from offset 0 to the high
 // watermark and returns the batch bytes exactly as served, concatenated.
+// Each fetch must start on a batch boundary.
 func readRaw(ctx context.Context, t *testing.T, c *harness.Cluster, topic string, partition int32) []byte {
 	t.Helper()
-	leader, epoch := c.Leader(ctx, topic, partition)
 	var out []byte
 	next := int64(0)
-	for {
-		resp, err := leader.StorageClient().Fetch(ctx, connect.NewRequest(&storagev1.FetchRequest{
-			Partitions: []*storagev1.FetchPartition{{Topic: topic, Partition: partition, FetchOffset: next, CurrentLeaderEpoch: epoch, MaxBytes: 64 << 10}},
-		}))
-		if err != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v", topic, partition, next, leader.Name(), err)
+	fetchBatches(ctx, t, c, topic, partition, 64<<10, func(h recordbatch.Header, b []byte, _ int64) {
+		if h.BaseOffset != next {
+			t.Fatalf("fetch %s-%d at %d: batch starts at %d", topic, partition, next, h.BaseOffset)
 		}
-		r := resp.Msg.GetPartitions()[0]
-		if r.GetError() != nil {
-			t.Fatalf("fetch %s-%d at %d from %s: %v %s", topic, partition, next, leader.Name(), r.GetError().GetReason(), r.GetError().GetMessage())
-		}
-		if next >= r.GetHighWatermark() {
-			return out
-		}
-		it := recordbatch.NewIter(r.GetRecords(), true)
-		got := false
-		for {
-			h, b, ok := it.Next()
-			if !ok {
-				break
-			}
-			if h.BaseOffset != next {
-				t.Fatalf("fetch %s-%d at %d: batch starts at %d", topic, partition, next, h.BaseOffset)
-			}
-			out = append(out, b...)
-			next, got = h.NextOffset(), true
-		}
-		if err := it.Err(); err != nil {
-			t.Fatalf("fetched bytes of %s-%d: %v", topic, partition, err)
-		}
-		if !got {
-			t.Fatalf("fetch %s-%d at %d below the high watermark %d returned no batch", topic, partition, next, r.GetHighWatermark())
-		}
-	}
+		out = append(out, b...)
+		next = h.NextOffset()
+	})
+	return out
 }
 
 // sealedEnd is the base offset of a node's active (last) local segment of

@@ -7,13 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,50 +34,11 @@ type Binaries struct {
 	Storage    string // path of strata-storage
 }
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildBins Binaries
-	buildErr  error
-)
-
-// BuildServices compiles strata-controller and strata-storage once per test
-// binary run (the first caller builds, later callers reuse the result) into
-// a temporary directory that RemoveBuilds deletes. A build failure fails
-// every test that asks, with the compiler output.
+// BuildServices compiles strata-controller and strata-storage (once per
+// test binary run, through Binary).
 func BuildServices(t testing.TB) Binaries {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildDir = dir
-		cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), controllerPkg, storagePkg)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		buildBins = Binaries{
-			Controller: filepath.Join(dir, "strata-controller"),
-			Storage:    filepath.Join(dir, "strata-storage"),
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("harness: %v", buildErr)
-	}
-	return buildBins
-}
-
-// RemoveBuilds deletes what BuildServices built. Call it from TestMain after
-// m.Run.
-func RemoveBuilds() {
-	if buildDir != "" {
-		_ = os.RemoveAll(buildDir)
-	}
-	RemoveTieringBuilds()
+	return Binaries{Controller: Binary(t, controllerPkg), Storage: Binary(t, storagePkg)}
 }
 
 // ClusterConfig sizes a Cluster and sets the timeouts its processes run

@@ -3,11 +3,9 @@ package harness
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -17,45 +15,6 @@ const (
 	gatewayPkg     = "github.com/strata-mq/strata/services/gateway/cmd/strata-gateway"
 	coordinatorPkg = "github.com/strata-mq/strata/services/coordinator/cmd/strata-coordinator"
 )
-
-var (
-	groupBuildOnce sync.Once
-	groupBuildDir  string
-	groupBins      struct{ Gateway, Coordinator string }
-	groupBuildErr  error
-)
-
-// buildGroupServices compiles strata-gateway and strata-coordinator once per
-// test binary run into a temporary directory.
-func buildGroupServices(t testing.TB) (gateway, coordinator string) {
-	t.Helper()
-	groupBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-groupbin-")
-		if err != nil {
-			groupBuildErr = err
-			return
-		}
-		groupBuildDir = dir
-		out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), gatewayPkg, coordinatorPkg).CombinedOutput()
-		if err != nil {
-			groupBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		groupBins.Gateway = filepath.Join(dir, "strata-gateway")
-		groupBins.Coordinator = filepath.Join(dir, "strata-coordinator")
-	})
-	if groupBuildErr != nil {
-		t.Fatalf("harness: %v", groupBuildErr)
-	}
-	return groupBins.Gateway, groupBins.Coordinator
-}
-
-// RemoveGroupBuilds deletes what the group helpers built.
-func RemoveGroupBuilds() {
-	if groupBuildDir != "" {
-		_ = os.RemoveAll(groupBuildDir)
-	}
-}
 
 // GroupServices are the gateway and coordinator instances in front of a
 // Cluster.
@@ -96,7 +55,7 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 	if cfg.OwnershipLease == 0 {
 		cfg.OwnershipLease = 2 * time.Second
 	}
-	gwBin, coBin := buildGroupServices(t)
+	gwBin, coBin := Binary(t, gatewayPkg), Binary(t, coordinatorPkg)
 	ports, err := FreePorts(2 + 2*cfg.Coordinators)
 	if err != nil {
 		t.Fatal(err)

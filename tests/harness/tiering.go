@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,45 +19,6 @@ import (
 )
 
 const tieringPkg = "github.com/strata-mq/strata/services/tiering/cmd/strata-tiering"
-
-var (
-	tierBuildOnce sync.Once
-	tierBuildDir  string
-	tierBin       string
-	tierBuildErr  error
-)
-
-// buildTiering compiles strata-tiering once per test binary run into a
-// temporary directory that RemoveTieringBuilds deletes.
-func buildTiering(t testing.TB) string {
-	t.Helper()
-	tierBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "strata-tierbin-")
-		if err != nil {
-			tierBuildErr = err
-			return
-		}
-		tierBuildDir = dir
-		out, err := exec.Command("go", "build", "-o", dir+string(filepath.Separator), tieringPkg).CombinedOutput()
-		if err != nil {
-			tierBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		tierBin = filepath.Join(dir, "strata-tiering")
-	})
-	if tierBuildErr != nil {
-		t.Fatalf("harness: %v", tierBuildErr)
-	}
-	return tierBin
-}
-
-// RemoveTieringBuilds deletes what StartTieredCluster built. Call it from
-// TestMain after m.Run.
-func RemoveTieringBuilds() {
-	if tierBuildDir != "" {
-		_ = os.RemoveAll(tierBuildDir)
-	}
-}
 
 // TieringConfig sets up StartTieredCluster. Zero fields take the defaults
 // named on each.
@@ -91,7 +50,7 @@ func StartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig) (*C
 	if tcfg.TierInterval == 0 {
 		tcfg.TierInterval = 500 * time.Millisecond
 	}
-	bin := buildTiering(t)
+	bin := Binary(t, tieringPkg)
 	ports, err := FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
