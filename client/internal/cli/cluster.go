@@ -174,11 +174,7 @@ healthy). --watch prints the status every --interval until interrupted.`,
 	f.Bool(&exitHealthy, "", "exit-when-healthy", "wait until the cluster is healthy, then exit 0")
 	f.Duration(&timeout, "", "timeout", "DURATION", time.Minute, "how long --exit-when-healthy waits")
 	f.Duration(&interval, "", "interval", "DURATION", 2*time.Second, "refresh interval of --watch and --exit-when-healthy")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos); err != nil {
+	if _, err := f.parse(args); err != nil {
 		return err
 	}
 	if interval <= 0 {

@@ -41,11 +41,8 @@ escapes \t \n \r \\ and %%.`,
 	f.Bool(&exitAtEnd, "e", "exit", "exit at the end of the log")
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "output format: json or a format string")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "read only this partition (-1: all)")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "TOPIC")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "TOPIC"); err != nil {
 		return err
 	}
 	topic := pos[0]

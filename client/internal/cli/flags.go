@@ -90,9 +90,11 @@ func (f *flagSet) List(p *[]string, short, long, meta, usage string) {
 }
 
 // parse parses flags anywhere among the arguments and returns the
-// positional ones. Everything after "--" is positional. With -h or
-// --help it prints the help and returns errHelp.
-func (f *flagSet) parse(args []string) ([]string, error) {
+// positional ones, which must be exactly the arguments names (in that
+// order; names are what the usage error calls a missing one). Everything
+// after "--" is positional. With -h or --help it prints the help and
+// returns errHelp.
+func (f *flagSet) parse(args []string, names ...string) ([]string, error) {
 	var tail []string
 	for i, a := range args {
 		if a == "--" {
@@ -120,7 +122,11 @@ func (f *flagSet) parse(args []string) ([]string, error) {
 		f.printHelp()
 		return nil, errHelp
 	}
-	return append(pos, tail...), nil
+	pos = append(pos, tail...)
+	if err := f.needArgs(pos, names...); err != nil {
+		return nil, err
+	}
+	return pos, nil
 }
 
 // rewriteFlagError turns the flag package's messages into ours, naming a

@@ -32,11 +32,7 @@ func stateName(s coordinatorv1.GroupState) string {
 
 func groupList(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group list", "List consumer groups with their state and member count.", "strata group list --output json")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos); err != nil {
+	if _, err := f.parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)
@@ -58,11 +54,8 @@ func groupList(ctx context.Context, e *Env, args []string) error {
 
 func groupDescribe(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group describe GROUP", "Show a group's members, assignments, committed offsets and lag.", "strata group describe billing")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "GROUP")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "GROUP"); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)
@@ -94,11 +87,8 @@ func groupReset(ctx context.Context, e *Env, args []string) error {
 	f.String(&topic, "", "topic", "T", "", "topic whose offsets to move (required)")
 	f.String(&to, "", "to", "POSITION", "", "earliest, latest, an offset or @UNIX_MS (required)")
 	f.Bool(&dryRun, "", "dry-run", "show the new offsets without committing them")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "GROUP")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "GROUP"); err != nil {
 		return err
 	}
 	if topic == "" || to == "" {
@@ -161,11 +151,8 @@ func or(s, def string) string {
 
 func groupDelete(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group delete GROUP", "Delete a group and its committed offsets. The group must have no live members.", "strata group delete billing")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "GROUP")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "GROUP"); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)

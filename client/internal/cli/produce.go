@@ -34,11 +34,8 @@ literal ends at a newline.`,
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "input record format")
 	f.String(&compression, "z", "compression", "CODEC", "none", "batch compression: none, gzip, snappy, lz4, zstd")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "send every record to this partition (-1: by key)")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "TOPIC")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "TOPIC"); err != nil {
 		return err
 	}
 	topic := pos[0]

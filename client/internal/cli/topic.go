@@ -42,11 +42,8 @@ func topicCreate(ctx context.Context, e *Env, args []string) error {
 	f.Int(&replicas, "r", "replicas", "REPLICAS", 3, "replicas per partition (replication factor)")
 	f.List(&configs, "c", "config", "KEY=VALUE", "topic configuration override, Kafka key names; repeatable")
 	f.Bool(&validate, "", "validate-only", "check the request and show the placement; create nothing")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "NAME")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "NAME"); err != nil {
 		return err
 	}
 	if partitions < 1 || replicas < 1 {
@@ -88,11 +85,7 @@ func topicList(ctx context.Context, e *Env, args []string) error {
 	var internal bool
 	f := newFlags(e, "strata topic list [--internal]", "List topics, sorted by name.", "strata topic list --output json")
 	f.Bool(&internal, "", "internal", "include system topics")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos); err != nil {
+	if _, err := f.parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)
@@ -176,11 +169,8 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata topic describe NAME",
 		"Show a topic's partitions with leader, replicas, ISR, and log start and end offsets\n(the end offset is the high watermark: one past the last committed record).",
 		"strata topic describe orders --output json")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "NAME")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "NAME"); err != nil {
 		return err
 	}
 	name := pos[0]
@@ -356,11 +346,8 @@ func topicAlter(ctx context.Context, e *Env, args []string) error {
 	f.List(&set, "c", "config", "KEY=VALUE", "override to set; repeatable")
 	f.List(&del, "d", "delete-config", "KEY", "override to remove (back to the cluster default); repeatable")
 	f.Bool(&validate, "", "validate-only", "check the change; apply nothing")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "NAME")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "NAME"); err != nil {
 		return err
 	}
 	if len(set) == 0 && len(del) == 0 {
@@ -399,11 +386,8 @@ func topicAlter(ctx context.Context, e *Env, args []string) error {
 
 func topicDelete(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata topic delete NAME", "Delete a topic and all its records.", "strata topic delete orders")
-	pos, err := f.parse(args)
+	pos, err := f.parse(args, "NAME")
 	if err != nil {
-		return err
-	}
-	if err := f.needArgs(pos, "NAME"); err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)
