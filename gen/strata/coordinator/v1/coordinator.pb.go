@@ -177,7 +177,9 @@ type ConsumerGroupHeartbeatRequest struct {
 	// Server-side assignor to use, for example "uniform" or "range"; empty means the group's
 	// default ("uniform").
 	ServerAssignor string `protobuf:"bytes,8,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
-	// Partitions the member currently owns, sent in full on every heartbeat.
+	// Partitions the member currently owns, and those it was assigned and may be about to
+	// start on, sent in full on every heartbeat. Taken as giving up the partitions missing
+	// from it only when member_epoch is the member's current epoch.
 	OwnedPartitions []*v1.TopicPartitions `protobuf:"bytes,9,rep,name=owned_partitions,json=ownedPartitions,proto3" json:"owned_partitions,omitempty"`
 	// Client id, for DescribeGroup.
 	ClientId      string `protobuf:"bytes,10,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -295,9 +297,11 @@ type ConsumerGroupHeartbeatResponse struct {
 	MemberEpoch int32 `protobuf:"varint,2,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	// When to send the next heartbeat, in milliseconds.
 	HeartbeatIntervalMs int32 `protobuf:"varint,3,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	// The member's full new assignment; unset when it did not change since the last response.
-	// The member revokes owned partitions not in it (committing first) and starts consuming the
-	// added ones.
+	// The member's full new assignment; unset when it did not change since the last response
+	// the coordinator knows arrived. It is sent again, unchanged, when the member may have
+	// missed it (a heartbeat at the previous epoch, or one still reporting partitions it was
+	// told to give up). The member revokes owned partitions not in it (committing first) and
+	// starts consuming the added ones; the same assignment again changes nothing.
 	Assignment    *Assignment `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -570,7 +574,8 @@ type OffsetCommitRequest struct {
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Committing member's id; empty for a -1 commit.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	// Committing member's current epoch, or -1 for an administrative or standalone commit.
+	// Committing member's current epoch (the last one the coordinator returned to it), or -1
+	// for an administrative or standalone commit.
 	MemberEpoch int32 `protobuf:"varint,3,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	// Offsets to commit.
 	Partitions    []*OffsetCommitPartition `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
@@ -649,7 +654,11 @@ type OffsetCommitPartition struct {
 	// truncation when it resumes (KIP-320).
 	CommittedLeaderEpoch int32 `protobuf:"varint,4,opt,name=committed_leader_epoch,json=committedLeaderEpoch,proto3" json:"committed_leader_epoch,omitempty"`
 	// Free-form client metadata, up to 4096 bytes.
-	Metadata      string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The member epoch the committed records were read under (the epoch the member had when
+	// they were delivered to it); 0 means the request's member_epoch. The partition is refused
+	// when the member was assigned it at a later epoch.
+	MemberEpoch   int32 `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -717,6 +726,13 @@ func (x *OffsetCommitPartition) GetMetadata() string {
 		return x.Metadata
 	}
 	return ""
+}
+
+func (x *OffsetCommitPartition) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
 }
 
 // OffsetCommitResponse reports each partition's commit.
@@ -1277,7 +1293,9 @@ type GroupDescription struct {
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Current state.
 	State GroupState `protobuf:"varint,2,opt,name=state,proto3,enum=strata.coordinator.v1.GroupState" json:"state,omitempty"`
-	// Group epoch: bumped whenever membership or subscriptions change.
+	// Group epoch: bumped whenever membership or subscriptions change, and when a partition
+	// released late by its previous holder is handed to a member that already has the
+	// assignment epoch (every grant comes with a new member epoch).
 	GroupEpoch int32 `protobuf:"varint,3,opt,name=group_epoch,json=groupEpoch,proto3" json:"group_epoch,omitempty"`
 	// Epoch of the current target assignment.
 	AssignmentEpoch int32 `protobuf:"varint,4,opt,name=assignment_epoch,json=assignmentEpoch,proto3" json:"assignment_epoch,omitempty"`
@@ -2058,13 +2076,14 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\fmember_epoch\x18\x03 \x01(\x05R\vmemberEpoch\x12L\n" +
 	"\n" +
 	"partitions\x18\x04 \x03(\v2,.strata.coordinator.v1.OffsetCommitPartitionR\n" +
-	"partitions\"\xc8\x01\n" +
+	"partitions\"\xeb\x01\n" +
 	"\x15OffsetCommitPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
 	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x124\n" +
 	"\x16committed_leader_epoch\x18\x04 \x01(\x05R\x14committedLeaderEpoch\x12\x1a\n" +
-	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"j\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\"j\n" +
 	"\x14OffsetCommitResponse\x12R\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v22.strata.coordinator.v1.OffsetCommitPartitionResultR\n" +

@@ -18,6 +18,30 @@
 // confirms its release, or until the member is removed (leave, session
 // timeout, rebalance timeout).
 //
+// A partition is only ever granted under a new member epoch, and each held
+// partition keeps the epoch it was granted at (its assignment epoch, as in
+// Kafka's KIP-1251). When a member that already has the assignment epoch
+// is granted a partition (one released late by its previous holder), the
+// group epoch is bumped first, the target unchanged, so member epochs are
+// all values of the one group epoch, which only grows. Two rules rest on
+// this:
+//
+//   - A heartbeat confirms revocations only at the member's current epoch.
+//     Its owned list was then built after the member learned of every
+//     partition it holds, so a partition missing from it is one the member
+//     stopped reading. A heartbeat at the previous epoch is still answered
+//     (the answer that moved the member on may have been lost), but a late
+//     one may carry a list from before a grant, so its list releases
+//     nothing. A join (epoch 0) of a known member releases nothing either:
+//     it is either the member starting over after a fence or its own join
+//     delivered late; the member gets a new epoch and everything it holds
+//     is granted anew under it.
+//   - A commit of a partition is accepted for records read under an epoch
+//     from the partition's assignment epoch to the member's current one.
+//     Records read before the member lost the partition and got it back
+//     carry an older epoch, and their commit is refused rather than moving
+//     the offset behind what the member committed since.
+//
 // A Group is not safe for concurrent use; the coordinator locks it.
 package group
 
@@ -40,6 +64,10 @@ var (
 	ErrFencedEpoch   = errors.New("stale member epoch")
 	ErrInvalid       = errors.New("invalid heartbeat")
 	ErrNotEmpty      = errors.New("the group has live members")
+	// ErrNotAssigned refuses one partition of a commit: the member does
+	// not hold it, or was granted it after the epoch the committed records
+	// were read under.
+	ErrNotAssigned = errors.New("partition not assigned to the member")
 )
 
 // States of a group as ListGroups and DescribeGroup report them.
@@ -49,6 +77,14 @@ const (
 	StateStable      = "stable"
 )
 
+// Grant is a partition a member holds and the member epoch it was granted
+// at (its assignment epoch). Encoded as the partition's fields plus Epoch;
+// state saved without Epoch loads with the member's epoch.
+type Grant struct {
+	TP
+	Epoch int32 `json:",omitempty"`
+}
+
 // Member is one live member. Exported fields are persisted.
 type Member struct {
 	ID                 string
@@ -57,12 +93,12 @@ type Member struct {
 	ClientHost         string   `json:",omitempty"`
 	RackID             string   `json:",omitempty"`
 	Epoch              int32    // current member epoch
-	PrevEpoch          int32    // epoch before the last bump; heartbeats and commits with it are still accepted
+	PrevEpoch          int32    // epoch before the last bump; heartbeats with it are still answered
 	Topics             []string // subscription
 	RebalanceTimeoutMs int32
-	Held               []TP `json:",omitempty"` // partitions the member may own, Revoking included
-	Revoking           []TP `json:",omitempty"` // held partitions it was told to give up
-	Sent               []TP `json:",omitempty"` // assignment last sent
+	Held               []Grant `json:",omitempty"` // partitions the member may own, Revoking included, sorted
+	Revoking           []TP    `json:",omitempty"` // held partitions it was told to give up
+	Sent               []TP    `json:",omitempty"` // assignment last sent
 
 	deadline       time.Time // session expiry
 	revokeDeadline time.Time // zero unless revoking
@@ -111,14 +147,36 @@ func Unmarshal(b []byte, sessionTimeout time.Duration, now time.Time) (*Group, e
 	for _, m := range g.Members {
 		m.deadline = now.Add(sessionTimeout)
 		m.needSend = true
-		for _, tp := range m.Held {
-			g.owners[tp] = m.ID
+		for i, h := range m.Held {
+			g.owners[h.TP] = m.ID
+			if h.Epoch == 0 {
+				m.Held[i].Epoch = m.Epoch // saved before grants had epochs
+			}
 		}
 		if len(m.Revoking) > 0 {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout())
 		}
 	}
 	return g, nil
+}
+
+// Partitions returns the partitions the member holds, sorted.
+func (m *Member) Partitions() []TP {
+	out := make([]TP, len(m.Held))
+	for i, h := range m.Held {
+		out[i] = h.TP
+	}
+	return out
+}
+
+// grant returns the member's grant of tp.
+func (m *Member) grant(tp TP) (Grant, bool) {
+	for _, h := range m.Held {
+		if h.TP == tp {
+			return h, true
+		}
+	}
+	return Grant{}, false
 }
 
 func (m *Member) rebalanceTimeout() time.Duration {
@@ -134,7 +192,7 @@ func (g *Group) State() string {
 		return StateEmpty
 	}
 	for id, m := range g.Members {
-		if m.Epoch != g.AssignmentEpoch || len(m.Revoking) > 0 || !slices.Equal(m.Held, g.Target[id]) {
+		if m.Epoch != g.AssignmentEpoch || len(m.Revoking) > 0 || !slices.Equal(m.Partitions(), g.Target[id]) {
 			return StateReconciling
 		}
 	}
@@ -169,6 +227,9 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		return resp, false, fmt.Errorf("%w: member_id is empty", ErrInvalid)
 	}
 	m := g.Members[h.MemberID]
+	// current: the heartbeat is at the member's epoch, so its owned list
+	// may confirm revocations. fresh: a join of a known member.
+	current, fresh := false, false
 	switch {
 	case h.Epoch == -1 || h.Epoch == -2:
 		if m != nil {
@@ -185,9 +246,10 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 			m = &Member{ID: h.MemberID}
 			g.Members[m.ID] = m
 		} else {
-			// A rejoin: the member dropped everything it held.
-			g.release(m, m.Held)
-			m.Epoch, m.PrevEpoch = 0, 0
+			// The member starting over after a fence, or its own join
+			// delivered after newer heartbeats: nothing is released on its
+			// word (see the package doc).
+			fresh = true
 		}
 		m.needSend = true
 		dirty = true
@@ -200,7 +262,8 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		if h.Epoch != m.Epoch && h.Epoch != m.PrevEpoch {
 			return resp, false, fmt.Errorf("%w: %d, current is %d", ErrFencedEpoch, h.Epoch, m.Epoch)
 		}
-		if h.Epoch != m.Epoch {
+		current = h.Epoch == m.Epoch
+		if !current {
 			m.needSend = true // it missed our last answer
 		}
 	}
@@ -221,12 +284,17 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		g.rebalance(parts)
 		dirty = true
 	}
-	// Revocations the member confirms by no longer reporting them.
-	if len(m.Revoking) > 0 && h.Epoch != 0 {
+	if current {
 		owned := map[TP]bool{}
 		for _, tp := range h.Owned {
 			owned[tp] = true
+			if !slices.Contains(m.Sent, tp) {
+				// It still reads a partition it was told to give up: it
+				// may have missed that answer, so it is sent again.
+				m.needSend = true
+			}
 		}
+		// Revocations the member confirms by no longer reporting them.
 		var gone []TP
 		for _, tp := range m.Revoking {
 			if !owned[tp] {
@@ -238,7 +306,7 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 			dirty = true
 		}
 	}
-	if g.reconcile(m, now) {
+	if g.reconcile(m, fresh, now) {
 		dirty = true
 	}
 	resp.Epoch = m.Epoch
@@ -296,28 +364,26 @@ func (g *Group) rebalance(parts map[string]int32) {
 	g.AssignmentEpoch = g.Epoch
 }
 
-// reconcile moves a member toward its target; true when it changed.
-func (g *Group) reconcile(m *Member, now time.Time) bool {
+// reconcile moves a member toward its target; true when it changed. fresh
+// moves the member to a new epoch and grants anew, under it, every
+// partition it holds and keeps.
+func (g *Group) reconcile(m *Member, fresh bool, now time.Time) bool {
 	target := map[TP]bool{}
 	for _, tp := range g.Target[m.ID] {
 		target[tp] = true
 	}
 	changed := false
-	// Revoked partitions that came back into the target stay held.
-	m.Revoking = slices.DeleteFunc(m.Revoking, func(tp TP) bool {
-		if target[tp] {
-			changed = true
-			return true
-		}
-		return false
-	})
-	for _, tp := range m.Held {
-		if !target[tp] && !slices.Contains(m.Revoking, tp) {
-			m.Revoking = append(m.Revoking, tp)
+	// A revocation, once told, completes even when the partition comes
+	// back into the target: the member may have dropped it already, so it
+	// gets it again as a new grant once it has confirmed.
+	for _, h := range m.Held {
+		if !target[h.TP] && !slices.Contains(m.Revoking, h.TP) {
+			m.Revoking = append(m.Revoking, h.TP)
 			changed = true
 		}
 	}
 	slices.SortFunc(m.Revoking, assignor.Compare)
+	var gained []TP
 	if len(m.Revoking) > 0 {
 		if m.revokeDeadline.IsZero() {
 			m.revokeDeadline = now.Add(m.rebalanceTimeout())
@@ -327,17 +393,26 @@ func (g *Group) reconcile(m *Member, now time.Time) bool {
 		for _, tp := range g.Target[m.ID] {
 			if _, held := g.owners[tp]; !held {
 				g.owners[tp] = m.ID
-				m.Held = append(m.Held, tp)
-				changed = true
+				gained = append(gained, tp)
 			}
 		}
-		slices.SortFunc(m.Held, assignor.Compare)
-		if m.Epoch != g.AssignmentEpoch {
-			m.PrevEpoch, m.Epoch = m.Epoch, g.AssignmentEpoch
-			changed = true
-		}
 	}
-	send := slices.DeleteFunc(slices.Clone(m.Held), func(tp TP) bool { return slices.Contains(m.Revoking, tp) })
+	if fresh || len(gained) > 0 || len(m.Revoking) == 0 && m.Epoch != g.AssignmentEpoch {
+		g.advance(m)
+		if fresh {
+			for i, h := range m.Held {
+				if !slices.Contains(m.Revoking, h.TP) {
+					m.Held[i].Epoch = m.Epoch
+				}
+			}
+		}
+		for _, tp := range gained {
+			m.Held = append(m.Held, Grant{TP: tp, Epoch: m.Epoch})
+		}
+		slices.SortFunc(m.Held, func(a, b Grant) int { return assignor.Compare(a.TP, b.TP) })
+		changed = true
+	}
+	send := slices.DeleteFunc(m.Partitions(), func(tp TP) bool { return slices.Contains(m.Revoking, tp) })
 	if !slices.Equal(send, m.Sent) {
 		m.Sent = send
 		m.needSend = true
@@ -346,13 +421,25 @@ func (g *Group) reconcile(m *Member, now time.Time) bool {
 	return changed
 }
 
+// advance moves a member to an epoch it never had: the assignment epoch
+// when it is behind, otherwise a new group epoch (the target unchanged).
+// Member epochs are values of the group epoch, which only grows, so a
+// member's epochs grow too, across rejoins.
+func (g *Group) advance(m *Member) {
+	if m.Epoch >= g.AssignmentEpoch {
+		g.Epoch++
+		g.AssignmentEpoch = g.Epoch
+	}
+	m.PrevEpoch, m.Epoch = m.Epoch, g.AssignmentEpoch
+}
+
 // release gives up partitions a member held.
 func (g *Group) release(m *Member, tps []TP) {
 	for _, tp := range tps {
 		if g.owners[tp] == m.ID {
 			delete(g.owners, tp)
 		}
-		m.Held = slices.DeleteFunc(m.Held, func(x TP) bool { return x == tp })
+		m.Held = slices.DeleteFunc(m.Held, func(h Grant) bool { return h.TP == tp })
 		m.Revoking = slices.DeleteFunc(m.Revoking, func(x TP) bool { return x == tp })
 	}
 }
@@ -363,7 +450,7 @@ func (g *Group) remove(id string) {
 	if m == nil {
 		return
 	}
-	g.release(m, slices.Clone(m.Held))
+	g.release(m, m.Partitions())
 	delete(g.Members, id)
 	delete(g.Target, id)
 }
@@ -406,33 +493,56 @@ func (g *Group) Remove(parts map[string]int32, memberID, instanceID string) []st
 	return gone
 }
 
-// CheckCommit validates an offset commit. It returns an error for the whole
-// request (unknown member, stale epoch, -1 commit to a group with members)
-// or, per partition, whether the member holds it: a member may commit only
-// partitions it holds, so a member that lost a partition cannot move its
-// offset after the new owner has.
-func (g *Group) CheckCommit(memberID string, epoch int32, tps []TP) (held []bool, err error) {
-	held = make([]bool, len(tps))
+// CommitPartition is one partition of an offset commit and the member
+// epoch its records were read under; 0 means the commit's epoch.
+type CommitPartition struct {
+	TP
+	Epoch int32
+}
+
+// CheckCommit validates an offset commit of member memberID at epoch (its
+// epoch as it last heard it). It returns an error for the whole request
+// (unknown member, an epoch the member has not had, -1 commit to a group
+// with members) or, per partition, nil when the partition may be committed
+// and otherwise why not (ErrNotAssigned): a member may commit only
+// partitions it holds, so one that lost a partition cannot move its offset
+// after the new owner has, and only records read under an epoch from the
+// partition's assignment epoch to its current epoch (KIP-1251), so records
+// read before it lost the partition and got it back cannot move the offset
+// behind what it committed since.
+func (g *Group) CheckCommit(memberID string, epoch int32, parts []CommitPartition) ([]error, error) {
+	refused := make([]error, len(parts))
 	if epoch == -1 && memberID == "" {
 		if len(g.Members) > 0 {
 			return nil, ErrNotEmpty
 		}
-		for i := range held {
-			held[i] = true
-		}
-		return held, nil
+		return refused, nil
 	}
 	m := g.Members[memberID]
 	if m == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownMember, memberID)
 	}
-	if epoch != m.Epoch && epoch != m.PrevEpoch {
+	if epoch <= 0 || epoch > m.Epoch {
 		return nil, fmt.Errorf("%w: %d, current is %d", ErrFencedEpoch, epoch, m.Epoch)
 	}
-	for i, tp := range tps {
-		held[i] = slices.Contains(m.Held, tp)
+	for i, p := range parts {
+		read := p.Epoch
+		if read == 0 {
+			read = epoch
+		}
+		h, held := m.grant(p.TP)
+		switch {
+		case !held:
+			refused[i] = fmt.Errorf("%w: member %s does not own %s-%d", ErrNotAssigned, memberID, p.Topic, p.Partition)
+		case read < h.Epoch:
+			refused[i] = fmt.Errorf("%w: %s-%d was assigned to member %s at epoch %d, after epoch %d its records were read under; "+
+				"committing them would move the offset back", ErrNotAssigned, p.Topic, p.Partition, memberID, h.Epoch, read)
+		case read > m.Epoch:
+			refused[i] = fmt.Errorf("%w: records of %s-%d read under epoch %d, newer than member %s's epoch %d",
+				ErrNotAssigned, p.Topic, p.Partition, read, memberID, m.Epoch)
+		}
 	}
-	return held, nil
+	return refused, nil
 }
 
 // Owner returns the member holding a partition, or "".

@@ -21,6 +21,7 @@ type sim struct {
 	epoch map[string]int32
 	next  map[string][]TP // assignment received, applied before the next heartbeat
 	has   map[string]bool
+	where string // prefix of failure messages
 }
 
 func newSim(t *testing.T, parts int32) *sim {
@@ -58,7 +59,7 @@ func (s *sim) checkExclusive() {
 		}
 		for _, tp := range mine {
 			if o, ok := seen[tp]; ok && o != id {
-				s.t.Fatalf("%v owned by %s and %s at once", tp, o, id)
+				s.t.Fatalf("%s%v owned by %s and %s at once", s.where, tp, o, id)
 			}
 			seen[tp] = id
 		}
@@ -178,6 +179,14 @@ func TestSessionTimeoutFreesPartitions(t *testing.T) {
 	}
 }
 
+func commitParts(tps []TP) []CommitPartition {
+	out := make([]CommitPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = CommitPartition{TP: tp}
+	}
+	return out
+}
+
 func TestFencing(t *testing.T) {
 	s := newSim(t, 4)
 	s.settle([]string{"a"})
@@ -191,21 +200,23 @@ func TestFencing(t *testing.T) {
 	if _, _, err := s.g.Heartbeat(Heartbeat{MemberID: "a", Epoch: old, Topics: []string{"orders"}}, s.parts, s.now); !errors.Is(err, ErrFencedEpoch) {
 		t.Fatalf("stale heartbeat = %v; want ErrFencedEpoch", err)
 	}
-	if _, err := s.g.CheckCommit("a", old, s.owned["a"]); !errors.Is(err, ErrFencedEpoch) {
-		t.Fatalf("stale commit = %v; want ErrFencedEpoch", err)
+	if _, err := s.g.CheckCommit("a", s.epoch["a"]+1, commitParts(s.owned["a"])); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("commit at an epoch newer than the member's = %v; want ErrFencedEpoch", err)
 	}
-	held, err := s.g.CheckCommit("a", s.epoch["a"], append(slices.Clone(s.owned["a"]), s.owned["b"]...))
-	if err != nil {
-		t.Fatal(err)
+	if _, err := s.g.CheckCommit("a", 0, commitParts(s.owned["a"])); !errors.Is(err, ErrFencedEpoch) {
+		t.Fatalf("commit at epoch 0 = %v; want ErrFencedEpoch", err)
 	}
-	_ = held
-	held, err = s.g.CheckCommit("a", s.epoch["a"], append(slices.Clone(s.owned["a"]), s.owned["b"]...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, h := range held {
-		if want := i < len(s.owned["a"]); h != want {
-			t.Fatalf("held[%d] = %v; want %v (a may commit only its own partitions)", i, h, want)
+	// a may commit only its own partitions, at its current epoch and at any
+	// older one it held them under (a kept its partitions since ep).
+	for _, e := range []int32{s.epoch["a"], old} {
+		refused, err := s.g.CheckCommit("a", e, commitParts(append(slices.Clone(s.owned["a"]), s.owned["b"]...)))
+		if err != nil {
+			t.Fatalf("commit at %d: %v", e, err)
+		}
+		for i, r := range refused {
+			if want := i >= len(s.owned["a"]); (r != nil) != want || r != nil && !errors.Is(r, ErrNotAssigned) {
+				t.Fatalf("commit at %d: partition %d refused = %v; want refused %v", e, i, r, want)
+			}
 		}
 	}
 	if _, err := s.g.CheckCommit("", -1, nil); !errors.Is(err, ErrNotEmpty) {

@@ -107,11 +107,11 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 		return nil, err
 	}
 	defer og.mu.Unlock()
-	list := make([]group.TP, len(m.GetPartitions()))
+	list := make([]group.CommitPartition, len(m.GetPartitions()))
 	for i, p := range m.GetPartitions() {
-		list[i] = group.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}
+		list[i] = group.CommitPartition{TP: group.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}, Epoch: p.GetMemberEpoch()}
 	}
-	held, err := og.g.CheckCommit(m.GetMemberId(), m.GetMemberEpoch(), list)
+	refused, err := og.g.CheckCommit(m.GetMemberId(), m.GetMemberEpoch(), list)
 	if err != nil {
 		return nil, groupErr(err)
 	}
@@ -124,9 +124,8 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 			r.Error = detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "committed offset %d is negative", p.GetCommittedOffset())
 		case len(p.GetMetadata()) > maxMetadataBytes:
 			r.Error = detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "metadata is longer than %d bytes", maxMetadataBytes)
-		case !held[i]:
-			r.Error = detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH,
-				"member %s does not own %s-%d; its commit is refused", m.GetMemberId(), p.GetTopic(), p.GetPartition())
+		case refused[i] != nil:
+			r.Error = detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "commit refused: %v", refused[i])
 		default:
 			offs = append(offs, offsetstore.Offset{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: p.GetCommittedOffset(),
 				LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata()})
@@ -266,11 +265,11 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 		d.Members = append(d.Members, &coordinatorv1.GroupMember{
 			MemberId: m.ID, InstanceId: m.InstanceID, ClientId: m.ClientID, ClientHost: m.ClientHost, RackId: m.RackID,
 			MemberEpoch: m.Epoch, SubscribedTopicNames: m.Topics, RebalanceTimeoutMs: m.RebalanceTimeoutMs,
-			Assignment:       &coordinatorv1.Assignment{Partitions: fromTPs(m.Held)},
+			Assignment:       &coordinatorv1.Assignment{Partitions: fromTPs(m.Partitions())},
 			TargetAssignment: &coordinatorv1.Assignment{Partitions: fromTPs(g.Target[m.ID])},
 		})
-		for _, tp := range m.Held {
-			owners[tp] = m.ID
+		for _, h := range m.Held {
+			owners[h.TP] = m.ID
 		}
 	}
 	topics := subscribed(g)

@@ -75,8 +75,12 @@ type CoordinatorServiceClient interface {
 	// subscription and the partitions they own; the coordinator answers the member's epoch and,
 	// when it changed, its assignment. A partition is handed to its new owner only after the
 	// previous owner stopped reporting it or its session expired, so no two members own one
-	// partition at a time. A member that misses heartbeats for the session timeout (45000 ms
-	// by default) is removed.
+	// partition at a time. Only a heartbeat at the member's current epoch gives partitions up:
+	// one at its previous epoch is answered (the answer that moved the member on may have been
+	// lost) but, as it may be a late one carrying an old list, its owned_partitions release
+	// nothing; a join (epoch 0) of a known member releases nothing either and moves the member
+	// to a new epoch. Every partition is granted under a new member epoch. A member that misses
+	// heartbeats for the session timeout (45000 ms by default) is removed.
 	// Errors: INVALID_ARGUMENT for an empty group_id or member_id, or a join (epoch 0) without
 	// subscribed topics; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID) for an unknown member, and
 	// ABORTED (REASON_FENCED_MEMBER_EPOCH) for a stale member epoch, after both of which the
@@ -89,13 +93,19 @@ type CoordinatorServiceClient interface {
 	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR).
 	LeaveGroup(context.Context, *connect.Request[v1.LeaveGroupRequest]) (*connect.Response[v1.LeaveGroupResponse], error)
 	// OffsetCommit stores committed offsets, fenced by member epoch so a zombie's commit is
-	// rejected. A commit with member_epoch -1 and no member_id is an administrative or
-	// standalone-consumer commit, accepted only while the group has no live members.
-	// Errors: ABORTED (REASON_FENCED_MEMBER_EPOCH) when member_epoch is not the member's
-	// current epoch; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID); FAILED_PRECONDITION
+	// rejected. A member commits a partition only while it holds it, and only offsets of
+	// records it read under an epoch no older than the epoch it was (last) assigned the
+	// partition at (the partition's assignment epoch, as in Kafka's KIP-1251): records read
+	// before the member lost the partition and got it back cannot move the offset behind what
+	// it committed since. A commit with member_epoch -1 and no member_id is an administrative
+	// or standalone-consumer commit, accepted only while the group has no live members.
+	// Errors: ABORTED (REASON_FENCED_MEMBER_EPOCH) when member_epoch is not positive or is newer
+	// than the member's epoch; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID); FAILED_PRECONDITION
 	// (REASON_GROUP_NOT_EMPTY) for a -1 commit to a group with live members;
-	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR); per-partition INVALID_ARGUMENT for a
-	// negative offset in OffsetCommitPartitionResult.error.
+	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR); per partition, in
+	// OffsetCommitPartitionResult.error, ABORTED (REASON_FENCED_MEMBER_EPOCH) for a partition
+	// the member does not hold or whose records were read under an epoch older than the
+	// partition's assignment epoch, and INVALID_ARGUMENT for a negative offset.
 	OffsetCommit(context.Context, *connect.Request[v1.OffsetCommitRequest]) (*connect.Response[v1.OffsetCommitResponse], error)
 	// OffsetFetch returns committed offsets of a group.
 	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR). An unknown group returns no
@@ -264,8 +274,12 @@ type CoordinatorServiceHandler interface {
 	// subscription and the partitions they own; the coordinator answers the member's epoch and,
 	// when it changed, its assignment. A partition is handed to its new owner only after the
 	// previous owner stopped reporting it or its session expired, so no two members own one
-	// partition at a time. A member that misses heartbeats for the session timeout (45000 ms
-	// by default) is removed.
+	// partition at a time. Only a heartbeat at the member's current epoch gives partitions up:
+	// one at its previous epoch is answered (the answer that moved the member on may have been
+	// lost) but, as it may be a late one carrying an old list, its owned_partitions release
+	// nothing; a join (epoch 0) of a known member releases nothing either and moves the member
+	// to a new epoch. Every partition is granted under a new member epoch. A member that misses
+	// heartbeats for the session timeout (45000 ms by default) is removed.
 	// Errors: INVALID_ARGUMENT for an empty group_id or member_id, or a join (epoch 0) without
 	// subscribed topics; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID) for an unknown member, and
 	// ABORTED (REASON_FENCED_MEMBER_EPOCH) for a stale member epoch, after both of which the
@@ -278,13 +292,19 @@ type CoordinatorServiceHandler interface {
 	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR).
 	LeaveGroup(context.Context, *connect.Request[v1.LeaveGroupRequest]) (*connect.Response[v1.LeaveGroupResponse], error)
 	// OffsetCommit stores committed offsets, fenced by member epoch so a zombie's commit is
-	// rejected. A commit with member_epoch -1 and no member_id is an administrative or
-	// standalone-consumer commit, accepted only while the group has no live members.
-	// Errors: ABORTED (REASON_FENCED_MEMBER_EPOCH) when member_epoch is not the member's
-	// current epoch; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID); FAILED_PRECONDITION
+	// rejected. A member commits a partition only while it holds it, and only offsets of
+	// records it read under an epoch no older than the epoch it was (last) assigned the
+	// partition at (the partition's assignment epoch, as in Kafka's KIP-1251): records read
+	// before the member lost the partition and got it back cannot move the offset behind what
+	// it committed since. A commit with member_epoch -1 and no member_id is an administrative
+	// or standalone-consumer commit, accepted only while the group has no live members.
+	// Errors: ABORTED (REASON_FENCED_MEMBER_EPOCH) when member_epoch is not positive or is newer
+	// than the member's epoch; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID); FAILED_PRECONDITION
 	// (REASON_GROUP_NOT_EMPTY) for a -1 commit to a group with live members;
-	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR); per-partition INVALID_ARGUMENT for a
-	// negative offset in OffsetCommitPartitionResult.error.
+	// FAILED_PRECONDITION (REASON_NOT_COORDINATOR); per partition, in
+	// OffsetCommitPartitionResult.error, ABORTED (REASON_FENCED_MEMBER_EPOCH) for a partition
+	// the member does not hold or whose records were read under an epoch older than the
+	// partition's assignment epoch, and INVALID_ARGUMENT for a negative offset.
 	OffsetCommit(context.Context, *connect.Request[v1.OffsetCommitRequest]) (*connect.Response[v1.OffsetCommitResponse], error)
 	// OffsetFetch returns committed offsets of a group.
 	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR). An unknown group returns no
