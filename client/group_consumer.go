@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -22,7 +23,11 @@ import (
 // coordinator rejected because this member's epoch is stale or the member
 // was removed (session timeout): a zombie. The consumer has given up its
 // partitions and joins again; records it returned and did not commit are
-// delivered again to whichever member owns them now.
+// delivered again to whichever member owns them now. A commit of records
+// read under an earlier assignment of their partition (the member lost the
+// partition after Poll returned them, and was given it again since)
+// matches it too: their offsets are behind where the new assignment
+// started, so they are not committed.
 var ErrFenced = errors.New("client: fenced by the group coordinator (stale member epoch or member removed)")
 
 // TopicPartition names one partition.
@@ -101,6 +106,15 @@ func RebalanceTimeout(d time.Duration) GroupOpt {
 // one whose Poll's context was canceled, is returned again after a restart
 // or to the partition's next owner.
 //
+// Every record Poll returns carries the member epoch it was read under
+// (Record.MemberEpoch), and commits carry it to the coordinator: records
+// read before the member lost a partition (to a rebalance or a fence) and
+// got it back are never committed, so a late commit of them cannot move
+// the group's offset behind what the member read and committed since. Such
+// a commit fails with an error matching ErrFenced, from the consumer
+// itself or from the coordinator (which checks it against the epoch it
+// assigned the partition at).
+//
 // Rebalances happen inside Poll: OnRevoked and OnAssigned run on the
 // goroutine calling Poll. Poll must not be called concurrently; Commit,
 // CommitRecords and Assignment may be called from any goroutine. A
@@ -112,28 +126,41 @@ type GroupConsumer struct {
 	cfg    groupConfig
 	inner  *Consumer
 
-	mu           sync.Mutex
-	memberID     string
-	epoch        int32
-	interval     time.Duration
-	coordAddr    string
-	coords       map[string]coordinatorv1connect.CoordinatorServiceClient
-	owned        map[TopicPartition]bool
-	target       map[TopicPartition]bool // last assignment received; nil before the first
-	targetNew    bool                    // target not yet reconciled by Poll
-	lost         []TopicPartition        // partitions dropped by a fence, for OnRevoked
-	fencedOut    map[TopicPartition]bool // dropped by a fence and not assigned since: commits for them fail with ErrFenced
-	delivered    map[TopicPartition]int64
-	leaderEpochs map[TopicPartition]int32
-	processed    map[TopicPartition]int64
-	wake         chan struct{} // closed when Poll must reconcile
-	lastCommit   time.Time
-	closed       bool
+	mu         sync.Mutex
+	memberID   string
+	epoch      int32
+	interval   time.Duration
+	coordAddr  string
+	coords     map[string]coordinatorv1connect.CoordinatorServiceClient
+	owned      map[TopicPartition]bool
+	assignedAt map[TopicPartition]int32    // owned partition -> member epoch Poll started reading it at
+	target     map[TopicPartition]bool     // last assignment received; nil before the first
+	targetNew  bool                        // target not yet reconciled by Poll
+	lost       []TopicPartition            // partitions dropped by a fence, for OnRevoked
+	fencedOut  map[TopicPartition]bool     // dropped by a fence and not assigned since: commits for them fail with ErrFenced
+	delivered  map[TopicPartition]position // after the last record Poll returned
+	processed  map[TopicPartition]position // after the records of earlier Polls (AutoCommit)
+	wake       chan struct{}               // closed when Poll must reconcile
+	lastCommit time.Time
+	closed     bool
 
 	kick      chan struct{}
 	cancel    context.CancelFunc
 	hbDone    chan struct{}
 	closeOnce sync.Once
+}
+
+// position is where a commit puts a partition's offset: after a record.
+type position struct {
+	next        int64 // offset after the record
+	leaderEpoch int32 // the record's leader epoch, or -1
+	memberEpoch int32 // member epoch the record was read under
+}
+
+// candidate is a position offered to commit.
+type candidate struct {
+	tp TopicPartition
+	position
 }
 
 // NewGroupConsumer joins group as a new member subscribed to topics,
@@ -164,8 +191,8 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 		group: group, topics: slices.Clone(topics), cfg: cfg, inner: inner,
 		memberID: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
 		interval: time.Second, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{},
-		owned: map[TopicPartition]bool{}, fencedOut: map[TopicPartition]bool{}, delivered: map[TopicPartition]int64{}, leaderEpochs: map[TopicPartition]int32{},
-		processed: map[TopicPartition]int64{}, wake: make(chan struct{}), lastCommit: time.Now(),
+		owned: map[TopicPartition]bool{}, assignedAt: map[TopicPartition]int32{}, fencedOut: map[TopicPartition]bool{},
+		delivered: map[TopicPartition]position{}, processed: map[TopicPartition]position{}, wake: make(chan struct{}), lastCommit: time.Now(),
 		kick: make(chan struct{}, 1), hbDone: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -264,8 +291,8 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	}
 }
 
-// deliver keeps the records of owned partitions and records their
-// positions as delivered.
+// deliver keeps the records of owned partitions, stamps them with the
+// member epoch, and records their positions as delivered.
 func (g *GroupConsumer) deliver(recs []*Record) []*Record {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -275,10 +302,10 @@ func (g *GroupConsumer) deliver(recs []*Record) []*Record {
 		if !g.owned[tp] {
 			continue
 		}
+		r.MemberEpoch = g.epoch
 		out = append(out, r)
-		if r.Offset+1 > g.delivered[tp] {
-			g.delivered[tp] = r.Offset + 1
-			g.leaderEpochs[tp] = r.LeaderEpoch
+		if r.Offset+1 > g.delivered[tp].next {
+			g.delivered[tp] = position{next: r.Offset + 1, leaderEpoch: r.LeaderEpoch, memberEpoch: g.epoch}
 		}
 	}
 	return out
@@ -327,9 +354,9 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		g.mu.Lock()
 		for _, tp := range revoked {
 			delete(g.owned, tp)
+			delete(g.assignedAt, tp)
 			delete(g.delivered, tp)
 			delete(g.processed, tp)
-			delete(g.leaderEpochs, tp)
 		}
 		g.mu.Unlock()
 	}
@@ -354,10 +381,12 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 			off := g.cfg.start
 			if o, ok := start[tp]; ok && o >= 0 {
 				off = AtOffset(o)
-				g.delivered[tp], g.processed[tp] = o, o
+				pos := position{next: o, leaderEpoch: -1, memberEpoch: g.epoch}
+				g.delivered[tp], g.processed[tp] = pos, pos
 			}
 			assign[tp.Topic][tp.Partition] = off
 			g.owned[tp] = true
+			g.assignedAt[tp] = g.epoch
 			delete(g.fencedOut, tp)
 		}
 		g.mu.Unlock()
@@ -410,77 +439,87 @@ func (g *GroupConsumer) committed(ctx context.Context, tps []TopicPartition) (ma
 // record Poll returned.
 func (g *GroupConsumer) Commit(ctx context.Context) error {
 	g.mu.Lock()
-	offs := map[TopicPartition]int64{}
-	for tp, o := range g.delivered {
-		offs[tp] = o
+	cands := make([]candidate, 0, len(g.delivered))
+	for tp, pos := range g.delivered {
+		cands = append(cands, candidate{tp, pos})
 	}
 	g.mu.Unlock()
-	return g.commit(ctx, offs)
+	return g.commit(ctx, cands)
 }
 
 // CommitRecords commits the position after each given record (the highest
-// per partition). Records of partitions this member gave up in a rebalance
-// are left out: their new owner commits them. Records of partitions it lost
-// because it was fenced make the commit fail with an error matching
-// ErrFenced (the other partitions are still committed).
+// per partition), records that Poll returned. Records of partitions this
+// member gave up in a rebalance are left out: their new owner commits
+// them. Records of partitions it lost because it was fenced, and records
+// read under an earlier assignment of a partition it was given again
+// since, make the commit fail with an error matching ErrFenced (the other
+// partitions are still committed).
 func (g *GroupConsumer) CommitRecords(ctx context.Context, recs ...*Record) error {
-	offs := map[TopicPartition]int64{}
-	for _, r := range recs {
-		tp := TopicPartition{r.Topic, r.Partition}
-		offs[tp] = max(offs[tp], r.Offset+1)
+	cands := make([]candidate, len(recs))
+	for i, r := range recs {
+		cands[i] = candidate{TopicPartition{r.Topic, r.Partition}, position{next: r.Offset + 1, leaderEpoch: r.LeaderEpoch, memberEpoch: r.MemberEpoch}}
 	}
-	return g.commit(ctx, offs)
+	return g.commit(ctx, cands)
 }
 
 // commitProcessed commits what earlier Polls returned, for only (or every
 // partition when only is nil).
 func (g *GroupConsumer) commitProcessed(ctx context.Context, only []TopicPartition) error {
 	g.mu.Lock()
-	offs := map[TopicPartition]int64{}
-	for tp, o := range g.processed {
+	var cands []candidate
+	for tp, pos := range g.processed {
 		if only == nil || slices.Contains(only, tp) {
-			offs[tp] = o
+			cands = append(cands, candidate{tp, pos})
 		}
 	}
 	g.lastCommit = time.Now()
 	g.mu.Unlock()
-	return g.commit(ctx, offs)
+	return g.commit(ctx, cands)
 }
 
-func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int64) error {
+// commit commits, per partition, the highest candidate read under the
+// current assignment of the partition.
+func (g *GroupConsumer) commit(ctx context.Context, cands []candidate) error {
 	g.mu.Lock()
 	req := &coordinatorv1.OffsetCommitRequest{GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch}
-	// A partition lost to a fence is refused here, not skipped: the
-	// heartbeat may learn of the fence before the commit is sent, and the
-	// commit must then fail as it would at the coordinator.
-	var lost []TopicPartition
-	for tp, o := range offs {
-		if g.fencedOut[tp] && !g.owned[tp] {
-			lost = append(lost, tp)
-			continue
+	best := map[TopicPartition]position{}
+	lost := map[TopicPartition]bool{}
+	stale := map[TopicPartition]int32{} // partition -> epoch of records read under an earlier assignment
+	for _, c := range cands {
+		switch {
+		case !g.owned[c.tp]:
+			// A partition lost to a fence is refused here, not skipped:
+			// the heartbeat may learn of the fence before the commit is
+			// sent, and the commit must then fail as it would at the
+			// coordinator.
+			if g.fencedOut[c.tp] {
+				lost[c.tp] = true
+			}
+		case c.memberEpoch < g.assignedAt[c.tp]:
+			stale[c.tp] = c.memberEpoch
+		case c.next >= 0:
+			if b, ok := best[c.tp]; !ok || c.next > b.next {
+				best[c.tp] = c.position
+			}
 		}
-		if !g.owned[tp] || o < 0 {
-			continue
-		}
-		le, ok := g.leaderEpochs[tp]
-		if !ok {
-			le = -1
-		}
-		req.Partitions = append(req.Partitions, &coordinatorv1.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: o, CommittedLeaderEpoch: le})
+	}
+	var errs []error
+	for _, tp := range sortedTPs(lost) {
+		errs = append(errs, fmt.Errorf("%w: %s: lost when the member was fenced; not committed", ErrFenced, tp))
+	}
+	for _, tp := range sortedTPs(stale) {
+		errs = append(errs, fmt.Errorf("%w: %s: records read under member epoch %d, before the partition was assigned to this member again at epoch %d; "+
+			"not committed, as that would move the offset back", ErrFenced, tp, stale[tp], g.assignedAt[tp]))
+	}
+	for _, tp := range sortedTPs(best) {
+		pos := best[tp]
+		req.Partitions = append(req.Partitions, &coordinatorv1.OffsetCommitPartition{Topic: tp.Topic, Partition: tp.Partition,
+			CommittedOffset: pos.next, CommittedLeaderEpoch: pos.leaderEpoch, MemberEpoch: pos.memberEpoch})
 	}
 	g.mu.Unlock()
-	sortTPs(lost)
-	var lostErrs []error
-	for _, tp := range lost {
-		lostErrs = append(lostErrs, fmt.Errorf("%w: %s: lost when the member was fenced; not committed", ErrFenced, tp))
-	}
 	if len(req.Partitions) == 0 {
-		return errors.Join(lostErrs...)
+		return errors.Join(errs...)
 	}
-	sort.Slice(req.Partitions, func(i, j int) bool {
-		a, b := req.Partitions[i], req.Partitions[j]
-		return a.Topic < b.Topic || a.Topic == b.Topic && a.Partition < b.Partition
-	})
 	var resp *coordinatorv1.OffsetCommitResponse
 	err := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
 		r, err := c.OffsetCommit(ctx, connect.NewRequest(req))
@@ -491,11 +530,10 @@ func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int6
 	})
 	if err != nil {
 		if r := ReasonOf(err); r == commonv1.Reason_REASON_FENCED_MEMBER_EPOCH || r == commonv1.Reason_REASON_UNKNOWN_MEMBER_ID {
-			return errors.Join(append([]error{fmt.Errorf("%w: %v", ErrFenced, fromConnect(err))}, lostErrs...)...)
+			return errors.Join(append([]error{fmt.Errorf("%w: %v", ErrFenced, fromConnect(err))}, errs...)...)
 		}
-		return errors.Join(append([]error{fromConnect(err)}, lostErrs...)...)
+		return errors.Join(append([]error{fromConnect(err)}, errs...)...)
 	}
-	errs := lostErrs
 	for _, p := range resp.GetPartitions() {
 		if d := p.GetError(); d != nil {
 			e := fmt.Errorf("client: commit %s-%d: %w", p.GetTopic(), p.GetPartition(), fromDetail(d))
@@ -506,6 +544,16 @@ func (g *GroupConsumer) commit(ctx context.Context, offs map[TopicPartition]int6
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sortedTPs returns the keys of m, sorted.
+func sortedTPs[V any](m map[TopicPartition]V) []TopicPartition {
+	out := make([]TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	sortTPs(out)
+	return out
 }
 
 // coordinator returns a client for the group's coordinator, asking the
@@ -678,8 +726,12 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 				t[TopicPartition{tps.GetTopic(), p}] = true
 			}
 		}
-		g.target, g.targetNew = t, true
-		g.wakeLocked()
+		// The coordinator repeats an assignment it is not sure arrived;
+		// the same one again changes nothing.
+		if g.target == nil || !maps.Equal(t, g.target) {
+			g.target, g.targetNew = t, true
+			g.wakeLocked()
+		}
 	}
 	return g.interval, nil
 }
@@ -704,9 +756,9 @@ func (g *GroupConsumer) fenced() {
 	}
 	sortTPs(lost)
 	g.owned = map[TopicPartition]bool{}
-	g.delivered = map[TopicPartition]int64{}
-	g.processed = map[TopicPartition]int64{}
-	g.leaderEpochs = map[TopicPartition]int32{}
+	g.assignedAt = map[TopicPartition]int32{}
+	g.delivered = map[TopicPartition]position{}
+	g.processed = map[TopicPartition]position{}
 	g.target, g.targetNew = nil, false
 	g.lost = append(g.lost, lost...)
 	g.epoch = 0

@@ -23,6 +23,11 @@ type Record struct {
 	Offset int64
 	// LeaderEpoch of the batch the record came from; consumed records only.
 	LeaderEpoch int32
+	// MemberEpoch is, on records a GroupConsumer's Poll returned, the
+	// member epoch the consumer had when it returned them (0 elsewhere).
+	// CommitRecords sends it, and a commit of records read under an earlier
+	// assignment of their partition is refused (see GroupConsumer).
+	MemberEpoch int32
 }
 
 // Header is one record header.

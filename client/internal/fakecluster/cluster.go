@@ -12,7 +12,7 @@
 // and the admin pass-through calls of the gateway. What it does not: real
 // replication (the high watermark is the log end offset), retention,
 // persistence, consumer groups (the coordinator calls answer UNAVAILABLE
-// unless a test enables them).
+// unless a test serves a coordinator of its own with SetCoordinator).
 package fakecluster
 
 import (
@@ -37,6 +37,7 @@ import (
 type Cluster struct {
 	gateway *httptest.Server
 	nodes   []*httptest.Server
+	coord   *httptest.Server // nil until SetCoordinator
 
 	mu       sync.Mutex
 	topics   map[string]*topic
@@ -132,6 +133,22 @@ func (c *Cluster) Close() {
 	for _, n := range c.nodes {
 		n.Close()
 	}
+	c.mu.Lock()
+	coord := c.coord
+	c.mu.Unlock()
+	if coord != nil {
+		coord.Close()
+	}
+}
+
+// SetCoordinator serves h, a CoordinatorService handler the test provides,
+// as the coordinator of every group: FindCoordinator names it. Call it
+// once, before the first group call.
+func (c *Cluster) SetCoordinator(h http.Handler) {
+	s := start(h)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.coord = s
 }
 
 // GatewayURL is the base URL clients bootstrap from.

@@ -66,7 +66,12 @@ func (g *gateway) InitProducerId(ctx context.Context, req *connect.Request[gatew
 }
 
 func (g *gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
-	return nil, noCoordinator()
+	g.c.mu.Lock()
+	defer g.c.mu.Unlock()
+	if g.c.coord == nil {
+		return nil, noCoordinator()
+	}
+	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: "fake", Address: g.c.coord.URL}), nil
 }
 
 func noCoordinator() error {
