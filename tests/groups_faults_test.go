@@ -18,6 +18,7 @@ import (
 
 	"github.com/strata-mq/strata/client"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
@@ -39,7 +40,8 @@ type groupEnv struct {
 	c        *harness.Cluster
 	gateway  string
 	gw       gatewayv1connect.GatewayServiceClient
-	consumer string // path of the groupconsumer binary
+	coord    coordinatorv1connect.CoordinatorServiceClient // the one coordinator, for calls the gateway does not pass on
+	consumer string                                        // path of the groupconsumer binary
 }
 
 // TestConsumerGroupFaults runs consumer groups against real processes
@@ -61,6 +63,9 @@ type groupEnv struct {
 //     and reads on from the new owner's commits.
 //   - restart: a consumer killed and started again resumes exactly at its
 //     last commit.
+//   - regrant: a member that lost partitions (to a rebalance, then to a
+//     fence) and got them back cannot commit records it read before: the
+//     commit fails with client.ErrFenced and the offset does not move back.
 func TestConsumerGroupFaults(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
@@ -68,6 +73,7 @@ func TestConsumerGroupFaults(t *testing.T) {
 	env := &groupEnv{
 		c: c, gateway: gs.Gateway.URL,
 		gw:       gatewayv1connect.NewGatewayServiceClient(harness.H2CClient(), gs.Gateway.URL),
+		coord:    coordinatorv1connect.NewCoordinatorServiceClient(harness.H2CClient(), gs.Coordinators[0].URL),
 		consumer: harness.Binary(t, "./cmd/groupconsumer"),
 	}
 	t.Run("members", env.testMembers)
@@ -79,6 +85,7 @@ func TestConsumerGroupFaults(t *testing.T) {
 	t.Run("pause/commit-first", func(t *testing.T) { env.testPause(t, "pause-a", 700*time.Millisecond) })
 	t.Run("pause/heartbeat-first", func(t *testing.T) { env.testPause(t, "pause-b", 5*time.Second) })
 	t.Run("restart", env.testRestart)
+	t.Run("regrant", env.testRegrant)
 }
 
 // ownership checks, from the members' own callbacks, that no partition is
