@@ -15,7 +15,7 @@
 //	revoked P,P,...               OnRevoked: partitions given up, or lost to a fence
 //	record P OFFSET VALUE         a record Poll returned
 //	commit ok EPOCH P:OFF,...     a commit that succeeded; OFF is one past the batch's last record of P
-//	commit fenced EPOCH P:OFF,... MESSAGE   a commit refused because the member is a zombie (client.ErrFenced)
+//	commit fenced EPOCH P:OFF,... MESSAGE   a commit refused because the member is a zombie, or the records were read under an earlier assignment of their partition (client.ErrFenced)
 //	commit error EPOCH P:OFF,... MESSAGE    a commit that failed otherwise
 //	closed                        after a clean Close on SIGTERM or SIGINT
 //
