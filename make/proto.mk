@@ -3,13 +3,13 @@
 # Included from the top-level Makefile. Paths are anchored to the repository root (the parent
 # of this file's directory), so the targets work whatever directory make runs from.
 #
-# Nothing here uses globally installed generators: buf comes from tools/package-lock.json
-# (npm ci) and the Go plugins from the `tool` directives in tools/go.mod (a module of its own,
+# Nothing here uses globally installed generators: buf and protoc-gen-es come from
+# tools/package-lock.json (npm ci) and the Go plugins from the `tool` directives in tools/go.mod (a module of its own,
 # outside go.work, always built with GOWORK=off). Everything lands in .tmp/bin.
 #
 # Targets (each documented with `## ...` for a help target):
 #   tools          install the pinned buf and Go plugins into .tmp/bin
-#   generate       delete gen/strata, run buf generate, require in gen/go.mod the exact
+#   generate       delete gen/strata and gen/ts/strata, run buf generate (Go and TypeScript), require in gen/go.mod the exact
 #                  protobuf and connect versions the plugins were built from, go mod tidy
 #   checkgenerate  generate, then fail if gen/ differs from what is committed
 #   buflint        buf lint and buf format check of proto/
@@ -18,6 +18,7 @@ PROTO_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))
 PROTO_TMP := $(PROTO_ROOT)/.tmp
 PROTO_BIN := $(PROTO_TMP)/bin
 PROTO_GEN_OUT := $(PROTO_ROOT)/gen/strata
+PROTO_GEN_TS_OUT := $(PROTO_ROOT)/gen/ts/strata
 BUF := $(PROTO_ROOT)/tools/node_modules/.bin/buf
 
 # File targets, rebuilt only when the pins change (or the files are gone), so `make tools` is
@@ -45,10 +46,10 @@ $(PROTO_GO_PLUGINS) &: $(PROTO_ROOT)/tools/go.mod $(PROTO_ROOT)/tools/go.sum | $
 		connectrpc.com/connect/cmd/protoc-gen-connect-go
 	@touch $(PROTO_GO_PLUGINS)
 
-generate: tools ## Regenerate gen/ from proto/: delete gen/strata, buf generate, pin gen's runtime to the plugins' versions, go mod tidy
-	@echo "generate: buf generate -> gen/strata"
-	@rm -rf $(PROTO_GEN_OUT)
-	@cd $(PROTO_ROOT) && PATH="$(PROTO_BIN):$$PATH" $(BUF) generate
+generate: tools ## Regenerate gen/ from proto/: delete gen/strata and gen/ts/strata, buf generate (Go and TypeScript), pin gen's runtime to the plugins' versions, go mod tidy
+	@echo "generate: buf generate -> gen/strata, gen/ts/strata"
+	@rm -rf $(PROTO_GEN_OUT) $(PROTO_GEN_TS_OUT)
+	@cd $(PROTO_ROOT) && PATH="$(PROTO_BIN):$(PROTO_ROOT)/tools/node_modules/.bin:$$PATH" $(BUF) generate
 	@pins="$$(GOWORK=off go list -C $(PROTO_ROOT)/tools -m -f '{{.Path}}@{{.Version}}' google.golang.org/protobuf connectrpc.com/connect)" && \
 		cd $(PROTO_ROOT)/gen && GOWORK=off go get $$pins && GOWORK=off go mod tidy
 
