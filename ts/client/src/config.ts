@@ -1,0 +1,65 @@
+// Client-wide options: what `new Strata({...})` takes, with defaults.
+
+import type { Transport } from "@connectrpc/connect";
+
+/** Options of `new Strata(...)`. Every duration is in milliseconds. */
+export interface StrataConfig {
+  /** Base URL of a gateway, for example "http://127.0.0.1:9092". Required. */
+  gateway: string;
+  /** Reported to the group coordinator (DescribeGroup). Default "strata-ts". */
+  clientId?: string;
+  /** Per-RPC timeout, also the acks=all wait asked of the leader. Default 30000. */
+  requestTimeout?: number;
+  /** Retry backoff: doubles from initialRetryTime to maxRetryTime. Defaults 100 and 1000. */
+  retry?: { initialRetryTime?: number; maxRetryTime?: number };
+  /** Periodic metadata refresh. Default 300000 (5 min). */
+  metadataMaxAge?: number;
+  /** How long a topic the gateway does not know is asked for again before UnknownTopicError. Default 2000. */
+  unknownTopicWait?: number;
+  /**
+   * Makes the Connect transport for a base URL (gateway, storage node or
+   * coordinator), for example to add interceptors. Default: HTTP/2 in Node
+   * (@connectrpc/connect-node), fetch in browsers (@connectrpc/connect-web).
+   */
+  transport?: (baseUrl: string) => Transport;
+}
+
+/** Resolved client config. */
+export interface ResolvedConfig {
+  gateway: string;
+  clientId: string;
+  requestTimeout: number;
+  retryBackoff: number;
+  maxRetryBackoff: number;
+  metadataMaxAge: number;
+  unknownTopicWait: number;
+  transport?: (baseUrl: string) => Transport;
+}
+
+/** resolveConfig applies defaults and checks every option, reporting all problems at once. */
+export function resolveConfig(c: StrataConfig): ResolvedConfig {
+  const r: ResolvedConfig = {
+    gateway: (c?.gateway ?? "").replace(/\/+$/, ""),
+    clientId: c?.clientId ?? "strata-ts",
+    requestTimeout: c?.requestTimeout ?? 30_000,
+    retryBackoff: c?.retry?.initialRetryTime ?? 100,
+    maxRetryBackoff: c?.retry?.maxRetryTime ?? 1_000,
+    metadataMaxAge: c?.metadataMaxAge ?? 300_000,
+    unknownTopicWait: c?.unknownTopicWait ?? 2_000,
+    transport: c?.transport,
+  };
+  const problems: string[] = [];
+  if (!/^https?:\/\//.test(r.gateway)) problems.push(`gateway ${JSON.stringify(c?.gateway)}: want a base URL such as http://127.0.0.1:9092`);
+  positive(problems, "requestTimeout", r.requestTimeout);
+  positive(problems, "retry.initialRetryTime", r.retryBackoff);
+  positive(problems, "metadataMaxAge", r.metadataMaxAge);
+  if (r.maxRetryBackoff < r.retryBackoff) problems.push(`retry.maxRetryTime ${r.maxRetryBackoff}: below retry.initialRetryTime`);
+  if (!(r.unknownTopicWait >= 0)) problems.push(`unknownTopicWait ${r.unknownTopicWait}: must not be negative`);
+  if (problems.length) throw new TypeError(`@strata-mq/client: bad config: ${problems.join("; ")}`);
+  return r;
+}
+
+/** positive records a problem when v is not a positive finite number. */
+export function positive(problems: string[], name: string, v: number): void {
+  if (!(typeof v === "number" && v > 0 && Number.isFinite(v))) problems.push(`${name} ${v}: must be a positive number`);
+}

@@ -1,0 +1,251 @@
+// Typed errors of the client. Every error a call rejects with is a
+// StrataError (or a subclass); a failure the server reported carries its
+// Connect code, its Kafka-level reason and the server's one-line message.
+
+import { Code, ConnectError } from "@connectrpc/connect";
+import { common } from "./api.js";
+
+type ErrorDetail = common.ErrorDetail;
+const { Reason, ErrorDetailSchema } = common;
+
+/** Options shared by the error constructors. */
+export interface StrataErrorOptions {
+  /** Connect code; Code.Unknown when not from a server. */
+  code?: Code;
+  /** Strata reason (common.v1.Reason); Reason.UNSPECIFIED when none. */
+  reason?: common.Reason;
+  /** The structured error as the server sent it, with its hint. */
+  detail?: ErrorDetail;
+  /** Whether retrying the same call may succeed. */
+  retriable?: boolean;
+  /** The underlying error. */
+  cause?: unknown;
+}
+
+/**
+ * StrataError is the base of every error the client rejects with. `reason`
+ * is the server's Kafka-level reason (for example `"NOT_LEADER"`), `code`
+ * the Connect code name (for example `"unavailable"`), and `message` the
+ * server's one line.
+ */
+export class StrataError extends Error {
+  override name = "StrataError";
+  /** Connect code of the failure (numeric, as @connectrpc/connect's Code). */
+  readonly code: Code;
+  /** Strata reason (common.v1.Reason); 0 (UNSPECIFIED) when the code says everything. */
+  readonly reasonCode: common.Reason;
+  /** The structured error detail as sent, with its hint; undefined when none. */
+  readonly detail?: ErrorDetail;
+  /** True when retrying the same call may succeed (kafkajs' `retriable`). */
+  readonly retriable: boolean;
+
+  constructor(message: string, opts: StrataErrorOptions = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.code = opts.code ?? Code.Unknown;
+    this.reasonCode = opts.reason ?? Reason.UNSPECIFIED;
+    this.detail = opts.detail;
+    this.retriable = opts.retriable ?? false;
+  }
+
+  /** The reason's name without its prefix, for example "NOT_LEADER"; "" when unspecified. */
+  get reason(): string {
+    if (this.reasonCode === Reason.UNSPECIFIED) return "";
+    return (Reason[this.reasonCode] as string | undefined) ?? String(this.reasonCode);
+  }
+
+  /** The Connect code's name, for example "unavailable". */
+  get codeName(): string {
+    return codeName(this.code);
+  }
+}
+
+/** UnknownTopicError: the cluster does not know the topic. */
+export class UnknownTopicError extends StrataError {
+  override name = "UnknownTopicError";
+  constructor(readonly topic: string) {
+    super(`topic "${topic}" does not exist`, { code: Code.NotFound, reason: Reason.UNKNOWN_TOPIC_OR_PARTITION });
+  }
+}
+
+/** ClosedError: the producer or consumer was closed. */
+export class ClosedError extends StrataError {
+  override name = "ClosedError";
+  constructor(what: string) {
+    super(`${what} is closed`, { code: Code.Canceled });
+  }
+}
+
+/** DeliveryTimeoutError: a batch was not acknowledged within the delivery timeout; `cause` is the last error. */
+export class DeliveryTimeoutError extends StrataError {
+  override name = "DeliveryTimeoutError";
+  constructor(cause: unknown) {
+    super(`delivery timeout: ${messageOf(cause)}`, { code: Code.DeadlineExceeded, cause, reason: reasonOf(cause) });
+  }
+}
+
+/** NoLeaderError: a partition has no live leader right now (retriable). */
+export class NoLeaderError extends StrataError {
+  override name = "NoLeaderError";
+  constructor(topic: string, partition: number) {
+    super(`${topic}/${partition} has no leader`, { code: Code.Unavailable, retriable: true });
+  }
+}
+
+/**
+ * FencedError: the group coordinator rejected a commit or heartbeat because
+ * this member's epoch is stale or it was removed. The consumer has given up
+ * its partitions and joins again; uncommitted records are delivered again.
+ */
+export class FencedError extends StrataError {
+  override name = "FencedError";
+}
+
+/** Kinds of CorruptBatchError, as the Go codec's sentinels. */
+export type CorruptKind = "short" | "length" | "magic" | "crc" | "codec" | "corrupt" | "too-large";
+
+/** CorruptBatchError: bytes that are not a valid RecordBatch v2; never retried. */
+export class CorruptBatchError extends StrataError {
+  override name = "CorruptBatchError";
+  constructor(readonly kind: CorruptKind, message: string) {
+    super(`recordbatch: ${message}`, { code: Code.DataLoss, reason: Reason.CORRUPT_RECORD });
+  }
+}
+
+/** UnsupportedCodecError: a batch uses a compression codec this client cannot decode or encode. */
+export class UnsupportedCodecError extends StrataError {
+  override name = "UnsupportedCodecError";
+  constructor(readonly codec: string) {
+    super(`recordbatch: codec ${codec} is not supported by this client (supported: none, gzip, snappy, zstd)`, {
+      code: Code.Unimplemented,
+    });
+  }
+}
+
+const codeNames: Record<number, string> = {
+  [Code.Canceled]: "canceled",
+  [Code.Unknown]: "unknown",
+  [Code.InvalidArgument]: "invalid_argument",
+  [Code.DeadlineExceeded]: "deadline_exceeded",
+  [Code.NotFound]: "not_found",
+  [Code.AlreadyExists]: "already_exists",
+  [Code.PermissionDenied]: "permission_denied",
+  [Code.ResourceExhausted]: "resource_exhausted",
+  [Code.FailedPrecondition]: "failed_precondition",
+  [Code.Aborted]: "aborted",
+  [Code.OutOfRange]: "out_of_range",
+  [Code.Unimplemented]: "unimplemented",
+  [Code.Internal]: "internal",
+  [Code.Unavailable]: "unavailable",
+  [Code.DataLoss]: "data_loss",
+  [Code.Unauthenticated]: "unauthenticated",
+};
+
+function codeName(c: Code): string {
+  return codeNames[c] ?? String(c);
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function reasonOf(e: unknown): common.Reason {
+  return e instanceof StrataError ? e.reasonCode : Reason.UNSPECIFIED;
+}
+
+/** detailOf returns the ErrorDetail attached to a Connect error, if any. */
+export function detailOf(err: unknown): ErrorDetail | undefined {
+  if (err instanceof StrataError) return err.detail;
+  if (err instanceof ConnectError) return err.findDetails(ErrorDetailSchema)[0];
+  return undefined;
+}
+
+/**
+ * fromConnect turns a failed call into a StrataError with the server's code,
+ * reason and message. Aborts (the caller's signal) pass through unchanged.
+ */
+export function fromConnect(err: unknown): unknown {
+  if (err instanceof StrataError) return err;
+  if (err instanceof ConnectError) {
+    const d = err.findDetails(ErrorDetailSchema)[0];
+    const e = new StrataError(d?.message || err.rawMessage || codeName(err.code), {
+      code: err.code,
+      reason: d?.reason ?? Reason.UNSPECIFIED,
+      detail: d,
+      cause: err,
+    });
+    (e as { retriable: boolean }).retriable = classify(e) !== Action.Fail;
+    return e;
+  }
+  return err;
+}
+
+/** fromDetail turns a per-partition ErrorDetail into a StrataError. */
+export function fromDetail(d: ErrorDetail): StrataError {
+  const e = new StrataError(d.message || codeName(d.code as number as Code), {
+    code: d.code as number as Code,
+    reason: d.reason,
+    detail: d,
+  });
+  (e as { retriable: boolean }).retriable = classify(e) !== Action.Fail;
+  return e;
+}
+
+/** What a client does about an error of Produce, Fetch or ListOffsets. */
+export enum Action {
+  Fail,
+  Retry,
+  Refresh,
+  NewProducerId,
+}
+
+/** classify maps an error to an Action, as the Go client's classify (client/errors.go). */
+export function classify(err: unknown): Action {
+  if (err instanceof NoLeaderError) return Action.Refresh;
+  if (err instanceof UnknownTopicError || err instanceof ClosedError || err instanceof CorruptBatchError) {
+    return Action.Fail;
+  }
+  let code: Code;
+  let reason: common.Reason = Reason.UNSPECIFIED;
+  if (err instanceof StrataError) {
+    code = err.code;
+    reason = err.reasonCode;
+  } else if (err instanceof ConnectError) {
+    code = err.code;
+    reason = err.findDetails(ErrorDetailSchema)[0]?.reason ?? Reason.UNSPECIFIED;
+  } else if (isTimeout(err)) {
+    return Action.Refresh;
+  } else {
+    return Action.Fail;
+  }
+  switch (reason) {
+    case Reason.NOT_LEADER:
+    case Reason.FENCED_LEADER_EPOCH:
+    case Reason.UNKNOWN_LEADER_EPOCH:
+    case Reason.UNKNOWN_TOPIC_OR_PARTITION:
+      return Action.Refresh;
+    case Reason.NOT_ENOUGH_REPLICAS:
+    case Reason.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+    case Reason.REQUEST_TIMED_OUT:
+      return Action.Retry;
+    case Reason.UNKNOWN_PRODUCER_ID:
+      return Action.NewProducerId;
+    case Reason.OUT_OF_ORDER_SEQUENCE:
+    case Reason.INVALID_PRODUCER_EPOCH:
+    case Reason.CORRUPT_RECORD:
+    case Reason.RECORD_TOO_LARGE:
+      return Action.Fail;
+  }
+  switch (code) {
+    case Code.Unavailable:
+    case Code.Unknown:
+    case Code.DeadlineExceeded:
+    case Code.Aborted:
+    case Code.Internal: // a connection reset mid-call surfaces as internal in some runtimes
+      return Action.Refresh;
+  }
+  return Action.Fail;
+}
+
+function isTimeout(err: unknown): boolean {
+  return err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
+}

@@ -1,0 +1,190 @@
+// The routing cache a producer or consumer uses, as the Go client's
+// cluster (client/metadata.go): per topic of interest, each partition's
+// leader, leader epoch and leader address, from the gateway's Metadata. A
+// refresh already in flight is joined; an answer older than the cache
+// (gateways behind a load balancer may lag one another) only adds topics;
+// NOT_LEADER hints with a newer epoch update the cache directly.
+
+import { createClient, type Client, type Transport } from "@connectrpc/connect";
+import { gateway, storage, common } from "./api.js";
+import type { ResolvedConfig } from "./config.js";
+import { detailOf, fromConnect, NoLeaderError, UnknownTopicError } from "./errors.js";
+import { platform } from "./platform.js";
+import { Backoff, sleep, unrefTimer } from "./util.js";
+
+/** One partition's routing. */
+export interface PartInfo {
+  /** Leader node id, -1 when offline. */
+  leader: number;
+  epoch: number;
+  /** Leader base URL; "" when unknown. */
+  addr: string;
+}
+
+/** One topic's routing; replaced whole on refresh, never modified. */
+export interface TopicInfo {
+  id: string;
+  parts: PartInfo[];
+}
+
+export type GatewayClient = Client<typeof gateway.GatewayService>;
+export type StorageClient = Client<typeof storage.StorageService>;
+
+/** Cluster is the metadata cache and the pool of Connect clients of one producer, consumer or admin. */
+export class Cluster {
+  readonly gw: GatewayClient;
+  private readonly transports = new Map<string, Transport>();
+  private readonly storages = new Map<string, StorageClient>();
+  private version = -1n;
+  private answered = false;
+  private readonly nodes = new Map<number, string>();
+  private readonly topics = new Map<string, TopicInfo>();
+  private readonly missing = new Set<string>();
+  private readonly interest = new Set<string>();
+  private refreshing: Promise<void> | undefined;
+  private timer: ReturnType<typeof setInterval> | undefined;
+
+  constructor(readonly cfg: ResolvedConfig) {
+    this.gw = createClient(gateway.GatewayService, this.transport(cfg.gateway));
+    this.timer = setInterval(() => {
+      if (this.interest.size > 0) this.refresh().catch(() => undefined); // errors surface on the data path
+    }, cfg.metadataMaxAge);
+    unrefTimer(this.timer);
+  }
+
+  /** transport returns the shared transport to a base URL. */
+  transport(baseUrl: string): Transport {
+    let t = this.transports.get(baseUrl);
+    if (!t) {
+      t = this.cfg.transport ? this.cfg.transport(baseUrl) : platform().transport(baseUrl);
+      this.transports.set(baseUrl, t);
+    }
+    return t;
+  }
+
+  /** storage returns the client of the storage node at addr. */
+  storage(addr: string): StorageClient {
+    let c = this.storages.get(addr);
+    if (!c) {
+      c = createClient(storage.StorageService, this.transport(addr));
+      this.storages.set(addr, c);
+    }
+    return c;
+  }
+
+  /** close stops the periodic refresh. */
+  close(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** refresh asks the gateway for every topic of interest; joins a refresh in flight. */
+  refresh(): Promise<void> {
+    if (this.refreshing) return this.refreshing;
+    const topics = [...this.interest];
+    const p = (async () => {
+      if (topics.length === 0) return;
+      try {
+        const resp = await this.gw.metadata({ topics }, { timeoutMs: this.cfg.requestTimeout });
+        this.apply(resp);
+      } catch (e) {
+        throw fromConnect(e);
+      }
+    })().finally(() => {
+      this.refreshing = undefined;
+    });
+    this.refreshing = p;
+    return p;
+  }
+
+  private apply(m: gateway.MetadataResponse): void {
+    this.answered = true;
+    const stale = m.metadataVersion < this.version;
+    if (!stale) {
+      this.version = m.metadataVersion;
+      for (const n of m.nodes) this.nodes.set(n.nodeId, n.address);
+    }
+    for (const t of m.topics) {
+      if (stale && this.topics.has(t.name)) continue;
+      const parts: PartInfo[] = new Array(t.partitions.length);
+      for (let i = 0; i < parts.length; i++) parts[i] = { leader: -1, epoch: -1, addr: "" };
+      for (const p of t.partitions) {
+        if (p.partition < 0 || p.partition >= parts.length) continue;
+        parts[p.partition] = { leader: p.leaderId, epoch: p.leaderEpoch, addr: p.leaderId >= 0 ? (this.nodes.get(p.leaderId) ?? "") : "" };
+      }
+      this.topics.set(t.name, { id: t.topicId, parts });
+      this.missing.delete(t.name);
+    }
+    if (!stale) {
+      for (const name of m.unknownTopics) {
+        this.topics.delete(name);
+        this.missing.add(name);
+      }
+    }
+  }
+
+  /** known returns the cached routing of a topic without I/O. */
+  known(name: string): TopicInfo | undefined {
+    return this.topics.get(name);
+  }
+
+  /** isMissing reports that the last answer listed the topic as unknown. */
+  isMissing(name: string): boolean {
+    return this.missing.has(name);
+  }
+
+  /**
+   * topic returns a topic's routing, asking the gateway when it is not cached.
+   * An unknown topic is asked for again for unknownTopicWait before
+   * UnknownTopicError; a gateway that never answered fails at once.
+   */
+  async topic(name: string, signal?: AbortSignal): Promise<TopicInfo> {
+    const deadline = Date.now() + this.cfg.unknownTopicWait;
+    const bo = new Backoff(this.cfg.retryBackoff, this.cfg.maxRetryBackoff);
+    for (;;) {
+      const t = this.topics.get(name);
+      if (t) return t;
+      this.interest.add(name);
+      try {
+        await this.refresh();
+      } catch (e) {
+        if (!this.answered) throw e;
+      }
+      const t2 = this.topics.get(name);
+      if (t2) return t2;
+      if (Date.now() >= deadline) {
+        this.interest.delete(name);
+        throw new UnknownTopicError(name);
+      }
+      await sleep(Math.min(bo.next(), Math.max(deadline - Date.now(), 1)), signal);
+    }
+  }
+
+  /** leader returns a partition's routing and its leader's client; NoLeaderError when none. */
+  async leader(topic: string, partition: number, signal?: AbortSignal): Promise<{ info: PartInfo; client: StorageClient }> {
+    const t = await this.topic(topic, signal);
+    const info = t.parts[partition];
+    if (!info) throw new UnknownTopicError(`${topic}/${partition}`);
+    if (info.leader < 0 || info.addr === "") throw new NoLeaderError(topic, partition);
+    return { info, client: this.storage(info.addr) };
+  }
+
+  /**
+   * applyHint updates one partition from a NOT_LEADER / fenced-epoch hint
+   * whose epoch is newer than the cache's; true when it did (no refresh needed).
+   */
+  applyHint(err: unknown): boolean {
+    const d = detailOf(err);
+    if (!d || d.hint.case !== "leader") return false;
+    const h: common.LeaderHint = d.hint.value;
+    const tp = h.topicPartition;
+    if (!tp || h.leaderId < 0 || h.leaderAddress === "" || h.leaderEpoch < 0) return false;
+    const t = this.topics.get(tp.topic);
+    const cur = t?.parts[tp.partition];
+    if (!t || !cur || h.leaderEpoch <= cur.epoch) return false;
+    const parts = t.parts.slice();
+    parts[tp.partition] = { leader: h.leaderId, epoch: h.leaderEpoch, addr: h.leaderAddress };
+    this.topics.set(tp.topic, { id: t.id, parts });
+    return true;
+  }
+}

@@ -1,0 +1,32 @@
+// What differs between Node and browsers: the Connect transport (HTTP/2 in
+// Node, fetch in browsers), gzip, and how bytes are handed to the
+// application (Buffers in Node, so `message.value.toString()` works as in
+// kafkajs; Uint8Arrays in browsers). The entry points index.ts (Node) and
+// browser.ts install one Platform before anything else runs.
+
+import type { Transport } from "@connectrpc/connect";
+
+/** The runtime services the client needs. */
+export interface Platform {
+  /** transport returns a Connect transport to a base URL, speaking the binary protobuf Connect protocol. */
+  transport(baseUrl: string): Transport;
+  /** gzip compresses a records section (one gzip member). */
+  gzip(data: Uint8Array): Promise<Uint8Array>;
+  /** gunzip decompresses one or more gzip members, refusing output past limit bytes. */
+  gunzip(data: Uint8Array, limit: number): Promise<Uint8Array>;
+  /** bytes wraps decoded bytes for the application without copying. */
+  bytes(b: Uint8Array): Uint8Array;
+}
+
+let current: Platform | undefined;
+
+/** setPlatform installs the runtime; called once by the entry point. */
+export function setPlatform(p: Platform): void {
+  current = p;
+}
+
+/** platform returns the installed runtime. */
+export function platform(): Platform {
+  if (!current) throw new Error("@strata-mq/client: no platform installed; import the package entry point");
+  return current;
+}

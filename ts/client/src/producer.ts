@@ -1,0 +1,554 @@
+// The producer, as the Go client's (client/producer.go): records are
+// routed by key with Kafka's murmur2 partitioner (or to an explicit
+// partition, or sticky for unkeyed records), batched per partition for up to
+// `linger` ms or `maxBatchBytes`, encoded as RecordBatch v2 here and sent to
+// the partition's leader directly. At most one batch per partition is in
+// flight and a batch is retried (the same bytes, so the leader's idempotence
+// check recognizes a duplicate) until it succeeds, fails for good or its
+// delivery timeout passes, so a partition's records land in send order.
+
+import { Code } from "@connectrpc/connect";
+import { common } from "./api.js";
+import { positive, type ResolvedConfig } from "./config.js";
+import {
+  Action,
+  ClosedError,
+  classify,
+  DeliveryTimeoutError,
+  fromConnect,
+  StrataError,
+  UnknownTopicError,
+} from "./errors.js";
+import { Cluster, type TopicInfo } from "./metadata.js";
+import { partitionForKey } from "./murmur2.js";
+import { buildBatch, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
+import { Backoff, sleep, toBytes, tpKey } from "./util.js";
+
+/** When a produce is acknowledged: "all" in-sync replicas (-1), the "leader" (1), or "none" (0). */
+export type Acks = "all" | "leader" | "none" | -1 | 1 | 0;
+
+/** A header value as kafkajs takes it: text, bytes, or several of them (the key repeats). */
+export type HeaderValue = string | Uint8Array | (string | Uint8Array)[] | null | undefined;
+
+/** One message to send, as kafkajs' Message. */
+export interface Message {
+  /** Key; records with the same key go to the same partition. Default null. */
+  key?: string | Uint8Array | null;
+  /** Value; null is a tombstone. */
+  value: string | Uint8Array | null;
+  /** Headers; an array value repeats the key once per element. */
+  headers?: Record<string, HeaderValue>;
+  /** Explicit partition; overrides the key. */
+  partition?: number;
+  /** Unix ms, as a number or decimal string. Default: now. */
+  timestamp?: string | number;
+}
+
+/** Arguments of Producer.send. */
+export interface ProducerRecord {
+  topic: string;
+  messages: Message[];
+}
+
+/** Where one message landed. `offset` is a decimal string ("-1" with acks none). */
+export interface RecordMetadata {
+  topic: string;
+  partition: number;
+  offset: string;
+  /** The log append time in Unix ms when the topic uses it, else the record's timestamp, as a decimal string. */
+  timestamp: string;
+}
+
+/** Options of `strata.producer(...)`. Every duration is in milliseconds. */
+export interface ProducerConfig {
+  /** Default "all". */
+  acks?: Acks;
+  /** Idempotent producer ids and sequences (no duplicates on retry). Default true; requires acks "all". */
+  idempotent?: boolean;
+  /** How long a partition's first buffered record waits for the batch to fill. Default 5. */
+  linger?: number;
+  /** Uncompressed record bytes per batch; a bigger record goes alone. Default 1 MiB. */
+  maxBatchBytes?: number;
+  /** Batch compression: "none" or "gzip". Default "none". */
+  compression?: CodecName;
+  /** Bound from send to acknowledgement, retries included. Default 120000. */
+  deliveryTimeout?: number;
+  /** Retries per batch within the delivery timeout. Default Infinity. */
+  maxRetries?: number;
+}
+
+interface ResolvedProducerConfig {
+  acks: common.Acks;
+  idempotent: boolean;
+  linger: number;
+  maxBatchBytes: number;
+  compression: CodecName;
+  deliveryTimeout: number;
+  maxRetries: number;
+}
+
+function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
+  const problems: string[] = [];
+  const acksIn = c.acks ?? "all";
+  const acks =
+    acksIn === "all" || acksIn === -1
+      ? common.Acks.ALL
+      : acksIn === "leader" || acksIn === 1
+        ? common.Acks.LEADER
+        : acksIn === "none" || acksIn === 0
+          ? common.Acks.NONE
+          : (problems.push(`acks ${JSON.stringify(acksIn)}: want "all", "leader" or "none"`), common.Acks.ALL);
+  if (c.idempotent === true && acks !== common.Acks.ALL) problems.push(`idempotent: needs acks "all"`);
+  const r: ResolvedProducerConfig = {
+    acks,
+    idempotent: c.idempotent ?? acks === common.Acks.ALL,
+    linger: c.linger ?? 5,
+    maxBatchBytes: c.maxBatchBytes ?? 1 << 20,
+    compression: c.compression ?? "none",
+    deliveryTimeout: c.deliveryTimeout ?? 120_000,
+    maxRetries: c.maxRetries ?? Infinity,
+  };
+  if (!(r.linger >= 0)) problems.push(`linger ${r.linger}: must not be negative`);
+  positive(problems, "maxBatchBytes", r.maxBatchBytes);
+  positive(problems, "deliveryTimeout", r.deliveryTimeout);
+  if (!(r.maxRetries >= 0)) problems.push(`maxRetries ${r.maxRetries}: must not be negative`);
+  if (r.compression !== "none" && r.compression !== "gzip") problems.push(`compression ${JSON.stringify(r.compression)}: want "none" or "gzip"`);
+  if (problems.length) throw new TypeError(`@strata-mq/client: bad producer config: ${problems.join("; ")}`);
+  return r;
+}
+
+/** One send() call: its results and its outcome. */
+class SendOp {
+  readonly results: RecordMetadata[];
+  private remaining: number;
+  private done = false;
+  constructor(
+    n: number,
+    private readonly resolve: (r: RecordMetadata[]) => void,
+    private readonly reject: (e: unknown) => void,
+  ) {
+    this.results = new Array(n);
+    this.remaining = n;
+    if (n === 0) this.finish();
+  }
+  ack(i: number, md: RecordMetadata): void {
+    this.results[i] = md;
+    if (--this.remaining === 0) this.finish();
+  }
+  fail(e: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.reject(e);
+  }
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.resolve(this.results);
+  }
+}
+
+/** A buffered record. */
+interface Pending {
+  rec: RecordInput;
+  size: number;
+  at: number;
+  op: SendOp;
+  index: number;
+  topic: string;
+}
+
+interface ProducerId {
+  id: bigint;
+  epoch: number;
+  gen: number;
+}
+
+/** Producer sends messages to partition leaders in batches. Create it with `strata.producer()`. */
+export class Producer {
+  private readonly cfg: ResolvedProducerConfig;
+  private readonly cluster: Cluster;
+  private readonly sinks = new Map<string, Sink>();
+  private readonly sticky = new Map<string, number>();
+  private closed = false;
+  private outstanding = 0;
+  private idleWaiters: (() => void)[] = [];
+  flushing = 0;
+  private pid: Promise<ProducerId> | undefined;
+  private pidGen = 0;
+  readonly abort = new AbortController();
+
+  /** @internal use strata.producer() */
+  constructor(
+    readonly client: ResolvedConfig,
+    cfg?: ProducerConfig,
+  ) {
+    this.cfg = resolveProducerConfig(cfg);
+    this.cluster = new Cluster(client);
+  }
+
+  /** The resolved options (for inspection). */
+  get config(): Readonly<ResolvedProducerConfig> {
+    return this.cfg;
+  }
+
+  /** connect checks that the gateway answers (kafkajs compatibility; sending does not need it). */
+  async connect(): Promise<void> {
+    try {
+      await this.cluster.gw.metadata({ topics: [] }, { timeoutMs: this.client.requestTimeout });
+    } catch (e) {
+      throw fromConnect(e);
+    }
+  }
+
+  /**
+   * send buffers the messages and resolves once every one is acknowledged,
+   * with one RecordMetadata per message in order; it rejects with the first
+   * failure (the other messages of the call may still have landed).
+   */
+  send(record: ProducerRecord): Promise<RecordMetadata[]> {
+    return new Promise((resolve, reject) => {
+      if (this.closed) {
+        reject(new ClosedError("producer"));
+        return;
+      }
+      const { topic, messages } = record ?? ({} as ProducerRecord);
+      if (typeof topic !== "string" || topic === "" || !Array.isArray(messages)) {
+        reject(new TypeError("@strata-mq/client: send needs {topic, messages: [...]}"));
+        return;
+      }
+      const op = new SendOp(messages.length, resolve, reject);
+      const now = Date.now();
+      const recs: RecordInput[] = new Array(messages.length);
+      try {
+        for (let i = 0; i < messages.length; i++) recs[i] = toRecord(messages[i]!, now);
+      } catch (e) {
+        reject(e);
+        return;
+      }
+      this.outstanding += messages.length;
+      const route = (t: TopicInfo) => {
+        for (let i = 0; i < messages.length; i++) {
+          const rec = recs[i]!;
+          let part: number;
+          try {
+            part = this.partitionFor(topic, messages[i]!, rec, t);
+          } catch (e) {
+            this.done(1);
+            op.fail(e);
+            continue;
+          }
+          this.sinkFor(topic, part).add({ rec, size: recordSize(rec), at: now, op, index: i, topic });
+        }
+      };
+      const known = this.cluster.known(topic);
+      if (known) route(known);
+      else
+        this.cluster.topic(topic).then(route, (e) => {
+          this.done(messages.length);
+          op.fail(e);
+        });
+    });
+  }
+
+  /** sendBatch sends to several topics (kafkajs compatibility); results in order, topic by topic. */
+  async sendBatch(batch: { topicMessages: ProducerRecord[] }): Promise<RecordMetadata[]> {
+    const all = await Promise.all(batch.topicMessages.map((tm) => this.send(tm)));
+    return all.flat();
+  }
+
+  /** flush sends every buffered record now and resolves once all sent so far are done. */
+  async flush(): Promise<void> {
+    this.flushing++;
+    try {
+      for (const s of this.sinks.values()) s.kick();
+      if (this.outstanding > 0) await new Promise<void>((r) => this.idleWaiters.push(r));
+    } finally {
+      this.flushing--;
+    }
+  }
+
+  /** close flushes, then stops; later sends reject with ClosedError. Safe to call twice. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.flush();
+    this.abort.abort(new ClosedError("producer"));
+    this.cluster.close();
+  }
+
+  /** disconnect is close (kafkajs compatibility). */
+  disconnect(): Promise<void> {
+    return this.close();
+  }
+
+  /** partitions returns the number of partitions of a topic. */
+  async partitions(topic: string): Promise<number> {
+    return (await this.cluster.topic(topic)).parts.length;
+  }
+
+  /** @internal */
+  done(n: number): void {
+    this.outstanding -= n;
+    if (this.outstanding === 0) {
+      const w = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const f of w) f();
+    }
+  }
+
+  private partitionFor(topic: string, m: Message, rec: RecordInput, t: TopicInfo): number {
+    const n = t.parts.length;
+    if (n === 0) throw new StrataError(`topic "${topic}" has no partitions`);
+    if (m.partition !== undefined && m.partition !== null) {
+      if (!Number.isInteger(m.partition) || m.partition < 0 || m.partition >= n) {
+        throw new StrataError(`topic "${topic}" has no partition ${m.partition}`, { code: Code.InvalidArgument });
+      }
+      return m.partition;
+    }
+    if (rec.key !== null) return partitionForKey(rec.key, n);
+    let p = this.sticky.get(topic);
+    if (p === undefined || p >= n) {
+      p = this.pickSticky(t, Math.floor(Math.random() * n));
+      this.sticky.set(topic, p);
+    }
+    return p;
+  }
+
+  private pickSticky(t: TopicInfo, start: number): number {
+    const n = t.parts.length;
+    for (let i = 0; i < n; i++) {
+      const c = (start + i) % n;
+      if (t.parts[c]!.leader >= 0) return c;
+    }
+    return start;
+  }
+
+  /** @internal moves a topic's sticky partition on once a batch of it leaves. */
+  batchTaken(topic: string, partition: number): void {
+    const t = this.cluster.known(topic);
+    if (t && this.sticky.get(topic) === partition) this.sticky.set(topic, this.pickSticky(t, (partition + 1) % t.parts.length));
+  }
+
+  private sinkFor(topic: string, partition: number): Sink {
+    const k = tpKey(topic, partition);
+    let s = this.sinks.get(k);
+    if (!s) {
+      s = new Sink(this, this.cluster, this.cfg, topic, partition);
+      this.sinks.set(k, s);
+    }
+    return s;
+  }
+
+  /** @internal the idempotent producer id, asked of the gateway once per generation. */
+  producerId(): Promise<ProducerId> {
+    if (!this.pid) {
+      const gen = this.pidGen;
+      const p = this.cluster.gw.initProducerId({}, { timeoutMs: this.client.requestTimeout }).then(
+        (r) => ({ id: r.producerId, epoch: r.producerEpoch, gen }),
+        (e) => {
+          if (this.pid === p) this.pid = undefined;
+          throw fromConnect(e);
+        },
+      );
+      this.pid = p;
+    }
+    return this.pid;
+  }
+
+  /** @internal forgets the id of generation gen: every partition restarts at sequence 0 under a new id. */
+  dropProducerId(gen: number): void {
+    if (this.pid && this.pidGen === gen) {
+      this.pid = undefined;
+      this.pidGen++;
+    }
+  }
+}
+
+/** One partition's buffer and sender. */
+class Sink {
+  private buf: Pending[] = [];
+  private bytes = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private sending = false;
+  private seq = 0;
+  private seqGen = -1;
+
+  constructor(
+    private readonly p: Producer,
+    private readonly cluster: Cluster,
+    private readonly cfg: ResolvedProducerConfig,
+    readonly topic: string,
+    readonly partition: number,
+  ) {}
+
+  add(pr: Pending): void {
+    this.buf.push(pr);
+    this.bytes += pr.size;
+    if (this.sending) return;
+    if (this.bytes >= this.cfg.maxBatchBytes || this.cfg.linger === 0 || this.p.flushing > 0) this.kick();
+    else if (this.timer === undefined) this.timer = setTimeout(() => this.kick(), this.cfg.linger);
+  }
+
+  /** kick sends the next batch now unless one is in flight. */
+  kick(): void {
+    if (this.timer !== undefined) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    if (this.sending || this.buf.length === 0) return;
+    const batch = this.take();
+    this.sending = true;
+    this.p.batchTaken(this.topic, this.partition);
+    void this.send(batch).finally(() => {
+      this.sending = false;
+      if (this.buf.length === 0) return;
+      const wait = this.buf[0]!.at + this.cfg.linger - Date.now();
+      if (wait <= 0 || this.bytes >= this.cfg.maxBatchBytes || this.p.flushing > 0) this.kick();
+      else if (this.timer === undefined) this.timer = setTimeout(() => this.kick(), wait);
+    });
+  }
+
+  private take(): Pending[] {
+    let n = 0;
+    let size = 0;
+    while (n < this.buf.length) {
+      const s = this.buf[n]!.size;
+      if (n > 0 && size + s > this.cfg.maxBatchBytes) break;
+      size += s;
+      n++;
+    }
+    const batch = this.buf.splice(0, n);
+    this.bytes -= size;
+    return batch;
+  }
+
+  private async send(batch: Pending[]): Promise<void> {
+    const p = this.p;
+    const cfg = this.cfg;
+    const deadline = batch[0]!.at + cfg.deliveryTimeout;
+    const recs = batch.map((b) => b.rec);
+    const bo = new Backoff(p.client.retryBackoff, p.client.maxRetryBackoff);
+    let bytes: Uint8Array | undefined;
+    let builtAt = -1; // producer id generation the bytes carry
+    let lastErr: unknown;
+    const fail = (e: unknown) => {
+      if (cfg.idempotent && builtAt >= 0) p.dropProducerId(builtAt); // sequences spent, outcome unknown
+      for (const b of batch) b.op.fail(e);
+      p.done(batch.length);
+    };
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) {
+        if (attempt > cfg.maxRetries) return fail(lastErr);
+        const d = bo.next();
+        if (Date.now() + d > deadline) return fail(new DeliveryTimeoutError(lastErr));
+        try {
+          await sleep(d, p.abort.signal);
+        } catch {
+          return fail(new DeliveryTimeoutError(lastErr));
+        }
+      }
+      try {
+        let pid: ProducerId | undefined;
+        if (cfg.idempotent) pid = await p.producerId();
+        if (!bytes || (pid && pid.gen !== builtAt)) {
+          if (pid) {
+            if (this.seqGen !== pid.gen) {
+              this.seq = 0;
+              this.seqGen = pid.gen;
+            }
+            bytes = await buildBatch(
+              { codec: cfg.compression, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: this.seq },
+              recs,
+            );
+            this.seq = (this.seq + recs.length) % 0x80000000;
+            builtAt = pid.gen;
+          } else {
+            bytes = await buildBatch({ codec: cfg.compression }, recs);
+          }
+        }
+      } catch (e) {
+        lastErr = e;
+        if (classify(e) === Action.Fail) return fail(e);
+        continue;
+      }
+      let info;
+      let client;
+      try {
+        ({ info, client } = await this.cluster.leader(this.topic, this.partition));
+      } catch (e) {
+        lastErr = e;
+        if (e instanceof UnknownTopicError || classify(e) === Action.Fail) return fail(e);
+        await this.cluster.refresh().catch(() => undefined);
+        continue;
+      }
+      const timeLeft = deadline - Date.now();
+      try {
+        const resp = await client.produce(
+          {
+            topic: this.topic,
+            partition: this.partition,
+            acks: cfg.acks,
+            timeoutMs: p.client.requestTimeout,
+            leaderEpoch: info.epoch,
+            records: bytes,
+          },
+          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)) },
+        );
+        this.succeed(batch, resp.baseOffset, resp.logAppendTimeMs);
+        return;
+      } catch (e0) {
+        const e = fromConnect(e0);
+        lastErr = e;
+        if (Date.now() >= deadline) return fail(new DeliveryTimeoutError(e));
+        switch (classify(e)) {
+          case Action.Fail:
+            return fail(e);
+          case Action.NewProducerId:
+            p.dropProducerId(builtAt);
+            break;
+          case Action.Refresh:
+            if (!this.cluster.applyHint(e)) await this.cluster.refresh().catch(() => undefined);
+            if (this.cluster.isMissing(this.topic)) return fail(new UnknownTopicError(this.topic));
+            break;
+        }
+      }
+    }
+  }
+
+  private succeed(batch: Pending[], base: bigint, appendTime: bigint): void {
+    const b = Number(base);
+    for (let i = 0; i < batch.length; i++) {
+      const pr = batch[i]!;
+      pr.op.ack(pr.index, {
+        topic: this.topic,
+        partition: this.partition,
+        offset: b >= 0 ? String(b + i) : "-1",
+        timestamp: String(appendTime > 0n ? Number(appendTime) : pr.rec.timestamp),
+      });
+    }
+    this.p.done(batch.length);
+  }
+}
+
+function toRecord(m: Message, now: number): RecordInput {
+  if (m === null || typeof m !== "object") throw new TypeError("@strata-mq/client: a message must be an object");
+  const headers: RecordHeader[] = [];
+  if (m.headers) {
+    for (const [k, v] of Object.entries(m.headers)) {
+      if (v === undefined) continue;
+      if (Array.isArray(v)) for (const x of v) headers.push({ key: k, value: toBytes(x) });
+      else headers.push({ key: k, value: toBytes(v) });
+    }
+  }
+  let ts = now;
+  if (m.timestamp !== undefined && m.timestamp !== null) {
+    ts = Number(m.timestamp);
+    if (!Number.isSafeInteger(ts)) throw new TypeError(`@strata-mq/client: bad timestamp ${JSON.stringify(m.timestamp)}`);
+  }
+  return { key: toBytes(m.key), value: toBytes(m.value), headers, timestamp: ts };
+}
+
+function recordSize(r: RecordInput): number {
+  let n = 21 + (r.key?.length ?? 0) + (r.value?.length ?? 0);
+  for (const h of r.headers) n += h.key.length + (h.value?.length ?? 0) + 4;
+  return n;
+}

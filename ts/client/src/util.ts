@@ -1,0 +1,71 @@
+// Small helpers shared by the producer, the consumer and the metadata cache.
+
+/** sleep resolves after ms, or rejects with the signal's reason when it aborts first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const t = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** unrefTimer lets Node exit while only this timer is pending (no-op in browsers). */
+export function unrefTimer(t: unknown): void {
+  (t as { unref?: () => void }).unref?.();
+}
+
+/** Backoff doubles from initial to max, with up to 20% jitter. */
+export class Backoff {
+  private cur: number;
+  constructor(
+    private readonly initial: number,
+    private readonly max: number,
+  ) {
+    this.cur = initial;
+  }
+  next(): number {
+    const d = this.cur;
+    this.cur = Math.min(this.cur * 2, this.max);
+    return d * (0.8 + Math.random() * 0.2);
+  }
+  reset(): void {
+    this.cur = this.initial;
+  }
+}
+
+const utf8 = new TextEncoder();
+
+/** toBytes turns a key, value or header value as the application gives it into bytes; null and undefined stay null. */
+export function toBytes(v: string | Uint8Array | null | undefined): Uint8Array | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "string") return utf8.encode(v);
+  return v;
+}
+
+/** tpKey is the map key of a topic partition. */
+export function tpKey(topic: string, partition: number): string {
+  return `${partition}\u0000${topic}`;
+}
+
+/** A deferred promise. */
+export class Deferred<T> {
+  promise: Promise<T>;
+  resolve!: (v: T) => void;
+  reject!: (e: unknown) => void;
+  constructor() {
+    this.promise = new Promise<T>((res, rej) => {
+      this.resolve = res;
+      this.reject = rej;
+    });
+  }
+}
