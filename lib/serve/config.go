@@ -56,6 +56,10 @@ type Base struct {
 	// SIGTERM before connections are closed; shutdown hooks then get up to
 	// the same time again (--drain-timeout). Default DefaultDrainTimeout.
 	DrainTimeout time.Duration
+	// CORSAllowedOrigins lists, comma-separated, the web origins allowed to
+	// call the Connect API from a browser (--cors-allowed-origins; see
+	// [ParseCORSOrigins]). Default empty: CORS off.
+	CORSAllowedOrigins string
 }
 
 func (b *Base) base() *Base { return b }
@@ -70,6 +74,8 @@ func (b *Base) registerFlags(f *Flags) {
 	f.TextVar(&b.LogLevel, "log-level", b.LogLevel, "lowest log level: debug, info, warn or error")
 	f.DurationVar(&b.DrainTimeout, "drain-timeout", orDur(b.DrainTimeout, DefaultDrainTimeout),
 		"time in-flight requests get to finish after SIGTERM; shutdown hooks then get as long again")
+	f.StringVar(&b.CORSAllowedOrigins, "cors-allowed-origins", b.CORSAllowedOrigins,
+		"comma-separated web origins allowed to call the API from a browser (* for any, one * wildcard per entry as in http://localhost:*); empty disables CORS")
 }
 
 func (b *Base) validate(p *Problems) {
@@ -88,6 +94,9 @@ func (b *Base) validate(p *Problems) {
 	}
 	if b.DrainTimeout <= 0 {
 		p.Flag("drain-timeout", b.DrainTimeout, "must be positive")
+	}
+	if _, err := ParseCORSOrigins(b.CORSAllowedOrigins); err != nil {
+		p.Flag("cors-allowed-origins", b.CORSAllowedOrigins, err.Error())
 	}
 }
 

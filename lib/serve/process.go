@@ -309,7 +309,8 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 	if h == nil {
 		h = http.NotFoundHandler()
 	}
-	p.api = StartServer(p.apiLn, h)
+	origins, _ := ParseCORSOrigins(base.CORSAllowedOrigins) // checked by validate
+	p.api = StartServer(p.apiLn, CORSHandler(origins, h))
 	p.health.SetServing()
 	attrs := []any{slog.String("listen", p.Addr().String())}
 	if a := p.AdminAddr(); a != nil {

@@ -51,6 +51,13 @@ const (
 // cluster is never reachable from the network.
 const host = "127.0.0.1"
 
+// devCORSOrigins are the web origins a dev cluster's gateway, storage nodes
+// and coordinator answer CORS for (--cors-allowed-origins): pages served
+// from this machine on any port, so a browser application using the
+// TypeScript client works against `strata dev` with nothing to configure.
+// Services started any other way allow no origin unless told.
+const devCORSOrigins = "http://localhost:*,http://127.0.0.1:*,http://[::1]:*"
+
 // layout computes the ports of a dev cluster from its base port.
 type layout struct {
 	base int
@@ -211,6 +218,7 @@ func makePlan(dir string, basePort, controllers, storageNodes int, bins map[stri
 			"--data-dir", s.dataDir,
 			"--controller", ctrlURLs,
 			"--tiering", httpURL(l.tiering()),
+			"--cors-allowed-origins", devCORSOrigins,
 		)
 		pl.storage = append(pl.storage, s)
 	}
@@ -220,6 +228,7 @@ func makePlan(dir string, basePort, controllers, storageNodes int, bins map[stri
 	pl.gateway.argv = append(common(pl.gateway),
 		"--controller", ctrlURLs,
 		"--coordinator", httpURL(l.coordinator()),
+		"--cors-allowed-origins", devCORSOrigins,
 	)
 
 	// One coordinator keeps group offsets in embedded SQLite in its data
@@ -230,6 +239,7 @@ func makePlan(dir string, basePort, controllers, storageNodes int, bins map[stri
 		"--advertise-url", httpURL(l.coordinator()),
 		"--data-dir", pl.coordinator.dataDir,
 		"--gateway", httpURL(l.gateway()),
+		"--cors-allowed-origins", devCORSOrigins,
 	)
 
 	// Tiering serves the embedded S3-compatible store on P+4 from its own
