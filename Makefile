@@ -41,9 +41,26 @@ lint: buflint ## Run buf lint, gofmt and go vet
 	$(GO) vet $(PKGS)
 
 .PHONY: test
-test: ## Run the fast test suite (units, fuzz seeds, fault injection) with the race detector
+test: ## Run the fast test suite (units, fuzz seeds, fault injection) with the race detector, then the TypeScript client's (ts-test)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(MAKE) ts-test
+
+# The TypeScript workspace (ts/): npm ci only when the lockfile or a
+# package.json changed, so `make ts` is cheap to repeat.
+TS_STAMP := ts/node_modules/.strata-installed
+
+$(TS_STAMP): ts/package.json ts/package-lock.json ts/client/package.json
+	cd ts && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: ts
+ts: $(TS_STAMP) ## Install the TypeScript workspace (npm ci) and build @strata-mq/client (ESM + .d.ts in ts/client/dist)
+	cd ts && npm run build
+
+.PHONY: ts-test
+ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium)
+	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm test
 
 .PHONY: test-long
 test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials on a fresh seed

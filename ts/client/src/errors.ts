@@ -236,6 +236,7 @@ export function classify(err: unknown): Action {
       return Action.Fail;
   }
   switch (code) {
+    case Code.Canceled: // a stream reset by a dying node (our own aborts are never classified)
     case Code.Unavailable:
     case Code.Unknown:
     case Code.DeadlineExceeded:

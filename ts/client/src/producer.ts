@@ -440,11 +440,8 @@ class Sink {
         if (attempt > cfg.maxRetries) return fail(lastErr);
         const d = bo.next();
         if (Date.now() + d > deadline) return fail(new DeliveryTimeoutError(lastErr));
-        try {
-          await sleep(d, p.abort.signal);
-        } catch {
-          return fail(new DeliveryTimeoutError(lastErr));
-        }
+        await sleep(d);
+        if (p.abort.signal.aborted) return fail(new DeliveryTimeoutError(lastErr));
       }
       try {
         let pid: ProducerId | undefined;

@@ -1,0 +1,268 @@
+// The client against a real `strata dev` cluster (every service its own
+// process), started once for this file. Cross-client checks use the Go
+// client through the `strata` CLI.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+import { ConsumerEvents, Strata, type KafkaMessage, type RecordMetadata } from "../../src/index.js";
+import { readFixture } from "../testdata.js";
+import { DevCluster, waitFor } from "./devcluster.js";
+import { runBrowserTest } from "./browser.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+let cluster: DevCluster;
+let strata: Strata;
+
+before(async () => {
+  // A short coordinator session timeout, so a killed member's partitions
+  // move within seconds (only the coordinator has --session-timeout).
+  cluster = await DevCluster.start({ env: { STRATA_SESSION_TIMEOUT: "6s" } });
+  strata = new Strata({ gateway: cluster.gateway, clientId: "ts-test" });
+});
+
+after(async () => {
+  await cluster?.stop();
+});
+
+const text = (b: Uint8Array | null) => (b === null ? null : new TextDecoder().decode(b));
+
+/** consumeAll reads a topic with a fresh group until want(messages) is true. */
+async function consumeAll(topic: string, want: (m: Map<string, KafkaMessage & { partition: number }>) => boolean, timeoutMs = 60_000) {
+  const got = new Map<string, KafkaMessage & { partition: number }>();
+  const consumer = strata.consumer({ groupId: `g-${topic}-${Math.random().toString(36).slice(2)}`, maxWaitTimeInMs: 200 });
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ partition, message }) => {
+      got.set(`${partition}/${message.offset}`, { ...message, partition });
+    },
+  });
+  try {
+    await waitFor(`records of ${topic}`, () => want(got), timeoutMs);
+  } finally {
+    await consumer.disconnect();
+  }
+  return [...got.values()];
+}
+
+describe("against strata dev", () => {
+  test("admin: create, list, describe topics", async () => {
+    const admin = strata.admin();
+    const d = await admin.createTopic({ topic: "admin-t", partitions: 4, replicationFactor: 3, configs: { "retention.ms": "3600000" } });
+    assert.equal(d.partitions.length, 4);
+    assert.ok((await admin.listTopics()).includes("admin-t"));
+    // Leaders answer offsets once they have applied the new topic.
+    const desc = await waitFor("offsets of every partition", async () => {
+      const d = await admin.describeTopic("admin-t");
+      return d.partitions.every((p) => p.highWatermark === "0" && p.logStartOffset === "0") ? d : undefined;
+    });
+    assert.equal(desc.configs["retention.ms"], "3600000");
+    assert.deepEqual(desc.partitions.map((p) => p.replicas.length), [3, 3, 3, 3]);
+    await assert.rejects(admin.createTopic({ topic: "admin-t" }), (e: { reason?: string }) => e.reason === "TOPIC_ALREADY_EXISTS");
+    await admin.deleteTopic("admin-t");
+  });
+
+  test("keyed records land on the partitions the Go client picks", async () => {
+    const table = readFixture<{ partitions: number[]; keys: { key: string; keyHex: string; partitionFor: number[] }[] }>("partitioner.json");
+    const col = table.partitions.indexOf(12);
+    await strata.admin().createTopic({ topic: "keys", partitions: 12, replicationFactor: 3 });
+    const producer = strata.producer();
+    const keys = table.keys.filter((k) => !k.keyHex);
+    const acks = await producer.send({ topic: "keys", messages: keys.map((k) => ({ key: k.key, value: `v-${k.key}` })) });
+    await producer.close();
+    assert.equal(acks.length, keys.length);
+    keys.forEach((k, i) => assert.equal(acks[i]!.partition, k.partitionFor[col], `key ${JSON.stringify(k.key)}`));
+    // And the Go client reads each key back from that partition.
+    const lines = cluster.strata(["consume", "keys", "-e", "-f", "json"]).trim().split("\n").map((l) => JSON.parse(l) as { key: string; partition: number });
+    assert.equal(lines.length, keys.length);
+    const want = new Map(keys.map((k) => [k.key, k.partitionFor[col]]));
+    for (const l of lines) assert.equal(l.partition, want.get(l.key), `Go read ${JSON.stringify(l.key)}`);
+  });
+
+  test("Go produces, TS consumes every record with headers", async () => {
+    await strata.admin().createTopic({ topic: "go-to-ts", partitions: 6, replicationFactor: 3 });
+    const n = 300;
+    const input = Array.from({ length: n }, (_, i) => `k${i}\tvalue ${i} é`).join("\n") + "\n";
+    cluster.strata(["produce", "go-to-ts", "-f", "%k\\t%v\\n", "-H", "source=go", "-H", "trace=00-abc"], input);
+    const got = await consumeAll("go-to-ts", (m) => m.size >= n);
+    assert.equal(got.length, n);
+    const byKey = new Map(got.map((m) => [text(m.key), m]));
+    for (let i = 0; i < n; i++) {
+      const m = byKey.get(`k${i}`);
+      assert.ok(m, `k${i} consumed`);
+      assert.equal(text(m.value), `value ${i} é`);
+      assert.equal(text(m.headers.source as Uint8Array), "go");
+      assert.equal(text(m.headers.trace as Uint8Array), "00-abc");
+    }
+  });
+
+  test("TS produces, Go consumes every record with headers", async () => {
+    await strata.admin().createTopic({ topic: "ts-to-go", partitions: 6, replicationFactor: 3 });
+    const producer = strata.producer({ linger: 2 });
+    const n = 300;
+    const sends: Promise<RecordMetadata[]>[] = [];
+    for (let i = 0; i < n; i += 50) {
+      sends.push(
+        producer.send({
+          topic: "ts-to-go",
+          messages: Array.from({ length: 50 }, (_, j) => ({ key: `k${i + j}`, value: `value ${i + j} ü`, headers: { source: "ts", seq: String(i + j) } })),
+        }),
+      );
+    }
+    const acks = (await Promise.all(sends)).flat();
+    await producer.close();
+    assert.equal(acks.length, n);
+    const lines = cluster.strata(["consume", "ts-to-go", "-e", "-f", "json"]).trim().split("\n");
+    assert.equal(lines.length, n);
+    const seen = new Set<string>();
+    for (const l of lines) {
+      const r = JSON.parse(l) as { key: string; value: string; partition: number; offset: number; headers: Record<string, string> };
+      const i = Number(r.key.slice(1));
+      assert.equal(r.value, `value ${i} ü`);
+      assert.deepEqual(r.headers, { source: "ts", seq: String(i) });
+      assert.equal(r.partition, acks[i]!.partition);
+      assert.equal(String(r.offset), acks[i]!.offset);
+      seen.add(r.key);
+    }
+    assert.equal(seen.size, n);
+  });
+
+  test("a group of 3 members on 12 partitions never shares a partition and resumes from commits after a kill", async () => {
+    const topic = "group12";
+    await strata.admin().createTopic({ topic, partitions: 12, replicationFactor: 3 });
+    const producer = strata.producer();
+    const perPartition = 600;
+    const acks = await producer.send({
+      topic,
+      messages: Array.from({ length: 12 * perPartition }, (_, i) => ({ value: `m${i}`, partition: i % 12 })),
+    });
+    await producer.close();
+    assert.equal(acks.length, 12 * perPartition);
+
+    type Ev = { member: string; t: number; ev: string; partitions?: { partition: number }[]; partition?: number; offset?: number; topics?: { partition: number; offset: string }[] };
+    const events: Ev[] = [];
+    const members = ["a", "b", "c"].map((name) => {
+      const p = spawn(process.execPath, [join(here, "group-member.js"), cluster.gateway, topic, "g12", name], { stdio: ["ignore", "pipe", "inherit"] });
+      createInterface({ input: p.stdout! }).on("line", (l) => events.push(JSON.parse(l) as Ev));
+      return { name, p };
+    });
+    try {
+      // All three own partitions and have committed something.
+      await waitFor("three members with partitions and commits", () => {
+        const owning = new Set(events.filter((e) => e.ev === "assigned").map((e) => e.member));
+        const committed = new Set(events.filter((e) => e.ev === "committed").map((e) => e.member));
+        const aDone = events.filter((e) => e.member === "a" && e.ev === "processed").length;
+        return owning.size === 3 && committed.has("a") && aDone >= 200;
+      }, 60_000);
+      const killedAt = performance.timeOrigin + performance.now();
+      members[0]!.p.kill("SIGKILL");
+      await new Promise((r) => members[0]!.p.on("exit", r));
+
+      // Every record is processed by someone.
+      await waitFor("every record processed", () => {
+        const done = new Set(events.filter((e) => e.ev === "processed").map((e) => `${e.partition}/${e.offset}`));
+        return done.size === 12 * perPartition;
+      }, 90_000);
+
+      // Ownership intervals per partition never overlap.
+      const intervals = new Map<number, { member: string; from: number; to: number }[]>();
+      const open = new Map<string, number>();
+      for (const e of events) {
+        for (const tp of e.partitions ?? []) {
+          const k = `${e.member}/${tp.partition}`;
+          if (e.ev === "assigned") open.set(k, e.t);
+          if (e.ev === "revoked" && open.has(k)) {
+            intervals.set(tp.partition, [...(intervals.get(tp.partition) ?? []), { member: e.member, from: open.get(k)!, to: e.t }]);
+            open.delete(k);
+          }
+        }
+      }
+      for (const [k, from] of open) {
+        const [member, part] = k.split("/") as [string, string];
+        intervals.set(Number(part), [...(intervals.get(Number(part)) ?? []), { member, from, to: member === "a" ? killedAt : Infinity }]);
+      }
+      for (const [p, ivs] of intervals) {
+        ivs.sort((x, y) => x.from - y.from);
+        for (let i = 1; i < ivs.length; i++) {
+          assert.ok(ivs[i]!.from >= ivs[i - 1]!.to, `partition ${p} owned by ${ivs[i - 1]!.member} and ${ivs[i]!.member} at once: ${JSON.stringify(ivs)}`);
+        }
+      }
+
+      // Where the killed member had committed, the next owner resumed at
+      // (or after) its last commit and not after its last processed record.
+      const killedParts = new Set(events.filter((e) => e.member === "a" && e.ev === "processed").map((e) => e.partition!));
+      let checked = 0;
+      for (const p of killedParts) {
+        const commits = events.filter((e) => e.member === "a" && e.ev === "committed").flatMap((e) => e.topics!.filter((x) => x.partition === p).map((x) => Number(x.offset)));
+        if (commits.length === 0) continue;
+        const lastCommit = Math.max(...commits);
+        const lastProcessed = Math.max(...events.filter((e) => e.member === "a" && e.ev === "processed" && e.partition === p).map((e) => e.offset!));
+        const after = events.filter((e) => e.member !== "a" && e.ev === "processed" && e.partition === p && e.t > killedAt).map((e) => e.offset!);
+        if (lastProcessed + 1 >= perPartition && after.length === 0) continue; // finished before the kill
+        assert.ok(after.length > 0, `partition ${p} was taken over`);
+        const first = Math.min(...after);
+        assert.ok(first >= lastCommit, `partition ${p}: resumed at ${first}, below the commit ${lastCommit}`);
+        assert.ok(first <= lastProcessed + 1, `partition ${p}: resumed at ${first}, skipping past ${lastProcessed + 1}`);
+        checked++;
+      }
+      assert.ok(checked > 0, "at least one partition of the killed member was resumed from its commit");
+    } finally {
+      for (const m of members) if (m.p.exitCode === null) m.p.kill("SIGKILL");
+    }
+  });
+
+  test("a leader killed mid-produce loses no acknowledged record", async () => {
+    const topic = "leader-kill";
+    await strata.admin().createTopic({ topic, partitions: 3, replicationFactor: 3 });
+    const producer = strata.producer({ linger: 2 });
+    const acked: RecordMetadata[] = [];
+    const values: string[] = [];
+    let killed: ReturnType<DevCluster["kill"]> | undefined;
+    const total = 3000;
+    const chunk = 50;
+    const inflight: Promise<void>[] = [];
+    for (let i = 0; i < total; i += chunk) {
+      const msgs = Array.from({ length: chunk }, (_, j) => ({ key: `k${i + j}`, value: `v${i + j}` }));
+      inflight.push(
+        producer.send({ topic, messages: msgs }).then((r) => {
+          r.forEach((md, j) => {
+            acked.push(md);
+            values.push(msgs[j]!.value);
+          });
+        }),
+      );
+      if (inflight.length >= 8) await inflight.shift();
+      if (!killed && acked.length >= 500) {
+        const leader = (await strata.admin().describeTopic(topic)).partitions[0]!.leader;
+        killed = cluster.kill("storage", leader);
+      }
+    }
+    await Promise.all(inflight);
+    await producer.close();
+    assert.ok(killed, "a leader was killed");
+    assert.equal(acked.length, total, "every send was acknowledged");
+    cluster.restart(killed);
+    const got = await consumeAll(topic, (m) => m.size >= total, 90_000);
+    const at = new Map(got.map((m) => [`${m.partition}/${m.offset}`, text(m.value)]));
+    acked.forEach((md, i) => assert.equal(at.get(`${md.partition}/${md.offset}`), values[i], `acked ${values[i]} at ${md.partition}/${md.offset}`));
+    const counts = new Map<string | null, number>();
+    for (const m of got) counts.set(text(m.value), (counts.get(text(m.value)) ?? 0) + 1);
+    for (const [v, c] of counts) assert.equal(c, 1, `${v} stored ${c} times`);
+  });
+
+  test("the client runs in headless Chromium against the cluster over CORS", async () => {
+    await strata.admin().createTopic({ topic: "browser", partitions: 3, replicationFactor: 3 });
+    const result = await runBrowserTest(cluster.gateway, "browser");
+    assert.equal(result.error, undefined, result.error);
+    assert.equal(result.acks, 20);
+    assert.deepEqual(result.consumed.sort(), Array.from({ length: 20 }, (_, i) => `browser ${i}`).sort());
+    // And the Go client sees what the browser wrote, headers included.
+    const lines = cluster.strata(["consume", "browser", "-e", "-f", "json"]).trim().split("\n").map((l) => JSON.parse(l) as { value: string; headers: Record<string, string> });
+    assert.equal(lines.length, 20);
+    for (const l of lines) assert.equal(l.headers.origin, "chromium");
+  });
+});
+
+void ConsumerEvents;
