@@ -452,7 +452,10 @@ export class Consumer {
         if (unresolved.length) await this.resolveStarts(unresolved);
         const got = await this.fetchRound(parts.filter((o) => o.pos >= 0));
         for (const g of got) {
-          if (!this.running) break;
+          // A new assignment or a fence is applied before the next
+          // partition's messages: revocations must not wait for a whole
+          // round. Positions of partitions not handled did not move.
+          if (!this.running || this.targetNew || this.lost.length > 0) break;
           const ok = await this.handle(g.op, g.asked, g.records, g.next);
           if (!ok) {
             await sleep(bo.next());

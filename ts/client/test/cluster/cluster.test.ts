@@ -132,14 +132,18 @@ describe("against strata dev", () => {
   test("a group of 3 members on 12 partitions never shares a partition and resumes from commits after a kill", async () => {
     const topic = "group12";
     await strata.admin().createTopic({ topic, partitions: 12, replicationFactor: 3 });
-    const producer = strata.producer();
+    // Small batches (a fetch returns whole batches), so members commit
+    // between batches many times while they work.
+    const producer = strata.producer({ linger: 0 });
     const perPartition = 600;
-    const acks = await producer.send({
-      topic,
-      messages: Array.from({ length: 12 * perPartition }, (_, i) => ({ value: `m${i}`, partition: i % 12 })),
-    });
+    for (let i = 0; i < perPartition; i += 20) {
+      const acks = await producer.send({
+        topic,
+        messages: Array.from({ length: 12 * 20 }, (_, j) => ({ value: `m${i}-${j}`, partition: j % 12 })),
+      });
+      assert.equal(acks.length, 12 * 20);
+    }
     await producer.close();
-    assert.equal(acks.length, 12 * perPartition);
 
     type Ev = { member: string; t: number; ev: string; partitions?: { partition: number }[]; partition?: number; offset?: number; topics?: { partition: number; offset: string }[] };
     const events: Ev[] = [];
@@ -155,7 +159,10 @@ describe("against strata dev", () => {
         const committed = new Set(events.filter((e) => e.ev === "committed").map((e) => e.member));
         const aDone = events.filter((e) => e.member === "a" && e.ev === "processed").length;
         return owning.size === 3 && committed.has("a") && aDone >= 200;
-      }, 60_000);
+      }, 60_000).catch((e) => {
+        const summary = ["a", "b", "c"].map((m) => `${m}: ${JSON.stringify(events.filter((x) => x.member === m).map((x) => x.ev).reduce((acc, ev) => ((acc[ev] = (acc[ev] ?? 0) + 1), acc), {} as Record<string, number>))}`);
+        throw new Error(`${(e as Error).message}; events ${summary.join("; ")}`);
+      });
       const killedAt = performance.timeOrigin + performance.now();
       members[0]!.p.kill("SIGKILL");
       await new Promise((r) => members[0]!.p.on("exit", r));
@@ -207,6 +214,7 @@ describe("against strata dev", () => {
         assert.ok(first <= lastProcessed + 1, `partition ${p}: resumed at ${first}, skipping past ${lastProcessed + 1}`);
         checked++;
       }
+      if (checked === 0) (await import("node:fs")).writeFileSync("/tmp/group-events.json", JSON.stringify({ killedAt, events }));
       assert.ok(checked > 0, "at least one partition of the killed member was resumed from its commit");
     } finally {
       for (const m of members) if (m.p.exitCode === null) m.p.kill("SIGKILL");

@@ -11,7 +11,7 @@ const now = () => performance.timeOrigin + performance.now();
 const out = (o: object) => process.stdout.write(JSON.stringify({ member: name, t: now(), ...o }) + "\n");
 
 const strata = new Strata({ gateway, clientId: name });
-const consumer = strata.consumer({ groupId, maxWaitTimeInMs: 200 });
+const consumer = strata.consumer({ groupId, maxWaitTimeInMs: 200, maxBytesPerPartition: 4096 });
 consumer.on(ConsumerEvents.PARTITIONS_ASSIGNED, (e) => out({ ev: "assigned", partitions: (e as { payload: { partitions: unknown } }).payload.partitions }));
 consumer.on(ConsumerEvents.PARTITIONS_REVOKED, (e) => out({ ev: "revoked", partitions: (e as { payload: { partitions: unknown } }).payload.partitions }));
 consumer.on(ConsumerEvents.COMMIT_OFFSETS, (e) => out({ ev: "committed", topics: (e as { payload: { topics: unknown } }).payload.topics }));
