@@ -1,0 +1,90 @@
+// Load program: produce and consume throughput of the TypeScript client,
+// comparable to loadtest/cmd/strata-load (Go): 1 KiB values, keys spread
+// over 1000 keys, 12 partitions, RF 3, acks all, at most 2048 records in
+// flight, linger 5 ms. It prints figures; nothing here is a test.
+//
+//   node dist/bench/load.js --gateway http://127.0.0.1:9092 --records 100000
+//
+// Then it consumes the topic from the beginning with a fresh group
+// (eachBatch) and prints consume MB/s.
+import { parseArgs } from "node:util";
+import { Strata } from "../src/index.js";
+
+const { values: args } = parseArgs({
+  options: {
+    gateway: { type: "string", default: process.env.STRATA_GATEWAY ?? "http://127.0.0.1:9092" },
+    records: { type: "string", default: "100000" },
+    "record-bytes": { type: "string", default: "1024" },
+    partitions: { type: "string", default: "12" },
+    chunk: { type: "string", default: "64" },
+    inflight: { type: "string", default: "2048" },
+    linger: { type: "string", default: "5" },
+    acks: { type: "string", default: "all" },
+    rf: { type: "string", default: "3" },
+  },
+});
+const records = Number(args.records);
+const size = Number(args["record-bytes"]);
+const partitions = Number(args.partitions);
+const chunk = Number(args.chunk);
+const inflight = Number(args.inflight);
+
+const strata = new Strata({ gateway: args.gateway!, clientId: "ts-load" });
+const topic = `ts-load-${Date.now()}`;
+await strata.admin().createTopic({ topic, partitions, replicationFactor: Number(args.rf) });
+
+const value = new Uint8Array(size).fill(120);
+const producer = strata.producer({ acks: args.acks as "all", linger: Number(args.linger) });
+const lat: number[] = [];
+let pending = 0;
+let wake: (() => void) | undefined;
+const t0 = performance.now();
+for (let i = 0; i < records; i += chunk) {
+  while (pending + chunk > inflight) await new Promise<void>((r) => (wake = r));
+  const n = Math.min(chunk, records - i);
+  pending += n;
+  const start = performance.now();
+  void producer
+    .send({ topic, messages: Array.from({ length: n }, (_, j) => ({ key: `key-${(i + j) % 1000}`, value })) })
+    .then(
+      () => {
+        lat.push(performance.now() - start);
+        pending -= n;
+        wake?.();
+      },
+      (e) => {
+        console.error("produce failed:", e);
+        process.exit(1);
+      },
+    );
+}
+await producer.flush();
+const produceMs = performance.now() - t0;
+await producer.close();
+lat.sort((a, b) => a - b);
+const mb = (records * size) / 1e6;
+console.log(`${records} records of ${size} B, ${partitions} partitions, RF ${args.rf}, acks ${args.acks}`);
+console.log(
+  `produce: ${(mb / (produceMs / 1000)).toFixed(1)} MB/s, ${Math.round(records / (produceMs / 1000))} records/s, ` +
+    `p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)]!.toFixed(1)} ms (per ${chunk}-record send)`,
+);
+
+const consumer = strata.consumer({ groupId: `${topic}-g` });
+await consumer.subscribe({ topics: [topic], fromBeginning: true });
+let got = 0;
+let bytes = 0;
+let done: () => void;
+const finished = new Promise<void>((r) => (done = r));
+const c0 = performance.now();
+await consumer.run({
+  eachBatch: async ({ batch }) => {
+    got += batch.messages.length;
+    for (const m of batch.messages) bytes += m.value?.length ?? 0;
+    if (got >= records) done();
+  },
+});
+await finished;
+const consumeMs = performance.now() - c0;
+await consumer.disconnect();
+console.log(`consume: ${(bytes / 1e6 / (consumeMs / 1000)).toFixed(1)} MB/s, ${Math.round(got / (consumeMs / 1000))} records/s`);
+process.exit(0);
