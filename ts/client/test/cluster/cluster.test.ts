@@ -7,7 +7,7 @@ import { createInterface } from "node:readline";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { ConsumerEvents, Strata, type KafkaMessage, type RecordMetadata } from "../../src/index.js";
+import { ClosedError, ConsumerEvents, FencedError, Strata, StrataError, UnknownTopicError, type KafkaMessage, type RecordMetadata } from "../../src/index.js";
 import { readFixture } from "../testdata.js";
 import { DevCluster, waitFor } from "./devcluster.js";
 import { runBrowserTest } from "./browser.js";
@@ -127,6 +127,80 @@ describe("against strata dev", () => {
       seen.add(r.key);
     }
     assert.equal(seen.size, n);
+  });
+
+  test("errors are typed and carry the server's reason", async () => {
+    const admin = strata.admin();
+    await assert.rejects(admin.describeGroup("no-such-group"), (e: unknown) => {
+      assert.ok(e instanceof StrataError, String(e));
+      assert.equal(e.reason, "GROUP_ID_NOT_FOUND");
+      assert.equal(e.codeName, "not_found");
+      assert.equal(e.retriable, false);
+      return true;
+    });
+    await assert.rejects(admin.createTopic({ topic: "bad name!" }), (e: unknown) => e instanceof StrataError && e.codeName === "invalid_argument" && /bad name!/.test(e.message));
+    const fast = new Strata({ gateway: cluster.gateway, unknownTopicWait: 300 });
+    const producer = fast.producer();
+    await assert.rejects(producer.send({ topic: "no-such-topic", messages: [{ value: "x" }] }), (e: unknown) => e instanceof UnknownTopicError && e.topic === "no-such-topic");
+    await producer.close();
+    await assert.rejects(producer.send({ topic: "keys", messages: [{ value: "x" }] }), ClosedError);
+    assert.throws(() => strata.producer({ acks: "leader", idempotent: true }), /idempotent: needs acks "all"/);
+    assert.throws(() => new Strata({ gateway: "127.0.0.1:9092" }), /want a base URL/);
+  });
+
+  test("pause, resume, seek and eachBatch resolveOffset", async () => {
+    const topic = "pause-seek";
+    await strata.admin().createTopic({ topic, partitions: 2, replicationFactor: 3 });
+    const producer = strata.producer();
+    for (let p = 0; p < 2; p++) {
+      await producer.send({ topic, messages: Array.from({ length: 50 }, (_, i) => ({ value: `p${p}-${i}`, partition: p })) });
+    }
+    await producer.close();
+    const seen: { partition: number; offset: number }[] = [];
+    const consumer = strata.consumer({ groupId: "pause-seek-g", maxWaitTimeInMs: 100 });
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    consumer.pause([{ topic, partitions: [1] }]);
+    let seeked = false;
+    await consumer.run({
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset }) => {
+        for (const m of batch.messages) {
+          seen.push({ partition: batch.partition, offset: Number(m.offset) });
+          resolveOffset(m.offset);
+          if (batch.partition === 0 && m.offset === "9" && !seeked) {
+            seeked = true;
+            consumer.seek({ topic, partition: 0, offset: "40" });
+            return;
+          }
+        }
+      },
+    });
+    // Partition 0 delivers 0..9, then from 40 on; partition 1 is paused.
+    await waitFor("partition 0 read to its end", () => seen.filter((x) => x.partition === 0).some((x) => x.offset === 49));
+    assert.deepEqual(
+      seen.filter((x) => x.partition === 0).map((x) => x.offset),
+      [...Array.from({ length: 10 }, (_, i) => i), ...Array.from({ length: 10 }, (_, i) => 40 + i)],
+    );
+    assert.equal(seen.filter((x) => x.partition === 1).length, 0, "a paused partition is not delivered");
+    assert.deepEqual(consumer.paused(), [{ topic, partition: 1 }]);
+    consumer.resume([{ topic, partitions: [1] }]);
+    await waitFor("partition 1 after resume", () => seen.filter((x) => x.partition === 1).length === 50);
+    await consumer.disconnect();
+    // The commit on disconnect is what was resolved: the end of both partitions.
+    const g = await strata.admin().describeGroup("pause-seek-g");
+    assert.deepEqual(g.partitions.map((p) => [p.partition, p.committedOffset]), [[0, "50"], [1, "50"]]);
+  });
+
+  test("a commit for a partition the member no longer owns is refused with FencedError", async () => {
+    const topic = "fence";
+    await strata.admin().createTopic({ topic, partitions: 1, replicationFactor: 3 });
+    const consumer = strata.consumer({ groupId: "fence-g" });
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({ eachMessage: async () => {} });
+    await waitFor("assignment", () => consumer.assignment().length === 1);
+    await consumer.commitOffsets([{ topic, partition: 0, offset: "0" }]);
+    await consumer.disconnect();
+    await assert.rejects(consumer.commitOffsets([{ topic, partition: 0, offset: "1" }]), FencedError);
   });
 
   test("a group of 3 members on 12 partitions never shares a partition and resumes from commits after a kill", async () => {
