@@ -192,6 +192,7 @@ export class Consumer {
   private loopDone: Promise<void> | undefined;
   private hbDone: Promise<void> | undefined;
   private hbKick: (() => void) | undefined;
+  private hbKickPending = false; // a kick arrived while a heartbeat was in flight
   private readonly hbAbort = new AbortController();
   private round: AbortController | undefined;
   private wakeResolvers: (() => void)[] = [];
@@ -863,7 +864,8 @@ export class Consumer {
   // ---- heartbeats ----
 
   private kickHeartbeat(): void {
-    this.hbKick?.();
+    if (this.hbKick) this.hbKick();
+    else this.hbKickPending = true;
   }
 
   /** heartbeatRequest builds the member's heartbeat: subscription and owned partitions. */
@@ -893,6 +895,12 @@ export class Consumer {
         wait = bo.next();
       }
       if (this.hbAbort.signal.aborted) return;
+      if (this.hbKickPending) {
+        // Something changed while the last heartbeat was in flight (a
+        // revocation done, say): report it now, not an interval later.
+        this.hbKickPending = false;
+        continue;
+      }
       await new Promise<void>((r) => {
         const t = setTimeout(r, wait);
         this.hbKick = () => {

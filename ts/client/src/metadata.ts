@@ -33,7 +33,7 @@ export type StorageClient = Client<typeof storage.StorageService>;
 /** Cluster is the metadata cache and the pool of Connect clients of one producer, consumer or admin. */
 export class Cluster {
   readonly gw: GatewayClient;
-  private readonly transports = new Map<string, Transport>();
+  private readonly transports = new Map<string, { transport: Transport; close(): void }>();
   private readonly storages = new Map<string, StorageClient>();
   private version = -1n;
   private answered = false;
@@ -56,10 +56,10 @@ export class Cluster {
   transport(baseUrl: string): Transport {
     let t = this.transports.get(baseUrl);
     if (!t) {
-      t = this.cfg.transport ? this.cfg.transport(baseUrl) : platform().transport(baseUrl);
+      t = this.cfg.transport ? { transport: this.cfg.transport(baseUrl), close: () => undefined } : platform().transport(baseUrl);
       this.transports.set(baseUrl, t);
     }
-    return t;
+    return t.transport;
   }
 
   /** storage returns the client of the storage node at addr. */
@@ -72,10 +72,13 @@ export class Cluster {
     return c;
   }
 
-  /** close stops the periodic refresh. */
+  /** close stops the periodic refresh and releases the connections the client opened. Safe twice. */
   close(): void {
     if (this.timer !== undefined) clearInterval(this.timer);
     this.timer = undefined;
+    for (const t of this.transports.values()) t.close();
+    this.transports.clear();
+    this.storages.clear();
   }
 
   /** refresh asks the gateway for every topic of interest; joins a refresh in flight. */

@@ -12,16 +12,18 @@ const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 export const nodePlatform: Platform = {
-  transport(baseUrl: string): Transport {
-    return createConnectTransport({
+  transport(baseUrl: string): { transport: Transport; close(): void } {
+    const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 });
+    const transport = createConnectTransport({
       baseUrl,
       httpVersion: "2",
       useBinaryFormat: true,
       // Record batches are already compressed as their producer chose;
       // gzip on top of every Fetch answer costs both ends CPU for nothing.
       acceptCompression: [],
-      sessionManager: new Http2SessionManager(baseUrl, { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 }),
+      sessionManager,
     });
+    return { transport, close: () => sessionManager.abort() };
   },
   async gzip(data) {
     return await gzipAsync(data);

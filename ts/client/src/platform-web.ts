@@ -33,8 +33,9 @@ async function pipe(data: Uint8Array, stream: GenericTransformStream, limit: num
 }
 
 export const webPlatform: Platform = {
-  transport(baseUrl: string): Transport {
-    return createConnectTransport({ baseUrl, useBinaryFormat: true });
+  transport(baseUrl: string): { transport: Transport; close(): void } {
+    // fetch pools connections per origin itself; nothing to release.
+    return { transport: createConnectTransport({ baseUrl, useBinaryFormat: true }), close: () => undefined };
   },
   gzip(data) {
     return pipe(data, new CompressionStream("gzip"), Number.MAX_SAFE_INTEGER);

@@ -8,8 +8,12 @@ import type { Transport } from "@connectrpc/connect";
 
 /** The runtime services the client needs. */
 export interface Platform {
-  /** transport returns a Connect transport to a base URL, speaking the binary protobuf Connect protocol. */
-  transport(baseUrl: string): Transport;
+  /**
+   * transport returns a Connect transport to a base URL, speaking the binary
+   * protobuf Connect protocol, and a close function that releases its
+   * connections.
+   */
+  transport(baseUrl: string): { transport: Transport; close(): void };
   /** gzip compresses a records section (one gzip member). */
   gzip(data: Uint8Array): Promise<Uint8Array>;
   /** gunzip decompresses one or more gzip members, refusing output past limit bytes. */
