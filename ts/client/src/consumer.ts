@@ -162,6 +162,12 @@ class OwnedPartition {
   constructor(
     readonly topic: string,
     readonly partition: number,
+    /**
+     * Member epoch the partition was granted under. Every record handled through this object
+     * was read under it, so commits carry it and the coordinator refuses them once the
+     * partition has been granted again (records read before a fence never move it back).
+     */
+    readonly grantEpoch: number,
   ) {}
   get key(): string {
     return tpKey(this.topic, this.partition);
@@ -585,7 +591,7 @@ export class Consumer {
       for (const tp of added) {
         const k = tpKey(tp.topic, tp.partition);
         if (!this.target?.has(k) || this.owned.has(k)) continue;
-        const o = new OwnedPartition(tp.topic, tp.partition);
+        const o = new OwnedPartition(tp.topic, tp.partition, this.epoch);
         const c = committed.get(k) ?? -1;
         if (c >= 0) {
           o.pos = c;
@@ -762,11 +768,11 @@ export class Consumer {
 
   /** commitRequest builds the OffsetCommit of the given partitions (their processed offsets, or explicit values). */
   private commitRequest(parts: OwnedPartition[], values?: Map<string, number>): coordinator.OffsetCommitRequest | undefined {
-    const partitions: { topic: string; partition: number; committedOffset: bigint; committedLeaderEpoch: number }[] = [];
+    const partitions: { topic: string; partition: number; committedOffset: bigint; committedLeaderEpoch: number; memberEpoch: number }[] = [];
     for (const o of parts) {
       const v = values?.get(o.key) ?? o.processed;
       if (v < 0 || o.stale || (values === undefined && v === o.committed)) continue;
-      partitions.push({ topic: o.topic, partition: o.partition, committedOffset: BigInt(v), committedLeaderEpoch: values ? -1 : o.leaderEpoch });
+      partitions.push({ topic: o.topic, partition: o.partition, committedOffset: BigInt(v), committedLeaderEpoch: values ? -1 : o.leaderEpoch, memberEpoch: o.grantEpoch });
     }
     if (partitions.length === 0) return undefined;
     partitions.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
