@@ -12,8 +12,8 @@ SHELL := /usr/bin/env bash
 # workspace modules.
 MODULES := $(shell sed -n 's|^[[:space:]]*\./||p' go.work)
 PKGS := $(MODULES:%=./%/...)
-# Every main package: the CLI and one binary per service.
-CMDS := $(wildcard client/cmd/* services/*/cmd/*)
+# Every main package: the CLI, one binary per service and the load programs.
+CMDS := $(wildcard client/cmd/* services/*/cmd/* loadtest/cmd/*)
 
 GO ?= go
 # The race detector doubles test time on this 2-core machine but catches the
