@@ -1,18 +1,39 @@
 #!/usr/bin/env bash
-# Starts a throwaway 3-node dev cluster, runs strata-load against it, and
-# stops it. Extra arguments go to strata-load (see bin/strata-load --help).
-# Used by `make load`.
+# Starts a throwaway 3-node dev cluster, runs strata-load against it with
+# the cluster's CPU accounting, and stops it. Extra arguments go to
+# strata-load (bin/strata-load --help). Used by `make load` and
+# `make bench-cluster`; LOAD_BASE_PORT moves the cluster's ports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+for b in strata strata-load; do
+  if [ ! -x "bin/$b" ]; then
+    echo "load: bin/$b is missing; run 'make build' (make load does it for you)" >&2
+    exit 1
+  fi
+done
 port=${LOAD_BASE_PORT:-19092}
 dir=$(mktemp -d)
+echo "load: starting a throwaway 3-node cluster in $dir (gateway http://127.0.0.1:$port)" >&2
+started=$SECONDS
 bin/strata dev --dir "$dir" --base-port "$port" --storage-nodes 3 > "$dir/dev.out" 2>&1 &
 dev=$!
-stop() { kill -INT "$dev" 2>/dev/null || true; wait "$dev" 2>/dev/null || true; rm -rf "$dir"; }
+stop() {
+  echo "load: stopping the cluster" >&2
+  kill -INT "$dev" 2>/dev/null || true
+  wait "$dev" 2>/dev/null || true
+  rm -rf "$dir"
+}
 trap stop EXIT
 if ! bin/strata --gateway "http://127.0.0.1:$port" cluster status --exit-when-healthy --timeout 90s > /dev/null; then
   echo "load: the dev cluster did not become healthy; its output:" >&2
   cat "$dir/dev.out" >&2
   exit 1
 fi
-bin/strata-load --gateway "http://127.0.0.1:$port" "$@"
+# cluster.json lists every process once the start is complete; the CPU
+# accounting reads it.
+for _ in $(seq 600); do
+  grep -q '"ready": true' "$dir/cluster.json" 2>/dev/null && break
+  sleep 0.1
+done
+echo "load: cluster healthy after $((SECONDS - started))s" >&2
+bin/strata-load --gateway "http://127.0.0.1:$port" --cluster-json "$dir/cluster.json" "$@"

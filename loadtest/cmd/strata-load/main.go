@@ -1,172 +1,381 @@
-// Command strata-load measures produce throughput and latency against a
-// running cluster with the Go client, for each scenario in one run so the
-// figures compare: by default RF=3 with acks=all against RF=1 with
-// acks=leader, 12 partitions, 1 KiB records.
+// Command strata-load benchmarks a running Strata cluster with the Go
+// client: produce throughput and latency, consume throughput and
+// end-to-end latency, and the cluster's CPU cost, for a matrix of
+// workloads (partitions x record size x replication factor and acks), so
+// the figures of one invocation compare.
 //
-//	strata-load --gateway http://127.0.0.1:9092 --records 200000
+//	strata-load --gateway http://127.0.0.1:9092 --cluster-json strata-dev/cluster.json
+//	strata-load --matrix bench --records 0 --duration 15s --output json
 //
-// Each scenario creates its own topic, produces the same number of records
-// with keys spread over every partition, and reports MB/s of record values
-// and the p50/p99/max time from Produce to the delivery callback.
+// Each workload is run in up to three modes, in this order:
+//
+//   - max: closed loop, as fast as the in-flight bound allows (--inflight
+//     records produced and not yet acknowledged); MB/s and the latency
+//     from Produce to the delivery callback.
+//   - rate: open loop at a constant offered load (--rate, MB/s or a
+//     percentage of the max run), with a consumer reading alongside. Sends
+//     follow a fixed-rate clock and latency is measured from each record's
+//     intended send time, so a stall counts against the cluster instead
+//     of silently pausing the load (coordinated omission); ack and
+//     end-to-end p50/p99/p999/max.
+//   - consume: the max run's topic read from the start by one consumer of
+//     every partition, then by a group of three; MB/s from the first
+//     record to the last.
+//
+// With --cluster-json (the file `strata dev` writes), every run also
+// reports the CPU seconds the cluster's processes used per GB of record
+// values, read from /proc/PID/stat, and the load generator's own.
+// Progress goes to stderr; the table (or, with --output json, the JSON
+// report) to stdout.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"sort"
+	"strconv"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
-	connect "connectrpc.com/connect"
-
-	"github.com/strata-mq/strata/client"
-	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
-type scenario struct {
-	name string
-	rf   int32
-	acks client.Acks
-}
-
-var scenarios = map[string]scenario{
-	"rf3-all":    {"rf3-all", 3, client.AcksAll},
-	"rf1-leader": {"rf1-leader", 1, client.AcksLeader},
-	"rf3-leader": {"rf3-leader", 3, client.AcksLeader},
-}
-
-type result struct {
-	scenario
-	records  int
-	bytes    int64
-	elapsed  time.Duration
-	failed   int
-	lat      []time.Duration
-	firstErr error
+// options are the parsed command line.
+type options struct {
+	gateway     string
+	clusterJSON string
+	matrix      []workload
+	set         settings
+	output      string
+	jsonFile    string
+	peersFile   string
+	profileDir  string
 }
 
 func main() {
-	gateway := flag.String("gateway", envOr("STRATA_GATEWAY", "http://127.0.0.1:9092"), "gateway base URL (env STRATA_GATEWAY)")
-	records := flag.Int("records", 100000, "records per scenario")
-	size := flag.Int("record-bytes", 1024, "value size of each record in bytes")
-	partitions := flag.Int("partitions", 12, "partitions of each scenario's topic")
-	keys := flag.Int("keys", 1000, "distinct keys, spread over the partitions")
-	list := flag.String("scenarios", "rf3-all,rf1-leader", "comma-separated scenarios: rf3-all, rf1-leader, rf3-leader; the first is the baseline of the ratios")
-	linger := flag.Duration("linger", 5*time.Millisecond, "producer linger")
-	inflight := flag.Int("inflight", 2048, "records produced but not yet acknowledged at most; bounds queueing so latency means the cluster's")
-	flag.Parse()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+func run(args []string, stdout, stderr io.Writer) int {
+	opts, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "strata-load: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var results []result
-	for _, name := range strings.Split(*list, ",") {
-		sc, ok := scenarios[strings.TrimSpace(name)]
-		if !ok {
-			fmt.Fprintf(os.Stderr, "strata-load: unknown scenario %q\n", name)
-			os.Exit(2)
+
+	rep := &Report{Started: time.Now(), Gateway: opts.gateway, Command: "strata-load " + strings.Join(args, " ")}
+	rep.Settings.Records = opts.set.records
+	rep.Settings.DurationSec = opts.set.duration.Seconds()
+	rep.Settings.Inflight = opts.set.inflight
+	rep.Settings.LingerMs = float64(opts.set.linger) / float64(time.Millisecond)
+	rep.Settings.Keys = opts.set.keys
+	rep.Settings.Rate = opts.set.rate.String()
+	if opts.peersFile != "" {
+		if rep.Peers, err = readPeers(opts.peersFile); err != nil {
+			fmt.Fprintf(stderr, "strata-load: peers: %v\n", err)
+			return 2
 		}
-		r, err := run(ctx, *gateway, sc, *records, *size, int32(*partitions), *keys, *linger, *inflight)
+	}
+	meter := &cpuMeter{}
+	if opts.clusterJSON != "" {
+		if meter.procs, err = readClusterJSON(opts.clusterJSON); err != nil {
+			fmt.Fprintf(stderr, "strata-load: cluster CPU: %v\n", err)
+			return 2
+		}
+	}
+	gw := gatewayv1connect.NewGatewayServiceClient(serve.NewHTTPClient(), opts.gateway)
+	r := newRunner(opts.gateway, gw, opts.set, meter, stderr)
+
+	runErr := runMatrix(ctx, r, opts.matrix, &rep.Results)
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
+	rep.Checks = checks(rep.Results, rep.Peers)
+	var profiles []string
+	if runErr == nil && opts.profileDir != "" {
+		d := opts.set.duration
+		if d == 0 {
+			d = 10 * time.Second
+		}
+		r.logf("profiling %s max for %s (not in the table)", opts.matrix[0].Name(), d)
+		if profiles, err = r.profileRun(ctx, opts.matrix[0], d, opts.profileDir); err != nil {
+			r.logf("profile: %v", err)
+		}
+	}
+
+	if opts.output == "json" {
+		if err := writeJSON(stdout, rep); err != nil {
+			fmt.Fprintf(stderr, "strata-load: %v\n", err)
+			return 1
+		}
+	} else {
+		printText(stdout, rep)
+	}
+	if opts.jsonFile != "" {
+		if err := writeJSONFile(opts.jsonFile, rep); err != nil {
+			fmt.Fprintf(stderr, "strata-load: %v\n", err)
+			return 1
+		}
+		r.logf("JSON report written to %s", opts.jsonFile)
+	}
+	if len(profiles) > 0 {
+		r.logf("CPU profiles: %s (go tool pprof -top FILE)", strings.Join(profiles, " "))
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "strata-load: %v\n", runErr)
+		return 1
+	}
+	return 0
+}
+
+// runMatrix runs every workload in its modes, appending each result as it
+// is made so a failure still reports what was measured before it.
+func runMatrix(ctx context.Context, r *runner, matrix []workload, results *[]Result) error {
+	total := 0
+	for _, w := range matrix {
+		total += len(w.Modes)
+		if w.has(modeConsume) {
+			total++ // one consumer, then a group
+		}
+	}
+	step, began := 0, time.Now()
+	next := func(w workload, what string) {
+		step++
+		r.logf("[%d/%d %s] %s %s", step, total, time.Since(began).Round(time.Second), w.Name(), what)
+	}
+	for _, w := range matrix {
+		if err := runWorkload(ctx, r, w, next, results); err != nil {
+			return fmt.Errorf("%s %w", w.Name(), err)
+		}
+	}
+	return nil
+}
+
+// runWorkload makes the runs of one workload: max, then rate, then
+// consume on the topic max filled.
+func runWorkload(ctx context.Context, r *runner, w workload, next func(workload, string), results *[]Result) error {
+	topic, err := r.createTopic(ctx, w, "max")
+	if err != nil {
+		return err
+	}
+	defer r.deleteTopic(context.WithoutCancel(ctx), topic)
+	var g *group
+	if w.has(modeConsume) {
+		// The group of the second consume run joins now, while the
+		// topic is empty (see group).
+		r.logf("  forming a consumer group of 3 on the empty topic")
+		if g, err = r.formGroup(ctx, w, topic, 3); err != nil {
+			return fmt.Errorf("consume: %w", err)
+		}
+		defer g.close(ctx)
+	}
+
+	next(w, "max: closed loop, "+r.bound())
+	res, err := r.runMax(ctx, w, topic, r.set.records, r.set.duration)
+	if err != nil {
+		return fmt.Errorf("max: %w", err)
+	}
+	*results = append(*results, res)
+	r.logf("  %.1f MB/s, ack p99 %s ms", res.MBps, latP99(res.Ack))
+
+	if w.has(modeRate) {
+		mbps := r.set.rate.MBps
+		if r.set.rate.Fraction > 0 {
+			mbps = r.set.rate.Fraction * res.MBps
+		}
+		next(w, fmt.Sprintf("rate: open loop at %.1f MB/s (%s), %s", mbps, r.set.rate, r.bound()))
+		rr, err := r.runRate(ctx, w, mbps)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "strata-load: %s: %v\n", sc.name, err)
-			os.Exit(1)
+			return fmt.Errorf("rate: %w", err)
 		}
-		results = append(results, r)
-	}
-	report(results, *size, *partitions)
-}
-
-func run(ctx context.Context, gateway string, sc scenario, n, size int, partitions int32, keys int, linger time.Duration, inflight int) (result, error) {
-	topic := fmt.Sprintf("load-%s-%d", sc.name, time.Now().UnixMilli())
-	gw := gatewayv1connect.NewGatewayServiceClient(serve.NewHTTPClient(), gateway)
-	_, err := gw.CreateTopic(ctx, connect.NewRequest(&gatewayv1.CreateTopicRequest{
-		Name: topic, Partitions: partitions, ReplicationFactor: sc.rf,
-	}))
-	if err != nil {
-		return result{}, fmt.Errorf("create topic: %w", err)
+		*results = append(*results, rr)
+		r.logf("  %.1f MB/s, ack p99 %s ms, end-to-end p99 %s ms", rr.MBps, latP99(rr.Ack), latP99(rr.E2E))
 	}
 
-	p, err := client.NewProducer(gateway, client.WithAcks(sc.acks), client.Linger(linger), client.Idempotent(sc.acks == client.AcksAll))
-	if err != nil {
-		return result{}, err
-	}
-	defer p.Close()
-	// Warm up: metadata, producer id and connections to every leader.
-	for i := range int(partitions) * 4 {
-		if err := p.ProduceSync(ctx, &client.Record{Topic: topic, Key: fmt.Appendf(nil, "warm-%d", i), Value: []byte("w")}); err != nil {
-			return result{}, fmt.Errorf("warm-up: %w", err)
-		}
-	}
-
-	value := make([]byte, size)
-	for i := range value {
-		value[i] = 'a' + byte(i%26)
-	}
-	res := result{scenario: sc, records: n, lat: make([]time.Duration, n)}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	wg.Add(n)
-	window := make(chan struct{}, inflight)
-	start := time.Now()
-	for i := range n {
-		window <- struct{}{}
-		sent := time.Now()
-		r := &client.Record{Topic: topic, Key: fmt.Appendf(nil, "key-%d", i%keys), Value: value}
-		p.Produce(ctx, r, func(_ *client.Record, err error) {
-			d := time.Since(sent)
-			mu.Lock()
-			res.lat[i] = d
-			if err != nil {
-				res.failed++
-				if res.firstErr == nil {
-					res.firstErr = err
-				}
+	if w.has(modeConsume) {
+		for _, grp := range []*group{nil, g} {
+			what := "one consumer of every partition"
+			if grp != nil {
+				what = fmt.Sprintf("the group of %d", len(grp.members))
 			}
-			mu.Unlock()
-			<-window
-			wg.Done()
-		})
-		if ctx.Err() != nil {
-			return result{}, ctx.Err()
+			next(w, "consume: "+what+", from the start")
+			cr, err := r.runConsume(ctx, w, topic, grp)
+			if err != nil {
+				return fmt.Errorf("consume (%s): %w", what, err)
+			}
+			*results = append(*results, cr)
+			r.logf("  %.1f MB/s, first record after %.0f ms", cr.MBps, cr.FirstRecordMs)
 		}
 	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	res.bytes = int64(n) * int64(size)
-	if res.failed > 0 {
-		return res, fmt.Errorf("%d of %d records failed, first: %w", res.failed, n, res.firstErr)
-	}
-	return res, nil
+	return nil
 }
 
-func report(rs []result, size, partitions int) {
-	fmt.Printf("%d records of %d B per scenario, %d partitions\n", rs[0].records, size, partitions)
-	fmt.Printf("%-12s %10s %12s %10s %10s %10s\n", "scenario", "MB/s", "records/s", "p50", "p99", "max")
-	for _, r := range rs {
-		sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
-		mbps := float64(r.bytes) / 1e6 / r.elapsed.Seconds()
-		fmt.Printf("%-12s %10.1f %12.0f %10s %10s %10s\n", r.name, mbps, float64(r.records)/r.elapsed.Seconds(),
-			pct(r.lat, 50), pct(r.lat, 99), r.lat[len(r.lat)-1].Round(time.Microsecond))
+// bound describes when a produce run stops.
+func (r *runner) bound() string {
+	switch {
+	case r.set.records > 0 && r.set.duration > 0:
+		return fmt.Sprintf("%d records or %s", r.set.records, r.set.duration)
+	case r.set.records > 0:
+		return fmt.Sprintf("%d records", r.set.records)
 	}
-	base := rs[0]
-	for _, r := range rs[1:] {
-		fmt.Printf("ratio %s/%s: throughput %.2fx, p50 latency %.2fx, p99 latency %.2fx\n", r.name, base.name,
-			base.elapsed.Seconds()/r.elapsed.Seconds(),
-			float64(pct(r.lat, 50))/float64(pct(base.lat, 50)), float64(pct(r.lat, 99))/float64(pct(base.lat, 99)))
-	}
+	return r.set.duration.String()
 }
 
-func pct(sorted []time.Duration, p int) time.Duration {
-	i := len(sorted) * p / 100
-	if i >= len(sorted) {
-		i = len(sorted) - 1
+func latP99(s *Summary) string {
+	if s == nil {
+		return "-"
 	}
-	return sorted[i].Round(time.Microsecond)
+	return f2(s.P99)
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("strata-load", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: strata-load [flags]\n\nBenchmarks a running cluster: closed-loop and open-loop produce, consume, CPU per GB.\nmake load and make bench-cluster run it on a throwaway cluster.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	var o options
+	fs.StringVar(&o.gateway, "gateway", envOr("STRATA_GATEWAY", "http://127.0.0.1:9092"), "gateway base URL (env STRATA_GATEWAY)")
+	fs.StringVar(&o.clusterJSON, "cluster-json", "", "the cluster.json `file` strata dev writes; enables the cluster's CPU figures and --profile")
+	matrix := fs.String("matrix", "", "a preset list of workloads ("+presetNames()+"); replaces --partitions, --record-bytes, --durability and --modes")
+	partitions := fs.String("partitions", "12", "partitions of each workload's topic (comma-separated list)")
+	sizes := fs.String("record-bytes", "1KiB", "record value size: bytes, NKiB or NMiB (comma-separated list)")
+	durs := fs.String("durability", "rf3-all,rf1-leader", "replication factor and acks: rf3-all, rf3-leader, rf1-leader (comma-separated list)")
+	modes := fs.String("modes", "max,rate,consume", "runs per workload: max (closed loop; always run, first), rate (open loop), consume")
+	fs.IntVar(&o.set.records, "records", 100000, "records per produce run; 0: no limit (then --duration)")
+	fs.DurationVar(&o.set.duration, "duration", 0, "time per produce run; 0: no limit (then --records); with both, the first reached")
+	fs.IntVar(&o.set.inflight, "inflight", 512, "closed loop: records produced and not yet acknowledged at most")
+	fs.DurationVar(&o.set.linger, "linger", 5*time.Millisecond, "producer linger")
+	fs.IntVar(&o.set.keys, "keys", 1000, "distinct keys, spread over the partitions by the default partitioner")
+	rate := fs.String("rate", "50%", "offered load of rate runs: MB/s, or a percentage of the workload's max run")
+	fs.BoolVar(&o.set.keepTopics, "keep-topics", false, "keep each run's topic instead of deleting it")
+	fs.StringVar(&o.output, "output", "text", "text (a table) or json")
+	fs.StringVar(&o.jsonFile, "json-file", "", "also write the JSON report to this file")
+	fs.StringVar(&o.peersFile, "peers", "", "output of the peer-systems benchmark to print beside the results, with ratios")
+	fs.StringVar(&o.profileDir, "profile", "", "after the matrix, profile the first workload's max run: CPU profiles of every cluster process and of strata-load into this directory (needs --cluster-json)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var problems []error
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	if *matrix != "" {
+		preset, ok := presets[*matrix]
+		if !ok {
+			bad("--matrix %q: one of %s", *matrix, presetNames())
+		} else {
+			o.matrix = preset()
+		}
+		for _, name := range []string{"partitions", "record-bytes", "durability", "modes"} {
+			if set[name] {
+				bad("--%s and --matrix exclude each other", name)
+			}
+		}
+	} else {
+		var ps []int32
+		for _, s := range splitList(*partitions) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 10000 {
+				bad("--partitions %q: 1..10000", s)
+				continue
+			}
+			ps = append(ps, int32(n))
+		}
+		var ss []int
+		for _, s := range splitList(*sizes) {
+			n, err := parseSize(s)
+			if err != nil {
+				problems = append(problems, err)
+				continue
+			}
+			ss = append(ss, n)
+		}
+		var ds []durability
+		for _, s := range splitList(*durs) {
+			d, err := parseDurability(s)
+			if err != nil {
+				problems = append(problems, err)
+				continue
+			}
+			ds = append(ds, d)
+		}
+		ms, err := parseModes(*modes)
+		if err != nil {
+			problems = append(problems, err)
+		}
+		o.matrix = product(ps, ss, ds, ms)
+		if len(problems) == 0 && len(o.matrix) == 0 {
+			bad("no workload: --partitions, --record-bytes and --durability must each name one at least")
+		}
+	}
+	var err error
+	if o.set.rate, err = parseRate(*rate); err != nil {
+		problems = append(problems, err)
+	}
+	if o.set.records < 0 || o.set.duration < 0 {
+		bad("--records and --duration must not be negative")
+	}
+	if o.set.records == 0 && o.set.duration == 0 {
+		bad("--records 0 needs a --duration")
+	}
+	if o.set.inflight < 1 {
+		bad("--inflight %d: at least 1", o.set.inflight)
+	}
+	if o.set.keys < 1 {
+		bad("--keys %d: at least 1", o.set.keys)
+	}
+	if o.set.linger < 0 {
+		bad("--linger must not be negative")
+	}
+	if o.output != "text" && o.output != "json" {
+		bad("--output %q: text or json", o.output)
+	}
+	if o.profileDir != "" && o.clusterJSON == "" {
+		bad("--profile needs --cluster-json (it profiles the processes listed there)")
+	}
+	for _, w := range o.matrix {
+		if w.has(modeRate) && w.RecordBytes < stampBytes {
+			bad("%s: rate runs need records of at least %d bytes (they carry their send time)", w.Name(), stampBytes)
+			break
+		}
+	}
+	if len(problems) > 0 {
+		msgs := make([]string, len(problems))
+		for i, p := range problems {
+			msgs[i] = p.Error()
+		}
+		return o, errors.New(strings.Join(msgs, "; "))
+	}
+	return o, nil
+}
+
+func writeJSONFile(path string, rep *Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func envOr(k, def string) string {

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	o, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range o.matrix {
+		names = append(names, w.Name())
+		if len(w.Modes) != 3 || w.Modes[0] != modeMax {
+			t.Errorf("%s modes %v, want max, rate, consume", w.Name(), w.Modes)
+		}
+	}
+	if strings.Join(names, " ") != "p12-1KiB-rf3-all p12-1KiB-rf1-leader" {
+		t.Fatalf("default workloads %v", names)
+	}
+	if o.set.records != 100000 || o.set.inflight != 512 || o.set.rate.Fraction != 0.5 || o.output != "text" {
+		t.Fatalf("defaults %+v, output %q", o.set, o.output)
+	}
+}
+
+func TestParseFlagsMatrix(t *testing.T) {
+	o, err := parseFlags([]string{"--partitions", "1,48", "--record-bytes", "100,16KiB", "--durability", "rf3-leader", "--modes", "consume"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, w := range o.matrix {
+		names = append(names, w.Name())
+		if !w.has(modeMax) || !w.has(modeConsume) || w.has(modeRate) {
+			t.Errorf("%s modes %v, want max (always) and consume", w.Name(), w.Modes)
+		}
+	}
+	if got := strings.Join(names, " "); got != "p1-100-rf3-leader p1-16KiB-rf3-leader p48-100-rf3-leader p48-16KiB-rf3-leader" {
+		t.Fatalf("workloads %s", got)
+	}
+
+	o, err = parseFlags([]string{"--matrix", "bench"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first := o.matrix[0]; first.Name() != "p12-1KiB-rf3-all" || !first.has(modeRate) || !first.has(modeConsume) {
+		t.Fatalf("bench starts with %s %v, want the headline workload in every mode", first.Name(), first.Modes)
+	}
+	o, err = parseFlags([]string{"--matrix", "full"}, io.Discard)
+	if err != nil || len(o.matrix) != 27 {
+		t.Fatalf("full matrix: %d workloads, %v; want 27", len(o.matrix), err)
+	}
+}
+
+// Every problem is reported, on one line.
+func TestParseFlagsReportsEveryProblem(t *testing.T) {
+	_, err := parseFlags([]string{"--matrix", "bench", "--partitions", "3", "--records", "0", "--rate", "fast", "--output", "xml"}, io.Discard)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	for _, want := range []string{"--partitions and --matrix", "--records 0 needs a --duration", `--rate "fast"`, `--output "xml"`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error spans lines: %q", msg)
+	}
+	for _, args := range [][]string{
+		{"--durability", "rf2-all"},
+		{"--record-bytes", "1KB"},
+		{"--record-bytes", "8", "--modes", "rate"},
+		{"--partitions", "0"},
+		{"--modes", "soak"},
+		{"--profile", "/tmp/p"},
+		{"--matrix", "huge"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestParseSizeAndRate(t *testing.T) {
+	for in, want := range map[string]int{"100": 100, "1024": 1024, "1KiB": 1024, "16KiB": 16384, "1MiB": 1 << 20} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	if sizeName(16384) != "16KiB" || sizeName(100) != "100" || sizeName(1000) != "1000" {
+		t.Error("sizeName")
+	}
+	if r, err := parseRate("25%"); err != nil || r.Fraction != 0.25 || r.MBps != 0 {
+		t.Errorf("25%%: %+v %v", r, err)
+	}
+	if r, err := parseRate("12.5"); err != nil || r.MBps != 12.5 || r.Fraction != 0 {
+		t.Errorf("12.5: %+v %v", r, err)
+	}
+	for _, bad := range []string{"0", "-1", "0%", "x%", ""} {
+		if _, err := parseRate(bad); err == nil {
+			t.Errorf("parseRate(%q) accepted", bad)
+		}
+	}
+}
