@@ -72,8 +72,16 @@ bench: ## Run the benchmarks (append, read, group commit, codecs) and print figu
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
 
 .PHONY: load
-load: build ## Produce load on a throwaway 3-node cluster: RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)
+load: build ## Load a throwaway 3-node cluster: produce, open-loop latency, consume; RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)
 	loadtest/run-local.sh $(LOADFLAGS)
+
+.PHONY: bench-cluster
+bench-cluster: build ## Benchmark every scenario on a throwaway cluster beside the peers (BENCH_MATRIX=full for all; docs/performance.md)
+	loadtest/bench-cluster.sh
+
+.PHONY: bench-peers
+bench-peers: ## Benchmark NATS JetStream and Redis Streams on the same workload, if their benchmark is checked out (PEERS_DIR)
+	loadtest/bench-peers.sh
 
 .PHONY: run
 run: build ## Start a local 3-node cluster on embedded defaults (strata dev; Ctrl-C stops it)

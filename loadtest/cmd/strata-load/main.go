@@ -174,7 +174,7 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 	if w.has(modeConsume) {
 		// The group of the second consume run joins now, while the
 		// topic is empty (see group).
-		r.logf("  forming a consumer group of 3 on the empty topic")
+		r.logf("%s: forming a consumer group of 3 on the empty topic, for the consume runs", w.Name())
 		if g, err = r.formGroup(ctx, w, topic, 3); err != nil {
 			return fmt.Errorf("consume: %w", err)
 		}
