@@ -277,8 +277,9 @@ type poller interface {
 
 // runConsume reads a filled topic from the start, with one consumer of
 // every partition when g is nil, else with the group g formed before the
-// topic was filled. Throughput is counted from the first record delivered
-// to the last; the time to the first record is reported apart.
+// topic was filled. Throughput is counted from the first Poll to the
+// delivery of the last record; the time to the first record (connecting,
+// resolving the start offsets, the first fetch) is also reported apart.
 func (r *runner) runConsume(ctx context.Context, w workload, topic string, g *group) (Result, error) {
 	res := newResult(w, modeConsume)
 	var parts []int32
@@ -349,7 +350,7 @@ func (r *runner) runConsume(ctx context.Context, w workload, topic string, g *gr
 	after := r.cpu.sample()
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	res.finish(pr.first, pr.last, pr.records, pr.bytes)
+	res.finish(start, pr.last, pr.records, pr.bytes)
 	res.Duplicates = pr.duplicates
 	if !pr.first.IsZero() {
 		res.FirstRecordMs = float64(pr.first.Sub(start).Microseconds()) / 1e3

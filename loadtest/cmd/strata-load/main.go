@@ -19,8 +19,8 @@
 //     of silently pausing the load (coordinated omission); ack and
 //     end-to-end p50/p99/p999/max.
 //   - consume: the max run's topic read from the start by one consumer of
-//     every partition, then by a group of three; MB/s from the first
-//     record to the last.
+//     every partition, then by a group of three that joined before the
+//     topic was filled; MB/s from the first Poll to the last record.
 //
 // With --cluster-json (the file `strata dev` writes), every run also
 // reports the CPU seconds the cluster's processes used per GB of record

@@ -41,8 +41,8 @@ type Result struct {
 	// SendLagMaxMs is how late, at worst, a rate run's generator sent a
 	// record after its intended time.
 	SendLagMaxMs float64 `json:"send_lag_max_ms,omitempty"`
-	// FirstRecordMs is, for consume runs, the time from starting the
-	// consumers to the first record (joining the group included).
+	// FirstRecordMs is, for consume runs, the time from the first Poll to
+	// the first record.
 	FirstRecordMs float64 `json:"first_record_ms,omitempty"`
 	// Duplicates counts records a consume run's group delivered twice.
 	Duplicates int64 `json:"duplicates,omitempty"`
