@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -155,6 +156,8 @@ type CPU struct {
 	ByService map[string]float64 `json:"by_service,omitempty"`
 }
 
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
 // cpuBetween is the CPU used between two samples, per GB of bytes moved.
 // Nil without cluster processes to measure.
 func (m *cpuMeter) between(a, b cpuSample, bytes int64) *CPU {
@@ -171,5 +174,11 @@ func (m *cpuMeter) between(a, b cpuSample, bytes int64) *CPU {
 	c.ClientSeconds = (b.self - a.self).Seconds()
 	c.ClusterPerGB = c.ClusterSeconds / gb
 	c.ClientPerGB = c.ClientSeconds / gb
+	// The clock ticks are 10 ms: more digits would be noise.
+	for svc, sec := range c.ByService {
+		c.ByService[svc] = round3(sec)
+	}
+	c.ClusterSeconds, c.ClientSeconds = round3(c.ClusterSeconds), round3(c.ClientSeconds)
+	c.ClusterPerGB, c.ClientPerGB = round3(c.ClusterPerGB), round3(c.ClientPerGB)
 	return c
 }
