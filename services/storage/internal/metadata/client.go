@@ -24,6 +24,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
 // Config configures a Client.
@@ -35,6 +36,7 @@ type Config struct {
 	HTTPClient  *http.Client // for Connect calls
 	Options     []connect.ClientOption
 	Logger      *slog.Logger // default slog.Default()
+	Clock       clock.Clock  // default clock.System
 }
 
 // View is the cluster metadata at one version. It is never modified after
@@ -65,12 +67,16 @@ type Client struct {
 	current int    // index into cfg.Controllers of the last controller that answered
 	hinted  string // address named by a NOT_CONTROLLER hint, tried first
 
-	nodeEpoch     atomic.Int64
-	version       atomic.Int64
-	lastHeartbeat atomic.Int64 // Unix ms of the last accepted heartbeat
-	leaseTTL      atomic.Int64 // ms
-	fenced        atomic.Bool
-	hbInterval    atomic.Int64 // ms
+	nodeEpoch atomic.Int64
+	version   atomic.Int64
+	// leaseFrom is the monotonic reading (clock.Mono, ns) taken when the
+	// last accepted RegisterNode or Heartbeat was sent. The controller
+	// renewed the lease after that moment, so a lease measured from it
+	// never outlives the controller's.
+	leaseFrom  atomic.Int64
+	leaseTTL   atomic.Int64 // ns
+	fenced     atomic.Bool
+	hbInterval atomic.Int64 // ms
 }
 
 // New returns a client; nothing happens until Run.
@@ -80,6 +86,9 @@ func New(cfg Config) *Client {
 	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System
 	}
 	c := &Client{cfg: cfg, logger: cfg.Logger, incarnation: uuid.NewString(), clients: map[string]controllerv1connect.ControllerServiceClient{}}
 	c.nodeEpoch.Store(-1)
@@ -91,14 +100,17 @@ func New(cfg Config) *Client {
 func (c *Client) NodeEpoch() int64 { return c.nodeEpoch.Load() }
 
 // Fenced reports whether this node must not accept produce requests as a
-// leader: the controller says it is fenced, or no heartbeat has been
-// accepted within the lease, so the controller may have declared it dead.
+// leader: the controller says it is fenced, or the lease of the last
+// accepted heartbeat has run out, so the controller may have declared it
+// dead and elected other leaders. The lease is measured on the monotonic
+// clock from when that heartbeat was sent, so stepping the wall clock
+// changes nothing.
 func (c *Client) Fenced() bool {
 	if c.fenced.Load() {
 		return true
 	}
-	last, ttl := c.lastHeartbeat.Load(), c.leaseTTL.Load()
-	return ttl > 0 && time.Now().UnixMilli()-last > ttl
+	from, ttl := c.leaseFrom.Load(), c.leaseTTL.Load()
+	return ttl > 0 && int64(c.cfg.Clock.Mono())-from > ttl
 }
 
 func (c *Client) client(addr string) controllerv1connect.ControllerServiceClient {
@@ -206,6 +218,7 @@ func (c *Client) register(ctx context.Context) bool {
 	backoff := 50 * time.Millisecond
 	for {
 		var resp *controllerv1.RegisterNodeResponse
+		sent := c.cfg.Clock.Mono()
 		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.RegisterNode(ctx, connect.NewRequest(&controllerv1.RegisterNodeRequest{
 				NodeId: c.cfg.NodeID, Address: c.cfg.Address, Rack: c.cfg.Rack, IncarnationId: c.incarnation,
@@ -217,8 +230,8 @@ func (c *Client) register(ctx context.Context) bool {
 		})
 		if err == nil {
 			c.nodeEpoch.Store(resp.GetNodeEpoch())
-			c.leaseTTL.Store(int64(resp.GetLeaseTtlMs()))
-			c.lastHeartbeat.Store(time.Now().UnixMilli())
+			c.leaseTTL.Store(int64(time.Duration(resp.GetLeaseTtlMs()) * time.Millisecond))
+			c.leaseFrom.Store(int64(sent))
 			c.fenced.Store(false) // until a heartbeat says otherwise
 			c.logger.Info("registered with controller", "node_epoch", resp.GetNodeEpoch(), "lease_ttl_ms", resp.GetLeaseTtlMs())
 			c.hbInterval.Store(int64(max(resp.GetHeartbeatIntervalMs(), 50)))
@@ -238,6 +251,7 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		var resp *controllerv1.HeartbeatResponse
+		sent := c.cfg.Clock.Mono()
 		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.Heartbeat(ctx, connect.NewRequest(&controllerv1.HeartbeatRequest{
 				NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), MetadataVersion: c.version.Load(),
@@ -249,10 +263,10 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 		})
 		switch {
 		case err == nil:
-			c.lastHeartbeat.Store(time.Now().UnixMilli())
 			if resp.GetLeaseTtlMs() > 0 {
-				c.leaseTTL.Store(int64(resp.GetLeaseTtlMs()))
+				c.leaseTTL.Store(int64(time.Duration(resp.GetLeaseTtlMs()) * time.Millisecond))
 			}
+			c.leaseFrom.Store(int64(sent))
 			c.fenced.Store(resp.GetFenced())
 		case connect.CodeOf(err) == connect.CodeAborted || connect.CodeOf(err) == connect.CodeNotFound:
 			// Our registration is gone (stale node epoch): a new

@@ -23,6 +23,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/services/storage/internal/clock"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 	"github.com/strata-mq/strata/services/storage/internal/replication"
@@ -53,6 +54,9 @@ type Config struct {
 	ClientOptions  []connect.ClientOption
 	HandlerOptions []connect.HandlerOption
 	Logger         *slog.Logger // default slog.Default()
+	// Clock is the time source for leases and replica lag. Default
+	// clock.System.
+	Clock clock.Clock
 }
 
 type tpKey struct {
@@ -121,6 +125,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = http.DefaultClient
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
@@ -132,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.meta = metadata.New(metadata.Config{
 		NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, Controllers: cfg.Controllers,
-		HTTPClient: cfg.HTTPClient, Options: cfg.ClientOptions, Logger: n.logger,
+		HTTPClient: cfg.HTTPClient, Options: cfg.ClientOptions, Logger: n.logger, Clock: cfg.Clock,
 	})
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	isr := &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Interval: cfg.ISRCheckInterval, Logger: n.logger}
