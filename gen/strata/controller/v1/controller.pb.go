@@ -1404,7 +1404,13 @@ type AlterPartitionItem struct {
 	// The partition epoch the leader last saw: the compare-and-set condition.
 	PartitionEpoch int32 `protobuf:"varint,5,opt,name=partition_epoch,json=partitionEpoch,proto3" json:"partition_epoch,omitempty"`
 	// The proposed ISR, leader included.
-	NewIsr        []int32 `protobuf:"varint,6,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	NewIsr []int32 `protobuf:"varint,6,rep,packed,name=new_isr,json=newIsr,proto3" json:"new_isr,omitempty"`
+	// The node epoch, for members of new_isr other than the leader, of the incarnation the
+	// leader saw fetch (KIP-903). A member that new_isr adds must be listed here with the node
+	// epoch of its current registration: a node that registered again (restarted, perhaps
+	// with a shorter or empty log) since the leader last saw it fetch is refused with
+	// REASON_INELIGIBLE_REPLICA.
+	NewIsrMembers []*IsrMember `protobuf:"bytes,7,rep,name=new_isr_members,json=newIsrMembers,proto3" json:"new_isr_members,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1481,6 +1487,68 @@ func (x *AlterPartitionItem) GetNewIsr() []int32 {
 	return nil
 }
 
+func (x *AlterPartitionItem) GetNewIsrMembers() []*IsrMember {
+	if x != nil {
+		return x.NewIsrMembers
+	}
+	return nil
+}
+
+// IsrMember names one incarnation of a replica: a node and its node epoch.
+type IsrMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node id.
+	NodeId int32 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Node epoch from the node's RegisterNode.
+	NodeEpoch     int64 `protobuf:"varint,2,opt,name=node_epoch,json=nodeEpoch,proto3" json:"node_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IsrMember) Reset() {
+	*x = IsrMember{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IsrMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IsrMember) ProtoMessage() {}
+
+func (x *IsrMember) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IsrMember.ProtoReflect.Descriptor instead.
+func (*IsrMember) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *IsrMember) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *IsrMember) GetNodeEpoch() int64 {
+	if x != nil {
+		return x.NodeEpoch
+	}
+	return 0
+}
+
 // AlterPartitionResponse reports each partition's outcome.
 type AlterPartitionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1492,7 +1560,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1572,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1585,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AlterPartitionResponse) GetPartitions() []*AlterPartitionResult {
@@ -1545,7 +1613,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1625,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1638,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -1615,7 +1683,7 @@ type WatchMetadataRequest struct {
 
 func (x *WatchMetadataRequest) Reset() {
 	*x = WatchMetadataRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1695,7 @@ func (x *WatchMetadataRequest) String() string {
 func (*WatchMetadataRequest) ProtoMessage() {}
 
 func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1708,7 @@ func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchMetadataRequest) GetNodeId() int32 {
@@ -1675,7 +1743,7 @@ type WatchMetadataResponse struct {
 
 func (x *WatchMetadataResponse) Reset() {
 	*x = WatchMetadataResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1755,7 @@ func (x *WatchMetadataResponse) String() string {
 func (*WatchMetadataResponse) ProtoMessage() {}
 
 func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1768,7 @@ func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchMetadataResponse) GetVersion() int64 {
@@ -1770,7 +1838,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1850,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1863,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MetadataSnapshot) GetClusterId() string {
@@ -1847,7 +1915,7 @@ type MetadataDelta struct {
 
 func (x *MetadataDelta) Reset() {
 	*x = MetadataDelta{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1927,7 @@ func (x *MetadataDelta) String() string {
 func (*MetadataDelta) ProtoMessage() {}
 
 func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1940,7 @@ func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDelta.ProtoReflect.Descriptor instead.
 func (*MetadataDelta) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MetadataDelta) GetTopics() []*v1.TopicMetadata {
@@ -1932,7 +2000,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2012,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2025,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -1994,7 +2062,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2074,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2087,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeletedTopic) GetName() string {
@@ -2049,7 +2117,7 @@ type ControllerQuorum struct {
 
 func (x *ControllerQuorum) Reset() {
 	*x = ControllerQuorum{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2129,7 @@ func (x *ControllerQuorum) String() string {
 func (*ControllerQuorum) ProtoMessage() {}
 
 func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2142,7 @@ func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerQuorum.ProtoReflect.Descriptor instead.
 func (*ControllerQuorum) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ControllerQuorum) GetMembers() []*ControllerMember {
@@ -2108,7 +2176,7 @@ type ControllerMember struct {
 
 func (x *ControllerMember) Reset() {
 	*x = ControllerMember{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2188,7 @@ func (x *ControllerMember) String() string {
 func (*ControllerMember) ProtoMessage() {}
 
 func (x *ControllerMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2201,7 @@ func (x *ControllerMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerMember.ProtoReflect.Descriptor instead.
 func (*ControllerMember) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ControllerMember) GetControllerId() string {
@@ -2177,7 +2245,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2257,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2270,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AllocateProducerIdsRequest) GetRequester() string {
@@ -2232,7 +2300,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2312,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2325,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2288,7 +2356,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2368,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2381,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -2341,7 +2409,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2421,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2434,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
@@ -2395,7 +2463,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2475,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2488,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -2467,7 +2535,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2547,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2560,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 // DescribeClusterResponse is the cluster as the controller sees it.
@@ -2516,7 +2584,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2596,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2609,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -2685,14 +2753,19 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"node_epoch\x18\x02 \x01(\x03R\tnodeEpoch\x12H\n" +
 	"\n" +
 	"partitions\x18\x03 \x03(\v2(.strata.controller.v1.AlterPartitionItemR\n" +
-	"partitions\"\xc8\x01\n" +
+	"partitions\"\x91\x02\n" +
 	"\x12AlterPartitionItem\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
 	"\tpartition\x18\x03 \x01(\x05R\tpartition\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12'\n" +
 	"\x0fpartition_epoch\x18\x05 \x01(\x05R\x0epartitionEpoch\x12\x17\n" +
-	"\anew_isr\x18\x06 \x03(\x05R\x06newIsr\"d\n" +
+	"\anew_isr\x18\x06 \x03(\x05R\x06newIsr\x12G\n" +
+	"\x0fnew_isr_members\x18\a \x03(\v2\x1f.strata.controller.v1.IsrMemberR\rnewIsrMembers\"C\n" +
+	"\tIsrMember\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"node_epoch\x18\x02 \x01(\x03R\tnodeEpoch\"d\n" +
 	"\x16AlterPartitionResponse\x12J\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2*.strata.controller.v1.AlterPartitionResultR\n" +
@@ -2814,7 +2887,7 @@ func file_strata_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(NodeState)(0),                      // 0: strata.controller.v1.NodeState
 	(ConfigSource)(0),                   // 1: strata.controller.v1.ConfigSource
@@ -2839,94 +2912,96 @@ var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(*AlterTopicConfigResponse)(nil),    // 20: strata.controller.v1.AlterTopicConfigResponse
 	(*AlterPartitionRequest)(nil),       // 21: strata.controller.v1.AlterPartitionRequest
 	(*AlterPartitionItem)(nil),          // 22: strata.controller.v1.AlterPartitionItem
-	(*AlterPartitionResponse)(nil),      // 23: strata.controller.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),        // 24: strata.controller.v1.AlterPartitionResult
-	(*WatchMetadataRequest)(nil),        // 25: strata.controller.v1.WatchMetadataRequest
-	(*WatchMetadataResponse)(nil),       // 26: strata.controller.v1.WatchMetadataResponse
-	(*MetadataSnapshot)(nil),            // 27: strata.controller.v1.MetadataSnapshot
-	(*MetadataDelta)(nil),               // 28: strata.controller.v1.MetadataDelta
-	(*PartitionChange)(nil),             // 29: strata.controller.v1.PartitionChange
-	(*DeletedTopic)(nil),                // 30: strata.controller.v1.DeletedTopic
-	(*ControllerQuorum)(nil),            // 31: strata.controller.v1.ControllerQuorum
-	(*ControllerMember)(nil),            // 32: strata.controller.v1.ControllerMember
-	(*AllocateProducerIdsRequest)(nil),  // 33: strata.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 34: strata.controller.v1.AllocateProducerIdsResponse
-	(*ElectLeadersRequest)(nil),         // 35: strata.controller.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),        // 36: strata.controller.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),          // 37: strata.controller.v1.ElectLeadersResult
-	(*DescribeClusterRequest)(nil),      // 38: strata.controller.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),     // 39: strata.controller.v1.DescribeClusterResponse
-	nil,                                 // 40: strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                 // 41: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                     // 42: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),        // 43: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),              // 44: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),            // 45: strata.common.v1.TopicMetadata
-	(*v1.TopicPartitions)(nil),          // 46: strata.common.v1.TopicPartitions
+	(*IsrMember)(nil),                   // 23: strata.controller.v1.IsrMember
+	(*AlterPartitionResponse)(nil),      // 24: strata.controller.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),        // 25: strata.controller.v1.AlterPartitionResult
+	(*WatchMetadataRequest)(nil),        // 26: strata.controller.v1.WatchMetadataRequest
+	(*WatchMetadataResponse)(nil),       // 27: strata.controller.v1.WatchMetadataResponse
+	(*MetadataSnapshot)(nil),            // 28: strata.controller.v1.MetadataSnapshot
+	(*MetadataDelta)(nil),               // 29: strata.controller.v1.MetadataDelta
+	(*PartitionChange)(nil),             // 30: strata.controller.v1.PartitionChange
+	(*DeletedTopic)(nil),                // 31: strata.controller.v1.DeletedTopic
+	(*ControllerQuorum)(nil),            // 32: strata.controller.v1.ControllerQuorum
+	(*ControllerMember)(nil),            // 33: strata.controller.v1.ControllerMember
+	(*AllocateProducerIdsRequest)(nil),  // 34: strata.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil), // 35: strata.controller.v1.AllocateProducerIdsResponse
+	(*ElectLeadersRequest)(nil),         // 36: strata.controller.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),        // 37: strata.controller.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),          // 38: strata.controller.v1.ElectLeadersResult
+	(*DescribeClusterRequest)(nil),      // 39: strata.controller.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),     // 40: strata.controller.v1.DescribeClusterResponse
+	nil,                                 // 41: strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                 // 42: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Node)(nil),                     // 43: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),        // 44: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),              // 45: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),            // 46: strata.common.v1.TopicMetadata
+	(*v1.TopicPartitions)(nil),          // 47: strata.common.v1.TopicPartitions
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	42, // 0: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	43, // 0: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
 	0,  // 1: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
 	1,  // 2: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	43, // 3: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	44, // 3: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
 	8,  // 4: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	40, // 5: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	41, // 5: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
 	9,  // 6: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
 	9,  // 7: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
 	17, // 8: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	41, // 9: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	42, // 9: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
 	8,  // 10: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
 	22, // 11: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
-	24, // 12: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	44, // 13: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	43, // 14: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
-	27, // 15: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
-	28, // 16: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	45, // 17: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
-	7,  // 18: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
-	31, // 19: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	45, // 20: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
-	29, // 21: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
-	30, // 22: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
-	7,  // 23: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
-	31, // 24: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	43, // 25: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
-	32, // 26: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
-	2,  // 27: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	46, // 28: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	37, // 29: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	44, // 30: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
-	31, // 31: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	7,  // 32: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	3,  // 33: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 34: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	10, // 35: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	12, // 36: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	14, // 37: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	16, // 38: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	19, // 39: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	21, // 40: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	25, // 41: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	33, // 42: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	35, // 43: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	38, // 44: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	4,  // 45: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 46: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	11, // 47: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	13, // 48: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	15, // 49: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	18, // 50: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	20, // 51: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	23, // 52: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	26, // 53: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	34, // 54: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	36, // 55: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	39, // 56: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	45, // [45:57] is the sub-list for method output_type
-	33, // [33:45] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	23, // 12: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
+	25, // 13: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
+	45, // 14: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	44, // 15: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	28, // 16: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
+	29, // 17: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
+	46, // 18: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	7,  // 19: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
+	32, // 20: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	46, // 21: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	30, // 22: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
+	31, // 23: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
+	7,  // 24: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
+	32, // 25: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	44, // 26: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	33, // 27: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
+	2,  // 28: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	47, // 29: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	38, // 30: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	45, // 31: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	32, // 32: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	7,  // 33: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	3,  // 34: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 35: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	10, // 36: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	12, // 37: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	14, // 38: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	16, // 39: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	19, // 40: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	21, // 41: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	26, // 42: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	34, // 43: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	36, // 44: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	39, // 45: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	4,  // 46: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	6,  // 47: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	11, // 48: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	13, // 49: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	15, // 50: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	18, // 51: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	20, // 52: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	24, // 53: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	27, // 54: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	35, // 55: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	37, // 56: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	40, // 57: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	46, // [46:58] is the sub-list for method output_type
+	34, // [34:46] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }
@@ -2934,7 +3009,7 @@ func file_strata_controller_v1_controller_proto_init() {
 	if File_strata_controller_v1_controller_proto != nil {
 		return
 	}
-	file_strata_controller_v1_controller_proto_msgTypes[23].OneofWrappers = []any{
+	file_strata_controller_v1_controller_proto_msgTypes[24].OneofWrappers = []any{
 		(*WatchMetadataResponse_Snapshot)(nil),
 		(*WatchMetadataResponse_Delta)(nil),
 	}
@@ -2944,7 +3019,7 @@ func file_strata_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_controller_v1_controller_proto_rawDesc), len(file_strata_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1779,7 +1779,11 @@ type ReplicaState struct {
 	// Time of the replica's last caught-up fetch, in Unix ms, or -1 if never.
 	LastCaughtUpTimeMs int64 `protobuf:"varint,3,opt,name=last_caught_up_time_ms,json=lastCaughtUpTimeMs,proto3" json:"last_caught_up_time_ms,omitempty"`
 	// True when the replica is in the ISR.
-	InSync        bool `protobuf:"varint,4,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	InSync bool `protobuf:"varint,4,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	// Node epoch of the replica's incarnation that log_end_offset and last_caught_up_time_ms
+	// describe, or 0 while unknown. When the node registers again the leader forgets what
+	// it knew of the previous incarnation (KIP-903).
+	NodeEpoch     int64 `protobuf:"varint,5,opt,name=node_epoch,json=nodeEpoch,proto3" json:"node_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1840,6 +1844,13 @@ func (x *ReplicaState) GetInSync() bool {
 		return x.InSync
 	}
 	return false
+}
+
+func (x *ReplicaState) GetNodeEpoch() int64 {
+	if x != nil {
+		return x.NodeEpoch
+	}
+	return 0
 }
 
 var File_strata_storage_v1_storage_proto protoreflect.FileDescriptor
@@ -1990,12 +2001,14 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x13local_segment_count\x18\v \x01(\x05R\x11localSegmentCount\x12*\n" +
 	"\x11tiered_end_offset\x18\f \x01(\x03R\x0ftieredEndOffset\x12*\n" +
 	"\x11tiered_size_bytes\x18\r \x01(\x03R\x0ftieredSizeBytes\x12;\n" +
-	"\breplicas\x18\x0e \x03(\v2\x1f.strata.storage.v1.ReplicaStateR\breplicas\"\x9a\x01\n" +
+	"\breplicas\x18\x0e \x03(\v2\x1f.strata.storage.v1.ReplicaStateR\breplicas\"\xb9\x01\n" +
 	"\fReplicaState\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x122\n" +
 	"\x16last_caught_up_time_ms\x18\x03 \x01(\x03R\x12lastCaughtUpTimeMs\x12\x17\n" +
-	"\ain_sync\x18\x04 \x01(\bR\x06inSync*v\n" +
+	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12\x1d\n" +
+	"\n" +
+	"node_epoch\x18\x05 \x01(\x03R\tnodeEpoch*v\n" +
 	"\n" +
 	"OffsetSpec\x12\x1b\n" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +

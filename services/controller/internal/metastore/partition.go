@@ -126,7 +126,11 @@ func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) 
 // AlterPartition applies a leader's ISR change requests. Each is a
 // compare-and-set: it applies only when the sender leads the partition at
 // the given leader epoch and the partition epoch is the one the leader saw;
-// the new ISR must be live replicas and include the leader.
+// the new ISR must be live replicas and include the leader, and every
+// member it adds must be named with the node epoch of its current
+// registration (KIP-903): the leader vouches for an incarnation it saw
+// fetch, and a node that registered again since may have come back with a
+// shorter or empty log.
 func (s *Store) AlterPartition(ctx context.Context, nodeID int32, nodeEpoch int64, items []*controllerv1.AlterPartitionItem) ([]*controllerv1.AlterPartitionResult, error) {
 	lresp, err := s.cl.Get(ctx, PrefixLive, clientv3.WithPrefix())
 	if err != nil {
@@ -206,6 +210,25 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 			"the new ISR of %s-%d must include the leader %d", it.GetTopic(), it.GetPartition(), nodeID)
 	}
+	epochs := map[int32]int64{}
+	for _, m := range it.GetNewIsrMembers() {
+		epochs[m.GetNodeId()] = m.GetNodeEpoch()
+	}
+	// Members added: each must be the incarnation the leader saw fetch.
+	// The compare-and-set below also checks that their registrations have
+	// not changed since they were read here.
+	var added []int32
+	for _, r := range it.GetNewIsr() {
+		if r == nodeID || slices.Contains(p.GetIsr(), r) {
+			continue
+		}
+		if e, ok := epochs[r]; !ok || e != live[r] {
+			return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+				"node %d cannot join the ISR of %s-%d: the leader saw node epoch %d fetch, its current registration is %d; it must fetch again",
+				r, it.GetTopic(), it.GetPartition(), epochs[r], live[r])
+		}
+		added = append(added, r)
+	}
 	next := proto.Clone(p).(*commonv1.PartitionMetadata)
 	next.Isr = append([]int32(nil), it.GetNewIsr()...)
 	next.PartitionEpoch++
@@ -214,12 +237,16 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		return nil, err
 	}
 	// The CAS: the partition unchanged since read (every write bumps the
-	// partition epoch, so ModRevision equality is partition-epoch equality)
-	// and the sender still the same incarnation.
-	tx, err := s.cl.Txn(ctx).If(
+	// partition epoch, so ModRevision equality is partition-epoch equality),
+	// the sender still the same incarnation, and so is every added member.
+	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(pk), "=", pkvs[0].ModRevision),
 		clientv3.Compare(clientv3.CreateRevision(liveKey(nodeID)), "=", nodeEpoch),
-	).Then(clientv3.OpPut(pk, string(b))).Else(clientv3.OpGet(pk)).Commit()
+	}
+	for _, r := range added {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(liveKey(r)), "=", live[r]))
+	}
+	tx, err := s.cl.Txn(ctx).If(cmps...).Then(clientv3.OpPut(pk, string(b))).Else(clientv3.OpGet(pk)).Commit()
 	if err != nil {
 		return nil, err
 	}

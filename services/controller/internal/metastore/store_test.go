@@ -183,6 +183,74 @@ func TestAlterPartitionCAS(t *testing.T) {
 	}
 }
 
+// KIP-903: an ISR expansion names the incarnation the leader saw fetch,
+// and the controller refuses it unless that is the node's current
+// registration. A node that restarted (maybe with an empty log) and has
+// not fetched since cannot be put back on its previous process's state.
+func TestAlterPartitionExpansionNeedsCurrentNodeEpoch(t *testing.T) {
+	ctx := context.Background()
+	s := startStore(t, 6*time.Second)
+	epochs := map[int32]int64{}
+	for id := int32(1); id <= 3; id++ {
+		epochs[id] = register(t, s, id, "")
+	}
+	d, err := s.CreateTopic(ctx, CreateTopicRequest{Name: "t", Partitions: 1, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := d.Partitions[0]
+	leader, kept, other := p.Replicas[0], p.Replicas[1], p.Replicas[2]
+	alter := func(isr []int32, members map[int32]int64) *controllerv1.AlterPartitionResult {
+		t.Helper()
+		it := &controllerv1.AlterPartitionItem{Topic: "t", Partition: 0, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, NewIsr: isr}
+		for id, e := range members {
+			it.NewIsrMembers = append(it.NewIsrMembers, &controllerv1.IsrMember{NodeId: id, NodeEpoch: e})
+		}
+		res, err := s.AlterPartition(ctx, leader, epochs[leader], []*controllerv1.AlterPartitionItem{it})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].State != nil {
+			p = res[0].State
+		}
+		return res[0]
+	}
+	// A shrink needs no epochs.
+	if r := alter([]int32{leader, kept}, nil); r.Error != nil {
+		t.Fatalf("shrink: %v", r.Error)
+	}
+
+	// The dropped node restarts: a new registration, a new node epoch.
+	if _, err := s.cl.Delete(ctx, liveKey(other)); err != nil {
+		t.Fatal(err)
+	}
+	old := epochs[other]
+	epochs[other] = register(t, s, other, "")
+	if epochs[other] == old {
+		t.Fatal("re-registration kept the node epoch")
+	}
+	full := []int32{leader, kept, other}
+	for _, tc := range []struct {
+		name    string
+		members map[int32]int64
+	}{
+		{"no node epoch", nil},
+		{"previous incarnation", map[int32]int64{kept: epochs[kept], other: old}},
+		{"unknown epoch", map[int32]int64{other: epochs[other] + 1000}},
+	} {
+		r := alter(full, tc.members)
+		if r.Error.GetReason() != commonv1.Reason_REASON_INELIGIBLE_REPLICA {
+			t.Errorf("%s: expansion answered %v, want REASON_INELIGIBLE_REPLICA", tc.name, r.Error)
+		}
+		if slices.Contains(p.Isr, other) {
+			t.Fatalf("%s: node %d added to the ISR %v", tc.name, other, p.Isr)
+		}
+	}
+	if r := alter(full, map[int32]int64{other: epochs[other]}); r.Error != nil || !slices.Contains(p.Isr, other) {
+		t.Fatalf("expansion with the current node epoch: %v, ISR %v", r.Error, p.Isr)
+	}
+}
+
 func TestNextPartitionState(t *testing.T) {
 	pm := func(leader int32, isr []int32) *commonv1.PartitionMetadata {
 		return &commonv1.PartitionMetadata{LeaderId: leader, LeaderEpoch: 5, PartitionEpoch: 9, Replicas: []int32{1, 2, 3}, Isr: isr}

@@ -121,7 +121,8 @@ type ControllerServiceClient interface {
 	// (REASON_NOT_LEADER) when the sender does not lead it, ABORTED
 	// (REASON_FENCED_LEADER_EPOCH) for a stale leader epoch, ABORTED
 	// (REASON_STALE_PARTITION_EPOCH) for a stale partition epoch, FAILED_PRECONDITION
-	// (REASON_INELIGIBLE_REPLICA) when new_isr names a node that is not a live replica.
+	// (REASON_INELIGIBLE_REPLICA) when new_isr names a node that is not a live replica, or adds a
+	// member without the node epoch of its current registration (new_isr_members).
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
 	// WatchMetadata streams the cluster metadata: first a full snapshot, then deltas in version
 	// order. The version is the etcd revision at which the change was committed, so it is
@@ -354,7 +355,8 @@ type ControllerServiceHandler interface {
 	// (REASON_NOT_LEADER) when the sender does not lead it, ABORTED
 	// (REASON_FENCED_LEADER_EPOCH) for a stale leader epoch, ABORTED
 	// (REASON_STALE_PARTITION_EPOCH) for a stale partition epoch, FAILED_PRECONDITION
-	// (REASON_INELIGIBLE_REPLICA) when new_isr names a node that is not a live replica.
+	// (REASON_INELIGIBLE_REPLICA) when new_isr names a node that is not a live replica, or adds a
+	// member without the node epoch of its current registration (new_isr_members).
 	AlterPartition(context.Context, *connect.Request[v1.AlterPartitionRequest]) (*connect.Response[v1.AlterPartitionResponse], error)
 	// WatchMetadata streams the cluster metadata: first a full snapshot, then deltas in version
 	// order. The version is the etcd revision at which the change was committed, so it is
