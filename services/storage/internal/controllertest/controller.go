@@ -1,8 +1,8 @@
 // Package controllertest is an in-memory ControllerService for storage node
 // tests: RegisterNode, Heartbeat, WatchMetadata (snapshot, then deltas
 // carrying every topic and node) and AlterPartition (compare-and-set on the
-// partition epoch), with state a test changes directly. Other RPCs are
-// unimplemented.
+// partition epoch, added members at their current node epoch), with state a
+// test changes directly. Other RPCs are unimplemented.
 package controllertest
 
 import (
@@ -195,6 +195,26 @@ func (c *Controller) AlterPartition(_ context.Context, req *connect.Request[cont
 			}
 			if !ok {
 				fail(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "ineligible ISR")
+				break
+			}
+			// As the controller (KIP-903): an added member must be named
+			// with the node epoch of its current registration.
+			for _, id := range it.GetNewIsr() {
+				if slices.Contains(p.GetIsr(), id) {
+					continue
+				}
+				var e int64
+				for _, m := range it.GetNewIsrMembers() {
+					if m.GetNodeId() == id {
+						e = m.GetNodeEpoch()
+					}
+				}
+				if n := c.nodes[id]; n == nil || n.GetNodeEpoch() != e {
+					ok = false
+				}
+			}
+			if !ok {
+				fail(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "added member not at its current node epoch")
 				break
 			}
 			p.Isr = slices.Clone(it.GetNewIsr())

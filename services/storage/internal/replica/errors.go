@@ -30,6 +30,10 @@ var (
 	// ErrIneligibleReplica: a Replicate came from a node that is not a
 	// replica of the partition.
 	ErrIneligibleReplica = errors.New("replica: not a replica of the partition")
+	// ErrStaleNodeEpoch: a Replicate came from an incarnation of the
+	// follower's node older than one the leader has seen (a dead process's
+	// request arriving late), or carried no node epoch.
+	ErrStaleNodeEpoch = errors.New("replica: stale node epoch")
 	// ErrOutOfOrderSequence: an idempotent producer's sequence skipped.
 	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
 	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than

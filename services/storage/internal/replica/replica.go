@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,8 @@ import (
 
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/vfs"
+	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
 // Role is what this node does for the partition.
@@ -77,7 +80,9 @@ type State struct {
 type Config struct {
 	// Log configures the partition log.
 	Log partlog.Config
-	// MinISR is min.insync.replicas. Default 2 when zero.
+	// MinISR is min.insync.replicas. Default 2 when zero. acks=all needs
+	// an ISR this large, and the high watermark only moves while the ISR
+	// is this large (KIP-966) or holds every replica.
 	MinISR int
 }
 
@@ -90,16 +95,43 @@ type Options struct {
 	LagTime time.Duration
 	// Logger receives role changes and truncations. Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
+	// Clock measures replica lag (on its monotonic reading). Default
+	// clock.System.
+	Clock clock.Clock
+	// FS holds the log. Default vfs.Default (the OS).
+	FS vfs.FS
 }
 
-// followerState is the leader's view of one follower.
+// followerState is the leader's view of one follower: of one incarnation
+// of it, the process that registered with nodeEpoch (KIP-903). When the
+// node registers again (it restarted, maybe with a shorter or empty log),
+// everything learnt from the previous process is forgotten.
 type followerState struct {
-	leo            int64     // last fetch offset at our leader epoch; -1 before the first
-	lastCaughtUp   time.Time // last time its fetch reached our log end offset
-	lastFetch      time.Time // time of its previous fetch
-	leoAtLastFetch int64     // our log end offset at its previous fetch
+	// nodeEpoch is the node epoch of the incarnation the other fields
+	// describe; 0 while unknown (a new leader before the first fetch).
+	nodeEpoch int64
+	// leo is that incarnation's last fetch offset at our leader epoch; -1
+	// before its first.
+	leo int64
+	// caughtUp is false while that incarnation has not yet been caught
+	// up: lastCaughtUp is then meaningless and the follower out of sync.
+	caughtUp bool
+	// lastCaughtUp is the clock's monotonic reading of the last time a
+	// fetch reached our log end offset.
+	lastCaughtUp time.Duration
+	// lastFetch is the monotonic reading of its previous fetch, valid when
+	// leoAtLastFetch >= 0.
+	lastFetch time.Duration
+	// leoAtLastFetch is our log end offset at its previous fetch; -1 when
+	// there was none.
+	leoAtLastFetch int64
+}
+
+// reset forgets a follower's previous incarnation: the node registered
+// again with nodeEpoch, and until that process fetches, nothing is known
+// of its log, and it has not caught up.
+func (f *followerState) reset(nodeEpoch int64) {
+	*f = followerState{nodeEpoch: nodeEpoch, leo: -1, leoAtLastFetch: -1}
 }
 
 // Replica is one partition replica. Create it with Open.
@@ -116,10 +148,15 @@ type Replica struct {
 	appendMu  sync.Mutex // serialises appends, truncation and role changes
 	producers *producers // idempotence state; guarded by appendMu
 
-	mu               sync.Mutex
-	role             Role
-	state            State
-	pendingISR       []int32 // ISR proposed to the controller, not yet answered; nil if none
+	mu         sync.Mutex
+	role       Role
+	state      State
+	pendingISR []int32 // ISR proposed to the controller and not answered; nil if none
+	// pendingSent is true while the proposal is in flight; false after a
+	// call whose outcome is unknown, so that ProposeISR sends it again.
+	pendingSent bool
+	// pendingEpochs are the node epochs sent with the pending proposal.
+	pendingEpochs    map[int32]int64
 	followers        map[int32]*followerState
 	epochStartOffset int64         // our log end offset when we became leader
 	tierWait         bool          // produce refused until the tier state is applied (AwaitTierState)
@@ -140,11 +177,11 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.System
 	}
 	logger := opts.Logger.With("topic", topic, "partition", partition)
-	l, err := partlog.Open(dir, cfg.Log, partlog.WithLogger(logger))
+	l, err := partlog.Open(dir, cfg.Log, partlog.WithLogger(logger), partlog.WithFS(opts.FS))
 	if err != nil {
 		return nil, err
 	}
@@ -206,8 +243,9 @@ type View struct {
 
 // FollowerView is the leader's view of one follower, for DescribeLog.
 type FollowerView struct {
-	LEO          int64
-	LastCaughtUp time.Time
+	NodeEpoch    int64     // incarnation the view describes; 0 while unknown
+	LEO          int64     // -1 before that incarnation's first fetch at our epoch
+	LastCaughtUp time.Time // wall time, for display; zero if never
 }
 
 // View returns a snapshot of the replica.
@@ -222,7 +260,11 @@ func (r *Replica) View() View {
 	if r.role == RoleLeader {
 		v.Followers = make(map[int32]FollowerView, len(r.followers))
 		for id, f := range r.followers {
-			v.Followers[id] = FollowerView{LEO: f.leo, LastCaughtUp: f.lastCaughtUp}
+			fv := FollowerView{NodeEpoch: f.nodeEpoch, LEO: f.leo}
+			if f.caughtUp {
+				fv.LastCaughtUp = clock.WallAt(r.opts.Clock, f.lastCaughtUp)
+			}
+			v.Followers[id] = fv
 		}
 	}
 	return v
@@ -261,7 +303,10 @@ func (r *Replica) applyStateLocked(st State) bool {
 	}
 	newEpoch := st.LeaderEpoch > cur.LeaderEpoch || r.role == RoleNone
 	r.state = cloneState(st)
-	r.pendingISR = nil
+	// A newer record settles any pending proposal: it was made against an
+	// older partition epoch, so either this record is its outcome or its
+	// compare-and-set failed.
+	r.pendingISR, r.pendingSent, r.pendingEpochs = nil, false, nil
 	defer r.notifyLocked()
 	if !newEpoch {
 		// Same epoch, new ISR: a shrink the controller applied may let
@@ -273,13 +318,13 @@ func (r *Replica) applyStateLocked(st State) bool {
 	case st.LeaderID == r.opts.NodeID:
 		r.role = RoleLeader
 		r.epochStartOffset = r.log.LogEndOffset()
-		now := r.opts.Now()
+		now := r.opts.Clock.Mono()
 		r.followers = make(map[int32]*followerState)
 		for _, id := range st.Replicas {
 			if id != r.opts.NodeID {
 				// Every follower gets a full lag time from now to fetch at
 				// the new epoch before it can be dropped from the ISR.
-				r.followers[id] = &followerState{leo: -1, lastCaughtUp: now, lastFetch: now, leoAtLastFetch: r.epochStartOffset}
+				r.followers[id] = &followerState{leo: -1, caughtUp: true, lastCaughtUp: now, lastFetch: now, leoAtLastFetch: r.epochStartOffset}
 			}
 		}
 	case st.LeaderID >= 0:
@@ -289,11 +334,11 @@ func (r *Replica) applyStateLocked(st State) bool {
 		r.role = RoleNone
 		r.followers = make(map[int32]*followerState)
 	}
-	// A leader whose ISR is itself alone (RF=1, or every follower out)
-	// commits everything it has at once; otherwise this waits for the
-	// followers to fetch at the new epoch. Without it a restarted leader
-	// kept acknowledged records above its checkpointed high watermark
-	// invisible until the next append.
+	// A leader whose ISR is itself alone and large enough (RF=1) commits
+	// everything it has at once; otherwise this waits for the followers to
+	// fetch at the new epoch. Without it a restarted leader kept
+	// acknowledged records above its checkpointed high watermark invisible
+	// until the next append.
 	r.maybeAdvanceHWLocked()
 	r.logger.Info("replica role", "role", r.role.String(), "leader", st.LeaderID, "leader_epoch", st.LeaderEpoch,
 		"isr", fmt.Sprint(st.ISR), "leo", r.log.LogEndOffset(), "hw", r.log.HighWatermark())
@@ -327,9 +372,11 @@ func (r *Replica) CheckLeader(epoch int32) error {
 	return r.checkLeaderLocked(epoch)
 }
 
-// effectiveISRLocked is the ISR the high watermark waits for: the
-// committed ISR plus any member a pending expansion adds. A pending shrink
-// does not drop anyone until the controller accepts it.
+// effectiveISRLocked is the ISR the high watermark waits for: the maximal
+// ISR, the committed ISR plus any member a pending expansion adds (the
+// controller may already have added it, and may elect it). A pending
+// shrink does not drop anyone until the controller accepts it; an
+// expansion stays pending until its outcome is known.
 func (r *Replica) effectiveISRLocked() []int32 {
 	isr := slices.Clone(r.state.ISR)
 	for _, id := range r.pendingISR {
@@ -340,14 +387,30 @@ func (r *Replica) effectiveISRLocked() []int32 {
 	return isr
 }
 
+// minISRLocked is the ISR size below which the high watermark stands
+// still: min.insync.replicas, or every replica when there are fewer (a
+// min.insync.replicas above the replication factor refuses acks=all, as
+// Kafka does, but must not freeze the log for consumers).
+func (r *Replica) minISRLocked() int {
+	return max(1, min(r.cfg.MinISR, len(r.state.Replicas)))
+}
+
 // maybeAdvanceHWLocked raises the high watermark to the smallest log end
 // offset in the ISR. Followers count only once they have fetched at our
-// leader epoch. The caller holds mu and we lead.
+// leader epoch. It does nothing while the committed ISR is smaller than
+// min.insync.replicas (KIP-966): a record is visible to consumers only
+// once at least that many replicas hold it, so a leader left alone that
+// loses its unflushed tail cannot hand out again offsets consumers read.
+// Under flush.messages=1 our own log counts only up to what is fsynced.
+// The caller holds mu and we lead.
 func (r *Replica) maybeAdvanceHWLocked() {
-	if r.role != RoleLeader {
+	if r.role != RoleLeader || len(r.state.ISR) < r.minISRLocked() {
 		return
 	}
 	hw := r.log.LogEndOffset()
+	if r.cfg.Log.Flush.Mode == partlog.FlushSync {
+		hw = min(hw, r.log.RecoveryPoint())
+	}
 	for _, id := range r.effectiveISRLocked() {
 		if id == r.opts.NodeID {
 			continue
@@ -493,22 +556,55 @@ type ReplicateResult struct {
 	LEO            int64
 }
 
-// Replicate serves one follower fetch: it fences the epoch, checks the
-// follower's log against our epoch history (KIP-279), records the
-// follower's position, advances the high watermark, and reads from
-// fetchOffset up to our log end offset.
-func (r *Replica) Replicate(follower, epoch int32, fetchOffset int64, lastFetchedEpoch int32, maxBytes int) (ReplicateResult, error) {
+// Fetch is one follower's Replicate request for this partition.
+type Fetch struct {
+	ReplicaID        int32 // the follower's node id
+	NodeEpoch        int64 // the follower's node epoch: which incarnation fetches
+	LeaderEpoch      int32 // the leader epoch it follows; -1 skips the check
+	FetchOffset      int64 // its log end offset
+	LastFetchedEpoch int32 // epoch of its last batch; -1 for an empty log
+	MaxBytes         int   // limit on the records returned
+}
+
+// Replicate serves one follower fetch: it fences the epoch and the node
+// epoch, checks the follower's log against our epoch history (KIP-279),
+// records the follower's position, advances the high watermark, and reads
+// from the fetch offset up to our log end offset.
+//
+// The position counts for the incarnation that sent it (KIP-903): a fetch
+// from a newer node epoch than the one recorded means the follower
+// restarted, and what was known of its previous process is forgotten
+// first; a fetch from an older one (a request of a dead process arriving
+// late) is refused with ErrStaleNodeEpoch.
+func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 	r.mu.Lock()
-	if err := r.checkLeaderLocked(epoch); err != nil {
+	if err := r.checkLeaderLocked(req.LeaderEpoch); err != nil {
 		r.mu.Unlock()
 		return ReplicateResult{}, err
 	}
-	if !slices.Contains(r.state.Replicas, follower) || follower == r.opts.NodeID {
+	id := req.ReplicaID
+	if !slices.Contains(r.state.Replicas, id) || id == r.opts.NodeID {
 		r.mu.Unlock()
-		return ReplicateResult{}, fmt.Errorf("%w: node %d", ErrIneligibleReplica, follower)
+		return ReplicateResult{}, fmt.Errorf("%w: node %d", ErrIneligibleReplica, id)
+	}
+	f := r.followers[id]
+	if f == nil {
+		f = &followerState{}
+		f.reset(0)
+		r.followers[id] = f
+	}
+	switch {
+	case req.NodeEpoch <= 0 || req.NodeEpoch < f.nodeEpoch:
+		cur := f.nodeEpoch
+		r.mu.Unlock()
+		return ReplicateResult{}, fmt.Errorf("%w: node %d fetches with node epoch %d, its current one is %d", ErrStaleNodeEpoch, id, req.NodeEpoch, cur)
+	case f.nodeEpoch == 0:
+		f.nodeEpoch = req.NodeEpoch
+	case req.NodeEpoch > f.nodeEpoch:
+		r.forgetIncarnationLocked(id, f, req.NodeEpoch)
 	}
 	res := ReplicateResult{LogStart: r.log.LogStartOffset(), LEO: r.log.LogEndOffset()}
-	if fetchOffset < res.LogStart {
+	if req.FetchOffset < res.LogStart {
 		res.HW = r.log.HighWatermark()
 		res.OutOfRange = true
 		r.mu.Unlock()
@@ -516,42 +612,40 @@ func (r *Replica) Replicate(follower, epoch int32, fetchOffset int64, lastFetche
 	}
 	// Divergence (KIP-279): the follower's last fetched epoch must end at
 	// or after its fetch offset in our history, as the same epoch.
-	if lastFetchedEpoch >= 0 || fetchOffset > res.LEO {
+	if req.LastFetchedEpoch >= 0 || req.FetchOffset > res.LEO {
 		e, end := partlog.UndefinedEpoch, res.LEO
-		if lastFetchedEpoch >= 0 {
-			e, end = r.log.EndOffsetForEpoch(lastFetchedEpoch)
+		if req.LastFetchedEpoch >= 0 {
+			e, end = r.log.EndOffsetForEpoch(req.LastFetchedEpoch)
 			if e == partlog.UndefinedEpoch {
 				// Newer than our history (we have not written at our own
 				// epoch yet): our latest epoch ends at our log end.
 				e, end = r.log.LatestEpoch(), res.LEO
 			}
 		}
-		if e != lastFetchedEpoch || end < fetchOffset {
+		if e != req.LastFetchedEpoch || end < req.FetchOffset {
 			res.HW = r.log.HighWatermark()
 			res.Diverging, res.DivergingEpoch, res.DivergingEnd = true, e, end
 			r.mu.Unlock()
 			return res, nil
 		}
 	}
-	now := r.opts.Now()
-	f := r.followers[follower]
-	if f == nil {
-		f = &followerState{leo: -1, lastCaughtUp: time.Time{}}
-		r.followers[follower] = f
-	}
-	f.leo = fetchOffset
-	if fetchOffset >= res.LEO {
-		f.lastCaughtUp = now
-	} else if fetchOffset >= f.leoAtLastFetch && f.lastFetch.After(f.lastCaughtUp) {
-		f.lastCaughtUp = f.lastFetch
+	now := r.opts.Clock.Mono()
+	f.leo = req.FetchOffset
+	switch {
+	case req.FetchOffset >= res.LEO:
+		f.lastCaughtUp, f.caughtUp = now, true
+	case f.leoAtLastFetch >= 0 && req.FetchOffset >= f.leoAtLastFetch && (!f.caughtUp || f.lastFetch > f.lastCaughtUp):
+		// This fetch reached what we had at its previous one: it was
+		// caught up then.
+		f.lastCaughtUp, f.caughtUp = f.lastFetch, true
 	}
 	f.lastFetch, f.leoAtLastFetch = now, res.LEO
 	r.maybeAdvanceHWLocked()
 	res.HW = r.log.HighWatermark()
 	r.mu.Unlock()
 
-	if fetchOffset < res.LEO {
-		rr, err := r.log.Read(fetchOffset, maxBytes, res.LEO)
+	if req.FetchOffset < res.LEO {
+		rr, err := r.log.Read(req.FetchOffset, req.MaxBytes, res.LEO)
 		if err != nil {
 			return ReplicateResult{}, err
 		}
@@ -560,24 +654,77 @@ func (r *Replica) Replicate(follower, epoch int32, fetchOffset int64, lastFetche
 	return res, nil
 }
 
+// forgetIncarnationLocked resets follower id, which registered again with
+// nodeEpoch: its log end and catch-up time described the previous process,
+// which may have had a longer log than the new one (a wiped directory, an
+// unflushed tail lost to a power cut). The caller holds mu.
+func (r *Replica) forgetIncarnationLocked(id int32, f *followerState, nodeEpoch int64) {
+	r.logger.Info("follower restarted; forgetting its previous incarnation", "follower", id,
+		"node_epoch", nodeEpoch, "previous_node_epoch", f.nodeEpoch, "previous_leo", f.leo)
+	f.reset(nodeEpoch)
+}
+
+// ObserveNodeEpochs gives the leader the node epoch of every registered
+// node, from the controller's metadata (ids missing or with an epoch <= 0
+// are ignored). A follower whose recorded incarnation is older restarted:
+// it is forgotten (see Replicate) before the next ISR check can count it,
+// and the older process's fetches are refused from then on.
+func (r *Replica) ObserveNodeEpochs(epochs map[int32]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.role != RoleLeader {
+		return
+	}
+	for id, f := range r.followers {
+		if e := epochs[id]; e > 0 && e > f.nodeEpoch {
+			if f.nodeEpoch == 0 {
+				// Nothing of an older incarnation is recorded; later
+				// fetches must come from this one or newer.
+				f.nodeEpoch = e
+				continue
+			}
+			r.forgetIncarnationLocked(id, f, e)
+		}
+	}
+}
+
 // AlterISR is an ISR change the leader proposes to the controller.
 type AlterISR struct {
 	LeaderEpoch    int32
 	PartitionEpoch int32
 	NewISR         []int32
+	// NodeEpochs holds, for each follower in NewISR that the leader has
+	// seen fetch, the node epoch of the incarnation that fetched (KIP-903).
+	// The controller refuses to add a member whose epoch is missing or is
+	// not its current registration.
+	NodeEpochs map[int32]int64
 }
 
 // ProposeISR returns the ISR change due now, if any, and marks it pending
-// (no other proposal is made until AlterISRDone). Followers that have not
-// caught up within the lag time leave; followers that fetch at our epoch
-// and have reached the high watermark and our epoch start rejoin.
+// until AlterISRDone or a newer record settles it. Followers that have not
+// caught up within the lag time leave; followers whose current incarnation
+// fetches at our epoch and has reached the high watermark and our epoch
+// start rejoin. A proposal whose call ended without an answer
+// (AlterISRUnknown) is returned again, unchanged: only an answer or a newer
+// record tells whether the controller applied it.
 func (r *Replica) ProposeISR() (AlterISR, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed || r.role != RoleLeader || r.pendingISR != nil {
+	if r.closed || r.role != RoleLeader {
 		return AlterISR{}, false
 	}
-	now := r.opts.Now()
+	if r.pendingISR != nil {
+		if r.pendingSent {
+			return AlterISR{}, false
+		}
+		r.pendingSent = true
+		r.logger.Info("sending again an ISR change whose outcome is unknown", "isr", fmt.Sprint(r.state.ISR),
+			"new_isr", fmt.Sprint(r.pendingISR), "partition_epoch", r.state.PartitionEpoch)
+		return AlterISR{LeaderEpoch: r.state.LeaderEpoch, PartitionEpoch: r.state.PartitionEpoch,
+			NewISR: slices.Clone(r.pendingISR), NodeEpochs: maps.Clone(r.pendingEpochs)}, true
+	}
+	now := r.opts.Clock.Mono()
+	inTime := func(f *followerState) bool { return f.caughtUp && now-f.lastCaughtUp <= r.opts.LagTime }
 	hw := r.log.HighWatermark()
 	var isr []int32
 	for _, id := range r.state.ISR {
@@ -585,8 +732,7 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 			isr = append(isr, id)
 			continue
 		}
-		f := r.followers[id]
-		if f != nil && now.Sub(f.lastCaughtUp) <= r.opts.LagTime {
+		if f := r.followers[id]; f != nil && inTime(f) {
 			isr = append(isr, id)
 		}
 	}
@@ -598,7 +744,7 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 			continue
 		}
 		f := r.followers[id]
-		if f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= r.epochStartOffset && now.Sub(f.lastCaughtUp) <= r.opts.LagTime {
+		if f != nil && f.nodeEpoch > 0 && f.leo >= 0 && f.leo >= hw && f.leo >= r.epochStartOffset && inTime(f) {
 			isr = append(isr, id)
 		}
 	}
@@ -608,26 +754,44 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 	if slices.Equal(a, b) {
 		return AlterISR{}, false
 	}
-	r.pendingISR = isr
+	epochs := map[int32]int64{}
+	for _, id := range isr {
+		if f := r.followers[id]; f != nil && f.nodeEpoch > 0 {
+			epochs[id] = f.nodeEpoch
+		}
+	}
+	r.pendingISR, r.pendingSent, r.pendingEpochs = isr, true, epochs
 	r.logger.Info("proposing ISR change", "isr", fmt.Sprint(r.state.ISR), "new_isr", fmt.Sprint(isr), "partition_epoch", r.state.PartitionEpoch)
 	r.maybeAdvanceHWLocked()
-	return AlterISR{LeaderEpoch: r.state.LeaderEpoch, PartitionEpoch: r.state.PartitionEpoch, NewISR: isr}, true
+	return AlterISR{LeaderEpoch: r.state.LeaderEpoch, PartitionEpoch: r.state.PartitionEpoch, NewISR: isr, NodeEpochs: maps.Clone(epochs)}, true
 }
 
-// AlterISRDone ends a proposal: st is the controller's answer (the new
-// record on success, the current one on failure) or nil when the call
-// failed without one. The ISR changes only through st.
+// AlterISRDone ends a proposal with the controller's answer: st is the
+// record it returned (the new one on success, the current one on refusal),
+// or nil for a refusal without one. The ISR changes only through st.
 func (r *Replica) AlterISRDone(st *State) {
 	r.appendMu.Lock()
 	defer r.appendMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pendingISR = nil
+	r.pendingISR, r.pendingSent, r.pendingEpochs = nil, false, nil
 	if st != nil {
 		r.applyStateLocked(*st)
 	}
 	r.maybeAdvanceHWLocked()
 	r.notifyLocked()
+}
+
+// AlterISRUnknown ends a call for the pending proposal that got no answer
+// (a transport error or timeout): the controller may or may not have
+// applied it. The proposal stays pending, so the high watermark keeps
+// waiting for the members it adds, and the next ProposeISR sends it again.
+func (r *Replica) AlterISRUnknown() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pendingISR != nil {
+		r.pendingSent = false
+	}
 }
 
 // FollowerPosition is what a follower sends in Replicate.

@@ -117,7 +117,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // ISRLoop periodically asks every led replica for an ISR change and sends
 // the proposals to the controller with AlterPartition. A change applies
 // only from the controller's answer (a compare-and-set on the partition
-// epoch), never before.
+// epoch), never before. A call that ends without an answer leaves its
+// proposals pending (the controller may have applied them) and they are
+// sent again at the next check.
 type ISRLoop struct {
 	Replicas func() []*replica.Replica
 	Meta     *metadata.Client
@@ -155,24 +157,26 @@ func (l *ISRLoop) once(ctx context.Context) {
 	defer cancel()
 	resp, err := l.Meta.AlterPartition(cctx, items)
 	if err != nil {
-		l.Logger.Warn("AlterPartition failed", "err", err)
+		l.Logger.Warn("AlterPartition failed; the ISR changes stay pending and are sent again", "err", err)
 		for _, p := range ps {
-			p.r.AlterISRDone(nil)
+			p.r.AlterISRUnknown()
 		}
 		return
 	}
 	results := resp.GetPartitions()
 	for i, p := range ps {
+		if i >= len(results) {
+			p.r.AlterISRUnknown()
+			continue
+		}
+		res := results[i]
+		if e := res.GetError(); e != nil {
+			l.Logger.Info("AlterPartition refused", "topic", p.r.Topic, "partition", p.r.Partition,
+				"reason", e.GetReason().String(), "msg", e.GetMessage())
+		}
 		var st *replica.State
-		if i < len(results) {
-			res := results[i]
-			if e := res.GetError(); e != nil {
-				l.Logger.Info("AlterPartition refused", "topic", p.r.Topic, "partition", p.r.Partition,
-					"reason", e.GetReason().String(), "msg", e.GetMessage())
-			}
-			if s := res.GetState(); s != nil {
-				st = stateOf(s)
-			}
+		if s := res.GetState(); s != nil {
+			st = stateOf(s)
 		}
 		p.r.AlterISRDone(st)
 	}
@@ -189,8 +193,14 @@ func stateOf(p *commonv1.PartitionMetadata) *replica.State {
 }
 
 func alterItem(r *replica.Replica, a replica.AlterISR) *controllerv1.AlterPartitionItem {
-	return &controllerv1.AlterPartitionItem{
+	it := &controllerv1.AlterPartitionItem{
 		Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition,
 		LeaderEpoch: a.LeaderEpoch, PartitionEpoch: a.PartitionEpoch, NewIsr: a.NewISR,
 	}
+	for _, id := range a.NewISR {
+		if e, ok := a.NodeEpochs[id]; ok {
+			it.NewIsrMembers = append(it.NewIsrMembers, &controllerv1.IsrMember{NodeId: id, NodeEpoch: e})
+		}
+	}
+	return it
 }

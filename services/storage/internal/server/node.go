@@ -246,6 +246,10 @@ func (n *Node) reconcile(v *metadata.View) {
 	n.view = v
 	n.mu.Unlock()
 
+	nodeEpochs := make(map[int32]int64, len(v.Nodes))
+	for id, ns := range v.Nodes {
+		nodeEpochs[id] = ns.GetNodeEpoch()
+	}
 	want := map[tpKey]bool{}
 	for _, t := range v.Topics {
 		for _, p := range t.GetPartitions() {
@@ -264,6 +268,9 @@ func (n *Node) reconcile(v *metadata.View) {
 					n.kickTier() // a new leader or follower learns the tiered end now (tiering.go)
 				}
 			}
+			// A follower that registered again is forgotten before the
+			// next ISR check (KIP-903).
+			h.r.ObserveNodeEpochs(nodeEpochs)
 			n.syncFollower(k, h)
 		}
 	}
@@ -314,7 +321,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 		return nil, err
 	}
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
-		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger,
+		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock,
 	})
 	if err != nil {
 		return nil, err

@@ -74,6 +74,8 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_DEADLINE_EXCEEDED, commonv1.Reason_REASON_REQUEST_TIMED_OUT)
 	case errors.Is(err, replica.ErrIneligibleReplica):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA)
+	case errors.Is(err, replica.ErrStaleNodeEpoch):
+		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH)
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE)
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
@@ -318,7 +320,10 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			if limit == 0 {
 				limit = defaultPartitionMaxBytes
 			}
-			rr, err := r.Replicate(m.GetReplicaId(), p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), p.GetLastFetchedEpoch(), max(min(limit, maxBytes-total), 1))
+			rr, err := r.Replicate(replica.Fetch{
+				ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
+				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), MaxBytes: max(min(limit, maxBytes-total), 1),
+			})
 			if err != nil {
 				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), r, err), true
 				continue
@@ -399,7 +404,7 @@ func (s *service) DescribeLog(ctx context.Context, req *connect.Request[storagev
 		res.LocalSizeBytes, res.LocalSegmentCount = st.Bytes, int32(st.Segments)
 		s.n.describeTiered(r, res) // tiered extent (tiering.go)
 		for id, f := range v.Followers {
-			rs := &storagev1.ReplicaState{NodeId: id, LogEndOffset: f.LEO, LastCaughtUpTimeMs: -1}
+			rs := &storagev1.ReplicaState{NodeId: id, LogEndOffset: f.LEO, LastCaughtUpTimeMs: -1, NodeEpoch: f.NodeEpoch}
 			if !f.LastCaughtUp.IsZero() {
 				rs.LastCaughtUpTimeMs = f.LastCaughtUp.UnixMilli()
 			}

@@ -1,0 +1,245 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// testBatch is one record batch of n records.
+func testBatch(t *testing.T, n int) []byte {
+	t.Helper()
+	recs := make([]recordbatch.Record, n)
+	for i := range recs {
+		recs[i] = recordbatch.Record{Value: []byte("v")}
+	}
+	b, err := recordbatch.Build(recordbatch.BuildOptions{}, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// openLeader opens a replica on node 1 and makes it lead st.
+func leaderOf(t *testing.T, cfg Config, opts Options, st State) *Replica {
+	t.Helper()
+	opts.NodeID = 1
+	r, err := Open(t.TempDir(), "orders", "id", 0, cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.ApplyState(st)
+	if r.View().Role != RoleLeader {
+		t.Fatalf("replica does not lead %+v", st)
+	}
+	return r
+}
+
+// produceLeader appends n records with acks=1 and returns the last offset.
+func produceLeader(t *testing.T, r *Replica, n int) int64 {
+	t.Helper()
+	res, err := r.Produce(context.Background(), testBatch(t, n), AcksLeader, -1, time.Second)
+	if err != nil {
+		t.Fatalf("acks=1 produce: %v", err)
+	}
+	return res.LastOffset
+}
+
+// fetch is one Replicate call of follower id (node epoch 10) at the
+// replica's leader epoch.
+func fetch(t *testing.T, r *Replica, id int32, offset int64) ReplicateResult {
+	t.Helper()
+	return fetchAs(t, r, id, 10, offset)
+}
+
+// fetchAs is one Replicate call of incarnation nodeEpoch of follower id,
+// whose log matches the leader's up to offset.
+func fetchAs(t *testing.T, r *Replica, id int32, nodeEpoch int64, offset int64) ReplicateResult {
+	t.Helper()
+	last := int32(-1)
+	if offset > 0 {
+		last = r.Log().LatestEpoch()
+	}
+	res, err := r.Replicate(Fetch{ReplicaID: id, NodeEpoch: nodeEpoch, LeaderEpoch: r.View().State.LeaderEpoch,
+		FetchOffset: offset, LastFetchedEpoch: last, MaxBytes: 1 << 20})
+	if err != nil {
+		t.Fatalf("replicate from %d (node epoch %d) at %d: %v", id, nodeEpoch, offset, err)
+	}
+	if res.Diverging {
+		t.Fatalf("replicate from %d at %d: told to truncate to %d", id, offset, res.DivergingEnd)
+	}
+	return res
+}
+
+// KIP-966: the high watermark only moves while the ISR holds at least
+// min.insync.replicas members. Records a leader alone holds (acks=1, or
+// acks=all refused after the append) stay invisible to consumers, so a
+// leader that loses its unflushed tail cannot hand out offsets consumers
+// already read.
+func TestHighWatermarkWaitsForMinISR(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	produceLeader(t, r, 3)
+	fetch(t, r, 2, 3)
+	if hw := r.Log().HighWatermark(); hw != 3 {
+		t.Fatalf("ISR of 2 with min.insync.replicas 2, follower at 3: high watermark %d, want 3", hw)
+	}
+
+	// The controller shrinks the ISR to the leader: acks=1 records are
+	// appended but not committed.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1}})
+	produceLeader(t, r, 2)
+	if hw := r.Log().HighWatermark(); hw != 3 {
+		t.Fatalf("ISR of 1 below min.insync.replicas 2: high watermark moved to %d, want it kept at 3", hw)
+	}
+	rr, err := r.Read(-1, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.NextOffset > 3 || rr.HighWatermark != 3 {
+		t.Fatalf("consumer read up to %d with high watermark %d; records above 3 have one copy", rr.NextOffset, rr.HighWatermark)
+	}
+
+	// A new leader epoch with the leader alone in the ISR changes nothing.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1}})
+	if hw := r.Log().HighWatermark(); hw != 3 {
+		t.Fatalf("new epoch, ISR of 1: high watermark %d, want 3", hw)
+	}
+
+	// Once a follower is back in the ISR and has the records, they commit.
+	fetch(t, r, 2, 5)
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 4, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	if hw := r.Log().HighWatermark(); hw != 5 {
+		t.Fatalf("ISR of 2 again, follower at 5: high watermark %d, want 5", hw)
+	}
+}
+
+// A replication factor below min.insync.replicas cannot freeze the log:
+// the high watermark needs the whole replica set then, no more.
+func TestHighWatermarkMinISRAboveReplicationFactor(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, ISR: []int32{1}})
+	produceLeader(t, r, 2)
+	if hw := r.Log().HighWatermark(); hw != 2 {
+		t.Fatalf("one replica, min.insync.replicas 2: high watermark %d, want 2", hw)
+	}
+}
+
+// An AlterPartition whose outcome is unknown (the call failed) may still
+// have added the proposed member on the controller, which may elect it.
+// Until the outcome is known the high watermark keeps waiting for that
+// member too (the maximal ISR), and the same proposal is sent again.
+func TestUnknownAlterPartitionOutcomeKeepsMaximalISR(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	produceLeader(t, r, 2)
+	fetch(t, r, 2, 2)
+	fetch(t, r, 3, 2) // follower 3 caught up: due to rejoin
+	a, ok := r.ProposeISR()
+	if !ok || len(a.NewISR) != 3 {
+		t.Fatalf("no expansion proposed for the caught-up follower 3: %+v %v", a, ok)
+	}
+	if a.NodeEpochs[3] != 10 {
+		t.Fatalf("expansion carries node epochs %v, want follower 3's 10", a.NodeEpochs)
+	}
+	r.AlterISRUnknown() // the call failed: no answer
+
+	// Follower 3 goes quiet; the leader takes more records and follower
+	// 2 fetches them. The controller may have made 3 an ISR member.
+	produceLeader(t, r, 2)
+	fetch(t, r, 2, 4)
+	if hw := r.Log().HighWatermark(); hw != 2 {
+		t.Fatalf("high watermark %d passed follower 3 (at 2), which the controller may have put in the ISR", hw)
+	}
+
+	// The next check sends the same proposal again, against the same
+	// partition epoch, rather than a new one.
+	again, ok := r.ProposeISR()
+	if !ok || !slices.Equal(again.NewISR, a.NewISR) || again.PartitionEpoch != a.PartitionEpoch {
+		t.Fatalf("after an unknown outcome the next proposal is %+v %v, want %+v again", again, ok, a)
+	}
+	if _, ok := r.ProposeISR(); ok {
+		t.Fatal("a second proposal while the first is in flight")
+	}
+	// The controller answers: refused, the record unchanged. Follower 3
+	// is not in the ISR, so the high watermark moves with follower 2.
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	if hw := r.Log().HighWatermark(); hw != 4 {
+		t.Fatalf("after the controller refused the expansion: high watermark %d, want 4", hw)
+	}
+
+	// Same again, and this time the outcome comes from the metadata
+	// stream: a newer record with follower 3 in the ISR.
+	fetch(t, r, 3, 4)
+	if a, ok := r.ProposeISR(); !ok || len(a.NewISR) != 3 {
+		t.Fatalf("no expansion proposed: %+v %v", a, ok)
+	}
+	r.AlterISRUnknown()
+	produceLeader(t, r, 1)
+	fetch(t, r, 2, 5)
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	if hw := r.Log().HighWatermark(); hw != 4 {
+		t.Fatalf("follower 3 in the ISR at 4: high watermark %d, want 4", hw)
+	}
+	if _, ok := r.ProposeISR(); ok {
+		t.Fatal("the settled proposal was sent again")
+	}
+}
+
+// KIP-903: a follower that restarted (a new node epoch) is known only
+// from its new process's fetches. Its previous process's log end and
+// catch-up time must not put it back in the ISR: the new process may have
+// a shorter or empty log.
+func TestRestartedFollowerRejoinsOnlyOnItsOwnFetches(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	produceLeader(t, r, 4)
+	fetchAs(t, r, 2, 20, 4)
+	fetchAs(t, r, 3, 30, 4)
+	if hw := r.Log().HighWatermark(); hw != 4 {
+		t.Fatalf("high watermark %d, want 4", hw)
+	}
+	// Node 3 dies; the controller drops it from the ISR.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+
+	// It registers again with node epoch 31 and an empty directory. Before
+	// its first fetch the leader's ISR check must not re-add it.
+	r.ObserveNodeEpochs(map[int32]int64{1: 10, 2: 20, 3: 31})
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("restarted follower 3 proposed for the ISR on its previous process's state: %+v", a)
+	}
+	if f := r.View().Followers[3]; f.LEO != -1 || f.NodeEpoch != 31 || !f.LastCaughtUp.IsZero() {
+		t.Fatalf("leader's view of restarted follower 3: %+v, want log end -1, node epoch 31, never caught up", f)
+	}
+	// A late fetch of the dead process is refused and changes nothing.
+	if _, err := r.Replicate(Fetch{ReplicaID: 3, NodeEpoch: 30, LeaderEpoch: 1, FetchOffset: 4, LastFetchedEpoch: r.Log().LatestEpoch(), MaxBytes: 1 << 20}); !errors.Is(err, ErrStaleNodeEpoch) {
+		t.Fatalf("fetch of the previous incarnation: %v, want ErrStaleNodeEpoch", err)
+	}
+	// The new process fetches from 0: not in sync.
+	fetchAs(t, r, 3, 31, 0)
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("follower 3 at 0 proposed for the ISR (high watermark 4): %+v", a)
+	}
+	// Caught up: it rejoins, and the proposal names its new node epoch.
+	fetchAs(t, r, 3, 31, 4)
+	a, ok := r.ProposeISR()
+	if !ok || !slices.Contains(a.NewISR, 3) || a.NodeEpochs[3] != 31 {
+		t.Fatalf("caught-up follower 3: proposal %+v %v, want it added with node epoch 31", a, ok)
+	}
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+
+	// Node 2 restarts while still in the ISR and the leader learns it from
+	// its first fetch: it is forgotten, the high watermark waits for it,
+	// and it leaves the ISR at the next check unless it has caught up.
+	produceLeader(t, r, 1)
+	fetchAs(t, r, 3, 31, 5)
+	fetchAs(t, r, 2, 21, 1)
+	if hw := r.Log().HighWatermark(); hw != 4 {
+		t.Fatalf("ISR member 2 restarted at 1: high watermark %d, want 4", hw)
+	}
+	a, ok = r.ProposeISR()
+	if !ok || slices.Contains(a.NewISR, 2) {
+		t.Fatalf("restarted ISR member 2, not caught up: proposal %+v %v, want it removed", a, ok)
+	}
+}
