@@ -49,8 +49,8 @@ func (l *Log) checkBatches(b []byte) (info AppendInfo, err error) {
 		if err != nil {
 			return info, fmt.Errorf("%w: batch %d at byte %d: %w", ErrInvalidBatch, info.Batches, len(b)-len(rest), err)
 		}
-		if h.Size() > l.cfg.MaxBatchBytes {
-			return info, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooLarge, info.Batches, h.Size(), l.cfg.MaxBatchBytes)
+		if h.Size() > l.cfg.Load().MaxBatchBytes {
+			return info, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooLarge, info.Batches, h.Size(), l.cfg.Load().MaxBatchBytes)
 		}
 		info.Batches++
 		info.Records += int64(h.LastOffsetDelta) + 1
@@ -131,7 +131,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 	}
 	for rest, p := b, pos; len(rest) > 0; {
 		m, _ := peekBatch(rest)
-		s.indexBatch(m, p, l.cfg.IndexIntervalBytes)
+		s.indexBatch(m, p, l.cfg.Load().IndexIntervalBytes)
 		p += int64(m.size)
 		rest = rest[m.size:]
 	}
@@ -144,7 +144,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 	l.mu.Unlock()
 
 	info.FirstOffset, info.LastOffset = leo, newLEO-1
-	if l.cfg.Flush.Mode == FlushSync {
+	if l.cfg.Load().Flush.Mode == FlushSync {
 		if err := l.waitSynced(ctx, newLEO); err != nil {
 			return info, err
 		}
@@ -161,7 +161,7 @@ func (l *Log) maybeRoll(n int, last int64, now time.Time) error {
 	if size == 0 {
 		return nil
 	}
-	if size+int64(n) <= l.cfg.SegmentBytes && now.Sub(s.created) < l.cfg.SegmentAge && last-s.base <= math.MaxUint32 {
+	if size+int64(n) <= l.cfg.Load().SegmentBytes && now.Sub(s.created) < l.cfg.Load().SegmentAge && last-s.base <= math.MaxUint32 {
 		return nil
 	}
 	return l.roll()
@@ -185,7 +185,7 @@ func (l *Log) roll() error {
 	l.segMu.Lock()
 	l.segs = append(l.segs, ns)
 	l.segMu.Unlock()
-	if l.cfg.Flush.Mode != FlushSync {
+	if l.cfg.Load().Flush.Mode != FlushSync {
 		select {
 		case l.kick <- struct{}{}:
 		default:

@@ -32,11 +32,21 @@ import (
 //	entries <n>
 //	<epoch int32> <start offset int64>     (n lines, epochs increasing)
 //	crc32c <8 hex digits>
+//
+// clean-shutdown, written by Close as its last step and removed by Open
+// once recovery is done, so that it exists only while no process has the
+// log open after a clean close:
+//
+//	strata-clean-shutdown v1
+//	log-end-offset <int64>
+//	crc32c <8 hex digits>
 const (
 	logCheckpointFile   = "log-checkpoint"
 	epochCheckpointFile = "leader-epoch-checkpoint"
+	cleanShutdownFile   = "clean-shutdown"
 	logCheckpointHeader = "strata-log-checkpoint v1"
 	epochCheckpointHead = "strata-leader-epoch-checkpoint v1"
+	cleanShutdownHeader = "strata-clean-shutdown v1"
 )
 
 // errNoCheckpoint means the checkpoint file does not exist.
@@ -164,4 +174,28 @@ func readEpochCheckpoint(fsys vfs.FS, dir string) ([]epochEntry, error) {
 		entries = append(entries, e)
 	}
 	return entries, nil
+}
+
+func writeCleanShutdown(fsys vfs.FS, dir string, logEnd int64) error {
+	body := fmt.Appendf(nil, "%s\nlog-end-offset %d\n", cleanShutdownHeader, logEnd)
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, cleanShutdownFile), sealCheckpoint(body)); err != nil {
+		return fmt.Errorf("partlog: write %s: %w", cleanShutdownFile, err)
+	}
+	return nil
+}
+
+// readCleanShutdown returns the log end offset a clean Close recorded, or
+// errNoCheckpoint when there is no marker.
+func readCleanShutdown(fsys vfs.FS, dir string) (int64, error) {
+	lines, err := openCheckpoint(fsys, filepath.Join(dir, cleanShutdownFile), cleanShutdownHeader)
+	if err != nil {
+		return 0, err
+	}
+	if len(lines) == 1 {
+		v, ok := strings.CutPrefix(lines[0], "log-end-offset ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil && n >= 0 {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("partlog: checkpoint %s: corrupt: %q", cleanShutdownFile, lines)
 }

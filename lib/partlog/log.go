@@ -24,8 +24,8 @@ import (
 // whole batches that were completely written.
 type Log struct {
 	dir    string
-	cfg    Config // validated, defaults applied
-	fs     vfs.FS // filesystem holding dir
+	cfg    atomic.Pointer[Config] // validated, defaults applied; replaced whole by Reconfigure
+	fs     vfs.FS                 // filesystem holding dir
 	clock  func() time.Time
 	logger *slog.Logger // carries the dir attribute
 
@@ -54,10 +54,12 @@ type Log struct {
 	hw            atomic.Int64 // high watermark, in [logStart, leo]
 	recoveryPoint atomic.Int64 // offsets below are fsynced
 
+	unclean bool                  // the previous process did not close the log; set by recovery
 	closed  atomic.Bool           // set by Close
 	failErr atomic.Pointer[error] // first write or fsync error; the log refuses writes after it
 	gc      groupCommit           // FlushSync waiters
 	kick    chan struct{}         // wakes the background loop to flush after a roll
+	reconf  chan struct{}         // wakes the background loop to re-arm its timers after Reconfigure
 	syncReq chan struct{}         // wakes the group-commit flusher
 	stop    chan struct{}         // closed by Close to stop goroutines
 	wg      sync.WaitGroup        // background goroutines
@@ -118,14 +120,16 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	o := buildOptions(opts)
 	l := &Log{
 		dir:     filepath.Clean(dir),
-		cfg:     cfg.withDefaults(),
 		fs:      o.fs,
 		clock:   o.clock,
 		logger:  o.logger.With("dir", dir),
 		kick:    make(chan struct{}, 1),
+		reconf:  make(chan struct{}, 1),
 		syncReq: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
+	c := cfg.withDefaults()
+	l.cfg.Store(&c)
 	l.gc.done = make(chan struct{})
 	if err := l.fs.MkdirAll(l.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("partlog: open %s: %w", dir, err)
@@ -135,14 +139,45 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		return nil, err
 	}
 	l.gc.synced = l.leo.Load()
-	l.wg.Add(1)
+	// The flusher runs whatever the flush mode: Reconfigure may turn
+	// FlushSync on at any time, and it idles until an appender asks.
+	l.wg.Add(2)
 	go l.background()
-	if l.cfg.Flush.Mode == FlushSync {
-		l.wg.Add(1)
-		go l.flusher()
-	}
+	go l.flusher()
 	return l, nil
 }
+
+// Config returns the configuration in force, defaults applied.
+func (l *Log) Config() Config { return *l.cfg.Load() }
+
+// Reconfigure replaces the configuration of the open log, as a topic's
+// configuration changes: the flush policy applies from the next append
+// (and a new flush interval at once), retention from the next
+// ApplyRetention, segment limits from the next roll decision, the batch
+// size limit from the next append. Appends already waiting for an fsync
+// under FlushSync still get it. An invalid cfg changes nothing.
+func (l *Log) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	c := cfg.withDefaults()
+	l.cfg.Store(&c)
+	select {
+	case l.reconf <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// UncleanShutdown reports whether Open found a log that the previous
+// process did not Close (no clean-shutdown marker: a crash, kill -9 or
+// power loss) and therefore recovered it from its last fsynced point,
+// scanning and keeping whatever valid batches followed. A new log, or one
+// closed cleanly, reports false.
+func (l *Log) UncleanShutdown() bool { return l.unclean }
 
 // Dir is the directory the log lives in.
 func (l *Log) Dir() string { return l.dir }
@@ -354,24 +389,39 @@ func (l *Log) waitSynced(ctx context.Context, target int64) error {
 }
 
 // background flushes after rolls and on the flush and checkpoint
-// intervals.
+// intervals, re-arming its timers when the configuration changes.
 func (l *Log) background() {
 	defer l.wg.Done()
+	var tickers []*time.Ticker
+	stop := func() {
+		for _, t := range tickers {
+			t.Stop()
+		}
+		tickers = nil
+	}
+	defer stop()
 	var flushC, ckptC <-chan time.Time
-	if l.cfg.Flush.Mode == FlushInterval && l.cfg.Flush.Interval > 0 {
-		t := time.NewTicker(l.cfg.Flush.Interval)
-		defer t.Stop()
-		flushC = t.C
+	arm := func() {
+		stop()
+		flushC, ckptC = nil, nil
+		cfg := l.cfg.Load()
+		if cfg.Flush.Mode == FlushInterval && cfg.Flush.Interval > 0 {
+			t := time.NewTicker(cfg.Flush.Interval)
+			tickers, flushC = append(tickers, t), t.C
+		}
+		if cfg.CheckpointInterval > 0 {
+			t := time.NewTicker(cfg.CheckpointInterval)
+			tickers, ckptC = append(tickers, t), t.C
+		}
 	}
-	if l.cfg.CheckpointInterval > 0 {
-		t := time.NewTicker(l.cfg.CheckpointInterval)
-		defer t.Stop()
-		ckptC = t.C
-	}
+	arm()
 	for {
 		select {
 		case <-l.stop:
 			return
+		case <-l.reconf:
+			arm()
+			continue
 		case <-l.kick:
 		case <-flushC:
 		case <-ckptC:
@@ -413,6 +463,13 @@ func (l *Log) Close() error {
 				l.logger.Warn("partlog: write index on close", "err", ierr)
 			}
 			err = l.checkpointLocked()
+		}
+		if err == nil {
+			// Last: everything above is on disk, so the next Open may
+			// know this was a clean shutdown.
+			if err = writeCleanShutdown(l.fs, l.dir, l.leo.Load()); err != nil {
+				err = l.fail(err)
+			}
 		}
 	}
 	l.flushMu.Unlock()

@@ -46,6 +46,12 @@ func (l *Log) recover() error {
 		}
 	}
 
+	// The clean-shutdown marker says whether the last process to hold the
+	// log closed it. Its absence (a crash, kill -9 or power loss) changes
+	// no rule below, which never trusts a byte past the recovery point,
+	// but is reported, and is what UncleanShutdown tells replication.
+	cleanEnd, cleanErr := readCleanShutdown(l.fs, l.dir)
+
 	// Checkpoints. A missing or corrupt one only costs a longer scan.
 	ckpt, ckErr := readLogCheckpoint(l.fs, l.dir)
 	if ckErr != nil {
@@ -169,6 +175,21 @@ func (l *Log) recover() error {
 	if err := writeLogCheckpoint(l.fs, l.dir, logCheckpoint{recoveryPoint: leo, highWatermark: l.hw.Load(), logStart: logStart}); err != nil {
 		return err
 	}
+	clean := cleanErr == nil && ckErr == nil && cleanEnd == ckpt.recoveryPoint && cleanEnd == leo
+	l.unclean = len(bases) > 0 && !clean
+	if l.unclean {
+		l.logger.Warn("partlog: recovery: the log was not closed cleanly; recovered from its last fsynced point",
+			"recovery_point", ckpt.recoveryPoint, "log_end", leo, "segments_scanned", len(scanned))
+	}
+	if cleanErr == nil || !errors.Is(cleanErr, errNoCheckpoint) {
+		// From here on any stop is unclean until the next Close.
+		if err := l.fs.Remove(l.join(cleanShutdownFile)); err != nil {
+			return fmt.Errorf("partlog: recovery: remove %s: %w", cleanShutdownFile, err)
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("partlog: recovery: fsync dir: %w", err)
+		}
+	}
 	l.logger.Debug("partlog: opened", "segments", len(l.segs), "log_start", logStart, "log_end", leo,
 		"high_watermark", l.hw.Load(), "segments_scanned", len(scanned))
 	return nil
@@ -247,7 +268,7 @@ func (l *Log) scanSegment(s *segment, fileSize int64) (pos, offset int64, reason
 			return pos, next, &NonContiguousError{Expected: next, Got: h.BaseOffset}
 		}
 		m := batchMeta{base: h.BaseOffset, size: size, lastOff: h.LastOffset(), maxTS: h.MaxTimestamp, epoch: h.PartitionLeaderEpoch}
-		s.indexBatch(m, pos, l.cfg.IndexIntervalBytes)
+		s.indexBatch(m, pos, l.cfg.Load().IndexIntervalBytes)
 		if h.PartitionLeaderEpoch > l.epochs.latest() {
 			l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
 		}

@@ -252,9 +252,9 @@ func (l *Log) ApplyRetention(ctx context.Context) (int, error) {
 		if s.next.Load() > hw {
 			break
 		}
-		byTime := l.cfg.RetentionAge >= 0 && s.maxTS.Load() >= 0 &&
-			nowMs-s.maxTS.Load() > l.cfg.RetentionAge.Milliseconds()
-		bySize := l.cfg.RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.RetentionBytes
+		byTime := l.cfg.Load().RetentionAge >= 0 && s.maxTS.Load() >= 0 &&
+			nowMs-s.maxTS.Load() > l.cfg.Load().RetentionAge.Milliseconds()
+		bySize := l.cfg.Load().RetentionBytes >= 0 && total-s.size.Load() >= l.cfg.Load().RetentionBytes
 		if !byTime && !bySize {
 			break
 		}
