@@ -70,6 +70,19 @@ func (c *Controller) UpdatePartition(topic string, partition int32, fn func(p *c
 	c.bumpLocked()
 }
 
+// UpdateTopicConfigs changes a topic's configs with fn, as AlterTopicConfig
+// does, and sends the topic to every watcher.
+func (c *Controller) UpdateTopicConfigs(topic string, fn func(configs map[string]string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.topics[topic]
+	if t.Configs == nil {
+		t.Configs = map[string]string{}
+	}
+	fn(t.Configs)
+	c.bumpLocked()
+}
+
 // Partition returns a copy of a partition record.
 func (c *Controller) Partition(topic string, partition int32) *commonv1.PartitionMetadata {
 	c.mu.Lock()

@@ -199,6 +199,37 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 // Log is the replica's partition log.
 func (r *Replica) Log() *partlog.Log { return r.log }
 
+// Config returns the configuration in force.
+func (r *Replica) Config() Config {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg
+}
+
+// SetConfig applies a changed topic configuration to the open replica:
+// the log's part at once (flush policy, retention, segment and batch
+// limits; see partlog.Log.Reconfigure), and min.insync.replicas to the
+// next produce, to produces waiting for acks=all (which fail with
+// ErrNotEnoughReplicasAfterAppend if the ISR is now too small) and to the
+// high watermark. An invalid configuration changes nothing.
+func (r *Replica) SetConfig(cfg Config) error {
+	if cfg.MinISR <= 0 {
+		cfg.MinISR = 2
+	}
+	if err := r.log.Reconfigure(cfg.Log); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cfg.MinISR != cfg.MinISR || r.cfg.Log.Flush != cfg.Log.Flush {
+		r.logger.Info("replica configuration changed", "min_insync_replicas", cfg.MinISR, "flush", cfg.Log.Flush.Mode.String())
+	}
+	r.cfg = cfg
+	r.maybeAdvanceHWLocked()
+	r.notifyLocked()
+	return nil
+}
+
 // Close closes the log; later calls fail with ErrClosed. Safe to call twice.
 func (r *Replica) Close() error {
 	r.appendMu.Lock()

@@ -66,6 +66,7 @@ type tpKey struct {
 
 type hosted struct {
 	r            *replica.Replica
+	configs      map[string]string  // the topic configs r runs with
 	stopFollow   context.CancelFunc // nil when no follower loop runs
 	followEpoch  int32
 	followLeader int32
@@ -298,7 +299,8 @@ func (n *Node) reconcile(v *metadata.View) {
 	}
 }
 
-// ensure opens the replica of a partition if it is not open yet. A
+// ensure opens the replica of a partition if it is not open yet, and
+// applies the topic's configs to an open one when they changed. A
 // directory left by an older topic of the same name is wiped.
 func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, error) {
 	k := tpKey{t.GetName(), partition}
@@ -306,6 +308,18 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 	h := n.replicas[k]
 	n.mu.Unlock()
 	if h != nil {
+		if !sameConfigs(h.configs, t.GetConfigs()) {
+			cfg, err := TopicConfig(t.GetConfigs())
+			if err == nil {
+				err = h.r.SetConfig(cfg)
+			}
+			if err != nil {
+				// Keep running with the configuration in force; the next
+				// change is tried again.
+				n.logger.Error("cannot apply changed topic configs", "topic", k.topic, "partition", k.partition, "err", err)
+			}
+			h.configs = t.GetConfigs()
+		}
 		return h, nil
 	}
 	dir := replica.Dir(n.cfg.DataDir, k.topic, partition)
@@ -333,11 +347,23 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 		}
 	}
 	n.tierOpened(r) // tiered topic: an empty log waits for the tier state (tiering.go)
-	h = &hosted{r: r, followEpoch: -1, followLeader: -1}
+	h = &hosted{r: r, configs: t.GetConfigs(), followEpoch: -1, followLeader: -1}
 	n.mu.Lock()
 	n.replicas[k] = h
 	n.mu.Unlock()
 	return h, nil
+}
+
+func sameConfigs(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 // syncFollower runs exactly one follower loop per (leader, epoch) while the

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -279,5 +281,50 @@ func TestIdempotentDuplicateGetsOriginalOffsets(t *testing.T) {
 	dup, err = produce(c.storage(1), "idem", acksAll, 1, bytes.Clone(first), 5*time.Second)
 	if err != nil || !dup.GetDuplicate() || dup.GetBaseOffset() != 1 {
 		t.Fatalf("duplicate after restart: %v %v", dup, err)
+	}
+}
+
+// Topic configs changed while replicas are open take effect at once
+// (min.insync.replicas, flush policy, retention), on the leader and on
+// followers: with RF 3, one follower down and the ISR at 2, raising
+// min.insync.replicas to 3 makes acks=all refuse, and lowering it again
+// makes acks=all succeed, without reopening anything.
+func TestTopicConfigChangesApplyLive(t *testing.T) {
+	c := newCluster(t, 3, 500*time.Millisecond)
+	c.createTopic("live", 3, 2)
+	leader := c.storage(1)
+	if _, err := produce(leader, "live", acksAll, 1, batch(t, "a"), 5*time.Second); err != nil {
+		t.Fatalf("acks=all produce: %v", err)
+	}
+	c.stop(3)
+	c.eventually("ISR without node 3", func() bool { return slices.Equal(isr(c, "live"), []int32{1, 2}) })
+	c.eventually("leader sees ISR {1,2}", func() bool { return len(c.node(1).node.replica("live", 0).View().State.ISR) == 2 })
+
+	c.ctrl.UpdateTopicConfigs("live", func(m map[string]string) {
+		m["min.insync.replicas"] = "3"
+		m["flush.messages"] = "1"
+		m["retention.ms"] = "60000"
+	})
+	for _, id := range []int32{1, 2} {
+		c.eventually(fmt.Sprintf("node %d applies the new topic configs", id), func() bool {
+			cfg := c.node(id).node.replica("live", 0).Config()
+			return cfg.MinISR == 3 && cfg.Log.Flush.Mode == partlog.FlushSync
+		})
+		if got := c.node(id).node.replica("live", 0).Log().Config(); got.Flush.Mode != partlog.FlushSync || got.RetentionAge != time.Minute {
+			t.Errorf("node %d log config: flush %v retention %v, want sync and 1m", id, got.Flush.Mode, got.RetentionAge)
+		}
+	}
+	_, err := produce(leader, "live", acksAll, 1, batch(t, "refused"), 5*time.Second)
+	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS {
+		t.Fatalf("acks=all with ISR 2 after min.insync.replicas was raised to 3: %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+	if h := detailOf(err).GetNotEnoughReplicas(); h.GetIsrSize() != 2 || h.GetMinInsyncReplicas() != 3 {
+		t.Errorf("hint: ISR %d min %d, want 2 and 3", h.GetIsrSize(), h.GetMinInsyncReplicas())
+	}
+
+	c.ctrl.UpdateTopicConfigs("live", func(m map[string]string) { m["min.insync.replicas"] = "2" })
+	c.eventually("leader applies min.insync.replicas 2", func() bool { return c.node(1).node.replica("live", 0).Config().MinISR == 2 })
+	if _, err := produce(leader, "live", acksAll, 1, batch(t, "b"), 5*time.Second); err != nil {
+		t.Fatalf("acks=all after min.insync.replicas went back to 2: %v", err)
 	}
 }
