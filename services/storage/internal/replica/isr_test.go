@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
 // testBatch is one record batch of n records.
@@ -241,5 +242,27 @@ func TestRestartedFollowerRejoinsOnlyOnItsOwnFetches(t *testing.T) {
 	a, ok = r.ProposeISR()
 	if !ok || slices.Contains(a.NewISR, 2) {
 		t.Fatalf("restarted ISR member 2, not caught up: proposal %+v %v, want it removed", a, ok)
+	}
+}
+
+// Replica lag is measured on the monotonic clock: stepping the wall clock
+// a day either way neither drops a follower that keeps up nor keeps one
+// that stopped fetching.
+func TestReplicaLagIgnoresWallClockSteps(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: 10 * time.Second},
+		State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	produceLeader(t, r, 2)
+	fetch(t, r, 2, 2)
+	clk.StepWall(24 * time.Hour)
+	clk.Advance(time.Second)
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("wall clock stepped a day ahead: follower dropped from the ISR: %+v", a)
+	}
+	clk.StepWall(-48 * time.Hour)
+	clk.Advance(10 * time.Second)
+	a, ok := r.ProposeISR()
+	if !ok || slices.Contains(a.NewISR, 2) {
+		t.Fatalf("follower silent for 11 s with the wall clock stepped back: proposal %+v %v, want it dropped", a, ok)
 	}
 }
