@@ -62,6 +62,11 @@ type ClusterConfig struct {
 	// StorageArgs are extra flags appended to every storage node's argv
 	// (StartTieredCluster passes --tiering this way). Default none.
 	StorageArgs []string
+	// StorageProxies puts a Proxy in front of every storage node and makes
+	// the node advertise it (--advertise), so every other process (other
+	// storage nodes replicating, a gateway) reaches it through the proxy,
+	// while Node.URL and the test's clients reach it directly. Default off.
+	StorageProxies bool
 }
 
 func (c ClusterConfig) withDefaults() ClusterConfig {
@@ -105,6 +110,9 @@ type Node struct {
 	AdminURL string // base URL of /healthz and /readyz
 	DataDir  string
 	Proc     *Process
+	// Proxy is the proxy other processes reach this storage node through
+	// (ClusterConfig.StorageProxies); nil otherwise.
+	Proxy *Proxy
 
 	c *Cluster
 }
@@ -193,8 +201,12 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 			"--replica-lag-time", cfg.ReplicaLagTime.String(),
 			"--log-format", "text", "--drain-timeout", "2s",
 		}
-		argv = append(argv, cfg.StorageArgs...)
 		n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
+		if cfg.StorageProxies {
+			n.Proxy = StartProxy(t, api)
+			argv = append(argv, "--advertise", "http://"+n.Proxy.Addr())
+		}
+		argv = append(argv, cfg.StorageArgs...)
 		n.Proc = Start(t, fmt.Sprintf("storage-%d", id), argv)
 		c.storage = append(c.storage, n)
 	}
