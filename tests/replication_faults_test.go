@@ -136,6 +136,7 @@ func TestAcksAllSurvivesLeaderKill(t *testing.T) {
 	const partitions = 3
 	c.CreateTopic(ctx, topic, partitions, 3, map[string]string{"min.insync.replicas": "2"})
 	c.WaitFullISR(ctx, topic, partitions)
+	rc := checkReplication(t, c, topic, partitions)
 
 	ids, err := c.Ctl().AllocateProducerIds(ctx, connect.NewRequest(&controllerv1.AllocateProducerIdsRequest{Requester: t.Name(), Count: 6}))
 	if err != nil {
@@ -173,6 +174,11 @@ func TestAcksAllSurvivesLeaderKill(t *testing.T) {
 		if kp.acked == 0 {
 			t.Errorf("producer %s had nothing acknowledged", kp.key)
 		}
+		for _, a := range kp.acks {
+			for i := range batchRecords {
+				rc.ack(kp.partition, a.offset+int64(i), fmt.Sprintf("%s/%d", kp.key, a.seq+i))
+			}
+		}
 	}
 
 	for p := range int32(partitions) {
@@ -185,6 +191,7 @@ func TestAcksAllSurvivesLeaderKill(t *testing.T) {
 	for _, kp := range producers {
 		checkKey(t, kp, logs)
 	}
+	rc.finish(ctx)
 	checkReplicasIdentical(ctx, t, c, topic)
 }
 
@@ -280,6 +287,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	const topic = "zombie"
 	c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	p := c.WaitPartition(ctx, topic, 0, "a leader and full ISR", harness.FullISR)
+	rc := checkReplication(t, c, topic, 1)
 	old, oldEpoch := c.Storage(int(p.GetLeaderId())), p.GetLeaderEpoch()
 	var followers []*harness.Node
 	for _, id := range p.GetReplicas() {
@@ -290,7 +298,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 
 	// 1. Committed records.
 	baseValues := seqValues("base", 10)
-	baseOffs := produceValues(ctx, t, c, topic, 0, baseValues...)
+	baseOffs := rc.produceValues(ctx, t, 0, baseValues...)
 
 	// 2. A tail only the old leader holds, then pause it.
 	for _, f := range followers {
@@ -319,7 +327,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		})
 	t.Logf("new leader %d after %v: %s", np.GetLeaderId(), time.Since(start).Round(time.Millisecond), harness.FormatPartition(np))
 	newValues := seqValues("new", 5)
-	newOffs := produceValues(ctx, t, c, topic, 0, newValues...)
+	newOffs := rc.produceValues(ctx, t, 0, newValues...)
 
 	// 4. Zombie writes to the old leader at its old epoch, across SIGCONT.
 	type zombieAck struct {
@@ -369,6 +377,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	requireValuesAt(t, records, newValues, newOffs)
 	for _, z := range zombieAcks {
 		requireValuesAt(t, records, []string{z.value}, []int64{z.offset})
+		rc.ack(0, z.offset, z.value)
 	}
 	for _, r := range records {
 		if strings.HasPrefix(string(r.Value), "tail-") {
@@ -380,5 +389,6 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		t.Errorf("final log ends at %d, below the %d acknowledged acks=all records", end, want)
 	}
 	t.Logf("old leader's tail was at offsets %v; final log: %d records, end offset %d", tailOffs, len(records), end)
+	rc.finish(ctx)
 	checkReplicasIdentical(ctx, t, c, topic)
 }

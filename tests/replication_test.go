@@ -78,23 +78,24 @@ func TestReplicaRestartCatchesUp(t *testing.T) {
 	const topic = "catchup"
 	c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 	p := c.WaitPartition(ctx, topic, 0, "a leader and full ISR", harness.FullISR)
+	rc := checkReplication(t, c, topic, 1)
 
 	var values []string
 	var offs []int64
 	before := seqValues("before", 20)
-	values, offs = append(values, before...), append(offs, produceValues(ctx, t, c, topic, 0, before...)...)
+	values, offs = append(values, before...), append(offs, rc.produceValues(ctx, t, 0, before...)...)
 
 	f := follower(c, p)
 	f.Kill()
 	during := seqValues("during", 20)
-	values, offs = append(values, during...), append(offs, produceValues(ctx, t, c, topic, 0, during...)...)
+	values, offs = append(values, during...), append(offs, rc.produceValues(ctx, t, 0, during...)...)
 	shrunk := c.WaitPartition(harness.Deadline(t, 15*time.Second), topic, 0, "the ISR without the killed follower",
 		func(p *commonv1.PartitionMetadata) bool {
 			return len(p.GetIsr()) == 2 && !slices.Contains(p.GetIsr(), int32(f.ID))
 		})
 	t.Logf("ISR after killing %s: %s", f.Name(), harness.FormatPartition(shrunk))
 	more := seqValues("shrunk", 20)
-	values, offs = append(values, more...), append(offs, produceValues(ctx, t, c, topic, 0, more...)...)
+	values, offs = append(values, more...), append(offs, rc.produceValues(ctx, t, 0, more...)...)
 
 	f.Restart()
 	start := time.Now()
@@ -107,6 +108,7 @@ func TestReplicaRestartCatchesUp(t *testing.T) {
 		t.Errorf("log holds %d records (end offset %d); %d were acknowledged", len(records), end, len(values))
 	}
 	requireValuesAt(t, records, values, offs)
+	rc.finish(ctx)
 	checkReplicasIdentical(ctx, t, c, topic)
 }
 
@@ -118,14 +120,17 @@ func TestReplicaRestartCatchesUp(t *testing.T) {
 // numbers; the leader's log end offset does not move (nothing appended) and
 // the record never appears in the log. The same leader still takes an
 // acks=1 write, and acks=all works again once the follower is restarted and
-// back in the ISR.
+// back in the ISR. The acks=1 write is not visible to consumers (the high
+// watermark stays below it, although the other ISR member has it) until
+// the ISR is back at min.insync.replicas (KIP-966).
 func TestAcksAllTooFewReplicas(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
 	ctx := harness.Deadline(t, 120*time.Second)
 	const topic = "too-few"
 	c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "3"})
 	p := c.WaitPartition(ctx, topic, 0, "a leader and full ISR", harness.FullISR)
-	okOffs := produceValues(ctx, t, c, topic, 0, "ok-0")
+	rc := checkReplication(t, c, topic, 1)
+	okOffs := rc.produceValues(ctx, t, 0, "ok-0")
 
 	f := follower(c, p)
 	f.Kill()
@@ -172,12 +177,42 @@ func TestAcksAllTooFewReplicas(t *testing.T) {
 		t.Fatalf("acks=1 produce with ISR %v: %v", p.GetIsr(), describeErr(err))
 	}
 	leaderOff := resp.GetBaseOffset()
+	// The other ISR member replicates it and the leader learns so; with
+	// the ISR below min.insync.replicas it must stay invisible.
+	var other *harness.Node
+	for _, id := range p.GetIsr() {
+		if id != p.GetLeaderId() {
+			other = c.Storage(int(id))
+		}
+	}
+	for {
+		lv, err := describeLog(ctx, leader, topic, 0)
+		if err != nil {
+			t.Fatalf("describe log on %s: %v", leader.Name(), err)
+		}
+		seen := false
+		for _, r := range lv.GetReplicas() {
+			seen = seen || (r.GetNodeId() == int32(other.ID) && r.GetLogEndOffset() > leaderOff)
+		}
+		if seen {
+			if lv.GetHighWatermark() > leaderOff {
+				t.Fatalf("acks=1 record at %d is visible (high watermark %d) with the ISR %v below min.insync.replicas 3",
+					leaderOff, lv.GetHighWatermark(), p.GetIsr())
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s never replicated the acks=1 record at %d", other.Name(), leaderOff)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 
 	f.Restart()
 	c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "the restarted follower back in the ISR", harness.FullISR)
 	// The leader may learn the expanded ISR a moment after the controller
 	// shows it; produceToLeader retries NOT_ENOUGH_REPLICAS until then.
-	okOffs = append(okOffs, produceValues(harness.Deadline(t, 15*time.Second), t, c, topic, 0, "ok-2")...)
+	okOffs = append(okOffs, rc.produceValues(harness.Deadline(t, 15*time.Second), t, 0, "ok-2")...)
 
 	waitConverged(harness.Deadline(t, 20*time.Second), t, c, topic, 0)
 	records := readPartition(ctx, t, c, topic, 0)
@@ -190,4 +225,5 @@ func TestAcksAllTooFewReplicas(t *testing.T) {
 	if len(records) != 3 {
 		t.Errorf("log holds %d records, want 3 (ok-0, leader-1, ok-2)", len(records))
 	}
+	rc.finish(ctx)
 }
