@@ -15,6 +15,7 @@
 //	...
 //	log-checkpoint                  recovery point, high watermark, log start
 //	leader-epoch-checkpoint         leader epoch -> start offset history
+//	clean-shutdown                  written by Close, removed by Open
 //	*.tmp                           checkpoint being written; removed on open
 //
 // Segment names are the base offset (the offset of the segment's first
@@ -55,6 +56,9 @@
 // runs fsync rounds outside the append lock, and every appender waiting
 // when a round starts is covered by it (group commit).
 //
+// The configuration, flush policy included, may change while the log is
+// open (Reconfigure).
+//
 // A write or fsync error puts the log in a failed state (like Kafka
 // taking the log directory offline): the failed bytes are never published,
 // every later write returns ErrFailed, reads of published data go on, and
@@ -74,5 +78,8 @@
 // indexes of scanned segments are rebuilt, the epoch history is extended
 // from scanned batches and trimmed to the log end and log start, the high
 // watermark is clamped to the log end, the scanned segments are fsynced,
-// and the recovery point becomes the log end.
+// and the recovery point becomes the log end. Close leaves a clean-shutdown
+// marker as its last step; Open removes it, so a log opened without one was
+// left by a crash or power loss and has been recovered from its last
+// fsynced point (UncleanShutdown).
 package partlog
