@@ -364,3 +364,18 @@ func TestHighWatermarkWaitsForLeaderFsyncUnderFlushSync(t *testing.T) {
 		t.Fatalf("high watermark %d after the leader's fsync, want 3", hw)
 	}
 }
+
+// Switching a topic to flush.messages=1 does not hide what the leader
+// appended before: it is fsynced at the switch, so the high watermark can
+// pass it without waiting for another append.
+func TestSwitchToFlushSyncKeepsEarlierRecordsCommittable(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{FS: vfs.NewMem()}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	produceLeader(t, r, 3)
+	if err := r.SetConfig(Config{MinISR: 2, Log: partlog.Config{Flush: partlog.FlushPolicy{Mode: partlog.FlushSync}}}); err != nil {
+		t.Fatal(err)
+	}
+	fetch(t, r, 2, 3)
+	if hw := r.Log().HighWatermark(); hw != 3 {
+		t.Fatalf("follower at 3 after the switch to flush.messages=1: high watermark %d, want 3", hw)
+	}
+}

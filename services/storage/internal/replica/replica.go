@@ -219,6 +219,14 @@ func (r *Replica) SetConfig(cfg Config) error {
 	if err := r.log.Reconfigure(cfg.Log); err != nil {
 		return err
 	}
+	if cfg.Log.Flush.Mode == partlog.FlushSync && r.Config().Log.Flush.Mode != partlog.FlushSync {
+		// The high watermark now counts our log only up to its fsynced
+		// end: fsync what was appended before, or it would wait for the
+		// next append.
+		if err := r.log.Flush(context.Background()); err != nil {
+			r.logger.Warn("flush on switching to flush.messages=1 failed", "err", err)
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cfg.MinISR != cfg.MinISR || r.cfg.Log.Flush != cfg.Log.Flush {
@@ -440,7 +448,8 @@ func (r *Replica) maybeAdvanceHWLocked() {
 	}
 	hw := r.log.LogEndOffset()
 	if r.cfg.Log.Flush.Mode == partlog.FlushSync {
-		hw = min(hw, r.log.RecoveryPoint())
+		// Below the log start nothing is held here to lose.
+		hw = min(hw, max(r.log.RecoveryPoint(), r.log.LogStartOffset()))
 	}
 	for _, id := range r.effectiveISRLocked() {
 		if id == r.opts.NodeID {
