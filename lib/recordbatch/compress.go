@@ -153,10 +153,16 @@ func appendCompressed(dst []byte, codec Codec, src []byte) ([]byte, error) {
 }
 
 // decompress inflates the records section of a batch compressed with
-// codec. The result never exceeds MaxDecompressedSize: past it decompress
-// stops and returns ErrTooLarge. Malformed input returns ErrCorrupt and an
-// unknown codec ErrCodec. For CodecNone src is returned as is.
-func decompress(codec Codec, src []byte) ([]byte, error) {
+// codec into a new buffer. The result never exceeds MaxDecompressedSize:
+// past it decompress stops and returns ErrTooLarge. Malformed input returns
+// ErrCorrupt and an unknown codec ErrCodec. For CodecNone src is returned
+// as is.
+func decompress(codec Codec, src []byte) ([]byte, error) { return decompressInto(nil, codec, src) }
+
+// decompressInto is decompress writing into buf's storage when it has
+// room (the result may still be a new slice when it does not), so a caller
+// that only inspects the records can reuse one buffer across batches.
+func decompressInto(buf []byte, codec Codec, src []byte) ([]byte, error) {
 	if codec == CodecNone {
 		return src, nil
 	}
@@ -174,14 +180,14 @@ func decompress(codec Codec, src []byte) ([]byte, error) {
 	)
 	switch codec {
 	case CodecGzip:
-		out, err = decodeGzip(src)
+		out, err = decodeGzip(buf[:0], src)
 	case CodecSnappy:
-		out, err = decodeSnappy(src)
+		out, err = decodeSnappy(buf[:0], src)
 	case CodecLZ4:
-		out, err = decodeLZ4(src)
+		out, err = decodeLZ4(buf[:0], src)
 	case CodecZstd:
 		_, dec := zstdCodec()
-		out, err = dec.DecodeAll(src, nil)
+		out, err = dec.DecodeAll(src, buf[:0])
 		// ErrWindowSizeExceeded is not mapped here: the decoder also uses it
 		// for blocks that overrun their window, which is corruption; a
 		// frame declaring a window over the cap lands in ErrCorrupt too.
@@ -204,7 +210,7 @@ func decompress(codec Codec, src []byte) ([]byte, error) {
 	return out, nil
 }
 
-func decodeGzip(src []byte) ([]byte, error) {
+func decodeGzip(dst, src []byte) ([]byte, error) {
 	r, _ := gzipReaders.Get().(*gzipReader)
 	if r == nil {
 		r = new(gzipReader)
@@ -223,10 +229,10 @@ func decodeGzip(src []byte) ([]byte, error) {
 	} else if err := r.zr.Reset(&r.src); err != nil {
 		return nil, err
 	}
-	return readLimited(r.zr, 4*len(src))
+	return readLimited(dst, r.zr, 4*len(src))
 }
 
-func decodeLZ4(src []byte) ([]byte, error) {
+func decodeLZ4(dst, src []byte) ([]byte, error) {
 	r := lz4Readers.Get().(*lz4Reader)
 	defer func() {
 		r.src.Reset(nil)
@@ -234,21 +240,21 @@ func decodeLZ4(src []byte) ([]byte, error) {
 	}()
 	r.src.Reset(src)
 	r.zr.Reset(&r.src)
-	return readLimited(r.zr, 4*len(src))
+	return readLimited(dst, r.zr, 4*len(src))
 }
 
 // decodeSnappy decodes a raw snappy block or, when src starts with
-// xerialMagic, the chunked framing of snappy-java. Blocks are decoded
-// strictly as standard snappy: S2's extensions are refused, since no Kafka
-// client could read them.
-func decodeSnappy(src []byte) ([]byte, error) {
+// xerialMagic, the chunked framing of snappy-java, appending to dst (which
+// must be empty). Blocks are decoded strictly as standard snappy: S2's
+// extensions are refused, since no Kafka client could read them.
+func decodeSnappy(dst, src []byte) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialMagic) {
-		return appendSnappyBlock(nil, src)
+		return appendSnappyBlock(dst, src)
 	}
 	if len(src) < xerialHeaderSize {
 		return nil, fmt.Errorf("xerial header: %d bytes, need %d", len(src), xerialHeaderSize)
 	}
-	var out []byte
+	out := dst
 	for rest := src[xerialHeaderSize:]; len(rest) > 0; {
 		if len(rest) < 4 {
 			return nil, fmt.Errorf("xerial chunk length: %d bytes left, need 4", len(rest))
@@ -289,11 +295,15 @@ func appendSnappyBlock(dst, block []byte) ([]byte, error) {
 	return dst, nil
 }
 
-// readLimited reads r to EOF into a new slice, failing with ErrTooLarge
-// once more than MaxDecompressedSize bytes come out. hint sizes the first
-// allocation; growth doubles and never allocates much past the limit.
-func readLimited(r io.Reader, hint int) ([]byte, error) {
-	buf := make([]byte, 0, min(max(hint, 512), MaxDecompressedSize+1))
+// readLimited reads r to EOF, appending to dst (which must be empty),
+// failing with ErrTooLarge once more than MaxDecompressedSize bytes come
+// out. When dst has no capacity, hint sizes the first allocation; growth
+// doubles and never allocates much past the limit.
+func readLimited(dst []byte, r io.Reader, hint int) ([]byte, error) {
+	buf := dst
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, min(max(hint, 512), MaxDecompressedSize+1))
+	}
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > MaxDecompressedSize {

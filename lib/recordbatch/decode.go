@@ -77,51 +77,85 @@ func Records(b []byte) ([]Record, error) {
 
 // decodeRecords decodes exactly h.RecordCount records that fill section.
 func decodeRecords(h Header, section []byte) ([]Record, error) {
+	if h.RecordCount == 0 {
+		// walkRecords checks that the section is empty too.
+		_, err := walkRecords(h, section, nil, false)
+		return nil, err
+	}
+	recs := make([]Record, min(int(h.RecordCount), len(section)/minRecordSize))
+	if _, err := walkRecords(h, section, recs, false); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// walkRecords checks that section holds exactly h.RecordCount well-formed
+// records with offset deltas strictly increasing within [0,
+// h.LastOffsetDelta]. With recs non-nil (len h.RecordCount) it stores each
+// record there; with recs nil it only checks, allocating nothing on the
+// way (Validate). With produced set it also applies the timestamp rules of
+// the produce path (see ValidateProduced). It returns the largest record
+// timestamp, or -1 for no records.
+//
+// Decode and Validate share this one walk, so they accept exactly the
+// same batches.
+func walkRecords(h Header, section []byte, recs []Record, produced bool) (maxTS int64, err error) {
+	maxTS = -1
 	count := int(h.RecordCount) // ParseHeader rejected negative counts
 	if count > len(section)/minRecordSize {
-		return nil, fmt.Errorf("%w: recordCount %d cannot fit in %d bytes", ErrCorrupt, count, len(section))
+		return -1, fmt.Errorf("%w: recordCount %d cannot fit in %d bytes", ErrCorrupt, count, len(section))
 	}
 	if count == 0 {
 		if len(section) != 0 {
-			return nil, fmt.Errorf("%w: recordCount 0 but %d bytes of records", ErrCorrupt, len(section))
+			return -1, fmt.Errorf("%w: recordCount 0 but %d bytes of records", ErrCorrupt, len(section))
 		}
-		return nil, nil
+		return -1, nil
 	}
-	recs := make([]Record, count)
 	d := decoder{b: section}
 	var slab []RecordHeader
 	prevDelta := int32(-1)
-	for i := range recs {
+	for i := range count {
 		length := d.varint32("record length")
 		if d.err != nil {
-			return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, d.err)
+			return -1, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, d.err)
 		}
 		if length < minRecordSize-1 || int(length) > len(d.b)-d.pos {
-			return nil, fmt.Errorf("%w: record %d: length %d with %d bytes left", ErrCorrupt, i, length, len(d.b)-d.pos)
+			return -1, fmt.Errorf("%w: record %d: length %d with %d bytes left", ErrCorrupt, i, length, len(d.b)-d.pos)
 		}
 		// Decode the record from exactly its declared bytes, so a field
 		// that runs long cannot borrow from the next record.
 		rd := decoder{b: d.b[:d.pos+int(length)], pos: d.pos, slab: slab, left: count - i}
-		r, delta := rd.record(h)
+		r, delta, tsDelta := rd.record(h, recs != nil)
 		slab = rd.slab
 		if rd.err == nil && rd.pos != len(rd.b) {
 			rd.err = fmt.Errorf("%d bytes past its fields", len(rd.b)-rd.pos)
 		}
 		if rd.err != nil {
-			return nil, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, rd.err)
+			return -1, fmt.Errorf("%w: record %d: %v", ErrCorrupt, i, rd.err)
 		}
 		if delta <= prevDelta || delta > h.LastOffsetDelta {
-			return nil, fmt.Errorf("%w: record %d: offsetDelta %d after %d, lastOffsetDelta %d",
+			return -1, fmt.Errorf("%w: record %d: offsetDelta %d after %d, lastOffsetDelta %d",
 				ErrCorrupt, i, delta, prevDelta, h.LastOffsetDelta)
 		}
+		if produced {
+			// The timestamp must be a real time: not before 1970 and not
+			// past int64 when the delta is added.
+			if r.Timestamp < 0 || (tsDelta > 0) != (r.Timestamp > h.BaseTimestamp) {
+				return -1, fmt.Errorf("%w: record %d: timestamp %d (base %d, delta %d)",
+					ErrInvalidRecord, i, r.Timestamp, h.BaseTimestamp, tsDelta)
+			}
+		}
+		maxTS = max(maxTS, r.Timestamp)
 		prevDelta = delta
-		recs[i] = r
+		if recs != nil {
+			recs[i] = r
+		}
 		d.pos = rd.pos
 	}
 	if d.pos != len(d.b) {
-		return nil, fmt.Errorf("%w: %d bytes after record %d of %d", ErrCorrupt, len(d.b)-d.pos, count-1, count)
+		return -1, fmt.Errorf("%w: %d bytes after record %d of %d", ErrCorrupt, len(d.b)-d.pos, count-1, count)
 	}
-	return recs, nil
+	return maxTS, nil
 }
 
 // decoder reads the fields of a records section. The first error sticks
@@ -137,38 +171,43 @@ type decoder struct {
 }
 
 // record reads one record body (after its length) and returns it with its
-// offset delta.
-func (d *decoder) record(h Header) (Record, int32) {
-	var r Record
+// offset delta and timestamp delta. With keep false the headers are
+// checked but not kept, so nothing is allocated.
+func (d *decoder) record(h Header, keep bool) (r Record, offsetDelta int32, tsDelta int64) {
 	d.byte() // attributes: unused in v2; ignored as Kafka does
-	tsDelta := d.varint64("timestampDelta")
-	offsetDelta := d.varint32("offsetDelta")
+	tsDelta = d.varint64("timestampDelta")
+	offsetDelta = d.varint32("offsetDelta")
 	r.Key = d.nullableBytes("key length")
 	r.Value = d.nullableBytes("value length")
 	n := d.varint32("header count")
 	if d.err != nil {
-		return Record{}, 0
+		return Record{}, 0, 0
 	}
 	if n < 0 || int(n) > (len(d.b)-d.pos)/minHeaderSize {
 		d.err = fmt.Errorf("header count %d with %d bytes left", n, len(d.b)-d.pos)
-		return Record{}, 0
+		return Record{}, 0, 0
 	}
 	if n > 0 {
-		r.Headers = d.headers(int(n))
-		for i := range r.Headers {
+		if keep {
+			r.Headers = d.headers(int(n))
+		}
+		for i := range int(n) {
 			key := d.nullableBytes("header key length")
 			if d.err == nil && key == nil {
 				d.err = fmt.Errorf("header %d: null key", i)
 			}
-			r.Headers[i] = RecordHeader{Key: string(key), Value: d.nullableBytes("header value length")}
+			value := d.nullableBytes("header value length")
+			if keep {
+				r.Headers[i] = RecordHeader{Key: string(key), Value: value}
+			}
 		}
 	}
 	if d.err != nil {
-		return Record{}, 0
+		return Record{}, 0, 0
 	}
 	r.Offset = h.BaseOffset + int64(offsetDelta)
 	r.Timestamp = h.BaseTimestamp + tsDelta
-	return r, offsetDelta
+	return r, offsetDelta, tsDelta
 }
 
 // headers returns n zeroed headers carved from a slab, so a batch of

@@ -237,6 +237,12 @@ func TestErrors(t *testing.T) {
 				t.Fatalf("Decode: %v, want %v", err, tt.want)
 			}
 			t.Log(err)
+			if _, err := Validate(tt.batch); !errors.Is(err, tt.want) {
+				t.Fatalf("Validate: %v, want %v", err, tt.want)
+			}
+			if _, err := ValidateProduced(tt.batch); !errors.Is(err, tt.want) {
+				t.Fatalf("ValidateProduced: %v, want %v", err, tt.want)
+			}
 		})
 	}
 }

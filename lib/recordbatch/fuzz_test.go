@@ -3,6 +3,7 @@ package recordbatch
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,8 +21,10 @@ import (
 // check and the record decoder would never be explored.
 //
 // It asserts that Decode never panics, that every error wraps a package
-// sentinel, and that whatever decodes survives Build and Decode again
-// unchanged.
+// sentinel, that whatever decodes survives Build and Decode again
+// unchanged, that Validate accepts exactly what Decode accepts and fails
+// with the same sentinel, and that ValidateProduced accepts only batches
+// that decode.
 func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		checkDecode(t, b)
@@ -35,6 +38,14 @@ func FuzzDecode(f *testing.F) {
 
 func checkDecode(t *testing.T, b []byte) {
 	batch, err := Decode(b)
+	if _, verr := Validate(b); sentinelOf(verr) != sentinelOf(err) {
+		t.Fatalf("Validate: %v; Decode: %v", verr, err)
+	}
+	if _, perr := ValidateProduced(b); perr == nil && err != nil {
+		t.Fatalf("ValidateProduced accepts what Decode refuses: %v", err)
+	} else if perr != nil && !isSentinel(perr) && !errors.Is(perr, ErrInvalidRecord) {
+		t.Fatalf("ValidateProduced error wraps no sentinel: %v", perr)
+	}
 	if err != nil {
 		if !isSentinel(err) {
 			t.Fatalf("Decode error wraps no sentinel: %v", err)

@@ -15,6 +15,17 @@ var allCodecs = []Codec{CodecNone, CodecGzip, CodecSnappy, CodecLZ4, CodecZstd}
 // sentinels are the errors every decoding failure must wrap.
 var sentinels = []error{ErrShortBatch, ErrBadMagic, ErrBadLength, ErrCRC, ErrCorrupt, ErrCodec, ErrTooLarge}
 
+// sentinelOf returns the sentinel err wraps, nil for nil, and err itself
+// when it wraps none.
+func sentinelOf(err error) error {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}
+
 func isSentinel(err error) bool {
 	for _, s := range sentinels {
 		if errors.Is(err, s) {
