@@ -141,6 +141,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 	s.size.Store(pos + int64(len(b)))
 	s.next.Store(newLEO)
 	l.leo.Store(newLEO)
+	l.producers.recordAll(b, info.LogAppendTime)
 	l.mu.Unlock()
 
 	info.FirstOffset, info.LastOffset = leo, newLEO-1
@@ -185,6 +186,7 @@ func (l *Log) roll() error {
 	l.segMu.Lock()
 	l.segs = append(l.segs, ns)
 	l.segMu.Unlock()
+	l.writeSnapshotLocked(false)
 	if l.cfg.Load().Flush.Mode != FlushSync {
 		select {
 		case l.kick <- struct{}{}:

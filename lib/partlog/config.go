@@ -60,6 +60,8 @@ const (
 	DefaultMaxBatchBytes      = 1<<20 + 64<<10
 	DefaultFlushInterval      = time.Second
 	DefaultCheckpointInterval = time.Minute
+	// DefaultProducerExpiry is Kafka's producer.id.expiration.ms.
+	DefaultProducerExpiry = 24 * time.Hour
 
 	// maxAppendBytes caps one append so that positions in a segment always
 	// fit the index's uint32 (a segment holds at most SegmentBytes plus one
@@ -100,6 +102,11 @@ type Config struct {
 	// watermark are written in the background. Default 1 minute; negative
 	// disables the background writes (Flush and Close still write).
 	CheckpointInterval time.Duration
+	// ProducerExpiry forgets an idempotent producer this long after the
+	// log last saw a batch of it (Kafka's producer.id.expiration.ms); it
+	// is checked with the background checkpoints and when a producer
+	// snapshot is written or read. Default 24h; negative never forgets.
+	ProducerExpiry time.Duration
 }
 
 // withDefaults returns c with zero fields replaced by their defaults.
@@ -127,6 +134,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CheckpointInterval == 0 {
 		c.CheckpointInterval = DefaultCheckpointInterval
+	}
+	if c.ProducerExpiry == 0 {
+		c.ProducerExpiry = DefaultProducerExpiry
 	}
 	return c
 }

@@ -13,10 +13,11 @@
 //	00000000000000000000.timeindex  time index of that segment
 //	00000000000000004096.log        next segment, named by its base offset
 //	...
+//	00000000000000004096.snapshot   idempotent-producer state as of offset 4096
 //	log-checkpoint                  recovery point, high watermark, log start
 //	leader-epoch-checkpoint         leader epoch -> start offset history
 //	clean-shutdown                  written by Close, removed by Open
-//	*.tmp                           checkpoint being written; removed on open
+//	*.tmp                           checkpoint or snapshot being written; removed on open
 //
 // Segment names are the base offset (the offset of the segment's first
 // batch) as 20 zero-padded decimal digits. A .log file is the
@@ -27,8 +28,18 @@
 // previous one ended, and each segment's base is the previous segment's
 // end.
 //
-// The index and checkpoint layouts are documented next to their code
-// (index.go, checkpoint.go) and in docs/design/log.md.
+// The index, checkpoint and producer snapshot layouts are documented next
+// to their code (index.go, checkpoint.go, producersnapshot.go) and in
+// docs/design/log.md.
+//
+// # Producer state
+//
+// The log remembers, per idempotent producer id, its latest epoch and the
+// offsets and sequences of its last ProducerWindow batches (Producer),
+// updated as batches are appended, saved in snapshot files at every roll,
+// on Close and before retention deletes segments, and rebuilt on open and
+// after truncation from the newest snapshot and the batch headers after
+// it. It outlives retention and expires after Config.ProducerExpiry.
 //
 // # Appending and reading
 //

@@ -48,6 +48,7 @@ type Log struct {
 	unflushed []*segment // sealed segments with bytes not yet fsynced; guarded by mu
 	dirDirty  bool       // a file was created in dir since the last SyncDir; guarded by mu
 	epochs    epochCache // leader epoch history; guarded by mu
+	producers *producers // idempotent-producer state; guarded by mu
 
 	logStart      atomic.Int64 // first readable offset
 	leo           atomic.Int64 // log end offset: offset after the last published batch
@@ -425,6 +426,7 @@ func (l *Log) background() {
 		case <-l.kick:
 		case <-flushC:
 		case <-ckptC:
+			l.expireProducers()
 		}
 		if l.writable() != nil {
 			continue
@@ -462,6 +464,10 @@ func (l *Log) Close() error {
 			if ierr := l.active().writeIndexes(l.fs); ierr != nil {
 				l.logger.Warn("partlog: write index on close", "err", ierr)
 			}
+			// Open then starts from the log end, reading no batch.
+			l.mu.Lock()
+			l.writeSnapshotLocked(true)
+			l.mu.Unlock()
 			err = l.checkpointLocked()
 		}
 		if err == nil {

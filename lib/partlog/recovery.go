@@ -190,6 +190,7 @@ func (l *Log) recover() error {
 			return fmt.Errorf("partlog: recovery: fsync dir: %w", err)
 		}
 	}
+	l.loadProducersLocked()
 	l.logger.Debug("partlog: opened", "segments", len(l.segs), "log_start", logStart, "log_end", leo,
 		"high_watermark", l.hw.Load(), "segments_scanned", len(scanned))
 	return nil

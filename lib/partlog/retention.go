@@ -44,6 +44,8 @@ func (l *Log) TruncateTo(offset int64) error {
 
 	// Persist the new bounds first: after a crash mid-way, recovery scans
 	// from the lowered recovery point and rebuilds the epoch history.
+	// Producer snapshots past the new end describe batches about to go.
+	l.removeSnapshots(func(off int64) bool { return off > newEnd })
 	l.epochs.truncateFromEnd(newEnd)
 	if err := l.persistEpochsLocked(); err != nil {
 		return err
@@ -95,6 +97,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.rescanTail(s); err != nil {
 		return l.fail(err)
 	}
+	l.loadProducersLocked()
 	return nil
 }
 
@@ -148,6 +151,8 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 }
 
 func (l *Log) truncateFullyLocked(offset int64) error {
+	l.removeSnapshots(func(int64) bool { return true })
+	l.producers = newProducers()
 	l.epochs.entries = nil
 	if err := l.persistEpochsLocked(); err != nil {
 		return err
@@ -295,6 +300,10 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 // to newStart. The new start is checkpointed before files are removed.
 // The caller holds flushMu and mu.
 func (l *Log) deleteOldestLocked(n int, newStart int64, why string) error {
+	// Producers outlive the segments that hold their batches (KIP-360): a
+	// durable snapshot of them comes first, and the older snapshots go
+	// with the segments.
+	l.writeSnapshotLocked(true)
 	l.logStart.Store(newStart)
 	if l.epochs.truncateFromStart(newStart) {
 		if err := l.persistEpochsLocked(); err != nil {
@@ -312,6 +321,8 @@ func (l *Log) deleteOldestLocked(n int, newStart int64, why string) error {
 		l.deleteSegmentLocked(s)
 	}
 	l.unflushed = removeSegments(l.unflushed, dropped)
+	first := l.segs[0].base
 	l.segMu.Unlock()
+	l.removeSnapshots(func(off int64) bool { return off < first })
 	return nil
 }

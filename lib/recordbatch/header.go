@@ -39,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 )
 
 // Byte positions of the header fields. Part of the format.
@@ -156,6 +157,17 @@ func (h Header) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDel
 
 // NextOffset is the offset just past the batch.
 func (h Header) NextOffset() int64 { return h.LastOffset() + 1 }
+
+// LastSequence is the producer sequence number of the last record:
+// BaseSequence + LastOffsetDelta, wrapping past 2^31-1 to 0 as Kafka's
+// sequences do. Meaningless when the batch has no producer id.
+func (h Header) LastSequence() int32 {
+	s := int64(h.BaseSequence) + int64(h.LastOffsetDelta)
+	if s > math.MaxInt32 {
+		s -= math.MaxInt32 + 1
+	}
+	return int32(s)
+}
 
 // Codec is the compression of the records section.
 func (h Header) Codec() Codec { return Codec(h.Attributes & attrCodecMask) }
