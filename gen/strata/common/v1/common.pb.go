@@ -294,8 +294,10 @@ const (
 	Reason_REASON_CORRUPT_RECORD Reason = 8
 	// RESOURCE_EXHAUSTED: a batch is larger than the topic's max.message.bytes.
 	Reason_REASON_RECORD_TOO_LARGE Reason = 9
-	// Not an error in effect: the batch duplicates one already appended by the same idempotent
-	// producer; the response carries the original offsets.
+	// INVALID_ARGUMENT: a produce request mixes batches an idempotent producer appended before
+	// with new ones (or repeats earlier batches that are not back to back in the log); nothing
+	// was appended. A request of duplicates only is not an error: it is answered with the
+	// original offsets and ProduceResponse.duplicate set.
 	Reason_REASON_DUPLICATE_SEQUENCE Reason = 10
 	// FAILED_PRECONDITION: an idempotent producer's sequence number skipped ahead.
 	Reason_REASON_OUT_OF_ORDER_SEQUENCE Reason = 11

@@ -39,6 +39,11 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than
 	// the one the partition has seen.
 	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrDuplicateInRequest: a request mixes batches appended before with
+	// new ones, or repeats earlier batches that are not back to back in the
+	// log. One response offset cannot describe either, so nothing is
+	// appended; a client that retries exactly what it sent never meets it.
+	ErrDuplicateInRequest = errors.New("replica: request mixes duplicate and new batches")
 	// ErrTierStateUnknown: a leader of a tiered topic refuses produce while
 	// its log may end below the tier's end offset (empty log and the tiering
 	// service not answered yet, or a log behind the tier). It is a

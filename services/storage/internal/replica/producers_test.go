@@ -1,60 +1,115 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"testing"
 
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
-func hdr(pid int64, epoch int16, seq int32, n int32, base int64) recordbatch.Header {
-	return recordbatch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, LastOffsetDelta: n - 1, BaseOffset: base}
+func hdr(pid int64, epoch int16, seq int32, n int32) recordbatch.Header {
+	return recordbatch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, LastOffsetDelta: n - 1, RecordCount: n}
 }
 
-func TestProducersCheck(t *testing.T) {
-	p := newProducers()
-	p.record(hdr(7, 1, 0, 2, 10)) // seq 0-1 at offsets 10-11
-	p.record(hdr(7, 1, 2, 1, 12)) // seq 2 at offset 12
+// logWith opens a log holding one batch of each header (stamped from
+// offset 0).
+func logWith(t *testing.T, hs ...recordbatch.Header) *partlog.Log {
+	t.Helper()
+	l, err := partlog.Open(t.TempDir(), partlog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, h := range hs {
+		opts := recordbatch.BuildOptions{Idempotent: h.ProducerID >= 0, ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch, BaseSequence: h.BaseSequence}
+		recs := make([]recordbatch.Record, h.RecordCount)
+		for i := range recs {
+			recs[i].Value = []byte("v")
+		}
+		b, err := recordbatch.Build(opts, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.AppendAsLeader(context.Background(), b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func TestCheckProducers(t *testing.T) {
+	// Producer 7: sequences 0-1 at offsets 0-1, 2 at offset 2; then a
+	// plain batch at 3; producer 7 again: 3-4 at offsets 4-5.
+	l := logWith(t, hdr(7, 1, 0, 2), hdr(7, 1, 2, 1), hdr(-1, -1, -1, 1), hdr(7, 1, 3, 2))
 	for _, tc := range []struct {
 		name    string
-		h       recordbatch.Header
-		dupBase int64 // -1: not a duplicate
-		err     error
+		req     []recordbatch.Header
+		dup     *duplicate // nil: append
+		wantErr error
 	}{
-		{"not idempotent", hdr(-1, -1, -1, 1, 0), -1, nil},
-		{"next in sequence", hdr(7, 1, 3, 1, 0), -1, nil},
-		{"duplicate of first", hdr(7, 1, 0, 2, 0), 10, nil},
-		{"duplicate of last", hdr(7, 1, 2, 1, 0), 12, nil},
-		{"gap", hdr(7, 1, 5, 1, 0), -1, ErrOutOfOrderSequence},
-		{"old producer epoch", hdr(7, 0, 3, 1, 0), -1, ErrInvalidProducerEpoch},
-		{"new epoch from zero", hdr(7, 2, 0, 1, 0), -1, nil},
-		{"new epoch not from zero", hdr(7, 2, 4, 1, 0), -1, ErrOutOfOrderSequence},
-		{"unknown producer", hdr(8, 0, 42, 1, 0), -1, nil},
+		{"not idempotent", []recordbatch.Header{hdr(-1, -1, -1, 1)}, nil, nil},
+		{"next in sequence", []recordbatch.Header{hdr(7, 1, 5, 1)}, nil, nil},
+		{"two batches in sequence", []recordbatch.Header{hdr(7, 1, 5, 1), hdr(7, 1, 6, 3)}, nil, nil},
+		{"duplicate of the first", []recordbatch.Header{hdr(7, 1, 0, 2)}, &duplicate{0, 1}, nil},
+		{"duplicate of the last", []recordbatch.Header{hdr(7, 1, 3, 2)}, &duplicate{4, 5}, nil},
+		{"duplicates back to back", []recordbatch.Header{hdr(7, 1, 0, 2), hdr(7, 1, 2, 1)}, &duplicate{0, 2}, nil},
+		{"duplicates with a gap in the log", []recordbatch.Header{hdr(7, 1, 2, 1), hdr(7, 1, 3, 2)}, nil, ErrDuplicateInRequest},
+		{"duplicate then new", []recordbatch.Header{hdr(7, 1, 3, 2), hdr(7, 1, 5, 1)}, nil, ErrDuplicateInRequest},
+		{"new then duplicate", []recordbatch.Header{hdr(7, 1, 5, 1), hdr(7, 1, 3, 2)}, nil, ErrDuplicateInRequest},
+		{"duplicate and a plain batch", []recordbatch.Header{hdr(7, 1, 3, 2), hdr(-1, -1, -1, 1)}, nil, ErrDuplicateInRequest},
+		{"gap", []recordbatch.Header{hdr(7, 1, 9, 1)}, nil, ErrOutOfOrderSequence},
+		{"gap in the second batch", []recordbatch.Header{hdr(7, 1, 5, 1), hdr(7, 1, 9, 1)}, nil, ErrOutOfOrderSequence},
+		{"batch repeated in the request", []recordbatch.Header{hdr(7, 1, 5, 1), hdr(7, 1, 5, 1)}, nil, ErrOutOfOrderSequence},
+		{"old producer epoch", []recordbatch.Header{hdr(7, 0, 5, 1)}, nil, ErrInvalidProducerEpoch},
+		{"old epoch after a good batch", []recordbatch.Header{hdr(7, 1, 5, 1), hdr(7, 0, 6, 1)}, nil, ErrInvalidProducerEpoch},
+		{"new epoch from zero", []recordbatch.Header{hdr(7, 2, 0, 1)}, nil, nil},
+		{"new epoch, then in sequence", []recordbatch.Header{hdr(7, 2, 0, 1), hdr(7, 2, 1, 1)}, nil, nil},
+		{"new epoch, then the old one", []recordbatch.Header{hdr(7, 2, 0, 1), hdr(7, 1, 5, 1)}, nil, ErrInvalidProducerEpoch},
+		{"new epoch not from zero", []recordbatch.Header{hdr(7, 2, 4, 1)}, nil, ErrOutOfOrderSequence},
+		{"unknown producer", []recordbatch.Header{hdr(8, 0, 42, 1)}, nil, nil},
+		{"unknown producer, then a gap", []recordbatch.Header{hdr(8, 0, 42, 1), hdr(8, 0, 50, 1)}, nil, ErrOutOfOrderSequence},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dup, err := p.check(tc.h)
-			if !errors.Is(err, tc.err) || (tc.err == nil && err != nil) {
-				t.Fatalf("err %v, want %v", err, tc.err)
+			dup, err := checkProducers(l, tc.req)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
 			}
 			switch {
-			case tc.dupBase < 0 && dup != nil:
+			case tc.dup == nil && dup != nil:
 				t.Fatalf("unexpected duplicate %+v", dup)
-			case tc.dupBase >= 0 && (dup == nil || dup.firstOffset != tc.dupBase):
-				t.Fatalf("duplicate %+v, want base %d", dup, tc.dupBase)
+			case tc.dup != nil && (dup == nil || *dup != *tc.dup):
+				t.Fatalf("duplicate %+v, want %+v", dup, tc.dup)
 			}
 		})
 	}
 }
 
-func TestProducersWindow(t *testing.T) {
-	p := newProducers()
-	for i := range int32(8) {
-		p.record(hdr(1, 0, i, 1, int64(i)))
+// Sequences wrap from 2^31-1 to 0.
+func TestCheckProducersSequenceWraps(t *testing.T) {
+	l := logWith(t, hdr(3, 0, 1<<31-2, 2)) // sequences 2^31-2 and 2^31-1
+	if _, err := checkProducers(l, []recordbatch.Header{hdr(3, 0, 0, 1)}); err != nil {
+		t.Fatalf("sequence 0 after 2^31-1: %v", err)
 	}
-	if n := len(p.m[1].batches); n != producerWindow {
-		t.Fatalf("remembered %d batches, want %d", n, producerWindow)
+	if _, err := checkProducers(l, []recordbatch.Header{hdr(3, 0, 1, 1)}); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("sequence 1 after 2^31-1: %v", err)
 	}
-	if dup, _ := p.check(hdr(1, 0, 7, 1, 0)); dup == nil || dup.firstOffset != 7 {
-		t.Fatalf("latest batch not recognised as duplicate: %+v", dup)
+}
+
+// A request may carry at most ProducerWindow batches of one producer, so
+// that a retry of it is always recognised whole.
+func TestValidateRequestLimitsBatchesPerProducer(t *testing.T) {
+	var req []byte
+	for i := range int32(partlog.ProducerWindow + 1) {
+		b, err := recordbatch.Build(recordbatch.BuildOptions{Idempotent: true, ProducerID: 1, BaseSequence: i}, []recordbatch.Record{{Value: []byte("v")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = append(req, b...)
+		_, err = validateRequest(req)
+		if too := i >= partlog.ProducerWindow; too != errors.Is(err, partlog.ErrInvalidBatch) {
+			t.Fatalf("%d batches: %v", i+1, err)
+		}
 	}
 }

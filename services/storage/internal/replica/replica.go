@@ -20,12 +20,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -145,8 +141,7 @@ type Replica struct {
 	opts   Options
 	logger *slog.Logger
 
-	appendMu  sync.Mutex // serialises appends, truncation and role changes
-	producers *producers // idempotence state; guarded by appendMu
+	appendMu sync.Mutex // serialises appends, truncation and role changes; the idempotence checks run under it
 
 	mu         sync.Mutex
 	role       Role
@@ -192,7 +187,6 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 		followers: make(map[int32]*followerState),
 		changed:   make(chan struct{}),
 	}
-	r.rebuildProducers()
 	return r, nil
 }
 
@@ -477,20 +471,31 @@ type ProduceResult struct {
 }
 
 // Produce appends batches as leader at the epoch the producer believes in
-// (-1 skips the check) and waits according to acks. For acks=all it
-// refuses before the append when the ISR is below min.insync.replicas and
-// answers only once the high watermark passes the last offset; it fails
-// when the ISR drops below the minimum, leadership moves, or timeout
-// passes. batches is modified in place (offsets and epoch stamped).
+// (-1 skips the check) and waits according to acks. Every batch is first
+// validated as a producer's batch (recordbatch.ValidateProduced) and
+// checked against the idempotence rules (checkProducers); one failure
+// refuses the whole request before anything is appended. A request whose
+// batches were all appended before is answered with their original
+// offsets and Duplicate set. For acks=all it refuses before the append
+// when the ISR is below min.insync.replicas and answers only once the high
+// watermark passes the last offset; it fails when the ISR drops below the
+// minimum, leadership moves, or timeout passes. batches is modified in
+// place (offsets and epoch stamped).
 func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration) (ProduceResult, error) {
-	res, leaderEpoch, err := r.appendAsLeader(ctx, batches, acks, epoch)
+	// Validation reads every record, so it runs before the append lock:
+	// concurrent producers of a partition validate in parallel.
+	hdrs, err := validateRequest(batches)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	res, leaderEpoch, err := r.appendAsLeader(ctx, batches, hdrs, acks, epoch)
 	if err != nil || acks != AcksAll {
 		return res, err
 	}
 	return res, r.waitCommitted(ctx, res.LastOffset, leaderEpoch, timeout)
 }
 
-func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, acks Acks, epoch int32) (ProduceResult, int32, error) {
+func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, int32, error) {
 	r.appendMu.Lock()
 	defer r.appendMu.Unlock()
 	r.mu.Lock()
@@ -510,27 +515,21 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, acks Acks,
 	leaderEpoch := r.state.LeaderEpoch
 	r.mu.Unlock()
 
-	// Idempotence: a duplicate of a remembered batch is answered with its
-	// original offsets and not appended again.
-	first, err := recordbatch.PeekHeader(batches)
+	// Idempotence: every batch is checked; duplicates are answered with
+	// their original offsets and not appended again. The log records the
+	// appended batches in its producer state.
+	dup, err := checkProducers(r.log, hdrs)
 	if err != nil {
-		return ProduceResult{}, 0, fmt.Errorf("%w: %w", partlog.ErrInvalidBatch, err)
+		return ProduceResult{}, 0, err
 	}
-	if first.ProducerID >= 0 {
-		dup, err := r.producers.check(first)
-		if err != nil {
-			return ProduceResult{}, 0, err
-		}
-		if dup != nil {
-			return ProduceResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
-				LogStart: r.log.LogStartOffset(), Duplicate: true}, leaderEpoch, nil
-		}
+	if dup != nil {
+		return ProduceResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
+			LogStart: r.log.LogStartOffset(), Duplicate: true}, leaderEpoch, nil
 	}
 	info, err := r.log.AppendAsLeader(ctx, batches, leaderEpoch)
 	if err != nil && info.Batches == 0 {
 		return ProduceResult{}, 0, err
 	}
-	r.producers.recordAll(batches)
 	r.mu.Lock()
 	r.notifyLocked()
 	r.maybeAdvanceHWLocked()
@@ -860,7 +859,6 @@ func (r *Replica) AppendFromLeader(ctx context.Context, leaderEpoch int32, batch
 		if _, err := r.log.AppendAsFollower(ctx, batches); err != nil {
 			return err
 		}
-		r.producers.recordAll(batches)
 	}
 	r.log.SetHighWatermark(min(hw, r.log.LogEndOffset()))
 	r.mu.Lock()
@@ -901,7 +899,6 @@ func (r *Replica) TruncateDiverging(leaderEpoch, epoch int32, leaderEnd int64) e
 	if err := r.log.TruncateTo(to); err != nil {
 		return err
 	}
-	r.rebuildProducersLocked()
 	r.mu.Lock()
 	r.notifyLocked()
 	r.mu.Unlock()
@@ -919,11 +916,7 @@ func (r *Replica) ResetTo(leaderEpoch int32, offset int64) error {
 	if !ok {
 		return ErrNotLeader
 	}
-	if err := r.log.TruncateFullyAndStartAt(offset); err != nil {
-		return err
-	}
-	r.rebuildProducersLocked()
-	return nil
+	return r.log.TruncateFullyAndStartAt(offset)
 }
 
 // AwaitTierState holds produce back (ErrTierStateUnknown) until
@@ -962,7 +955,6 @@ func (r *Replica) MoveToTieredEnd(end int64) (moved bool, err error) {
 		if err := r.log.TruncateFullyAndStartAt(end); err != nil {
 			return false, err
 		}
-		r.rebuildProducersLocked()
 		moved = true
 	}
 	r.mu.Lock()
@@ -974,55 +966,6 @@ func (r *Replica) MoveToTieredEnd(end int64) (moved bool, err error) {
 		r.notifyLocked()
 	}
 	return moved, nil
-}
-
-func (r *Replica) rebuildProducers() {
-	r.appendMu.Lock()
-	defer r.appendMu.Unlock()
-	r.rebuildProducersLocked()
-}
-
-// rebuildProducersLocked rebuilds the idempotence state from the batch
-// headers of the last two segments (enough to hold the last few batches of
-// every active producer in practice). The caller holds appendMu.
-func (r *Replica) rebuildProducersLocked() {
-	r.producers = newProducers()
-	from := r.log.LogStartOffset()
-	if bases := segmentBases(r.log.Dir()); len(bases) >= 2 {
-		from = max(from, bases[len(bases)-2])
-	}
-	end := r.log.LogEndOffset()
-	for from < end {
-		rr, err := r.log.Read(from, 1<<20, end)
-		if err != nil || len(rr.Batches) == 0 {
-			if err != nil {
-				r.logger.Warn("rebuilding producer state stopped early", "offset", from, "err", err)
-			}
-			return
-		}
-		r.producers.recordAll(rr.Batches)
-		from = rr.NextOffset
-	}
-}
-
-// segmentBases lists the base offsets of the segment files in dir, sorted.
-func segmentBases(dir string) []int64 {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
-	var bases []int64
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".log")
-		if !ok || len(name) != 20 {
-			continue
-		}
-		if b, err := strconv.ParseInt(name, 10, 64); err == nil {
-			bases = append(bases, b)
-		}
-	}
-	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
-	return bases
 }
 
 // Dir returns the replica directory name for a partition under dataDir.

@@ -80,7 +80,9 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE)
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
-	case errors.Is(err, partlog.ErrBatchTooLarge):
+	case errors.Is(err, replica.ErrDuplicateInRequest):
+		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_DUPLICATE_SEQUENCE)
+	case errors.Is(err, partlog.ErrBatchTooLarge), errors.Is(err, recordbatch.ErrTooLarge):
 		set(commonv1.Code_CODE_RESOURCE_EXHAUSTED, commonv1.Reason_REASON_RECORD_TOO_LARGE)
 	case errors.Is(err, partlog.ErrInvalidBatch):
 		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_CORRUPT_RECORD)
