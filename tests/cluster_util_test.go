@@ -96,6 +96,15 @@ func produce(ctx context.Context, cl storagev1connect.StorageServiceClient, topi
 // retriable errors until it is acknowledged or ctx ends. It returns the
 // acknowledged base offset.
 func produceToLeader(ctx context.Context, t testing.TB, c *harness.Cluster, topic string, partition int32, batch []byte) (int64, error) {
+	resp, err := produceToLeaderResp(ctx, c, topic, partition, batch)
+	if err != nil {
+		return -1, err
+	}
+	return resp.GetBaseOffset(), nil
+}
+
+// produceToLeaderResp is produceToLeader returning the whole response.
+func produceToLeaderResp(ctx context.Context, c *harness.Cluster, topic string, partition int32, batch []byte) (*storagev1.ProduceResponse, error) {
 	var last error
 	for {
 		p, err := c.Partition(ctx, topic, partition)
@@ -103,11 +112,11 @@ func produceToLeader(ctx context.Context, t testing.TB, c *harness.Cluster, topi
 			n := c.Storage(int(p.GetLeaderId()))
 			resp, perr := produce(ctx, n.StorageClient(), topic, partition, p.GetLeaderEpoch(), commonv1.Acks_ACKS_ALL, 5*time.Second, batch)
 			if perr == nil {
-				return resp.GetBaseOffset(), nil
+				return resp, nil
 			}
 			err = perr
 			if !retriable(perr) {
-				return -1, perr
+				return nil, perr
 			}
 		}
 		if err != nil {
@@ -115,7 +124,7 @@ func produceToLeader(ctx context.Context, t testing.TB, c *harness.Cluster, topi
 		}
 		select {
 		case <-ctx.Done():
-			return -1, fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+			return nil, fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
