@@ -224,7 +224,8 @@ func (c *Consumer) Close() {
 // Records of one partition come in offset order. Transient failures
 // (leader changes, unavailable nodes) are retried inside Poll; it returns
 // an error for what retrying cannot fix: a topic that no longer exists
-// (*UnknownTopicError), a corrupt batch, or a closed consumer.
+// (*UnknownTopicError), a batch that cannot be decoded
+// (*CorruptBatchError, unless SkipCorruptBatches), or a closed consumer.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	bo := newBackoff(&c.cfg)
 	for {
@@ -294,6 +295,10 @@ func (c *Consumer) fatal(err error) error {
 	var ute *UnknownTopicError
 	if errors.As(err, &ute) {
 		return ute
+	}
+	var cbe *CorruptBatchError
+	if errors.As(err, &cbe) {
+		return cbe
 	}
 	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrCorrupt) ||
 		errors.Is(err, recordbatch.ErrShortBatch) || errors.Is(err, recordbatch.ErrBadMagic) ||
@@ -536,14 +541,21 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 			errs = append(errs, c.partitionError(ctx, cur, fromDetail(pr.GetError())))
 			continue
 		}
-		got, next, err := decodeFrom(cur.tp, pr.GetRecords(), asked)
+		got, next, bad := decodeFrom(cur.tp, pr.GetRecords(), asked)
+		skip := bad != nil && c.cfg.onCorrupt != nil && bad.Next > next
+		if skip {
+			next = bad.Next
+		}
 		c.mu.Lock()
 		cur.hw, cur.lso = pr.GetHighWatermark(), pr.GetLogStartOffset()
 		cur.pos = next
 		c.mu.Unlock()
 		recs = append(recs, got...)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("client: %s/%d at offset %d: %w", cur.tp.topic, cur.tp.partition, next, err))
+		switch {
+		case skip:
+			c.cfg.onCorrupt(bad)
+		case bad != nil:
+			errs = append(errs, bad)
 		}
 	}
 	return recs, errors.Join(errs...)
@@ -552,8 +564,10 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 // decodeFrom decodes whole batches and returns the records at or after
 // from, and the position after them. Records below from (the head of the
 // first batch) are skipped; a batch cut short at the end is left for the
-// next fetch; control batches move the position without records.
-func decodeFrom(tp topicPartition, b []byte, from int64) ([]*Record, int64, error) {
+// next fetch; control batches move the position without records. A batch
+// that does not decode stops it: the records before it are returned, the
+// position stays before it, and bad says which batch and why.
+func decodeFrom(tp topicPartition, b []byte, from int64) (_ []*Record, _ int64, bad *CorruptBatchError) {
 	pos := from
 	var recs []*Record
 	for len(b) > 0 {
@@ -563,7 +577,11 @@ func decodeFrom(tp topicPartition, b []byte, from int64) ([]*Record, int64, erro
 		}
 		batch, err := recordbatch.Decode(b[:size])
 		if err != nil {
-			return recs, pos, err
+			bad = &CorruptBatchError{Topic: tp.topic, Partition: tp.partition, Offset: pos, Next: -1, Err: err}
+			if h, herr := recordbatch.PeekHeader(b[:size]); herr == nil && h.NextOffset() > pos {
+				bad.Offset, bad.Next = max(h.BaseOffset, pos), h.NextOffset()
+			}
+			return recs, pos, bad
 		}
 		b = b[size:]
 		h := batch.Header
@@ -590,6 +608,37 @@ func decodeFrom(tp topicPartition, b []byte, from int64) ([]*Record, int64, erro
 	}
 	return recs, pos, nil
 }
+
+// CorruptBatchError is what Poll returns when a partition holds a batch
+// that cannot be decoded: its CRC matched (the bytes are the ones
+// written) but its inside is broken, as only a log written before leaders
+// validated produced batches can hold. The records before it have been
+// returned; the partition's position stays at Offset, so Poll returns the
+// error again until the position moves. To read on, losing the batch's
+// records, name the partition again at Next (AddAssignment with
+// AtOffset(Next)), or consume with SkipCorruptBatches.
+type CorruptBatchError struct {
+	Topic     string // topic of the partition
+	Partition int32  // partition index
+	Offset    int64  // where the consumer is stuck: the batch's first offset (or the start position, inside it)
+	// Next is the offset just after the batch, from its header; -1 when
+	// the header is unreadable too, and nothing says where the batch ends.
+	Next int64
+	// Err is why it does not decode; it wraps a recordbatch sentinel
+	// (recordbatch.ErrCorrupt, ErrCRC, ...).
+	Err error
+}
+
+func (e *CorruptBatchError) Error() string {
+	span := ""
+	if e.Next > e.Offset+1 {
+		span = fmt.Sprintf(" (offsets %d to %d)", e.Offset, e.Next-1)
+	}
+	return fmt.Sprintf("client: topic %s partition %d offset %d: batch cannot be decoded%s: %v",
+		e.Topic, e.Partition, e.Offset, span, e.Err)
+}
+
+func (e *CorruptBatchError) Unwrap() error { return e.Err }
 
 // AddAssignment starts reading more partitions, each at its Offset,
 // without touching the positions of partitions already assigned (a

@@ -131,6 +131,7 @@ type config struct {
 	fetchMaxWait           time.Duration
 	fetchMaxBytes          int64
 	fetchMaxPartitionBytes int64
+	onCorrupt              func(*CorruptBatchError) // nil: Poll fails on an undecodable batch
 }
 
 func defaultConfig() config {
@@ -330,6 +331,22 @@ func FetchMaxBytes(n int32) ConsumerOpt {
 // the first batch is returned whole even when larger. Default 1 MiB.
 func FetchMaxPartitionBytes(n int32) ConsumerOpt {
 	return consumerOpt(func(c *config) { c.fetchMaxPartitionBytes = int64(n) })
+}
+
+// SkipCorruptBatches makes the consumer move past a batch that cannot be
+// decoded (see CorruptBatchError), losing its records, instead of failing
+// Poll, and call report (which may be nil; it runs on the goroutine
+// calling Poll) with what was skipped. A batch whose header is unreadable
+// too cannot be skipped: Poll still fails on it. Like kafka-console-
+// consumer's --skip-message-on-error, for reading on past an older log's
+// damage. Default off.
+func SkipCorruptBatches(report func(*CorruptBatchError)) ConsumerOpt {
+	return consumerOpt(func(c *config) {
+		c.onCorrupt = report
+		if c.onCorrupt == nil {
+			c.onCorrupt = func(*CorruptBatchError) {}
+		}
+	})
 }
 
 // sharedHTTPClient is the default transport; see HTTPClient.

@@ -15,9 +15,9 @@ import (
 
 func consume(ctx context.Context, e *Env, args []string) error {
 	var (
-		group, start, format string
-		count, partition     int
-		exitAtEnd            bool
+		group, start, format  string
+		count, partition      int
+		exitAtEnd, skipBroken bool
 	)
 	f := newFlags(e, "strata consume TOPIC [-g GROUP] [-o start|end|OFFSET|@UNIX_MS] [-n COUNT] [-e] [-f FORMAT]",
 		`Print the records of every partition of a topic (or of one, with -p).
@@ -33,7 +33,12 @@ FORMAT is "json" for one JSON object per record:
 else {"base64":"..."}; null when absent; headers as an object, the last value
 winning for a repeated key), or a format string with %t topic, %p partition,
 %o offset, %k key, %v value, %h headers (k=v,k=v), %T timestamp (Unix ms),
-escapes \t \n \r \\ and %%.`,
+escapes \t \n \r \\ and %%.
+
+A batch that cannot be decoded (a log written before leaders validated
+batches) stops consume with an error naming its partition and offsets;
+--skip-corrupt reads on past such batches, losing their records, with a
+warning on stderr for each.`,
 		`strata consume orders -o start -e -f '%p:%o %k=%v\n'`)
 	f.String(&group, "g", "group", "GROUP", "", "consume as a member of a consumer group (needs the coordinator)")
 	f.String(&start, "o", "offset", "POSITION", "start", "where to start: start, end, OFFSET, -N or @UNIX_MS")
@@ -41,6 +46,7 @@ escapes \t \n \r \\ and %%.`,
 	f.Bool(&exitAtEnd, "e", "exit", "exit at the end of the log")
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "output format: json or a format string")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "read only this partition (-1: all)")
+	f.Bool(&skipBroken, "", "skip-corrupt", "skip batches that cannot be decoded (their records are lost), warning on stderr")
 	pos, err := f.parse(args, "TOPIC")
 	if err != nil {
 		return err
@@ -75,10 +81,10 @@ escapes \t \n \r \\ and %%.`,
 		if partition >= 0 {
 			return usagef("-p cannot be used with -g: the group coordinator assigns the partitions")
 		}
-		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, asJSON, out)
+		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, skipBroken, asJSON, out)
 	}
 
-	c, err := client.NewConsumer(e.gatewayURL())
+	c, err := client.NewConsumer(e.gatewayURL(), corruptOpts(e, skipBroken)...)
 	if err != nil {
 		return err
 	}
@@ -134,7 +140,7 @@ escapes \t \n \r \\ and %%.`,
 			return nil // interrupted: what was printed stands
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
+			return corruptHint(err, "")
 		}
 		for _, r := range recs {
 			if exitAtEnd && r.Offset >= ends[r.Partition] {
@@ -191,8 +197,9 @@ func flagGiven(args []string, names ...string) bool {
 // committed after each batch, so a restarted consume goes on after the
 // last record it printed. With -e it exits once every partition it owns
 // is read to its high watermark.
-func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, asJSON bool, out *outputFormat) error {
-	gc, err := client.NewGroupConsumer(e.gatewayURL(), group, []string{topic}, client.StartWhenNoCommit(off), client.ClientID("strata-cli"))
+func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, skipBroken, asJSON bool, out *outputFormat) error {
+	gc, err := client.NewGroupConsumer(e.gatewayURL(), group, []string{topic}, client.StartWhenNoCommit(off), client.ClientID("strata-cli"),
+		client.GroupConsumerOptions(corruptOpts(e, skipBroken)...))
 	if err != nil {
 		return err
 	}
@@ -216,7 +223,7 @@ func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.O
 			return nil // interrupted: what was printed stands (and was committed)
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
+			return corruptHint(err, group)
 		}
 		var done []*client.Record
 		for _, r := range recs {
@@ -271,4 +278,39 @@ func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.O
 			}
 		}
 	}
+}
+
+// corruptOpts are the consumer options for --skip-corrupt: move past a
+// batch that cannot be decoded and say so on stderr.
+func corruptOpts(e *Env, skip bool) []client.ConsumerOpt {
+	if !skip {
+		return nil
+	}
+	return []client.ConsumerOpt{client.SkipCorruptBatches(func(err *client.CorruptBatchError) {
+		what := fmt.Sprintf("offset %d", err.Offset)
+		if err.Next > err.Offset+1 {
+			what = fmt.Sprintf("offsets %d to %d", err.Offset, err.Next-1)
+		}
+		fmt.Fprintf(e.Stderr, "strata: skipped %s of topic %s partition %d: batch cannot be decoded: %s\n",
+			what, err.Topic, err.Partition, oneLine(err.Err.Error()))
+	})}
+}
+
+// corruptHint adds to a *client.CorruptBatchError how to read on past the
+// batch: start after it (-p/-o; a group's position is its committed offset,
+// so only --skip-corrupt applies there) or skip such batches. Other errors
+// pass through unchanged.
+func corruptHint(err error, group string) error {
+	var cbe *client.CorruptBatchError
+	if !errors.As(err, &cbe) {
+		return err
+	}
+	if cbe.Next < 0 {
+		return fmt.Errorf("%w; its header is unreadable too, so nothing says where it ends", err)
+	}
+	if group != "" {
+		return fmt.Errorf("%w; to read on past it, run again with --skip-corrupt (its records are lost)", err)
+	}
+	return fmt.Errorf("%w; to read on past it, run again with -p %d -o %d, or with --skip-corrupt to skip every such batch (their records are lost)",
+		err, cbe.Partition, cbe.Next)
 }
