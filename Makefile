@@ -68,8 +68,9 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 .PHONY: bench
-bench: ## Run the benchmarks (append, read, group commit, codecs) and print figures
+bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./services/storage/internal/replica/
 
 .PHONY: load
 load: build ## Load a throwaway 3-node cluster: produce, open-loop latency, consume; RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)
