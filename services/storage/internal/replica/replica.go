@@ -483,7 +483,12 @@ type ProduceResult struct {
 // place (offsets and epoch stamped).
 func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration) (ProduceResult, error) {
 	// Validation reads every record, so it runs before the append lock:
-	// concurrent producers of a partition validate in parallel.
+	// concurrent producers of a partition validate in parallel. A node
+	// that does not lead says so first (and again under the lock), so a
+	// producer with stale metadata learns of the leader, not of its batch.
+	if err := r.CheckLeader(epoch); err != nil {
+		return ProduceResult{}, err
+	}
 	hdrs, err := validateRequest(batches)
 	if err != nil {
 		return ProduceResult{}, err
