@@ -504,8 +504,12 @@ func (l *Log) closeFiles() {
 }
 
 // parseSegmentName returns the base offset named by a .log file name.
-func parseSegmentName(name string) (int64, bool) {
-	digits, ok := strings.CutSuffix(name, segmentSuffix)
+func parseSegmentName(name string) (int64, bool) { return parseOffsetName(name, segmentSuffix) }
+
+// parseOffsetName returns the offset a file named by an offset (20 digits,
+// as segmentName writes it) and suffix carries.
+func parseOffsetName(name, suffix string) (int64, bool) {
+	digits, ok := strings.CutSuffix(name, suffix)
 	if !ok || len(digits) != segmentNameDigits {
 		return 0, false
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"strconv"
-	"strings"
 )
 
 // Producer snapshot files (part of the format, do not change).
@@ -55,14 +53,7 @@ var errSnapshot = errors.New("partlog: producer snapshot")
 func snapshotName(offset int64) string { return segmentName(offset) + snapshotSuffix }
 
 // parseSnapshotName returns the offset a snapshot file name carries.
-func parseSnapshotName(name string) (int64, bool) {
-	digits, ok := strings.CutSuffix(name, snapshotSuffix)
-	if !ok || len(digits) != segmentNameDigits {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(digits, 10, 64)
-	return n, err == nil && n >= 0
-}
+func parseSnapshotName(name string) (int64, bool) { return parseOffsetName(name, snapshotSuffix) }
 
 // encodeSnapshot writes the state of ps as of offset in the snapshot
 // layout. Producers are written in increasing id order.
