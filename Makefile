@@ -65,6 +65,7 @@ ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner ve
 .PHONY: test-long
 test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials on a fresh seed
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./recordbatch/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzProducerSnapshot$$' -fuzztime $(FUZZTIME) ./partlog/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 .PHONY: bench

@@ -13,10 +13,12 @@ import (
 // batch decodes and follows the producer rules) and returns their headers.
 // It also refuses a request with more than partlog.ProducerWindow batches
 // of one producer: a retry of it could not be recognised whole, since the
-// log remembers that many batches per producer. Errors wrap
-// partlog.ErrInvalidBatch (INVALID_ARGUMENT, CORRUPT_RECORD at the edge),
-// or recordbatch.ErrTooLarge for a batch that inflates past the cap.
-func validateRequest(b []byte) ([]recordbatch.Header, error) {
+// log remembers that many batches per producer. A batch larger than
+// maxBatch (max.message.bytes) is refused before it is read, with
+// partlog.ErrBatchTooLarge. Other errors wrap partlog.ErrInvalidBatch
+// (INVALID_ARGUMENT, CORRUPT_RECORD at the edge), and
+// recordbatch.ErrTooLarge too for a batch that inflates past the cap.
+func validateRequest(b []byte, maxBatch int) ([]recordbatch.Header, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: no batches", partlog.ErrInvalidBatch)
 	}
@@ -26,6 +28,9 @@ func validateRequest(b []byte) ([]recordbatch.Header, error) {
 		size, err := recordbatch.PeekSize(b[at:])
 		if err == nil && size > len(b)-at {
 			err = fmt.Errorf("%w: have %d bytes of a %d-byte batch", recordbatch.ErrShortBatch, len(b)-at, size)
+		}
+		if err == nil && size > maxBatch {
+			return nil, fmt.Errorf("%w: batch %d is %d bytes, limit %d", partlog.ErrBatchTooLarge, len(hdrs), size, maxBatch)
 		}
 		var h recordbatch.Header
 		if err == nil {

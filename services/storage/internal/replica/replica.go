@@ -489,7 +489,11 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 	if err := r.CheckLeader(epoch); err != nil {
 		return ProduceResult{}, err
 	}
-	hdrs, err := validateRequest(batches)
+	maxBatch := r.cfg.Log.MaxBatchBytes
+	if maxBatch <= 0 {
+		maxBatch = partlog.DefaultMaxBatchBytes
+	}
+	hdrs, err := validateRequest(batches, maxBatch)
 	if err != nil {
 		return ProduceResult{}, err
 	}
