@@ -13,7 +13,7 @@ import (
 // retry of the same bytes (as after a lost response) is recognised as a
 // duplicate and answered with the original offsets, and the producer's
 // sequence goes on where it was: the restarted leader loaded its producer
-// snapshots rather than rebuilding from the last two segments only.
+// state from its snapshots, however many segments rolled since the batch.
 func TestIdempotentRetryAfterLeaderKill(t *testing.T) {
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	ctx := harness.Deadline(t, 90*time.Second)
