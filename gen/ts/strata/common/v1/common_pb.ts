@@ -779,8 +779,10 @@ export enum Reason {
   RECORD_TOO_LARGE = 9,
 
   /**
-   * Not an error in effect: the batch duplicates one already appended by the same idempotent
-   * producer; the response carries the original offsets.
+   * INVALID_ARGUMENT: a produce request mixes batches an idempotent producer appended before
+   * with new ones (or repeats earlier batches that are not back to back in the log); nothing
+   * was appended. A request of duplicates only is not an error: it is answered with the
+   * original offsets and ProduceResponse.duplicate set.
    *
    * @generated from enum value: REASON_DUPLICATE_SEQUENCE = 10;
    */

@@ -1120,12 +1120,16 @@ export const StorageService: GenService<{
    * UNAVAILABLE (REASON_UNKNOWN_LEADER_EPOCH) when it is newer;
    * UNAVAILABLE (REASON_NOT_ENOUGH_REPLICAS or REASON_NOT_ENOUGH_REPLICAS_AFTER_APPEND) for
    * acks=all when the ISR is below min.insync.replicas;
-   * INVALID_ARGUMENT (REASON_CORRUPT_RECORD) for a bad CRC or malformed batch;
+   * INVALID_ARGUMENT (REASON_CORRUPT_RECORD) for a bad CRC or a batch that does not decode or
+   * breaks a producer rule (every batch is validated before anything is appended);
    * RESOURCE_EXHAUSTED (REASON_RECORD_TOO_LARGE) above max.message.bytes;
    * FAILED_PRECONDITION (REASON_OUT_OF_ORDER_SEQUENCE), ABORTED (REASON_INVALID_PRODUCER_EPOCH)
-   * or NOT_FOUND (REASON_UNKNOWN_PRODUCER_ID) for idempotence violations;
+   * or NOT_FOUND (REASON_UNKNOWN_PRODUCER_ID) for idempotence violations, checked for every
+   * batch; INVALID_ARGUMENT (REASON_DUPLICATE_SEQUENCE) when duplicates and new batches are
+   * mixed in one request;
    * DEADLINE_EXCEEDED (REASON_REQUEST_TIMED_OUT) when acks=all is not met within timeout_ms.
-   * A duplicate batch of an idempotent producer succeeds with the original offsets.
+   * A request of duplicate batches of an idempotent producer succeeds with the original
+   * offsets.
    *
    * @generated from rpc strata.storage.v1.StorageService.Produce
    */
