@@ -20,6 +20,9 @@ type clusterFile struct {
 	BasePort int `json:"base_port"`
 	// Gateway is the gateway's base URL, what the CLI's --gateway takes.
 	Gateway string `json:"gateway"`
+	// Gateways are every gateway's base URL in id order (--gateways);
+	// the first is Gateway.
+	Gateways []string `json:"gateways"`
 	// Controllers are the controllers' API base URLs in id order.
 	Controllers []string `json:"controllers"`
 	// PID is the pid of `strata dev` itself: SIGTERM to it stops the cluster.

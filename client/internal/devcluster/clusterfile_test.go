@@ -14,7 +14,7 @@ import (
 
 func sampleClusterFile(dir string, pid int) *clusterFile {
 	return &clusterFile{
-		Dir: dir, BasePort: 9092, Gateway: "http://127.0.0.1:9092",
+		Dir: dir, BasePort: 9092, Gateway: "http://127.0.0.1:9092", Gateways: []string{"http://127.0.0.1:9092"},
 		Controllers: []string{"http://127.0.0.1:9093"}, PID: 42, Ready: true,
 		Processes: []processEntry{{
 			Service: "storage", ID: 1, PID: pid, Running: true,
@@ -38,7 +38,7 @@ func TestClusterFileShape(t *testing.T) {
 	if err := json.Unmarshal(b, &top); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := keys(top), []string{"base_port", "controllers", "dir", "gateway", "pid", "processes", "ready"}; !slices.Equal(got, want) {
+	if got, want := keys(top), []string{"base_port", "controllers", "dir", "gateway", "gateways", "pid", "processes", "ready"}; !slices.Equal(got, want) {
 		t.Errorf("top-level keys %q, want %q", got, want)
 	}
 	var procs []map[string]any

@@ -30,6 +30,7 @@ const (
 	offS3          = 4   // embedded S3 P+4
 	offStorage     = 10  // storage node i at P+10+i, i = 1..9
 	offController  = 20  // controller i >= 2 at P+20+i (P+22..P+25)
+	offGateways    = 30  // gateway i >= 2 at P+30+i (P+32..P+39)
 	offAdmin       = 100 // a service's admin port is its API port + 100
 	offEtcdPeer    = 200 // controller i's etcd peer port at P+200+i
 	offEtcdClient  = 210 // controller i's etcd client port at P+210+i
@@ -43,6 +44,7 @@ const (
 const (
 	maxStorageNodes = 9 // P+19 is the last storage port before controllers' P+22
 	maxControllers  = 5
+	maxGateways     = 9 // P+39 is the last gateway port; admin ports +100 stay below etcd's
 	minBasePort     = 1024
 	maxBasePort     = 65535 - maxOffset
 )
@@ -70,6 +72,15 @@ func (l layout) s3() int          { return l.base + offS3 }
 
 // storage is the API port of storage node id (1..9).
 func (l layout) storage(id int) int { return l.base + offStorage + id }
+
+// gatewayN is the API port of gateway id (1..9): the first is the
+// contract's P, so a cluster with one gateway is laid out as before.
+func (l layout) gatewayN(id int) int {
+	if id == 1 {
+		return l.gateway()
+	}
+	return l.base + offGateways + id
+}
 
 // controller is the API port of controller id (1..5).
 func (l layout) controller(id int) int {
@@ -125,26 +136,36 @@ func (p procSpec) ports() []portUse {
 type plan struct {
 	controllers []procSpec
 	storage     []procSpec
-	gateway     procSpec
+	gateways    []procSpec // gateway 1 first, on the contract's P
 	coordinator procSpec
 	tiering     procSpec
 	s3Port      int // the embedded S3 server, served by the tiering process
 }
 
 // all returns the processes in start order: controllers, then the data
-// plane (storage, gateway, coordinator).
+// plane (storage, gateways, coordinator, tiering).
 func (pl plan) all() []procSpec {
 	out := append([]procSpec(nil), pl.controllers...)
 	return append(out, pl.dataPlane()...)
 }
 
 // dataPlane is what starts once the controllers are ready: storage nodes,
-// the gateway, the coordinator and tiering, together (the coordinator reads
+// the gateways, the coordinator and tiering, together (the coordinator reads
 // metadata through the gateway and retries until it answers; storage nodes
 // reach tiering only for topics with remote.storage.enable).
 func (pl plan) dataPlane() []procSpec {
 	out := append([]procSpec(nil), pl.storage...)
-	return append(out, pl.gateway, pl.coordinator, pl.tiering)
+	out = append(out, pl.gateways...)
+	return append(out, pl.coordinator, pl.tiering)
+}
+
+// gatewayURLs lists the gateways' API base URLs in id order.
+func (pl plan) gatewayURLs() []string {
+	var out []string
+	for _, g := range pl.gateways {
+		out = append(out, httpURL(g.port))
+	}
+	return out
 }
 
 // controllerURLs lists the controllers' API base URLs in id order.
@@ -160,12 +181,12 @@ func (pl plan) controllerURLs() []string {
 func binaryName(service string) string { return "strata-" + service }
 
 // makePlan builds the processes of a cluster in dir (absolute) with the
-// given counts and base port, running the binaries in bins (service name to
+// given counts (gateways >= 1) and base port, running the binaries in bins (service name to
 // absolute path). It is pure: it starts nothing and touches no file.
 //
 // The flags passed to each service are listed here and nowhere else; they
 // must match the services' cmd/*/main.go.
-func makePlan(dir string, basePort, controllers, storageNodes int, bins map[string]string) plan {
+func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bins map[string]string) plan {
 	l := layout{basePort}
 	var pl plan
 	spec := func(service string, id, port int, withData bool) procSpec {
@@ -223,16 +244,21 @@ func makePlan(dir string, basePort, controllers, storageNodes int, bins map[stri
 		pl.storage = append(pl.storage, s)
 	}
 
-	// The gateway keeps no data; it forwards group calls to the coordinator.
-	pl.gateway = spec(serviceGateway, 1, l.gateway(), false)
-	pl.gateway.argv = append(common(pl.gateway),
-		"--controller", ctrlURLs,
-		"--coordinator", httpURL(l.coordinator()),
-		"--cors-allowed-origins", devCORSOrigins,
-	)
+	// Gateways keep no data; they forward group calls to the coordinator.
+	// All are alike, so any of them can stand behind a load balancer.
+	for id := 1; id <= max(gateways, 1); id++ {
+		s := spec(serviceGateway, id, l.gatewayN(id), false)
+		s.argv = append(common(s),
+			"--controller", ctrlURLs,
+			"--coordinator", httpURL(l.coordinator()),
+			"--cors-allowed-origins", devCORSOrigins,
+		)
+		pl.gateways = append(pl.gateways, s)
+	}
 
 	// One coordinator keeps group offsets in embedded SQLite in its data
-	// directory (no --dsn): nothing to install for a dev cluster.
+	// directory (no --dsn): nothing to install for a dev cluster. It reads
+	// topic metadata from gateway 1.
 	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
 	pl.coordinator.argv = append(common(pl.coordinator),
 		"--instance-id", "coordinator-1",

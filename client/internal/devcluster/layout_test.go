@@ -13,10 +13,11 @@ func TestLayoutPorts(t *testing.T) {
 		gateway, coordinator, tiering, s3     int
 		controller1, controller2, controller5 int
 		storage1, storage9                    int
+		gateway2, gateway9                    int
 		etcdPeer1, etcdClient1, etcdClient5   int
 	}{
-		{9092, 9092, 9094, 9095, 9096, 9093, 9114, 9117, 9103, 9111, 9293, 9303, 9307},
-		{20000, 20000, 20002, 20003, 20004, 20001, 20022, 20025, 20011, 20019, 20201, 20211, 20215},
+		{9092, 9092, 9094, 9095, 9096, 9093, 9114, 9117, 9103, 9111, 9124, 9131, 9293, 9303, 9307},
+		{20000, 20000, 20002, 20003, 20004, 20001, 20022, 20025, 20011, 20019, 20032, 20039, 20201, 20211, 20215},
 	} {
 		t.Run(fmt.Sprint(tc.base), func(t *testing.T) {
 			l := layout{tc.base}
@@ -33,6 +34,9 @@ func TestLayoutPorts(t *testing.T) {
 				{"controller 5", l.controller(5), tc.controller5},
 				{"storage 1", l.storage(1), tc.storage1},
 				{"storage 9", l.storage(9), tc.storage9},
+				{"gateway 1", l.gatewayN(1), tc.gateway},
+				{"gateway 2", l.gatewayN(2), tc.gateway2},
+				{"gateway 9", l.gatewayN(9), tc.gateway9},
 				{"etcd peer 1", l.etcdPeer(1), tc.etcdPeer1},
 				{"etcd client 1", l.etcdClient(1), tc.etcdClient1},
 				{"etcd client 5", l.etcdClient(5), tc.etcdClient5},
@@ -51,7 +55,7 @@ func TestLayoutPorts(t *testing.T) {
 // every extra port, is distinct and within base..base+maxOffset.
 func TestLayoutNoCollisions(t *testing.T) {
 	const base = 30000
-	pl := makePlan("/d", base, maxControllers, maxStorageNodes, map[string]string{})
+	pl := makePlan("/d", base, maxControllers, maxStorageNodes, maxGateways, map[string]string{})
 	seen := map[int]string{}
 	add := func(port int, what string) {
 		if prev, dup := seen[port]; dup {
@@ -67,7 +71,7 @@ func TestLayoutNoCollisions(t *testing.T) {
 			add(pu.port, pu.what)
 		}
 	}
-	if got, want := len(pl.all()), maxControllers+maxStorageNodes+3; got != want {
+	if got, want := len(pl.all()), maxControllers+maxStorageNodes+maxGateways+2; got != want {
 		t.Errorf("%d processes, want %d", got, want)
 	}
 	if base+maxOffset != base+215 || maxBasePort != 65320 {
@@ -85,7 +89,7 @@ func TestPlanArgv(t *testing.T) {
 		serviceCoordinator: "/bin/strata-coordinator",
 		serviceTiering:     "/bin/strata-tiering",
 	}
-	pl := makePlan("/dev-dir", 9092, 3, 2, bins)
+	pl := makePlan("/dev-dir", 9092, 3, 2, 2, bins)
 	var got []string
 	for _, s := range pl.all() {
 		got = append(got, s.name()+": "+strings.Join(s.argv, " "))
@@ -97,13 +101,17 @@ func TestPlanArgv(t *testing.T) {
 		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"gateway-2: /bin/strata-gateway --listen 127.0.0.1:9124 --admin-listen 127.0.0.1:9224 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text --instance-id coordinator-1 --advertise-url http://127.0.0.1:9094 --data-dir /dev-dir/coordinator-1 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text --embedded-s3-listen 127.0.0.1:9096 --embedded-s3-dir /dev-dir/s3 --spool-dir /dev-dir/tiering-1/spool --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("argv:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if pl.gateway.dataDir != "" || pl.storage[1].log != "/dev-dir/logs/storage-2.log" {
-		t.Errorf("gateway data dir %q, storage-2 log %q", pl.gateway.dataDir, pl.storage[1].log)
+	if pl.gateways[1].dataDir != "" || pl.storage[1].log != "/dev-dir/logs/storage-2.log" {
+		t.Errorf("gateway data dir %q, storage-2 log %q", pl.gateways[1].dataDir, pl.storage[1].log)
+	}
+	if got := pl.gatewayURLs(); !slices.Equal(got, []string{"http://127.0.0.1:9092", "http://127.0.0.1:9124"}) {
+		t.Errorf("gateway URLs %v", got)
 	}
 }

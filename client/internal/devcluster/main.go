@@ -21,6 +21,7 @@ const (
 	DefaultDir          = "strata-dev"
 	DefaultStorageNodes = 3
 	DefaultControllers  = 1
+	DefaultGateways     = 1
 	DefaultBasePort     = 9092
 	DefaultReadyTimeout = 60 * time.Second
 )
@@ -30,6 +31,7 @@ type options struct {
 	dir          string        // --dir, made absolute by parse
 	storageNodes int           // --storage-nodes, 1..9
 	controllers  int           // --controllers, 1, 3 or 5
+	gateways     int           // --gateways, 1..9
 	basePort     int           // --base-port, minBasePort..maxBasePort
 	clean        bool          // --clean: delete dir first
 	readyTimeout time.Duration // --ready-timeout: per start phase
@@ -50,7 +52,7 @@ with its pid, addresses and argv; DIR/logs/ holds their logs. A DIR from an
 earlier run is reused with its data; --clean starts from nothing.
 
 Ports from --base-port P: gateway P, controller 1 P+1, storage node i P+10+i,
-controller i>=2 P+20+i, admin ports +100. See docs/design/dev-cluster.md.
+controller i>=2 P+20+i, gateway i>=2 P+30+i, admin ports +100. See docs/design/dev-cluster.md.
 
 Flags:
 `
@@ -75,7 +77,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
 	}
-	pl := makePlan(o.dir, o.basePort, o.controllers, o.storageNodes, bins)
+	pl := makePlan(o.dir, o.basePort, o.controllers, o.storageNodes, o.gateways, bins)
 	if err := checkPorts(pl); err != nil {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
@@ -125,6 +127,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs.StringVar(&o.dir, "dir", DefaultDir, "directory of cluster.json, logs and each process's data; created if missing, reused if it exists")
 	fs.IntVar(&o.storageNodes, "storage-nodes", DefaultStorageNodes, fmt.Sprintf("number of storage nodes, 1..%d", maxStorageNodes))
 	fs.IntVar(&o.controllers, "controllers", DefaultControllers, "number of controllers (etcd members): 1, 3 or 5")
+	fs.IntVar(&o.gateways, "gateways", DefaultGateways, fmt.Sprintf("number of gateways, 1..%d: the first on base-port, gateway i on base-port+30+i (to put behind a load balancer)", maxGateways))
 	fs.IntVar(&o.basePort, "base-port", DefaultBasePort, fmt.Sprintf("first port of the cluster (the gateway's); the cluster uses ports up to base-port+%d", maxOffset))
 	fs.BoolVar(&o.clean, "clean", false, "delete DIR (a dev cluster's directory) before starting, discarding its data")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", DefaultReadyTimeout, "how long each start phase may take before the processes not ready are reported and all stop")
@@ -164,6 +167,9 @@ func (o options) validate() error {
 	}
 	if o.controllers != 1 && o.controllers != 3 && o.controllers != 5 {
 		bad("controllers", o.controllers, "must be 1, 3 or 5")
+	}
+	if o.gateways < 1 || o.gateways > maxGateways {
+		bad("gateways", o.gateways, fmt.Sprintf("must be 1..%d", maxGateways))
 	}
 	if o.basePort < minBasePort || o.basePort > maxBasePort {
 		bad("base-port", o.basePort, fmt.Sprintf("must be %d..%d (the cluster uses ports up to base-port+%d)", minBasePort, maxBasePort, maxOffset))

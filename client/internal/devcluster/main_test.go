@@ -22,6 +22,8 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{[]string{"--base-port", "80"}, "strata dev: bad flags: --base-port 80: must be 1024..65320 (the cluster uses ports up to base-port+215)\n"},
 		{[]string{"--base-port", "65321"}, "strata dev: bad flags: --base-port 65321: must be 1024..65320 (the cluster uses ports up to base-port+215)\n"},
 		{[]string{"--controllers", "4", "--storage-nodes", "12"}, "strata dev: bad flags: --storage-nodes 12: must be 1..9; --controllers 4: must be 1, 3 or 5\n"},
+		{[]string{"--gateways", "0"}, "strata dev: bad flags: --gateways 0: must be 1..9\n"},
+		{[]string{"--gateways", "10"}, "strata dev: bad flags: --gateways 10: must be 1..9\n"},
 		{[]string{"--dir", ""}, "strata dev: bad flags: --dir \"\": must not be empty\n"},
 		{[]string{"--ready-timeout", "0s"}, "strata dev: bad flags: --ready-timeout 0s: must be positive\n"},
 		{[]string{"--storage-nodes", "three"}, "strata dev: invalid value \"three\" for flag -storage-nodes: parse error\n"},

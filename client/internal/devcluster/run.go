@@ -75,8 +75,8 @@ var errInterrupted = errors.New("interrupted")
 // left at once.
 func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 	c.start = time.Now()
-	fmt.Fprintf(c.stdout, "strata dev: starting %d controller(s), %d storage node(s), a gateway, a coordinator and tiering in %s\n",
-		c.opts.controllers, c.opts.storageNodes, c.opts.dir)
+	fmt.Fprintf(c.stdout, "strata dev: starting %d controller(s), %d storage node(s), %d gateway(s), a coordinator and tiering in %s\n",
+		c.opts.controllers, c.opts.storageNodes, len(c.plan.gateways), c.opts.dir)
 
 	err := c.startAll(ctx)
 	if err != nil && !errors.Is(err, errInterrupted) {
@@ -351,7 +351,8 @@ func (c *cluster) writeClusterFile() error {
 	f := &clusterFile{
 		Dir:         c.opts.dir,
 		BasePort:    c.opts.basePort,
-		Gateway:     httpURL(c.plan.gateway.port),
+		Gateway:     httpURL(c.plan.gateways[0].port),
+		Gateways:    c.plan.gatewayURLs(),
 		Controllers: c.plan.controllerURLs(),
 		PID:         os.Getpid(),
 		Ready:       c.ready,
@@ -378,9 +379,12 @@ func (c *cluster) writeClusterFile() error {
 // printReady prints the block that ends a successful start.
 func (c *cluster) printReady() {
 	w := c.stdout
-	gw := httpURL(c.plan.gateway.port)
+	gw := httpURL(c.plan.gateways[0].port)
 	fmt.Fprintf(w, "\nstrata dev: ready after %s\n", c.elapsed())
 	fmt.Fprintf(w, "  gateway       %s\n", gw)
+	for _, g := range c.plan.gatewayURLs()[1:] {
+		fmt.Fprintf(w, "  gateway       %s\n", g)
+	}
 	fmt.Fprintf(w, "  cluster.json  %s\n", c.opts.dir+string(os.PathSeparator)+clusterFileName)
 	fmt.Fprintf(w, "\nnext steps, in another terminal:\n")
 	if dir, ok := strataNotOnPath(); ok {

@@ -47,7 +47,7 @@ func freeBasePort(t *testing.T, controllers, storageNodes int) int {
 	t.Helper()
 	for range 50 {
 		p := 20000 + rand.IntN(40000)
-		pl := makePlan(t.TempDir(), p, controllers, storageNodes, map[string]string{})
+		pl := makePlan(t.TempDir(), p, controllers, storageNodes, 2, map[string]string{})
 		if checkPorts(pl) == nil {
 			return p
 		}
@@ -130,7 +130,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 	argvDir := t.TempDir()
 	t.Setenv(fakeArgvDirEnv, argvDir)
 	base := freeBasePort(t, 1, 2)
-	r := startDev(t, "--storage-nodes", "2", "--controllers", "1", "--base-port", strconv.Itoa(base))
+	r := startDev(t, "--storage-nodes", "2", "--controllers", "1", "--gateways", "2", "--base-port", strconv.Itoa(base))
 
 	var f *clusterFile
 	waitFor(t, 30*time.Second, "cluster.json with ready true", func() bool {
@@ -143,6 +143,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 		"  controller-1  ready after ",
 		"  storage-2     ready after ",
 		"  gateway-1     ready after ",
+		"  gateway-2     ready after ",
 		"  coordinator-1 ready after ",
 		"  tiering-1     ready after ",
 		fmt.Sprintf("embedded s3 http://127.0.0.1:%d", base+4),
@@ -160,6 +161,9 @@ func TestDevClusterRealProcesses(t *testing.T) {
 
 	if f.Dir != r.dir || f.BasePort != base || f.Gateway != fmt.Sprintf("http://127.0.0.1:%d", base) || f.PID != os.Getpid() {
 		t.Errorf("cluster.json top level = %+v", f)
+	}
+	if want := []string{fmt.Sprintf("http://127.0.0.1:%d", base), fmt.Sprintf("http://127.0.0.1:%d", base+32)}; !slices.Equal(f.Gateways, want) {
+		t.Errorf("cluster.json gateways %q, want %q", f.Gateways, want)
 	}
 	var names []string
 	for _, p := range f.Processes {
@@ -185,7 +189,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	if want := []string{"controller-1", "storage-1", "storage-2", "gateway-1", "coordinator-1", "tiering-1"}; !slices.Equal(names, want) {
+	if want := []string{"controller-1", "storage-1", "storage-2", "gateway-1", "gateway-2", "coordinator-1", "tiering-1"}; !slices.Equal(names, want) {
 		t.Fatalf("processes %q, want %q", names, want)
 	}
 	if s := f.Processes[2]; s.Address != fmt.Sprintf("127.0.0.1:%d", base+12) || s.AdminAddress != fmt.Sprintf("127.0.0.1:%d", base+112) {
