@@ -1,0 +1,113 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Import paths of every binary `strata dev` runs, and of the CLI.
+var devPkgs = []string{
+	controllerPkg, storagePkg, gatewayPkg, coordinatorPkg,
+	"github.com/strata-mq/strata/services/tiering/cmd/strata-tiering",
+}
+
+// StrataPkg is the import path of the strata CLI.
+const StrataPkg = "github.com/strata-mq/strata/client/cmd/strata"
+
+// Dev is a cluster started with `strata dev`: real binaries, each service
+// its own process, described by DIR/cluster.json.
+type Dev struct {
+	Dir      string   // --dir
+	BasePort int      // --base-port
+	Gateways []string // every gateway's base URL, gateway 1 first
+	Strata   string   // path of the strata CLI, built beside the services
+	Proc     *Process // strata dev itself
+	File     DevClusterFile
+}
+
+// DevClusterFile is what a test reads from cluster.json (a contract of
+// strata dev; see docs/design/dev-cluster.md).
+type DevClusterFile struct {
+	Gateway   string       `json:"gateway"`
+	Gateways  []string     `json:"gateways"`
+	Processes []DevProcess `json:"processes"`
+}
+
+// DevProcess is one process in cluster.json.
+type DevProcess struct {
+	Service      string   `json:"service"`
+	ID           int      `json:"id"`
+	PID          int      `json:"pid"`
+	URL          string   `json:"url"`
+	AdminAddress string   `json:"admin_address"`
+	Argv         []string `json:"argv"`
+}
+
+// StartDev builds every binary and runs `strata dev` with args (for
+// example "--gateways", "2") on a random base port, trying another when
+// the range is taken, and waits until it is ready. The cluster stops when
+// the test ends.
+func StartDev(t testing.TB, args ...string) *Dev {
+	t.Helper()
+	for _, pkg := range devPkgs {
+		Binary(t, pkg)
+	}
+	d := &Dev{Dir: t.TempDir(), Strata: Binary(t, StrataPkg)}
+	for attempt := 0; ; attempt++ {
+		d.BasePort = 20000 + rand.IntN(20000)
+		argv := append([]string{d.Strata, "dev", "--dir", d.Dir, "--base-port", fmt.Sprint(d.BasePort)}, args...)
+		d.Proc = Start(t, "strata-dev", argv)
+		line := d.Proc.WaitLine(Deadline(t, 120*time.Second), func(l string) bool {
+			return strings.HasPrefix(l, "strata dev: ready") || strings.Contains(l, "in use")
+		})
+		if strings.HasPrefix(line, "strata dev: ready") {
+			break
+		}
+		d.Proc.Kill()
+		if attempt == 4 {
+			t.Fatalf("harness: no free base port for strata dev after 5 tries: %s", line)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(d.Dir, "cluster.json"))
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	if err := json.Unmarshal(raw, &d.File); err != nil {
+		t.Fatalf("harness: cluster.json: %v", err)
+	}
+	d.Gateways = d.File.Gateways
+	if len(d.Gateways) == 0 {
+		d.Gateways = []string{d.File.Gateway}
+	}
+	return d
+}
+
+// Process returns the cluster.json entry of service id; the test fails
+// when there is none.
+func (d *Dev) Process(t testing.TB, service string, id int) DevProcess {
+	t.Helper()
+	for _, p := range d.File.Processes {
+		if p.Service == service && p.ID == id {
+			return p
+		}
+	}
+	t.Fatalf("harness: no %s-%d in cluster.json", service, id)
+	return DevProcess{}
+}
+
+// Kill sends SIGKILL to service id of the dev cluster.
+func (d *Dev) Kill(t testing.TB, service string, id int) {
+	t.Helper()
+	p := d.Process(t, service, id)
+	t.Logf("harness: SIGKILL %s-%d (pid %d)", service, id, p.PID)
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("harness: kill %s-%d: %v", service, id, err)
+	}
+}
