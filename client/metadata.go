@@ -300,8 +300,15 @@ func (c *cluster) applyHint(err error) bool {
 	if t == nil || part < 0 || int(part) >= len(t.parts) || h.GetLeaderEpoch() <= t.parts[part].epoch {
 		return false
 	}
+	// The hint names the leader's default address; the gateway's metadata
+	// may have given this client another listener's address for the same
+	// node (advertised listeners), which is the one it can reach.
+	addr := h.GetLeaderAddress()
+	if a, ok := c.nodes[h.GetLeaderId()]; ok && a != "" {
+		addr = a
+	}
 	nt := &topicInfo{id: t.id, parts: append([]partInfo(nil), t.parts...)}
-	nt.parts[part] = partInfo{leader: h.GetLeaderId(), epoch: h.GetLeaderEpoch(), addr: h.GetLeaderAddress()}
+	nt.parts[part] = partInfo{leader: h.GetLeaderId(), epoch: h.GetLeaderEpoch(), addr: addr}
 	c.topics[topic] = nt
 	return true
 }

@@ -67,6 +67,11 @@ type ClusterConfig struct {
 	// storage nodes replicating, a gateway) reaches it through the proxy,
 	// while Node.URL and the test's clients reach it directly. Default off.
 	StorageProxies bool
+	// StorageArgsFor, when set, gives further flags for storage node id,
+	// whose API listens on apiAddr (host:port), appended after
+	// StorageArgs; for example an --advertise-listeners address of a
+	// proxy in front of it. Default none.
+	StorageArgsFor func(id int, apiAddr string) []string
 }
 
 func (c ClusterConfig) withDefaults() ClusterConfig {
@@ -207,6 +212,9 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 			argv = append(argv, "--advertise", "http://"+n.Proxy.Addr())
 		}
 		argv = append(argv, cfg.StorageArgs...)
+		if cfg.StorageArgsFor != nil {
+			argv = append(argv, cfg.StorageArgsFor(id, api)...)
+		}
 		n.Proc = Start(t, fmt.Sprintf("storage-%d", id), argv)
 		c.storage = append(c.storage, n)
 	}

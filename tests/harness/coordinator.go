@@ -36,6 +36,9 @@ type GroupConfig struct {
 	HeartbeatInterval time.Duration
 	// OwnershipLease is --ownership-lease. Default 2s.
 	OwnershipLease time.Duration
+	// CoordinatorArgsFor, when set, gives further flags for coordinator id,
+	// whose API listens on apiAddr (host:port). Default none.
+	CoordinatorArgsFor func(id int, apiAddr string) []string
 }
 
 // StartGroupServices starts cfg.Coordinators coordinators and one gateway
@@ -78,6 +81,9 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 			"--data-dir", n.DataDir, "--gateway", gw.URL, "--session-timeout", cfg.SessionTimeout.String(),
 			"--heartbeat-interval", cfg.HeartbeatInterval.String(), "--ownership-lease", cfg.OwnershipLease.String(),
 			"--lag-interval", "1s", "--log-format", "text", "--drain-timeout", "2s"}
+		if cfg.CoordinatorArgsFor != nil {
+			argv = append(argv, cfg.CoordinatorArgsFor(id, api)...)
+		}
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -557,7 +557,12 @@ type Node struct {
 	// Base URL of the node's Connect endpoint, for example "http://127.0.0.1:9102".
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Rack (or availability zone) label used for rack-aware replica placement; empty when unset.
-	Rack          string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
+	// Further named addresses of the same endpoint, for clients on other networks (Kafka's
+	// advertised.listeners): for example "external" -> "http://node-1.example.com:31102".
+	// `address` stays the default, used between services and by clients of a gateway that names
+	// no listener. Empty when the node advertises one address.
+	Listeners     []*Listener `protobuf:"bytes,4,rep,name=listeners,proto3" json:"listeners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -613,6 +618,68 @@ func (x *Node) GetRack() string {
 	return ""
 }
 
+func (x *Node) GetListeners() []*Listener {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+// Listener is one named address an endpoint advertises.
+type Listener struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Listener name: lower-case letters, digits and '-', for example "internal" or "external".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Connect base URL reachable on that listener's network, for example "http://10.0.0.5:9102".
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Listener) Reset() {
+	*x = Listener{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Listener) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Listener) ProtoMessage() {}
+
+func (x *Listener) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Listener.ProtoReflect.Descriptor instead.
+func (*Listener) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Listener) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Listener) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // PartitionMetadata is the controller's record of one partition: placement, leader and ISR.
 type PartitionMetadata struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -638,7 +705,7 @@ type PartitionMetadata struct {
 
 func (x *PartitionMetadata) Reset() {
 	*x = PartitionMetadata{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[3]
+	mi := &file_strata_common_v1_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +717,7 @@ func (x *PartitionMetadata) String() string {
 func (*PartitionMetadata) ProtoMessage() {}
 
 func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[3]
+	mi := &file_strata_common_v1_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +730,7 @@ func (x *PartitionMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionMetadata.ProtoReflect.Descriptor instead.
 func (*PartitionMetadata) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionMetadata) GetPartition() int32 {
@@ -738,7 +805,7 @@ type TopicMetadata struct {
 
 func (x *TopicMetadata) Reset() {
 	*x = TopicMetadata{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[4]
+	mi := &file_strata_common_v1_common_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +817,7 @@ func (x *TopicMetadata) String() string {
 func (*TopicMetadata) ProtoMessage() {}
 
 func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[4]
+	mi := &file_strata_common_v1_common_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +830,7 @@ func (x *TopicMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMetadata.ProtoReflect.Descriptor instead.
 func (*TopicMetadata) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{4}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TopicMetadata) GetName() string {
@@ -827,7 +894,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[5]
+	mi := &file_strata_common_v1_common_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +906,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[5]
+	mi := &file_strata_common_v1_common_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +919,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{5}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ErrorDetail) GetCode() Code {
@@ -984,7 +1051,7 @@ type LeaderHint struct {
 
 func (x *LeaderHint) Reset() {
 	*x = LeaderHint{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[6]
+	mi := &file_strata_common_v1_common_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1063,7 @@ func (x *LeaderHint) String() string {
 func (*LeaderHint) ProtoMessage() {}
 
 func (x *LeaderHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[6]
+	mi := &file_strata_common_v1_common_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1076,7 @@ func (x *LeaderHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderHint.ProtoReflect.Descriptor instead.
 func (*LeaderHint) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{6}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaderHint) GetTopicPartition() *TopicPartition {
@@ -1055,7 +1122,7 @@ type CoordinatorHint struct {
 
 func (x *CoordinatorHint) Reset() {
 	*x = CoordinatorHint{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[7]
+	mi := &file_strata_common_v1_common_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1134,7 @@ func (x *CoordinatorHint) String() string {
 func (*CoordinatorHint) ProtoMessage() {}
 
 func (x *CoordinatorHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[7]
+	mi := &file_strata_common_v1_common_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1147,7 @@ func (x *CoordinatorHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorHint.ProtoReflect.Descriptor instead.
 func (*CoordinatorHint) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{7}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CoordinatorHint) GetGroupId() string {
@@ -1117,7 +1184,7 @@ type ControllerHint struct {
 
 func (x *ControllerHint) Reset() {
 	*x = ControllerHint{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[8]
+	mi := &file_strata_common_v1_common_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1196,7 @@ func (x *ControllerHint) String() string {
 func (*ControllerHint) ProtoMessage() {}
 
 func (x *ControllerHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[8]
+	mi := &file_strata_common_v1_common_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1209,7 @@ func (x *ControllerHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerHint.ProtoReflect.Descriptor instead.
 func (*ControllerHint) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{8}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ControllerHint) GetControllerId() string {
@@ -1172,7 +1239,7 @@ type NotEnoughReplicasHint struct {
 
 func (x *NotEnoughReplicasHint) Reset() {
 	*x = NotEnoughReplicasHint{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[9]
+	mi := &file_strata_common_v1_common_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1251,7 @@ func (x *NotEnoughReplicasHint) String() string {
 func (*NotEnoughReplicasHint) ProtoMessage() {}
 
 func (x *NotEnoughReplicasHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[9]
+	mi := &file_strata_common_v1_common_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1264,7 @@ func (x *NotEnoughReplicasHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotEnoughReplicasHint.ProtoReflect.Descriptor instead.
 func (*NotEnoughReplicasHint) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{9}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NotEnoughReplicasHint) GetIsrSize() int32 {
@@ -1227,7 +1294,7 @@ type OffsetRangeHint struct {
 
 func (x *OffsetRangeHint) Reset() {
 	*x = OffsetRangeHint{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[10]
+	mi := &file_strata_common_v1_common_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1306,7 @@ func (x *OffsetRangeHint) String() string {
 func (*OffsetRangeHint) ProtoMessage() {}
 
 func (x *OffsetRangeHint) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[10]
+	mi := &file_strata_common_v1_common_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1319,7 @@ func (x *OffsetRangeHint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetRangeHint.ProtoReflect.Descriptor instead.
 func (*OffsetRangeHint) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{10}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OffsetRangeHint) GetLogStartOffset() int64 {
@@ -1281,11 +1348,15 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\x05R\n" +
-	"partitions\"M\n" +
+	"partitions\"\x87\x01\n" +
 	"\x04Node\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04rack\x18\x03 \x01(\tR\x04rack\"\xf3\x01\n" +
+	"\x04rack\x18\x03 \x01(\tR\x04rack\x128\n" +
+	"\tlisteners\x18\x04 \x03(\v2\x1a.strata.common.v1.ListenerR\tlisteners\"8\n" +
+	"\bListener\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xf3\x01\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12!\n" +
@@ -1411,7 +1482,7 @@ func file_strata_common_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_strata_common_v1_common_proto_goTypes = []any{
 	(Acks)(0),                     // 0: strata.common.v1.Acks
 	(IsolationLevel)(0),           // 1: strata.common.v1.IsolationLevel
@@ -1420,32 +1491,34 @@ var file_strata_common_v1_common_proto_goTypes = []any{
 	(*TopicPartition)(nil),        // 4: strata.common.v1.TopicPartition
 	(*TopicPartitions)(nil),       // 5: strata.common.v1.TopicPartitions
 	(*Node)(nil),                  // 6: strata.common.v1.Node
-	(*PartitionMetadata)(nil),     // 7: strata.common.v1.PartitionMetadata
-	(*TopicMetadata)(nil),         // 8: strata.common.v1.TopicMetadata
-	(*ErrorDetail)(nil),           // 9: strata.common.v1.ErrorDetail
-	(*LeaderHint)(nil),            // 10: strata.common.v1.LeaderHint
-	(*CoordinatorHint)(nil),       // 11: strata.common.v1.CoordinatorHint
-	(*ControllerHint)(nil),        // 12: strata.common.v1.ControllerHint
-	(*NotEnoughReplicasHint)(nil), // 13: strata.common.v1.NotEnoughReplicasHint
-	(*OffsetRangeHint)(nil),       // 14: strata.common.v1.OffsetRangeHint
-	nil,                           // 15: strata.common.v1.TopicMetadata.ConfigsEntry
+	(*Listener)(nil),              // 7: strata.common.v1.Listener
+	(*PartitionMetadata)(nil),     // 8: strata.common.v1.PartitionMetadata
+	(*TopicMetadata)(nil),         // 9: strata.common.v1.TopicMetadata
+	(*ErrorDetail)(nil),           // 10: strata.common.v1.ErrorDetail
+	(*LeaderHint)(nil),            // 11: strata.common.v1.LeaderHint
+	(*CoordinatorHint)(nil),       // 12: strata.common.v1.CoordinatorHint
+	(*ControllerHint)(nil),        // 13: strata.common.v1.ControllerHint
+	(*NotEnoughReplicasHint)(nil), // 14: strata.common.v1.NotEnoughReplicasHint
+	(*OffsetRangeHint)(nil),       // 15: strata.common.v1.OffsetRangeHint
+	nil,                           // 16: strata.common.v1.TopicMetadata.ConfigsEntry
 }
 var file_strata_common_v1_common_proto_depIdxs = []int32{
-	7,  // 0: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
-	15, // 1: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
-	2,  // 2: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
-	3,  // 3: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
-	10, // 4: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
-	11, // 5: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
-	12, // 6: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
-	13, // 7: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
-	14, // 8: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
-	4,  // 9: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 0: strata.common.v1.Node.listeners:type_name -> strata.common.v1.Listener
+	8,  // 1: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
+	16, // 2: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
+	2,  // 3: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
+	3,  // 4: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
+	11, // 5: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
+	12, // 6: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
+	13, // 7: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
+	14, // 8: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
+	15, // 9: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
+	4,  // 10: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_strata_common_v1_common_proto_init() }
@@ -1453,7 +1526,7 @@ func file_strata_common_v1_common_proto_init() {
 	if File_strata_common_v1_common_proto != nil {
 		return
 	}
-	file_strata_common_v1_common_proto_msgTypes[5].OneofWrappers = []any{
+	file_strata_common_v1_common_proto_msgTypes[6].OneofWrappers = []any{
 		(*ErrorDetail_Leader)(nil),
 		(*ErrorDetail_Coordinator)(nil),
 		(*ErrorDetail_Controller)(nil),
@@ -1466,7 +1539,7 @@ func file_strata_common_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_common_v1_common_proto_rawDesc), len(file_strata_common_v1_common_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -207,6 +207,9 @@ type RegisterNodeRequest struct {
 	Rack string `protobuf:"bytes,3,opt,name=rack,proto3" json:"rack,omitempty"`
 	// A UUID the node process generates once at start; distinguishes a restart from a retry.
 	IncarnationId string `protobuf:"bytes,4,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
+	// Further named addresses (advertised listeners) clients on other networks reach the node at;
+	// copied into the node's metadata. Names are unique; empty when the node has one address.
+	Listeners     []*v1.Listener `protobuf:"bytes,5,rep,name=listeners,proto3" json:"listeners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -267,6 +270,13 @@ func (x *RegisterNodeRequest) GetIncarnationId() string {
 		return x.IncarnationId
 	}
 	return ""
+}
+
+func (x *RegisterNodeRequest) GetListeners() []*v1.Listener {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
 }
 
 // RegisterNodeResponse grants the node its epoch.
@@ -2658,12 +2668,13 @@ var File_strata_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\n" +
-	"%strata/controller/v1/controller.proto\x12\x14strata.controller.v1\x1a\x1dstrata/common/v1/common.proto\"\x83\x01\n" +
+	"%strata/controller/v1/controller.proto\x12\x14strata.controller.v1\x1a\x1dstrata/common/v1/common.proto\"\xbd\x01\n" +
 	"\x13RegisterNodeRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04rack\x18\x03 \x01(\tR\x04rack\x12%\n" +
-	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\"\x8b\x01\n" +
+	"\x0eincarnation_id\x18\x04 \x01(\tR\rincarnationId\x128\n" +
+	"\tlisteners\x18\x05 \x03(\v2\x1a.strata.common.v1.ListenerR\tlisteners\"\x8b\x01\n" +
 	"\x14RegisterNodeResponse\x12\x1d\n" +
 	"\n" +
 	"node_epoch\x18\x01 \x01(\x03R\tnodeEpoch\x122\n" +
@@ -2932,76 +2943,78 @@ var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(*DescribeClusterResponse)(nil),     // 40: strata.controller.v1.DescribeClusterResponse
 	nil,                                 // 41: strata.controller.v1.CreateTopicRequest.ConfigsEntry
 	nil,                                 // 42: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                     // 43: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),        // 44: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),              // 45: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),            // 46: strata.common.v1.TopicMetadata
-	(*v1.TopicPartitions)(nil),          // 47: strata.common.v1.TopicPartitions
+	(*v1.Listener)(nil),                 // 43: strata.common.v1.Listener
+	(*v1.Node)(nil),                     // 44: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),        // 45: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),              // 46: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),            // 47: strata.common.v1.TopicMetadata
+	(*v1.TopicPartitions)(nil),          // 48: strata.common.v1.TopicPartitions
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	43, // 0: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
-	0,  // 1: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
-	1,  // 2: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	44, // 3: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
-	8,  // 4: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	41, // 5: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	9,  // 6: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	9,  // 7: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	17, // 8: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	42, // 9: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	8,  // 10: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	22, // 11: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
-	23, // 12: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
-	25, // 13: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	45, // 14: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	44, // 15: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
-	28, // 16: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
-	29, // 17: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	46, // 18: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
-	7,  // 19: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
-	32, // 20: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	46, // 21: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
-	30, // 22: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
-	31, // 23: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
-	7,  // 24: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
-	32, // 25: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	44, // 26: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
-	33, // 27: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
-	2,  // 28: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	47, // 29: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	38, // 30: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	45, // 31: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
-	32, // 32: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	7,  // 33: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	3,  // 34: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 35: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	10, // 36: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	12, // 37: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	14, // 38: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	16, // 39: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	19, // 40: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	21, // 41: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	26, // 42: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	34, // 43: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	36, // 44: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	39, // 45: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	4,  // 46: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 47: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	11, // 48: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	13, // 49: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	15, // 50: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	18, // 51: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	20, // 52: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	24, // 53: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	27, // 54: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	35, // 55: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	37, // 56: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	40, // 57: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	46, // [46:58] is the sub-list for method output_type
-	34, // [34:46] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	43, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
+	44, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	0,  // 2: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
+	1,  // 3: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
+	45, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	8,  // 5: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
+	41, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	9,  // 7: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	9,  // 8: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	17, // 9: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	42, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	8,  // 11: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	22, // 12: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
+	23, // 13: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
+	25, // 14: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
+	46, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	45, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	28, // 17: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
+	29, // 18: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
+	47, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	7,  // 20: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
+	32, // 21: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	47, // 22: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	30, // 23: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
+	31, // 24: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
+	7,  // 25: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
+	32, // 26: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	45, // 27: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	33, // 28: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
+	2,  // 29: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	48, // 30: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	38, // 31: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	46, // 32: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	32, // 33: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	7,  // 34: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	3,  // 35: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 36: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	10, // 37: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	12, // 38: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	14, // 39: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	16, // 40: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	19, // 41: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	21, // 42: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	26, // 43: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	34, // 44: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	36, // 45: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	39, // 46: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	4,  // 47: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	6,  // 48: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	11, // 49: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	13, // 50: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	15, // 51: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	18, // 52: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	20, // 53: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	24, // 54: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	27, // 55: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	35, // 56: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	37, // 57: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	40, // 58: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	47, // [47:59] is the sub-list for method output_type
+	35, // [35:47] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }

@@ -1925,7 +1925,11 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 type LocateGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Group id.
-	GroupId       string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Name of the listener the caller's clients use (the gateway's --client-listener); empty
+	// means the default address. Only the owning instance knows its own listeners, so the answer
+	// carries the listener's address only when listener_resolved is true.
+	Listener      string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1967,6 +1971,13 @@ func (x *LocateGroupRequest) GetGroupId() string {
 	return ""
 }
 
+func (x *LocateGroupRequest) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
 // LocateGroupResponse names the owning instance.
 type LocateGroupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1975,9 +1986,14 @@ type LocateGroupResponse struct {
 	// Connect base URL of the owning instance.
 	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	// Ownership epoch in the database; grows with every handover of the group.
-	OwnerEpoch    int64 `protobuf:"varint,3,opt,name=owner_epoch,json=ownerEpoch,proto3" json:"owner_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OwnerEpoch int64 `protobuf:"varint,3,opt,name=owner_epoch,json=ownerEpoch,proto3" json:"owner_epoch,omitempty"`
+	// True when the answering instance owns the group and `address` is the requested listener's
+	// address (its default address when it has no listener of that name). False when another
+	// instance owns the group: `address` is then the owner's default address, and a caller that
+	// asked for a listener asks the owner there.
+	ListenerResolved bool `protobuf:"varint,4,opt,name=listener_resolved,json=listenerResolved,proto3" json:"listener_resolved,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LocateGroupResponse) Reset() {
@@ -2029,6 +2045,13 @@ func (x *LocateGroupResponse) GetOwnerEpoch() int64 {
 		return x.OwnerEpoch
 	}
 	return 0
+}
+
+func (x *LocateGroupResponse) GetListenerResolved() bool {
+	if x != nil {
+		return x.ListenerResolved
+	}
+	return false
 }
 
 var File_strata_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
@@ -2171,14 +2194,16 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"new_offset\x18\x05 \x01(\x03R\tnewOffset\"/\n" +
 	"\x12DeleteGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\x15\n" +
-	"\x13DeleteGroupResponse\"/\n" +
+	"\x13DeleteGroupResponse\"K\n" +
 	"\x12LocateGroupRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"w\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1a\n" +
+	"\blistener\x18\x02 \x01(\tR\blistener\"\xa4\x01\n" +
 	"\x13LocateGroupResponse\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vowner_epoch\x18\x03 \x01(\x03R\n" +
-	"ownerEpoch*\x8b\x01\n" +
+	"ownerEpoch\x12+\n" +
+	"\x11listener_resolved\x18\x04 \x01(\bR\x10listenerResolved*\x8b\x01\n" +
 	"\n" +
 	"GroupState\x12\x1b\n" +
 	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +

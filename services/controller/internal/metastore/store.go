@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/controller/internal/placement"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -79,6 +80,19 @@ func (s *Store) RegisterNode(ctx context.Context, node *commonv1.Node, incarnati
 	}
 	if incarnation == "" {
 		return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "empty incarnation id")
+	}
+	names := map[string]bool{}
+	for _, l := range node.GetListeners() {
+		if err := serve.CheckListenerName(l.GetName()); err != nil {
+			return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "node %d: %v", node.GetNodeId(), err)
+		}
+		if names[l.GetName()] {
+			return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "node %d: listener %q named twice", node.GetNodeId(), l.GetName())
+		}
+		names[l.GetName()] = true
+		if err := serve.CheckBaseURL(l.GetAddress()); err != nil {
+			return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "node %d: listener %q: %v", node.GetNodeId(), l.GetName(), err)
+		}
 	}
 	id := node.GetNodeId()
 	rec, err := proto.Marshal(&controllerv1.NodeStatus{Node: node, IncarnationId: incarnation})

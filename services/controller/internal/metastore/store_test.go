@@ -392,3 +392,33 @@ func TestNodeDeathAndReturn(t *testing.T) {
 	cancel()
 	<-active
 }
+
+// TestRegisterNodeListeners checks that a node's advertised listeners are
+// kept in its record (so WatchMetadata carries them to gateways) and that
+// bad ones are refused.
+func TestRegisterNodeListeners(t *testing.T) {
+	ctx := context.Background()
+	s := startStore(t, 6*time.Second)
+	ext := []*commonv1.Listener{{Name: "external", Address: "http://n1.example.com:31102"}}
+	if _, err := s.RegisterNode(ctx, &commonv1.Node{NodeId: 1, Address: "http://10.0.0.1:9102", Listeners: ext}, "inc-1"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.Nodes[1].GetNode().GetListeners()
+	if len(got) != 1 || got[0].GetName() != "external" || got[0].GetAddress() != "http://n1.example.com:31102" {
+		t.Fatalf("stored listeners %v", got)
+	}
+	for _, bad := range [][]*commonv1.Listener{
+		{{Name: "External", Address: "http://x:1"}},
+		{{Name: "ext", Address: "x:1"}},
+		{{Name: "ext", Address: "http://x:1"}, {Name: "ext", Address: "http://y:1"}},
+	} {
+		_, err := s.RegisterNode(ctx, &commonv1.Node{NodeId: 2, Address: "http://10.0.0.2:9102", Listeners: bad}, "inc-2")
+		if code(err) != commonv1.Code_CODE_INVALID_ARGUMENT {
+			t.Errorf("listeners %v: %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+}

@@ -67,7 +67,7 @@ func (h *Handler) toConnect(ctx context.Context, err error) error {
 
 func (h *Handler) RegisterNode(ctx context.Context, req *connect.Request[controllerv1.RegisterNodeRequest]) (*connect.Response[controllerv1.RegisterNodeResponse], error) {
 	m := req.Msg
-	epoch, err := h.c.store.RegisterNode(ctx, &commonv1.Node{NodeId: m.NodeId, Address: m.Address, Rack: m.Rack}, m.IncarnationId)
+	epoch, err := h.c.store.RegisterNode(ctx, &commonv1.Node{NodeId: m.NodeId, Address: m.Address, Rack: m.Rack, Listeners: m.Listeners}, m.IncarnationId)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
 	}

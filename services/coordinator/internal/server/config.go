@@ -31,6 +31,11 @@ type Config struct {
 	// to reach this instance (--advertise-url). Default http:// plus the
 	// bound --listen address.
 	AdvertiseURL string
+	// AdvertiseListeners are further named addresses, NAME=URL
+	// comma-separated (--advertise-listeners), for clients on other
+	// networks: a gateway with --client-listener NAME hands out this
+	// instance's NAME address from FindCoordinator. Default none.
+	AdvertiseListeners string
 	// DSN is the Postgres connection string (--dsn). Empty means the
 	// embedded SQLite store at DataDir/offsets.db.
 	DSN string
@@ -53,12 +58,15 @@ type Config struct {
 	// LagInterval is how often the lag metric is refreshed for owned
 	// groups (--lag-interval). Default 15s.
 	LagInterval time.Duration
+
+	listeners []serve.Listener // parsed AdvertiseListeners; set by Validate
 }
 
 // RegisterFlags declares the coordinator's flags.
 func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "unique id of this instance among those sharing the offsets database; empty: host name and listen port")
 	f.StringVar(&c.AdvertiseURL, "advertise-url", c.AdvertiseURL, "Connect base URL clients use to reach this instance; empty: http:// and the bound --listen address")
+	f.StringVar(&c.AdvertiseListeners, "advertise-listeners", c.AdvertiseListeners, "further named addresses for clients on other networks, NAME=URL comma-separated (e.g. external=http://coordinator-0.example.com:31094)")
 	f.SecretVar(&c.DSN, "dsn", c.DSN, "Postgres connection string for offsets and group state; empty: embedded SQLite at --data-dir/offsets.db")
 	f.StringVar(&c.DataDir, "data-dir", or(c.DataDir, "./data/coordinator"), "directory of offsets.db when --dsn is empty")
 	f.StringVar(&c.Gateway, "gateway", or(c.Gateway, DefaultGateway), "gateway base URL to read topic metadata from")
@@ -81,6 +89,10 @@ func (c *Config) Validate() error {
 		if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			p.Flag("advertise-url", c.AdvertiseURL, "must be an http(s) base URL")
 		}
+	}
+	var err error
+	if c.listeners, err = serve.ParseListeners(c.AdvertiseListeners); err != nil {
+		p.Flag("advertise-listeners", c.AdvertiseListeners, err.Error())
 	}
 	if c.SessionTimeout < 100*time.Millisecond || c.SessionTimeout > time.Hour {
 		p.Flag("session-timeout", c.SessionTimeout, "must be 100ms..1h")

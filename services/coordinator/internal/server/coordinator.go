@@ -152,6 +152,18 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	return c, nil
 }
 
+// listenerAddress is this instance's address on the named listener
+// (--advertise-listeners), or its default address when name is empty or
+// not one of its listeners.
+func (c *Coordinator) listenerAddress(name string) string {
+	for _, l := range c.cfg.listeners {
+		if l.Name == name {
+			return l.URL
+		}
+	}
+	return c.address
+}
+
 // ID is this instance's id.
 func (c *Coordinator) ID() string { return c.id }
 

@@ -486,7 +486,9 @@ func (c *Coordinator) LocateGroup(ctx context.Context, req *connect.Request[coor
 	if err == nil {
 		epoch := og.fence.OwnerEpoch
 		og.mu.Unlock()
-		return connect.NewResponse(&coordinatorv1.LocateGroupResponse{CoordinatorId: c.id, Address: c.address, OwnerEpoch: epoch}), nil
+		return connect.NewResponse(&coordinatorv1.LocateGroupResponse{
+			CoordinatorId: c.id, Address: c.listenerAddress(req.Msg.GetListener()), OwnerEpoch: epoch, ListenerResolved: true,
+		}), nil
 	}
 	var ce *connect.Error
 	if errors.As(err, &ce) {

@@ -31,6 +31,13 @@ type Config struct {
 	// call asks the controller for (--producer-id-block-size), 1 to 10000.
 	// Default DefaultProducerIDBlockSize.
 	ProducerIDBlockSize int
+	// ClientListener names the advertised listener (a storage node's or
+	// coordinator's --advertise-listeners) whose address this gateway's
+	// clients are given (--client-listener), as Kafka maps a listener to
+	// the addresses it advertises. Empty, the default, gives every
+	// endpoint's default address. Run one set of gateways per network:
+	// internal ones without it, external ones with, e.g., "external".
+	ClientListener string
 
 	controllerURLs  []string
 	coordinatorURLs []string
@@ -42,6 +49,8 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 		"controller Connect base URLs, comma-separated; any member serves (it forwards to the active one)")
 	f.StringVar(&c.Coordinators, "coordinator", c.Coordinators,
 		"coordinator Connect base URLs, comma-separated; empty means group calls answer UNAVAILABLE")
+	f.StringVar(&c.ClientListener, "client-listener", c.ClientListener,
+		"advertised listener whose addresses clients of this gateway get (e.g. external); empty: the default addresses")
 	f.IntVar(&c.ProducerIDBlockSize, "producer-id-block-size", orInt(c.ProducerIDBlockSize, DefaultProducerIDBlockSize),
 		"producer ids asked from the controller per block for InitProducerId (1..10000)")
 }
@@ -57,6 +66,11 @@ func (c *Config) Validate() error {
 	}
 	if c.coordinatorURLs, err = parseURLs(c.Coordinators); err != nil {
 		p.Flag("coordinator", c.Coordinators, err.Error())
+	}
+	if c.ClientListener != "" {
+		if err := serve.CheckListenerName(c.ClientListener); err != nil {
+			p.Flag("client-listener", c.ClientListener, err.Error())
+		}
 	}
 	if c.ProducerIDBlockSize < 1 || c.ProducerIDBlockSize > 10000 {
 		p.Flag("producer-id-block-size", c.ProducerIDBlockSize, "must be 1..10000")

@@ -27,22 +27,36 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 	if req.Msg.GetGroupId() == "" {
 		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
 	}
-	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId())
+	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), g.clientListener)
 	if err != nil {
 		return nil, err
+	}
+	// Only the owner knows its own listeners: when another instance
+	// answered, ask the owner (at its default address, which the gateway
+	// reaches) for its address on the client listener.
+	for hop := 0; g.clientListener != "" && !loc.GetListenerResolved() && hop < maxCoordinatorHops; hop++ {
+		c := coordinatorv1connect.NewCoordinatorServiceClient(g.httpClient, loc.GetAddress(), g.clientOpts...)
+		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: g.clientListener})))
+		if err != nil {
+			return nil, upstream(err)
+		}
+		loc = next
 	}
 	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: loc.GetCoordinatorId(), Address: loc.GetAddress()}), nil
 }
 
 // locateGroup asks the configured coordinators in turn, moving on while
 // they are UNAVAILABLE.
-func (g *Gateway) locateGroup(ctx context.Context, group string) (*coordinatorv1.LocateGroupResponse, error) {
+// listener is the advertised listener whose address the answer should
+// carry: the client listener for FindCoordinator, "" (the default address,
+// which the gateway reaches) for calls the gateway makes itself.
+func (g *Gateway) locateGroup(ctx context.Context, group, listener string) (*coordinatorv1.LocateGroupResponse, error) {
 	if len(g.coordinators) == 0 {
 		return nil, errNoCoordinator()
 	}
 	var lastErr error
 	for _, c := range g.coordinators {
-		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group})))
+		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group, Listener: listener})))
 		if err == nil {
 			return res, nil
 		}
@@ -58,7 +72,7 @@ func (g *Gateway) locateGroup(ctx context.Context, group string) (*coordinatorv1
 // REASON_NOT_COORDINATOR hints a few times.
 func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) (T, error)) (T, error) {
 	var zero T
-	loc, err := g.locateGroup(ctx, group)
+	loc, err := g.locateGroup(ctx, group, "")
 	if err != nil {
 		return zero, err
 	}

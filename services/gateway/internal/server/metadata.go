@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -24,7 +25,7 @@ func (g *Gateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.Met
 	out := &gatewayv1.MetadataResponse{ClusterId: st.ClusterID, MetadataVersion: st.Version}
 	for _, n := range st.Nodes {
 		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
-			out.Nodes = append(out.Nodes, n.GetNode())
+			out.Nodes = append(out.Nodes, g.clientNode(n.GetNode()))
 		}
 	}
 	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
@@ -45,6 +46,23 @@ func (g *Gateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.Met
 		slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	}
 	return connect.NewResponse(out), nil
+}
+
+// clientNode is node as this gateway's clients see it: with the address of
+// --client-listener when the node advertises that listener, else as it is
+// (its default address). The cached node is never modified.
+func (g *Gateway) clientNode(n *commonv1.Node) *commonv1.Node {
+	if g.clientListener == "" {
+		return n
+	}
+	for _, l := range n.GetListeners() {
+		if l.GetName() == g.clientListener {
+			c := proto.CloneOf(n)
+			c.Address = l.GetAddress()
+			return c
+		}
+	}
+	return n
 }
 
 func itoa(v int32) string { return strconv.Itoa(int(v)) }

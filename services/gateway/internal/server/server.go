@@ -57,9 +57,13 @@ type Gateway struct {
 	controllers  *controllerPool
 	coordinators []coordinatorv1connect.CoordinatorServiceClient
 	coordURLs    []string
-	pids         *pidblock.Allocator
-	retryBackoff time.Duration
-	keyless      atomic.Uint32 // round-robin position for records without a key
+	// clientListener is --client-listener: the name of the advertised
+	// listener whose addresses Metadata and FindCoordinator hand out;
+	// empty means every endpoint's default address.
+	clientListener string
+	pids           *pidblock.Allocator
+	retryBackoff   time.Duration
+	keyless        atomic.Uint32 // round-robin position for records without a key
 
 	httpClient connect.HTTPClient
 	clientOpts []connect.ClientOption
@@ -96,6 +100,8 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		storage:      make(map[string]storagev1connect.StorageServiceClient),
 		coordURLs:    cfg.coordinatorURLs,
 		watchDone:    make(chan struct{}),
+
+		clientListener: cfg.ClientListener,
 	}
 	if g.retryBackoff <= 0 {
 		g.retryBackoff = 50 * time.Millisecond

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/server"
@@ -21,6 +22,7 @@ type config struct {
 	serve.Base
 	NodeID         int           // --node-id; required, >= 0
 	Advertise      string        // --advertise; default the --listen URL
+	Listeners      string        // --advertise-listeners; NAME=URL,...; default none
 	DataDir        string        // --data-dir; default ./data
 	Controller     string        // --controller; comma-separated URLs
 	Rack           string        // --rack; default empty
@@ -32,6 +34,7 @@ type config struct {
 func (c *config) RegisterFlags(f *serve.Flags) {
 	f.IntVar(&c.NodeID, "node-id", -1, "this storage node's id, unique in the cluster and stable across restarts (>= 0)")
 	f.StringVar(&c.Advertise, "advertise", "", "Connect base URL or host:port others reach this node at; default the --listen address")
+	f.StringVar(&c.Listeners, "advertise-listeners", "", "further named addresses for clients on other networks, NAME=URL comma-separated (e.g. external=http://node-1.example.com:31102); a gateway with --client-listener NAME hands these out")
 	f.StringVar(&c.DataDir, "data-dir", "./data", "directory holding one subdirectory per partition replica")
 	f.StringVar(&c.Controller, "controller", "http://127.0.0.1:9093", "controller base URLs, comma-separated")
 	f.StringVar(&c.Rack, "rack", "", "rack or availability-zone label for rack-aware placement")
@@ -47,6 +50,9 @@ func (c *config) Validate() error {
 	}
 	if c.DataDir == "" {
 		p.Flag("data-dir", c.DataDir, "must not be empty")
+	}
+	if _, err := serve.ParseListeners(c.Listeners); err != nil {
+		p.Flag("advertise-listeners", c.Listeners, err.Error())
 	}
 	if len(metadata.ParseControllers(c.Controller)) == 0 {
 		p.Flag("controller", c.Controller, "needs at least one URL")
@@ -73,8 +79,13 @@ func main() {
 			} else if !hasScheme(advertise) {
 				advertise = "http://" + advertise
 			}
+			listeners, _ := serve.ParseListeners(cfg.Listeners) // checked by Validate
+			var adv []*commonv1.Listener
+			for _, l := range listeners {
+				adv = append(adv, &commonv1.Listener{Name: l.Name, Address: l.URL})
+			}
 			node, err := server.Start(ctx, server.Config{
-				NodeID: int32(cfg.NodeID), Advertise: advertise, Rack: cfg.Rack, DataDir: cfg.DataDir,
+				NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
 				Controllers:    metadata.ParseControllers(cfg.Controller),
 				ReplicaLagTime: cfg.ReplicaLagTime,
 				Tiering:        cfg.Tiering,

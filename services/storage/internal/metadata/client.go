@@ -29,8 +29,11 @@ import (
 
 // Config configures a Client.
 type Config struct {
-	NodeID      int32        // this node's id
-	Address     string       // Connect base URL others reach this node at
+	NodeID  int32  // this node's id
+	Address string // Connect base URL others reach this node at
+	// Listeners are further named addresses (advertised listeners) sent
+	// with the registration; none by default.
+	Listeners   []*commonv1.Listener
 	Rack        string       // rack label; may be empty
 	Controllers []string     // controller base URLs; at least one
 	HTTPClient  *http.Client // for Connect calls
@@ -221,7 +224,7 @@ func (c *Client) register(ctx context.Context) bool {
 		sent := c.cfg.Clock.Mono()
 		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.RegisterNode(ctx, connect.NewRequest(&controllerv1.RegisterNodeRequest{
-				NodeId: c.cfg.NodeID, Address: c.cfg.Address, Rack: c.cfg.Rack, IncarnationId: c.incarnation,
+				NodeId: c.cfg.NodeID, Address: c.cfg.Address, Listeners: c.cfg.Listeners, Rack: c.cfg.Rack, IncarnationId: c.incarnation,
 			}))
 			if err == nil {
 				resp = r.Msg

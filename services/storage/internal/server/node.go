@@ -31,8 +31,11 @@ import (
 
 // Config configures a Node.
 type Config struct {
-	NodeID      int32    // this node's id (>= 0)
-	Advertise   string   // Connect base URL others reach this node at
+	NodeID    int32  // this node's id (>= 0)
+	Advertise string // Connect base URL others reach this node at
+	// Listeners are further named addresses for clients on other networks
+	// (advertised listeners); none by default.
+	Listeners   []*commonv1.Listener
 	Rack        string   // rack label; may be empty
 	DataDir     string   // one subdirectory per partition replica
 	Controllers []string // controller base URLs
@@ -139,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clients:  map[string]storagev1connect.StorageServiceClient{},
 	}
 	n.meta = metadata.New(metadata.Config{
-		NodeID: cfg.NodeID, Address: cfg.Advertise, Rack: cfg.Rack, Controllers: cfg.Controllers,
+		NodeID: cfg.NodeID, Address: cfg.Advertise, Listeners: cfg.Listeners, Rack: cfg.Rack, Controllers: cfg.Controllers,
 		HTTPClient: cfg.HTTPClient, Options: cfg.ClientOptions, Logger: n.logger, Clock: cfg.Clock,
 	})
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))

@@ -30,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/common/v1/common.proto.
  */
 export const file_strata_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zdHJhdGEvY29tbW9uL3YxL2NvbW1vbi5wcm90bxIQc3RyYXRhLmNvbW1vbi52MSIyCg5Ub3BpY1BhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiNAoPVG9waWNQYXJ0aXRpb25zEg0KBXRvcGljGAEgASgJEhIKCnBhcnRpdGlvbnMYAiADKAUiNgoETm9kZRIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCSKhAQoRUGFydGl0aW9uTWV0YWRhdGESEQoJcGFydGl0aW9uGAEgASgFEhEKCWxlYWRlcl9pZBgCIAEoBRIUCgxsZWFkZXJfZXBvY2gYAyABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAQgASgFEhAKCHJlcGxpY2FzGAUgAygFEgsKA2lzchgGIAMoBRIYChBvZmZsaW5lX3JlcGxpY2FzGAcgAygFIukBCg1Ub3BpY01ldGFkYXRhEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkSNwoKcGFydGl0aW9ucxgDIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESPQoHY29uZmlncxgEIAMoCzIsLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YS5Db25maWdzRW50cnkSEAoIaW50ZXJuYWwYBSABKAgaLgoMQ29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimwMKC0Vycm9yRGV0YWlsEiQKBGNvZGUYASABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkNvZGUSKAoGcmVhc29uGAIgASgOMhguc3RyYXRhLmNvbW1vbi52MS5SZWFzb24SDwoHbWVzc2FnZRgDIAEoCRIuCgZsZWFkZXIYBCABKAsyHC5zdHJhdGEuY29tbW9uLnYxLkxlYWRlckhpbnRIABI4Cgtjb29yZGluYXRvchgFIAEoCzIhLnN0cmF0YS5jb21tb24udjEuQ29vcmRpbmF0b3JIaW50SAASNgoKY29udHJvbGxlchgGIAEoCzIgLnN0cmF0YS5jb21tb24udjEuQ29udHJvbGxlckhpbnRIABJGChNub3RfZW5vdWdoX3JlcGxpY2FzGAcgASgLMicuc3RyYXRhLmNvbW1vbi52MS5Ob3RFbm91Z2hSZXBsaWNhc0hpbnRIABI5CgxvZmZzZXRfcmFuZ2UYCCABKAsyIS5zdHJhdGEuY29tbW9uLnYxLk9mZnNldFJhbmdlSGludEgAQgYKBGhpbnQiiAEKCkxlYWRlckhpbnQSOQoPdG9waWNfcGFydGl0aW9uGAEgASgLMiAuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbhIRCglsZWFkZXJfaWQYAiABKAUSFgoObGVhZGVyX2FkZHJlc3MYAyABKAkSFAoMbGVhZGVyX2Vwb2NoGAQgASgFIkwKD0Nvb3JkaW5hdG9ySGludBIQCghncm91cF9pZBgBIAEoCRIWCg5jb29yZGluYXRvcl9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJIjgKDkNvbnRyb2xsZXJIaW50EhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJGChVOb3RFbm91Z2hSZXBsaWNhc0hpbnQSEAoIaXNyX3NpemUYASABKAUSGwoTbWluX2luc3luY19yZXBsaWNhcxgCIAEoBSJDCg9PZmZzZXRSYW5nZUhpbnQSGAoQbG9nX3N0YXJ0X29mZnNldBgBIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgCIAEoAypKCgRBY2tzEhQKEEFDS1NfVU5TUEVDSUZJRUQQABINCglBQ0tTX05PTkUQARIPCgtBQ0tTX0xFQURFUhACEgwKCEFDS1NfQUxMEAMqewoOSXNvbGF0aW9uTGV2ZWwSHwobSVNPTEFUSU9OX0xFVkVMX1VOU1BFQ0lGSUVEEAASJAogSVNPTEFUSU9OX0xFVkVMX1JFQURfVU5DT01NSVRURUQQARIiCh5JU09MQVRJT05fTEVWRUxfUkVBRF9DT01NSVRURUQQAiqUAwoEQ29kZRIUChBDT0RFX1VOU1BFQ0lGSUVEEAASEQoNQ09ERV9DQU5DRUxFRBABEhAKDENPREVfVU5LTk9XThACEhkKFUNPREVfSU5WQUxJRF9BUkdVTUVOVBADEhoKFkNPREVfREVBRExJTkVfRVhDRUVERUQQBBISCg5DT0RFX05PVF9GT1VORBAFEhcKE0NPREVfQUxSRUFEWV9FWElTVFMQBhIaChZDT0RFX1BFUk1JU1NJT05fREVOSUVEEAcSGwoXQ09ERV9SRVNPVVJDRV9FWEhBVVNURUQQCBIcChhDT0RFX0ZBSUxFRF9QUkVDT05ESVRJT04QCRIQCgxDT0RFX0FCT1JURUQQChIVChFDT0RFX09VVF9PRl9SQU5HRRALEhYKEkNPREVfVU5JTVBMRU1FTlRFRBAMEhEKDUNPREVfSU5URVJOQUwQDRIUChBDT0RFX1VOQVZBSUxBQkxFEA4SEgoOQ09ERV9EQVRBX0xPU1MQDxIYChRDT0RFX1VOQVVUSEVOVElDQVRFRBAQKr0HCgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVBU09OX05PVF9MRUFERVIQARIeChpSRUFTT05fRkVOQ0VEX0xFQURFUl9FUE9DSBACEh8KG1JFQVNPTl9VTktOT1dOX0xFQURFUl9FUE9DSBADEh4KGlJFQVNPTl9OT1RfRU5PVUdIX1JFUExJQ0FTEAQSKwonUkVBU09OX05PVF9FTk9VR0hfUkVQTElDQVNfQUZURVJfQVBQRU5EEAUSHgoaUkVBU09OX09GRlNFVF9PVVRfT0ZfUkFOR0UQBhIlCiFSRUFTT05fVU5LTk9XTl9UT1BJQ19PUl9QQVJUSVRJT04QBxIZChVSRUFTT05fQ09SUlVQVF9SRUNPUkQQCBIbChdSRUFTT05fUkVDT1JEX1RPT19MQVJHRRAJEh0KGVJFQVNPTl9EVVBMSUNBVEVfU0VRVUVOQ0UQChIgChxSRUFTT05fT1VUX09GX09SREVSX1NFUVVFTkNFEAsSIQodUkVBU09OX0lOVkFMSURfUFJPRFVDRVJfRVBPQ0gQDBIeChpSRUFTT05fVU5LTk9XTl9QUk9EVUNFUl9JRBANEh4KGlJFQVNPTl9GRU5DRURfTUVNQkVSX0VQT0NIEA4SHAoYUkVBU09OX1VOS05PV05fTUVNQkVSX0lEEA8SGgoWUkVBU09OX05PVF9DT09SRElOQVRPUhAQEh4KGlJFQVNPTl9DT09SRElOQVRPUl9MT0FESU5HEBESGgoWUkVBU09OX0dST1VQX05PVF9FTVBUWRASEhkKFVJFQVNPTl9OT1RfQ09OVFJPTExFUhATEhsKF1JFQVNPTl9TVEFMRV9OT0RFX0VQT0NIEBQSIAocUkVBU09OX1NUQUxFX1BBUlRJVElPTl9FUE9DSBAVEh0KGVJFQVNPTl9JTkVMSUdJQkxFX1JFUExJQ0EQFhIZChVSRUFTT05fSU5WQUxJRF9DT05GSUcQFxIfChtSRUFTT05fVE9QSUNfQUxSRUFEWV9FWElTVFMQGBIlCiFSRUFTT05fSU5WQUxJRF9SRVBMSUNBVElPTl9GQUNUT1IQGRImCiJSRUFTT05fRFVQTElDQVRFX05PREVfUkVHSVNUUkFUSU9OEBoSHQoZUkVBU09OX0dST1VQX0lEX05PVF9GT1VORBAbEhwKGFJFQVNPTl9SRVFVRVNUX1RJTUVEX09VVBAcEhwKGFJFQVNPTl9NQU5JRkVTVF9DT05GTElDVBAdQsABChRjb20uc3RyYXRhLmNvbW1vbi52MUILQ29tbW9uUHJvdG9QAVo5Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29tbW9uL3YxO2NvbW1vbnYxogIDU0NYqgIQU3RyYXRhLkNvbW1vbi5WMcoCEFN0cmF0YVxDb21tb25cVjHiAhxTdHJhdGFcQ29tbW9uXFYxXEdQQk1ldGFkYXRh6gISU3RyYXRhOjpDb21tb246OlYxYgZwcm90bzM");
+  fileDesc("Ch1zdHJhdGEvY29tbW9uL3YxL2NvbW1vbi5wcm90bxIQc3RyYXRhLmNvbW1vbi52MSIyCg5Ub3BpY1BhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiNAoPVG9waWNQYXJ0aXRpb25zEg0KBXRvcGljGAEgASgJEhIKCnBhcnRpdGlvbnMYAiADKAUiZQoETm9kZRIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRItCglsaXN0ZW5lcnMYBCADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIikKCExpc3RlbmVyEgwKBG5hbWUYASABKAkSDwoHYWRkcmVzcxgCIAEoCSKhAQoRUGFydGl0aW9uTWV0YWRhdGESEQoJcGFydGl0aW9uGAEgASgFEhEKCWxlYWRlcl9pZBgCIAEoBRIUCgxsZWFkZXJfZXBvY2gYAyABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAQgASgFEhAKCHJlcGxpY2FzGAUgAygFEgsKA2lzchgGIAMoBRIYChBvZmZsaW5lX3JlcGxpY2FzGAcgAygFIukBCg1Ub3BpY01ldGFkYXRhEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkSNwoKcGFydGl0aW9ucxgDIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESPQoHY29uZmlncxgEIAMoCzIsLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YS5Db25maWdzRW50cnkSEAoIaW50ZXJuYWwYBSABKAgaLgoMQ29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimwMKC0Vycm9yRGV0YWlsEiQKBGNvZGUYASABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkNvZGUSKAoGcmVhc29uGAIgASgOMhguc3RyYXRhLmNvbW1vbi52MS5SZWFzb24SDwoHbWVzc2FnZRgDIAEoCRIuCgZsZWFkZXIYBCABKAsyHC5zdHJhdGEuY29tbW9uLnYxLkxlYWRlckhpbnRIABI4Cgtjb29yZGluYXRvchgFIAEoCzIhLnN0cmF0YS5jb21tb24udjEuQ29vcmRpbmF0b3JIaW50SAASNgoKY29udHJvbGxlchgGIAEoCzIgLnN0cmF0YS5jb21tb24udjEuQ29udHJvbGxlckhpbnRIABJGChNub3RfZW5vdWdoX3JlcGxpY2FzGAcgASgLMicuc3RyYXRhLmNvbW1vbi52MS5Ob3RFbm91Z2hSZXBsaWNhc0hpbnRIABI5CgxvZmZzZXRfcmFuZ2UYCCABKAsyIS5zdHJhdGEuY29tbW9uLnYxLk9mZnNldFJhbmdlSGludEgAQgYKBGhpbnQiiAEKCkxlYWRlckhpbnQSOQoPdG9waWNfcGFydGl0aW9uGAEgASgLMiAuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbhIRCglsZWFkZXJfaWQYAiABKAUSFgoObGVhZGVyX2FkZHJlc3MYAyABKAkSFAoMbGVhZGVyX2Vwb2NoGAQgASgFIkwKD0Nvb3JkaW5hdG9ySGludBIQCghncm91cF9pZBgBIAEoCRIWCg5jb29yZGluYXRvcl9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJIjgKDkNvbnRyb2xsZXJIaW50EhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJGChVOb3RFbm91Z2hSZXBsaWNhc0hpbnQSEAoIaXNyX3NpemUYASABKAUSGwoTbWluX2luc3luY19yZXBsaWNhcxgCIAEoBSJDCg9PZmZzZXRSYW5nZUhpbnQSGAoQbG9nX3N0YXJ0X29mZnNldBgBIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgCIAEoAypKCgRBY2tzEhQKEEFDS1NfVU5TUEVDSUZJRUQQABINCglBQ0tTX05PTkUQARIPCgtBQ0tTX0xFQURFUhACEgwKCEFDS1NfQUxMEAMqewoOSXNvbGF0aW9uTGV2ZWwSHwobSVNPTEFUSU9OX0xFVkVMX1VOU1BFQ0lGSUVEEAASJAogSVNPTEFUSU9OX0xFVkVMX1JFQURfVU5DT01NSVRURUQQARIiCh5JU09MQVRJT05fTEVWRUxfUkVBRF9DT01NSVRURUQQAiqUAwoEQ29kZRIUChBDT0RFX1VOU1BFQ0lGSUVEEAASEQoNQ09ERV9DQU5DRUxFRBABEhAKDENPREVfVU5LTk9XThACEhkKFUNPREVfSU5WQUxJRF9BUkdVTUVOVBADEhoKFkNPREVfREVBRExJTkVfRVhDRUVERUQQBBISCg5DT0RFX05PVF9GT1VORBAFEhcKE0NPREVfQUxSRUFEWV9FWElTVFMQBhIaChZDT0RFX1BFUk1JU1NJT05fREVOSUVEEAcSGwoXQ09ERV9SRVNPVVJDRV9FWEhBVVNURUQQCBIcChhDT0RFX0ZBSUxFRF9QUkVDT05ESVRJT04QCRIQCgxDT0RFX0FCT1JURUQQChIVChFDT0RFX09VVF9PRl9SQU5HRRALEhYKEkNPREVfVU5JTVBMRU1FTlRFRBAMEhEKDUNPREVfSU5URVJOQUwQDRIUChBDT0RFX1VOQVZBSUxBQkxFEA4SEgoOQ09ERV9EQVRBX0xPU1MQDxIYChRDT0RFX1VOQVVUSEVOVElDQVRFRBAQKr0HCgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVBU09OX05PVF9MRUFERVIQARIeChpSRUFTT05fRkVOQ0VEX0xFQURFUl9FUE9DSBACEh8KG1JFQVNPTl9VTktOT1dOX0xFQURFUl9FUE9DSBADEh4KGlJFQVNPTl9OT1RfRU5PVUdIX1JFUExJQ0FTEAQSKwonUkVBU09OX05PVF9FTk9VR0hfUkVQTElDQVNfQUZURVJfQVBQRU5EEAUSHgoaUkVBU09OX09GRlNFVF9PVVRfT0ZfUkFOR0UQBhIlCiFSRUFTT05fVU5LTk9XTl9UT1BJQ19PUl9QQVJUSVRJT04QBxIZChVSRUFTT05fQ09SUlVQVF9SRUNPUkQQCBIbChdSRUFTT05fUkVDT1JEX1RPT19MQVJHRRAJEh0KGVJFQVNPTl9EVVBMSUNBVEVfU0VRVUVOQ0UQChIgChxSRUFTT05fT1VUX09GX09SREVSX1NFUVVFTkNFEAsSIQodUkVBU09OX0lOVkFMSURfUFJPRFVDRVJfRVBPQ0gQDBIeChpSRUFTT05fVU5LTk9XTl9QUk9EVUNFUl9JRBANEh4KGlJFQVNPTl9GRU5DRURfTUVNQkVSX0VQT0NIEA4SHAoYUkVBU09OX1VOS05PV05fTUVNQkVSX0lEEA8SGgoWUkVBU09OX05PVF9DT09SRElOQVRPUhAQEh4KGlJFQVNPTl9DT09SRElOQVRPUl9MT0FESU5HEBESGgoWUkVBU09OX0dST1VQX05PVF9FTVBUWRASEhkKFVJFQVNPTl9OT1RfQ09OVFJPTExFUhATEhsKF1JFQVNPTl9TVEFMRV9OT0RFX0VQT0NIEBQSIAocUkVBU09OX1NUQUxFX1BBUlRJVElPTl9FUE9DSBAVEh0KGVJFQVNPTl9JTkVMSUdJQkxFX1JFUExJQ0EQFhIZChVSRUFTT05fSU5WQUxJRF9DT05GSUcQFxIfChtSRUFTT05fVE9QSUNfQUxSRUFEWV9FWElTVFMQGBIlCiFSRUFTT05fSU5WQUxJRF9SRVBMSUNBVElPTl9GQUNUT1IQGRImCiJSRUFTT05fRFVQTElDQVRFX05PREVfUkVHSVNUUkFUSU9OEBoSHQoZUkVBU09OX0dST1VQX0lEX05PVF9GT1VORBAbEhwKGFJFQVNPTl9SRVFVRVNUX1RJTUVEX09VVBAcEhwKGFJFQVNPTl9NQU5JRkVTVF9DT05GTElDVBAdQsABChRjb20uc3RyYXRhLmNvbW1vbi52MUILQ29tbW9uUHJvdG9QAVo5Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29tbW9uL3YxO2NvbW1vbnYxogIDU0NYqgIQU3RyYXRhLkNvbW1vbi5WMcoCEFN0cmF0YVxDb21tb25cVjHiAhxTdHJhdGFcQ29tbW9uXFYxXEdQQk1ldGFkYXRh6gISU3RyYXRhOjpDb21tb246OlYxYgZwcm90bzM");
 
 /**
  * TopicPartition names one partition of one topic.
@@ -114,6 +114,16 @@ export type Node = Message<"strata.common.v1.Node"> & {
    * @generated from field: string rack = 3;
    */
   rack: string;
+
+  /**
+   * Further named addresses of the same endpoint, for clients on other networks (Kafka's
+   * advertised.listeners): for example "external" -> "http://node-1.example.com:31102".
+   * `address` stays the default, used between services and by clients of a gateway that names
+   * no listener. Empty when the node advertises one address.
+   *
+   * @generated from field: repeated strata.common.v1.Listener listeners = 4;
+   */
+  listeners: Listener[];
 };
 
 /**
@@ -122,6 +132,34 @@ export type Node = Message<"strata.common.v1.Node"> & {
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
   messageDesc(file_strata_common_v1_common, 2);
+
+/**
+ * Listener is one named address an endpoint advertises.
+ *
+ * @generated from message strata.common.v1.Listener
+ */
+export type Listener = Message<"strata.common.v1.Listener"> & {
+  /**
+   * Listener name: lower-case letters, digits and '-', for example "internal" or "external".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Connect base URL reachable on that listener's network, for example "http://10.0.0.5:9102".
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+};
+
+/**
+ * Describes the message strata.common.v1.Listener.
+ * Use `create(ListenerSchema)` to create a new message.
+ */
+export const ListenerSchema: GenMessage<Listener> = /*@__PURE__*/
+  messageDesc(file_strata_common_v1_common, 3);
 
 /**
  * PartitionMetadata is the controller's record of one partition: placement, leader and ISR.
@@ -186,7 +224,7 @@ export type PartitionMetadata = Message<"strata.common.v1.PartitionMetadata"> & 
  * Use `create(PartitionMetadataSchema)` to create a new message.
  */
 export const PartitionMetadataSchema: GenMessage<PartitionMetadata> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 3);
+  messageDesc(file_strata_common_v1_common, 4);
 
 /**
  * TopicMetadata is the controller's record of one topic.
@@ -239,7 +277,7 @@ export type TopicMetadata = Message<"strata.common.v1.TopicMetadata"> & {
  * Use `create(TopicMetadataSchema)` to create a new message.
  */
 export const TopicMetadataSchema: GenMessage<TopicMetadata> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 4);
+  messageDesc(file_strata_common_v1_common, 5);
 
 /**
  * ErrorDetail is the structured error of the Strata API. It is attached as a Connect error
@@ -322,7 +360,7 @@ export type ErrorDetail = Message<"strata.common.v1.ErrorDetail"> & {
  * Use `create(ErrorDetailSchema)` to create a new message.
  */
 export const ErrorDetailSchema: GenMessage<ErrorDetail> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 5);
+  messageDesc(file_strata_common_v1_common, 6);
 
 /**
  * LeaderHint names the current leader of a partition (the "NotLeader" detail).
@@ -364,7 +402,7 @@ export type LeaderHint = Message<"strata.common.v1.LeaderHint"> & {
  * Use `create(LeaderHintSchema)` to create a new message.
  */
 export const LeaderHintSchema: GenMessage<LeaderHint> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 6);
+  messageDesc(file_strata_common_v1_common, 7);
 
 /**
  * CoordinatorHint names the coordinator instance that owns a group.
@@ -399,7 +437,7 @@ export type CoordinatorHint = Message<"strata.common.v1.CoordinatorHint"> & {
  * Use `create(CoordinatorHintSchema)` to create a new message.
  */
 export const CoordinatorHintSchema: GenMessage<CoordinatorHint> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 7);
+  messageDesc(file_strata_common_v1_common, 8);
 
 /**
  * ControllerHint names the active controller.
@@ -427,7 +465,7 @@ export type ControllerHint = Message<"strata.common.v1.ControllerHint"> & {
  * Use `create(ControllerHintSchema)` to create a new message.
  */
 export const ControllerHintSchema: GenMessage<ControllerHint> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 8);
+  messageDesc(file_strata_common_v1_common, 9);
 
 /**
  * NotEnoughReplicasHint reports the ISR shortfall that refused an acks=all produce.
@@ -455,7 +493,7 @@ export type NotEnoughReplicasHint = Message<"strata.common.v1.NotEnoughReplicasH
  * Use `create(NotEnoughReplicasHintSchema)` to create a new message.
  */
 export const NotEnoughReplicasHintSchema: GenMessage<NotEnoughReplicasHint> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 9);
+  messageDesc(file_strata_common_v1_common, 10);
 
 /**
  * OffsetRangeHint reports the offsets that are valid to read.
@@ -483,7 +521,7 @@ export type OffsetRangeHint = Message<"strata.common.v1.OffsetRangeHint"> & {
  * Use `create(OffsetRangeHintSchema)` to create a new message.
  */
 export const OffsetRangeHintSchema: GenMessage<OffsetRangeHint> = /*@__PURE__*/
-  messageDesc(file_strata_common_v1_common, 10);
+  messageDesc(file_strata_common_v1_common, 11);
 
 /**
  * Acks says when a produce request is acknowledged.
