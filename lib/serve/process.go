@@ -164,9 +164,18 @@ func orDiscard(w io.Writer) io.Writer {
 	return w
 }
 
-// buildVersion is the main module's version, or the VCS revision when the
-// binary was built from a checkout, or "devel".
+// version is set at link time by release and container builds:
+// -ldflags "-X github.com/strata-mq/strata/lib/serve.version=v1.2.3"
+// (deploy/docker/build.sh). Empty in other builds.
+var version string
+
+// buildVersion is the version set at link time, else the main module's
+// version, or the VCS revision when the binary was built from a checkout,
+// or "devel".
 func buildVersion() string {
+	if version != "" {
+		return version
+	}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "devel"

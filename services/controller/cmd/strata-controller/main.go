@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -21,6 +22,7 @@ type config struct {
 	dataDir            string
 	peers              string
 	etcdClientPort     int
+	etcdPeerListen     string
 	nodeSessionTimeout time.Duration
 	sessionTTL         time.Duration
 	etcdLogLevel       string
@@ -33,6 +35,8 @@ func (c *config) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.dataDir, "data-dir", "", "directory of the embedded etcd member's data (required)")
 	f.StringVar(&c.peers, "peers", "1=http://127.0.0.1:2380",
 		"every controller's etcd peer URL, ID=URL comma-separated; 1, 3 or 5 members, the same on every controller")
+	f.StringVar(&c.etcdPeerListen, "etcd-peer-listen", "",
+		"host:port the embedded etcd's peer listener binds; empty: the host:port of this controller's --peers URL (etcd binds IPs only: set 0.0.0.0:PORT when --peers names DNS names)")
 	f.IntVar(&c.etcdClientPort, "etcd-client-port", 0, "loopback port of the embedded etcd's client listener; 0 picks a free port")
 	f.DurationVar(&c.nodeSessionTimeout, "node-session-timeout", metastore.DefaultNodeSessionTimeout,
 		"storage node lease TTL: a node silent this long is dead (whole seconds)")
@@ -53,6 +57,11 @@ func (c *config) Validate() error {
 		p.Flag("id", c.id, "not among --peers")
 	}
 	c.parsedPeers = peers
+	if c.etcdPeerListen != "" {
+		if _, port, err := net.SplitHostPort(c.etcdPeerListen); err != nil || port == "" {
+			p.Flag("etcd-peer-listen", c.etcdPeerListen, "must be host:port")
+		}
+	}
 	if c.etcdClientPort < 0 || c.etcdClientPort > 65535 {
 		p.Flag("etcd-client-port", c.etcdClientPort, "must be 0..65535")
 	}
@@ -80,7 +89,7 @@ func main() {
 			c, err := server.Start(ctx, server.Config{
 				Member: etcdmember.Config{
 					Name: cfg.id, Dir: cfg.dataDir, Peers: cfg.parsedPeers,
-					ClientPort: cfg.etcdClientPort, LogLevel: cfg.etcdLogLevel,
+					PeerListen: cfg.etcdPeerListen, ClientPort: cfg.etcdClientPort, LogLevel: cfg.etcdLogLevel,
 				},
 				Address:            p.URL(),
 				NodeSessionTimeout: cfg.nodeSessionTimeout,

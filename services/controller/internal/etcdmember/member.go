@@ -35,6 +35,11 @@ type Config struct {
 	// ("http://127.0.0.1:2380"). All members are started with the same map
 	// (static bootstrap). Required.
 	Peers map[string]string
+	// PeerListen is the host:port the member's peer listener binds.
+	// Default: the host and port of its own URL in Peers. etcd binds IP
+	// addresses only, so a quorum whose Peers name DNS names (containers,
+	// Kubernetes pods) sets it, for example to 0.0.0.0:2380.
+	PeerListen string
 	// ClientPort is the loopback port of the member's client listener;
 	// 0 picks a free port at start. Default 0.
 	ClientPort int
@@ -141,7 +146,11 @@ func Start(cfg Config) (*Member, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdmember: peer url: %w", err)
 	}
-	ec.ListenPeerUrls = []url.URL{*peerURL}
+	listenURL := *peerURL
+	if cfg.PeerListen != "" {
+		listenURL.Host = cfg.PeerListen
+	}
+	ec.ListenPeerUrls = []url.URL{listenURL}
 	ec.AdvertisePeerUrls = []url.URL{*peerURL}
 	clientURL := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.ClientPort))}
 	ec.ListenClientUrls = []url.URL{clientURL}
