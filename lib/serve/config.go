@@ -60,6 +60,10 @@ type Base struct {
 	// call the Connect API from a browser (--cors-allowed-origins; see
 	// [ParseCORSOrigins]). Default empty: CORS off.
 	CORSAllowedOrigins string
+	// Probe, when set, makes the process GET this URL and exit 0 on a 200
+	// answer, 1 otherwise, instead of serving (--probe): the health check
+	// of container images that have no shell or curl. Default empty.
+	Probe string
 }
 
 func (b *Base) base() *Base { return b }
@@ -76,6 +80,8 @@ func (b *Base) registerFlags(f *Flags) {
 		"time in-flight requests get to finish after SIGTERM; shutdown hooks then get as long again")
 	f.StringVar(&b.CORSAllowedOrigins, "cors-allowed-origins", b.CORSAllowedOrigins,
 		"comma-separated web origins allowed to call the API from a browser (* for any, one * wildcard per entry as in http://localhost:*); empty disables CORS")
+	f.StringVar(&b.Probe, "probe", "",
+		"GET this URL (e.g. http://127.0.0.1:9192/readyz), exit 0 on 200 and 1 otherwise, instead of serving: a container health check without a shell")
 }
 
 func (b *Base) validate(p *Problems) {

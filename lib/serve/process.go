@@ -117,6 +117,9 @@ func (cmd Command) Run(ctx context.Context) int {
 		}
 		return fail(ExitConfig, "bad config: %v", err)
 	}
+	if base.Probe != "" {
+		return probe(ctx, base.Probe, stdout, stderr, cmd.Name)
+	}
 	var problems Problems
 	base.validate(&problems)
 	problems.Add(cmd.Config.Validate())
@@ -393,4 +396,30 @@ func (p *Process) flushTelemetry(timeout time.Duration) {
 	if err := p.tel.Shutdown(ctx); err != nil {
 		p.logger.Warn("telemetry flush failed", slog.String("err", err.Error()))
 	}
+}
+
+// probe is --probe: one GET of url, bounded by 5s; 0 on 200, else one line
+// on stderr and 1. The rest of the config is not validated, so a health
+// check can run beside the service with the same environment.
+func probe(ctx context.Context, url string, stdout, stderr io.Writer, name string) int {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --probe %q: %v\n", name, url, err)
+		return ExitFailed
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --probe: %v\n", name, err)
+		return ExitFailed
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "%s: --probe %s: %d %s\n", name, url, resp.StatusCode, oneLine(string(body)))
+		return ExitFailed
+	}
+	fmt.Fprintf(stdout, "%s\n", oneLine(string(body)))
+	return ExitOK
 }
