@@ -1,0 +1,12 @@
+package check
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// readFile reads a file under deploy/.
+func readFile(rel string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", rel))
+	return string(b), err
+}
