@@ -158,6 +158,10 @@ type fakeCluster struct {
 	accepted []produced
 	refused  []int32 // node ids that answered NOT_LEADER, in order
 	noHint   bool    // NOT_LEADER answers carry no leader hint
+	// unknown is how many more Produce calls are answered
+	// UNKNOWN_TOPIC_OR_PARTITION, as a leader that has not yet created a
+	// new topic's replica answers.
+	unknown int
 }
 
 func newFakeCluster() *fakeCluster {
@@ -210,6 +214,11 @@ func (s *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := tp{req.Msg.GetTopic(), req.Msg.GetPartition()}
+	if c.unknown > 0 {
+		c.unknown--
+		return nil, fromDetail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_NOT_FOUND, Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
+			Message: "unknown topic or partition on this node"})
+	}
 	if c.leaders[k] != s.id {
 		return nil, s.notLeader(k)
 	}

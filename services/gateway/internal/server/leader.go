@@ -51,7 +51,8 @@ func (g *Gateway) leaderOf(topic string, partition int32) (leader, error) {
 // onLeader runs call against the partition's leader, and again against the
 // leader it learns of (the error's LeaderHint, or the cache once the
 // controller's metadata moved) while the error is retryable, with backoff,
-// until ctx ends. The last error is returned unchanged.
+// until ctx ends. The leader's UNKNOWN_TOPIC_OR_PARTITION is retryable too:
+// the metadata names the partition, so the leader is about to create it. The last error is returned unchanged.
 func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, call func(context.Context, storagev1connect.StorageServiceClient, leader) error) error {
 	var hint, tried *leader
 	backoff := g.retryBackoff
@@ -60,14 +61,21 @@ func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, c
 		if hint != nil && useHint(*hint, l, err, tried) {
 			l, err = *hint, nil
 		}
+		fromNode := false
 		if err == nil {
 			tried = &l
 			err = call(ctx, g.storageClient(l.addr), l)
 			if err == nil {
 				return nil
 			}
+			fromNode = true
 		}
-		if !retryableOnLeader(err) {
+		// A leader answers UNKNOWN_TOPIC_OR_PARTITION for a partition the
+		// metadata has but it has not created yet (a topic created a
+		// moment ago): retriable, as in Kafka. The cache's own NOT_FOUND
+		// (no such topic or partition) stays final.
+		newReplica := fromNode && detailOf(err).GetReason() == commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION
+		if !retryableOnLeader(err) && !newReplica {
 			return err
 		}
 		hint = nil

@@ -309,6 +309,37 @@ func TestProduceJSONFollowsNewLeader(t *testing.T) {
 	}
 }
 
+// TestProduceJSONRetriesNewTopic checks a produce right after CreateTopic:
+// the gateway's metadata has the topic before its leader has created the
+// replica, and the leader's UNKNOWN_TOPIC_OR_PARTITION is retried (as
+// Kafka clients retry it) rather than returned.
+func TestProduceJSONRetriesNewTopic(t *testing.T) {
+	cl := newFakeCluster()
+	cl.startNode(t, 1)
+	cl.setLeader(tp{"t", 0}, 1, 0)
+	cl.unknown = 3
+	fc := newFakeController()
+	fc.scripts <- sendThenHold(make(chan struct{}), cl.snapshot(1, map[string]int32{"t": 1}))
+	g, gc, _ := testGateway(t, &Config{Controllers: fc.start(t)})
+	waitReady(t, g)
+	res, err := gc.ProduceJSON(context.Background(), connect.NewRequest(&gatewayv1.ProduceJSONRequest{
+		Topic: "t", Records: []*gatewayv1.JSONRecord{{ValueData: &gatewayv1.JSONRecord_Value{Value: "v"}}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res.Msg.GetResults()[0]; r.GetError() != nil || r.GetOffset() != 0 {
+		t.Fatalf("result %v; want offset 0 after the leader created the partition", r)
+	}
+	// A partition the metadata does not have stays final.
+	res, err = gc.ProduceJSON(context.Background(), connect.NewRequest(&gatewayv1.ProduceJSONRequest{
+		Topic: "t", Records: []*gatewayv1.JSONRecord{{Partition: ptr(int32(5)), ValueData: &gatewayv1.JSONRecord_Value{Value: "v"}}},
+	}))
+	if err == nil && res.Msg.GetResults()[0].GetError() == nil {
+		t.Fatal("produce to partition 5 of a 1-partition topic succeeded")
+	}
+}
+
 func TestProduceJSONErrors(t *testing.T) {
 	cl := newFakeCluster()
 	cl.startNode(t, 1)
