@@ -23,6 +23,7 @@ BENCHTIME ?= 2s
 FUZZTIME ?= 60s
 
 include make/proto.mk
+include make/k6.mk
 
 .PHONY: help
 help: ## Describe the make targets
