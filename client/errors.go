@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -21,6 +24,13 @@ var (
 	ErrUnknownTopic = errors.New("client: unknown topic")
 	// ErrNoLeader means a partition has no live leader right now.
 	ErrNoLeader = errors.New("client: partition has no leader")
+	// ErrOutcomeUnknown wraps the error of a batch that a producer without
+	// idempotence did not send again because the leader may have written
+	// it: the request failed after it left (a broken connection, a timeout,
+	// a leader that lost leadership while waiting for acks=all). Sending it
+	// again could write the records twice; an idempotent producer (the
+	// default with AcksAll) sends it again safely instead.
+	ErrOutcomeUnknown = errors.New("client: the records may or may not have been written")
 )
 
 // UnknownTopicError says the gateway does not know a topic.
@@ -145,6 +155,12 @@ func classify(err error) action {
 	if errors.Is(err, context.Canceled) {
 		return actFail
 	}
+	if connectionBroke(err) {
+		// connect-go reports a connection reset under a call in flight
+		// as CodeCanceled (it takes ECONNRESET and EPIPE for a client that
+		// went away); it is the node that went away.
+		return actRefresh
+	}
 	var code connect.Code
 	reason := commonv1.Reason_REASON_UNSPECIFIED
 	var e *Error
@@ -182,10 +198,48 @@ func classify(err error) action {
 	}
 	switch code {
 	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeDeadlineExceeded,
-		connect.CodeAborted:
+		connect.CodeAborted, connect.CodeCanceled:
 		// Unknown covers a connection that broke mid-call; Aborted an
-		// epoch fence the refresh resolves.
+		// epoch fence the refresh resolves; Canceled without our own
+		// context canceled (checked above) is the server's request
+		// context ending, a node shutting down.
 		return actRefresh
 	}
 	return actFail
+}
+
+// connectionBroke reports whether err is a connection that failed under a
+// call already sent or being sent: reset or closed by the peer, as when the
+// node's process is killed or a network path drops.
+func connectionBroke(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// unwritten reports whether a failed Produce certainly did not append its
+// batch, so a producer without idempotence may send it again without
+// writing it twice: no request left (no leader known, the connection was
+// never made), or the leader refused the batch before appending it. A
+// leader answers NOT_LEADER before appending, except with acks=all, where
+// it also answers so when it lost leadership while waiting for the
+// in-sync replicas. Anything else (a connection broken after the request
+// left, a timeout, an error without a reason) leaves the outcome unknown.
+func unwritten(err error, acks Acks) bool {
+	if errors.Is(err, ErrNoLeader) {
+		return true
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	switch ReasonOf(err) {
+	case commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
+		commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH,
+		commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
+		commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS:
+		return true
+	case commonv1.Reason_REASON_NOT_LEADER:
+		return acks != AcksAll
+	}
+	return false
 }

@@ -28,7 +28,11 @@ import (
 // and retry the same batch bytes with a growing backoff until
 // DeliveryTimeout; with idempotence (the default) the leader recognizes a
 // batch it already appended by its producer id and sequence number and
-// answers with the original offsets, so a retry never duplicates.
+// answers with the original offsets, so a retry never duplicates. A
+// connection that breaks under a request (its leader killed) is retried
+// the same way. Without idempotence a batch is sent again only when it
+// certainly was not written; one whose outcome is unknown fails with
+// ErrOutcomeUnknown rather than risk a duplicate.
 //
 // A Producer is safe for concurrent use. Close it to release its
 // goroutines and connections.
@@ -560,10 +564,18 @@ func (s *sink) send(batch []*promise) {
 			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 			return
 		}
-		switch classify(err) {
-		case actFail:
+		act := classify(err)
+		if act == actFail {
 			fail(lastErr)
 			return
+		}
+		if !cfg.idempotent && !unwritten(err, cfg.acks) {
+			// Sending again could duplicate the records (see
+			// ErrOutcomeUnknown); only idempotence makes that safe.
+			fail(fmt.Errorf("%w: %w", ErrOutcomeUnknown, lastErr))
+			return
+		}
+		switch act {
 		case actNewPID:
 			p.dropProducerID(builtAt)
 		case actRefresh:

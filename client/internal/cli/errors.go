@@ -45,6 +45,18 @@ func (e *coordinatorError) Unwrap() error { return e.err }
 // explain renders any error as one line without the "strata: " prefix:
 // no Go error chains, no stack traces, no internal paths.
 func (e *Env) explain(err error) string {
+	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return "may or may not have been written, so it was not sent again (--acks all retries safely): " + e.explainCause(err)
+	case errors.Is(err, client.ErrDeliveryTimeout):
+		return "not acknowledged within the delivery timeout: " + e.explainCause(err)
+	}
+	return e.explainCause(err)
+}
+
+// explainCause is explain for the server's or the transport's error
+// carried by err.
+func (e *Env) explainCause(err error) string {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return oneLine(ue.msg)

@@ -9,7 +9,9 @@
 // with base offset and leader epoch stamped, idempotent producer
 // deduplication by producer id and sequence, long-poll fetch, ListOffsets,
 // DescribeLog (with a pretend tier set by SetTiered),
-// and the admin pass-through calls of the gateway. What it does not: real
+// the admin pass-through calls of the gateway, and killed nodes (KillNode,
+// Fault.Kill: every connection reset, as a client sees a process killed
+// with SIGKILL). What it does not: real
 // replication (the high watermark is the log end offset), retention,
 // persistence, consumer groups (the coordinator calls answer UNAVAILABLE
 // unless a test serves a coordinator of its own with SetCoordinator).
@@ -48,6 +50,10 @@ type Cluster struct {
 	changed  chan struct{} // closed and replaced on every append
 	deadNode map[int32]bool
 	calls    map[string]int
+
+	connMu sync.Mutex
+	conns  []map[net.Conn]struct{} // open connections per node (index id-1)
+	killed []bool                  // per node: connections are reset
 }
 
 type topic struct {
@@ -105,26 +111,80 @@ func New(n int) *Cluster {
 		deadNode: map[int32]bool{},
 		calls:    map[string]int{},
 	}
+	c.conns = make([]map[net.Conn]struct{}, n)
+	c.killed = make([]bool, n)
 	for i := 1; i <= n; i++ {
 		mux := http.NewServeMux()
 		mux.Handle(storagev1connect.NewStorageServiceHandler(&storage{c: c, id: int32(i)}))
-		c.nodes = append(c.nodes, start(mux))
+		c.conns[i-1] = map[net.Conn]struct{}{}
+		c.nodes = append(c.nodes, start(mux, c.trackConn(i-1)))
 	}
 	mux := http.NewServeMux()
 	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(&gateway{c: c}))
-	c.gateway = start(mux)
+	c.gateway = start(mux, nil)
 	return c
 }
 
-// start serves h over h2c and HTTP/1.1 on a loopback port.
-func start(h http.Handler) *httptest.Server {
+// start serves h over h2c and HTTP/1.1 on a loopback port; connState, when
+// set, sees every connection change state.
+func start(h http.Handler, connState func(net.Conn, http.ConnState)) *httptest.Server {
 	s := httptest.NewUnstartedServer(h)
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
 	s.Config.Protocols = &protos
+	s.Config.ConnState = connState
 	s.Start()
 	return s
+}
+
+// trackConn keeps node i's open connections, and resets a new one at once
+// while the node is killed.
+func (c *Cluster) trackConn(i int) func(net.Conn, http.ConnState) {
+	return func(conn net.Conn, st http.ConnState) {
+		c.connMu.Lock()
+		defer c.connMu.Unlock()
+		switch st {
+		case http.StateNew:
+			if c.killed[i] {
+				reset(conn)
+				return
+			}
+			c.conns[i][conn] = struct{}{}
+		case http.StateClosed, http.StateHijacked:
+			delete(c.conns[i], conn)
+		}
+	}
+}
+
+// reset closes a connection with a TCP RST, so the peer reads "connection
+// reset by peer" as it does from a process killed with SIGKILL.
+func reset(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = conn.Close()
+}
+
+// KillNode makes node id behave as a process killed with SIGKILL: every
+// open connection to it is reset, and so is every new one until
+// RestartNode. Leadership does not move; use MoveLeader (or Fault.Kill,
+// which does both).
+func (c *Cluster) KillNode(id int32) {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	c.killed[id-1] = true
+	for conn := range c.conns[id-1] {
+		reset(conn)
+		delete(c.conns[id-1], conn)
+	}
+}
+
+// RestartNode lets a killed node accept connections again.
+func (c *Cluster) RestartNode(id int32) {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	c.killed[id-1] = false
 }
 
 // Close stops every server.
@@ -203,11 +263,30 @@ func (c *Cluster) createLocked(name string, partitions, replicas int32, configs 
 func (c *Cluster) MoveLeader(topicName string, part, node int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p := c.topics[topicName].parts[part]
+	c.moveLeaderLocked(c.topics[topicName].parts[part], node)
+}
+
+func (c *Cluster) moveLeaderLocked(p *partition, node int32) {
 	p.leader = node
 	p.epoch++
 	c.version++
 	c.notifyLocked()
+}
+
+// killLocked kills node id (KillNode) and moves the leadership of every
+// partition it leads to the next node, as the controller would after the
+// node's session expired. The fake log is shared, so whatever the killed
+// leader appended is on the new leader too, as if replicated.
+func (c *Cluster) killLocked(id int32) {
+	c.KillNode(id)
+	next := id%int32(len(c.nodes)) + 1
+	for _, t := range c.topics {
+		for _, p := range t.parts {
+			if p.leader == id {
+				c.moveLeaderLocked(p, next)
+			}
+		}
+	}
 }
 
 // Leader returns the current leader and epoch of a partition.
@@ -277,6 +356,12 @@ func (c *Cluster) Calls(method string) int {
 // forever) with Code and Reason. AfterAppend makes a Produce fault fire
 // after the batch is appended: the client sees a failure but the data is
 // in the log, which only idempotence can keep from being duplicated.
+//
+// Kill, instead of an error answer, kills the node serving the request at
+// that point (see KillNode): the request's connection is reset and the
+// node's partitions move to the next node with a new epoch. Before the
+// append the batch is lost with the node; with AfterAppend it is in the
+// log and only its answer is lost.
 type Fault struct {
 	Method      string
 	Topic       string
@@ -285,6 +370,7 @@ type Fault struct {
 	Reason      commonv1.Reason
 	Count       int
 	AfterAppend bool
+	Kill        bool
 
 	fired int
 }
@@ -304,8 +390,9 @@ func (c *Cluster) Fired(f *Fault) int {
 	return f.fired
 }
 
-// faultLocked returns the error of the first matching live fault.
-func (c *Cluster) faultLocked(method, topicName string, part int32, afterAppend bool) error {
+// faultLocked returns the error of the first matching live fault, after
+// killing storage node node (0 for the gateway) when the fault says so.
+func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, afterAppend bool) error {
 	for _, f := range c.faults {
 		if f.Method != method || f.AfterAppend != afterAppend ||
 			(f.Topic != "" && f.Topic != topicName) || (f.Partition >= 0 && f.Partition != part) ||
@@ -313,6 +400,10 @@ func (c *Cluster) faultLocked(method, topicName string, part int32, afterAppend 
 			continue
 		}
 		f.fired++
+		if f.Kill && node > 0 {
+			c.killLocked(node)
+			return errorf(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "injected fault: node %d killed", node)
+		}
 		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)
 	}
 	return nil

@@ -26,7 +26,7 @@ func (g *gateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.M
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Metadata"]++
-	if err := c.faultLocked("Metadata", "", -1, false); err != nil {
+	if err := c.faultLocked(0, "Metadata", "", -1, false); err != nil {
 		return nil, err
 	}
 	resp := &gatewayv1.MetadataResponse{ClusterId: "fake", Nodes: c.nodesLocked(), MetadataVersion: c.version}
@@ -58,7 +58,7 @@ func (g *gateway) InitProducerId(ctx context.Context, req *connect.Request[gatew
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["InitProducerId"]++
-	if err := c.faultLocked("InitProducerId", "", -1, false); err != nil {
+	if err := c.faultLocked(0, "InitProducerId", "", -1, false); err != nil {
 		return nil, err
 	}
 	c.nextPID++
@@ -203,7 +203,7 @@ func (g *gateway) DescribeCluster(ctx context.Context, req *connect.Request[gate
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["DescribeCluster"]++
-	if err := c.faultLocked("DescribeCluster", "", -1, false); err != nil {
+	if err := c.faultLocked(0, "DescribeCluster", "", -1, false); err != nil {
 		return nil, err
 	}
 	resp := &gatewayv1.DescribeClusterResponse{

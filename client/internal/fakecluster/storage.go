@@ -63,7 +63,7 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Produce"]++
-	if err := c.faultLocked("Produce", m.GetTopic(), m.GetPartition(), false); err != nil {
+	if err := c.faultLocked(s.id, "Produce", m.GetTopic(), m.GetPartition(), false); err != nil {
 		return nil, err
 	}
 	p, d := s.checkLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch())
@@ -116,7 +116,7 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		p.next += int64(h.LastOffsetDelta) + 1
 	}
 	c.notifyLocked()
-	if err := c.faultLocked("Produce", m.GetTopic(), m.GetPartition(), true); err != nil {
+	if err := c.faultLocked(s.id, "Produce", m.GetTopic(), m.GetPartition(), true); err != nil {
 		return nil, err
 	}
 	if m.GetAcks() == commonv1.Acks_ACKS_NONE {
@@ -137,7 +137,7 @@ func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		for _, fp := range m.GetPartitions() {
 			r := &storagev1.FetchPartitionResult{Topic: fp.GetTopic(), Partition: fp.GetPartition()}
 			resp.Partitions = append(resp.Partitions, r)
-			if err := c.faultLocked("Fetch", fp.GetTopic(), fp.GetPartition(), false); err != nil {
+			if err := c.faultLocked(s.id, "Fetch", fp.GetTopic(), fp.GetPartition(), false); err != nil {
 				r.Error = detailOf(err)
 				continue
 			}
@@ -196,7 +196,7 @@ func (s *storage) ListOffsets(ctx context.Context, req *connect.Request[storagev
 	for _, lp := range req.Msg.GetPartitions() {
 		r := &storagev1.ListOffsetsPartitionResult{Topic: lp.GetTopic(), Partition: lp.GetPartition(), TimestampMs: -1, LeaderEpoch: -1}
 		resp.Partitions = append(resp.Partitions, r)
-		if err := c.faultLocked("ListOffsets", lp.GetTopic(), lp.GetPartition(), false); err != nil {
+		if err := c.faultLocked(s.id, "ListOffsets", lp.GetTopic(), lp.GetPartition(), false); err != nil {
 			r.Error = detailOf(err)
 			continue
 		}
@@ -258,7 +258,7 @@ func (s *storage) DescribeLog(ctx context.Context, req *connect.Request[storagev
 	for _, tp := range req.Msg.GetPartitions() {
 		r := &storagev1.DescribeLogPartitionResult{Topic: tp.GetTopic(), Partition: tp.GetPartition(), TieredEndOffset: -1}
 		resp.Partitions = append(resp.Partitions, r)
-		if err := c.faultLocked("DescribeLog", tp.GetTopic(), tp.GetPartition(), false); err != nil {
+		if err := c.faultLocked(s.id, "DescribeLog", tp.GetTopic(), tp.GetPartition(), false); err != nil {
 			r.Error = detailOf(err)
 			continue
 		}
