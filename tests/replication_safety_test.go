@@ -46,7 +46,8 @@ func TestWipedReplicaDoesNotRejoinOnStaleState(t *testing.T) {
 	c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "the killed follower out of the ISR",
 		func(p *commonv1.PartitionMetadata) bool { return !slices.Contains(p.GetIsr(), int32(f.ID)) })
 
-	leader.Proxy.Hold(harness.Both)
+	leader.Proxy.Pause(harness.ToServer)
+	leader.Proxy.Pause(harness.ToClient)
 	if err := os.RemoveAll(fmt.Sprintf("%s/%s-0", f.DataDir, topic)); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,8 @@ func TestWipedReplicaDoesNotRejoinOnStaleState(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	leader.Proxy.Release(harness.Both)
+	leader.Proxy.Resume(harness.ToServer)
+	leader.Proxy.Resume(harness.ToClient)
 	c.WaitPartition(harness.Deadline(t, 30*time.Second), topic, 0, "the restarted follower back in the ISR", harness.FullISR)
 	rc.produceValues(ctx, t, 0, seqValues("rejoined", 5)...)
 	leader.Kill()
