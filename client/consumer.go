@@ -225,7 +225,9 @@ func (c *Consumer) Close() {
 // (leader changes, unavailable nodes) are retried inside Poll; it returns
 // an error for what retrying cannot fix: a topic that no longer exists
 // (*UnknownTopicError), a batch that cannot be decoded
-// (*CorruptBatchError, unless SkipCorruptBatches), or a closed consumer.
+// (*CorruptBatchError, unless SkipCorruptBatches), a position the log does
+// not hold although it lies within the log's range (ErrOffsetOutOfRange),
+// or a closed consumer.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	bo := newBackoff(&c.cfg)
 	for {
@@ -299,6 +301,9 @@ func (c *Consumer) fatal(err error) error {
 	var cbe *CorruptBatchError
 	if errors.As(err, &cbe) {
 		return cbe
+	}
+	if errors.Is(err, ErrOffsetOutOfRange) {
+		return err
 	}
 	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrCorrupt) ||
 		errors.Is(err, recordbatch.ErrShortBatch) || errors.Is(err, recordbatch.ErrBadMagic) ||
@@ -424,15 +429,22 @@ func (c *Consumer) partitionError(ctx context.Context, cur *cursor, err error) e
 	if errors.As(err, &e) && e.Reason == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE {
 		if h := e.Detail.GetOffsetRange(); h != nil {
 			c.mu.Lock()
+			pos, moved := cur.pos, true
 			if cur.pos >= 0 && cur.pos < h.GetLogStartOffset() {
 				cur.pos = h.GetLogStartOffset()
 			} else if cur.pos > h.GetHighWatermark() {
 				cur.pos = h.GetHighWatermark()
+			} else {
+				moved = false
 			}
 			c.mu.Unlock()
-			return nil
+			if moved {
+				return nil
+			}
+			return fmt.Errorf("%w: %s/%d at offset %d (the log holds [%d, %d)): %w", ErrOffsetOutOfRange,
+				cur.tp.topic, cur.tp.partition, pos, h.GetLogStartOffset(), h.GetHighWatermark(), err)
 		}
-		return err
+		return fmt.Errorf("%w: %s/%d: %w", ErrOffsetOutOfRange, cur.tp.topic, cur.tp.partition, err)
 	}
 	if classify(err) == actRefresh {
 		if !c.cl.applyHint(err) {

@@ -31,6 +31,13 @@ var (
 	// again could write the records twice; an idempotent producer (the
 	// default with AcksAll) sends it again safely instead.
 	ErrOutcomeUnknown = errors.New("client: the records may or may not have been written")
+	// ErrOffsetOutOfRange is returned by Poll when a leader answers that a
+	// partition's position is out of range although the range it reports
+	// holds the position (a gap in the log): moving to either end would
+	// skip data or read it again forever, so the consumer stops instead of
+	// fetching the same offset again. A position below the log start or
+	// above the high watermark moves there instead.
+	ErrOffsetOutOfRange = errors.New("client: offset out of range")
 )
 
 // UnknownTopicError says the gateway does not know a topic.

@@ -50,6 +50,8 @@ func (e *Env) explain(err error) string {
 		return "may or may not have been written, so it was not sent again (--acks all retries safely): " + e.explainCause(err)
 	case errors.Is(err, client.ErrDeliveryTimeout):
 		return "not acknowledged within the delivery timeout: " + e.explainCause(err)
+	case errors.Is(err, client.ErrOffsetOutOfRange):
+		return "cannot read on: " + e.explainCause(err)
 	}
 	return e.explainCause(err)
 }

@@ -205,7 +205,7 @@ func (c *Cluster) Close() {
 // as the coordinator of every group: FindCoordinator names it. Call it
 // once, before the first group call.
 func (c *Cluster) SetCoordinator(h http.Handler) {
-	s := start(h)
+	s := start(h, nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.coord = s
@@ -362,6 +362,9 @@ func (c *Cluster) Calls(method string) int {
 // node's partitions move to the next node with a new epoch. Before the
 // append the batch is lost with the node; with AfterAppend it is in the
 // log and only its answer is lost.
+//
+// Range, when set, is the OffsetRangeHint the error carries (with
+// REASON_OFFSET_OUT_OF_RANGE), to make a leader report any range.
 type Fault struct {
 	Method      string
 	Topic       string
@@ -371,6 +374,7 @@ type Fault struct {
 	Count       int
 	AfterAppend bool
 	Kill        bool
+	Range       *commonv1.OffsetRangeHint
 
 	fired int
 }
@@ -403,6 +407,11 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 		if f.Kill && node > 0 {
 			c.killLocked(node)
 			return errorf(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "injected fault: node %d killed", node)
+		}
+		if f.Range != nil {
+			d := detail(f.Code, f.Reason, fmt.Sprintf("injected fault: %v", f.Reason))
+			d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: f.Range}
+			return asError(d)
 		}
 		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)
 	}

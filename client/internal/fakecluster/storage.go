@@ -133,17 +133,17 @@ func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		c.mu.Lock()
 		c.calls["Fetch"]++
 		resp := &storagev1.FetchResponse{}
-		bytes := 0
+		bytes, failed := 0, false
 		for _, fp := range m.GetPartitions() {
 			r := &storagev1.FetchPartitionResult{Topic: fp.GetTopic(), Partition: fp.GetPartition()}
 			resp.Partitions = append(resp.Partitions, r)
 			if err := c.faultLocked(s.id, "Fetch", fp.GetTopic(), fp.GetPartition(), false); err != nil {
-				r.Error = detailOf(err)
+				r.Error, failed = detailOf(err), true
 				continue
 			}
 			p, d := s.checkLocked(fp.GetTopic(), fp.GetPartition(), fp.GetCurrentLeaderEpoch())
 			if d != nil {
-				r.Error = d
+				r.Error, failed = d, true
 				continue
 			}
 			r.HighWatermark, r.LastStableOffset, r.LogStartOffset = p.next, p.next, p.start
@@ -151,7 +151,7 @@ func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 			if off < p.start || off > p.next {
 				d := detail(connect.CodeOutOfRange, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE, "offset out of range")
 				d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{LogStartOffset: p.start, HighWatermark: p.next}}
-				r.Error = d
+				r.Error, failed = d, true
 				continue
 			}
 			limit := int(fp.GetMaxBytes())
@@ -172,7 +172,8 @@ func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		}
 		changed := c.changed
 		c.mu.Unlock()
-		if bytes > 0 || m.GetMaxWaitMs() == 0 || time.Now().After(deadline) {
+		// A partition error is answered at once, as the storage service does.
+		if bytes > 0 || failed || m.GetMaxWaitMs() == 0 || time.Now().After(deadline) {
 			return connect.NewResponse(resp), nil
 		}
 		t := time.NewTimer(time.Until(deadline))
