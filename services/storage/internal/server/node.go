@@ -415,10 +415,26 @@ func (n *Node) retentionLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, r := range n.hostedReplicas() {
-			if _, err := r.Log().ApplyRetention(ctx); err != nil && !errors.Is(err, partlog.ErrClosed) {
-				n.logger.Warn("retention failed", "topic", r.Topic, "partition", r.Partition, "err", err)
+		n.retentionRound(ctx)
+	}
+}
+
+// retentionRound applies retention.ms and retention.bytes to every hosted
+// replica, except replicas of tiered topics on a node that tiers: their
+// local segments go only once the tier holds them (deleteTieredLocal,
+// tiering.go). Deleting a segment the tier does not hold would leave a gap
+// between the tier's end and the local log start that no upload can fill,
+// even when the segment is past total retention, because the tier may hold
+// older data that total retention keeps (by bytes, or newer timestamps).
+func (n *Node) retentionRound(ctx context.Context) {
+	for _, r := range n.hostedReplicas() {
+		if n.tier != nil {
+			if _, tiered := n.tieredTopic(r.Topic); tiered {
+				continue
 			}
+		}
+		if _, err := r.Log().ApplyRetention(ctx); err != nil && !errors.Is(err, partlog.ErrClosed) {
+			n.logger.Warn("retention failed", "topic", r.Topic, "partition", r.Partition, "err", err)
 		}
 	}
 }

@@ -46,6 +46,8 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		d.Code, d.Reason, d.Message = code, reason, err.Error()
 	}
 	var oor *partlog.OffsetOutOfRangeError
+	var tre *tieredRangeError
+	var tue *tierUnavailableError
 	switch {
 	case r == nil:
 		d.Code, d.Reason, d.Message = commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition on this node"
@@ -86,6 +88,15 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_RESOURCE_EXHAUSTED, commonv1.Reason_REASON_RECORD_TOO_LARGE)
 	case errors.Is(err, partlog.ErrInvalidBatch):
 		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_CORRUPT_RECORD)
+	case errors.As(err, &tre): // tiering.go
+		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
+		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
+			LogStartOffset: tre.logStart, HighWatermark: r.Log().HighWatermark()}}
+	case errors.As(err, &tue): // tiering.go
+		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_UNSPECIFIED)
+		if c := tue.detail.GetCode(); c == commonv1.Code_CODE_DATA_LOSS {
+			d.Code = c
+		}
 	case errors.As(err, &oor):
 		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
@@ -230,8 +241,8 @@ func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.F
 	}
 	limit = max(min(limit, budget), 1)
 	rr, err := r.Read(p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
-	if tr, ok := s.n.readTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
-		rr, err = tr, nil
+	if tr, terr, ok := s.n.readTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
+		rr, err = tr, terr
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)

@@ -11,6 +11,9 @@ package server
 //     the tiering service's tiered_end_offset) and older than the topic's
 //     local retention (local.retention.ms / local.retention.bytes; -2 means
 //     retention.ms / retention.bytes), by raising the log start offset;
+//     ordinary retention (node.go retentionRound) leaves tiered topics
+//     alone, so an untiered segment is never deleted and the tier's end
+//     and the local log start never leave a gap between them;
 //   - Fetch below the local log start is served from the tier with
 //     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
 //     DescribeLog report the tiered start and extent;
@@ -39,6 +42,7 @@ import (
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
 
@@ -313,7 +317,12 @@ func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int3
 	return resp.Msg, nil
 }
 
-// localRetention returns a topic's local retention, -1 for none.
+// localRetention returns how much of a tiered topic's log its replicas
+// keep on local disk once tiered, -1 for no limit: local.retention.ms and
+// local.retention.bytes, where -2 (the default) means the total
+// retention.ms and retention.bytes, and never more than the total
+// retention (Kafka refuses such a config; a tiered segment past total
+// retention has no reason to stay on disk).
 func localRetention(cfg map[string]string) (ms, bytes int64) {
 	get := func(k string, def int64) int64 {
 		if v, err := strconv.ParseInt(cfg[k], 10, 64); err == nil {
@@ -321,14 +330,14 @@ func localRetention(cfg map[string]string) (ms, bytes int64) {
 		}
 		return def
 	}
-	ms, bytes = get("local.retention.ms", -2), get("local.retention.bytes", -2)
-	if ms == -2 {
-		ms = get("retention.ms", 7*24*3600*1000)
+	capped := func(local, total int64) int64 {
+		if local == -2 || (total >= 0 && (local < 0 || local > total)) {
+			return total
+		}
+		return local
 	}
-	if bytes == -2 {
-		bytes = get("retention.bytes", -1)
-	}
-	return ms, bytes
+	return capped(get("local.retention.ms", -2), get("retention.ms", 7*24*3600*1000)),
+		capped(get("local.retention.bytes", -2), get("retention.bytes", -1))
 }
 
 // segmentMaxTimestamp reads the largest record timestamp of a sealed
@@ -414,16 +423,50 @@ func (n *Node) effectiveLogStart(r *replica.Replica, local int64) int64 {
 	return local
 }
 
+// tieredRangeError is an offset below the local log start that the tier
+// does not hold either. logStart is the first offset available anywhere
+// as the tier just reported it, so a consumer below it moves there; an
+// offset at or above it lies in a gap between the tier's end and the
+// local log start (data deleted locally before it was tiered), which the
+// consumer reports rather than retry forever.
+type tieredRangeError struct {
+	offset, logStart, tieredEnd, localStart int64
+}
+
+func (e *tieredRangeError) Error() string {
+	if e.offset < e.logStart {
+		return fmt.Sprintf("offset %d is below the log start offset %d", e.offset, e.logStart)
+	}
+	return fmt.Sprintf("offset %d is missing: the tier holds [%d, %d) and local disk starts at %d", e.offset, e.logStart, e.tieredEnd, e.localStart)
+}
+
+// Unwrap makes errors.Is(err, partlog.ErrOffsetOutOfRange) true.
+func (e *tieredRangeError) Unwrap() error { return partlog.ErrOffsetOutOfRange }
+
+// tierUnavailableError is a read for the tier that the tiering service
+// could not answer; detail is its error (UNAVAILABLE when it sent none).
+type tierUnavailableError struct {
+	detail *commonv1.ErrorDetail
+	err    error
+}
+
+func (e *tierUnavailableError) Error() string { return "tiered read failed: " + e.err.Error() }
+func (e *tierUnavailableError) Unwrap() error { return e.err }
+
 // readTiered serves a consumer read below the local log start from the
-// tier. ok is false when the read is not one for the tier (readErr is not
-// an offset-out-of-range below the local start, or the topic is not
-// tiered) or the tier could not serve it; the caller then reports readErr.
-func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (partlog.ReadResult, bool) {
-	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= r.Log().LogStartOffset() {
-		return partlog.ReadResult{}, false
+// tier. handled is false when the read is not one for the tier (readErr is
+// not an offset-out-of-range below the local start, or the topic is not
+// tiered); the caller then reports readErr. Otherwise it returns the
+// batches, or the error to report: a *tieredRangeError when the tier does
+// not hold the offset, a *tierUnavailableError when the tiering service
+// failed (retriable, never mistaken for out of range).
+func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (_ partlog.ReadResult, _ error, handled bool) {
+	localStart := r.Log().LogStartOffset()
+	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= localStart {
+		return partlog.ReadResult{}, nil, false
 	}
 	if _, ok := n.tieredTopic(r.Topic); !ok {
-		return partlog.ReadResult{}, false
+		return partlog.ReadResult{}, nil, false
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, tierFetchTimeout)
 	defer cancel()
@@ -431,14 +474,25 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 		Topic: r.Topic, Partition: r.Partition, FetchOffset: offset, MaxBytes: int32(min(maxBytes, 1<<30)),
 	}))
 	if err != nil {
+		d := metadata.Detail(err)
+		if h := d.GetOffsetRange(); h != nil && d.GetReason() == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE {
+			e := &tieredRangeError{offset: offset, logStart: localStart, tieredEnd: h.GetHighWatermark(), localStart: localStart}
+			if h.GetLogStartOffset() >= 0 && h.GetHighWatermark() > h.GetLogStartOffset() {
+				e.logStart = min(h.GetLogStartOffset(), localStart)
+			}
+			if e.offset >= e.logStart {
+				n.logger.Warn("fetch below the local log start finds no tiered data", "topic", r.Topic, "partition", r.Partition, "err", e)
+			}
+			return partlog.ReadResult{}, e, true
+		}
 		n.logger.Debug("tiered read failed", "topic", r.Topic, "partition", r.Partition, "offset", offset, "err", err)
-		return partlog.ReadResult{}, false
+		return partlog.ReadResult{}, &tierUnavailableError{detail: d, err: err}, true
 	}
 	hw := r.Log().HighWatermark()
 	return partlog.ReadResult{
 		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LogEndOffset: r.Log().LogEndOffset(),
-		LogStartOffset: min(resp.Msg.GetLogStartOffset(), r.Log().LogStartOffset()), NextOffset: offset,
-	}, true
+		LogStartOffset: min(resp.Msg.GetLogStartOffset(), localStart), NextOffset: offset,
+	}, nil, true
 }
 
 // describeTiered fills the tiered fields of a DescribeLog result.

@@ -69,37 +69,77 @@ func freeAddr(t *testing.T) string {
 // embedded S3 server, and returns its URL once it answers.
 func startTieringProcess(t *testing.T, client *http.Client) string {
 	t.Helper()
-	bin := buildTiering(t)
+	return newTieringProcess(t, client).url
+}
+
+// tieringProcess is a strata-tiering process that a test can kill and
+// start again on the same ports and bucket directory.
+type tieringProcess struct {
+	t      *testing.T
+	client *http.Client
+	argv   []string
+	url    string
+
+	mu   sync.Mutex
+	logs bytes.Buffer
+	cmd  *exec.Cmd
+}
+
+// newTieringProcess starts strata-tiering with the embedded S3 server and
+// waits until it answers. It is killed when the test ends.
+func newTieringProcess(t *testing.T, client *http.Client) *tieringProcess {
+	t.Helper()
 	api, s3 := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--listen", api, "--embedded-s3-listen", s3, "--embedded-s3-dir", filepath.Join(t.TempDir(), "s3"),
-		"--log-format", "text", "--retention-interval", "1h")
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	cmd.Stderr = writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := &tieringProcess{t: t, client: client, url: "http://" + api,
+		argv: []string{buildTiering(t), "--listen", api, "--embedded-s3-listen", s3,
+			"--embedded-s3-dir", filepath.Join(t.TempDir(), "s3"), "--log-format", "text", "--retention-interval", "1h"}}
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		p.kill()
 		if t.Failed() {
-			mu.Lock()
-			t.Logf("strata-tiering log:\n%s", logs.String())
-			mu.Unlock()
+			p.mu.Lock()
+			t.Logf("strata-tiering log:\n%s", p.logs.String())
+			p.mu.Unlock()
 		}
 	})
-	url := "http://" + api
-	tc := tieringv1connect.NewTieringServiceClient(client, url)
+	p.start()
+	return p
+}
+
+// start runs the process and waits until GetTieredState answers.
+func (p *tieringProcess) start() {
+	p.t.Helper()
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.logs.Write(b) })
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.cmd = cmd
+	p.mu.Unlock()
+	tc := tieringv1connect.NewTieringServiceClient(p.client, p.url)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		_, err := tc.GetTieredState(context.Background(), connect.NewRequest(&tieringv1.GetTieredStateRequest{}))
 		if err == nil {
-			return url
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("strata-tiering not answering: %v", err)
+			p.t.Fatalf("strata-tiering not answering: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill stops the process with SIGKILL and waits for it. Safe to call when
+// it is not running.
+func (p *tieringProcess) kill() {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 	}
 }
 

@@ -1,0 +1,217 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+)
+
+// batchAt is one record with the given value and timestamp.
+func batchAt(t *testing.T, value string, ts int64) []byte {
+	t.Helper()
+	b, err := recordbatch.Build(recordbatch.BuildOptions{}, []recordbatch.Record{{Value: []byte(value), Timestamp: ts}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTieredTopicRetentionKeepsUntieredSegments: a segment of a tiered
+// topic is deleted locally only once the tier holds it. With the tier
+// holding [0, T) and the local log starting at T (local retention 0), the
+// tiering service is stopped and the local log grows past total retention
+// (by bytes; by time, with old timestamps behind the tier's newer data).
+// Ordinary retention must not delete the untiered segments: the local log
+// still starts at or below T, so when tiering comes back it uploads them
+// and the partition reads from 0 to its end without a gap.
+func TestTieredTopicRetentionKeepsUntieredSegments(t *testing.T) {
+	const segBytes = 16384
+	val := strings.Repeat("v", 900) // 16 records per segment
+	now := func() int64 { return time.Now().UnixMilli() }
+	old := func() int64 { return time.Now().Add(-2 * time.Hour).UnixMilli() }
+	for _, tc := range []struct {
+		name    string
+		configs map[string]string
+		// late is the timestamp of the i-th record produced while
+		// tiering is down.
+		late func(i int) int64
+	}{
+		{"retention.bytes", map[string]string{"retention.bytes": strconv.Itoa(3 * segBytes), "local.retention.bytes": "0", "retention.ms": "-1"},
+			func(int) int64 { return now() }},
+		{"retention.ms", map[string]string{"retention.ms": "3600000", "local.retention.ms": "0"},
+			func(i int) int64 {
+				if i < 60 {
+					return old() // expired, behind the tier's newer records
+				}
+				return now()
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := newCluster(t, 0, 5*time.Second)
+			c.dirs[1] = dir
+			tier := newTieringProcess(t, c.client)
+			startTieredNode(c, 1, tier.url)
+			const topic = "kept"
+			configs := map[string]string{"min.insync.replicas": "1", "segment.bytes": strconv.Itoa(segBytes), "remote.storage.enable": "true"}
+			for k, v := range tc.configs {
+				configs[k] = v
+			}
+			c.ctrl.SetTopic(&commonv1.TopicMetadata{
+				Name: topic, TopicId: "5d0c1c1e-8a43-4b8e-bb0e-2a7d6c1f0a11",
+				Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+					Replicas: []int32{1}, Isr: []int32{1}}},
+				Configs: configs,
+			})
+			n := c.node(1).node
+			c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
+			leader := c.storage(1)
+			var want []string
+			put := func(v string, ts int64) {
+				t.Helper()
+				// The first produce waits (NOT_LEADER) until the node
+				// has heard from the tier once.
+				for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					_, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, v, ts), 5*time.Second)
+					if err == nil {
+						break
+					}
+					if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
+						t.Fatalf("produce %.20s: %v", v, err)
+					}
+				}
+				want = append(want, v)
+			}
+			// 16 records fill a segment: the early ones fill four, the
+			// first late one starts the fifth, so the tier ends where
+			// the late records begin.
+			for i := range 64 {
+				put(fmt.Sprintf("early-%d-%s", i, val), now())
+			}
+			put(fmt.Sprintf("late-0-%s", val), tc.late(0))
+			r := n.replica(topic, 0)
+			var tieredEnd int64
+			c.eventually("sealed segments tiered and deleted locally", func() bool {
+				segs, _ := localSegments(r.Log().Dir())
+				st, ok := n.tieredState(topic, 0)
+				tieredEnd = st.end
+				return ok && len(segs) == 1 && st.end == segs[0].base && r.Log().LogStartOffset() == st.end
+			})
+
+			tier.kill()
+			for i := 1; i < 100; i++ {
+				put(fmt.Sprintf("late-%d-%s", i, val), tc.late(i))
+			}
+			n.retentionRound(context.Background())
+			if start := r.Log().LogStartOffset(); start > tieredEnd {
+				t.Fatalf("retention deleted untiered segments: the local log starts at %d, the tier ends at %d", start, tieredEnd)
+			}
+
+			tier.start()
+			hw := r.Log().HighWatermark()
+			c.eventually("every sealed segment tiered", func() bool {
+				segs, _ := localSegments(r.Log().Dir())
+				st, ok := n.tieredState(topic, 0)
+				return ok && len(segs) > 0 && st.end == segs[len(segs)-1].base && r.Log().LogStartOffset() <= st.end
+			})
+			if got := values(t, readAll(t, c, 1, topic, hw)); !slices.Equal(got, want) {
+				t.Fatalf("read %d records from 0, want the %d produced", len(got), len(want))
+			}
+		})
+	}
+}
+
+func TestLocalRetention(t *testing.T) {
+	for _, tc := range []struct {
+		cfg       map[string]string
+		ms, bytes int64
+	}{
+		{map[string]string{}, 7 * 24 * 3600 * 1000, -1},
+		{map[string]string{"local.retention.ms": "-2", "retention.ms": "5000", "retention.bytes": "100"}, 5000, 100},
+		{map[string]string{"local.retention.ms": "0", "local.retention.bytes": "10", "retention.bytes": "100"}, 0, 10},
+		{map[string]string{"local.retention.ms": "-1", "retention.ms": "-1"}, -1, -1},
+		{map[string]string{"local.retention.ms": "-1", "retention.ms": "5000"}, 5000, -1},
+		{map[string]string{"local.retention.ms": "9000", "retention.ms": "5000", "local.retention.bytes": "500", "retention.bytes": "100"}, 5000, 100},
+	} {
+		if ms, bytes := localRetention(tc.cfg); ms != tc.ms || bytes != tc.bytes {
+			t.Errorf("localRetention(%v) = %d, %d; want %d, %d", tc.cfg, ms, bytes, tc.ms, tc.bytes)
+		}
+	}
+}
+
+// TestFetchBelowLocalStartWhenTheTierCannotServe: a fetch below the local
+// log start of a tiered topic that the tier cannot serve is never an
+// OUT_OF_RANGE a consumer would move to the log start on and fetch again
+// forever. With the tiering service down it is UNAVAILABLE (retriable); at
+// an offset neither the tier nor local disk holds (a gap left by deleting
+// local data before it was tiered) it is OUT_OF_RANGE whose range holds the
+// offset, which the client reports as a gap.
+func TestFetchBelowLocalStartWhenTheTierCannotServe(t *testing.T) {
+	dir := t.TempDir()
+	c := newCluster(t, 0, 5*time.Second)
+	c.dirs[1] = dir
+	tier := newTieringProcess(t, c.client)
+	startTieredNode(c, 1, tier.url)
+	const topic = "gap"
+	c.ctrl.SetTopic(&commonv1.TopicMetadata{
+		Name: topic, TopicId: "0c7f3e1a-6d2b-4f0e-9a51-3b8e2d4c6a70",
+		Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+			Replicas: []int32{1}, Isr: []int32{1}}},
+		Configs: map[string]string{"min.insync.replicas": "1", "segment.bytes": "16384", "remote.storage.enable": "true", "local.retention.ms": "0"},
+	})
+	n := c.node(1).node
+	c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
+	leader := c.storage(1)
+	val := strings.Repeat("v", 900)
+	for i := range 65 {
+		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli()), 5*time.Second)
+			if err == nil {
+				break
+			}
+			if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	r := n.replica(topic, 0)
+	c.eventually("offsets below 64 tiered and deleted locally", func() bool {
+		st, ok := n.tieredState(topic, 0)
+		return ok && st.end == 64 && r.Log().LogStartOffset() == 64
+	})
+
+	tier.kill()
+	res := fetch(t, leader, topic, 10, 0)
+	if code := res.GetError().GetCode(); code != commonv1.Code_CODE_UNAVAILABLE {
+		t.Fatalf("fetch below the local start with the tier down: %v, want UNAVAILABLE", res.GetError())
+	}
+
+	// A gap: local data from 64 deleted without being tiered.
+	for i := 65; i < 112; i++ {
+		if _, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli()), 5*time.Second); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	if err := r.Log().DeleteRecordsBefore(96); err != nil {
+		t.Fatal(err)
+	}
+	tier.start()
+	if res := fetch(t, leader, topic, 10, 0); res.GetError() != nil || len(res.GetRecords()) == 0 {
+		t.Fatalf("fetch from the tier: %v", res.GetError())
+	}
+	res = fetch(t, leader, topic, 70, 0)
+	h := res.GetError().GetOffsetRange()
+	if res.GetError().GetReason() != commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE || h == nil || h.GetLogStartOffset() > 70 || h.GetHighWatermark() < 70 {
+		t.Fatalf("fetch in the gap: %v, want OUT_OF_RANGE with a range holding 70", res.GetError())
+	}
+	if !strings.Contains(res.GetError().GetMessage(), "missing") {
+		t.Fatalf("gap message %q does not say the offset is missing", res.GetError().GetMessage())
+	}
+}
