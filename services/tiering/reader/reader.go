@@ -64,9 +64,10 @@ type Reader struct {
 	cfg    Config
 	blocks *blockCache
 
-	mu        sync.Mutex
-	manifests map[manifest.Partition]cachedManifest
-	indexes   map[string]*segment.OffsetIndex
+	mu          sync.Mutex
+	manifests   map[manifest.Partition]cachedManifest
+	indexes     map[string]*segment.OffsetIndex
+	timeIndexes map[string]*segment.TimeIndex
 
 	fetched atomic.Int64 // bytes fetched from the bucket
 	gets    atomic.Int64 // range GETs
@@ -89,7 +90,8 @@ func New(cfg Config) *Reader {
 		cfg.ManifestTTL = DefaultManifestTTL
 	}
 	return &Reader{cfg: cfg, blocks: newBlockCache(cfg.CacheBytes),
-		manifests: map[manifest.Partition]cachedManifest{}, indexes: map[string]*segment.OffsetIndex{}}
+		manifests: map[manifest.Partition]cachedManifest{}, indexes: map[string]*segment.OffsetIndex{},
+		timeIndexes: map[string]*segment.TimeIndex{}}
 }
 
 // Stats reports the bytes and range GETs fetched from the bucket, and the
@@ -241,12 +243,22 @@ func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Ma
 }
 
 func (r *Reader) index(ctx context.Context, e *tieringv1.SegmentEntry) (*segment.OffsetIndex, error) {
-	key := e.GetOffsetIndexKey()
+	return cachedIndex(ctx, r, r.indexes, e.GetOffsetIndexKey(), segment.DecodeOffsetIndex)
+}
+
+func (r *Reader) timeIndex(ctx context.Context, e *tieringv1.SegmentEntry) (*segment.TimeIndex, error) {
+	return cachedIndex(ctx, r, r.timeIndexes, e.GetTimeIndexKey(), segment.DecodeTimeIndex)
+}
+
+// cachedIndex returns the decoded index object at key from cache, reading
+// and decoding it on a miss; nil (a scan from the object's start) when the
+// entry names none. The cache holds at most maxIndexes of each kind.
+func cachedIndex[X any](ctx context.Context, r *Reader, cache map[string]*X, key string, decode func([]byte) (*X, error)) (*X, error) {
 	if key == "" {
-		return nil, nil // Lookup on nil scans from the start
+		return nil, nil
 	}
 	r.mu.Lock()
-	idx := r.indexes[key]
+	idx := cache[key]
 	r.mu.Unlock()
 	if idx != nil {
 		return idx, nil
@@ -260,20 +272,94 @@ func (r *Reader) index(ctx context.Context, e *tieringv1.SegmentEntry) (*segment
 	}
 	r.fetched.Add(int64(len(data)))
 	r.gets.Add(1)
-	idx, err = segment.DecodeOffsetIndex(data)
+	idx, err = decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrDataLoss, key, err)
 	}
 	r.mu.Lock()
-	if len(r.indexes) >= maxIndexes {
-		for k := range r.indexes { // drop an arbitrary one
-			delete(r.indexes, k)
+	if len(cache) >= maxIndexes {
+		for k := range cache { // drop an arbitrary one
+			delete(cache, k)
 			break
 		}
 	}
-	r.indexes[key] = idx
+	cache[key] = idx
 	r.mu.Unlock()
 	return idx, nil
+}
+
+// TimestampResult is the answer of OffsetForTimestamp.
+type TimestampResult struct {
+	Offset      int64 // base offset of the batch found (at least LogStart), -1 when none
+	Timestamp   int64 // its MaxTimestamp, -1 when none
+	LeaderEpoch int32 // its leader epoch, -1 when none
+	LogStart    int64 // first tiered offset, -1 when nothing is tiered
+	TieredEnd   int64 // one past the last tiered offset, -1 when nothing is tiered
+}
+
+// OffsetForTimestamp finds the first tiered batch whose MaxTimestamp is at
+// or after ts, as a local log answers ListOffsets by timestamp: entries
+// whose max_timestamp_ms is older are skipped, the first other entry's time
+// index gives where to start, and batch headers are read from there
+// through the block cache. Offset is -1 when no tiered batch is that late.
+// Like Read, it retries once with a fresh manifest when an object it names
+// is missing.
+func (r *Reader) OffsetForTimestamp(ctx context.Context, p manifest.Partition, ts int64) (TimestampResult, error) {
+	m, err := r.Manifest(ctx, p, true)
+	if err != nil {
+		return TimestampResult{}, err
+	}
+	res, err := r.offsetForTimestamp(ctx, m, ts)
+	if !errors.Is(err, errMissing) {
+		return res, err
+	}
+	m2, _, lerr := r.cfg.Store.Load(ctx, p)
+	if lerr != nil || m2.GetVersion() == m.GetVersion() {
+		return res, err
+	}
+	r.SetManifest(p, m2)
+	return r.offsetForTimestamp(ctx, m2, ts)
+}
+
+func (r *Reader) offsetForTimestamp(ctx context.Context, m *tieringv1.Manifest, ts int64) (TimestampResult, error) {
+	res := TimestampResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1, LogStart: m.GetLogStartOffset(), TieredEnd: manifest.TieredEnd(m)}
+	if res.TieredEnd < 0 {
+		res.LogStart = -1
+	}
+	var hdr [recordbatch.HeaderSize]byte
+	for _, e := range manifest.Active(m) {
+		if e.GetMaxTimestampMs() < ts {
+			continue
+		}
+		from := e.GetBaseOffset()
+		tix, err := r.timeIndex(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		if tix != nil {
+			from = max(from, tix.Lookup(ts))
+		}
+		idx, err := r.index(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		obj := object{r: r, key: e.GetObjectKey(), size: e.GetSizeBytes()}
+		for pos := idx.Lookup(from); pos < obj.size; {
+			if err := obj.readAt(ctx, hdr[:], pos); err != nil {
+				return res, err
+			}
+			h, err := recordbatch.PeekHeader(hdr[:])
+			if err != nil {
+				return res, fmt.Errorf("%w: %s at %d: %w", ErrDataLoss, obj.key, pos, err)
+			}
+			if h.LastOffset() >= from && h.MaxTimestamp >= ts {
+				res.Offset, res.Timestamp, res.LeaderEpoch = max(h.BaseOffset, res.LogStart), h.MaxTimestamp, h.PartitionLeaderEpoch
+				return res, nil
+			}
+			pos += int64(h.Size())
+		}
+	}
+	return res, nil
 }
 
 // object reads one object through the block cache.

@@ -233,3 +233,52 @@ func (x *OffsetIndex) Lookup(offset int64) int64 {
 
 // Entries is the number of index entries.
 func (x *OffsetIndex) Entries() int { return len(x.rel) }
+
+// TimeIndex is a decoded .timeindex object.
+type TimeIndex struct {
+	BaseOffset int64
+	MaxTS      int64 // largest batch MaxTimestamp of the segment, -1 if none
+	ts         []int64
+	rel        []uint32
+}
+
+// DecodeTimeIndex checks and decodes a .timeindex object.
+func DecodeTimeIndex(b []byte) (*TimeIndex, error) {
+	if len(b) < headerSize || string(b[:4]) != timeMagic || binary.BigEndian.Uint32(b[4:]) != version {
+		return nil, fmt.Errorf("%w: header", ErrIndex)
+	}
+	count := int(binary.BigEndian.Uint32(b[40:]))
+	if len(b) != headerSize+timeEntrySize*count {
+		return nil, fmt.Errorf("%w: %d bytes for %d entries", ErrIndex, len(b), count)
+	}
+	c := crc32.Update(0, castagnoli, b[:crcStart])
+	c = crc32.Update(c, castagnoli, b[headerSize:])
+	if c != binary.BigEndian.Uint32(b[crcStart:]) {
+		return nil, fmt.Errorf("%w: crc", ErrIndex)
+	}
+	x := &TimeIndex{
+		BaseOffset: int64(binary.BigEndian.Uint64(b[8:])),
+		MaxTS:      int64(binary.BigEndian.Uint64(b[32:])),
+		ts:         make([]int64, count), rel: make([]uint32, count),
+	}
+	for i := range count {
+		p := b[headerSize+timeEntrySize*i:]
+		x.ts[i], x.rel[i] = int64(binary.BigEndian.Uint64(p)), binary.BigEndian.Uint32(p[8:])
+	}
+	return x, nil
+}
+
+// Lookup returns the offset from which a scan for the first batch with a
+// MaxTimestamp at or after ts starts: an entry (t, rel) says every batch
+// before rel has a MaxTimestamp of at most t, so the scan starts at the
+// last entry whose t is below ts (at BaseOffset when none is).
+func (x *TimeIndex) Lookup(ts int64) int64 {
+	if x == nil {
+		return 0
+	}
+	i := sort.Search(len(x.ts), func(i int) bool { return x.ts[i] >= ts })
+	if i == 0 {
+		return x.BaseOffset
+	}
+	return x.BaseOffset + int64(x.rel[i-1])
+}

@@ -262,6 +262,28 @@ func (s *Service) FetchTiered(ctx context.Context, req *connect.Request[tieringv
 	return connect.NewResponse(&tieringv1.FetchTieredResponse{Records: res.Records, LogStartOffset: res.LogStart, TieredEndOffset: res.TieredEnd}), nil
 }
 
+func (s *Service) OffsetForTimestamp(ctx context.Context, req *connect.Request[tieringv1.OffsetForTimestampRequest]) (*connect.Response[tieringv1.OffsetForTimestampResponse], error) {
+	m := req.Msg
+	p, known, err := s.partition(ctx, m.GetTopic(), m.GetPartition())
+	if err != nil {
+		return nil, connectErr(s.detail("resolve topic", err))
+	}
+	if !known {
+		return nil, connectErr(notFound(m.GetTopic(), m.GetPartition()))
+	}
+	out := &tieringv1.OffsetForTimestampResponse{Offset: -1, TimestampMs: -1, LeaderEpoch: -1, LogStartOffset: -1, TieredEndOffset: -1}
+	if p.TopicID == "" {
+		return connect.NewResponse(out), nil // nothing tiered
+	}
+	res, err := s.reader.OffsetForTimestamp(ctx, p, m.GetTimestampMs())
+	if err != nil {
+		return nil, connectErr(s.detail("offset for timestamp", err))
+	}
+	out.Offset, out.TimestampMs, out.LeaderEpoch = res.Offset, res.Timestamp, res.LeaderEpoch
+	out.LogStartOffset, out.TieredEndOffset = res.LogStart, res.TieredEnd
+	return connect.NewResponse(out), nil
+}
+
 func (s *Service) ListSegments(ctx context.Context, req *connect.Request[tieringv1.ListSegmentsRequest]) (*connect.Response[tieringv1.ListSegmentsResponse], error) {
 	m := req.Msg
 	start := 0

@@ -807,6 +807,154 @@ func (x *FetchTieredResponse) GetTieredEndOffset() int64 {
 	return 0
 }
 
+// OffsetForTimestampRequest asks for the first tiered batch at or after a time.
+type OffsetForTimestampRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Wanted time, in Unix ms: the answer is the first batch whose largest timestamp is at or
+	// after it.
+	TimestampMs   int64 `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetForTimestampRequest) Reset() {
+	*x = OffsetForTimestampRequest{}
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetForTimestampRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetForTimestampRequest) ProtoMessage() {}
+
+func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetForTimestampRequest.ProtoReflect.Descriptor instead.
+func (*OffsetForTimestampRequest) Descriptor() ([]byte, []int) {
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *OffsetForTimestampRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetForTimestampRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+// OffsetForTimestampResponse is the tiered batch found, if any.
+type OffsetForTimestampResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Base offset of the batch found (never below log_start_offset), or -1 when the tier holds
+	// no batch at or after timestamp_ms.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Largest timestamp of that batch, in Unix ms, or -1.
+	TimestampMs int64 `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	// Leader epoch of that batch, or -1.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// First offset held in the tier, or -1 when nothing is tiered.
+	LogStartOffset int64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// One past the last offset durable in the tier, or -1 when nothing is tiered.
+	TieredEndOffset int64 `protobuf:"varint,5,opt,name=tiered_end_offset,json=tieredEndOffset,proto3" json:"tiered_end_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *OffsetForTimestampResponse) Reset() {
+	*x = OffsetForTimestampResponse{}
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetForTimestampResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetForTimestampResponse) ProtoMessage() {}
+
+func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetForTimestampResponse.ProtoReflect.Descriptor instead.
+func (*OffsetForTimestampResponse) Descriptor() ([]byte, []int) {
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *OffsetForTimestampResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampResponse) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampResponse) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampResponse) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampResponse) GetTieredEndOffset() int64 {
+	if x != nil {
+		return x.TieredEndOffset
+	}
+	return 0
+}
+
 // ListSegmentsRequest pages through a partition's manifest.
 type ListSegmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -826,7 +974,7 @@ type ListSegmentsRequest struct {
 
 func (x *ListSegmentsRequest) Reset() {
 	*x = ListSegmentsRequest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +986,7 @@ func (x *ListSegmentsRequest) String() string {
 func (*ListSegmentsRequest) ProtoMessage() {}
 
 func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +999,7 @@ func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListSegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{9}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSegmentsRequest) GetTopic() string {
@@ -904,7 +1052,7 @@ type ListSegmentsResponse struct {
 
 func (x *ListSegmentsResponse) Reset() {
 	*x = ListSegmentsResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1064,7 @@ func (x *ListSegmentsResponse) String() string {
 func (*ListSegmentsResponse) ProtoMessage() {}
 
 func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1077,7 @@ func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListSegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{10}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSegmentsResponse) GetSegments() []*SegmentEntry {
@@ -993,7 +1141,7 @@ type SegmentEntry struct {
 
 func (x *SegmentEntry) Reset() {
 	*x = SegmentEntry{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1153,7 @@ func (x *SegmentEntry) String() string {
 func (*SegmentEntry) ProtoMessage() {}
 
 func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1166,7 @@ func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentEntry.ProtoReflect.Descriptor instead.
 func (*SegmentEntry) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentEntry) GetSegmentId() string {
@@ -1152,7 +1300,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1312,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1325,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Manifest) GetFormatVersion() int32 {
@@ -1307,7 +1455,17 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x13FetchTieredResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12*\n" +
-	"\x11tiered_end_offset\x18\x03 \x01(\x03R\x0ftieredEndOffset\"\xa8\x01\n" +
+	"\x11tiered_end_offset\x18\x03 \x01(\x03R\x0ftieredEndOffset\"r\n" +
+	"\x19OffsetForTimestampRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\"\xd0\x01\n" +
+	"\x1aOffsetForTimestampResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12(\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12*\n" +
+	"\x11tiered_end_offset\x18\x05 \x01(\x03R\x0ftieredEndOffset\"\xa8\x01\n" +
 	"\x13ListSegmentsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -1353,11 +1511,12 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\fSegmentState\x12\x1d\n" +
 	"\x19SEGMENT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SEGMENT_STATE_ACTIVE\x10\x01\x12\x1a\n" +
-	"\x16SEGMENT_STATE_DELETING\x10\x022\x9c\x03\n" +
+	"\x16SEGMENT_STATE_DELETING\x10\x022\x8f\x04\n" +
 	"\x0eTieringService\x12d\n" +
 	"\rUploadSegment\x12'.strata.tiering.v1.UploadSegmentRequest\x1a(.strata.tiering.v1.UploadSegmentResponse(\x01\x12e\n" +
 	"\x0eGetTieredState\x12(.strata.tiering.v1.GetTieredStateRequest\x1a).strata.tiering.v1.GetTieredStateResponse\x12\\\n" +
-	"\vFetchTiered\x12%.strata.tiering.v1.FetchTieredRequest\x1a&.strata.tiering.v1.FetchTieredResponse\x12_\n" +
+	"\vFetchTiered\x12%.strata.tiering.v1.FetchTieredRequest\x1a&.strata.tiering.v1.FetchTieredResponse\x12q\n" +
+	"\x12OffsetForTimestamp\x12,.strata.tiering.v1.OffsetForTimestampRequest\x1a-.strata.tiering.v1.OffsetForTimestampResponse\x12_\n" +
 	"\fListSegments\x12&.strata.tiering.v1.ListSegmentsRequest\x1a'.strata.tiering.v1.ListSegmentsResponseB\xc8\x01\n" +
 	"\x15com.strata.tiering.v1B\fTieringProtoP\x01Z;github.com/strata-mq/strata/gen/strata/tiering/v1;tieringv1\xa2\x02\x03STX\xaa\x02\x11Strata.Tiering.V1\xca\x02\x11Strata\\Tiering\\V1\xe2\x02\x1dStrata\\Tiering\\V1\\GPBMetadata\xea\x02\x13Strata::Tiering::V1b\x06proto3"
 
@@ -1374,46 +1533,50 @@ func file_strata_tiering_v1_tiering_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_tiering_v1_tiering_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_strata_tiering_v1_tiering_proto_goTypes = []any{
-	(SegmentState)(0),              // 0: strata.tiering.v1.SegmentState
-	(*UploadSegmentRequest)(nil),   // 1: strata.tiering.v1.UploadSegmentRequest
-	(*SegmentHeader)(nil),          // 2: strata.tiering.v1.SegmentHeader
-	(*EpochStart)(nil),             // 3: strata.tiering.v1.EpochStart
-	(*UploadSegmentResponse)(nil),  // 4: strata.tiering.v1.UploadSegmentResponse
-	(*GetTieredStateRequest)(nil),  // 5: strata.tiering.v1.GetTieredStateRequest
-	(*GetTieredStateResponse)(nil), // 6: strata.tiering.v1.GetTieredStateResponse
-	(*TieredPartitionState)(nil),   // 7: strata.tiering.v1.TieredPartitionState
-	(*FetchTieredRequest)(nil),     // 8: strata.tiering.v1.FetchTieredRequest
-	(*FetchTieredResponse)(nil),    // 9: strata.tiering.v1.FetchTieredResponse
-	(*ListSegmentsRequest)(nil),    // 10: strata.tiering.v1.ListSegmentsRequest
-	(*ListSegmentsResponse)(nil),   // 11: strata.tiering.v1.ListSegmentsResponse
-	(*SegmentEntry)(nil),           // 12: strata.tiering.v1.SegmentEntry
-	(*Manifest)(nil),               // 13: strata.tiering.v1.Manifest
-	(*v1.TopicPartition)(nil),      // 14: strata.common.v1.TopicPartition
-	(*v1.ErrorDetail)(nil),         // 15: strata.common.v1.ErrorDetail
+	(SegmentState)(0),                  // 0: strata.tiering.v1.SegmentState
+	(*UploadSegmentRequest)(nil),       // 1: strata.tiering.v1.UploadSegmentRequest
+	(*SegmentHeader)(nil),              // 2: strata.tiering.v1.SegmentHeader
+	(*EpochStart)(nil),                 // 3: strata.tiering.v1.EpochStart
+	(*UploadSegmentResponse)(nil),      // 4: strata.tiering.v1.UploadSegmentResponse
+	(*GetTieredStateRequest)(nil),      // 5: strata.tiering.v1.GetTieredStateRequest
+	(*GetTieredStateResponse)(nil),     // 6: strata.tiering.v1.GetTieredStateResponse
+	(*TieredPartitionState)(nil),       // 7: strata.tiering.v1.TieredPartitionState
+	(*FetchTieredRequest)(nil),         // 8: strata.tiering.v1.FetchTieredRequest
+	(*FetchTieredResponse)(nil),        // 9: strata.tiering.v1.FetchTieredResponse
+	(*OffsetForTimestampRequest)(nil),  // 10: strata.tiering.v1.OffsetForTimestampRequest
+	(*OffsetForTimestampResponse)(nil), // 11: strata.tiering.v1.OffsetForTimestampResponse
+	(*ListSegmentsRequest)(nil),        // 12: strata.tiering.v1.ListSegmentsRequest
+	(*ListSegmentsResponse)(nil),       // 13: strata.tiering.v1.ListSegmentsResponse
+	(*SegmentEntry)(nil),               // 14: strata.tiering.v1.SegmentEntry
+	(*Manifest)(nil),                   // 15: strata.tiering.v1.Manifest
+	(*v1.TopicPartition)(nil),          // 16: strata.common.v1.TopicPartition
+	(*v1.ErrorDetail)(nil),             // 17: strata.common.v1.ErrorDetail
 }
 var file_strata_tiering_v1_tiering_proto_depIdxs = []int32{
 	2,  // 0: strata.tiering.v1.UploadSegmentRequest.header:type_name -> strata.tiering.v1.SegmentHeader
 	3,  // 1: strata.tiering.v1.SegmentHeader.leader_epochs:type_name -> strata.tiering.v1.EpochStart
-	12, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
-	14, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	14, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
+	16, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
 	7,  // 4: strata.tiering.v1.GetTieredStateResponse.partitions:type_name -> strata.tiering.v1.TieredPartitionState
-	15, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
-	12, // 6: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
+	17, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
+	14, // 6: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
 	3,  // 7: strata.tiering.v1.SegmentEntry.leader_epochs:type_name -> strata.tiering.v1.EpochStart
 	0,  // 8: strata.tiering.v1.SegmentEntry.state:type_name -> strata.tiering.v1.SegmentState
-	12, // 9: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
+	14, // 9: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
 	1,  // 10: strata.tiering.v1.TieringService.UploadSegment:input_type -> strata.tiering.v1.UploadSegmentRequest
 	5,  // 11: strata.tiering.v1.TieringService.GetTieredState:input_type -> strata.tiering.v1.GetTieredStateRequest
 	8,  // 12: strata.tiering.v1.TieringService.FetchTiered:input_type -> strata.tiering.v1.FetchTieredRequest
-	10, // 13: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
-	4,  // 14: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
-	6,  // 15: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
-	9,  // 16: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
-	11, // 17: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
+	10, // 13: strata.tiering.v1.TieringService.OffsetForTimestamp:input_type -> strata.tiering.v1.OffsetForTimestampRequest
+	12, // 14: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
+	4,  // 15: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
+	6,  // 16: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
+	9,  // 17: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
+	11, // 18: strata.tiering.v1.TieringService.OffsetForTimestamp:output_type -> strata.tiering.v1.OffsetForTimestampResponse
+	13, // 19: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
+	15, // [15:20] is the sub-list for method output_type
+	10, // [10:15] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1434,7 +1597,7 @@ func file_strata_tiering_v1_tiering_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_tiering_v1_tiering_proto_rawDesc), len(file_strata_tiering_v1_tiering_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -280,6 +280,14 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 			res.Offset = hw
 		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
 			res.Offset = hw
+			// Below the local log start the tier answers (tiering.go).
+			if tt, ok, err := s.n.tieredOffsetForTimestamp(r, p.GetTimestampMs()); err != nil {
+				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+				continue
+			} else if ok {
+				res.Offset, res.TimestampMs, res.LeaderEpoch = tt.offset, tt.maxTS, tt.epoch
+				continue
+			}
 			off, found, err := l.OffsetForTimestamp(p.GetTimestampMs())
 			if err != nil {
 				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)

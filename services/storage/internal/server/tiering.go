@@ -16,7 +16,9 @@ package server
 //     and the local log start never leave a gap between them;
 //   - Fetch below the local log start is served from the tier with
 //     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
-//     DescribeLog report the tiered start and extent;
+//     DescribeLog report the tiered start and extent, and ListOffsets by
+//     timestamp asks the tier (OffsetForTimestamp) first when it holds
+//     offsets below the local log start;
 //   - a replica whose log ends below the tiered end (a lost disk) restarts
 //     its log empty at the tiered end (Replica.MoveToTieredEnd); until the
 //     tier state is known, an empty log at 0 refuses produce as leader.
@@ -493,6 +495,42 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LogEndOffset: r.Log().LogEndOffset(),
 		LogStartOffset: min(resp.Msg.GetLogStartOffset(), localStart), NextOffset: offset,
 	}, nil, true
+}
+
+// tieredTimestamp is the tier's answer to ListOffsets by timestamp.
+type tieredTimestamp struct {
+	offset, maxTS int64
+	epoch         int32
+}
+
+// tieredOffsetForTimestamp answers ListOffsets by timestamp from the tier
+// when the tier holds offsets below the local log start (Kafka's KIP-405
+// looks in remote storage first, then locally). ok is false when the
+// local log answers: the topic is not tiered on this node, the tier holds
+// nothing below the local start, or its first batch at or after ts is not
+// below the local start. A tiering service that cannot answer is a
+// *tierUnavailableError (retriable), never a wrong offset.
+func (n *Node) tieredOffsetForTimestamp(r *replica.Replica, ts int64) (_ tieredTimestamp, ok bool, _ error) {
+	if _, tiered := n.tieredTopic(r.Topic); !tiered {
+		return tieredTimestamp{}, false, nil
+	}
+	localStart := r.Log().LogStartOffset()
+	if st, known := n.tieredState(r.Topic, r.Partition); !known || st.logStart < 0 || st.logStart >= localStart {
+		return tieredTimestamp{}, false, nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, tierFetchTimeout)
+	defer cancel()
+	resp, err := n.tier.client.OffsetForTimestamp(ctx, connect.NewRequest(&tieringv1.OffsetForTimestampRequest{
+		Topic: r.Topic, Partition: r.Partition, TimestampMs: ts,
+	}))
+	if err != nil {
+		return tieredTimestamp{}, false, &tierUnavailableError{detail: metadata.Detail(err), err: err}
+	}
+	m := resp.Msg
+	if m.GetOffset() < 0 || m.GetOffset() >= localStart {
+		return tieredTimestamp{}, false, nil
+	}
+	return tieredTimestamp{offset: m.GetOffset(), maxTS: m.GetTimestampMs(), epoch: m.GetLeaderEpoch()}, true, nil
 }
 
 // describeTiered fills the tiered fields of a DescribeLog result.

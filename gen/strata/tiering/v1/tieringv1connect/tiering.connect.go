@@ -63,6 +63,9 @@ const (
 	// TieringServiceFetchTieredProcedure is the fully-qualified name of the TieringService's
 	// FetchTiered RPC.
 	TieringServiceFetchTieredProcedure = "/strata.tiering.v1.TieringService/FetchTiered"
+	// TieringServiceOffsetForTimestampProcedure is the fully-qualified name of the TieringService's
+	// OffsetForTimestamp RPC.
+	TieringServiceOffsetForTimestampProcedure = "/strata.tiering.v1.TieringService/OffsetForTimestamp"
 	// TieringServiceListSegmentsProcedure is the fully-qualified name of the TieringService's
 	// ListSegments RPC.
 	TieringServiceListSegmentsProcedure = "/strata.tiering.v1.TieringService/ListSegments"
@@ -95,6 +98,15 @@ type TieringServiceClient interface {
 	// DATA_LOSS when an object the manifest names is missing or fails its CRC; UNAVAILABLE
 	// when the object store cannot be reached.
 	FetchTiered(context.Context, *connect.Request[v1.FetchTieredRequest]) (*connect.Response[v1.FetchTieredResponse], error)
+	// OffsetForTimestamp finds, in the tier, the first batch of one partition whose largest
+	// timestamp is at or after timestamp_ms, as ListOffsets by timestamp does on a local log:
+	// storage nodes ask it for offsets below their local log start. It skips manifest entries
+	// whose max_timestamp_ms is older, looks the time up in the first other entry's time index,
+	// and reads batch headers from there.
+	// Errors: NOT_FOUND for an unknown topic or partition; DATA_LOSS when an object the manifest
+	// names is missing or corrupt; UNAVAILABLE when the object store cannot be reached. A
+	// partition with nothing tiered, or no batch that late, succeeds with offset -1.
+	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
 	// ListSegments lists the manifest entries of one partition, ordered by base offset.
 	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a bad
 	// page_token.
@@ -130,6 +142,12 @@ func NewTieringServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(tieringServiceMethods.ByName("FetchTiered")),
 			connect.WithClientOptions(opts...),
 		),
+		offsetForTimestamp: connect.NewClient[v1.OffsetForTimestampRequest, v1.OffsetForTimestampResponse](
+			httpClient,
+			baseURL+TieringServiceOffsetForTimestampProcedure,
+			connect.WithSchema(tieringServiceMethods.ByName("OffsetForTimestamp")),
+			connect.WithClientOptions(opts...),
+		),
 		listSegments: connect.NewClient[v1.ListSegmentsRequest, v1.ListSegmentsResponse](
 			httpClient,
 			baseURL+TieringServiceListSegmentsProcedure,
@@ -141,10 +159,11 @@ func NewTieringServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // tieringServiceClient implements TieringServiceClient.
 type tieringServiceClient struct {
-	uploadSegment  *connect.Client[v1.UploadSegmentRequest, v1.UploadSegmentResponse]
-	getTieredState *connect.Client[v1.GetTieredStateRequest, v1.GetTieredStateResponse]
-	fetchTiered    *connect.Client[v1.FetchTieredRequest, v1.FetchTieredResponse]
-	listSegments   *connect.Client[v1.ListSegmentsRequest, v1.ListSegmentsResponse]
+	uploadSegment      *connect.Client[v1.UploadSegmentRequest, v1.UploadSegmentResponse]
+	getTieredState     *connect.Client[v1.GetTieredStateRequest, v1.GetTieredStateResponse]
+	fetchTiered        *connect.Client[v1.FetchTieredRequest, v1.FetchTieredResponse]
+	offsetForTimestamp *connect.Client[v1.OffsetForTimestampRequest, v1.OffsetForTimestampResponse]
+	listSegments       *connect.Client[v1.ListSegmentsRequest, v1.ListSegmentsResponse]
 }
 
 // UploadSegment calls strata.tiering.v1.TieringService.UploadSegment.
@@ -160,6 +179,11 @@ func (c *tieringServiceClient) GetTieredState(ctx context.Context, req *connect.
 // FetchTiered calls strata.tiering.v1.TieringService.FetchTiered.
 func (c *tieringServiceClient) FetchTiered(ctx context.Context, req *connect.Request[v1.FetchTieredRequest]) (*connect.Response[v1.FetchTieredResponse], error) {
 	return c.fetchTiered.CallUnary(ctx, req)
+}
+
+// OffsetForTimestamp calls strata.tiering.v1.TieringService.OffsetForTimestamp.
+func (c *tieringServiceClient) OffsetForTimestamp(ctx context.Context, req *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
+	return c.offsetForTimestamp.CallUnary(ctx, req)
 }
 
 // ListSegments calls strata.tiering.v1.TieringService.ListSegments.
@@ -194,6 +218,15 @@ type TieringServiceHandler interface {
 	// DATA_LOSS when an object the manifest names is missing or fails its CRC; UNAVAILABLE
 	// when the object store cannot be reached.
 	FetchTiered(context.Context, *connect.Request[v1.FetchTieredRequest]) (*connect.Response[v1.FetchTieredResponse], error)
+	// OffsetForTimestamp finds, in the tier, the first batch of one partition whose largest
+	// timestamp is at or after timestamp_ms, as ListOffsets by timestamp does on a local log:
+	// storage nodes ask it for offsets below their local log start. It skips manifest entries
+	// whose max_timestamp_ms is older, looks the time up in the first other entry's time index,
+	// and reads batch headers from there.
+	// Errors: NOT_FOUND for an unknown topic or partition; DATA_LOSS when an object the manifest
+	// names is missing or corrupt; UNAVAILABLE when the object store cannot be reached. A
+	// partition with nothing tiered, or no batch that late, succeeds with offset -1.
+	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
 	// ListSegments lists the manifest entries of one partition, ordered by base offset.
 	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a bad
 	// page_token.
@@ -225,6 +258,12 @@ func NewTieringServiceHandler(svc TieringServiceHandler, opts ...connect.Handler
 		connect.WithSchema(tieringServiceMethods.ByName("FetchTiered")),
 		connect.WithHandlerOptions(opts...),
 	)
+	tieringServiceOffsetForTimestampHandler := connect.NewUnaryHandler(
+		TieringServiceOffsetForTimestampProcedure,
+		svc.OffsetForTimestamp,
+		connect.WithSchema(tieringServiceMethods.ByName("OffsetForTimestamp")),
+		connect.WithHandlerOptions(opts...),
+	)
 	tieringServiceListSegmentsHandler := connect.NewUnaryHandler(
 		TieringServiceListSegmentsProcedure,
 		svc.ListSegments,
@@ -239,6 +278,8 @@ func NewTieringServiceHandler(svc TieringServiceHandler, opts ...connect.Handler
 			tieringServiceGetTieredStateHandler.ServeHTTP(w, r)
 		case TieringServiceFetchTieredProcedure:
 			tieringServiceFetchTieredHandler.ServeHTTP(w, r)
+		case TieringServiceOffsetForTimestampProcedure:
+			tieringServiceOffsetForTimestampHandler.ServeHTTP(w, r)
 		case TieringServiceListSegmentsProcedure:
 			tieringServiceListSegmentsHandler.ServeHTTP(w, r)
 		default:
@@ -260,6 +301,10 @@ func (UnimplementedTieringServiceHandler) GetTieredState(context.Context, *conne
 
 func (UnimplementedTieringServiceHandler) FetchTiered(context.Context, *connect.Request[v1.FetchTieredRequest]) (*connect.Response[v1.FetchTieredResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.tiering.v1.TieringService.FetchTiered is not implemented"))
+}
+
+func (UnimplementedTieringServiceHandler) OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.tiering.v1.TieringService.OffsetForTimestamp is not implemented"))
 }
 
 func (UnimplementedTieringServiceHandler) ListSegments(context.Context, *connect.Request[v1.ListSegmentsRequest]) (*connect.Response[v1.ListSegmentsResponse], error) {
