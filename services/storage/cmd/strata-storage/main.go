@@ -29,6 +29,9 @@ type config struct {
 	ReplicaLagTime time.Duration // --replica-lag-time; default 10s
 	Tiering        string        // --tiering; tiering service URL, empty disables tiered storage
 	TierInterval   time.Duration // --tier-interval; how often tiered partitions are uploaded and trimmed; default 5s
+	// RetentionInterval is --retention-interval: how often retention.ms and
+	// retention.bytes are applied; default 1m.
+	RetentionInterval time.Duration
 }
 
 func (c *config) RegisterFlags(f *serve.Flags) {
@@ -41,6 +44,7 @@ func (c *config) RegisterFlags(f *serve.Flags) {
 	f.DurationVar(&c.ReplicaLagTime, "replica-lag-time", 10*time.Second, "replica.lag.time.max: a follower not caught up for this long leaves the ISR")
 	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
 	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
+	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often retention.ms and retention.bytes delete old segments (tiered topics: see --tier-interval)")
 }
 
 func (c *config) Validate() error {
@@ -62,6 +66,9 @@ func (c *config) Validate() error {
 	}
 	if c.TierInterval <= 0 {
 		p.Flag("tier-interval", c.TierInterval, "must be positive")
+	}
+	if c.RetentionInterval <= 0 {
+		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
 	}
 	return p.Err()
 }
@@ -86,14 +93,15 @@ func main() {
 			}
 			node, err := server.Start(ctx, server.Config{
 				NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
-				Controllers:    metadata.ParseControllers(cfg.Controller),
-				ReplicaLagTime: cfg.ReplicaLagTime,
-				Tiering:        cfg.Tiering,
-				TierInterval:   cfg.TierInterval,
-				HTTPClient:     p.HTTPClient(),
-				ClientOptions:  []connect.ClientOption{p.ConnectOption()},
-				HandlerOptions: []connect.HandlerOption{p.ConnectOption()},
-				Logger:         p.Logger(),
+				Controllers:       metadata.ParseControllers(cfg.Controller),
+				ReplicaLagTime:    cfg.ReplicaLagTime,
+				Tiering:           cfg.Tiering,
+				TierInterval:      cfg.TierInterval,
+				RetentionInterval: cfg.RetentionInterval,
+				HTTPClient:        p.HTTPClient(),
+				ClientOptions:     []connect.ClientOption{p.ConnectOption()},
+				HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
+				Logger:            p.Logger(),
 			})
 			if err != nil {
 				return nil, err
