@@ -149,11 +149,21 @@ type Result struct {
 // objects, so a reader holding an older manifest retries once with the
 // current one before reporting data loss.
 func (r *Reader) Read(ctx context.Context, p manifest.Partition, offset int64, maxBytes int) (Result, error) {
+	return withManifest(ctx, r, p, func(m *tieringv1.Manifest) (Result, error) {
+		return r.read(ctx, p, m, offset, maxBytes)
+	})
+}
+
+// withManifest runs fn with the partition's manifest, and once more with a
+// freshly loaded one when fn finds an object the manifest names missing
+// and the manifest has changed since (compaction or retention replaced it).
+func withManifest[T any](ctx context.Context, r *Reader, p manifest.Partition, fn func(*tieringv1.Manifest) (T, error)) (T, error) {
 	m, err := r.Manifest(ctx, p, true)
 	if err != nil {
-		return Result{}, err
+		var zero T
+		return zero, err
 	}
-	res, err := r.read(ctx, p, m, offset, maxBytes)
+	res, err := fn(m)
 	if !errors.Is(err, errMissing) {
 		return res, err
 	}
@@ -162,7 +172,7 @@ func (r *Reader) Read(ctx context.Context, p manifest.Partition, offset int64, m
 		return res, err
 	}
 	r.SetManifest(p, m2)
-	return r.read(ctx, p, m2, offset, maxBytes)
+	return fn(m2)
 }
 
 // errMissing marks an object or index the manifest names that is missing.
@@ -305,20 +315,9 @@ type TimestampResult struct {
 // Like Read, it retries once with a fresh manifest when an object it names
 // is missing.
 func (r *Reader) OffsetForTimestamp(ctx context.Context, p manifest.Partition, ts int64) (TimestampResult, error) {
-	m, err := r.Manifest(ctx, p, true)
-	if err != nil {
-		return TimestampResult{}, err
-	}
-	res, err := r.offsetForTimestamp(ctx, m, ts)
-	if !errors.Is(err, errMissing) {
-		return res, err
-	}
-	m2, _, lerr := r.cfg.Store.Load(ctx, p)
-	if lerr != nil || m2.GetVersion() == m.GetVersion() {
-		return res, err
-	}
-	r.SetManifest(p, m2)
-	return r.offsetForTimestamp(ctx, m2, ts)
+	return withManifest(ctx, r, p, func(m *tieringv1.Manifest) (TimestampResult, error) {
+		return r.offsetForTimestamp(ctx, m, ts)
+	})
 }
 
 func (r *Reader) offsetForTimestamp(ctx context.Context, m *tieringv1.Manifest, ts int64) (TimestampResult, error) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -21,6 +23,57 @@ func batchAt(t *testing.T, value string, ts int64) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// tieredSingle is one storage node with tiering, a restartable tiering
+// process, and a one-partition topic with one replica that the node leads.
+type tieredSingle struct {
+	t      *testing.T
+	c      *testCluster
+	tier   *tieringProcess
+	n      *Node
+	leader storagev1connect.StorageServiceClient
+	topic  string
+}
+
+// newTieredSingle starts the node and the tiering process and creates the
+// topic with remote.storage.enable=true, min.insync.replicas=1, 16 KiB
+// segments and configs.
+func newTieredSingle(t *testing.T, topic string, configs map[string]string) *tieredSingle {
+	t.Helper()
+	dir := t.TempDir()
+	c := newCluster(t, 0, 5*time.Second)
+	c.dirs[1] = dir
+	tier := newTieringProcess(t, c.client)
+	startTieredNode(c, 1, tier.url)
+	all := map[string]string{"min.insync.replicas": "1", "segment.bytes": "16384", "remote.storage.enable": "true"}
+	for k, v := range configs {
+		all[k] = v
+	}
+	c.ctrl.SetTopic(&commonv1.TopicMetadata{
+		Name: topic, TopicId: fmt.Sprintf("%08x-0000-4000-8000-000000000000", crc32.ChecksumIEEE([]byte(topic))), // tiering wants a UUID
+		Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
+			Replicas: []int32{1}, Isr: []int32{1}}},
+		Configs: all,
+	})
+	n := c.node(1).node
+	c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
+	return &tieredSingle{t: t, c: c, tier: tier, n: n, leader: c.storage(1), topic: topic}
+}
+
+// put produces one record with acks=all. The first produce of a new
+// tiered log waits (NOT_LEADER) until the node has heard from the tier.
+func (s *tieredSingle) put(value string, ts int64) {
+	s.t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, err := produce(s.leader, s.topic, commonv1.Acks_ACKS_ALL, -1, batchAt(s.t, value, ts), 5*time.Second)
+		if err == nil {
+			return
+		}
+		if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
+			s.t.Fatalf("produce %.20s: %v", value, err)
+		}
+	}
 }
 
 // TestTieredTopicRetentionKeepsUntieredSegments: a segment of a tiered
@@ -54,39 +107,12 @@ func TestTieredTopicRetentionKeepsUntieredSegments(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			c := newCluster(t, 0, 5*time.Second)
-			c.dirs[1] = dir
-			tier := newTieringProcess(t, c.client)
-			startTieredNode(c, 1, tier.url)
-			const topic = "kept"
-			configs := map[string]string{"min.insync.replicas": "1", "segment.bytes": strconv.Itoa(segBytes), "remote.storage.enable": "true"}
-			for k, v := range tc.configs {
-				configs[k] = v
-			}
-			c.ctrl.SetTopic(&commonv1.TopicMetadata{
-				Name: topic, TopicId: "5d0c1c1e-8a43-4b8e-bb0e-2a7d6c1f0a11",
-				Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
-					Replicas: []int32{1}, Isr: []int32{1}}},
-				Configs: configs,
-			})
-			n := c.node(1).node
-			c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
-			leader := c.storage(1)
+			s := newTieredSingle(t, "kept", tc.configs)
+			c, n, tier, topic := s.c, s.n, s.tier, s.topic
 			var want []string
 			put := func(v string, ts int64) {
 				t.Helper()
-				// The first produce waits (NOT_LEADER) until the node
-				// has heard from the tier once.
-				for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-					_, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, v, ts), 5*time.Second)
-					if err == nil {
-						break
-					}
-					if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
-						t.Fatalf("produce %.20s: %v", v, err)
-					}
-				}
+				s.put(v, ts)
 				want = append(want, v)
 			}
 			// 16 records fill a segment: the early ones fill four, the
@@ -154,32 +180,11 @@ func TestLocalRetention(t *testing.T) {
 // local data before it was tiered) it is OUT_OF_RANGE whose range holds the
 // offset, which the client reports as a gap.
 func TestFetchBelowLocalStartWhenTheTierCannotServe(t *testing.T) {
-	dir := t.TempDir()
-	c := newCluster(t, 0, 5*time.Second)
-	c.dirs[1] = dir
-	tier := newTieringProcess(t, c.client)
-	startTieredNode(c, 1, tier.url)
-	const topic = "gap"
-	c.ctrl.SetTopic(&commonv1.TopicMetadata{
-		Name: topic, TopicId: "0c7f3e1a-6d2b-4f0e-9a51-3b8e2d4c6a70",
-		Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
-			Replicas: []int32{1}, Isr: []int32{1}}},
-		Configs: map[string]string{"min.insync.replicas": "1", "segment.bytes": "16384", "remote.storage.enable": "true", "local.retention.ms": "0"},
-	})
-	n := c.node(1).node
-	c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
-	leader := c.storage(1)
+	s := newTieredSingle(t, "gap", map[string]string{"local.retention.ms": "0"})
+	c, n, tier, topic, leader := s.c, s.n, s.tier, s.topic, s.leader
 	val := strings.Repeat("v", 900)
 	for i := range 65 {
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			_, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli()), 5*time.Second)
-			if err == nil {
-				break
-			}
-			if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
-				t.Fatalf("produce %d: %v", i, err)
-			}
-		}
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
 	}
 	r := n.replica(topic, 0)
 	c.eventually("offsets below 64 tiered and deleted locally", func() bool {
@@ -195,9 +200,7 @@ func TestFetchBelowLocalStartWhenTheTierCannotServe(t *testing.T) {
 
 	// A gap: local data from 64 deleted without being tiered.
 	for i := 65; i < 112; i++ {
-		if _, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli()), 5*time.Second); err != nil {
-			t.Fatalf("produce %d: %v", i, err)
-		}
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
 	}
 	if err := r.Log().DeleteRecordsBefore(96); err != nil {
 		t.Fatal(err)

@@ -19,33 +19,12 @@ import (
 // on local disk, then the high watermark; with the tiering service down
 // it answers UNAVAILABLE rather than a later offset from local disk.
 func TestListOffsetsByTimestampBelowLocalStart(t *testing.T) {
-	dir := t.TempDir()
-	c := newCluster(t, 0, 5*time.Second)
-	c.dirs[1] = dir
-	tier := newTieringProcess(t, c.client)
-	startTieredNode(c, 1, tier.url)
-	const topic = "times"
-	c.ctrl.SetTopic(&commonv1.TopicMetadata{
-		Name: topic, TopicId: "8e2b6f40-1c3d-4a5e-b7f8-9d0e1f2a3b4c",
-		Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1,
-			Replicas: []int32{1}, Isr: []int32{1}}},
-		Configs: map[string]string{"min.insync.replicas": "1", "segment.bytes": "16384", "remote.storage.enable": "true", "local.retention.ms": "0"},
-	})
-	n := c.node(1).node
-	c.eventually("replica hosted", func() bool { r := n.replica(topic, 0); return r != nil && r.View().State.LeaderEpoch == 1 })
-	leader := c.storage(1)
+	s := newTieredSingle(t, "times", map[string]string{"local.retention.ms": "0"})
+	c, n, tier, topic, leader := s.c, s.n, s.tier, s.topic, s.leader
 	t0 := time.Now().Add(-time.Hour).UnixMilli()
 	val := strings.Repeat("v", 900) // 16 one-record batches per segment
 	for i := range 70 {
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			_, err := produce(leader, topic, commonv1.Acks_ACKS_ALL, -1, batchAt(t, fmt.Sprintf("%d-%s", i, val), t0+int64(i)*1000), 5*time.Second)
-			if err == nil {
-				break
-			}
-			if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
-				t.Fatalf("produce %d: %v", i, err)
-			}
-		}
+		s.put(fmt.Sprintf("%d-%s", i, val), t0+int64(i)*1000)
 	}
 	r := n.replica(topic, 0)
 	c.eventually("offsets below 64 only in the tier", func() bool {
