@@ -147,11 +147,13 @@ func TestProduceSurvivesLeaderKill(t *testing.T) {
 			pt.kill(ctx, t, c, topic, leader, followers, proxy, func() {
 				p.Produce(ctx, recs[1], func(_ *client.Record, err error) { done <- err })
 			})
+			killed := time.Now()
 			select {
 			case err := <-done:
 				if err != nil {
 					t.Fatalf("r1 failed after the leader was killed: %v", err)
 				}
+				t.Logf("r1 acknowledged %v after the leader was killed", time.Since(killed).Round(time.Millisecond))
 			case <-ctx.Done():
 				t.Fatal("r1 never acknowledged")
 			}
