@@ -32,7 +32,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tiering/v1/tiering.proto.
  */
 export const file_strata_tiering_v1_tiering: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQivAIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMIjEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAUSFAoMc3RhcnRfb2Zmc2V0GAIgASgDImMKFVVwbG9hZFNlZ21lbnRSZXNwb25zZRIwCgdzZWdtZW50GAEgASgLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhgKEG1hbmlmZXN0X3ZlcnNpb24YAiABKAMiTQoVR2V0VGllcmVkU3RhdGVSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uIlUKFkdldFRpZXJlZFN0YXRlUmVzcG9uc2USOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS50aWVyaW5nLnYxLlRpZXJlZFBhcnRpdGlvblN0YXRlIocCChRUaWVyZWRQYXJ0aXRpb25TdGF0ZRINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhAKCHRvcGljX2lkGAQgASgJEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBiABKAMSFAoMb2JqZWN0X2NvdW50GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWFuaWZlc3RfdmVyc2lvbhgJIAEoAxIUCgxsZWFkZXJfZXBvY2gYCiABKAUiXwoSRmV0Y2hUaWVyZWRSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFIlsKE0ZldGNoVGllcmVkUmVzcG9uc2USDwoHcmVjb3JkcxgBIAEoDBIYChBsb2dfc3RhcnRfb2Zmc2V0GAIgASgDEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAMgASgDInQKE0xpc3RTZWdtZW50c1JlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDHN0YXJ0X29mZnNldBgDIAEoAxIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJ8ChRMaXN0U2VnbWVudHNSZXNwb25zZRIxCghzZWdtZW50cxgBIAMoCzIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRFbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSGAoQbWFuaWZlc3RfdmVyc2lvbhgDIAEoAyKIAwoMU2VnbWVudEVudHJ5EhIKCnNlZ21lbnRfaWQYASABKAkSEgoKb2JqZWN0X2tleRgCIAEoCRITCgtiYXNlX29mZnNldBgDIAEoAxITCgtsYXN0X29mZnNldBgEIAEoAxISCgpzaXplX2J5dGVzGAUgASgDEhgKEG1pbl90aW1lc3RhbXBfbXMYBiABKAMSGAoQbWF4X3RpbWVzdGFtcF9tcxgHIAEoAxI0Cg1sZWFkZXJfZXBvY2hzGAggAygLMh0uc3RyYXRhLnRpZXJpbmcudjEuRXBvY2hTdGFydBIYChBvZmZzZXRfaW5kZXhfa2V5GAkgASgJEhYKDnRpbWVfaW5kZXhfa2V5GAogASgJEi4KBXN0YXRlGAsgASgOMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudFN0YXRlEhYKDnVwbG9hZGVkX2F0X21zGAwgASgDEhsKE3VwbG9hZF9sZWFkZXJfZXBvY2gYDSABKAUSEQoJY29tcGFjdGVkGA4gASgIIuEBCghNYW5pZmVzdBIWCg5mb3JtYXRfdmVyc2lvbhgBIAEoBRINCgV0b3BpYxgCIAEoCRIQCgh0b3BpY19pZBgDIAEoCRIRCglwYXJ0aXRpb24YBCABKAUSDwoHdmVyc2lvbhgFIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAYgASgDEjEKCHNlZ21lbnRzGAcgAygLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhQKDGxlYWRlcl9lcG9jaBgIIAEoBRIVCg11cGRhdGVkX2F0X21zGAkgASgDKmMKDFNlZ21lbnRTdGF0ZRIdChlTRUdNRU5UX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUU0VHTUVOVF9TVEFURV9BQ1RJVkUQARIaChZTRUdNRU5UX1NUQVRFX0RFTEVUSU5HEAIynAMKDlRpZXJpbmdTZXJ2aWNlEmQKDVVwbG9hZFNlZ21lbnQSJy5zdHJhdGEudGllcmluZy52MS5VcGxvYWRTZWdtZW50UmVxdWVzdBooLnN0cmF0YS50aWVyaW5nLnYxLlVwbG9hZFNlZ21lbnRSZXNwb25zZSgBEmUKDkdldFRpZXJlZFN0YXRlEiguc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXF1ZXN0Gikuc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXNwb25zZRJcCgtGZXRjaFRpZXJlZBIlLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVxdWVzdBomLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVzcG9uc2USXwoMTGlzdFNlZ21lbnRzEiYuc3RyYXRhLnRpZXJpbmcudjEuTGlzdFNlZ21lbnRzUmVxdWVzdBonLnN0cmF0YS50aWVyaW5nLnYxLkxpc3RTZWdtZW50c1Jlc3BvbnNlQsgBChVjb20uc3RyYXRhLnRpZXJpbmcudjFCDFRpZXJpbmdQcm90b1ABWjtnaXRodWIuY29tL3N0cmF0YS1tcS9zdHJhdGEvZ2VuL3N0cmF0YS90aWVyaW5nL3YxO3RpZXJpbmd2MaICA1NUWKoCEVN0cmF0YS5UaWVyaW5nLlYxygIRU3RyYXRhXFRpZXJpbmdcVjHiAh1TdHJhdGFcVGllcmluZ1xWMVxHUEJNZXRhZGF0YeoCE1N0cmF0YTo6VGllcmluZzo6VjFiBnByb3RvMw", [file_strata_common_v1_common]);
+  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQivAIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMIjEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAUSFAoMc3RhcnRfb2Zmc2V0GAIgASgDImMKFVVwbG9hZFNlZ21lbnRSZXNwb25zZRIwCgdzZWdtZW50GAEgASgLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhgKEG1hbmlmZXN0X3ZlcnNpb24YAiABKAMiTQoVR2V0VGllcmVkU3RhdGVSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uIlUKFkdldFRpZXJlZFN0YXRlUmVzcG9uc2USOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS50aWVyaW5nLnYxLlRpZXJlZFBhcnRpdGlvblN0YXRlIocCChRUaWVyZWRQYXJ0aXRpb25TdGF0ZRINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhAKCHRvcGljX2lkGAQgASgJEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBiABKAMSFAoMb2JqZWN0X2NvdW50GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWFuaWZlc3RfdmVyc2lvbhgJIAEoAxIUCgxsZWFkZXJfZXBvY2gYCiABKAUiXwoSRmV0Y2hUaWVyZWRSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFIlsKE0ZldGNoVGllcmVkUmVzcG9uc2USDwoHcmVjb3JkcxgBIAEoDBIYChBsb2dfc3RhcnRfb2Zmc2V0GAIgASgDEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAMgASgDIlMKGU9mZnNldEZvclRpbWVzdGFtcFJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDHRpbWVzdGFtcF9tcxgDIAEoAyKNAQoaT2Zmc2V0Rm9yVGltZXN0YW1wUmVzcG9uc2USDgoGb2Zmc2V0GAEgASgDEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIUCgxsZWFkZXJfZXBvY2gYAyABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgEIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgFIAEoAyJ0ChNMaXN0U2VnbWVudHNSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxzdGFydF9vZmZzZXQYAyABKAMSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkifAoUTGlzdFNlZ21lbnRzUmVzcG9uc2USMQoIc2VnbWVudHMYASADKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKEG1hbmlmZXN0X3ZlcnNpb24YAyABKAMiiAMKDFNlZ21lbnRFbnRyeRISCgpzZWdtZW50X2lkGAEgASgJEhIKCm9iamVjdF9rZXkYAiABKAkSEwoLYmFzZV9vZmZzZXQYAyABKAMSEwoLbGFzdF9vZmZzZXQYBCABKAMSEgoKc2l6ZV9ieXRlcxgFIAEoAxIYChBtaW5fdGltZXN0YW1wX21zGAYgASgDEhgKEG1heF90aW1lc3RhbXBfbXMYByABKAMSNAoNbGVhZGVyX2Vwb2NocxgIIAMoCzIdLnN0cmF0YS50aWVyaW5nLnYxLkVwb2NoU3RhcnQSGAoQb2Zmc2V0X2luZGV4X2tleRgJIAEoCRIWCg50aW1lX2luZGV4X2tleRgKIAEoCRIuCgVzdGF0ZRgLIAEoDjIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRTdGF0ZRIWCg51cGxvYWRlZF9hdF9tcxgMIAEoAxIbChN1cGxvYWRfbGVhZGVyX2Vwb2NoGA0gASgFEhEKCWNvbXBhY3RlZBgOIAEoCCLhAQoITWFuaWZlc3QSFgoOZm9ybWF0X3ZlcnNpb24YASABKAUSDQoFdG9waWMYAiABKAkSEAoIdG9waWNfaWQYAyABKAkSEQoJcGFydGl0aW9uGAQgASgFEg8KB3ZlcnNpb24YBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIxCghzZWdtZW50cxgHIAMoCzIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRFbnRyeRIUCgxsZWFkZXJfZXBvY2gYCCABKAUSFQoNdXBkYXRlZF9hdF9tcxgJIAEoAypjCgxTZWdtZW50U3RhdGUSHQoZU0VHTUVOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFNFR01FTlRfU1RBVEVfQUNUSVZFEAESGgoWU0VHTUVOVF9TVEFURV9ERUxFVElORxACMo8ECg5UaWVyaW5nU2VydmljZRJkCg1VcGxvYWRTZWdtZW50Eicuc3RyYXRhLnRpZXJpbmcudjEuVXBsb2FkU2VnbWVudFJlcXVlc3QaKC5zdHJhdGEudGllcmluZy52MS5VcGxvYWRTZWdtZW50UmVzcG9uc2UoARJlCg5HZXRUaWVyZWRTdGF0ZRIoLnN0cmF0YS50aWVyaW5nLnYxLkdldFRpZXJlZFN0YXRlUmVxdWVzdBopLnN0cmF0YS50aWVyaW5nLnYxLkdldFRpZXJlZFN0YXRlUmVzcG9uc2USXAoLRmV0Y2hUaWVyZWQSJS5zdHJhdGEudGllcmluZy52MS5GZXRjaFRpZXJlZFJlcXVlc3QaJi5zdHJhdGEudGllcmluZy52MS5GZXRjaFRpZXJlZFJlc3BvbnNlEnEKEk9mZnNldEZvclRpbWVzdGFtcBIsLnN0cmF0YS50aWVyaW5nLnYxLk9mZnNldEZvclRpbWVzdGFtcFJlcXVlc3QaLS5zdHJhdGEudGllcmluZy52MS5PZmZzZXRGb3JUaW1lc3RhbXBSZXNwb25zZRJfCgxMaXN0U2VnbWVudHMSJi5zdHJhdGEudGllcmluZy52MS5MaXN0U2VnbWVudHNSZXF1ZXN0Gicuc3RyYXRhLnRpZXJpbmcudjEuTGlzdFNlZ21lbnRzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEudGllcmluZy52MUIMVGllcmluZ1Byb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL3RpZXJpbmcvdjE7dGllcmluZ3YxogIDU1RYqgIRU3RyYXRhLlRpZXJpbmcuVjHKAhFTdHJhdGFcVGllcmluZ1xWMeICHVN0cmF0YVxUaWVyaW5nXFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpUaWVyaW5nOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
 
 /**
  * UploadSegmentRequest is one message of an upload stream.
@@ -440,6 +440,92 @@ export const FetchTieredResponseSchema: GenMessage<FetchTieredResponse> = /*@__P
   messageDesc(file_strata_tiering_v1_tiering, 8);
 
 /**
+ * OffsetForTimestampRequest asks for the first tiered batch at or after a time.
+ *
+ * @generated from message strata.tiering.v1.OffsetForTimestampRequest
+ */
+export type OffsetForTimestampRequest = Message<"strata.tiering.v1.OffsetForTimestampRequest"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Wanted time, in Unix ms: the answer is the first batch whose largest timestamp is at or
+   * after it.
+   *
+   * @generated from field: int64 timestamp_ms = 3;
+   */
+  timestampMs: bigint;
+};
+
+/**
+ * Describes the message strata.tiering.v1.OffsetForTimestampRequest.
+ * Use `create(OffsetForTimestampRequestSchema)` to create a new message.
+ */
+export const OffsetForTimestampRequestSchema: GenMessage<OffsetForTimestampRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tiering_v1_tiering, 9);
+
+/**
+ * OffsetForTimestampResponse is the tiered batch found, if any.
+ *
+ * @generated from message strata.tiering.v1.OffsetForTimestampResponse
+ */
+export type OffsetForTimestampResponse = Message<"strata.tiering.v1.OffsetForTimestampResponse"> & {
+  /**
+   * Base offset of the batch found (never below log_start_offset), or -1 when the tier holds
+   * no batch at or after timestamp_ms.
+   *
+   * @generated from field: int64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * Largest timestamp of that batch, in Unix ms, or -1.
+   *
+   * @generated from field: int64 timestamp_ms = 2;
+   */
+  timestampMs: bigint;
+
+  /**
+   * Leader epoch of that batch, or -1.
+   *
+   * @generated from field: int32 leader_epoch = 3;
+   */
+  leaderEpoch: number;
+
+  /**
+   * First offset held in the tier, or -1 when nothing is tiered.
+   *
+   * @generated from field: int64 log_start_offset = 4;
+   */
+  logStartOffset: bigint;
+
+  /**
+   * One past the last offset durable in the tier, or -1 when nothing is tiered.
+   *
+   * @generated from field: int64 tiered_end_offset = 5;
+   */
+  tieredEndOffset: bigint;
+};
+
+/**
+ * Describes the message strata.tiering.v1.OffsetForTimestampResponse.
+ * Use `create(OffsetForTimestampResponseSchema)` to create a new message.
+ */
+export const OffsetForTimestampResponseSchema: GenMessage<OffsetForTimestampResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tiering_v1_tiering, 10);
+
+/**
  * ListSegmentsRequest pages through a partition's manifest.
  *
  * @generated from message strata.tiering.v1.ListSegmentsRequest
@@ -486,7 +572,7 @@ export type ListSegmentsRequest = Message<"strata.tiering.v1.ListSegmentsRequest
  * Use `create(ListSegmentsRequestSchema)` to create a new message.
  */
 export const ListSegmentsRequestSchema: GenMessage<ListSegmentsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 9);
+  messageDesc(file_strata_tiering_v1_tiering, 11);
 
 /**
  * ListSegmentsResponse is one page of manifest entries.
@@ -521,7 +607,7 @@ export type ListSegmentsResponse = Message<"strata.tiering.v1.ListSegmentsRespon
  * Use `create(ListSegmentsResponseSchema)` to create a new message.
  */
 export const ListSegmentsResponseSchema: GenMessage<ListSegmentsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 10);
+  messageDesc(file_strata_tiering_v1_tiering, 12);
 
 /**
  * SegmentEntry is one manifest entry: which offsets live in which object.
@@ -636,7 +722,7 @@ export type SegmentEntry = Message<"strata.tiering.v1.SegmentEntry"> & {
  * Use `create(SegmentEntrySchema)` to create a new message.
  */
 export const SegmentEntrySchema: GenMessage<SegmentEntry> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 11);
+  messageDesc(file_strata_tiering_v1_tiering, 13);
 
 /**
  * Manifest is the per-partition record in the bucket of every tiered segment, stored at
@@ -719,7 +805,7 @@ export type Manifest = Message<"strata.tiering.v1.Manifest"> & {
  * Use `create(ManifestSchema)` to create a new message.
  */
 export const ManifestSchema: GenMessage<Manifest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 12);
+  messageDesc(file_strata_tiering_v1_tiering, 14);
 
 /**
  * SegmentState is the lifecycle of a segment object.
@@ -810,6 +896,23 @@ export const TieringService: GenService<{
     methodKind: "unary";
     input: typeof FetchTieredRequestSchema;
     output: typeof FetchTieredResponseSchema;
+  },
+  /**
+   * OffsetForTimestamp finds, in the tier, the first batch of one partition whose largest
+   * timestamp is at or after timestamp_ms, as ListOffsets by timestamp does on a local log:
+   * storage nodes ask it for offsets below their local log start. It skips manifest entries
+   * whose max_timestamp_ms is older, looks the time up in the first other entry's time index,
+   * and reads batch headers from there.
+   * Errors: NOT_FOUND for an unknown topic or partition; DATA_LOSS when an object the manifest
+   * names is missing or corrupt; UNAVAILABLE when the object store cannot be reached. A
+   * partition with nothing tiered, or no batch that late, succeeds with offset -1.
+   *
+   * @generated from rpc strata.tiering.v1.TieringService.OffsetForTimestamp
+   */
+  offsetForTimestamp: {
+    methodKind: "unary";
+    input: typeof OffsetForTimestampRequestSchema;
+    output: typeof OffsetForTimestampResponseSchema;
   },
   /**
    * ListSegments lists the manifest entries of one partition, ordered by base offset.
