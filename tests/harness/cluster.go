@@ -311,8 +311,13 @@ func (n *Node) Name() string { return n.Proc.Name() }
 // Kill sends SIGKILL and waits until the process is gone.
 func (n *Node) Kill() { n.c.t.Logf("harness: SIGKILL %s", n.Name()); n.Proc.Kill() }
 
-// Stop pauses the process with SIGSTOP.
-func (n *Node) Stop() { n.c.t.Logf("harness: SIGSTOP %s", n.Name()); n.Proc.Stop() }
+// Stop pauses the process with SIGSTOP and returns once it is stopped:
+// from then on it answers nothing (see Process.Stop).
+func (n *Node) Stop() {
+	n.c.t.Helper()
+	n.c.t.Logf("harness: SIGSTOP %s", n.Name())
+	n.Proc.Stop()
+}
 
 // Continue resumes a process paused by Stop.
 func (n *Node) Continue() { n.c.t.Logf("harness: SIGCONT %s", n.Name()); n.Proc.Continue() }

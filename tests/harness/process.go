@@ -7,9 +7,10 @@
 package harness
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -19,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // Build compiles the Go package at pkg (an import path or a path relative to
@@ -48,12 +51,14 @@ type Process struct {
 
 	stderr *testWriter // forwards stderr to the test log and keeps its tail
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	lines  []string      // stdout lines of the current run
-	notify chan struct{} // closed and replaced when lines grow or the run ends
-	done   chan struct{} // closed when the current run has exited
-	err    error         // exit status of the finished run
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stdout  *stdoutReader // the current run's stdout; its bytes leave the pipe only under mu
+	lines   []string      // stdout lines of the current run
+	partial []byte        // stdout bytes after the last newline
+	notify  chan struct{} // closed and replaced when lines grow or the run ends
+	done    chan struct{} // closed when the current run has exited
+	err     error         // exit status of the finished run
 }
 
 // Start runs argv[0] with the remaining arguments and env added to the
@@ -72,29 +77,43 @@ func (p *Process) start() {
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
+	// An os.Pipe rather than cmd.StdoutPipe: the read end must be an
+	// *os.File we own, so that reads can happen under p.mu (see
+	// stdoutReader) and it is closed only after the last read.
+	r, w, err := os.Pipe()
 	if err != nil {
 		p.t.Fatalf("harness: %s: %v", p.name, err)
 	}
+	cmd.Stdout = w
 	if err := cmd.Start(); err != nil {
+		r.Close()
+		w.Close()
 		p.t.Fatalf("harness: start %s: %v", p.name, err)
 	}
+	w.Close() // the child holds its own copy
+	out, err := newStdoutReader(r)
+	if err != nil {
+		r.Close()
+		p.t.Fatalf("harness: %s: %v", p.name, err)
+	}
 	p.mu.Lock()
-	p.cmd, p.lines, p.err = cmd, nil, nil
+	p.cmd, p.stdout, p.lines, p.partial, p.err = cmd, out, nil, nil, nil
 	p.notify, p.done = make(chan struct{}), make(chan struct{})
 	done := p.done
 	p.mu.Unlock()
 
 	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.lines = append(p.lines, sc.Text())
-			close(p.notify)
-			p.notify = make(chan struct{})
-			p.mu.Unlock()
+		// Each read takes bytes out of the pipe and into p.lines in one
+		// step under p.mu, so that once the pipe is empty (Stop checks
+		// that under p.mu) Lines holds every line the process wrote.
+		for out.read(&p.mu, p.addOutputLocked) {
 		}
+		out.close()
+		p.mu.Lock()
+		if len(p.partial) > 0 { // a last line without its newline
+			p.addOutputLocked([]byte("\n"))
+		}
+		p.mu.Unlock()
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.err = err
@@ -103,6 +122,26 @@ func (p *Process) start() {
 		p.mu.Unlock()
 		close(done)
 	}()
+}
+
+// addOutputLocked appends stdout bytes: complete lines go to p.lines,
+// a trailing partial line waits for its newline.
+func (p *Process) addOutputLocked(b []byte) {
+	p.partial = append(p.partial, b...)
+	grew := false
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		p.lines = append(p.lines, strings.TrimRight(string(p.partial[:i]), "\r"))
+		p.partial = p.partial[i+1:]
+		grew = true
+	}
+	if grew {
+		close(p.notify)
+		p.notify = make(chan struct{})
+	}
 }
 
 // Pid is the OS process id of the current run.
@@ -123,6 +162,21 @@ func (p *Process) Lines() []string {
 // fails the test if the process exits first or ctx ends.
 func (p *Process) WaitLine(ctx context.Context, match func(string) bool) string {
 	p.t.Helper()
+	line, exited := p.WaitLineOrExit(ctx, match)
+	if exited {
+		p.mu.Lock()
+		err := p.err
+		p.mu.Unlock()
+		p.t.Fatalf("harness: %s exited (%v) before the awaited line", p.name, err)
+	}
+	return line
+}
+
+// WaitLineOrExit waits until a stdout line satisfies match and returns
+// it, or returns exited true when the process exits first (every line it
+// printed was checked). It fails the test if ctx ends first.
+func (p *Process) WaitLineOrExit(ctx context.Context, match func(string) bool) (line string, exited bool) {
+	p.t.Helper()
 	seen := 0
 	for {
 		p.mu.Lock()
@@ -130,15 +184,15 @@ func (p *Process) WaitLine(ctx context.Context, match func(string) bool) string 
 		p.mu.Unlock()
 		for ; seen < len(lines); seen++ {
 			if match(lines[seen]) {
-				return lines[seen]
+				return lines[seen], false
 			}
 		}
 		select {
 		case <-done:
-			p.mu.Lock()
-			err := p.err
-			p.mu.Unlock()
-			p.t.Fatalf("harness: %s exited (%v) before the awaited line", p.name, err)
+			// done closes after the last line is in; check those first.
+			if seen == len(p.Lines()) {
+				return "", true
+			}
 		case <-ctx.Done():
 			p.t.Fatalf("harness: %s: waiting for a line: %v", p.name, ctx.Err())
 		case <-notify:
@@ -197,10 +251,52 @@ func (p *Process) StderrTail() string { return p.stderr.tailText() }
 // Name is the name the process was started under, for messages.
 func (p *Process) Name() string { return p.name }
 
-// Stop pauses the process with SIGSTOP; Continue resumes it.
-func (p *Process) Stop() { p.signal(syscall.SIGSTOP) }
+// stopTimeout bounds Stop's wait for a process to be still. Stopping
+// takes microseconds on an idle machine; the bound is for one whose cores
+// are busy with other work.
+const stopTimeout = 30 * time.Second
 
-// Continue resumes a process paused by Stop.
+// Stop pauses the process with SIGSTOP and returns once it is still:
+// every one of its threads is stopped, so it serves nothing more, and
+// every line it wrote to stdout before stopping is in Lines. kill(2)
+// alone guarantees neither (see threadsStopped). Where the platform
+// cannot observe these it returns once the signal is sent. It fails the
+// test if the process neither stops nor exits within stopTimeout.
+func (p *Process) Stop() {
+	p.t.Helper()
+	p.signal(syscall.SIGSTOP)
+	testwait.Until(p.t, stopTimeout, p.name+" to be stopped by SIGSTOP with its stdout read", func() error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		select {
+		case <-p.done:
+			return nil // exited: still, and its output is complete
+		default:
+		}
+		stopped, err := threadsStopped(p.cmd.Process.Pid)
+		switch {
+		case errors.Is(err, errUnobservable):
+			return nil
+		case err != nil:
+			return err
+		case !stopped:
+			return errors.New("a thread is still running")
+		}
+		n, err := p.stdout.unread()
+		switch {
+		case errors.Is(err, errUnobservable):
+			return nil
+		case err != nil:
+			return err
+		case n > 0:
+			return fmt.Errorf("%d bytes of stdout not read yet", n)
+		}
+		return nil
+	})
+}
+
+// Continue resumes a process paused by Stop. Its threads are runnable
+// again when Continue returns (the kernel wakes them as SIGCONT is sent).
 func (p *Process) Continue() { p.signal(syscall.SIGCONT) }
 
 // Restart starts the same argv again after the previous run has exited.
