@@ -12,6 +12,7 @@ import (
 	"github.com/strata-mq/strata/client"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
 	"github.com/strata-mq/strata/tests/harness"
 )
@@ -80,8 +81,7 @@ func produceN(t *testing.T, gateway string, from, n int) {
 func waitAssigned(t *testing.T, ms []*member, total int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(30 * time.Second)
-	for {
+	testwait.Until(t, 60*time.Second, fmt.Sprintf("%d members to own all %d partitions", len(ms), total), func() error {
 		owner := map[client.TopicPartition]int{}
 		n := 0
 		for i, m := range ms {
@@ -93,14 +93,12 @@ func waitAssigned(t *testing.T, ms []*member, total int) time.Duration {
 				n++
 			}
 		}
-		if n == total {
-			return time.Since(start)
+		if n != total {
+			return fmt.Errorf("%d of %d partitions owned", n, total)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("members own %d of %d partitions after 30s", n, total)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return time.Since(start)
 }
 
 func TestConsumerGroupsOnPostgres(t *testing.T) {
@@ -121,23 +119,20 @@ func TestConsumerGroupsOnPostgres(t *testing.T) {
 	waitAssigned(t, analytics, 12)
 
 	// Both groups see every record.
-	waitAll := func(ms []*member, n int, what string) map[[2]int64]int {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+	waitAll := func(ms []*member, n int, what string) {
+		t.Helper()
+		testwait.Until(t, 60*time.Second, fmt.Sprintf("%s to read %d records", what, n), func() error {
 			all := map[[2]int64]int{}
 			for _, m := range ms {
 				for k, v := range m.read() {
 					all[k] += v
 				}
 			}
-			if len(all) >= n {
-				return all
+			if len(all) < n {
+				return fmt.Errorf("%d distinct records read", len(all))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s read %d of %d records", what, len(all), n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitAll(billing, 240, "billing")
 	waitAll(analytics, 240, "analytics")

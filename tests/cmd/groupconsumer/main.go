@@ -14,12 +14,15 @@
 //	assigned P,P,...              OnAssigned: partitions gained
 //	revoked P,P,...               OnRevoked: partitions given up, or lost to a fence
 //	record P OFFSET VALUE         a record Poll returned
+//	committing EPOCH P:OFF,...    printed just before a commit is sent, so a process killed or paused
+//	                              without this line for its last batch has not sent that commit
 //	commit ok EPOCH P:OFF,...     a commit that succeeded; OFF is one past the batch's last record of P
 //	commit fenced EPOCH P:OFF,... MESSAGE   a commit refused because the member is a zombie, or the records were read under an earlier assignment of their partition (client.ErrFenced)
 //	commit error EPOCH P:OFF,... MESSAGE    a commit that failed otherwise
 //	closed                        after a clean Close on SIGTERM or SIGINT
 //
-// EPOCH on a commit line is the member epoch read just before the commit.
+// EPOCH on a committing or commit line is the member epoch read just
+// before the commit.
 // Diagnostics go to stderr.
 package main
 
@@ -134,6 +137,7 @@ func run(gateway, group, topic string, delay time.Duration) error {
 			offs[i] = fmt.Sprintf("%d:%d", p, next[p])
 		}
 		epoch := gc.Epoch()
+		o.printf("committing %d %s", epoch, strings.Join(offs, ","))
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err = gc.CommitRecords(cctx, recs...)
 		cancel()
