@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -93,19 +94,27 @@ func TestControllerQuorumFailover(t *testing.T) {
 
 	// Create through one survivor; retry while the quorum settles (UNAVAILABLE).
 	const topic = "failover"
-	createCtx := harness.Deadline(t, 15*time.Second)
-	for {
-		_, err := survivors[0].ControllerClient().CreateTopic(createCtx, connect.NewRequest(&controllerv1.CreateTopicRequest{
+	attempts := 0
+	testwait.Until(t, 30*time.Second, "a topic created through "+survivors[0].Name()+" after the failover", func() error {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := survivors[0].ControllerClient().CreateTopic(cctx, connect.NewRequest(&controllerv1.CreateTopicRequest{
 			Name: topic, Partitions: 2, ReplicationFactor: 1,
 		}))
-		if err == nil {
-			break
+		attempts++
+		switch connect.CodeOf(err) {
+		case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
+			return err
+		case connect.CodeAlreadyExists:
+			if attempts > 1 {
+				return nil // an attempt that timed out had created it
+			}
 		}
-		if connect.CodeOf(err) != connect.CodeUnavailable || createCtx.Err() != nil {
+		if err != nil {
 			t.Fatalf("create topic through %s after failover: %v", survivors[0].Name(), err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, n := range survivors {
 		requireTopic(ctx, t, n, topic, 2)
 	}

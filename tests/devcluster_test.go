@@ -51,23 +51,26 @@ func TestDevClusterQuickstart(t *testing.T) {
 	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
 	dir := t.TempDir()
 
-	// strata dev refuses a base port whose range is taken; try a few.
+	// strata dev refuses a base port whose range is taken, and a service
+	// exits if another process takes its port before it binds: either way
+	// strata dev exits naming the port in use on stderr. Try a few bases,
+	// below the kernel's ephemeral range (32768 and up on Linux), where
+	// outgoing connections take ports at random.
 	var dev *harness.Process
 	var base int
 	for attempt := 0; ; attempt++ {
-		base = 20000 + rand.Intn(20000)
+		base = 20000 + rand.Intn(12000)
 		dev = harness.Start(t, "strata-dev", []string{strata, "dev", "--dir", dir, "--base-port", fmt.Sprint(base)})
 		ctx := harness.Deadline(t, 90*time.Second)
-		line := dev.WaitLine(ctx, func(l string) bool {
-			return strings.HasPrefix(l, "strata dev: ready") || strings.Contains(l, "in use")
-		})
-		if strings.HasPrefix(line, "strata dev: ready") {
+		_, exited := dev.WaitLineOrExit(ctx, func(l string) bool { return strings.HasPrefix(l, "strata dev: ready") })
+		if !exited {
 			break
 		}
-		dev.Kill()
-		if attempt == 4 {
-			t.Fatalf("no free base port after 5 tries: %s", line)
+		tail := dev.StderrTail()
+		if !strings.Contains(tail, "in use") || attempt == 4 {
+			t.Fatalf("strata dev exited before it was ready (attempt %d, base port %d); stderr:\n%s", attempt+1, base, tail)
 		}
+		dir = t.TempDir()
 	}
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", base)
 	cli := func(stdin string, args ...string) (string, error) {
