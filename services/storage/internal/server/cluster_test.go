@@ -21,6 +21,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/storage/internal/controllertest"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 )
@@ -162,15 +163,11 @@ func (c *testCluster) createTopic(name string, rf int, minISR int) {
 	})
 }
 
+// eventually waits for cond with a deadline sized for a loaded machine;
+// these conditions take milliseconds to a few lag times when idle.
 func (c *testCluster) eventually(what string, cond func() bool) {
 	c.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(c.t, 30*time.Second, what, func() error { return testwait.True(cond()) })
 }
 
 func batch(t *testing.T, values ...string) []byte {

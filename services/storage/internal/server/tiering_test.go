@@ -24,6 +24,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 var (
@@ -117,17 +118,12 @@ func (p *tieringProcess) start() {
 	p.cmd = cmd
 	p.mu.Unlock()
 	tc := tieringv1connect.NewTieringServiceClient(p.client, p.url)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := tc.GetTieredState(context.Background(), connect.NewRequest(&tieringv1.GetTieredStateRequest{}))
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("strata-tiering not answering: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(p.t, 60*time.Second, "strata-tiering to answer", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := tc.GetTieredState(ctx, connect.NewRequest(&tieringv1.GetTieredStateRequest{}))
+		return err
+	})
 }
 
 // kill stops the process with SIGKILL and waits for it. Safe to call when
