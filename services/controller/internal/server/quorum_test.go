@@ -12,6 +12,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember/etcdtest"
 )
@@ -36,7 +37,7 @@ func startQuorum(t *testing.T, n int) []*member {
 				return
 			}
 			url := "http://" + ln.Addr().String()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			c, err := Start(ctx, Config{
 				Member:             etcdmember.Config{Name: fmt.Sprint(i + 1), Dir: t.TempDir(), Peers: peers},
@@ -75,13 +76,7 @@ func startQuorum(t *testing.T, n int) []*member {
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testwait.Until(t, timeout, what, func() error { return testwait.True(cond()) })
 }
 
 func activeOf(ms []*member) (active []*member, agreed string) {
@@ -101,12 +96,12 @@ func activeOf(ms []*member) (active []*member, agreed string) {
 }
 
 func TestQuorum(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	ms := startQuorum(t, 3)
 
 	var act *member
-	eventually(t, 10*time.Second, "one active controller everyone agrees on", func() bool {
+	eventually(t, 30*time.Second, "one active controller everyone agrees on", func() bool {
 		a, agreed := activeOf(ms)
 		if len(a) == 1 && agreed == a[0].c.ID() {
 			act = a[0]
@@ -235,7 +230,7 @@ func TestQuorum(t *testing.T) {
 	// Closing the active controller elects another within seconds.
 	act.srv.Close()
 	act.c.Close()
-	eventually(t, 8*time.Second, "a new active controller", func() bool {
+	eventually(t, 30*time.Second, "a new active controller", func() bool {
 		a, agreed := activeOf(others)
 		return len(a) == 1 && agreed == a[0].c.ID()
 	})
