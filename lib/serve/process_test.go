@@ -18,6 +18,8 @@ import (
 	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // testConfig is a service config as a service would write it.
@@ -173,19 +175,22 @@ func (r *running) waitReady(t *testing.T) {
 	t.Helper()
 	c := NewHTTPClient()
 	defer c.CloseIdleConnections()
-	for i := 0; ; i++ {
+	defer func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", r.logs.String())
+		}
+	}()
+	testwait.Until(t, 30*time.Second, "/readyz to answer 200", func() error {
 		resp, err := c.Get(baseURL(r.p.AdminAddr()) + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return err
 		}
-		if i == 500 {
-			t.Fatalf("never ready; logs:\n%s", r.logs.String())
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %d", resp.StatusCode)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestRunServesConnectWithTelemetry(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // serveOn serves h on a loopback port for the test's lifetime and returns
@@ -360,23 +361,18 @@ func testGateway(t *testing.T, cfg *Config) (*Gateway, gatewayv1connect.GatewayS
 	return g, gatewayv1connect.NewGatewayServiceClient(serve.NewHTTPClient(), u), u
 }
 
-// waitFor polls cond until it holds or 10s pass.
+// waitFor polls cond until it holds; these take milliseconds when the
+// machine is idle, the 30s deadline is for one that is not.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, what, func() error { return testwait.True(cond()) })
 }
 
 func waitReady(t *testing.T, g *Gateway) {
 	t.Helper()
 	select {
 	case <-g.ReadyNotify():
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("gateway never got a metadata snapshot")
 	}
 }
