@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/tiering/embeds3"
 	"github.com/strata-mq/strata/services/tiering/manifest"
 	"github.com/strata-mq/strata/services/tiering/objstore"
@@ -354,8 +356,10 @@ func TestConcurrentReadersSeeNoGap(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	const readers = 4
 	errs := make(chan error, 8)
-	for i := range 4 {
+	var scans [readers]atomic.Int64 // full scans each reader completed
+	for i := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -379,8 +383,33 @@ func TestConcurrentReadersSeeNoGap(t *testing.T) {
 						return
 					}
 				}
+				scans[i].Add(1)
 			}
 		}()
+	}
+	// scanned waits until every reader has completed a scan that began
+	// after the last compaction, so each state is read by all of them.
+	scanned := func(what string) {
+		t.Helper()
+		var from [readers]int64
+		for i := range from {
+			from[i] = scans[i].Load()
+		}
+		testwait.Until(t, 60*time.Second, "every reader to scan "+what, func() error {
+			if len(errs) > 0 {
+				return nil // a reader failed and stopped; reported below
+			}
+			var behind []int
+			for i := range from {
+				if scans[i].Load() < from[i]+2 { // the scan under way may have begun before
+					behind = append(behind, i)
+				}
+			}
+			if len(behind) > 0 {
+				return fmt.Errorf("readers %v have not", behind)
+			}
+			return nil
+		})
 	}
 	var size int64
 	for _, e := range manifest.Active(mustLoad(t, f)) {
@@ -392,7 +421,7 @@ func TestConcurrentReadersSeeNoGap(t *testing.T) {
 		if _, err := f.comp.Partition(ctx, testPart, Options{}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		scanned(fmt.Sprintf("after the compaction to %d-byte objects", maxB))
 	}
 	close(stop)
 	wg.Wait()
