@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
 )
 
@@ -310,22 +311,28 @@ func testCommitRacingHandover(t *testing.T, s offsetstore.Store) {
 			}
 		}
 	}()
-	time.Sleep(60 * time.Millisecond)
 	var b offsetstore.Ownership
-	for {
+	testwait.Until(t, 30*time.Second, "b to claim the group once a's lease expired", func() error {
 		o, ok := claim(t, s, "g", "b", time.Minute)
-		if ok {
-			b = o
-			break
+		if !ok {
+			return fmt.Errorf("owned by %s epoch %d", o.OwnerID, o.OwnerEpoch)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		b = o
+		return nil
+	})
 	if err := s.CommitOffsets(ctx(t), b.Fence(), []offsetstore.Offset{{Topic: "t", Offset: 1_000_000}}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	// The old owner's next commit is fenced and ends its loop; wait for
+	// that rather than for a time in which it may not have run.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		close(stop)
+		<-done
+	}
 	if !fencedSeen {
 		t.Fatal("the old owner's commits were never fenced after the handover")
 	}
