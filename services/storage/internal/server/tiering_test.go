@@ -81,19 +81,20 @@ type tieringProcess struct {
 	argv   []string
 	url    string
 
-	mu   sync.Mutex
-	logs bytes.Buffer
-	cmd  *exec.Cmd
+	mu     sync.Mutex
+	logs   bytes.Buffer
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
 }
 
 // newTieringProcess starts strata-tiering with the embedded S3 server and
-// waits until it answers. It is killed when the test ends.
+// waits until it answers. It is killed when the test ends. Its ports are
+// chosen free, and another process may take one before it binds: then it
+// exits saying so and is started again on other ports.
 func newTieringProcess(t *testing.T, client *http.Client) *tieringProcess {
 	t.Helper()
-	api, s3 := freeAddr(t), freeAddr(t)
-	p := &tieringProcess{t: t, client: client, url: "http://" + api,
-		argv: []string{buildTiering(t), "--listen", api, "--embedded-s3-listen", s3,
-			"--embedded-s3-dir", filepath.Join(t.TempDir(), "s3"), "--log-format", "text", "--retention-interval", "1h"}}
+	bin, dir := buildTiering(t), filepath.Join(t.TempDir(), "s3")
+	p := &tieringProcess{t: t, client: client}
 	t.Cleanup(func() {
 		p.kill()
 		if t.Failed() {
@@ -102,40 +103,78 @@ func newTieringProcess(t *testing.T, client *http.Client) *tieringProcess {
 			p.mu.Unlock()
 		}
 	})
-	p.start()
-	return p
+	for attempt := 1; ; attempt++ {
+		api, s3 := freeAddr(t), freeAddr(t)
+		p.url = "http://" + api
+		p.argv = []string{bin, "--listen", api, "--embedded-s3-listen", s3,
+			"--embedded-s3-dir", dir, "--log-format", "text", "--retention-interval", "1h"}
+		if !p.tryStart() {
+			return p
+		}
+		if attempt == 3 {
+			t.Fatalf("strata-tiering: a port was taken before it could bind, %d times", attempt)
+		}
+	}
 }
 
-// start runs the process and waits until GetTieredState answers.
+// start runs the process again on its ports and waits until it answers.
 func (p *tieringProcess) start() {
+	p.t.Helper()
+	if p.tryStart() {
+		p.t.Fatalf("strata-tiering: a port of %s was taken before it could start again", p.url)
+	}
+}
+
+// tryStart runs the process and waits until GetTieredState answers; inUse
+// reports that it exited because a port was taken.
+func (p *tieringProcess) tryStart() (inUse bool) {
 	p.t.Helper()
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.logs.Write(b) })
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
 	p.mu.Lock()
-	p.cmd = cmd
+	p.cmd, p.exited = cmd, exited
 	p.mu.Unlock()
 	tc := tieringv1connect.NewTieringServiceClient(p.client, p.url)
 	testwait.Until(p.t, 60*time.Second, "strata-tiering to answer", func() error {
+		select {
+		case <-exited:
+			return nil
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_, err := tc.GetTieredState(ctx, connect.NewRequest(&tieringv1.GetTieredStateRequest{}))
 		return err
 	})
+	select {
+	case <-exited:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.cmd = nil
+		if strings.Contains(p.logs.String(), "address already in use") {
+			return true
+		}
+		p.t.Fatalf("strata-tiering exited before it answered:\n%s", p.logs.String())
+	default:
+	}
+	return false
 }
 
 // kill stops the process with SIGKILL and waits for it. Safe to call when
 // it is not running.
 func (p *tieringProcess) kill() {
 	p.mu.Lock()
-	cmd := p.cmd
+	cmd, exited := p.cmd, p.exited
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd != nil {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	}
 }
 
