@@ -14,6 +14,7 @@ import (
 	"github.com/strata-mq/strata/client/internal/fakecluster"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 func newFake(t *testing.T, nodes int, topic string, partitions int32) *fakecluster.Cluster {
@@ -127,15 +128,26 @@ func TestMaxBatchBytesSplits(t *testing.T) {
 	for range 10 {
 		rs = append(rs, &Record{Topic: "t", Value: make([]byte, 200)})
 	}
-	// With a one-minute linger only the size limit (and the final Flush
-	// of ProduceSync's caller) can send batches.
-	done := make(chan error, 1)
-	go func() { done <- p.ProduceSync(ctx, rs...) }()
-	time.Sleep(100 * time.Millisecond)
+	// With a one-minute linger only the size limit (and the final Flush)
+	// can send batches. Produce returns once the record is in its
+	// partition's batch, so the Flush below covers all ten.
+	var wg sync.WaitGroup
+	errs := make(chan error, len(rs))
+	for _, r := range rs {
+		wg.Add(1)
+		p.Produce(ctx, r, func(_ *Record, err error) {
+			if err != nil {
+				errs <- err
+			}
+			wg.Done()
+		})
+	}
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		t.Fatal(err)
 	}
 	hs := fc.Batches("t", 0)
@@ -503,8 +515,11 @@ func TestUnreachableGateway(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable {
 		t.Fatalf("err = %v", err)
 	}
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("took %v to report an unreachable gateway", time.Since(start))
+	// The delivery timeout (1s) bounds the failure; the limit leaves room
+	// for a loaded machine and stays well below ctxT's 20s, which a
+	// producer retrying past its delivery timeout would run into.
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("took %v to report an unreachable gateway with a 1s delivery timeout", el)
 	}
 }
 
@@ -521,13 +536,29 @@ func TestConsumerOutOfRangeMovesToLogEnd(t *testing.T) {
 	}
 	c := newConsumer(t, fc)
 	c.Assign(map[string]map[int32]Offset{"t": {0: AtOffset(100)}})
+	type polled struct {
+		recs []*Record
+		err  error
+	}
+	res := make(chan polled, 1)
 	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_ = p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("new")})
+		recs, err := c.Poll(ctx)
+		res <- polled{recs, err}
 	}()
-	got := pollN(t, c, 1)
-	if got[0].Offset != 3 || string(got[0].Value) != "new" {
-		t.Fatalf("got %d %q, want offset 3", got[0].Offset, got[0].Value)
+	// Produce only once the consumer has moved to the log end: a record
+	// produced before would move the end past it.
+	testwait.Until(t, 10*time.Second, "the consumer to move from offset 100 to the log end 3", func() error {
+		if pos, ok := c.Position("t", 0); !ok || pos != 3 {
+			return fmt.Errorf("position %d (resolved %v)", pos, ok)
+		}
+		return nil
+	})
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("new")}); err != nil {
+		t.Fatal(err)
+	}
+	got := <-res
+	if got.err != nil || len(got.recs) != 1 || got.recs[0].Offset != 3 || string(got.recs[0].Value) != "new" {
+		t.Fatalf("Poll = %v, %v; want the record \"new\" at offset 3", got.recs, got.err)
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // syncBuffer is a bytes.Buffer safe to write from Main and read from the
@@ -42,11 +44,14 @@ func (s *syncBuffer) String() string {
 }
 
 // freeBasePort returns a base port whose whole range of cluster ports is
-// free right now.
+// free right now. Bases are drawn below the kernel's ephemeral range
+// (32768 and up on Linux; the range reaches base+215), where outgoing
+// connections and listeners on port 0 take ports at random and could take
+// one before strata dev binds it.
 func freeBasePort(t *testing.T, controllers, storageNodes int) int {
 	t.Helper()
 	for range 50 {
-		p := 20000 + rand.IntN(40000)
+		p := 20000 + rand.IntN(12000)
 		pl := makePlan(t.TempDir(), p, controllers, storageNodes, 2, map[string]string{})
 		if checkPorts(pl) == nil {
 			return p
@@ -62,16 +67,10 @@ func alive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil
 }
 
-// waitFor polls cond every 20ms until it holds or d passes.
+// waitFor polls cond until it holds or d passes.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, d, what, func() error { return testwait.True(cond()) })
 }
 
 func readClusterFile(t *testing.T, dir string) (*clusterFile, bool) {
@@ -113,6 +112,41 @@ func startDev(t *testing.T, args ...string) *devRun {
 	return r
 }
 
+// exited returns Main's exit code once it has returned, leaving it for
+// wait and Cleanup.
+func (r *devRun) exited() (int, bool) {
+	select {
+	case code := <-r.code:
+		r.code <- code
+		return code, true
+	default:
+		return 0, false
+	}
+}
+
+// startDevOnFreePorts runs startDev with --base-port on a free base and
+// waits until the cluster is ready or Main has returned. Should another
+// process take one of the ports before a service binds it, strata dev
+// exits saying a port is in use; then it starts again on another base.
+func startDevOnFreePorts(t *testing.T, controllers, storageNodes int, args ...string) (*devRun, int) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		base := freeBasePort(t, controllers, storageNodes)
+		r := startDev(t, append(args, "--base-port", strconv.Itoa(base))...)
+		waitFor(t, 60*time.Second, "strata dev to be ready or to exit", func() bool {
+			if _, done := r.exited(); done {
+				return true
+			}
+			f, ok := readClusterFile(t, r.dir)
+			return ok && f.Ready
+		})
+		if _, done := r.exited(); !done || !strings.Contains(r.stderr.String(), "in use") || attempt == 3 {
+			return r, base
+		}
+		t.Logf("attempt %d: %s", attempt, strings.TrimSpace(r.stderr.String()))
+	}
+}
+
 func (r *devRun) wait(t *testing.T) int {
 	t.Helper()
 	select {
@@ -129,11 +163,10 @@ func TestDevClusterRealProcesses(t *testing.T) {
 	fakeBinDir(t)
 	argvDir := t.TempDir()
 	t.Setenv(fakeArgvDirEnv, argvDir)
-	base := freeBasePort(t, 1, 2)
-	r := startDev(t, "--storage-nodes", "2", "--controllers", "1", "--gateways", "2", "--base-port", strconv.Itoa(base))
+	r, base := startDevOnFreePorts(t, 1, 2, "--storage-nodes", "2", "--controllers", "1", "--gateways", "2")
 
 	var f *clusterFile
-	waitFor(t, 30*time.Second, "cluster.json with ready true", func() bool {
+	waitFor(t, 60*time.Second, "cluster.json with ready true", func() bool {
 		var ok bool
 		f, ok = readClusterFile(t, r.dir)
 		return ok && f.Ready
@@ -203,11 +236,11 @@ func TestDevClusterRealProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantLine := "strata dev: storage-2 exited (signal: killed); restart it with the argv in cluster.json\n"
-	waitFor(t, 10*time.Second, "the exit line", func() bool { return strings.Contains(r.stderr.String(), wantLine) })
+	waitFor(t, 30*time.Second, "the exit line", func() bool { return strings.Contains(r.stderr.String(), wantLine) })
 	if got := r.stderr.String(); got != wantLine {
 		t.Errorf("stderr = %q, want just %q", got, wantLine)
 	}
-	waitFor(t, 5*time.Second, "cluster.json to show storage-2 stopped", func() bool {
+	waitFor(t, 30*time.Second, "cluster.json to show storage-2 stopped", func() bool {
 		f, _ = readClusterFile(t, r.dir)
 		return !f.Processes[2].Running
 	})
@@ -227,7 +260,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 	if err := restart.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the restarted storage-2 to be ready", func() bool {
+	waitFor(t, 30*time.Second, "the restarted storage-2 to be ready", func() bool {
 		resp, err := http.Get("http://" + victim.AdminAddress + "/readyz")
 		if err != nil {
 			return false
@@ -271,8 +304,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 func TestDevClusterProcessFailsAtStart(t *testing.T) {
 	fakeBinDir(t)
 	t.Setenv(fakeFailEnv, "storage-1")
-	base := freeBasePort(t, 1, 1)
-	r := startDev(t, "--storage-nodes", "1", "--base-port", strconv.Itoa(base))
+	r, _ := startDevOnFreePorts(t, 1, 1, "--storage-nodes", "1")
 	if code := r.wait(t); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
@@ -293,12 +325,13 @@ func TestDevClusterProcessFailsAtStart(t *testing.T) {
 func TestDevClusterReadyTimeout(t *testing.T) {
 	fakeBinDir(t)
 	t.Setenv(fakeNotReadyEnv, "controller-1")
-	base := freeBasePort(t, 1, 1)
-	r := startDev(t, "--storage-nodes", "1", "--base-port", strconv.Itoa(base), "--ready-timeout", "500ms")
+	// The timeout is long enough for the fake to be up and answering 503
+	// on a loaded machine, so that the message quotes that answer.
+	r, base := startDevOnFreePorts(t, 1, 1, "--storage-nodes", "1", "--ready-timeout", "5s")
 	if code := r.wait(t); code != 1 {
 		t.Fatalf("exit code %d, want 1", code)
 	}
-	want := fmt.Sprintf("strata dev: not ready after 500ms: controller-1 (GET http://127.0.0.1:%d/readyz: 503 not ready / fake: never; log: %s)\n",
+	want := fmt.Sprintf("strata dev: not ready after 5s: controller-1 (GET http://127.0.0.1:%d/readyz: 503 not ready / fake: never; log: %s)\n",
 		base+101, filepath.Join(r.dir, "logs", "controller-1.log"))
 	if got := r.stderr.String(); got != want {
 		t.Errorf("stderr:\n%q\nwant\n%q", got, want)
