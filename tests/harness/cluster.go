@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -244,9 +246,17 @@ func H2CClient() *http.Client {
 }
 
 // FreePorts returns n distinct loopback TCP ports that were free a moment
-// ago: it listens on 127.0.0.1:0 n times, holding every listener until all
-// are chosen so no port repeats, then closes them. Another process may
-// still take one before it is used; callers retry on that.
+// ago: it listens on each, holding every listener until all are chosen so
+// no port repeats, then closes them. Another process may still take one
+// before it is used; callers start again on new ports when that happens.
+//
+// Ports are drawn at random below the kernel's ephemeral range (from
+// 20000 up to its start, read from /proc/sys/net/ipv4/ip_local_port_range)
+// when that leaves room: the kernel hands out ephemeral ports to every
+// outgoing connection and every listener on port 0, on a busy machine
+// many a second, and any of them could take a port in the seconds between
+// choosing it and a process binding it. Below that range only a process
+// asking for the very port can. Elsewhere the kernel chooses (port 0).
 func FreePorts(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
@@ -254,16 +264,47 @@ func FreePorts(n int) ([]int, error) {
 			ln.Close()
 		}
 	}()
+	listen := func(port int) (int, error) {
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			return 0, err
+		}
+		lns = append(lns, ln)
+		return ln.Addr().(*net.TCPAddr).Port, nil
+	}
 	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lo, hi := quietPortRange()
+	for tries := 0; len(ports) < n && hi-lo >= 1000 && tries < 100*n; tries++ {
+		if p, err := listen(lo + rand.IntN(hi-lo)); err == nil {
+			ports = append(ports, p)
+		}
+	}
+	for len(ports) < n {
+		p, err := listen(0)
 		if err != nil {
 			return nil, fmt.Errorf("harness: free port: %w", err)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// quietPortRange is [20000, start of the ephemeral range), or an empty
+// range when the ephemeral range cannot be read.
+func quietPortRange() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 1 {
+		return 0, 0
+	}
+	start, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0, 0
+	}
+	return 20000, start
 }
 
 // Controller returns controller id (1-based).

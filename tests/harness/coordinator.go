@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -43,7 +44,9 @@ type GroupConfig struct {
 
 // StartGroupServices starts cfg.Coordinators coordinators and one gateway
 // (whose --coordinator lists them all) in front of c, and waits until
-// each answers /readyz.
+// each answers /readyz. When a chosen port is taken before a process
+// binds it, they are all started again on new ports (up to three
+// attempts).
 func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupServices {
 	t.Helper()
 	if cfg.Coordinators == 0 {
@@ -59,9 +62,23 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 		cfg.OwnershipLease = 2 * time.Second
 	}
 	gwBin, coBin := Binary(t, gatewayPkg), Binary(t, coordinatorPkg)
+	for attempt := 1; ; attempt++ {
+		s, err := tryStartGroupServices(t, c, cfg, gwBin, coBin)
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, errPortInUse) && attempt < 3 {
+			t.Logf("harness: attempt %d: %v; starting again on other ports", attempt, err)
+			continue
+		}
+		t.Fatalf("harness: start group services: %v", err)
+	}
+}
+
+func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coBin string) (_ *GroupServices, err error) {
 	ports, err := FreePorts(2 + 2*cfg.Coordinators)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), c: c}
@@ -70,6 +87,15 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 		ctlURLs = append(ctlURLs, n.URL)
 	}
 	s := &GroupServices{Gateway: gw}
+	defer func() {
+		if err != nil {
+			for _, n := range append([]*Node{gw}, s.Coordinators...) {
+				if n.Proc != nil {
+					n.Proc.Kill()
+				}
+			}
+		}
+	}()
 	root := t.TempDir()
 	for i := range cfg.Coordinators {
 		api, admin := addr(2+2*i), addr(3+2*i)
@@ -85,7 +111,7 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 			argv = append(argv, cfg.CoordinatorArgsFor(id, api)...)
 		}
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		var env []string
 		if cfg.DSN != "" {
@@ -99,8 +125,8 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 		"--log-format", "text", "--drain-timeout", "2s"})
 	for _, n := range append([]*Node{gw}, s.Coordinators...) {
 		if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
-			t.Fatalf("harness: %v", err)
+			return nil, err
 		}
 	}
-	return s
+	return s, nil
 }

@@ -2,10 +2,12 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,13 +46,33 @@ type Tiering struct {
 // process with --embedded-s3-listen and --embedded-s3-dir and --controller
 // naming the cluster's controllers, and waits for its /readyz. Storage
 // nodes start before tiering exists; they keep local segments until it
-// answers.
+// answers. The tiering ports are chosen before the cluster starts, since
+// the storage nodes name them; when one is taken before strata-tiering
+// binds it, the whole cluster is started again on new ports (up to three
+// attempts).
 func StartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig) (*Cluster, *Tiering) {
 	t.Helper()
 	if tcfg.TierInterval == 0 {
 		tcfg.TierInterval = 500 * time.Millisecond
 	}
 	bin := Binary(t, tieringPkg)
+	for attempt := 1; ; attempt++ {
+		c, tr, err := tryStartTieredCluster(t, cfg, tcfg, bin)
+		if err == nil {
+			return c, tr
+		}
+		for _, n := range slices.Concat(c.controllers, c.storage) {
+			n.Proc.Kill()
+		}
+		if errors.Is(err, errPortInUse) && attempt < 3 {
+			t.Logf("harness: attempt %d: %v; starting again on other ports", attempt, err)
+			continue
+		}
+		t.Fatalf("harness: start tiering: %v", err)
+	}
+}
+
+func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, bin string) (*Cluster, *Tiering, error) {
 	ports, err := FreePorts(3)
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +97,10 @@ func StartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig) (*C
 	}
 	n.Proc = Start(t, "tiering", argv)
 	if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
-		t.Fatalf("harness: %v", err)
+		n.Proc.Kill()
+		return c, nil, err
 	}
-	return c, &Tiering{Node: n, S3URL: "http://" + addr(2)}
+	return c, &Tiering{Node: n, S3URL: "http://" + addr(2)}, nil
 }
 
 // Client is a Connect client for the tiering service.
