@@ -415,11 +415,21 @@ func TestConsumerStartPositions(t *testing.T) {
 	// End: nothing until a new record arrives.
 	c := newConsumer(t, fc)
 	c.Assign(map[string]map[int32]Offset{"t": {0: EndOffset()}})
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	if rs, err := c.Poll(short); err == nil {
-		t.Fatalf("got %d records at the end", len(rs))
-	}
-	cancel()
+	// Poll returns nothing there, and resolves the end (10) on the way;
+	// the new record is produced only once it has, or the end would
+	// resolve past it. A loaded machine may need more than one 200ms Poll.
+	testwait.Until(t, 20*time.Second, "the consumer to resolve the log end 10", func() error {
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		rs, err := c.Poll(short)
+		cancel()
+		if err == nil {
+			t.Fatalf("got %d records at the end", len(rs))
+		}
+		if pos, ok := c.Position("t", 0); !ok || pos != 10 {
+			return fmt.Errorf("position %d (resolved %v)", pos, ok)
+		}
+		return nil
+	})
 	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("new")}); err != nil {
 		t.Fatal(err)
 	}
