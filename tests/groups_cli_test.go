@@ -33,7 +33,7 @@ func TestGroupCLI(t *testing.T) {
 	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	gs := harness.StartGroupServices(t, c, harness.GroupConfig{DSN: dsn, SessionTimeout: faultSession, HeartbeatInterval: faultHeartbeat})
-	ctx := harness.Deadline(t, 90*time.Second)
+	ctx := harness.Deadline(t, 120*time.Second)
 	cli := func(stdin string, args ...string) string {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

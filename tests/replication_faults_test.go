@@ -196,7 +196,7 @@ func TestAcksAllSurvivesLeaderKill(t *testing.T) {
 	waitProgress(t, producers, 3, 60*time.Second, "before the kill")
 	victim, epoch := c.Leader(ctx, topic, 0)
 	victim.Kill()
-	moved := c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "a new leader",
+	moved := c.WaitPartition(harness.Deadline(t, 30*time.Second), topic, 0, "a new leader",
 		func(p *commonv1.PartitionMetadata) bool { return p.GetLeaderId() >= 0 && p.GetLeaderEpoch() > epoch })
 	t.Logf("partition 0 after killing its leader %s: %s", victim.Name(), harness.FormatPartition(moved))
 	waitProgress(t, producers, 3, 60*time.Second, "with the leader killed")
@@ -313,7 +313,7 @@ func summarize(seqs []int) string {
 //     tail. What was replicated is therefore not assumed: it is read from
 //     the replicas.
 //  3. The controller must elect a new leader N at an epoch above E when L's
-//     lease expires (within 20 s). N's log end once it leads (DescribeLog on
+//     lease expires (within 30 s). N's log end once it leads (DescribeLog on
 //     N) splits the tail: records below it reached N before L was paused;
 //     the rest is L's divergent tail. acks=all writes through N succeed, and
 //     the first lands at exactly that log end (N appends nothing of L's once
@@ -379,7 +379,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	// 3. A new leader. Its log end as it takes over decides which tail
 	// records were replicated; then it takes acks=all writes.
 	start := time.Now()
-	np := c.WaitPartition(harness.Deadline(t, 20*time.Second), topic, 0, "a new leader after pausing the old one",
+	np := c.WaitPartition(harness.Deadline(t, 30*time.Second), topic, 0, "a new leader after pausing the old one",
 		func(p *commonv1.PartitionMetadata) bool {
 			return p.GetLeaderId() >= 0 && p.GetLeaderId() != int32(old.ID) && p.GetLeaderEpoch() > oldEpoch
 		})

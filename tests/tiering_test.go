@@ -150,7 +150,7 @@ func checkManifest(ctx context.Context, t *testing.T, tr *harness.Tiering, topic
 // from the tier) is byte-for-byte identical. DescribeLog reports the
 // tiered start 0 below the moved local start.
 func TestTieredReadsMatchLocal(t *testing.T) {
-	ctx := harness.Deadline(t, 60*time.Second)
+	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-reads"
 	c.CreateTopic(ctx, topic, 1, 2, tieredConfigs())
@@ -189,7 +189,7 @@ func TestTieredReadsMatchLocal(t *testing.T) {
 // when killed, and every manifest entry is contiguous and names complete
 // objects; all records read back.
 func TestTieringLeaderKilledMidUpload(t *testing.T) {
-	ctx := harness.Deadline(t, 60*time.Second)
+	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 1},
 		harness.TieringConfig{Args: []string{"--fault-upload-delay", "4s", "--fault-upload-count", "1"}})
 	const topic = "tiered-kill"
@@ -252,7 +252,7 @@ func TestTieringLeaderKilledMidUpload(t *testing.T) {
 // segment that is not tiered, and after SIGCONT the tier catches up,
 // local segments go, and every record reads back from offset 0.
 func TestTieringPausedDelaysButLosesNothing(t *testing.T) {
-	ctx := harness.Deadline(t, 60*time.Second)
+	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-pause"
 	c.CreateTopic(ctx, topic, 1, 2, tieredConfigs("local.retention.ms=0"))
@@ -329,7 +329,7 @@ func TestTieringPausedDelaysButLosesNothing(t *testing.T) {
 // restarts at the tiered end offset, so reads below it go to the tier and
 // new records never reuse tiered offsets.
 func TestTieredHistorySurvivesLosingEveryDisk(t *testing.T) {
-	ctx := harness.Deadline(t, 60*time.Second)
+	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-disks"
 	c.CreateTopic(ctx, topic, 1, 2, tieredConfigs())
