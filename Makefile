@@ -18,7 +18,14 @@ CMDS := $(wildcard client/cmd/* services/*/cmd/* loadtest/cmd/*)
 GO ?= go
 # The race detector doubles test time on this 2-core machine but catches the
 # reader/appender bugs the partition log is most exposed to, so it is on.
-TESTFLAGS ?= -race -count=1
+# go test stops a package's tests after 10 minutes by default; the
+# real-process tests take about 2 minutes on an idle machine and several
+# times that on a loaded one, so the limit is 30 minutes.
+TESTFLAGS ?= -race -count=1 -timeout 30m
+# make test-stress: how many runs of make test, and how many busy loops
+# keep cores occupied meanwhile.
+STRESS_RUNS ?= 5
+BUSY ?= 1
 BENCHTIME ?= 2s
 FUZZTIME ?= 60s
 
@@ -62,6 +69,10 @@ ts: $(TS_STAMP) ## Install the TypeScript workspace (npm ci) and build @strata-m
 .PHONY: ts-test
 ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium)
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm test
+
+.PHONY: test-stress
+test-stress: ## Run make test STRESS_RUNS times (default 5) while BUSY busy loops (default 1) load the cores; prints each run's result and time
+	RUNS=$(STRESS_RUNS) BUSY=$(BUSY) MAKE="$(MAKE)" make/test-stress.sh
 
 .PHONY: test-long
 test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials on a fresh seed
