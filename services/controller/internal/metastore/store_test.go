@@ -328,9 +328,10 @@ func waitPartition(t *testing.T, s *Store, topic, what string, cond func(*common
 func TestNodeDeathAndReturn(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// Heartbeats every 300ms keep the live nodes ten beats inside their
-	// lease, so that a loaded machine does not kill them too.
-	s := startStore(t, 3*time.Second)
+	// Heartbeats every 300ms, each an etcd request that takes up to a
+	// second when the machine is loaded, stay well inside a 5s lease, so
+	// that only the node that stops heartbeating dies.
+	s := startStore(t, 5*time.Second)
 	epochs := map[int32]int64{}
 	for id := int32(1); id <= 3; id++ {
 		epochs[id] = register(t, s, id, "")

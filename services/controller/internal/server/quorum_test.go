@@ -39,11 +39,15 @@ func startQuorum(t *testing.T, n int) []*member {
 			url := "http://" + ln.Addr().String()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			// Leases well above the 300ms heartbeat cadence plus the time
+			// a heartbeat takes when etcd is slow on a loaded machine (its
+			// requests then take up to a second): a live node or
+			// controller must not expire.
 			c, err := Start(ctx, Config{
 				Member:             etcdmember.Config{Name: fmt.Sprint(i + 1), Dir: t.TempDir(), Peers: peers},
 				Address:            url,
-				NodeSessionTimeout: 2 * time.Second,
-				SessionTTL:         2 * time.Second,
+				NodeSessionTimeout: 6 * time.Second,
+				SessionTTL:         6 * time.Second,
 				ReconcileInterval:  300 * time.Millisecond,
 				WatchKeepAlive:     time.Second,
 			})
@@ -171,7 +175,7 @@ func TestQuorum(t *testing.T) {
 	}()
 	nextDelta := func(what string, match func(*controllerv1.MetadataDelta) bool) *controllerv1.MetadataDelta {
 		t.Helper()
-		timeout := time.After(15 * time.Second)
+		timeout := time.After(30 * time.Second)
 		for {
 			select {
 			case m, ok := <-msgs:
