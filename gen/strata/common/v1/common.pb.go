@@ -699,8 +699,16 @@ type PartitionMetadata struct {
 	Isr []int32 `protobuf:"varint,6,rep,packed,name=isr,proto3" json:"isr,omitempty"`
 	// Node ids of replicas whose node is currently not alive (a subset of replicas).
 	OfflineReplicas []int32 `protobuf:"varint,7,rep,packed,name=offline_replicas,json=offlineReplicas,proto3" json:"offline_replicas,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Node ids of replicas a reassignment is adding (KIP-455): followers that are catching up
+	// and join the ISR through the leader's AlterPartition like any other. Empty when no
+	// reassignment runs. While one runs, replicas lists the target replicas (preferred leader
+	// first) followed by removing_replicas.
+	AddingReplicas []int32 `protobuf:"varint,8,rep,packed,name=adding_replicas,json=addingReplicas,proto3" json:"adding_replicas,omitempty"`
+	// Node ids of replicas a reassignment removes once every target replica is in the ISR
+	// (KIP-455). Empty when no reassignment runs. The target replicas are replicas minus these.
+	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -778,6 +786,20 @@ func (x *PartitionMetadata) GetIsr() []int32 {
 func (x *PartitionMetadata) GetOfflineReplicas() []int32 {
 	if x != nil {
 		return x.OfflineReplicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetAddingReplicas() []int32 {
+	if x != nil {
+		return x.AddingReplicas
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
+	if x != nil {
+		return x.RemovingReplicas
 	}
 	return nil
 }
@@ -1356,7 +1378,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\tlisteners\x18\x04 \x03(\v2\x1a.strata.common.v1.ListenerR\tlisteners\"8\n" +
 	"\bListener\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xf3\x01\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xc9\x02\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12!\n" +
@@ -1364,7 +1386,9 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x0fpartition_epoch\x18\x04 \x01(\x05R\x0epartitionEpoch\x12\x1a\n" +
 	"\breplicas\x18\x05 \x03(\x05R\breplicas\x12\x10\n" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12)\n" +
-	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\"\xa3\x02\n" +
+	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\x12'\n" +
+	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xa3\x02\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12C\n" +

@@ -496,8 +496,15 @@ type NodeStatus struct {
 	State NodeState `protobuf:"varint,4,opt,name=state,proto3,enum=strata.controller.v1.NodeState" json:"state,omitempty"`
 	// Time of the last heartbeat, in Unix ms, or -1 if none.
 	LastHeartbeatMs int64 `protobuf:"varint,5,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// True while the node is drained (DrainNode): it receives no new replicas, leads nothing it
+	// can hand over, and its replicas are being (or have been) moved away. Kept across restarts.
+	Drained bool `protobuf:"varint,6,opt,name=drained,proto3" json:"drained,omitempty"`
+	// Replication throttle for moving replicas, in bytes per second, that this node applies to
+	// the replication traffic of adding replicas: as leader to what it sends them, as a follower
+	// to what it fetches for them. 0 means no throttle. Other replication is never throttled.
+	ReplicationThrottleBytesPerSecond int64 `protobuf:"varint,7,opt,name=replication_throttle_bytes_per_second,json=replicationThrottleBytesPerSecond,proto3" json:"replication_throttle_bytes_per_second,omitempty"`
+	unknownFields                     protoimpl.UnknownFields
+	sizeCache                         protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -561,6 +568,20 @@ func (x *NodeStatus) GetState() NodeState {
 func (x *NodeStatus) GetLastHeartbeatMs() int64 {
 	if x != nil {
 		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+func (x *NodeStatus) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *NodeStatus) GetReplicationThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ReplicationThrottleBytesPerSecond
 	}
 	return 0
 }
@@ -2664,6 +2685,880 @@ func (x *DescribeClusterResponse) GetUnderReplicatedPartitions() int32 {
 	return 0
 }
 
+// PartitionReassignment is the target replicas of one partition.
+type PartitionReassignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Target replicas, preferred leader first; empty cancels the partition's running move.
+	Replicas      []int32 `protobuf:"varint,3,rep,packed,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignment) Reset() {
+	*x = PartitionReassignment{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignment) ProtoMessage() {}
+
+func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
+func (*PartitionReassignment) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *PartitionReassignment) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignment) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignment) GetReplicas() []int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// AlterPartitionReassignmentsRequest starts or cancels partition moves.
+type AlterPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per partition.
+	Reassignments []*PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	// When above 0, sets the replication throttle of moving replicas (bytes per second, per
+	// node) in the same transaction as the moves start. The controller lifts it once no move
+	// runs. 0 keeps the current throttle.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// AlterPartitionReassignmentsResponse reports each partition's outcome.
+type AlterPartitionReassignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Results       []*PartitionReassignmentResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionReassignmentResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// PartitionReassignmentResult is the outcome for one partition.
+type PartitionReassignmentResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset on success.
+	Error *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The partition's state after the call (with adding and removing replicas on success).
+	State         *v1.PartitionMetadata `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionReassignmentResult) Reset() {
+	*x = PartitionReassignmentResult{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionReassignmentResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionReassignmentResult) ProtoMessage() {}
+
+func (x *PartitionReassignmentResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionReassignmentResult.ProtoReflect.Descriptor instead.
+func (*PartitionReassignmentResult) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *PartitionReassignmentResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PartitionReassignmentResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionReassignmentResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *PartitionReassignmentResult) GetState() *v1.PartitionMetadata {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// ListPartitionReassignmentsRequest filters the running moves.
+type ListPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic names; empty means every topic.
+	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsRequest) Reset() {
+	*x = ListPartitionReassignmentsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// ListPartitionReassignmentsResponse lists the running moves.
+type ListPartitionReassignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions with adding or removing replicas, sorted by topic and partition.
+	Reassignments []*PartitionChange `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	// The replication throttle of moving replicas, bytes per second per node; 0 when none.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsResponse) Reset() {
+	*x = ListPartitionReassignmentsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*PartitionChange {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+func (x *ListPartitionReassignmentsResponse) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// RebalanceRequest asks for a rebalance plan.
+type RebalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only compute and return the plan; move nothing.
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// When above 0, the replication throttle of moving replicas (bytes per second, per node)
+	// set with the moves; lifted once no move runs. 0 keeps the current throttle.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RebalanceRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// PlannedMove is one partition move of a plan.
+type PlannedMove struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Replicas before the move, preferred leader first.
+	FromReplicas []int32 `protobuf:"varint,3,rep,packed,name=from_replicas,json=fromReplicas,proto3" json:"from_replicas,omitempty"`
+	// Replicas after the move, preferred leader first. The same nodes in another order only
+	// move the preferred leader and copy no data.
+	ToReplicas []int32 `protobuf:"varint,4,rep,packed,name=to_replicas,json=toReplicas,proto3" json:"to_replicas,omitempty"`
+	// Size of the partition's log on its leader, in bytes, when known; -1 otherwise.
+	SizeBytes     int64 `protobuf:"varint,5,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedMove) Reset() {
+	*x = PlannedMove{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedMove) ProtoMessage() {}
+
+func (x *PlannedMove) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedMove.ProtoReflect.Descriptor instead.
+func (*PlannedMove) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *PlannedMove) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *PlannedMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PlannedMove) GetFromReplicas() []int32 {
+	if x != nil {
+		return x.FromReplicas
+	}
+	return nil
+}
+
+func (x *PlannedMove) GetToReplicas() []int32 {
+	if x != nil {
+		return x.ToReplicas
+	}
+	return nil
+}
+
+func (x *PlannedMove) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// NodeLoad is what one node holds, as a plan counts it.
+type NodeLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node id.
+	NodeId int32 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Replicas placed on the node (a moving partition counts at its target).
+	Replicas int32 `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Partitions whose preferred leader (first replica) is the node.
+	Leaders int32 `protobuf:"varint,3,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	// True when the node takes part in the balance (alive and not drained).
+	Eligible      bool `protobuf:"varint,4,opt,name=eligible,proto3" json:"eligible,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeLoad) Reset() {
+	*x = NodeLoad{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeLoad) ProtoMessage() {}
+
+func (x *NodeLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
+func (*NodeLoad) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *NodeLoad) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetLeaders() int32 {
+	if x != nil {
+		return x.Leaders
+	}
+	return 0
+}
+
+func (x *NodeLoad) GetEligible() bool {
+	if x != nil {
+		return x.Eligible
+	}
+	return false
+}
+
+// RebalanceResponse is the plan, and whether it started.
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The moves, sorted by topic and partition; empty when the cluster is balanced.
+	Moves []*PlannedMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Every node's load before the plan, sorted by id.
+	Before []*NodeLoad `protobuf:"bytes,2,rep,name=before,proto3" json:"before,omitempty"`
+	// Every node's load once the plan is done, sorted by id.
+	After []*NodeLoad `protobuf:"bytes,3,rep,name=after,proto3" json:"after,omitempty"`
+	// True when the moves were started (not a dry run and at least one move).
+	Started bool `protobuf:"varint,4,opt,name=started,proto3" json:"started,omitempty"`
+	// Partitions already being moved when the plan was made, left as they were.
+	InProgress    int32 `protobuf:"varint,5,opt,name=in_progress,json=inProgress,proto3" json:"in_progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RebalanceResponse) GetMoves() []*PlannedMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetBefore() []*NodeLoad {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetAfter() []*NodeLoad {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *RebalanceResponse) GetInProgress() int32 {
+	if x != nil {
+		return x.InProgress
+	}
+	return 0
+}
+
+// DrainNodeRequest names the node to drain or undrain.
+type DrainNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node id.
+	NodeId int32 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Undrain instead: the node takes replicas again.
+	Undrain bool `protobuf:"varint,2,opt,name=undrain,proto3" json:"undrain,omitempty"`
+	// When above 0, the replication throttle of moving replicas (bytes per second, per node)
+	// set with the moves; lifted once no move runs. 0 keeps the current throttle.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,3,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *DrainNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *DrainNodeRequest) GetUndrain() bool {
+	if x != nil {
+		return x.Undrain
+	}
+	return false
+}
+
+func (x *DrainNodeRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// DrainNodeResponse reports the node and the moves started.
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node after the change.
+	Node *NodeStatus `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Moves started to take the node's replicas away (none for an undrain).
+	Moves []*PlannedMove `protobuf:"bytes,2,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Replicas the node holds now (moving ones included).
+	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *DrainNodeResponse) GetNode() *NodeStatus {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetMoves() []*PlannedMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// CreatePartitionsRequest asks for more partitions.
+type CreatePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's partition count afterwards; larger than the current count.
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Only validate and compute the placement; create nothing.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *CreatePartitionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// CreatePartitionsResponse describes the topic with its new partitions.
+type CreatePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic after the change (or as it would be with validate_only).
+	Topic         *TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
 var File_strata_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strata_controller_v1_controller_proto_rawDesc = "" +
@@ -2691,7 +3586,7 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\flease_ttl_ms\x18\x01 \x01(\x05R\n" +
 	"leaseTtlMs\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12%\n" +
-	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\"\xe1\x01\n" +
+	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\"\xcd\x02\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.strata.common.v1.NodeR\x04node\x12\x1d\n" +
@@ -2699,7 +3594,9 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"node_epoch\x18\x02 \x01(\x03R\tnodeEpoch\x12%\n" +
 	"\x0eincarnation_id\x18\x03 \x01(\tR\rincarnationId\x125\n" +
 	"\x05state\x18\x04 \x01(\x0e2\x1f.strata.controller.v1.NodeStateR\x05state\x12*\n" +
-	"\x11last_heartbeat_ms\x18\x05 \x01(\x03R\x0flastHeartbeatMs\"q\n" +
+	"\x11last_heartbeat_ms\x18\x05 \x01(\x03R\x0flastHeartbeatMs\x12\x18\n" +
+	"\adrained\x18\x06 \x01(\bR\adrained\x12P\n" +
+	"%replication_throttle_bytes_per_second\x18\a \x01(\x03R!replicationThrottleBytesPerSecond\"q\n" +
 	"\vConfigEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12:\n" +
@@ -2853,7 +3750,63 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x05nodes\x18\x03 \x03(\v2 .strata.controller.v1.NodeStatusR\x05nodes\x12)\n" +
 	"\x10metadata_version\x18\x04 \x01(\x03R\x0fmetadataVersion\x12-\n" +
 	"\x12offline_partitions\x18\x05 \x01(\x05R\x11offlinePartitions\x12>\n" +
-	"\x1bunder_replicated_partitions\x18\x06 \x01(\x05R\x19underReplicatedPartitions*\x87\x01\n" +
+	"\x1bunder_replicated_partitions\x18\x06 \x01(\x05R\x19underReplicatedPartitions\"g\n" +
+	"\x15PartitionReassignment\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1a\n" +
+	"\breplicas\x18\x03 \x03(\x05R\breplicas\"\xb2\x01\n" +
+	"\"AlterPartitionReassignmentsRequest\x12Q\n" +
+	"\rreassignments\x18\x01 \x03(\v2+.strata.controller.v1.PartitionReassignmentR\rreassignments\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"r\n" +
+	"#AlterPartitionReassignmentsResponse\x12K\n" +
+	"\aresults\x18\x01 \x03(\v21.strata.controller.v1.PartitionReassignmentResultR\aresults\"\xc1\x01\n" +
+	"\x1bPartitionReassignmentResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x129\n" +
+	"\x05state\x18\x04 \x01(\v2#.strata.common.v1.PartitionMetadataR\x05state\";\n" +
+	"!ListPartitionReassignmentsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xac\x01\n" +
+	"\"ListPartitionReassignmentsResponse\x12K\n" +
+	"\rreassignments\x18\x01 \x03(\v2%.strata.controller.v1.PartitionChangeR\rreassignments\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"f\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"\xa6\x01\n" +
+	"\vPlannedMove\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
+	"\rfrom_replicas\x18\x03 \x03(\x05R\ffromReplicas\x12\x1f\n" +
+	"\vto_replicas\x18\x04 \x03(\x05R\n" +
+	"toReplicas\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x05 \x01(\x03R\tsizeBytes\"u\n" +
+	"\bNodeLoad\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12\x18\n" +
+	"\aleaders\x18\x03 \x01(\x05R\aleaders\x12\x1a\n" +
+	"\beligible\x18\x04 \x01(\bR\beligible\"\xf5\x01\n" +
+	"\x11RebalanceResponse\x127\n" +
+	"\x05moves\x18\x01 \x03(\v2!.strata.controller.v1.PlannedMoveR\x05moves\x126\n" +
+	"\x06before\x18\x02 \x03(\v2\x1e.strata.controller.v1.NodeLoadR\x06before\x124\n" +
+	"\x05after\x18\x03 \x03(\v2\x1e.strata.controller.v1.NodeLoadR\x05after\x12\x18\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\x12\x1f\n" +
+	"\vin_progress\x18\x05 \x01(\x05R\n" +
+	"inProgress\"\x80\x01\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aundrain\x18\x02 \x01(\bR\aundrain\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x03 \x01(\x03R\x16throttleBytesPerSecond\"\x9e\x01\n" +
+	"\x11DrainNodeResponse\x124\n" +
+	"\x04node\x18\x01 \x01(\v2 .strata.controller.v1.NodeStatusR\x04node\x127\n" +
+	"\x05moves\x18\x02 \x03(\v2!.strata.controller.v1.PlannedMoveR\x05moves\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\"j\n" +
+	"\x17CreatePartitionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"X\n" +
+	"\x18CreatePartitionsResponse\x12<\n" +
+	"\x05topic\x18\x01 \x01(\v2&.strata.controller.v1.TopicDescriptionR\x05topic*\x87\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x15\n" +
@@ -2867,8 +3820,7 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\x8d\n" +
-	"\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xe3\x0e\n" +
 	"\x11ControllerService\x12e\n" +
 	"\fRegisterNode\x12).strata.controller.v1.RegisterNodeRequest\x1a*.strata.controller.v1.RegisterNodeResponse\x12\\\n" +
 	"\tHeartbeat\x12&.strata.controller.v1.HeartbeatRequest\x1a'.strata.controller.v1.HeartbeatResponse\x12b\n" +
@@ -2882,7 +3834,12 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\rWatchMetadata\x12*.strata.controller.v1.WatchMetadataRequest\x1a+.strata.controller.v1.WatchMetadataResponse0\x01\x12z\n" +
 	"\x13AllocateProducerIds\x120.strata.controller.v1.AllocateProducerIdsRequest\x1a1.strata.controller.v1.AllocateProducerIdsResponse\x12e\n" +
 	"\fElectLeaders\x12).strata.controller.v1.ElectLeadersRequest\x1a*.strata.controller.v1.ElectLeadersResponse\x12n\n" +
-	"\x0fDescribeCluster\x12,.strata.controller.v1.DescribeClusterRequest\x1a-.strata.controller.v1.DescribeClusterResponseB\xe0\x01\n" +
+	"\x0fDescribeCluster\x12,.strata.controller.v1.DescribeClusterRequest\x1a-.strata.controller.v1.DescribeClusterResponse\x12\x92\x01\n" +
+	"\x1bAlterPartitionReassignments\x128.strata.controller.v1.AlterPartitionReassignmentsRequest\x1a9.strata.controller.v1.AlterPartitionReassignmentsResponse\x12\x8f\x01\n" +
+	"\x1aListPartitionReassignments\x127.strata.controller.v1.ListPartitionReassignmentsRequest\x1a8.strata.controller.v1.ListPartitionReassignmentsResponse\x12\\\n" +
+	"\tRebalance\x12&.strata.controller.v1.RebalanceRequest\x1a'.strata.controller.v1.RebalanceResponse\x12\\\n" +
+	"\tDrainNode\x12&.strata.controller.v1.DrainNodeRequest\x1a'.strata.controller.v1.DrainNodeResponse\x12q\n" +
+	"\x10CreatePartitions\x12-.strata.controller.v1.CreatePartitionsRequest\x1a..strata.controller.v1.CreatePartitionsResponseB\xe0\x01\n" +
 	"\x18com.strata.controller.v1B\x0fControllerProtoP\x01ZAgithub.com/strata-mq/strata/gen/strata/controller/v1;controllerv1\xa2\x02\x03SCX\xaa\x02\x14Strata.Controller.V1\xca\x02\x14Strata\\Controller\\V1\xe2\x02 Strata\\Controller\\V1\\GPBMetadata\xea\x02\x16Strata::Controller::V1b\x06proto3"
 
 var (
@@ -2898,123 +3855,158 @@ func file_strata_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_strata_controller_v1_controller_proto_goTypes = []any{
-	(NodeState)(0),                      // 0: strata.controller.v1.NodeState
-	(ConfigSource)(0),                   // 1: strata.controller.v1.ConfigSource
-	(ElectionType)(0),                   // 2: strata.controller.v1.ElectionType
-	(*RegisterNodeRequest)(nil),         // 3: strata.controller.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),        // 4: strata.controller.v1.RegisterNodeResponse
-	(*HeartbeatRequest)(nil),            // 5: strata.controller.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),           // 6: strata.controller.v1.HeartbeatResponse
-	(*NodeStatus)(nil),                  // 7: strata.controller.v1.NodeStatus
-	(*ConfigEntry)(nil),                 // 8: strata.controller.v1.ConfigEntry
-	(*TopicDescription)(nil),            // 9: strata.controller.v1.TopicDescription
-	(*CreateTopicRequest)(nil),          // 10: strata.controller.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),         // 11: strata.controller.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),          // 12: strata.controller.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),         // 13: strata.controller.v1.DeleteTopicResponse
-	(*DescribeTopicsRequest)(nil),       // 14: strata.controller.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),      // 15: strata.controller.v1.DescribeTopicsResponse
-	(*ListTopicsRequest)(nil),           // 16: strata.controller.v1.ListTopicsRequest
-	(*TopicListing)(nil),                // 17: strata.controller.v1.TopicListing
-	(*ListTopicsResponse)(nil),          // 18: strata.controller.v1.ListTopicsResponse
-	(*AlterTopicConfigRequest)(nil),     // 19: strata.controller.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),    // 20: strata.controller.v1.AlterTopicConfigResponse
-	(*AlterPartitionRequest)(nil),       // 21: strata.controller.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),          // 22: strata.controller.v1.AlterPartitionItem
-	(*IsrMember)(nil),                   // 23: strata.controller.v1.IsrMember
-	(*AlterPartitionResponse)(nil),      // 24: strata.controller.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),        // 25: strata.controller.v1.AlterPartitionResult
-	(*WatchMetadataRequest)(nil),        // 26: strata.controller.v1.WatchMetadataRequest
-	(*WatchMetadataResponse)(nil),       // 27: strata.controller.v1.WatchMetadataResponse
-	(*MetadataSnapshot)(nil),            // 28: strata.controller.v1.MetadataSnapshot
-	(*MetadataDelta)(nil),               // 29: strata.controller.v1.MetadataDelta
-	(*PartitionChange)(nil),             // 30: strata.controller.v1.PartitionChange
-	(*DeletedTopic)(nil),                // 31: strata.controller.v1.DeletedTopic
-	(*ControllerQuorum)(nil),            // 32: strata.controller.v1.ControllerQuorum
-	(*ControllerMember)(nil),            // 33: strata.controller.v1.ControllerMember
-	(*AllocateProducerIdsRequest)(nil),  // 34: strata.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil), // 35: strata.controller.v1.AllocateProducerIdsResponse
-	(*ElectLeadersRequest)(nil),         // 36: strata.controller.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),        // 37: strata.controller.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),          // 38: strata.controller.v1.ElectLeadersResult
-	(*DescribeClusterRequest)(nil),      // 39: strata.controller.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),     // 40: strata.controller.v1.DescribeClusterResponse
-	nil,                                 // 41: strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                 // 42: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Listener)(nil),                 // 43: strata.common.v1.Listener
-	(*v1.Node)(nil),                     // 44: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),        // 45: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),              // 46: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),            // 47: strata.common.v1.TopicMetadata
-	(*v1.TopicPartitions)(nil),          // 48: strata.common.v1.TopicPartitions
+	(NodeState)(0),                              // 0: strata.controller.v1.NodeState
+	(ConfigSource)(0),                           // 1: strata.controller.v1.ConfigSource
+	(ElectionType)(0),                           // 2: strata.controller.v1.ElectionType
+	(*RegisterNodeRequest)(nil),                 // 3: strata.controller.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),                // 4: strata.controller.v1.RegisterNodeResponse
+	(*HeartbeatRequest)(nil),                    // 5: strata.controller.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                   // 6: strata.controller.v1.HeartbeatResponse
+	(*NodeStatus)(nil),                          // 7: strata.controller.v1.NodeStatus
+	(*ConfigEntry)(nil),                         // 8: strata.controller.v1.ConfigEntry
+	(*TopicDescription)(nil),                    // 9: strata.controller.v1.TopicDescription
+	(*CreateTopicRequest)(nil),                  // 10: strata.controller.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 11: strata.controller.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 12: strata.controller.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 13: strata.controller.v1.DeleteTopicResponse
+	(*DescribeTopicsRequest)(nil),               // 14: strata.controller.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 15: strata.controller.v1.DescribeTopicsResponse
+	(*ListTopicsRequest)(nil),                   // 16: strata.controller.v1.ListTopicsRequest
+	(*TopicListing)(nil),                        // 17: strata.controller.v1.TopicListing
+	(*ListTopicsResponse)(nil),                  // 18: strata.controller.v1.ListTopicsResponse
+	(*AlterTopicConfigRequest)(nil),             // 19: strata.controller.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),            // 20: strata.controller.v1.AlterTopicConfigResponse
+	(*AlterPartitionRequest)(nil),               // 21: strata.controller.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),                  // 22: strata.controller.v1.AlterPartitionItem
+	(*IsrMember)(nil),                           // 23: strata.controller.v1.IsrMember
+	(*AlterPartitionResponse)(nil),              // 24: strata.controller.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),                // 25: strata.controller.v1.AlterPartitionResult
+	(*WatchMetadataRequest)(nil),                // 26: strata.controller.v1.WatchMetadataRequest
+	(*WatchMetadataResponse)(nil),               // 27: strata.controller.v1.WatchMetadataResponse
+	(*MetadataSnapshot)(nil),                    // 28: strata.controller.v1.MetadataSnapshot
+	(*MetadataDelta)(nil),                       // 29: strata.controller.v1.MetadataDelta
+	(*PartitionChange)(nil),                     // 30: strata.controller.v1.PartitionChange
+	(*DeletedTopic)(nil),                        // 31: strata.controller.v1.DeletedTopic
+	(*ControllerQuorum)(nil),                    // 32: strata.controller.v1.ControllerQuorum
+	(*ControllerMember)(nil),                    // 33: strata.controller.v1.ControllerMember
+	(*AllocateProducerIdsRequest)(nil),          // 34: strata.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 35: strata.controller.v1.AllocateProducerIdsResponse
+	(*ElectLeadersRequest)(nil),                 // 36: strata.controller.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 37: strata.controller.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 38: strata.controller.v1.ElectLeadersResult
+	(*DescribeClusterRequest)(nil),              // 39: strata.controller.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 40: strata.controller.v1.DescribeClusterResponse
+	(*PartitionReassignment)(nil),               // 41: strata.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRequest)(nil),  // 42: strata.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 43: strata.controller.v1.AlterPartitionReassignmentsResponse
+	(*PartitionReassignmentResult)(nil),         // 44: strata.controller.v1.PartitionReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 45: strata.controller.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 46: strata.controller.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 47: strata.controller.v1.RebalanceRequest
+	(*PlannedMove)(nil),                         // 48: strata.controller.v1.PlannedMove
+	(*NodeLoad)(nil),                            // 49: strata.controller.v1.NodeLoad
+	(*RebalanceResponse)(nil),                   // 50: strata.controller.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 51: strata.controller.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 52: strata.controller.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 53: strata.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 54: strata.controller.v1.CreatePartitionsResponse
+	nil,                                         // 55: strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 56: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Listener)(nil),                         // 57: strata.common.v1.Listener
+	(*v1.Node)(nil),                             // 58: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),                // 59: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),                      // 60: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),                    // 61: strata.common.v1.TopicMetadata
+	(*v1.TopicPartitions)(nil),                  // 62: strata.common.v1.TopicPartitions
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	43, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
-	44, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	57, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
+	58, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
 	0,  // 2: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
 	1,  // 3: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	45, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	59, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
 	8,  // 5: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	41, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	55, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
 	9,  // 7: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
 	9,  // 8: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
 	17, // 9: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	42, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	56, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
 	8,  // 11: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
 	22, // 12: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
 	23, // 13: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
 	25, // 14: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	46, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	45, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	60, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	59, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
 	28, // 17: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
 	29, // 18: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	47, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	61, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
 	7,  // 20: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
 	32, // 21: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	47, // 22: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	61, // 22: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
 	30, // 23: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
 	31, // 24: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
 	7,  // 25: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
 	32, // 26: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	45, // 27: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	59, // 27: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
 	33, // 28: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
 	2,  // 29: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	48, // 30: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	62, // 30: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
 	38, // 31: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	46, // 32: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	60, // 32: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
 	32, // 33: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
 	7,  // 34: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	3,  // 35: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 36: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	10, // 37: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	12, // 38: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	14, // 39: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	16, // 40: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	19, // 41: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	21, // 42: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	26, // 43: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	34, // 44: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	36, // 45: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	39, // 46: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	4,  // 47: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 48: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	11, // 49: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	13, // 50: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	15, // 51: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	18, // 52: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	20, // 53: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	24, // 54: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	27, // 55: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	35, // 56: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	37, // 57: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	40, // 58: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	47, // [47:59] is the sub-list for method output_type
-	35, // [35:47] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	41, // 35: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	44, // 36: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	60, // 37: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
+	59, // 38: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
+	30, // 39: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	48, // 40: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	49, // 41: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	49, // 42: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	7,  // 43: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	48, // 44: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	9,  // 45: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	3,  // 46: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 47: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	10, // 48: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	12, // 49: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	14, // 50: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	16, // 51: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	19, // 52: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	21, // 53: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	26, // 54: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	34, // 55: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	36, // 56: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	39, // 57: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	42, // 58: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
+	45, // 59: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
+	47, // 60: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
+	51, // 61: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
+	53, // 62: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
+	4,  // 63: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	6,  // 64: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	11, // 65: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	13, // 66: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	15, // 67: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	18, // 68: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	20, // 69: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	24, // 70: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	27, // 71: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	35, // 72: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	37, // 73: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	40, // 74: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	43, // 75: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
+	46, // 76: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
+	50, // 77: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
+	52, // 78: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
+	54, // 79: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
+	63, // [63:80] is the sub-list for method output_type
+	46, // [46:63] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }
@@ -3032,7 +4024,7 @@ func file_strata_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_controller_v1_controller_proto_rawDesc), len(file_strata_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2436,6 +2436,688 @@ func (*JSONFetchedRecord_Value) isJSONFetchedRecord_ValueData() {}
 
 func (*JSONFetchedRecord_ValueBytes) isJSONFetchedRecord_ValueData() {}
 
+// AlterPartitionReassignmentsRequest mirrors strata.controller.v1.AlterPartitionReassignmentsRequest
+// field for field.
+type AlterPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per partition.
+	Reassignments []*v11.PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	// When above 0, the replication throttle of moving replicas, bytes per second per node.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsRequest) Reset() {
+	*x = AlterPartitionReassignmentsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v11.PartitionReassignment {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+func (x *AlterPartitionReassignmentsRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// AlterPartitionReassignmentsResponse mirrors
+// strata.controller.v1.AlterPartitionReassignmentsResponse.
+type AlterPartitionReassignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Results       []*v11.PartitionReassignmentResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AlterPartitionReassignmentsResponse) Reset() {
+	*x = AlterPartitionReassignmentsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AlterPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*v11.PartitionReassignmentResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ListPartitionReassignmentsRequest mirrors
+// strata.controller.v1.ListPartitionReassignmentsRequest field for field.
+type ListPartitionReassignmentsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic names; empty means every topic.
+	Topics        []string `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsRequest) Reset() {
+	*x = ListPartitionReassignmentsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// ListPartitionReassignmentsResponse mirrors
+// strata.controller.v1.ListPartitionReassignmentsResponse.
+type ListPartitionReassignmentsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Partitions with adding or removing replicas, sorted by topic and partition.
+	Reassignments []*v11.PartitionChange `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	// The replication throttle of moving replicas, bytes per second per node; 0 when none.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ListPartitionReassignmentsResponse) Reset() {
+	*x = ListPartitionReassignmentsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionReassignmentsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
+
+func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v11.PartitionChange {
+	if x != nil {
+		return x.Reassignments
+	}
+	return nil
+}
+
+func (x *ListPartitionReassignmentsResponse) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// RebalanceRequest mirrors strata.controller.v1.RebalanceRequest field for field.
+type RebalanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only compute and return the plan; move nothing.
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// When above 0, the replication throttle of moving replicas, bytes per second per node.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *RebalanceRequest) Reset() {
+	*x = RebalanceRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceRequest) ProtoMessage() {}
+
+func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
+func (*RebalanceRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RebalanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RebalanceRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// RebalanceResponse mirrors strata.controller.v1.RebalanceResponse.
+type RebalanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The moves, sorted by topic and partition.
+	Moves []*v11.PlannedMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Every node's load before the plan.
+	Before []*v11.NodeLoad `protobuf:"bytes,2,rep,name=before,proto3" json:"before,omitempty"`
+	// Every node's load once the plan is done.
+	After []*v11.NodeLoad `protobuf:"bytes,3,rep,name=after,proto3" json:"after,omitempty"`
+	// True when the moves were started.
+	Started bool `protobuf:"varint,4,opt,name=started,proto3" json:"started,omitempty"`
+	// Partitions already being moved when the plan was made.
+	InProgress    int32 `protobuf:"varint,5,opt,name=in_progress,json=inProgress,proto3" json:"in_progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebalanceResponse) Reset() {
+	*x = RebalanceResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebalanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebalanceResponse) ProtoMessage() {}
+
+func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
+func (*RebalanceResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RebalanceResponse) GetMoves() []*v11.PlannedMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetBefore() []*v11.NodeLoad {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetAfter() []*v11.NodeLoad {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *RebalanceResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
+}
+
+func (x *RebalanceResponse) GetInProgress() int32 {
+	if x != nil {
+		return x.InProgress
+	}
+	return 0
+}
+
+// DrainNodeRequest mirrors strata.controller.v1.DrainNodeRequest field for field.
+type DrainNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node id.
+	NodeId int32 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// Undrain instead.
+	Undrain bool `protobuf:"varint,2,opt,name=undrain,proto3" json:"undrain,omitempty"`
+	// When above 0, the replication throttle of moving replicas, bytes per second per node.
+	ThrottleBytesPerSecond int64 `protobuf:"varint,3,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *DrainNodeRequest) Reset() {
+	*x = DrainNodeRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeRequest) ProtoMessage() {}
+
+func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
+func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DrainNodeRequest) GetNodeId() int32 {
+	if x != nil {
+		return x.NodeId
+	}
+	return 0
+}
+
+func (x *DrainNodeRequest) GetUndrain() bool {
+	if x != nil {
+		return x.Undrain
+	}
+	return false
+}
+
+func (x *DrainNodeRequest) GetThrottleBytesPerSecond() int64 {
+	if x != nil {
+		return x.ThrottleBytesPerSecond
+	}
+	return 0
+}
+
+// DrainNodeResponse mirrors strata.controller.v1.DrainNodeResponse.
+type DrainNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node after the change.
+	Node *v11.NodeStatus `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Moves started to take the node's replicas away.
+	Moves []*v11.PlannedMove `protobuf:"bytes,2,rep,name=moves,proto3" json:"moves,omitempty"`
+	// Replicas the node holds now.
+	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainNodeResponse) Reset() {
+	*x = DrainNodeResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainNodeResponse) ProtoMessage() {}
+
+func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
+func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DrainNodeResponse) GetNode() *v11.NodeStatus {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetMoves() []*v11.PlannedMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+func (x *DrainNodeResponse) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+// CreatePartitionsRequest mirrors strata.controller.v1.CreatePartitionsRequest field for field.
+type CreatePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The topic's partition count afterwards.
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Only validate and compute the placement.
+	ValidateOnly  bool `protobuf:"varint,3,opt,name=validate_only,json=validateOnly,proto3" json:"validate_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsRequest) Reset() {
+	*x = CreatePartitionsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsRequest) ProtoMessage() {}
+
+func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CreatePartitionsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *CreatePartitionsRequest) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CreatePartitionsRequest) GetValidateOnly() bool {
+	if x != nil {
+		return x.ValidateOnly
+	}
+	return false
+}
+
+// CreatePartitionsResponse mirrors strata.controller.v1.CreatePartitionsResponse.
+type CreatePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The topic after the change.
+	Topic         *v11.TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreatePartitionsResponse) Reset() {
+	*x = CreatePartitionsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreatePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreatePartitionsResponse) ProtoMessage() {}
+
+func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CreatePartitionsResponse) GetTopic() *v11.TopicDescription {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+// ElectLeadersRequest mirrors strata.controller.v1.ElectLeadersRequest field for field.
+type ElectLeadersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How to elect.
+	ElectionType v11.ElectionType `protobuf:"varint,1,opt,name=election_type,json=electionType,proto3,enum=strata.controller.v1.ElectionType" json:"election_type,omitempty"`
+	// Partitions; empty means every partition whose leader is not the preferred replica.
+	Partitions    []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersRequest) Reset() {
+	*x = ElectLeadersRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersRequest) ProtoMessage() {}
+
+func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
+func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ElectLeadersRequest) GetElectionType() v11.ElectionType {
+	if x != nil {
+		return x.ElectionType
+	}
+	return v11.ElectionType(0)
+}
+
+func (x *ElectLeadersRequest) GetPartitions() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ElectLeadersResponse mirrors strata.controller.v1.ElectLeadersResponse.
+type ElectLeadersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per partition considered.
+	Partitions    []*v11.ElectLeadersResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElectLeadersResponse) Reset() {
+	*x = ElectLeadersResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectLeadersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectLeadersResponse) ProtoMessage() {}
+
+func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
+func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ElectLeadersResponse) GetPartitions() []*v11.ElectLeadersResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_strata_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
@@ -2611,7 +3293,50 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\bkey_dataB\f\n" +
 	"\n" +
-	"value_data2\xbf\v\n" +
+	"value_data\"\xb2\x01\n" +
+	"\"AlterPartitionReassignmentsRequest\x12Q\n" +
+	"\rreassignments\x18\x01 \x03(\v2+.strata.controller.v1.PartitionReassignmentR\rreassignments\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"r\n" +
+	"#AlterPartitionReassignmentsResponse\x12K\n" +
+	"\aresults\x18\x01 \x03(\v21.strata.controller.v1.PartitionReassignmentResultR\aresults\";\n" +
+	"!ListPartitionReassignmentsRequest\x12\x16\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xac\x01\n" +
+	"\"ListPartitionReassignmentsResponse\x12K\n" +
+	"\rreassignments\x18\x01 \x03(\v2%.strata.controller.v1.PartitionChangeR\rreassignments\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"f\n" +
+	"\x10RebalanceRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x02 \x01(\x03R\x16throttleBytesPerSecond\"\xf5\x01\n" +
+	"\x11RebalanceResponse\x127\n" +
+	"\x05moves\x18\x01 \x03(\v2!.strata.controller.v1.PlannedMoveR\x05moves\x126\n" +
+	"\x06before\x18\x02 \x03(\v2\x1e.strata.controller.v1.NodeLoadR\x06before\x124\n" +
+	"\x05after\x18\x03 \x03(\v2\x1e.strata.controller.v1.NodeLoadR\x05after\x12\x18\n" +
+	"\astarted\x18\x04 \x01(\bR\astarted\x12\x1f\n" +
+	"\vin_progress\x18\x05 \x01(\x05R\n" +
+	"inProgress\"\x80\x01\n" +
+	"\x10DrainNodeRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x18\n" +
+	"\aundrain\x18\x02 \x01(\bR\aundrain\x129\n" +
+	"\x19throttle_bytes_per_second\x18\x03 \x01(\x03R\x16throttleBytesPerSecond\"\x9e\x01\n" +
+	"\x11DrainNodeResponse\x124\n" +
+	"\x04node\x18\x01 \x01(\v2 .strata.controller.v1.NodeStatusR\x04node\x127\n" +
+	"\x05moves\x18\x02 \x03(\v2!.strata.controller.v1.PlannedMoveR\x05moves\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\x05R\breplicas\"j\n" +
+	"\x17CreatePartitionsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x12#\n" +
+	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"X\n" +
+	"\x18CreatePartitionsResponse\x12<\n" +
+	"\x05topic\x18\x01 \x01(\v2&.strata.controller.v1.TopicDescriptionR\x05topic\"\xa1\x01\n" +
+	"\x13ElectLeadersRequest\x12G\n" +
+	"\relection_type\x18\x01 \x01(\x0e2\".strata.controller.v1.ElectionTypeR\felectionType\x12A\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2!.strata.common.v1.TopicPartitionsR\n" +
+	"partitions\"`\n" +
+	"\x14ElectLeadersResponse\x12H\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2(.strata.controller.v1.ElectLeadersResultR\n" +
+	"partitions2\xd8\x10\n" +
 	"\x0eGatewayService\x12S\n" +
 	"\bMetadata\x12\".strata.gateway.v1.MetadataRequest\x1a#.strata.gateway.v1.MetadataResponse\x12h\n" +
 	"\x0fFindCoordinator\x12).strata.gateway.v1.FindCoordinatorRequest\x1a*.strata.gateway.v1.FindCoordinatorResponse\x12e\n" +
@@ -2629,7 +3354,13 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fResetOffsets\x12&.strata.gateway.v1.ResetOffsetsRequest\x1a'.strata.gateway.v1.ResetOffsetsResponse\x12\\\n" +
 	"\vDeleteGroup\x12%.strata.gateway.v1.DeleteGroupRequest\x1a&.strata.gateway.v1.DeleteGroupResponse\x12\\\n" +
 	"\vProduceJSON\x12%.strata.gateway.v1.ProduceJSONRequest\x1a&.strata.gateway.v1.ProduceJSONResponse\x12V\n" +
-	"\tFetchJSON\x12#.strata.gateway.v1.FetchJSONRequest\x1a$.strata.gateway.v1.FetchJSONResponseB\xc8\x01\n" +
+	"\tFetchJSON\x12#.strata.gateway.v1.FetchJSONRequest\x1a$.strata.gateway.v1.FetchJSONResponse\x12\x8c\x01\n" +
+	"\x1bAlterPartitionReassignments\x125.strata.gateway.v1.AlterPartitionReassignmentsRequest\x1a6.strata.gateway.v1.AlterPartitionReassignmentsResponse\x12\x89\x01\n" +
+	"\x1aListPartitionReassignments\x124.strata.gateway.v1.ListPartitionReassignmentsRequest\x1a5.strata.gateway.v1.ListPartitionReassignmentsResponse\x12V\n" +
+	"\tRebalance\x12#.strata.gateway.v1.RebalanceRequest\x1a$.strata.gateway.v1.RebalanceResponse\x12V\n" +
+	"\tDrainNode\x12#.strata.gateway.v1.DrainNodeRequest\x1a$.strata.gateway.v1.DrainNodeResponse\x12k\n" +
+	"\x10CreatePartitions\x12*.strata.gateway.v1.CreatePartitionsRequest\x1a+.strata.gateway.v1.CreatePartitionsResponse\x12_\n" +
+	"\fElectLeaders\x12&.strata.gateway.v1.ElectLeadersRequest\x1a'.strata.gateway.v1.ElectLeadersResponseB\xc8\x01\n" +
 	"\x15com.strata.gateway.v1B\fGatewayProtoP\x01Z;github.com/strata-mq/strata/gen/strata/gateway/v1;gatewayv1\xa2\x02\x03SGX\xaa\x02\x11Strata.Gateway.V1\xca\x02\x11Strata\\Gateway\\V1\xe2\x02\x1dStrata\\Gateway\\V1\\GPBMetadata\xea\x02\x13Strata::Gateway::V1b\x06proto3"
 
 var (
@@ -2644,126 +3375,169 @@ func file_strata_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_strata_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_strata_gateway_v1_gateway_proto_goTypes = []any{
-	(*MetadataRequest)(nil),                 // 0: strata.gateway.v1.MetadataRequest
-	(*MetadataResponse)(nil),                // 1: strata.gateway.v1.MetadataResponse
-	(*FindCoordinatorRequest)(nil),          // 2: strata.gateway.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),         // 3: strata.gateway.v1.FindCoordinatorResponse
-	(*InitProducerIdRequest)(nil),           // 4: strata.gateway.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),          // 5: strata.gateway.v1.InitProducerIdResponse
-	(*CreateTopicRequest)(nil),              // 6: strata.gateway.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),             // 7: strata.gateway.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),              // 8: strata.gateway.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),             // 9: strata.gateway.v1.DeleteTopicResponse
-	(*DescribeTopicsRequest)(nil),           // 10: strata.gateway.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),          // 11: strata.gateway.v1.DescribeTopicsResponse
-	(*PartitionOffsets)(nil),                // 12: strata.gateway.v1.PartitionOffsets
-	(*ListTopicsRequest)(nil),               // 13: strata.gateway.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),              // 14: strata.gateway.v1.ListTopicsResponse
-	(*AlterTopicConfigRequest)(nil),         // 15: strata.gateway.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),        // 16: strata.gateway.v1.AlterTopicConfigResponse
-	(*DescribeClusterRequest)(nil),          // 17: strata.gateway.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),         // 18: strata.gateway.v1.DescribeClusterResponse
-	(*ServiceStatus)(nil),                   // 19: strata.gateway.v1.ServiceStatus
-	(*ListGroupsRequest)(nil),               // 20: strata.gateway.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),              // 21: strata.gateway.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),            // 22: strata.gateway.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),           // 23: strata.gateway.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),             // 24: strata.gateway.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),            // 25: strata.gateway.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),              // 26: strata.gateway.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),             // 27: strata.gateway.v1.DeleteGroupResponse
-	(*ProduceJSONRequest)(nil),              // 28: strata.gateway.v1.ProduceJSONRequest
-	(*JSONRecord)(nil),                      // 29: strata.gateway.v1.JSONRecord
-	(*JSONHeader)(nil),                      // 30: strata.gateway.v1.JSONHeader
-	(*ProduceJSONResponse)(nil),             // 31: strata.gateway.v1.ProduceJSONResponse
-	(*ProduceJSONResult)(nil),               // 32: strata.gateway.v1.ProduceJSONResult
-	(*FetchJSONRequest)(nil),                // 33: strata.gateway.v1.FetchJSONRequest
-	(*FetchJSONResponse)(nil),               // 34: strata.gateway.v1.FetchJSONResponse
-	(*JSONFetchedRecord)(nil),               // 35: strata.gateway.v1.JSONFetchedRecord
-	nil,                                     // 36: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                     // 37: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                         // 38: strata.common.v1.Node
-	(*v1.TopicMetadata)(nil),                // 39: strata.common.v1.TopicMetadata
-	(*v11.TopicDescription)(nil),            // 40: strata.controller.v1.TopicDescription
-	(*v1.ErrorDetail)(nil),                  // 41: strata.common.v1.ErrorDetail
-	(*v11.TopicListing)(nil),                // 42: strata.controller.v1.TopicListing
-	(*v11.ConfigEntry)(nil),                 // 43: strata.controller.v1.ConfigEntry
-	(*v11.ControllerQuorum)(nil),            // 44: strata.controller.v1.ControllerQuorum
-	(*v11.NodeStatus)(nil),                  // 45: strata.controller.v1.NodeStatus
-	(v12.GroupState)(0),                     // 46: strata.coordinator.v1.GroupState
-	(*v12.GroupListing)(nil),                // 47: strata.coordinator.v1.GroupListing
-	(*v12.GroupDescription)(nil),            // 48: strata.coordinator.v1.GroupDescription
-	(*v1.TopicPartitions)(nil),              // 49: strata.common.v1.TopicPartitions
-	(v12.ResetSpec)(0),                      // 50: strata.coordinator.v1.ResetSpec
-	(*v12.ResetOffsetsPartitionResult)(nil), // 51: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(v1.Acks)(0),                            // 52: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                  // 53: strata.common.v1.IsolationLevel
+	(*MetadataRequest)(nil),                     // 0: strata.gateway.v1.MetadataRequest
+	(*MetadataResponse)(nil),                    // 1: strata.gateway.v1.MetadataResponse
+	(*FindCoordinatorRequest)(nil),              // 2: strata.gateway.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),             // 3: strata.gateway.v1.FindCoordinatorResponse
+	(*InitProducerIdRequest)(nil),               // 4: strata.gateway.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),              // 5: strata.gateway.v1.InitProducerIdResponse
+	(*CreateTopicRequest)(nil),                  // 6: strata.gateway.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 7: strata.gateway.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 8: strata.gateway.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 9: strata.gateway.v1.DeleteTopicResponse
+	(*DescribeTopicsRequest)(nil),               // 10: strata.gateway.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 11: strata.gateway.v1.DescribeTopicsResponse
+	(*PartitionOffsets)(nil),                    // 12: strata.gateway.v1.PartitionOffsets
+	(*ListTopicsRequest)(nil),                   // 13: strata.gateway.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                  // 14: strata.gateway.v1.ListTopicsResponse
+	(*AlterTopicConfigRequest)(nil),             // 15: strata.gateway.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),            // 16: strata.gateway.v1.AlterTopicConfigResponse
+	(*DescribeClusterRequest)(nil),              // 17: strata.gateway.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 18: strata.gateway.v1.DescribeClusterResponse
+	(*ServiceStatus)(nil),                       // 19: strata.gateway.v1.ServiceStatus
+	(*ListGroupsRequest)(nil),                   // 20: strata.gateway.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                  // 21: strata.gateway.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),                // 22: strata.gateway.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),               // 23: strata.gateway.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),                 // 24: strata.gateway.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),                // 25: strata.gateway.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),                  // 26: strata.gateway.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                 // 27: strata.gateway.v1.DeleteGroupResponse
+	(*ProduceJSONRequest)(nil),                  // 28: strata.gateway.v1.ProduceJSONRequest
+	(*JSONRecord)(nil),                          // 29: strata.gateway.v1.JSONRecord
+	(*JSONHeader)(nil),                          // 30: strata.gateway.v1.JSONHeader
+	(*ProduceJSONResponse)(nil),                 // 31: strata.gateway.v1.ProduceJSONResponse
+	(*ProduceJSONResult)(nil),                   // 32: strata.gateway.v1.ProduceJSONResult
+	(*FetchJSONRequest)(nil),                    // 33: strata.gateway.v1.FetchJSONRequest
+	(*FetchJSONResponse)(nil),                   // 34: strata.gateway.v1.FetchJSONResponse
+	(*JSONFetchedRecord)(nil),                   // 35: strata.gateway.v1.JSONFetchedRecord
+	(*AlterPartitionReassignmentsRequest)(nil),  // 36: strata.gateway.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 37: strata.gateway.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 38: strata.gateway.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 39: strata.gateway.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 40: strata.gateway.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                   // 41: strata.gateway.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 42: strata.gateway.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 43: strata.gateway.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 44: strata.gateway.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 45: strata.gateway.v1.CreatePartitionsResponse
+	(*ElectLeadersRequest)(nil),                 // 46: strata.gateway.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 47: strata.gateway.v1.ElectLeadersResponse
+	nil,                                         // 48: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 49: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Node)(nil),                             // 50: strata.common.v1.Node
+	(*v1.TopicMetadata)(nil),                    // 51: strata.common.v1.TopicMetadata
+	(*v11.TopicDescription)(nil),                // 52: strata.controller.v1.TopicDescription
+	(*v1.ErrorDetail)(nil),                      // 53: strata.common.v1.ErrorDetail
+	(*v11.TopicListing)(nil),                    // 54: strata.controller.v1.TopicListing
+	(*v11.ConfigEntry)(nil),                     // 55: strata.controller.v1.ConfigEntry
+	(*v11.ControllerQuorum)(nil),                // 56: strata.controller.v1.ControllerQuorum
+	(*v11.NodeStatus)(nil),                      // 57: strata.controller.v1.NodeStatus
+	(v12.GroupState)(0),                         // 58: strata.coordinator.v1.GroupState
+	(*v12.GroupListing)(nil),                    // 59: strata.coordinator.v1.GroupListing
+	(*v12.GroupDescription)(nil),                // 60: strata.coordinator.v1.GroupDescription
+	(*v1.TopicPartitions)(nil),                  // 61: strata.common.v1.TopicPartitions
+	(v12.ResetSpec)(0),                          // 62: strata.coordinator.v1.ResetSpec
+	(*v12.ResetOffsetsPartitionResult)(nil),     // 63: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(v1.Acks)(0),                                // 64: strata.common.v1.Acks
+	(v1.IsolationLevel)(0),                      // 65: strata.common.v1.IsolationLevel
+	(*v11.PartitionReassignment)(nil),           // 66: strata.controller.v1.PartitionReassignment
+	(*v11.PartitionReassignmentResult)(nil),     // 67: strata.controller.v1.PartitionReassignmentResult
+	(*v11.PartitionChange)(nil),                 // 68: strata.controller.v1.PartitionChange
+	(*v11.PlannedMove)(nil),                     // 69: strata.controller.v1.PlannedMove
+	(*v11.NodeLoad)(nil),                        // 70: strata.controller.v1.NodeLoad
+	(v11.ElectionType)(0),                       // 71: strata.controller.v1.ElectionType
+	(*v11.ElectLeadersResult)(nil),              // 72: strata.controller.v1.ElectLeadersResult
 }
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
-	38, // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
-	39, // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
-	36, // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	40, // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	40, // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	50, // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
+	51, // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
+	48, // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	52, // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	52, // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
 	12, // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	41, // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	42, // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	37, // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	43, // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	44, // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	45, // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	53, // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	54, // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	49, // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	55, // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	56, // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	57, // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
 	19, // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	46, // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	47, // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	48, // 15: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	49, // 16: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	50, // 17: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	51, // 18: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	58, // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	59, // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	60, // 15: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	61, // 16: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	62, // 17: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	63, // 18: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
 	29, // 19: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	52, // 20: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	64, // 20: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
 	30, // 21: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
 	32, // 22: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	41, // 23: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	53, // 24: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	53, // 23: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	65, // 24: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	35, // 25: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
 	30, // 26: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	0,  // 27: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	2,  // 28: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	4,  // 29: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	6,  // 30: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	8,  // 31: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	10, // 32: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	13, // 33: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	15, // 34: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	17, // 35: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	20, // 36: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	22, // 37: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	24, // 38: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	26, // 39: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	28, // 40: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	33, // 41: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	1,  // 42: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	3,  // 43: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	5,  // 44: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	7,  // 45: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	9,  // 46: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	11, // 47: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	14, // 48: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	16, // 49: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	18, // 50: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	21, // 51: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	23, // 52: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	25, // 53: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	27, // 54: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	31, // 55: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	34, // 56: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	42, // [42:57] is the sub-list for method output_type
-	27, // [27:42] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	66, // 27: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	67, // 28: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	68, // 29: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	69, // 30: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	70, // 31: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	70, // 32: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	57, // 33: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	69, // 34: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	52, // 35: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	71, // 36: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	61, // 37: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	72, // 38: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	0,  // 39: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	2,  // 40: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	4,  // 41: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	6,  // 42: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	8,  // 43: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	10, // 44: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	13, // 45: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	15, // 46: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	17, // 47: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	20, // 48: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	22, // 49: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	24, // 50: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	26, // 51: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	28, // 52: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	33, // 53: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	36, // 54: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	38, // 55: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	40, // 56: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	42, // 57: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	44, // 58: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	46, // 59: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	1,  // 60: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	3,  // 61: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	5,  // 62: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	7,  // 63: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	9,  // 64: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	11, // 65: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	14, // 66: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	16, // 67: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	18, // 68: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	21, // 69: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	23, // 70: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	25, // 71: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	27, // 72: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	31, // 73: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	34, // 74: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	37, // 75: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	39, // 76: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	41, // 77: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	43, // 78: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	45, // 79: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	47, // 80: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	60, // [60:81] is the sub-list for method output_type
+	39, // [39:60] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }
@@ -2793,7 +3567,7 @@ func file_strata_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_gateway_v1_gateway_proto_rawDesc), len(file_strata_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

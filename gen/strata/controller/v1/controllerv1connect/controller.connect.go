@@ -75,6 +75,21 @@ const (
 	// ControllerServiceDescribeClusterProcedure is the fully-qualified name of the ControllerService's
 	// DescribeCluster RPC.
 	ControllerServiceDescribeClusterProcedure = "/strata.controller.v1.ControllerService/DescribeCluster"
+	// ControllerServiceAlterPartitionReassignmentsProcedure is the fully-qualified name of the
+	// ControllerService's AlterPartitionReassignments RPC.
+	ControllerServiceAlterPartitionReassignmentsProcedure = "/strata.controller.v1.ControllerService/AlterPartitionReassignments"
+	// ControllerServiceListPartitionReassignmentsProcedure is the fully-qualified name of the
+	// ControllerService's ListPartitionReassignments RPC.
+	ControllerServiceListPartitionReassignmentsProcedure = "/strata.controller.v1.ControllerService/ListPartitionReassignments"
+	// ControllerServiceRebalanceProcedure is the fully-qualified name of the ControllerService's
+	// Rebalance RPC.
+	ControllerServiceRebalanceProcedure = "/strata.controller.v1.ControllerService/Rebalance"
+	// ControllerServiceDrainNodeProcedure is the fully-qualified name of the ControllerService's
+	// DrainNode RPC.
+	ControllerServiceDrainNodeProcedure = "/strata.controller.v1.ControllerService/DrainNode"
+	// ControllerServiceCreatePartitionsProcedure is the fully-qualified name of the ControllerService's
+	// CreatePartitions RPC.
+	ControllerServiceCreatePartitionsProcedure = "/strata.controller.v1.ControllerService/CreatePartitions"
 )
 
 // ControllerServiceClient is a client for the strata.controller.v1.ControllerService service.
@@ -146,6 +161,46 @@ type ControllerServiceClient interface {
 	// DescribeCluster reports controllers, the active controller and every registered node.
 	// It is answered by any controller from its own view, without forwarding.
 	DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error)
+	// AlterPartitionReassignments starts or cancels moves of partitions to other replicas, as
+	// Kafka's KIP-455 does: the target replicas are added as followers (adding_replicas), catch
+	// up and join the ISR through the leader's AlterPartition, then leadership moves to the
+	// target's preferred replica if needed, then the replicas not in the target leave
+	// (removing_replicas). The active controller takes each step as one etcd transaction
+	// conditioned on what it read, so a controller failover resumes the move where it was.
+	// A cancel restores the replicas the partition had, if enough of them are in the ISR.
+	// Errors: per partition in PartitionReassignmentResult.error: NOT_FOUND for an unknown
+	// topic or partition; INVALID_ARGUMENT for a target naming a node twice;
+	// FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) for a target node that is not alive or
+	// is drained, or a target with fewer replicas than min.insync.replicas; FAILED_PRECONDITION
+	// when a move of the partition is already running (cancel it first), or, for a cancel,
+	// when none runs or too few of the previous replicas are in the ISR to go back to them;
+	// ABORTED when the partition changed concurrently (retry).
+	AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error)
+	// ListPartitionReassignments lists the partitions whose move is running, and the
+	// replication throttle of moving replicas. No errors beyond the common ones.
+	ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error)
+	// Rebalance computes the moves that bring every live, undrained node within one replica and
+	// one preferred leader of an even share, moving as few replicas (and as few bytes) as
+	// possible and keeping each partition's rack spread, and moves every replica off drained
+	// nodes. Unless dry_run, it starts them all in one transaction. Partitions being moved
+	// already count at their target and are left alone.
+	// Errors: FAILED_PRECONDITION when no node is alive and undrained; ABORTED when another
+	// plan started moves concurrently (retry).
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// DrainNode marks a node drained, or undrained. A drained node receives no new replicas,
+	// hands over the partitions it leads to other in-sync replicas, and its replicas are moved
+	// away (the moves start at once); once it holds nothing it can be stopped for good. An
+	// undrained node takes replicas again (with auto-rebalance, the controller moves some back).
+	// Errors: NOT_FOUND for a node id never registered; FAILED_PRECONDITION when draining it
+	// would leave no node alive and undrained to move its replicas to.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// CreatePartitions adds partitions to a topic, placed like a new topic's over the live,
+	// undrained nodes. Records of a key go to a different partition afterwards, as in Kafka.
+	// Errors: NOT_FOUND for an unknown topic; INVALID_ARGUMENT when total is not larger than
+	// the current count or above 10000; FAILED_PRECONDITION (REASON_INVALID_REPLICATION_FACTOR)
+	// when fewer nodes are alive and undrained than the replication factor; ABORTED when the
+	// topic changed concurrently (retry).
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 }
 
 // NewControllerServiceClient constructs a client for the strata.controller.v1.ControllerService
@@ -231,23 +286,58 @@ func NewControllerServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(controllerServiceMethods.ByName("DescribeCluster")),
 			connect.WithClientOptions(opts...),
 		),
+		alterPartitionReassignments: connect.NewClient[v1.AlterPartitionReassignmentsRequest, v1.AlterPartitionReassignmentsResponse](
+			httpClient,
+			baseURL+ControllerServiceAlterPartitionReassignmentsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("AlterPartitionReassignments")),
+			connect.WithClientOptions(opts...),
+		),
+		listPartitionReassignments: connect.NewClient[v1.ListPartitionReassignmentsRequest, v1.ListPartitionReassignmentsResponse](
+			httpClient,
+			baseURL+ControllerServiceListPartitionReassignmentsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("ListPartitionReassignments")),
+			connect.WithClientOptions(opts...),
+		),
+		rebalance: connect.NewClient[v1.RebalanceRequest, v1.RebalanceResponse](
+			httpClient,
+			baseURL+ControllerServiceRebalanceProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("Rebalance")),
+			connect.WithClientOptions(opts...),
+		),
+		drainNode: connect.NewClient[v1.DrainNodeRequest, v1.DrainNodeResponse](
+			httpClient,
+			baseURL+ControllerServiceDrainNodeProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("DrainNode")),
+			connect.WithClientOptions(opts...),
+		),
+		createPartitions: connect.NewClient[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse](
+			httpClient,
+			baseURL+ControllerServiceCreatePartitionsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("CreatePartitions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // controllerServiceClient implements ControllerServiceClient.
 type controllerServiceClient struct {
-	registerNode        *connect.Client[v1.RegisterNodeRequest, v1.RegisterNodeResponse]
-	heartbeat           *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
-	createTopic         *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
-	deleteTopic         *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	describeTopics      *connect.Client[v1.DescribeTopicsRequest, v1.DescribeTopicsResponse]
-	listTopics          *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	alterTopicConfig    *connect.Client[v1.AlterTopicConfigRequest, v1.AlterTopicConfigResponse]
-	alterPartition      *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
-	watchMetadata       *connect.Client[v1.WatchMetadataRequest, v1.WatchMetadataResponse]
-	allocateProducerIds *connect.Client[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse]
-	electLeaders        *connect.Client[v1.ElectLeadersRequest, v1.ElectLeadersResponse]
-	describeCluster     *connect.Client[v1.DescribeClusterRequest, v1.DescribeClusterResponse]
+	registerNode                *connect.Client[v1.RegisterNodeRequest, v1.RegisterNodeResponse]
+	heartbeat                   *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	createTopic                 *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
+	deleteTopic                 *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	describeTopics              *connect.Client[v1.DescribeTopicsRequest, v1.DescribeTopicsResponse]
+	listTopics                  *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	alterTopicConfig            *connect.Client[v1.AlterTopicConfigRequest, v1.AlterTopicConfigResponse]
+	alterPartition              *connect.Client[v1.AlterPartitionRequest, v1.AlterPartitionResponse]
+	watchMetadata               *connect.Client[v1.WatchMetadataRequest, v1.WatchMetadataResponse]
+	allocateProducerIds         *connect.Client[v1.AllocateProducerIdsRequest, v1.AllocateProducerIdsResponse]
+	electLeaders                *connect.Client[v1.ElectLeadersRequest, v1.ElectLeadersResponse]
+	describeCluster             *connect.Client[v1.DescribeClusterRequest, v1.DescribeClusterResponse]
+	alterPartitionReassignments *connect.Client[v1.AlterPartitionReassignmentsRequest, v1.AlterPartitionReassignmentsResponse]
+	listPartitionReassignments  *connect.Client[v1.ListPartitionReassignmentsRequest, v1.ListPartitionReassignmentsResponse]
+	rebalance                   *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
+	drainNode                   *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
+	createPartitions            *connect.Client[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse]
 }
 
 // RegisterNode calls strata.controller.v1.ControllerService.RegisterNode.
@@ -308,6 +398,33 @@ func (c *controllerServiceClient) ElectLeaders(ctx context.Context, req *connect
 // DescribeCluster calls strata.controller.v1.ControllerService.DescribeCluster.
 func (c *controllerServiceClient) DescribeCluster(ctx context.Context, req *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error) {
 	return c.describeCluster.CallUnary(ctx, req)
+}
+
+// AlterPartitionReassignments calls
+// strata.controller.v1.ControllerService.AlterPartitionReassignments.
+func (c *controllerServiceClient) AlterPartitionReassignments(ctx context.Context, req *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error) {
+	return c.alterPartitionReassignments.CallUnary(ctx, req)
+}
+
+// ListPartitionReassignments calls
+// strata.controller.v1.ControllerService.ListPartitionReassignments.
+func (c *controllerServiceClient) ListPartitionReassignments(ctx context.Context, req *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error) {
+	return c.listPartitionReassignments.CallUnary(ctx, req)
+}
+
+// Rebalance calls strata.controller.v1.ControllerService.Rebalance.
+func (c *controllerServiceClient) Rebalance(ctx context.Context, req *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return c.rebalance.CallUnary(ctx, req)
+}
+
+// DrainNode calls strata.controller.v1.ControllerService.DrainNode.
+func (c *controllerServiceClient) DrainNode(ctx context.Context, req *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return c.drainNode.CallUnary(ctx, req)
+}
+
+// CreatePartitions calls strata.controller.v1.ControllerService.CreatePartitions.
+func (c *controllerServiceClient) CreatePartitions(ctx context.Context, req *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return c.createPartitions.CallUnary(ctx, req)
 }
 
 // ControllerServiceHandler is an implementation of the strata.controller.v1.ControllerService
@@ -380,6 +497,46 @@ type ControllerServiceHandler interface {
 	// DescribeCluster reports controllers, the active controller and every registered node.
 	// It is answered by any controller from its own view, without forwarding.
 	DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error)
+	// AlterPartitionReassignments starts or cancels moves of partitions to other replicas, as
+	// Kafka's KIP-455 does: the target replicas are added as followers (adding_replicas), catch
+	// up and join the ISR through the leader's AlterPartition, then leadership moves to the
+	// target's preferred replica if needed, then the replicas not in the target leave
+	// (removing_replicas). The active controller takes each step as one etcd transaction
+	// conditioned on what it read, so a controller failover resumes the move where it was.
+	// A cancel restores the replicas the partition had, if enough of them are in the ISR.
+	// Errors: per partition in PartitionReassignmentResult.error: NOT_FOUND for an unknown
+	// topic or partition; INVALID_ARGUMENT for a target naming a node twice;
+	// FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) for a target node that is not alive or
+	// is drained, or a target with fewer replicas than min.insync.replicas; FAILED_PRECONDITION
+	// when a move of the partition is already running (cancel it first), or, for a cancel,
+	// when none runs or too few of the previous replicas are in the ISR to go back to them;
+	// ABORTED when the partition changed concurrently (retry).
+	AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error)
+	// ListPartitionReassignments lists the partitions whose move is running, and the
+	// replication throttle of moving replicas. No errors beyond the common ones.
+	ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error)
+	// Rebalance computes the moves that bring every live, undrained node within one replica and
+	// one preferred leader of an even share, moving as few replicas (and as few bytes) as
+	// possible and keeping each partition's rack spread, and moves every replica off drained
+	// nodes. Unless dry_run, it starts them all in one transaction. Partitions being moved
+	// already count at their target and are left alone.
+	// Errors: FAILED_PRECONDITION when no node is alive and undrained; ABORTED when another
+	// plan started moves concurrently (retry).
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// DrainNode marks a node drained, or undrained. A drained node receives no new replicas,
+	// hands over the partitions it leads to other in-sync replicas, and its replicas are moved
+	// away (the moves start at once); once it holds nothing it can be stopped for good. An
+	// undrained node takes replicas again (with auto-rebalance, the controller moves some back).
+	// Errors: NOT_FOUND for a node id never registered; FAILED_PRECONDITION when draining it
+	// would leave no node alive and undrained to move its replicas to.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// CreatePartitions adds partitions to a topic, placed like a new topic's over the live,
+	// undrained nodes. Records of a key go to a different partition afterwards, as in Kafka.
+	// Errors: NOT_FOUND for an unknown topic; INVALID_ARGUMENT when total is not larger than
+	// the current count or above 10000; FAILED_PRECONDITION (REASON_INVALID_REPLICATION_FACTOR)
+	// when fewer nodes are alive and undrained than the replication factor; ABORTED when the
+	// topic changed concurrently (retry).
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 }
 
 // NewControllerServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -461,6 +618,36 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 		connect.WithSchema(controllerServiceMethods.ByName("DescribeCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
+	controllerServiceAlterPartitionReassignmentsHandler := connect.NewUnaryHandler(
+		ControllerServiceAlterPartitionReassignmentsProcedure,
+		svc.AlterPartitionReassignments,
+		connect.WithSchema(controllerServiceMethods.ByName("AlterPartitionReassignments")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceListPartitionReassignmentsHandler := connect.NewUnaryHandler(
+		ControllerServiceListPartitionReassignmentsProcedure,
+		svc.ListPartitionReassignments,
+		connect.WithSchema(controllerServiceMethods.ByName("ListPartitionReassignments")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceRebalanceHandler := connect.NewUnaryHandler(
+		ControllerServiceRebalanceProcedure,
+		svc.Rebalance,
+		connect.WithSchema(controllerServiceMethods.ByName("Rebalance")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceDrainNodeHandler := connect.NewUnaryHandler(
+		ControllerServiceDrainNodeProcedure,
+		svc.DrainNode,
+		connect.WithSchema(controllerServiceMethods.ByName("DrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceCreatePartitionsHandler := connect.NewUnaryHandler(
+		ControllerServiceCreatePartitionsProcedure,
+		svc.CreatePartitions,
+		connect.WithSchema(controllerServiceMethods.ByName("CreatePartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.controller.v1.ControllerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ControllerServiceRegisterNodeProcedure:
@@ -487,6 +674,16 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 			controllerServiceElectLeadersHandler.ServeHTTP(w, r)
 		case ControllerServiceDescribeClusterProcedure:
 			controllerServiceDescribeClusterHandler.ServeHTTP(w, r)
+		case ControllerServiceAlterPartitionReassignmentsProcedure:
+			controllerServiceAlterPartitionReassignmentsHandler.ServeHTTP(w, r)
+		case ControllerServiceListPartitionReassignmentsProcedure:
+			controllerServiceListPartitionReassignmentsHandler.ServeHTTP(w, r)
+		case ControllerServiceRebalanceProcedure:
+			controllerServiceRebalanceHandler.ServeHTTP(w, r)
+		case ControllerServiceDrainNodeProcedure:
+			controllerServiceDrainNodeHandler.ServeHTTP(w, r)
+		case ControllerServiceCreatePartitionsProcedure:
+			controllerServiceCreatePartitionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -542,4 +739,24 @@ func (UnimplementedControllerServiceHandler) ElectLeaders(context.Context, *conn
 
 func (UnimplementedControllerServiceHandler) DescribeCluster(context.Context, *connect.Request[v1.DescribeClusterRequest]) (*connect.Response[v1.DescribeClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.DescribeCluster is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.AlterPartitionReassignments is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.ListPartitionReassignments is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.Rebalance is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.DrainNode is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.CreatePartitions is not implemented"))
 }

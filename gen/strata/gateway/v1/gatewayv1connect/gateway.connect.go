@@ -87,6 +87,24 @@ const (
 	// GatewayServiceFetchJSONProcedure is the fully-qualified name of the GatewayService's FetchJSON
 	// RPC.
 	GatewayServiceFetchJSONProcedure = "/strata.gateway.v1.GatewayService/FetchJSON"
+	// GatewayServiceAlterPartitionReassignmentsProcedure is the fully-qualified name of the
+	// GatewayService's AlterPartitionReassignments RPC.
+	GatewayServiceAlterPartitionReassignmentsProcedure = "/strata.gateway.v1.GatewayService/AlterPartitionReassignments"
+	// GatewayServiceListPartitionReassignmentsProcedure is the fully-qualified name of the
+	// GatewayService's ListPartitionReassignments RPC.
+	GatewayServiceListPartitionReassignmentsProcedure = "/strata.gateway.v1.GatewayService/ListPartitionReassignments"
+	// GatewayServiceRebalanceProcedure is the fully-qualified name of the GatewayService's Rebalance
+	// RPC.
+	GatewayServiceRebalanceProcedure = "/strata.gateway.v1.GatewayService/Rebalance"
+	// GatewayServiceDrainNodeProcedure is the fully-qualified name of the GatewayService's DrainNode
+	// RPC.
+	GatewayServiceDrainNodeProcedure = "/strata.gateway.v1.GatewayService/DrainNode"
+	// GatewayServiceCreatePartitionsProcedure is the fully-qualified name of the GatewayService's
+	// CreatePartitions RPC.
+	GatewayServiceCreatePartitionsProcedure = "/strata.gateway.v1.GatewayService/CreatePartitions"
+	// GatewayServiceElectLeadersProcedure is the fully-qualified name of the GatewayService's
+	// ElectLeaders RPC.
+	GatewayServiceElectLeadersProcedure = "/strata.gateway.v1.GatewayService/ElectLeaders"
 )
 
 // GatewayServiceClient is a client for the strata.gateway.v1.GatewayService service.
@@ -144,6 +162,19 @@ type GatewayServiceClient interface {
 	// (REASON_OFFSET_OUT_OF_RANGE, OffsetRangeHint) for an offset outside the log;
 	// UNAVAILABLE when the partition has no reachable leader.
 	FetchJSON(context.Context, *connect.Request[v1.FetchJSONRequest]) (*connect.Response[v1.FetchJSONResponse], error)
+	// AlterPartitionReassignments passes through to the controller's
+	// AlterPartitionReassignments; same errors.
+	AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error)
+	// ListPartitionReassignments passes through to the controller's ListPartitionReassignments.
+	ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error)
+	// Rebalance passes through to the controller's Rebalance; same errors.
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// DrainNode passes through to the controller's DrainNode; same errors.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// CreatePartitions passes through to the controller's CreatePartitions; same errors.
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
+	// ElectLeaders passes through to the controller's ElectLeaders; same errors.
+	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
 }
 
 // NewGatewayServiceClient constructs a client for the strata.gateway.v1.GatewayService service. By
@@ -247,26 +278,68 @@ func NewGatewayServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(gatewayServiceMethods.ByName("FetchJSON")),
 			connect.WithClientOptions(opts...),
 		),
+		alterPartitionReassignments: connect.NewClient[v1.AlterPartitionReassignmentsRequest, v1.AlterPartitionReassignmentsResponse](
+			httpClient,
+			baseURL+GatewayServiceAlterPartitionReassignmentsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("AlterPartitionReassignments")),
+			connect.WithClientOptions(opts...),
+		),
+		listPartitionReassignments: connect.NewClient[v1.ListPartitionReassignmentsRequest, v1.ListPartitionReassignmentsResponse](
+			httpClient,
+			baseURL+GatewayServiceListPartitionReassignmentsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("ListPartitionReassignments")),
+			connect.WithClientOptions(opts...),
+		),
+		rebalance: connect.NewClient[v1.RebalanceRequest, v1.RebalanceResponse](
+			httpClient,
+			baseURL+GatewayServiceRebalanceProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("Rebalance")),
+			connect.WithClientOptions(opts...),
+		),
+		drainNode: connect.NewClient[v1.DrainNodeRequest, v1.DrainNodeResponse](
+			httpClient,
+			baseURL+GatewayServiceDrainNodeProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("DrainNode")),
+			connect.WithClientOptions(opts...),
+		),
+		createPartitions: connect.NewClient[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse](
+			httpClient,
+			baseURL+GatewayServiceCreatePartitionsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("CreatePartitions")),
+			connect.WithClientOptions(opts...),
+		),
+		electLeaders: connect.NewClient[v1.ElectLeadersRequest, v1.ElectLeadersResponse](
+			httpClient,
+			baseURL+GatewayServiceElectLeadersProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("ElectLeaders")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // gatewayServiceClient implements GatewayServiceClient.
 type gatewayServiceClient struct {
-	metadata         *connect.Client[v1.MetadataRequest, v1.MetadataResponse]
-	findCoordinator  *connect.Client[v1.FindCoordinatorRequest, v1.FindCoordinatorResponse]
-	initProducerId   *connect.Client[v1.InitProducerIdRequest, v1.InitProducerIdResponse]
-	createTopic      *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
-	deleteTopic      *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
-	describeTopics   *connect.Client[v1.DescribeTopicsRequest, v1.DescribeTopicsResponse]
-	listTopics       *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
-	alterTopicConfig *connect.Client[v1.AlterTopicConfigRequest, v1.AlterTopicConfigResponse]
-	describeCluster  *connect.Client[v1.DescribeClusterRequest, v1.DescribeClusterResponse]
-	listGroups       *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
-	describeGroup    *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
-	resetOffsets     *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
-	deleteGroup      *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
-	produceJSON      *connect.Client[v1.ProduceJSONRequest, v1.ProduceJSONResponse]
-	fetchJSON        *connect.Client[v1.FetchJSONRequest, v1.FetchJSONResponse]
+	metadata                    *connect.Client[v1.MetadataRequest, v1.MetadataResponse]
+	findCoordinator             *connect.Client[v1.FindCoordinatorRequest, v1.FindCoordinatorResponse]
+	initProducerId              *connect.Client[v1.InitProducerIdRequest, v1.InitProducerIdResponse]
+	createTopic                 *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
+	deleteTopic                 *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
+	describeTopics              *connect.Client[v1.DescribeTopicsRequest, v1.DescribeTopicsResponse]
+	listTopics                  *connect.Client[v1.ListTopicsRequest, v1.ListTopicsResponse]
+	alterTopicConfig            *connect.Client[v1.AlterTopicConfigRequest, v1.AlterTopicConfigResponse]
+	describeCluster             *connect.Client[v1.DescribeClusterRequest, v1.DescribeClusterResponse]
+	listGroups                  *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup               *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	resetOffsets                *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
+	deleteGroup                 *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	produceJSON                 *connect.Client[v1.ProduceJSONRequest, v1.ProduceJSONResponse]
+	fetchJSON                   *connect.Client[v1.FetchJSONRequest, v1.FetchJSONResponse]
+	alterPartitionReassignments *connect.Client[v1.AlterPartitionReassignmentsRequest, v1.AlterPartitionReassignmentsResponse]
+	listPartitionReassignments  *connect.Client[v1.ListPartitionReassignmentsRequest, v1.ListPartitionReassignmentsResponse]
+	rebalance                   *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
+	drainNode                   *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
+	createPartitions            *connect.Client[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse]
+	electLeaders                *connect.Client[v1.ElectLeadersRequest, v1.ElectLeadersResponse]
 }
 
 // Metadata calls strata.gateway.v1.GatewayService.Metadata.
@@ -344,6 +417,36 @@ func (c *gatewayServiceClient) FetchJSON(ctx context.Context, req *connect.Reque
 	return c.fetchJSON.CallUnary(ctx, req)
 }
 
+// AlterPartitionReassignments calls strata.gateway.v1.GatewayService.AlterPartitionReassignments.
+func (c *gatewayServiceClient) AlterPartitionReassignments(ctx context.Context, req *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error) {
+	return c.alterPartitionReassignments.CallUnary(ctx, req)
+}
+
+// ListPartitionReassignments calls strata.gateway.v1.GatewayService.ListPartitionReassignments.
+func (c *gatewayServiceClient) ListPartitionReassignments(ctx context.Context, req *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error) {
+	return c.listPartitionReassignments.CallUnary(ctx, req)
+}
+
+// Rebalance calls strata.gateway.v1.GatewayService.Rebalance.
+func (c *gatewayServiceClient) Rebalance(ctx context.Context, req *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return c.rebalance.CallUnary(ctx, req)
+}
+
+// DrainNode calls strata.gateway.v1.GatewayService.DrainNode.
+func (c *gatewayServiceClient) DrainNode(ctx context.Context, req *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return c.drainNode.CallUnary(ctx, req)
+}
+
+// CreatePartitions calls strata.gateway.v1.GatewayService.CreatePartitions.
+func (c *gatewayServiceClient) CreatePartitions(ctx context.Context, req *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return c.createPartitions.CallUnary(ctx, req)
+}
+
+// ElectLeaders calls strata.gateway.v1.GatewayService.ElectLeaders.
+func (c *gatewayServiceClient) ElectLeaders(ctx context.Context, req *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error) {
+	return c.electLeaders.CallUnary(ctx, req)
+}
+
 // GatewayServiceHandler is an implementation of the strata.gateway.v1.GatewayService service.
 type GatewayServiceHandler interface {
 	// Metadata returns topics with their partitions' leaders, replicas, ISR and leader epochs,
@@ -399,6 +502,19 @@ type GatewayServiceHandler interface {
 	// (REASON_OFFSET_OUT_OF_RANGE, OffsetRangeHint) for an offset outside the log;
 	// UNAVAILABLE when the partition has no reachable leader.
 	FetchJSON(context.Context, *connect.Request[v1.FetchJSONRequest]) (*connect.Response[v1.FetchJSONResponse], error)
+	// AlterPartitionReassignments passes through to the controller's
+	// AlterPartitionReassignments; same errors.
+	AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error)
+	// ListPartitionReassignments passes through to the controller's ListPartitionReassignments.
+	ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error)
+	// Rebalance passes through to the controller's Rebalance; same errors.
+	Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error)
+	// DrainNode passes through to the controller's DrainNode; same errors.
+	DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error)
+	// CreatePartitions passes through to the controller's CreatePartitions; same errors.
+	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
+	// ElectLeaders passes through to the controller's ElectLeaders; same errors.
+	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
 }
 
 // NewGatewayServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -498,6 +614,42 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 		connect.WithSchema(gatewayServiceMethods.ByName("FetchJSON")),
 		connect.WithHandlerOptions(opts...),
 	)
+	gatewayServiceAlterPartitionReassignmentsHandler := connect.NewUnaryHandler(
+		GatewayServiceAlterPartitionReassignmentsProcedure,
+		svc.AlterPartitionReassignments,
+		connect.WithSchema(gatewayServiceMethods.ByName("AlterPartitionReassignments")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceListPartitionReassignmentsHandler := connect.NewUnaryHandler(
+		GatewayServiceListPartitionReassignmentsProcedure,
+		svc.ListPartitionReassignments,
+		connect.WithSchema(gatewayServiceMethods.ByName("ListPartitionReassignments")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceRebalanceHandler := connect.NewUnaryHandler(
+		GatewayServiceRebalanceProcedure,
+		svc.Rebalance,
+		connect.WithSchema(gatewayServiceMethods.ByName("Rebalance")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceDrainNodeHandler := connect.NewUnaryHandler(
+		GatewayServiceDrainNodeProcedure,
+		svc.DrainNode,
+		connect.WithSchema(gatewayServiceMethods.ByName("DrainNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceCreatePartitionsHandler := connect.NewUnaryHandler(
+		GatewayServiceCreatePartitionsProcedure,
+		svc.CreatePartitions,
+		connect.WithSchema(gatewayServiceMethods.ByName("CreatePartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceElectLeadersHandler := connect.NewUnaryHandler(
+		GatewayServiceElectLeadersProcedure,
+		svc.ElectLeaders,
+		connect.WithSchema(gatewayServiceMethods.ByName("ElectLeaders")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.gateway.v1.GatewayService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case GatewayServiceMetadataProcedure:
@@ -530,6 +682,18 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 			gatewayServiceProduceJSONHandler.ServeHTTP(w, r)
 		case GatewayServiceFetchJSONProcedure:
 			gatewayServiceFetchJSONHandler.ServeHTTP(w, r)
+		case GatewayServiceAlterPartitionReassignmentsProcedure:
+			gatewayServiceAlterPartitionReassignmentsHandler.ServeHTTP(w, r)
+		case GatewayServiceListPartitionReassignmentsProcedure:
+			gatewayServiceListPartitionReassignmentsHandler.ServeHTTP(w, r)
+		case GatewayServiceRebalanceProcedure:
+			gatewayServiceRebalanceHandler.ServeHTTP(w, r)
+		case GatewayServiceDrainNodeProcedure:
+			gatewayServiceDrainNodeHandler.ServeHTTP(w, r)
+		case GatewayServiceCreatePartitionsProcedure:
+			gatewayServiceCreatePartitionsHandler.ServeHTTP(w, r)
+		case GatewayServiceElectLeadersProcedure:
+			gatewayServiceElectLeadersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -597,4 +761,28 @@ func (UnimplementedGatewayServiceHandler) ProduceJSON(context.Context, *connect.
 
 func (UnimplementedGatewayServiceHandler) FetchJSON(context.Context, *connect.Request[v1.FetchJSONRequest]) (*connect.Response[v1.FetchJSONResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.FetchJSON is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) AlterPartitionReassignments(context.Context, *connect.Request[v1.AlterPartitionReassignmentsRequest]) (*connect.Response[v1.AlterPartitionReassignmentsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.AlterPartitionReassignments is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) ListPartitionReassignments(context.Context, *connect.Request[v1.ListPartitionReassignmentsRequest]) (*connect.Response[v1.ListPartitionReassignmentsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ListPartitionReassignments is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) Rebalance(context.Context, *connect.Request[v1.RebalanceRequest]) (*connect.Response[v1.RebalanceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.Rebalance is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) DrainNode(context.Context, *connect.Request[v1.DrainNodeRequest]) (*connect.Response[v1.DrainNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DrainNode is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.CreatePartitions is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ElectLeaders is not implemented"))
 }

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/controller/v1/controller.proto.
  */
 export const file_strata_controller_v1_controller: GenFile = /*@__PURE__*/
-  fileDesc("CiVzdHJhdGEvY29udHJvbGxlci92MS9jb250cm9sbGVyLnByb3RvEhRzdHJhdGEuY29udHJvbGxlci52MSKMAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRIWCg5pbmNhcm5hdGlvbl9pZBgEIAEoCRItCglsaXN0ZW5lcnMYBSADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIl8KFFJlZ2lzdGVyTm9kZVJlc3BvbnNlEhIKCm5vZGVfZXBvY2gYASABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgFEhQKDGxlYXNlX3R0bF9tcxgDIAEoBSJoChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAxIYChBtZXRhZGF0YV92ZXJzaW9uGAMgASgDEhUKDXdhbnRfc2h1dGRvd24YBCABKAgiUQoRSGVhcnRiZWF0UmVzcG9uc2USFAoMbGVhc2VfdHRsX21zGAEgASgFEg4KBmZlbmNlZBgCIAEoCBIWCg5zaHV0ZG93bl9yZWFkeRgDIAEoCCKpAQoKTm9kZVN0YXR1cxIkCgRub2RlGAEgASgLMhYuc3RyYXRhLmNvbW1vbi52MS5Ob2RlEhIKCm5vZGVfZXBvY2gYAiABKAMSFgoOaW5jYXJuYXRpb25faWQYAyABKAkSLgoFc3RhdGUYBCABKA4yHy5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdGUSGQoRbGFzdF9oZWFydGJlYXRfbXMYBSABKAMiXQoLQ29uZmlnRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJEjIKBnNvdXJjZRgDIAEoDjIiLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ1NvdXJjZSLNAQoQVG9waWNEZXNjcmlwdGlvbhIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRI3CgpwYXJ0aXRpb25zGAQgAygLMiMuc3RyYXRhLmNvbW1vbi52MS5QYXJ0aXRpb25NZXRhZGF0YRIyCgdjb25maWdzGAUgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29uZmlnRW50cnkSEAoIaW50ZXJuYWwYBiABKAgi4QEKEkNyZWF0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhIKCnBhcnRpdGlvbnMYAiABKAUSGgoScmVwbGljYXRpb25fZmFjdG9yGAMgASgFEkYKB2NvbmZpZ3MYBCADKAsyNS5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVUb3BpY1JlcXVlc3QuQ29uZmlnc0VudHJ5EhUKDXZhbGlkYXRlX29ubHkYBSABKAgaLgoMQ29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTAoTQ3JlYXRlVG9waWNSZXNwb25zZRI1CgV0b3BpYxgBIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLlRvcGljRGVzY3JpcHRpb24iNAoSRGVsZXRlVG9waWNSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkiJwoTRGVsZXRlVG9waWNSZXNwb25zZRIQCgh0b3BpY19pZBgBIAEoCSImChVEZXNjcmliZVRvcGljc1JlcXVlc3QSDQoFbmFtZXMYASADKAkiUAoWRGVzY3JpYmVUb3BpY3NSZXNwb25zZRI2CgZ0b3BpY3MYASADKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIi0KEUxpc3RUb3BpY3NSZXF1ZXN0EhgKEGluY2x1ZGVfaW50ZXJuYWwYASABKAgicAoMVG9waWNMaXN0aW5nEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEgoKcGFydGl0aW9ucxgDIAEoBRIaChJyZXBsaWNhdGlvbl9mYWN0b3IYBCABKAUSEAoIaW50ZXJuYWwYBSABKAgiSAoSTGlzdFRvcGljc1Jlc3BvbnNlEjIKBnRvcGljcxgBIAMoCzIiLnN0cmF0YS5jb250cm9sbGVyLnYxLlRvcGljTGlzdGluZyLdAQoXQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QSDAoEbmFtZRgBIAEoCRJSCgtzZXRfY29uZmlncxgCIAMoCzI9LnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyVG9waWNDb25maWdSZXF1ZXN0LlNldENvbmZpZ3NFbnRyeRIWCg5kZWxldGVfY29uZmlncxgDIAMoCRIVCg12YWxpZGF0ZV9vbmx5GAQgASgIGjEKD1NldENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIk4KGEFsdGVyVG9waWNDb25maWdSZXNwb25zZRIyCgdjb25maWdzGAEgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29uZmlnRW50cnkiegoVQWx0ZXJQYXJ0aXRpb25SZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAxI8CgpwYXJ0aXRpb25zGAMgAygLMiguc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25JdGVtIsIBChJBbHRlclBhcnRpdGlvbkl0ZW0SDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIXCg9wYXJ0aXRpb25fZXBvY2gYBSABKAUSDwoHbmV3X2lzchgGIAMoBRI4Cg9uZXdfaXNyX21lbWJlcnMYByADKAsyHy5zdHJhdGEuY29udHJvbGxlci52MS5Jc3JNZW1iZXIiMAoJSXNyTWVtYmVyEg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAyJYChZBbHRlclBhcnRpdGlvblJlc3BvbnNlEj4KCnBhcnRpdGlvbnMYASADKAsyKi5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclBhcnRpdGlvblJlc3VsdCKaAQoUQWx0ZXJQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIyCgVzdGF0ZRgEIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiPQoUV2F0Y2hNZXRhZGF0YVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoBRIUCgxmcm9tX3ZlcnNpb24YAiABKAMipAEKFVdhdGNoTWV0YWRhdGFSZXNwb25zZRIPCgd2ZXJzaW9uGAEgASgDEjoKCHNuYXBzaG90GAIgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuTWV0YWRhdGFTbmFwc2hvdEgAEjQKBWRlbHRhGAMgASgLMiMuc3RyYXRhLmNvbnRyb2xsZXIudjEuTWV0YWRhdGFEZWx0YUgAQggKBmNoYW5nZSLFAQoQTWV0YWRhdGFTbmFwc2hvdBISCgpjbHVzdGVyX2lkGAEgASgJEi8KBnRvcGljcxgCIAMoCzIfLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YRIvCgVub2RlcxgDIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSOwoLY29udHJvbGxlcnMYBCABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Db250cm9sbGVyUXVvcnVtIr8CCg1NZXRhZGF0YURlbHRhEi8KBnRvcGljcxgBIAMoCzIfLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YRI5CgpwYXJ0aXRpb25zGAIgAygLMiUuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uQ2hhbmdlEjoKDmRlbGV0ZWRfdG9waWNzGAMgAygLMiIuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVsZXRlZFRvcGljEi8KBW5vZGVzGAQgAygLMiAuc3RyYXRhLmNvbnRyb2xsZXIudjEuTm9kZVN0YXR1cxIYChByZW1vdmVkX25vZGVfaWRzGAUgAygFEjsKC2NvbnRyb2xsZXJzGAYgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bSJqCg9QYXJ0aXRpb25DaGFuZ2USDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSNgoJcGFydGl0aW9uGAMgASgLMiMuc3RyYXRhLmNvbW1vbi52MS5QYXJ0aXRpb25NZXRhZGF0YSIuCgxEZWxldGVkVG9waWMSDAoEbmFtZRgBIAEoCRIQCgh0b3BpY19pZBgCIAEoCSJpChBDb250cm9sbGVyUXVvcnVtEjcKB21lbWJlcnMYASADKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Db250cm9sbGVyTWVtYmVyEhwKFGFjdGl2ZV9jb250cm9sbGVyX2lkGAIgASgJIlsKEENvbnRyb2xsZXJNZW1iZXISFQoNY29udHJvbGxlcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg4KBmFjdGl2ZRgDIAEoCBIPCgdoZWFsdGh5GAQgASgIIj4KGkFsbG9jYXRlUHJvZHVjZXJJZHNSZXF1ZXN0EhEKCXJlcXVlc3RlchgBIAEoCRINCgVjb3VudBgCIAEoBSJHChtBbGxvY2F0ZVByb2R1Y2VySWRzUmVzcG9uc2USGQoRZmlyc3RfcHJvZHVjZXJfaWQYASABKAMSDQoFY291bnQYAiABKAUihwEKE0VsZWN0TGVhZGVyc1JlcXVlc3QSOQoNZWxlY3Rpb25fdHlwZRgBIAEoDjIiLnN0cmF0YS5jb250cm9sbGVyLnYxLkVsZWN0aW9uVHlwZRI1CgpwYXJ0aXRpb25zGAIgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMiVAoURWxlY3RMZWFkZXJzUmVzcG9uc2USPAoKcGFydGl0aW9ucxgBIAMoCzIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkVsZWN0TGVhZGVyc1Jlc3VsdCKNAQoSRWxlY3RMZWFkZXJzUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSEQoJbGVhZGVyX2lkGAQgASgFEhQKDGxlYWRlcl9lcG9jaBgFIAEoBSIYChZEZXNjcmliZUNsdXN0ZXJSZXF1ZXN0IvYBChdEZXNjcmliZUNsdXN0ZXJSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEjsKC2NvbnRyb2xsZXJzGAIgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bRIvCgVub2RlcxgDIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQbWV0YWRhdGFfdmVyc2lvbhgEIAEoAxIaChJvZmZsaW5lX3BhcnRpdGlvbnMYBSABKAUSIwobdW5kZXJfcmVwbGljYXRlZF9wYXJ0aXRpb25zGAYgASgFKocBCglOb2RlU3RhdGUSGgoWTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEE5PREVfU1RBVEVfQUxJVkUQARIVChFOT0RFX1NUQVRFX0ZFTkNFRBACEhwKGE5PREVfU1RBVEVfU0hVVFRJTkdfRE9XThADEhMKD05PREVfU1RBVEVfREVBRBAEKmEKDENvbmZpZ1NvdXJjZRIdChlDT05GSUdfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVQ09ORklHX1NPVVJDRV9ERUZBVUxUEAESFwoTQ09ORklHX1NPVVJDRV9UT1BJQxACKmUKDEVsZWN0aW9uVHlwZRIdChlFTEVDVElPTl9UWVBFX1VOU1BFQ0lGSUVEEAASGwoXRUxFQ1RJT05fVFlQRV9QUkVGRVJSRUQQARIZChVFTEVDVElPTl9UWVBFX1VOQ0xFQU4QAjKNCgoRQ29udHJvbGxlclNlcnZpY2USZQoMUmVnaXN0ZXJOb2RlEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElwKCUhlYXJ0YmVhdBImLnN0cmF0YS5jb250cm9sbGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5IZWFydGJlYXRSZXNwb25zZRJiCgtDcmVhdGVUb3BpYxIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVxdWVzdBopLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVzcG9uc2USYgoLRGVsZXRlVG9waWMSKC5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1JlcXVlc3QaKS5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1Jlc3BvbnNlEmsKDkRlc2NyaWJlVG9waWNzEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXNwb25zZRJfCgpMaXN0VG9waWNzEicuc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFRvcGljc1JlcXVlc3QaKC5zdHJhdGEuY29udHJvbGxlci52MS5MaXN0VG9waWNzUmVzcG9uc2UScQoQQWx0ZXJUb3BpY0NvbmZpZxItLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyVG9waWNDb25maWdSZXF1ZXN0Gi4uc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJUb3BpY0NvbmZpZ1Jlc3BvbnNlEmsKDkFsdGVyUGFydGl0aW9uEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRJqCg1XYXRjaE1ldGFkYXRhEiouc3RyYXRhLmNvbnRyb2xsZXIudjEuV2F0Y2hNZXRhZGF0YVJlcXVlc3QaKy5zdHJhdGEuY29udHJvbGxlci52MS5XYXRjaE1ldGFkYXRhUmVzcG9uc2UwARJ6ChNBbGxvY2F0ZVByb2R1Y2VySWRzEjAuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWxsb2NhdGVQcm9kdWNlcklkc1JlcXVlc3QaMS5zdHJhdGEuY29udHJvbGxlci52MS5BbGxvY2F0ZVByb2R1Y2VySWRzUmVzcG9uc2USZQoMRWxlY3RMZWFkZXJzEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuRWxlY3RMZWFkZXJzUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLkVsZWN0TGVhZGVyc1Jlc3BvbnNlEm4KD0Rlc2NyaWJlQ2x1c3RlchIsLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlc2NyaWJlQ2x1c3RlclJlcXVlc3QaLS5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZUNsdXN0ZXJSZXNwb25zZULgAQoYY29tLnN0cmF0YS5jb250cm9sbGVyLnYxQg9Db250cm9sbGVyUHJvdG9QAVpBZ2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29udHJvbGxlci92MTtjb250cm9sbGVydjGiAgNTQ1iqAhRTdHJhdGEuQ29udHJvbGxlci5WMcoCFFN0cmF0YVxDb250cm9sbGVyXFYx4gIgU3RyYXRhXENvbnRyb2xsZXJcVjFcR1BCTWV0YWRhdGHqAhZTdHJhdGE6OkNvbnRyb2xsZXI6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
+  fileDesc("CiVzdHJhdGEvY29udHJvbGxlci92MS9jb250cm9sbGVyLnByb3RvEhRzdHJhdGEuY29udHJvbGxlci52MSKMAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRIWCg5pbmNhcm5hdGlvbl9pZBgEIAEoCRItCglsaXN0ZW5lcnMYBSADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIl8KFFJlZ2lzdGVyTm9kZVJlc3BvbnNlEhIKCm5vZGVfZXBvY2gYASABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgFEhQKDGxlYXNlX3R0bF9tcxgDIAEoBSJoChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAxIYChBtZXRhZGF0YV92ZXJzaW9uGAMgASgDEhUKDXdhbnRfc2h1dGRvd24YBCABKAgiUQoRSGVhcnRiZWF0UmVzcG9uc2USFAoMbGVhc2VfdHRsX21zGAEgASgFEg4KBmZlbmNlZBgCIAEoCBIWCg5zaHV0ZG93bl9yZWFkeRgDIAEoCCLpAQoKTm9kZVN0YXR1cxIkCgRub2RlGAEgASgLMhYuc3RyYXRhLmNvbW1vbi52MS5Ob2RlEhIKCm5vZGVfZXBvY2gYAiABKAMSFgoOaW5jYXJuYXRpb25faWQYAyABKAkSLgoFc3RhdGUYBCABKA4yHy5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdGUSGQoRbGFzdF9oZWFydGJlYXRfbXMYBSABKAMSDwoHZHJhaW5lZBgGIAEoCBItCiVyZXBsaWNhdGlvbl90aHJvdHRsZV9ieXRlc19wZXJfc2Vjb25kGAcgASgDIl0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIyCgZzb3VyY2UYAyABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5Db25maWdTb3VyY2UizQEKEFRvcGljRGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRIQCgh0b3BpY19pZBgCIAEoCRIaChJyZXBsaWNhdGlvbl9mYWN0b3IYAyABKAUSNwoKcGFydGl0aW9ucxgEIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESMgoHY29uZmlncxgFIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5EhAKCGludGVybmFsGAYgASgIIuEBChJDcmVhdGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgFEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRJGCgdjb25maWdzGAQgAygLMjUuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVG9waWNSZXF1ZXN0LkNvbmZpZ3NFbnRyeRIVCg12YWxpZGF0ZV9vbmx5GAUgASgIGi4KDENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkwKE0NyZWF0ZVRvcGljUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIjQKEkRlbGV0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJIicKE0RlbGV0ZVRvcGljUmVzcG9uc2USEAoIdG9waWNfaWQYASABKAkiJgoVRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJIlAKFkRlc2NyaWJlVG9waWNzUmVzcG9uc2USNgoGdG9waWNzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuVG9waWNEZXNjcmlwdGlvbiItChFMaXN0VG9waWNzUmVxdWVzdBIYChBpbmNsdWRlX2ludGVybmFsGAEgASgIInAKDFRvcGljTGlzdGluZxIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhIKCnBhcnRpdGlvbnMYAyABKAUSGgoScmVwbGljYXRpb25fZmFjdG9yGAQgASgFEhAKCGludGVybmFsGAUgASgIIkgKEkxpc3RUb3BpY3NSZXNwb25zZRIyCgZ0b3BpY3MYASADKAsyIi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0xpc3Rpbmci3QEKF0FsdGVyVG9waWNDb25maWdSZXF1ZXN0EgwKBG5hbWUYASABKAkSUgoLc2V0X2NvbmZpZ3MYAiADKAsyPS5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclRvcGljQ29uZmlnUmVxdWVzdC5TZXRDb25maWdzRW50cnkSFgoOZGVsZXRlX2NvbmZpZ3MYAyADKAkSFQoNdmFsaWRhdGVfb25seRgEIAEoCBoxCg9TZXRDb25maWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJOChhBbHRlclRvcGljQ29uZmlnUmVzcG9uc2USMgoHY29uZmlncxgBIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5InoKFUFsdGVyUGFydGl0aW9uUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMSPAoKcGFydGl0aW9ucxgDIAMoCzIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyUGFydGl0aW9uSXRlbSLCAQoSQWx0ZXJQYXJ0aXRpb25JdGVtEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhEKCXBhcnRpdGlvbhgDIAEoBRIUCgxsZWFkZXJfZXBvY2gYBCABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAUgASgFEg8KB25ld19pc3IYBiADKAUSOAoPbmV3X2lzcl9tZW1iZXJzGAcgAygLMh8uc3RyYXRhLmNvbnRyb2xsZXIudjEuSXNyTWVtYmVyIjAKCUlzck1lbWJlchIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMiWAoWQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRI+CgpwYXJ0aXRpb25zGAEgAygLMiouc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXN1bHQimgEKFEFsdGVyUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSMgoFc3RhdGUYBCABKAsyIy5zdHJhdGEuY29tbW9uLnYxLlBhcnRpdGlvbk1ldGFkYXRhIj0KFFdhdGNoTWV0YWRhdGFSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSFAoMZnJvbV92ZXJzaW9uGAIgASgDIqQBChVXYXRjaE1ldGFkYXRhUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoAxI6CghzbmFwc2hvdBgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhU25hcHNob3RIABI0CgVkZWx0YRgDIAEoCzIjLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhRGVsdGFIAEIICgZjaGFuZ2UixQEKEE1ldGFkYXRhU25hcHNob3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIvCgZ0b3BpY3MYAiADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjsKC2NvbnRyb2xsZXJzGAQgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bSK/AgoNTWV0YWRhdGFEZWx0YRIvCgZ0b3BpY3MYASADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESOQoKcGFydGl0aW9ucxgCIAMoCzIlLnN0cmF0YS5jb250cm9sbGVyLnYxLlBhcnRpdGlvbkNoYW5nZRI6Cg5kZWxldGVkX3RvcGljcxgDIAMoCzIiLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZWRUb3BpYxIvCgVub2RlcxgEIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQcmVtb3ZlZF9ub2RlX2lkcxgFIAMoBRI7Cgtjb250cm9sbGVycxgGIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0iagoPUGFydGl0aW9uQ2hhbmdlEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEjYKCXBhcnRpdGlvbhgDIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiLgoMRGVsZXRlZFRvcGljEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkiaQoQQ29udHJvbGxlclF1b3J1bRI3CgdtZW1iZXJzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlck1lbWJlchIcChRhY3RpdmVfY29udHJvbGxlcl9pZBgCIAEoCSJbChBDb250cm9sbGVyTWVtYmVyEhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIOCgZhY3RpdmUYAyABKAgSDwoHaGVhbHRoeRgEIAEoCCI+ChpBbGxvY2F0ZVByb2R1Y2VySWRzUmVxdWVzdBIRCglyZXF1ZXN0ZXIYASABKAkSDQoFY291bnQYAiABKAUiRwobQWxsb2NhdGVQcm9kdWNlcklkc1Jlc3BvbnNlEhkKEWZpcnN0X3Byb2R1Y2VyX2lkGAEgASgDEg0KBWNvdW50GAIgASgFIocBChNFbGVjdExlYWRlcnNSZXF1ZXN0EjkKDWVsZWN0aW9uX3R5cGUYASABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdGlvblR5cGUSNQoKcGFydGl0aW9ucxgCIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIlQKFEVsZWN0TGVhZGVyc1Jlc3BvbnNlEjwKCnBhcnRpdGlvbnMYASADKAsyKC5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdExlYWRlcnNSZXN1bHQijQEKEkVsZWN0TGVhZGVyc1Jlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhEKCWxlYWRlcl9pZBgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUiGAoWRGVzY3JpYmVDbHVzdGVyUmVxdWVzdCL2AQoXRGVzY3JpYmVDbHVzdGVyUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRI7Cgtjb250cm9sbGVycxgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0SLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEhgKEG1ldGFkYXRhX3ZlcnNpb24YBCABKAMSGgoSb2ZmbGluZV9wYXJ0aXRpb25zGAUgASgFEiMKG3VuZGVyX3JlcGxpY2F0ZWRfcGFydGl0aW9ucxgGIAEoBSJLChVQYXJ0aXRpb25SZWFzc2lnbm1lbnQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhAKCHJlcGxpY2FzGAMgAygFIosBCiJBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0EkIKDXJlYXNzaWdubWVudHMYASADKAsyKy5zdHJhdGEuY29udHJvbGxlci52MS5QYXJ0aXRpb25SZWFzc2lnbm1lbnQSIQoZdGhyb3R0bGVfYnl0ZXNfcGVyX3NlY29uZBgCIAEoAyJpCiNBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRJCCgdyZXN1bHRzGAEgAygLMjEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uUmVhc3NpZ25tZW50UmVzdWx0IqEBChtQYXJ0aXRpb25SZWFzc2lnbm1lbnRSZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIyCgVzdGF0ZRgEIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiMwohTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Eg4KBnRvcGljcxgBIAMoCSKFAQoiTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRI8Cg1yZWFzc2lnbm1lbnRzGAEgAygLMiUuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uQ2hhbmdlEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMiRgoQUmViYWxhbmNlUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMibwoLUGxhbm5lZE1vdmUSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhUKDWZyb21fcmVwbGljYXMYAyADKAUSEwoLdG9fcmVwbGljYXMYBCADKAUSEgoKc2l6ZV9ieXRlcxgFIAEoAyJQCghOb2RlTG9hZBIPCgdub2RlX2lkGAEgASgFEhAKCHJlcGxpY2FzGAIgASgFEg8KB2xlYWRlcnMYAyABKAUSEAoIZWxpZ2libGUYBCABKAgiygEKEVJlYmFsYW5jZVJlc3BvbnNlEjAKBW1vdmVzGAEgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSLgoGYmVmb3JlGAIgAygLMh4uc3RyYXRhLmNvbnRyb2xsZXIudjEuTm9kZUxvYWQSLQoFYWZ0ZXIYAyADKAsyHi5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlTG9hZBIPCgdzdGFydGVkGAQgASgIEhMKC2luX3Byb2dyZXNzGAUgASgFIlcKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoBRIPCgd1bmRyYWluGAIgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAyABKAMihwEKEURyYWluTm9kZVJlc3BvbnNlEi4KBG5vZGUYASABKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjAKBW1vdmVzGAIgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSEAoIcmVwbGljYXMYAyABKAUiTgoXQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QSDQoFdG9waWMYASABKAkSDQoFdG90YWwYAiABKAUSFQoNdmFsaWRhdGVfb25seRgDIAEoCCJRChhDcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uKocBCglOb2RlU3RhdGUSGgoWTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEE5PREVfU1RBVEVfQUxJVkUQARIVChFOT0RFX1NUQVRFX0ZFTkNFRBACEhwKGE5PREVfU1RBVEVfU0hVVFRJTkdfRE9XThADEhMKD05PREVfU1RBVEVfREVBRBAEKmEKDENvbmZpZ1NvdXJjZRIdChlDT05GSUdfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVQ09ORklHX1NPVVJDRV9ERUZBVUxUEAESFwoTQ09ORklHX1NPVVJDRV9UT1BJQxACKmUKDEVsZWN0aW9uVHlwZRIdChlFTEVDVElPTl9UWVBFX1VOU1BFQ0lGSUVEEAASGwoXRUxFQ1RJT05fVFlQRV9QUkVGRVJSRUQQARIZChVFTEVDVElPTl9UWVBFX1VOQ0xFQU4QAjLjDgoRQ29udHJvbGxlclNlcnZpY2USZQoMUmVnaXN0ZXJOb2RlEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElwKCUhlYXJ0YmVhdBImLnN0cmF0YS5jb250cm9sbGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5IZWFydGJlYXRSZXNwb25zZRJiCgtDcmVhdGVUb3BpYxIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVxdWVzdBopLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVzcG9uc2USYgoLRGVsZXRlVG9waWMSKC5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1JlcXVlc3QaKS5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1Jlc3BvbnNlEmsKDkRlc2NyaWJlVG9waWNzEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXNwb25zZRJfCgpMaXN0VG9waWNzEicuc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFRvcGljc1JlcXVlc3QaKC5zdHJhdGEuY29udHJvbGxlci52MS5MaXN0VG9waWNzUmVzcG9uc2UScQoQQWx0ZXJUb3BpY0NvbmZpZxItLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyVG9waWNDb25maWdSZXF1ZXN0Gi4uc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJUb3BpY0NvbmZpZ1Jlc3BvbnNlEmsKDkFsdGVyUGFydGl0aW9uEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRJqCg1XYXRjaE1ldGFkYXRhEiouc3RyYXRhLmNvbnRyb2xsZXIudjEuV2F0Y2hNZXRhZGF0YVJlcXVlc3QaKy5zdHJhdGEuY29udHJvbGxlci52MS5XYXRjaE1ldGFkYXRhUmVzcG9uc2UwARJ6ChNBbGxvY2F0ZVByb2R1Y2VySWRzEjAuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWxsb2NhdGVQcm9kdWNlcklkc1JlcXVlc3QaMS5zdHJhdGEuY29udHJvbGxlci52MS5BbGxvY2F0ZVByb2R1Y2VySWRzUmVzcG9uc2USZQoMRWxlY3RMZWFkZXJzEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuRWxlY3RMZWFkZXJzUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLkVsZWN0TGVhZGVyc1Jlc3BvbnNlEm4KD0Rlc2NyaWJlQ2x1c3RlchIsLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlc2NyaWJlQ2x1c3RlclJlcXVlc3QaLS5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZUNsdXN0ZXJSZXNwb25zZRKSAQobQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzEjguc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVxdWVzdBo5LnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyUGFydGl0aW9uUmVhc3NpZ25tZW50c1Jlc3BvbnNlEo8BChpMaXN0UGFydGl0aW9uUmVhc3NpZ25tZW50cxI3LnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVxdWVzdBo4LnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVzcG9uc2USXAoJUmViYWxhbmNlEiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmViYWxhbmNlUmVxdWVzdBonLnN0cmF0YS5jb250cm9sbGVyLnYxLlJlYmFsYW5jZVJlc3BvbnNlElwKCURyYWluTm9kZRImLnN0cmF0YS5jb250cm9sbGVyLnYxLkRyYWluTm9kZVJlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5EcmFpbk5vZGVSZXNwb25zZRJxChBDcmVhdGVQYXJ0aXRpb25zEi0uc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QaLi5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2VC4AEKGGNvbS5zdHJhdGEuY29udHJvbGxlci52MUIPQ29udHJvbGxlclByb3RvUAFaQWdpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL2NvbnRyb2xsZXIvdjE7Y29udHJvbGxlcnYxogIDU0NYqgIUU3RyYXRhLkNvbnRyb2xsZXIuVjHKAhRTdHJhdGFcQ29udHJvbGxlclxWMeICIFN0cmF0YVxDb250cm9sbGVyXFYxXEdQQk1ldGFkYXRh6gIWU3RyYXRhOjpDb250cm9sbGVyOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
 
 /**
  * RegisterNodeRequest announces a storage node process.
@@ -226,6 +226,23 @@ export type NodeStatus = Message<"strata.controller.v1.NodeStatus"> & {
    * @generated from field: int64 last_heartbeat_ms = 5;
    */
   lastHeartbeatMs: bigint;
+
+  /**
+   * True while the node is drained (DrainNode): it receives no new replicas, leads nothing it
+   * can hand over, and its replicas are being (or have been) moved away. Kept across restarts.
+   *
+   * @generated from field: bool drained = 6;
+   */
+  drained: boolean;
+
+  /**
+   * Replication throttle for moving replicas, in bytes per second, that this node applies to
+   * the replication traffic of adding replicas: as leader to what it sends them, as a follower
+   * to what it fetches for them. 0 means no throttle. Other replication is never throttled.
+   *
+   * @generated from field: int64 replication_throttle_bytes_per_second = 7;
+   */
+  replicationThrottleBytesPerSecond: bigint;
 };
 
 /**
@@ -1368,6 +1385,480 @@ export const DescribeClusterResponseSchema: GenMessage<DescribeClusterResponse> 
   messageDesc(file_strata_controller_v1_controller, 37);
 
 /**
+ * PartitionReassignment is the target replicas of one partition.
+ *
+ * @generated from message strata.controller.v1.PartitionReassignment
+ */
+export type PartitionReassignment = Message<"strata.controller.v1.PartitionReassignment"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Target replicas, preferred leader first; empty cancels the partition's running move.
+   *
+   * @generated from field: repeated int32 replicas = 3;
+   */
+  replicas: number[];
+};
+
+/**
+ * Describes the message strata.controller.v1.PartitionReassignment.
+ * Use `create(PartitionReassignmentSchema)` to create a new message.
+ */
+export const PartitionReassignmentSchema: GenMessage<PartitionReassignment> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 38);
+
+/**
+ * AlterPartitionReassignmentsRequest starts or cancels partition moves.
+ *
+ * @generated from message strata.controller.v1.AlterPartitionReassignmentsRequest
+ */
+export type AlterPartitionReassignmentsRequest = Message<"strata.controller.v1.AlterPartitionReassignmentsRequest"> & {
+  /**
+   * One entry per partition.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionReassignment reassignments = 1;
+   */
+  reassignments: PartitionReassignment[];
+
+  /**
+   * When above 0, sets the replication throttle of moving replicas (bytes per second, per
+   * node) in the same transaction as the moves start. The controller lifts it once no move
+   * runs. 0 keeps the current throttle.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.controller.v1.AlterPartitionReassignmentsRequest.
+ * Use `create(AlterPartitionReassignmentsRequestSchema)` to create a new message.
+ */
+export const AlterPartitionReassignmentsRequestSchema: GenMessage<AlterPartitionReassignmentsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 39);
+
+/**
+ * AlterPartitionReassignmentsResponse reports each partition's outcome.
+ *
+ * @generated from message strata.controller.v1.AlterPartitionReassignmentsResponse
+ */
+export type AlterPartitionReassignmentsResponse = Message<"strata.controller.v1.AlterPartitionReassignmentsResponse"> & {
+  /**
+   * One result per requested partition, in request order.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionReassignmentResult results = 1;
+   */
+  results: PartitionReassignmentResult[];
+};
+
+/**
+ * Describes the message strata.controller.v1.AlterPartitionReassignmentsResponse.
+ * Use `create(AlterPartitionReassignmentsResponseSchema)` to create a new message.
+ */
+export const AlterPartitionReassignmentsResponseSchema: GenMessage<AlterPartitionReassignmentsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 40);
+
+/**
+ * PartitionReassignmentResult is the outcome for one partition.
+ *
+ * @generated from message strata.controller.v1.PartitionReassignmentResult
+ */
+export type PartitionReassignmentResult = Message<"strata.controller.v1.PartitionReassignmentResult"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Unset on success.
+   *
+   * @generated from field: strata.common.v1.ErrorDetail error = 3;
+   */
+  error?: ErrorDetail | undefined;
+
+  /**
+   * The partition's state after the call (with adding and removing replicas on success).
+   *
+   * @generated from field: strata.common.v1.PartitionMetadata state = 4;
+   */
+  state?: PartitionMetadata | undefined;
+};
+
+/**
+ * Describes the message strata.controller.v1.PartitionReassignmentResult.
+ * Use `create(PartitionReassignmentResultSchema)` to create a new message.
+ */
+export const PartitionReassignmentResultSchema: GenMessage<PartitionReassignmentResult> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 41);
+
+/**
+ * ListPartitionReassignmentsRequest filters the running moves.
+ *
+ * @generated from message strata.controller.v1.ListPartitionReassignmentsRequest
+ */
+export type ListPartitionReassignmentsRequest = Message<"strata.controller.v1.ListPartitionReassignmentsRequest"> & {
+  /**
+   * Topic names; empty means every topic.
+   *
+   * @generated from field: repeated string topics = 1;
+   */
+  topics: string[];
+};
+
+/**
+ * Describes the message strata.controller.v1.ListPartitionReassignmentsRequest.
+ * Use `create(ListPartitionReassignmentsRequestSchema)` to create a new message.
+ */
+export const ListPartitionReassignmentsRequestSchema: GenMessage<ListPartitionReassignmentsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 42);
+
+/**
+ * ListPartitionReassignmentsResponse lists the running moves.
+ *
+ * @generated from message strata.controller.v1.ListPartitionReassignmentsResponse
+ */
+export type ListPartitionReassignmentsResponse = Message<"strata.controller.v1.ListPartitionReassignmentsResponse"> & {
+  /**
+   * Partitions with adding or removing replicas, sorted by topic and partition.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionChange reassignments = 1;
+   */
+  reassignments: PartitionChange[];
+
+  /**
+   * The replication throttle of moving replicas, bytes per second per node; 0 when none.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.controller.v1.ListPartitionReassignmentsResponse.
+ * Use `create(ListPartitionReassignmentsResponseSchema)` to create a new message.
+ */
+export const ListPartitionReassignmentsResponseSchema: GenMessage<ListPartitionReassignmentsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 43);
+
+/**
+ * RebalanceRequest asks for a rebalance plan.
+ *
+ * @generated from message strata.controller.v1.RebalanceRequest
+ */
+export type RebalanceRequest = Message<"strata.controller.v1.RebalanceRequest"> & {
+  /**
+   * Only compute and return the plan; move nothing.
+   *
+   * @generated from field: bool dry_run = 1;
+   */
+  dryRun: boolean;
+
+  /**
+   * When above 0, the replication throttle of moving replicas (bytes per second, per node)
+   * set with the moves; lifted once no move runs. 0 keeps the current throttle.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.controller.v1.RebalanceRequest.
+ * Use `create(RebalanceRequestSchema)` to create a new message.
+ */
+export const RebalanceRequestSchema: GenMessage<RebalanceRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 44);
+
+/**
+ * PlannedMove is one partition move of a plan.
+ *
+ * @generated from message strata.controller.v1.PlannedMove
+ */
+export type PlannedMove = Message<"strata.controller.v1.PlannedMove"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Replicas before the move, preferred leader first.
+   *
+   * @generated from field: repeated int32 from_replicas = 3;
+   */
+  fromReplicas: number[];
+
+  /**
+   * Replicas after the move, preferred leader first. The same nodes in another order only
+   * move the preferred leader and copy no data.
+   *
+   * @generated from field: repeated int32 to_replicas = 4;
+   */
+  toReplicas: number[];
+
+  /**
+   * Size of the partition's log on its leader, in bytes, when known; -1 otherwise.
+   *
+   * @generated from field: int64 size_bytes = 5;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message strata.controller.v1.PlannedMove.
+ * Use `create(PlannedMoveSchema)` to create a new message.
+ */
+export const PlannedMoveSchema: GenMessage<PlannedMove> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 45);
+
+/**
+ * NodeLoad is what one node holds, as a plan counts it.
+ *
+ * @generated from message strata.controller.v1.NodeLoad
+ */
+export type NodeLoad = Message<"strata.controller.v1.NodeLoad"> & {
+  /**
+   * Node id.
+   *
+   * @generated from field: int32 node_id = 1;
+   */
+  nodeId: number;
+
+  /**
+   * Replicas placed on the node (a moving partition counts at its target).
+   *
+   * @generated from field: int32 replicas = 2;
+   */
+  replicas: number;
+
+  /**
+   * Partitions whose preferred leader (first replica) is the node.
+   *
+   * @generated from field: int32 leaders = 3;
+   */
+  leaders: number;
+
+  /**
+   * True when the node takes part in the balance (alive and not drained).
+   *
+   * @generated from field: bool eligible = 4;
+   */
+  eligible: boolean;
+};
+
+/**
+ * Describes the message strata.controller.v1.NodeLoad.
+ * Use `create(NodeLoadSchema)` to create a new message.
+ */
+export const NodeLoadSchema: GenMessage<NodeLoad> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 46);
+
+/**
+ * RebalanceResponse is the plan, and whether it started.
+ *
+ * @generated from message strata.controller.v1.RebalanceResponse
+ */
+export type RebalanceResponse = Message<"strata.controller.v1.RebalanceResponse"> & {
+  /**
+   * The moves, sorted by topic and partition; empty when the cluster is balanced.
+   *
+   * @generated from field: repeated strata.controller.v1.PlannedMove moves = 1;
+   */
+  moves: PlannedMove[];
+
+  /**
+   * Every node's load before the plan, sorted by id.
+   *
+   * @generated from field: repeated strata.controller.v1.NodeLoad before = 2;
+   */
+  before: NodeLoad[];
+
+  /**
+   * Every node's load once the plan is done, sorted by id.
+   *
+   * @generated from field: repeated strata.controller.v1.NodeLoad after = 3;
+   */
+  after: NodeLoad[];
+
+  /**
+   * True when the moves were started (not a dry run and at least one move).
+   *
+   * @generated from field: bool started = 4;
+   */
+  started: boolean;
+
+  /**
+   * Partitions already being moved when the plan was made, left as they were.
+   *
+   * @generated from field: int32 in_progress = 5;
+   */
+  inProgress: number;
+};
+
+/**
+ * Describes the message strata.controller.v1.RebalanceResponse.
+ * Use `create(RebalanceResponseSchema)` to create a new message.
+ */
+export const RebalanceResponseSchema: GenMessage<RebalanceResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 47);
+
+/**
+ * DrainNodeRequest names the node to drain or undrain.
+ *
+ * @generated from message strata.controller.v1.DrainNodeRequest
+ */
+export type DrainNodeRequest = Message<"strata.controller.v1.DrainNodeRequest"> & {
+  /**
+   * Node id.
+   *
+   * @generated from field: int32 node_id = 1;
+   */
+  nodeId: number;
+
+  /**
+   * Undrain instead: the node takes replicas again.
+   *
+   * @generated from field: bool undrain = 2;
+   */
+  undrain: boolean;
+
+  /**
+   * When above 0, the replication throttle of moving replicas (bytes per second, per node)
+   * set with the moves; lifted once no move runs. 0 keeps the current throttle.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 3;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.controller.v1.DrainNodeRequest.
+ * Use `create(DrainNodeRequestSchema)` to create a new message.
+ */
+export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 48);
+
+/**
+ * DrainNodeResponse reports the node and the moves started.
+ *
+ * @generated from message strata.controller.v1.DrainNodeResponse
+ */
+export type DrainNodeResponse = Message<"strata.controller.v1.DrainNodeResponse"> & {
+  /**
+   * The node after the change.
+   *
+   * @generated from field: strata.controller.v1.NodeStatus node = 1;
+   */
+  node?: NodeStatus | undefined;
+
+  /**
+   * Moves started to take the node's replicas away (none for an undrain).
+   *
+   * @generated from field: repeated strata.controller.v1.PlannedMove moves = 2;
+   */
+  moves: PlannedMove[];
+
+  /**
+   * Replicas the node holds now (moving ones included).
+   *
+   * @generated from field: int32 replicas = 3;
+   */
+  replicas: number;
+};
+
+/**
+ * Describes the message strata.controller.v1.DrainNodeResponse.
+ * Use `create(DrainNodeResponseSchema)` to create a new message.
+ */
+export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 49);
+
+/**
+ * CreatePartitionsRequest asks for more partitions.
+ *
+ * @generated from message strata.controller.v1.CreatePartitionsRequest
+ */
+export type CreatePartitionsRequest = Message<"strata.controller.v1.CreatePartitionsRequest"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * The topic's partition count afterwards; larger than the current count.
+   *
+   * @generated from field: int32 total = 2;
+   */
+  total: number;
+
+  /**
+   * Only validate and compute the placement; create nothing.
+   *
+   * @generated from field: bool validate_only = 3;
+   */
+  validateOnly: boolean;
+};
+
+/**
+ * Describes the message strata.controller.v1.CreatePartitionsRequest.
+ * Use `create(CreatePartitionsRequestSchema)` to create a new message.
+ */
+export const CreatePartitionsRequestSchema: GenMessage<CreatePartitionsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 50);
+
+/**
+ * CreatePartitionsResponse describes the topic with its new partitions.
+ *
+ * @generated from message strata.controller.v1.CreatePartitionsResponse
+ */
+export type CreatePartitionsResponse = Message<"strata.controller.v1.CreatePartitionsResponse"> & {
+  /**
+   * The topic after the change (or as it would be with validate_only).
+   *
+   * @generated from field: strata.controller.v1.TopicDescription topic = 1;
+   */
+  topic?: TopicDescription | undefined;
+};
+
+/**
+ * Describes the message strata.controller.v1.CreatePartitionsResponse.
+ * Use `create(CreatePartitionsResponseSchema)` to create a new message.
+ */
+export const CreatePartitionsResponseSchema: GenMessage<CreatePartitionsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 51);
+
+/**
  * NodeState is the controller's judgement of a node.
  *
  * @generated from enum strata.controller.v1.NodeState
@@ -1651,6 +2142,86 @@ export const ControllerService: GenService<{
     methodKind: "unary";
     input: typeof DescribeClusterRequestSchema;
     output: typeof DescribeClusterResponseSchema;
+  },
+  /**
+   * AlterPartitionReassignments starts or cancels moves of partitions to other replicas, as
+   * Kafka's KIP-455 does: the target replicas are added as followers (adding_replicas), catch
+   * up and join the ISR through the leader's AlterPartition, then leadership moves to the
+   * target's preferred replica if needed, then the replicas not in the target leave
+   * (removing_replicas). The active controller takes each step as one etcd transaction
+   * conditioned on what it read, so a controller failover resumes the move where it was.
+   * A cancel restores the replicas the partition had, if enough of them are in the ISR.
+   * Errors: per partition in PartitionReassignmentResult.error: NOT_FOUND for an unknown
+   * topic or partition; INVALID_ARGUMENT for a target naming a node twice;
+   * FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) for a target node that is not alive or
+   * is drained, or a target with fewer replicas than min.insync.replicas; FAILED_PRECONDITION
+   * when a move of the partition is already running (cancel it first), or, for a cancel,
+   * when none runs or too few of the previous replicas are in the ISR to go back to them;
+   * ABORTED when the partition changed concurrently (retry).
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.AlterPartitionReassignments
+   */
+  alterPartitionReassignments: {
+    methodKind: "unary";
+    input: typeof AlterPartitionReassignmentsRequestSchema;
+    output: typeof AlterPartitionReassignmentsResponseSchema;
+  },
+  /**
+   * ListPartitionReassignments lists the partitions whose move is running, and the
+   * replication throttle of moving replicas. No errors beyond the common ones.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.ListPartitionReassignments
+   */
+  listPartitionReassignments: {
+    methodKind: "unary";
+    input: typeof ListPartitionReassignmentsRequestSchema;
+    output: typeof ListPartitionReassignmentsResponseSchema;
+  },
+  /**
+   * Rebalance computes the moves that bring every live, undrained node within one replica and
+   * one preferred leader of an even share, moving as few replicas (and as few bytes) as
+   * possible and keeping each partition's rack spread, and moves every replica off drained
+   * nodes. Unless dry_run, it starts them all in one transaction. Partitions being moved
+   * already count at their target and are left alone.
+   * Errors: FAILED_PRECONDITION when no node is alive and undrained; ABORTED when another
+   * plan started moves concurrently (retry).
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.Rebalance
+   */
+  rebalance: {
+    methodKind: "unary";
+    input: typeof RebalanceRequestSchema;
+    output: typeof RebalanceResponseSchema;
+  },
+  /**
+   * DrainNode marks a node drained, or undrained. A drained node receives no new replicas,
+   * hands over the partitions it leads to other in-sync replicas, and its replicas are moved
+   * away (the moves start at once); once it holds nothing it can be stopped for good. An
+   * undrained node takes replicas again (with auto-rebalance, the controller moves some back).
+   * Errors: NOT_FOUND for a node id never registered; FAILED_PRECONDITION when draining it
+   * would leave no node alive and undrained to move its replicas to.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.DrainNode
+   */
+  drainNode: {
+    methodKind: "unary";
+    input: typeof DrainNodeRequestSchema;
+    output: typeof DrainNodeResponseSchema;
+  },
+  /**
+   * CreatePartitions adds partitions to a topic, placed like a new topic's over the live,
+   * undrained nodes. Records of a key go to a different partition afterwards, as in Kafka.
+   * Errors: NOT_FOUND for an unknown topic; INVALID_ARGUMENT when total is not larger than
+   * the current count or above 10000; FAILED_PRECONDITION (REASON_INVALID_REPLICATION_FACTOR)
+   * when fewer nodes are alive and undrained than the replication factor; ABORTED when the
+   * topic changed concurrently (retry).
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.CreatePartitions
+   */
+  createPartitions: {
+    methodKind: "unary";
+    input: typeof CreatePartitionsRequestSchema;
+    output: typeof CreatePartitionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_controller_v1_controller, 0);

@@ -17,7 +17,7 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Acks, ErrorDetail, IsolationLevel, Node, TopicMetadata, TopicPartitions } from "../../common/v1/common_pb.js";
 import { file_strata_common_v1_common } from "../../common/v1/common_pb.js";
-import type { ConfigEntry, ControllerQuorum, NodeStatus, TopicDescription, TopicListing } from "../../controller/v1/controller_pb.js";
+import type { ConfigEntry, ControllerQuorum, ElectionType, ElectLeadersResult, NodeLoad, NodeStatus, PartitionChange, PartitionReassignment, PartitionReassignmentResult, PlannedMove, TopicDescription, TopicListing } from "../../controller/v1/controller_pb.js";
 import { file_strata_controller_v1_controller } from "../../controller/v1/controller_pb.js";
 import type { GroupDescription, GroupListing, GroupState, ResetOffsetsPartitionResult, ResetSpec } from "../../coordinator/v1/coordinator_pb.js";
 import { file_strata_coordinator_v1_coordinator } from "../../coordinator/v1/coordinator_pb.js";
@@ -27,7 +27,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/gateway/v1/gateway.proto.
  */
 export const file_strata_gateway_v1_gateway: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvZ2F0ZXdheS92MS9nYXRld2F5LnByb3RvEhFzdHJhdGEuZ2F0ZXdheS52MSIhCg9NZXRhZGF0YVJlcXVlc3QSDgoGdG9waWNzGAEgAygJIrABChBNZXRhZGF0YVJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSJQoFbm9kZXMYAiADKAsyFi5zdHJhdGEuY29tbW9uLnYxLk5vZGUSLwoGdG9waWNzGAMgAygLMh8uc3RyYXRhLmNvbW1vbi52MS5Ub3BpY01ldGFkYXRhEhYKDnVua25vd25fdG9waWNzGAQgAygJEhgKEG1ldGFkYXRhX3ZlcnNpb24YBSABKAMiKgoWRmluZENvb3JkaW5hdG9yUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJCChdGaW5kQ29vcmRpbmF0b3JSZXNwb25zZRIWCg5jb29yZGluYXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJIhcKFUluaXRQcm9kdWNlcklkUmVxdWVzdCJFChZJbml0UHJvZHVjZXJJZFJlc3BvbnNlEhMKC3Byb2R1Y2VyX2lkGAEgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAIgASgFIt4BChJDcmVhdGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgFEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRJDCgdjb25maWdzGAQgAygLMjIuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXF1ZXN0LkNvbmZpZ3NFbnRyeRIVCg12YWxpZGF0ZV9vbmx5GAUgASgIGi4KDENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkwKE0NyZWF0ZVRvcGljUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIjQKEkRlbGV0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJIicKE0RlbGV0ZVRvcGljUmVzcG9uc2USEAoIdG9waWNfaWQYASABKAkiPwoVRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJEhcKD2luY2x1ZGVfb2Zmc2V0cxgCIAEoCCKQAQoWRGVzY3JpYmVUb3BpY3NSZXNwb25zZRI2CgZ0b3BpY3MYASADKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uEj4KEXBhcnRpdGlvbl9vZmZzZXRzGAIgAygLMiMuc3RyYXRhLmdhdGV3YXkudjEuUGFydGl0aW9uT2Zmc2V0cyKUAQoQUGFydGl0aW9uT2Zmc2V0cxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhgKEGxvZ19zdGFydF9vZmZzZXQYBCABKAMSFgoOaGlnaF93YXRlcm1hcmsYBSABKAMiLQoRTGlzdFRvcGljc1JlcXVlc3QSGAoQaW5jbHVkZV9pbnRlcm5hbBgBIAEoCCJIChJMaXN0VG9waWNzUmVzcG9uc2USMgoGdG9waWNzGAEgAygLMiIuc3RyYXRhLmNvbnRyb2xsZXIudjEuVG9waWNMaXN0aW5nItoBChdBbHRlclRvcGljQ29uZmlnUmVxdWVzdBIMCgRuYW1lGAEgASgJEk8KC3NldF9jb25maWdzGAIgAygLMjouc3RyYXRhLmdhdGV3YXkudjEuQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QuU2V0Q29uZmlnc0VudHJ5EhYKDmRlbGV0ZV9jb25maWdzGAMgAygJEhUKDXZhbGlkYXRlX29ubHkYBCABKAgaMQoPU2V0Q29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTgoYQWx0ZXJUb3BpY0NvbmZpZ1Jlc3BvbnNlEjIKB2NvbmZpZ3MYASADKAsyIS5zdHJhdGEuY29udHJvbGxlci52MS5Db25maWdFbnRyeSIYChZEZXNjcmliZUNsdXN0ZXJSZXF1ZXN0IrsCChdEZXNjcmliZUNsdXN0ZXJSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEjsKC2NvbnRyb2xsZXJzGAIgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bRIvCgVub2RlcxgDIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQbWV0YWRhdGFfdmVyc2lvbhgEIAEoAxIaChJvZmZsaW5lX3BhcnRpdGlvbnMYBSABKAUSIwobdW5kZXJfcmVwbGljYXRlZF9wYXJ0aXRpb25zGAYgASgFEjIKCHNlcnZpY2VzGAcgAygLMiAuc3RyYXRhLmdhdGV3YXkudjEuU2VydmljZVN0YXR1cxIPCgdoZWFsdGh5GAggASgIIlMKDVNlcnZpY2VTdGF0dXMSDwoHc2VydmljZRgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB2hlYWx0aHkYAyABKAgSDwoHbWVzc2FnZRgEIAEoCSJGChFMaXN0R3JvdXBzUmVxdWVzdBIxCgZzdGF0ZXMYASADKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiLBAQoTUmVzZXRPZmZzZXRzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIuCgRzcGVjGAMgASgOMiAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0U3BlYxIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEg8KB2RyeV9ydW4YBiABKAgiXgoUUmVzZXRPZmZzZXRzUmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQiJgoSRGVsZXRlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJIhUKE0RlbGV0ZUdyb3VwUmVzcG9uc2UijQEKElByb2R1Y2VKU09OUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIuCgdyZWNvcmRzGAIgAygLMh0uc3RyYXRhLmdhdGV3YXkudjEuSlNPTlJlY29yZBIkCgRhY2tzGAMgASgOMhYuc3RyYXRhLmNvbW1vbi52MS5BY2tzEhIKCnRpbWVvdXRfbXMYBCABKAUi3gEKCkpTT05SZWNvcmQSFgoJcGFydGl0aW9uGAEgASgFSAKIAQESDQoDa2V5GAIgASgJSAASEwoJa2V5X2J5dGVzGAMgASgMSAASDwoFdmFsdWUYBCABKAlIARIVCgt2YWx1ZV9ieXRlcxgFIAEoDEgBEi4KB2hlYWRlcnMYBiADKAsyHS5zdHJhdGEuZ2F0ZXdheS52MS5KU09OSGVhZGVyEhQKDHRpbWVzdGFtcF9tcxgHIAEoA0IKCghrZXlfZGF0YUIMCgp2YWx1ZV9kYXRhQgwKCl9wYXJ0aXRpb24iTwoKSlNPTkhlYWRlchILCgNrZXkYASABKAkSDwoFdmFsdWUYAiABKAlIABIVCgt2YWx1ZV9ieXRlcxgDIAEoDEgAQgwKCnZhbHVlX2RhdGEiTAoTUHJvZHVjZUpTT05SZXNwb25zZRI1CgdyZXN1bHRzGAEgAygLMiQuc3RyYXRhLmdhdGV3YXkudjEuUHJvZHVjZUpTT05SZXN1bHQiegoRUHJvZHVjZUpTT05SZXN1bHQSEQoJcGFydGl0aW9uGAEgASgFEg4KBm9mZnNldBgCIAEoAxIUCgx0aW1lc3RhbXBfbXMYAyABKAMSLAoFZXJyb3IYBCABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsIrwBChBGZXRjaEpTT05SZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIOCgZvZmZzZXQYAyABKAMSEwoLbWF4X3JlY29yZHMYBCABKAUSEQoJbWF4X2J5dGVzGAUgASgFEhMKC21heF93YWl0X21zGAYgASgFEjkKD2lzb2xhdGlvbl9sZXZlbBgHIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwikQEKEUZldGNoSlNPTlJlc3BvbnNlEjUKB3JlY29yZHMYASADKAsyJC5zdHJhdGEuZ2F0ZXdheS52MS5KU09ORmV0Y2hlZFJlY29yZBITCgtuZXh0X29mZnNldBgCIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgDIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAQgASgDIocCChFKU09ORmV0Y2hlZFJlY29yZBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSDgoGb2Zmc2V0GAMgASgDEhQKDHRpbWVzdGFtcF9tcxgEIAEoAxINCgNrZXkYBSABKAlIABITCglrZXlfYnl0ZXMYBiABKAxIABIPCgV2YWx1ZRgHIAEoCUgBEhUKC3ZhbHVlX2J5dGVzGAggASgMSAESLgoHaGVhZGVycxgJIAMoCzIdLnN0cmF0YS5nYXRld2F5LnYxLkpTT05IZWFkZXISFAoMbGVhZGVyX2Vwb2NoGAogASgFQgoKCGtleV9kYXRhQgwKCnZhbHVlX2RhdGEyvwsKDkdhdGV3YXlTZXJ2aWNlElMKCE1ldGFkYXRhEiIuc3RyYXRhLmdhdGV3YXkudjEuTWV0YWRhdGFSZXF1ZXN0GiMuc3RyYXRhLmdhdGV3YXkudjEuTWV0YWRhdGFSZXNwb25zZRJoCg9GaW5kQ29vcmRpbmF0b3ISKS5zdHJhdGEuZ2F0ZXdheS52MS5GaW5kQ29vcmRpbmF0b3JSZXF1ZXN0Giouc3RyYXRhLmdhdGV3YXkudjEuRmluZENvb3JkaW5hdG9yUmVzcG9uc2USZQoOSW5pdFByb2R1Y2VySWQSKC5zdHJhdGEuZ2F0ZXdheS52MS5Jbml0UHJvZHVjZXJJZFJlcXVlc3QaKS5zdHJhdGEuZ2F0ZXdheS52MS5Jbml0UHJvZHVjZXJJZFJlc3BvbnNlElwKC0NyZWF0ZVRvcGljEiUuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXF1ZXN0GiYuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXNwb25zZRJcCgtEZWxldGVUb3BpYxIlLnN0cmF0YS5nYXRld2F5LnYxLkRlbGV0ZVRvcGljUmVxdWVzdBomLnN0cmF0YS5nYXRld2F5LnYxLkRlbGV0ZVRvcGljUmVzcG9uc2USZQoORGVzY3JpYmVUb3BpY3MSKC5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZVRvcGljc1JlcXVlc3QaKS5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZVRvcGljc1Jlc3BvbnNlElkKCkxpc3RUb3BpY3MSJC5zdHJhdGEuZ2F0ZXdheS52MS5MaXN0VG9waWNzUmVxdWVzdBolLnN0cmF0YS5nYXRld2F5LnYxLkxpc3RUb3BpY3NSZXNwb25zZRJrChBBbHRlclRvcGljQ29uZmlnEiouc3RyYXRhLmdhdGV3YXkudjEuQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QaKy5zdHJhdGEuZ2F0ZXdheS52MS5BbHRlclRvcGljQ29uZmlnUmVzcG9uc2USaAoPRGVzY3JpYmVDbHVzdGVyEikuc3RyYXRhLmdhdGV3YXkudjEuRGVzY3JpYmVDbHVzdGVyUmVxdWVzdBoqLnN0cmF0YS5nYXRld2F5LnYxLkRlc2NyaWJlQ2x1c3RlclJlc3BvbnNlElkKCkxpc3RHcm91cHMSJC5zdHJhdGEuZ2F0ZXdheS52MS5MaXN0R3JvdXBzUmVxdWVzdBolLnN0cmF0YS5nYXRld2F5LnYxLkxpc3RHcm91cHNSZXNwb25zZRJiCg1EZXNjcmliZUdyb3VwEicuc3RyYXRhLmdhdGV3YXkudjEuRGVzY3JpYmVHcm91cFJlcXVlc3QaKC5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZUdyb3VwUmVzcG9uc2USXwoMUmVzZXRPZmZzZXRzEiYuc3RyYXRhLmdhdGV3YXkudjEuUmVzZXRPZmZzZXRzUmVxdWVzdBonLnN0cmF0YS5nYXRld2F5LnYxLlJlc2V0T2Zmc2V0c1Jlc3BvbnNlElwKC0RlbGV0ZUdyb3VwEiUuc3RyYXRhLmdhdGV3YXkudjEuRGVsZXRlR3JvdXBSZXF1ZXN0GiYuc3RyYXRhLmdhdGV3YXkudjEuRGVsZXRlR3JvdXBSZXNwb25zZRJcCgtQcm9kdWNlSlNPThIlLnN0cmF0YS5nYXRld2F5LnYxLlByb2R1Y2VKU09OUmVxdWVzdBomLnN0cmF0YS5nYXRld2F5LnYxLlByb2R1Y2VKU09OUmVzcG9uc2USVgoJRmV0Y2hKU09OEiMuc3RyYXRhLmdhdGV3YXkudjEuRmV0Y2hKU09OUmVxdWVzdBokLnN0cmF0YS5nYXRld2F5LnYxLkZldGNoSlNPTlJlc3BvbnNlQsgBChVjb20uc3RyYXRhLmdhdGV3YXkudjFCDEdhdGV3YXlQcm90b1ABWjtnaXRodWIuY29tL3N0cmF0YS1tcS9zdHJhdGEvZ2VuL3N0cmF0YS9nYXRld2F5L3YxO2dhdGV3YXl2MaICA1NHWKoCEVN0cmF0YS5HYXRld2F5LlYxygIRU3RyYXRhXEdhdGV3YXlcVjHiAh1TdHJhdGFcR2F0ZXdheVxWMVxHUEJNZXRhZGF0YeoCE1N0cmF0YTo6R2F0ZXdheTo6VjFiBnByb3RvMw", [file_strata_common_v1_common, file_strata_controller_v1_controller, file_strata_coordinator_v1_coordinator]);
+  fileDesc("Ch9zdHJhdGEvZ2F0ZXdheS92MS9nYXRld2F5LnByb3RvEhFzdHJhdGEuZ2F0ZXdheS52MSIhCg9NZXRhZGF0YVJlcXVlc3QSDgoGdG9waWNzGAEgAygJIrABChBNZXRhZGF0YVJlc3BvbnNlEhIKCmNsdXN0ZXJfaWQYASABKAkSJQoFbm9kZXMYAiADKAsyFi5zdHJhdGEuY29tbW9uLnYxLk5vZGUSLwoGdG9waWNzGAMgAygLMh8uc3RyYXRhLmNvbW1vbi52MS5Ub3BpY01ldGFkYXRhEhYKDnVua25vd25fdG9waWNzGAQgAygJEhgKEG1ldGFkYXRhX3ZlcnNpb24YBSABKAMiKgoWRmluZENvb3JkaW5hdG9yUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJCChdGaW5kQ29vcmRpbmF0b3JSZXNwb25zZRIWCg5jb29yZGluYXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJIhcKFUluaXRQcm9kdWNlcklkUmVxdWVzdCJFChZJbml0UHJvZHVjZXJJZFJlc3BvbnNlEhMKC3Byb2R1Y2VyX2lkGAEgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAIgASgFIt4BChJDcmVhdGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgFEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRJDCgdjb25maWdzGAQgAygLMjIuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXF1ZXN0LkNvbmZpZ3NFbnRyeRIVCg12YWxpZGF0ZV9vbmx5GAUgASgIGi4KDENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkwKE0NyZWF0ZVRvcGljUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIjQKEkRlbGV0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJIicKE0RlbGV0ZVRvcGljUmVzcG9uc2USEAoIdG9waWNfaWQYASABKAkiPwoVRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJEhcKD2luY2x1ZGVfb2Zmc2V0cxgCIAEoCCKQAQoWRGVzY3JpYmVUb3BpY3NSZXNwb25zZRI2CgZ0b3BpY3MYASADKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uEj4KEXBhcnRpdGlvbl9vZmZzZXRzGAIgAygLMiMuc3RyYXRhLmdhdGV3YXkudjEuUGFydGl0aW9uT2Zmc2V0cyKUAQoQUGFydGl0aW9uT2Zmc2V0cxINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhgKEGxvZ19zdGFydF9vZmZzZXQYBCABKAMSFgoOaGlnaF93YXRlcm1hcmsYBSABKAMiLQoRTGlzdFRvcGljc1JlcXVlc3QSGAoQaW5jbHVkZV9pbnRlcm5hbBgBIAEoCCJIChJMaXN0VG9waWNzUmVzcG9uc2USMgoGdG9waWNzGAEgAygLMiIuc3RyYXRhLmNvbnRyb2xsZXIudjEuVG9waWNMaXN0aW5nItoBChdBbHRlclRvcGljQ29uZmlnUmVxdWVzdBIMCgRuYW1lGAEgASgJEk8KC3NldF9jb25maWdzGAIgAygLMjouc3RyYXRhLmdhdGV3YXkudjEuQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QuU2V0Q29uZmlnc0VudHJ5EhYKDmRlbGV0ZV9jb25maWdzGAMgAygJEhUKDXZhbGlkYXRlX29ubHkYBCABKAgaMQoPU2V0Q29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTgoYQWx0ZXJUb3BpY0NvbmZpZ1Jlc3BvbnNlEjIKB2NvbmZpZ3MYASADKAsyIS5zdHJhdGEuY29udHJvbGxlci52MS5Db25maWdFbnRyeSIYChZEZXNjcmliZUNsdXN0ZXJSZXF1ZXN0IrsCChdEZXNjcmliZUNsdXN0ZXJSZXNwb25zZRISCgpjbHVzdGVyX2lkGAEgASgJEjsKC2NvbnRyb2xsZXJzGAIgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bRIvCgVub2RlcxgDIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQbWV0YWRhdGFfdmVyc2lvbhgEIAEoAxIaChJvZmZsaW5lX3BhcnRpdGlvbnMYBSABKAUSIwobdW5kZXJfcmVwbGljYXRlZF9wYXJ0aXRpb25zGAYgASgFEjIKCHNlcnZpY2VzGAcgAygLMiAuc3RyYXRhLmdhdGV3YXkudjEuU2VydmljZVN0YXR1cxIPCgdoZWFsdGh5GAggASgIIlMKDVNlcnZpY2VTdGF0dXMSDwoHc2VydmljZRgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEg8KB2hlYWx0aHkYAyABKAgSDwoHbWVzc2FnZRgEIAEoCSJGChFMaXN0R3JvdXBzUmVxdWVzdBIxCgZzdGF0ZXMYASADKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiLBAQoTUmVzZXRPZmZzZXRzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIuCgRzcGVjGAMgASgOMiAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0U3BlYxIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEg8KB2RyeV9ydW4YBiABKAgiXgoUUmVzZXRPZmZzZXRzUmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQiJgoSRGVsZXRlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJIhUKE0RlbGV0ZUdyb3VwUmVzcG9uc2UijQEKElByb2R1Y2VKU09OUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIuCgdyZWNvcmRzGAIgAygLMh0uc3RyYXRhLmdhdGV3YXkudjEuSlNPTlJlY29yZBIkCgRhY2tzGAMgASgOMhYuc3RyYXRhLmNvbW1vbi52MS5BY2tzEhIKCnRpbWVvdXRfbXMYBCABKAUi3gEKCkpTT05SZWNvcmQSFgoJcGFydGl0aW9uGAEgASgFSAKIAQESDQoDa2V5GAIgASgJSAASEwoJa2V5X2J5dGVzGAMgASgMSAASDwoFdmFsdWUYBCABKAlIARIVCgt2YWx1ZV9ieXRlcxgFIAEoDEgBEi4KB2hlYWRlcnMYBiADKAsyHS5zdHJhdGEuZ2F0ZXdheS52MS5KU09OSGVhZGVyEhQKDHRpbWVzdGFtcF9tcxgHIAEoA0IKCghrZXlfZGF0YUIMCgp2YWx1ZV9kYXRhQgwKCl9wYXJ0aXRpb24iTwoKSlNPTkhlYWRlchILCgNrZXkYASABKAkSDwoFdmFsdWUYAiABKAlIABIVCgt2YWx1ZV9ieXRlcxgDIAEoDEgAQgwKCnZhbHVlX2RhdGEiTAoTUHJvZHVjZUpTT05SZXNwb25zZRI1CgdyZXN1bHRzGAEgAygLMiQuc3RyYXRhLmdhdGV3YXkudjEuUHJvZHVjZUpTT05SZXN1bHQiegoRUHJvZHVjZUpTT05SZXN1bHQSEQoJcGFydGl0aW9uGAEgASgFEg4KBm9mZnNldBgCIAEoAxIUCgx0aW1lc3RhbXBfbXMYAyABKAMSLAoFZXJyb3IYBCABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsIrwBChBGZXRjaEpTT05SZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIOCgZvZmZzZXQYAyABKAMSEwoLbWF4X3JlY29yZHMYBCABKAUSEQoJbWF4X2J5dGVzGAUgASgFEhMKC21heF93YWl0X21zGAYgASgFEjkKD2lzb2xhdGlvbl9sZXZlbBgHIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwikQEKEUZldGNoSlNPTlJlc3BvbnNlEjUKB3JlY29yZHMYASADKAsyJC5zdHJhdGEuZ2F0ZXdheS52MS5KU09ORmV0Y2hlZFJlY29yZBITCgtuZXh0X29mZnNldBgCIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgDIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAQgASgDIocCChFKU09ORmV0Y2hlZFJlY29yZBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSDgoGb2Zmc2V0GAMgASgDEhQKDHRpbWVzdGFtcF9tcxgEIAEoAxINCgNrZXkYBSABKAlIABITCglrZXlfYnl0ZXMYBiABKAxIABIPCgV2YWx1ZRgHIAEoCUgBEhUKC3ZhbHVlX2J5dGVzGAggASgMSAESLgoHaGVhZGVycxgJIAMoCzIdLnN0cmF0YS5nYXRld2F5LnYxLkpTT05IZWFkZXISFAoMbGVhZGVyX2Vwb2NoGAogASgFQgoKCGtleV9kYXRhQgwKCnZhbHVlX2RhdGEiiwEKIkFsdGVyUGFydGl0aW9uUmVhc3NpZ25tZW50c1JlcXVlc3QSQgoNcmVhc3NpZ25tZW50cxgBIAMoCzIrLnN0cmF0YS5jb250cm9sbGVyLnYxLlBhcnRpdGlvblJlYXNzaWdubWVudBIhChl0aHJvdHRsZV9ieXRlc19wZXJfc2Vjb25kGAIgASgDImkKI0FsdGVyUGFydGl0aW9uUmVhc3NpZ25tZW50c1Jlc3BvbnNlEkIKB3Jlc3VsdHMYASADKAsyMS5zdHJhdGEuY29udHJvbGxlci52MS5QYXJ0aXRpb25SZWFzc2lnbm1lbnRSZXN1bHQiMwohTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Eg4KBnRvcGljcxgBIAMoCSKFAQoiTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRI8Cg1yZWFzc2lnbm1lbnRzGAEgAygLMiUuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uQ2hhbmdlEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMiRgoQUmViYWxhbmNlUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMiygEKEVJlYmFsYW5jZVJlc3BvbnNlEjAKBW1vdmVzGAEgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSLgoGYmVmb3JlGAIgAygLMh4uc3RyYXRhLmNvbnRyb2xsZXIudjEuTm9kZUxvYWQSLQoFYWZ0ZXIYAyADKAsyHi5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlTG9hZBIPCgdzdGFydGVkGAQgASgIEhMKC2luX3Byb2dyZXNzGAUgASgFIlcKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoBRIPCgd1bmRyYWluGAIgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAyABKAMihwEKEURyYWluTm9kZVJlc3BvbnNlEi4KBG5vZGUYASABKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjAKBW1vdmVzGAIgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSEAoIcmVwbGljYXMYAyABKAUiTgoXQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QSDQoFdG9waWMYASABKAkSDQoFdG90YWwYAiABKAUSFQoNdmFsaWRhdGVfb25seRgDIAEoCCJRChhDcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIocBChNFbGVjdExlYWRlcnNSZXF1ZXN0EjkKDWVsZWN0aW9uX3R5cGUYASABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdGlvblR5cGUSNQoKcGFydGl0aW9ucxgCIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIlQKFEVsZWN0TGVhZGVyc1Jlc3BvbnNlEjwKCnBhcnRpdGlvbnMYASADKAsyKC5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdExlYWRlcnNSZXN1bHQy2BAKDkdhdGV3YXlTZXJ2aWNlElMKCE1ldGFkYXRhEiIuc3RyYXRhLmdhdGV3YXkudjEuTWV0YWRhdGFSZXF1ZXN0GiMuc3RyYXRhLmdhdGV3YXkudjEuTWV0YWRhdGFSZXNwb25zZRJoCg9GaW5kQ29vcmRpbmF0b3ISKS5zdHJhdGEuZ2F0ZXdheS52MS5GaW5kQ29vcmRpbmF0b3JSZXF1ZXN0Giouc3RyYXRhLmdhdGV3YXkudjEuRmluZENvb3JkaW5hdG9yUmVzcG9uc2USZQoOSW5pdFByb2R1Y2VySWQSKC5zdHJhdGEuZ2F0ZXdheS52MS5Jbml0UHJvZHVjZXJJZFJlcXVlc3QaKS5zdHJhdGEuZ2F0ZXdheS52MS5Jbml0UHJvZHVjZXJJZFJlc3BvbnNlElwKC0NyZWF0ZVRvcGljEiUuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXF1ZXN0GiYuc3RyYXRhLmdhdGV3YXkudjEuQ3JlYXRlVG9waWNSZXNwb25zZRJcCgtEZWxldGVUb3BpYxIlLnN0cmF0YS5nYXRld2F5LnYxLkRlbGV0ZVRvcGljUmVxdWVzdBomLnN0cmF0YS5nYXRld2F5LnYxLkRlbGV0ZVRvcGljUmVzcG9uc2USZQoORGVzY3JpYmVUb3BpY3MSKC5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZVRvcGljc1JlcXVlc3QaKS5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZVRvcGljc1Jlc3BvbnNlElkKCkxpc3RUb3BpY3MSJC5zdHJhdGEuZ2F0ZXdheS52MS5MaXN0VG9waWNzUmVxdWVzdBolLnN0cmF0YS5nYXRld2F5LnYxLkxpc3RUb3BpY3NSZXNwb25zZRJrChBBbHRlclRvcGljQ29uZmlnEiouc3RyYXRhLmdhdGV3YXkudjEuQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QaKy5zdHJhdGEuZ2F0ZXdheS52MS5BbHRlclRvcGljQ29uZmlnUmVzcG9uc2USaAoPRGVzY3JpYmVDbHVzdGVyEikuc3RyYXRhLmdhdGV3YXkudjEuRGVzY3JpYmVDbHVzdGVyUmVxdWVzdBoqLnN0cmF0YS5nYXRld2F5LnYxLkRlc2NyaWJlQ2x1c3RlclJlc3BvbnNlElkKCkxpc3RHcm91cHMSJC5zdHJhdGEuZ2F0ZXdheS52MS5MaXN0R3JvdXBzUmVxdWVzdBolLnN0cmF0YS5nYXRld2F5LnYxLkxpc3RHcm91cHNSZXNwb25zZRJiCg1EZXNjcmliZUdyb3VwEicuc3RyYXRhLmdhdGV3YXkudjEuRGVzY3JpYmVHcm91cFJlcXVlc3QaKC5zdHJhdGEuZ2F0ZXdheS52MS5EZXNjcmliZUdyb3VwUmVzcG9uc2USXwoMUmVzZXRPZmZzZXRzEiYuc3RyYXRhLmdhdGV3YXkudjEuUmVzZXRPZmZzZXRzUmVxdWVzdBonLnN0cmF0YS5nYXRld2F5LnYxLlJlc2V0T2Zmc2V0c1Jlc3BvbnNlElwKC0RlbGV0ZUdyb3VwEiUuc3RyYXRhLmdhdGV3YXkudjEuRGVsZXRlR3JvdXBSZXF1ZXN0GiYuc3RyYXRhLmdhdGV3YXkudjEuRGVsZXRlR3JvdXBSZXNwb25zZRJcCgtQcm9kdWNlSlNPThIlLnN0cmF0YS5nYXRld2F5LnYxLlByb2R1Y2VKU09OUmVxdWVzdBomLnN0cmF0YS5nYXRld2F5LnYxLlByb2R1Y2VKU09OUmVzcG9uc2USVgoJRmV0Y2hKU09OEiMuc3RyYXRhLmdhdGV3YXkudjEuRmV0Y2hKU09OUmVxdWVzdBokLnN0cmF0YS5nYXRld2F5LnYxLkZldGNoSlNPTlJlc3BvbnNlEowBChtBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHMSNS5zdHJhdGEuZ2F0ZXdheS52MS5BbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0GjYuc3RyYXRhLmdhdGV3YXkudjEuQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVzcG9uc2USiQEKGkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzEjQuc3RyYXRhLmdhdGV3YXkudjEuTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0GjUuc3RyYXRhLmdhdGV3YXkudjEuTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRJWCglSZWJhbGFuY2USIy5zdHJhdGEuZ2F0ZXdheS52MS5SZWJhbGFuY2VSZXF1ZXN0GiQuc3RyYXRhLmdhdGV3YXkudjEuUmViYWxhbmNlUmVzcG9uc2USVgoJRHJhaW5Ob2RlEiMuc3RyYXRhLmdhdGV3YXkudjEuRHJhaW5Ob2RlUmVxdWVzdBokLnN0cmF0YS5nYXRld2F5LnYxLkRyYWluTm9kZVJlc3BvbnNlEmsKEENyZWF0ZVBhcnRpdGlvbnMSKi5zdHJhdGEuZ2F0ZXdheS52MS5DcmVhdGVQYXJ0aXRpb25zUmVxdWVzdBorLnN0cmF0YS5nYXRld2F5LnYxLkNyZWF0ZVBhcnRpdGlvbnNSZXNwb25zZRJfCgxFbGVjdExlYWRlcnMSJi5zdHJhdGEuZ2F0ZXdheS52MS5FbGVjdExlYWRlcnNSZXF1ZXN0Gicuc3RyYXRhLmdhdGV3YXkudjEuRWxlY3RMZWFkZXJzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEuZ2F0ZXdheS52MUIMR2F0ZXdheVByb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL2dhdGV3YXkvdjE7Z2F0ZXdheXYxogIDU0dYqgIRU3RyYXRhLkdhdGV3YXkuVjHKAhFTdHJhdGFcR2F0ZXdheVxWMeICHVN0cmF0YVxHYXRld2F5XFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpHYXRld2F5OjpWMWIGcHJvdG8z", [file_strata_common_v1_common, file_strata_controller_v1_controller, file_strata_coordinator_v1_coordinator]);
 
 /**
  * MetadataRequest selects topics.
@@ -1291,6 +1291,360 @@ export const JSONFetchedRecordSchema: GenMessage<JSONFetchedRecord> = /*@__PURE_
   messageDesc(file_strata_gateway_v1_gateway, 35);
 
 /**
+ * AlterPartitionReassignmentsRequest mirrors strata.controller.v1.AlterPartitionReassignmentsRequest
+ * field for field.
+ *
+ * @generated from message strata.gateway.v1.AlterPartitionReassignmentsRequest
+ */
+export type AlterPartitionReassignmentsRequest = Message<"strata.gateway.v1.AlterPartitionReassignmentsRequest"> & {
+  /**
+   * One entry per partition.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionReassignment reassignments = 1;
+   */
+  reassignments: PartitionReassignment[];
+
+  /**
+   * When above 0, the replication throttle of moving replicas, bytes per second per node.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.gateway.v1.AlterPartitionReassignmentsRequest.
+ * Use `create(AlterPartitionReassignmentsRequestSchema)` to create a new message.
+ */
+export const AlterPartitionReassignmentsRequestSchema: GenMessage<AlterPartitionReassignmentsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 36);
+
+/**
+ * AlterPartitionReassignmentsResponse mirrors
+ * strata.controller.v1.AlterPartitionReassignmentsResponse.
+ *
+ * @generated from message strata.gateway.v1.AlterPartitionReassignmentsResponse
+ */
+export type AlterPartitionReassignmentsResponse = Message<"strata.gateway.v1.AlterPartitionReassignmentsResponse"> & {
+  /**
+   * One result per requested partition, in request order.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionReassignmentResult results = 1;
+   */
+  results: PartitionReassignmentResult[];
+};
+
+/**
+ * Describes the message strata.gateway.v1.AlterPartitionReassignmentsResponse.
+ * Use `create(AlterPartitionReassignmentsResponseSchema)` to create a new message.
+ */
+export const AlterPartitionReassignmentsResponseSchema: GenMessage<AlterPartitionReassignmentsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 37);
+
+/**
+ * ListPartitionReassignmentsRequest mirrors
+ * strata.controller.v1.ListPartitionReassignmentsRequest field for field.
+ *
+ * @generated from message strata.gateway.v1.ListPartitionReassignmentsRequest
+ */
+export type ListPartitionReassignmentsRequest = Message<"strata.gateway.v1.ListPartitionReassignmentsRequest"> & {
+  /**
+   * Topic names; empty means every topic.
+   *
+   * @generated from field: repeated string topics = 1;
+   */
+  topics: string[];
+};
+
+/**
+ * Describes the message strata.gateway.v1.ListPartitionReassignmentsRequest.
+ * Use `create(ListPartitionReassignmentsRequestSchema)` to create a new message.
+ */
+export const ListPartitionReassignmentsRequestSchema: GenMessage<ListPartitionReassignmentsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 38);
+
+/**
+ * ListPartitionReassignmentsResponse mirrors
+ * strata.controller.v1.ListPartitionReassignmentsResponse.
+ *
+ * @generated from message strata.gateway.v1.ListPartitionReassignmentsResponse
+ */
+export type ListPartitionReassignmentsResponse = Message<"strata.gateway.v1.ListPartitionReassignmentsResponse"> & {
+  /**
+   * Partitions with adding or removing replicas, sorted by topic and partition.
+   *
+   * @generated from field: repeated strata.controller.v1.PartitionChange reassignments = 1;
+   */
+  reassignments: PartitionChange[];
+
+  /**
+   * The replication throttle of moving replicas, bytes per second per node; 0 when none.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.gateway.v1.ListPartitionReassignmentsResponse.
+ * Use `create(ListPartitionReassignmentsResponseSchema)` to create a new message.
+ */
+export const ListPartitionReassignmentsResponseSchema: GenMessage<ListPartitionReassignmentsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 39);
+
+/**
+ * RebalanceRequest mirrors strata.controller.v1.RebalanceRequest field for field.
+ *
+ * @generated from message strata.gateway.v1.RebalanceRequest
+ */
+export type RebalanceRequest = Message<"strata.gateway.v1.RebalanceRequest"> & {
+  /**
+   * Only compute and return the plan; move nothing.
+   *
+   * @generated from field: bool dry_run = 1;
+   */
+  dryRun: boolean;
+
+  /**
+   * When above 0, the replication throttle of moving replicas, bytes per second per node.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 2;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.gateway.v1.RebalanceRequest.
+ * Use `create(RebalanceRequestSchema)` to create a new message.
+ */
+export const RebalanceRequestSchema: GenMessage<RebalanceRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 40);
+
+/**
+ * RebalanceResponse mirrors strata.controller.v1.RebalanceResponse.
+ *
+ * @generated from message strata.gateway.v1.RebalanceResponse
+ */
+export type RebalanceResponse = Message<"strata.gateway.v1.RebalanceResponse"> & {
+  /**
+   * The moves, sorted by topic and partition.
+   *
+   * @generated from field: repeated strata.controller.v1.PlannedMove moves = 1;
+   */
+  moves: PlannedMove[];
+
+  /**
+   * Every node's load before the plan.
+   *
+   * @generated from field: repeated strata.controller.v1.NodeLoad before = 2;
+   */
+  before: NodeLoad[];
+
+  /**
+   * Every node's load once the plan is done.
+   *
+   * @generated from field: repeated strata.controller.v1.NodeLoad after = 3;
+   */
+  after: NodeLoad[];
+
+  /**
+   * True when the moves were started.
+   *
+   * @generated from field: bool started = 4;
+   */
+  started: boolean;
+
+  /**
+   * Partitions already being moved when the plan was made.
+   *
+   * @generated from field: int32 in_progress = 5;
+   */
+  inProgress: number;
+};
+
+/**
+ * Describes the message strata.gateway.v1.RebalanceResponse.
+ * Use `create(RebalanceResponseSchema)` to create a new message.
+ */
+export const RebalanceResponseSchema: GenMessage<RebalanceResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 41);
+
+/**
+ * DrainNodeRequest mirrors strata.controller.v1.DrainNodeRequest field for field.
+ *
+ * @generated from message strata.gateway.v1.DrainNodeRequest
+ */
+export type DrainNodeRequest = Message<"strata.gateway.v1.DrainNodeRequest"> & {
+  /**
+   * Node id.
+   *
+   * @generated from field: int32 node_id = 1;
+   */
+  nodeId: number;
+
+  /**
+   * Undrain instead.
+   *
+   * @generated from field: bool undrain = 2;
+   */
+  undrain: boolean;
+
+  /**
+   * When above 0, the replication throttle of moving replicas, bytes per second per node.
+   *
+   * @generated from field: int64 throttle_bytes_per_second = 3;
+   */
+  throttleBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.gateway.v1.DrainNodeRequest.
+ * Use `create(DrainNodeRequestSchema)` to create a new message.
+ */
+export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 42);
+
+/**
+ * DrainNodeResponse mirrors strata.controller.v1.DrainNodeResponse.
+ *
+ * @generated from message strata.gateway.v1.DrainNodeResponse
+ */
+export type DrainNodeResponse = Message<"strata.gateway.v1.DrainNodeResponse"> & {
+  /**
+   * The node after the change.
+   *
+   * @generated from field: strata.controller.v1.NodeStatus node = 1;
+   */
+  node?: NodeStatus | undefined;
+
+  /**
+   * Moves started to take the node's replicas away.
+   *
+   * @generated from field: repeated strata.controller.v1.PlannedMove moves = 2;
+   */
+  moves: PlannedMove[];
+
+  /**
+   * Replicas the node holds now.
+   *
+   * @generated from field: int32 replicas = 3;
+   */
+  replicas: number;
+};
+
+/**
+ * Describes the message strata.gateway.v1.DrainNodeResponse.
+ * Use `create(DrainNodeResponseSchema)` to create a new message.
+ */
+export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 43);
+
+/**
+ * CreatePartitionsRequest mirrors strata.controller.v1.CreatePartitionsRequest field for field.
+ *
+ * @generated from message strata.gateway.v1.CreatePartitionsRequest
+ */
+export type CreatePartitionsRequest = Message<"strata.gateway.v1.CreatePartitionsRequest"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * The topic's partition count afterwards.
+   *
+   * @generated from field: int32 total = 2;
+   */
+  total: number;
+
+  /**
+   * Only validate and compute the placement.
+   *
+   * @generated from field: bool validate_only = 3;
+   */
+  validateOnly: boolean;
+};
+
+/**
+ * Describes the message strata.gateway.v1.CreatePartitionsRequest.
+ * Use `create(CreatePartitionsRequestSchema)` to create a new message.
+ */
+export const CreatePartitionsRequestSchema: GenMessage<CreatePartitionsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 44);
+
+/**
+ * CreatePartitionsResponse mirrors strata.controller.v1.CreatePartitionsResponse.
+ *
+ * @generated from message strata.gateway.v1.CreatePartitionsResponse
+ */
+export type CreatePartitionsResponse = Message<"strata.gateway.v1.CreatePartitionsResponse"> & {
+  /**
+   * The topic after the change.
+   *
+   * @generated from field: strata.controller.v1.TopicDescription topic = 1;
+   */
+  topic?: TopicDescription | undefined;
+};
+
+/**
+ * Describes the message strata.gateway.v1.CreatePartitionsResponse.
+ * Use `create(CreatePartitionsResponseSchema)` to create a new message.
+ */
+export const CreatePartitionsResponseSchema: GenMessage<CreatePartitionsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 45);
+
+/**
+ * ElectLeadersRequest mirrors strata.controller.v1.ElectLeadersRequest field for field.
+ *
+ * @generated from message strata.gateway.v1.ElectLeadersRequest
+ */
+export type ElectLeadersRequest = Message<"strata.gateway.v1.ElectLeadersRequest"> & {
+  /**
+   * How to elect.
+   *
+   * @generated from field: strata.controller.v1.ElectionType election_type = 1;
+   */
+  electionType: ElectionType;
+
+  /**
+   * Partitions; empty means every partition whose leader is not the preferred replica.
+   *
+   * @generated from field: repeated strata.common.v1.TopicPartitions partitions = 2;
+   */
+  partitions: TopicPartitions[];
+};
+
+/**
+ * Describes the message strata.gateway.v1.ElectLeadersRequest.
+ * Use `create(ElectLeadersRequestSchema)` to create a new message.
+ */
+export const ElectLeadersRequestSchema: GenMessage<ElectLeadersRequest> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 46);
+
+/**
+ * ElectLeadersResponse mirrors strata.controller.v1.ElectLeadersResponse.
+ *
+ * @generated from message strata.gateway.v1.ElectLeadersResponse
+ */
+export type ElectLeadersResponse = Message<"strata.gateway.v1.ElectLeadersResponse"> & {
+  /**
+   * One result per partition considered.
+   *
+   * @generated from field: repeated strata.controller.v1.ElectLeadersResult partitions = 1;
+   */
+  partitions: ElectLeadersResult[];
+};
+
+/**
+ * Describes the message strata.gateway.v1.ElectLeadersResponse.
+ * Use `create(ElectLeadersResponseSchema)` to create a new message.
+ */
+export const ElectLeadersResponseSchema: GenMessage<ElectLeadersResponse> = /*@__PURE__*/
+  messageDesc(file_strata_gateway_v1_gateway, 47);
+
+/**
  * GatewayService is served by every gateway instance.
  *
  * @generated from service strata.gateway.v1.GatewayService
@@ -1468,6 +1822,67 @@ export const GatewayService: GenService<{
     methodKind: "unary";
     input: typeof FetchJSONRequestSchema;
     output: typeof FetchJSONResponseSchema;
+  },
+  /**
+   * AlterPartitionReassignments passes through to the controller's
+   * AlterPartitionReassignments; same errors.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.AlterPartitionReassignments
+   */
+  alterPartitionReassignments: {
+    methodKind: "unary";
+    input: typeof AlterPartitionReassignmentsRequestSchema;
+    output: typeof AlterPartitionReassignmentsResponseSchema;
+  },
+  /**
+   * ListPartitionReassignments passes through to the controller's ListPartitionReassignments.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.ListPartitionReassignments
+   */
+  listPartitionReassignments: {
+    methodKind: "unary";
+    input: typeof ListPartitionReassignmentsRequestSchema;
+    output: typeof ListPartitionReassignmentsResponseSchema;
+  },
+  /**
+   * Rebalance passes through to the controller's Rebalance; same errors.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.Rebalance
+   */
+  rebalance: {
+    methodKind: "unary";
+    input: typeof RebalanceRequestSchema;
+    output: typeof RebalanceResponseSchema;
+  },
+  /**
+   * DrainNode passes through to the controller's DrainNode; same errors.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.DrainNode
+   */
+  drainNode: {
+    methodKind: "unary";
+    input: typeof DrainNodeRequestSchema;
+    output: typeof DrainNodeResponseSchema;
+  },
+  /**
+   * CreatePartitions passes through to the controller's CreatePartitions; same errors.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.CreatePartitions
+   */
+  createPartitions: {
+    methodKind: "unary";
+    input: typeof CreatePartitionsRequestSchema;
+    output: typeof CreatePartitionsResponseSchema;
+  },
+  /**
+   * ElectLeaders passes through to the controller's ElectLeaders; same errors.
+   *
+   * @generated from rpc strata.gateway.v1.GatewayService.ElectLeaders
+   */
+  electLeaders: {
+    methodKind: "unary";
+    input: typeof ElectLeadersRequestSchema;
+    output: typeof ElectLeadersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_gateway_v1_gateway, 0);
