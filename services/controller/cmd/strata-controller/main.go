@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
@@ -26,6 +28,7 @@ type config struct {
 	nodeSessionTimeout time.Duration
 	sessionTTL         time.Duration
 	etcdLogLevel       string
+	balance            server.BalanceConfig
 
 	parsedPeers map[string]string
 }
@@ -43,6 +46,17 @@ func (c *config) RegisterFlags(f *serve.Flags) {
 	f.DurationVar(&c.sessionTTL, "controller-session-timeout", 5*time.Second,
 		"election session TTL: how long a crashed active controller stays active (whole seconds)")
 	f.StringVar(&c.etcdLogLevel, "etcd-log-level", "warn", "log level of the embedded etcd: debug, info, warn or error")
+	f.BoolVar(&c.balance.AutoLeaderBalance, "auto-leader-balance", true,
+		"move leadership back to preferred replicas when a node's share led elsewhere passes --leader-imbalance-threshold")
+	f.DurationVar(&c.balance.LeaderBalanceInterval, "leader-balance-interval", 30*time.Second, "how often the leader balance checks")
+	f.IntVar(&c.balance.LeaderImbalancePct, "leader-imbalance-threshold", 10,
+		"percent of a node's preferred partitions led by others above which leadership moves back")
+	f.BoolVar(&c.balance.AutoRebalance, "auto-rebalance", true,
+		"move replicas to balance the nodes when a node joins, is drained or undrained")
+	f.DurationVar(&c.balance.RebalanceDelay, "rebalance-delay", 10*time.Second,
+		"how long the set of live, undrained nodes must stay the same before an automatic rebalance")
+	f.Int64Var(&c.balance.RebalanceThrottle, "rebalance-throttle", 0,
+		"replication throttle of moves the controller starts on its own, bytes per second per node; 0 for none")
 }
 
 func (c *config) Validate() error {
@@ -71,6 +85,18 @@ func (c *config) Validate() error {
 	if c.sessionTTL < time.Second {
 		p.Flag("controller-session-timeout", c.sessionTTL, "must be at least 1s")
 	}
+	if c.balance.LeaderBalanceInterval <= 0 {
+		p.Flag("leader-balance-interval", c.balance.LeaderBalanceInterval, "must be positive")
+	}
+	if c.balance.LeaderImbalancePct < 0 || c.balance.LeaderImbalancePct > 100 {
+		p.Flag("leader-imbalance-threshold", c.balance.LeaderImbalancePct, "must be 0..100")
+	}
+	if c.balance.RebalanceDelay <= 0 {
+		p.Flag("rebalance-delay", c.balance.RebalanceDelay, "must be positive")
+	}
+	if c.balance.RebalanceThrottle < 0 {
+		p.Flag("rebalance-throttle", c.balance.RebalanceThrottle, "must be 0 or more")
+	}
 	switch c.etcdLogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -94,6 +120,9 @@ func main() {
 				Address:            p.URL(),
 				NodeSessionTimeout: cfg.nodeSessionTimeout,
 				SessionTTL:         cfg.sessionTTL,
+				Balance:            cfg.balance,
+				HTTPClient:         p.HTTPClient(),
+				ClientOptions:      []connect.ClientOption{p.ConnectOption()},
 				Logger:             p.Logger(),
 			})
 			if err != nil {

@@ -21,6 +21,14 @@
 //	/strata/election/<lease hex>        concurrency.Election keys; value commonv1.ControllerHint
 //	                                    of the candidate; the lowest CreateRevision is active
 //	/strata/producer-ids/next           next free producer id, decimal text
+//	/strata/drained/<%010d>             empty; present while the node is drained (DrainNode)
+//	/strata/reassign/throttle           replication throttle of moving replicas, bytes per
+//	                                    second, decimal text; absent means none
+//	/strata/reassign/generation         decimal counter, bumped by every transaction that
+//	                                    starts partition moves and compared by the next, so
+//	                                    two plans made from one view never both start
+//	/strata/reassign/balanced-nodes     the sorted, comma-separated ids of the live,
+//	                                    undrained nodes the last automatic rebalance ran for
 //
 // Every write is one etcd transaction guarded by the ModRevision (or
 // CreateRevision) of what it read, so concurrent writers from any
@@ -48,6 +56,11 @@ const (
 	ElectionPrefix = Prefix + "election"
 	KeyProducerIDs = Prefix + "producer-ids/next"
 	electionKeys   = ElectionPrefix + "/"
+
+	PrefixDrained    = Prefix + "drained/"
+	KeyThrottle      = Prefix + "reassign/throttle"
+	KeyGeneration    = Prefix + "reassign/generation"
+	KeyBalancedNodes = Prefix + "reassign/balanced-nodes"
 )
 
 func topicKey(name string) string { return PrefixTopics + name }
@@ -61,6 +74,8 @@ func partitionKey(topic string, p int32) string {
 func nodeKey(id int32) string { return fmt.Sprintf("%s%010d", PrefixNodes, id) }
 
 func liveKey(id int32) string { return fmt.Sprintf("%s%010d", PrefixLive, id) }
+
+func drainedKey(id int32) string { return fmt.Sprintf("%s%010d", PrefixDrained, id) }
 
 // ControllerKey is where controller id announces its address.
 func ControllerKey(id string) string { return PrefixControllers + id }

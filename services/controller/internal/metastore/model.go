@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
@@ -37,6 +38,20 @@ type Model struct {
 	Controllers map[string]*controllerv1.ControllerMember
 	// Candidates holds election keys: key to candidate.
 	Candidates map[string]Candidate
+	// Drained holds the drained node ids.
+	Drained map[int32]bool
+	// Throttle is the replication throttle of moving replicas in bytes per
+	// second; 0 when none. ThrottleRev is its key's ModRevision (0 absent).
+	Throttle    int64
+	ThrottleRev int64
+	// Generation is the reassignment generation counter (see keys.go) and
+	// GenerationRev its key's ModRevision (0 absent).
+	Generation    int64
+	GenerationRev int64
+	// BalancedNodes is the node set the last automatic rebalance ran for,
+	// and BalancedNodesRev its key's ModRevision (0 absent).
+	BalancedNodes    string
+	BalancedNodesRev int64
 }
 
 // LiveNode is a node's live key.
@@ -63,6 +78,7 @@ func NewModel() *Model {
 		Live:          map[int32]LiveNode{},
 		Controllers:   map[string]*controllerv1.ControllerMember{},
 		Candidates:    map[string]Candidate{},
+		Drained:       map[int32]bool{},
 	}
 }
 
@@ -148,6 +164,15 @@ func (m *Model) Apply(events []*clientv3.Event, t *Touched) error {
 			}
 		case strings.HasPrefix(k, PrefixControllers), strings.HasPrefix(k, electionKeys):
 			t.Controllers = true
+		case strings.HasPrefix(k, PrefixDrained):
+			if id, ok := parseNodeID(k, PrefixDrained); ok {
+				t.Nodes[id] = true
+			}
+		case k == KeyThrottle:
+			// Every node's status carries the throttle.
+			for id := range m.Nodes {
+				t.Nodes[id] = true
+			}
 		}
 		var err error
 		if ev.Type == mvccpb.DELETE {
@@ -219,6 +244,24 @@ func (m *Model) put(kv *mvccpb.KeyValue) error {
 			return fmt.Errorf("metastore: decode %s: %w", k, err)
 		}
 		m.Candidates[k] = Candidate{CreateRevision: kv.CreateRevision, Hint: h}
+	case strings.HasPrefix(k, PrefixDrained):
+		if id, ok := parseNodeID(k, PrefixDrained); ok {
+			m.Drained[id] = true
+		}
+	case k == KeyThrottle:
+		v, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Throttle, m.ThrottleRev = v, kv.ModRevision
+	case k == KeyGeneration:
+		v, err := strconv.ParseInt(string(kv.Value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Generation, m.GenerationRev = v, kv.ModRevision
+	case k == KeyBalancedNodes:
+		m.BalancedNodes, m.BalancedNodesRev = string(kv.Value), kv.ModRevision
 	}
 	return nil
 }
@@ -250,6 +293,16 @@ func (m *Model) delete(k string) {
 		delete(m.Controllers, strings.TrimPrefix(k, PrefixControllers))
 	case strings.HasPrefix(k, electionKeys):
 		delete(m.Candidates, k)
+	case strings.HasPrefix(k, PrefixDrained):
+		if id, ok := parseNodeID(k, PrefixDrained); ok {
+			delete(m.Drained, id)
+		}
+	case k == KeyThrottle:
+		m.Throttle, m.ThrottleRev = 0, 0
+	case k == KeyGeneration:
+		m.Generation, m.GenerationRev = 0, 0
+	case k == KeyBalancedNodes:
+		m.BalancedNodes, m.BalancedNodesRev = "", 0
 	}
 }
 
@@ -309,12 +362,18 @@ func (m *Model) Partition(topic string, idx int32) *commonv1.PartitionMetadata {
 	return out
 }
 
-// ReplicationFactor is the replica count of a topic's partitions.
+// ReplicationFactor is the replica count of a topic's partitions: of one
+// not being moved if there is one (a moving partition lists the replicas
+// it is adding and removing too), else the target of one that is.
 func (m *Model) ReplicationFactor(topic string) int {
+	rf := 0
 	for _, p := range m.Partitions[topic] {
-		return len(p.GetReplicas())
+		if !Moving(p) {
+			return len(p.GetReplicas())
+		}
+		rf = len(Target(p))
 	}
-	return 0
+	return rf
 }
 
 // Topic renders a topic with effective configs and every partition.
@@ -367,7 +426,8 @@ func (m *Model) Node(id int32) *controllerv1.NodeStatus {
 	if n == nil {
 		return nil
 	}
-	out := &controllerv1.NodeStatus{Node: n.GetNode(), IncarnationId: n.GetIncarnationId(), LastHeartbeatMs: -1}
+	out := &controllerv1.NodeStatus{Node: n.GetNode(), IncarnationId: n.GetIncarnationId(), LastHeartbeatMs: -1,
+		Drained: m.Drained[id], ReplicationThrottleBytesPerSecond: m.Throttle}
 	if l, ok := m.Live[id]; ok {
 		out.NodeEpoch = l.Epoch
 		out.IncarnationId = l.Incarnation

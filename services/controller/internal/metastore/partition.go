@@ -52,7 +52,8 @@ func NextPartitionState(p *commonv1.PartitionMetadata, live func(int32) bool, un
 		}
 		if unclean {
 			for _, r := range p.GetReplicas() {
-				if live(r) {
+				// A replica a move is adding may hold nothing yet.
+				if live(r) && !slices.Contains(p.GetAddingReplicas(), r) {
 					leader, isr = r, []int32{r}
 					break
 				}

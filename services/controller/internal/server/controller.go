@@ -33,6 +33,12 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// WatchKeepAlive is the progress-notice period of WatchMetadata; 0 means 5 s.
 	WatchKeepAlive time.Duration
+	// Balance configures the active controller's rebalancing (active.go).
+	Balance BalanceConfig
+	// HTTPClient and ClientOptions are for calls to storage nodes (partition
+	// sizes for rebalance plans); nil means http.DefaultClient.
+	HTTPClient    *http.Client
+	ClientOptions []connect.ClientOption
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -74,10 +80,15 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	return c, nil
 }
 
+// runActive is the active controller's work: the reaction to node
+// liveness (Reconcile) and the balancing loops of active.go, until ctx
+// ends or one of them finds the guard gone.
 func (c *Controller) runActive(ctx context.Context, guard clientv3.Cmp) error {
-	return c.store.RunActive(ctx, guard, c.cfg.ReconcileInterval,
-		func(n int) { c.log.Info("partition leadership updated", slog.Int("partitions", n)) },
-		func(err error) { c.log.Warn("reconcile failed; retrying", slog.String("err", err.Error())) })
+	return c.runActiveLoops(ctx, guard, func(ctx context.Context) error {
+		return c.store.RunActive(ctx, guard, c.cfg.ReconcileInterval,
+			func(n int) { c.log.Info("partition leadership updated", slog.Int("partitions", n)) },
+			func(err error) { c.log.Warn("reconcile failed; retrying", slog.String("err", err.Error())) })
+	})
 }
 
 // Handler returns the Connect handler's path and http.Handler.

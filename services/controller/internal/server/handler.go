@@ -198,7 +198,10 @@ func (h *Handler) DescribeCluster(ctx context.Context, _ *connect.Request[contro
 			if p.LeaderId < 0 || !m.IsLive(p.LeaderId) {
 				out.OfflinePartitions++
 			}
-			if len(p.Isr) < len(p.Replicas) {
+			// A moving partition lists its adding replicas, which are not
+			// in sync yet: it is under-replicated only when fewer replicas
+			// are in sync than it had before the move (Kafka's KIP-352).
+			if len(p.Isr) < len(p.Replicas)-len(p.AddingReplicas) {
 				out.UnderReplicatedPartitions++
 			}
 		}
