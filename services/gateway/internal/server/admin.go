@@ -203,7 +203,9 @@ func (g *Gateway) DescribeCluster(ctx context.Context, _ *connect.Request[gatewa
 	healthy := res.GetControllers().GetActiveControllerId() != "" &&
 		res.GetOfflinePartitions() == 0 && res.GetUnderReplicatedPartitions() == 0
 	for _, n := range res.GetNodes() {
-		if n.GetState() != controllerv1.NodeState_NODE_STATE_ALIVE {
+		// A drained node that was stopped is retired, not a problem.
+		retired := n.GetDrained() && n.GetState() == controllerv1.NodeState_NODE_STATE_DEAD
+		if n.GetState() != controllerv1.NodeState_NODE_STATE_ALIVE && !retired {
 			healthy = false
 		}
 	}
