@@ -92,6 +92,8 @@ type Node struct {
 	closed   bool
 
 	tier *tiering // tiered storage (tiering.go); nil when disabled
+
+	throttle *moveThrottle // replication throttle of partition moves (throttle.go)
 }
 
 // Start validates cfg and starts the node: registration, heartbeats and the
@@ -140,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		view:     &metadata.View{Topics: map[string]*commonv1.TopicMetadata{}},
 		replicas: map[tpKey]*hosted{},
 		clients:  map[string]storagev1connect.StorageServiceClient{},
+		throttle: newMoveThrottle(cfg.NodeID),
 	}
 	n.meta = metadata.New(metadata.Config{
 		NodeID: cfg.NodeID, Address: cfg.Advertise, Listeners: cfg.Listeners, Rack: cfg.Rack, Controllers: cfg.Controllers,
@@ -249,6 +252,7 @@ func (n *Node) reconcile(v *metadata.View) {
 	}
 	n.view = v
 	n.mu.Unlock()
+	n.throttle.update(v)
 
 	nodeEpochs := make(map[int32]int64, len(v.Nodes))
 	for id, ns := range v.Nodes {
@@ -394,7 +398,7 @@ func (n *Node) syncFollower(k tpKey, h *hosted) {
 			if addr == "" {
 				return nil
 			}
-			return n.storageClient(addr)
+			return n.throttle.follower(k, n.storageClient(addr))
 		},
 		NodeEpoch: n.meta.NodeEpoch, MaxWait: n.cfg.ReplicaMaxWait,
 		Logger: n.logger.With("topic", k.topic, "partition", k.partition, "leader", leader),

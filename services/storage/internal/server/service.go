@@ -341,6 +341,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			if limit == 0 {
 				limit = defaultPartitionMaxBytes
 			}
+			limit = s.n.throttle.capReplicate(tpKey{p.GetTopic(), p.GetPartition()}, m.GetReplicaId(), limit) // throttle.go
 			rr, err := r.Replicate(replica.Fetch{
 				ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
 				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), MaxBytes: max(min(limit, maxBytes-total), 1),
@@ -367,6 +368,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			}
 		}
 		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(chans) == 0 {
+			s.n.throttle.delayReplicate(ctx, m.GetReplicaId(), out) // throttle.go
 			return connect.NewResponse(out), nil
 		}
 		if !s.waitChange(ctx, chans, deadline) {
