@@ -37,6 +37,7 @@ type nodeJSON struct {
 	Address string `json:"address"`
 	Rack    string `json:"rack"`
 	State   string `json:"state"`
+	Drained bool   `json:"drained"`
 }
 
 type serviceJSON struct {
@@ -64,7 +65,9 @@ func health(m *gatewayv1.DescribeClusterResponse) []string {
 		problems = append(problems, "no storage nodes")
 	}
 	for _, n := range m.GetNodes() {
-		if n.GetState() != controllerv1.NodeState_NODE_STATE_ALIVE {
+		// A drained node that was stopped is retired, not a problem.
+		retired := n.GetDrained() && n.GetState() == controllerv1.NodeState_NODE_STATE_DEAD
+		if n.GetState() != controllerv1.NodeState_NODE_STATE_ALIVE && !retired {
 			problems = append(problems, fmt.Sprintf("node %d is %s", n.GetNode().GetNodeId(), nodeState(n.GetState())))
 		}
 	}
@@ -87,7 +90,7 @@ func statusJSON(m *gatewayv1.DescribeClusterResponse) clusterJSON {
 		j.Controllers = append(j.Controllers, controllerJSON{c.GetControllerId(), c.GetAddress(), c.GetActive(), c.GetHealthy()})
 	}
 	for _, n := range m.GetNodes() {
-		j.Nodes = append(j.Nodes, nodeJSON{n.GetNode().GetNodeId(), n.GetNode().GetAddress(), n.GetNode().GetRack(), nodeState(n.GetState())})
+		j.Nodes = append(j.Nodes, nodeJSON{n.GetNode().GetNodeId(), n.GetNode().GetAddress(), n.GetNode().GetRack(), nodeState(n.GetState()), n.GetDrained()})
 	}
 	for _, s := range m.GetServices() {
 		j.Services = append(j.Services, serviceJSON{s.GetService(), s.GetAddress(), s.GetHealthy(), s.GetMessage()})
@@ -127,7 +130,11 @@ func printStatus(e *Env, m *gatewayv1.DescribeClusterResponse) error {
 		if n.State == "alive" {
 			alive++
 		}
-		rows = append(rows, []string{fmt.Sprintf("  %d", n.ID), n.Address, n.State, n.Rack})
+		state := n.State
+		if n.Drained {
+			state += ", drained"
+		}
+		rows = append(rows, []string{fmt.Sprintf("  %d", n.ID), n.Address, state, n.Rack})
 	}
 	fmt.Fprintf(w, "nodes: %d, %d alive\n", len(j.Nodes), alive)
 	if len(rows) > 0 {

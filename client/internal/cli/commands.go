@@ -20,6 +20,8 @@ func builtin() []*Command {
 			{Name: "describe", Summary: "show a topic's partitions, leaders, ISR and offsets", Run: topicDescribe},
 			{Name: "alter", Summary: "change a topic's configuration", Run: topicAlter},
 			{Name: "delete", Summary: "delete a topic", Run: topicDelete},
+			{Name: "add-partitions", Summary: "add partitions to a topic (keys move)", Run: topicAddPartitions},
+			{Name: "move", Summary: "move a partition to other nodes", Run: topicMove},
 		}},
 		{Name: "produce", Summary: "produce one record per line of stdin", Run: produce},
 		{Name: "consume", Summary: "print records of a topic", Run: consume},
@@ -29,8 +31,14 @@ func builtin() []*Command {
 			{Name: "reset", Summary: "move a group's committed offsets", Run: groupReset},
 			{Name: "delete", Summary: "delete a group and its committed offsets", Run: groupDelete},
 		}},
-		{Name: "cluster", Summary: "cluster health", Sub: []*Command{
+		{Name: "cluster", Summary: "cluster health, nodes and rebalancing", Sub: []*Command{
 			{Name: "status", Summary: "show controllers, nodes and partition health", Run: clusterStatus},
+			{Name: "nodes", Summary: "list storage nodes with what each holds", Run: clusterNodesCmd},
+			{Name: "rebalance", Summary: "move replicas and leaders to even out the nodes", Run: clusterRebalance},
+		}},
+		{Name: "node", Summary: "drain and undrain storage nodes", Sub: []*Command{
+			{Name: "drain", Summary: "move everything off a node before removing it", Run: nodeDrain},
+			{Name: "undrain", Summary: "let a drained node take replicas again", Run: nodeUndrain},
 		}},
 	}
 }

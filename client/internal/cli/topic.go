@@ -127,8 +127,12 @@ type partitionJSON struct {
 	Replicas        []int32 `json:"replicas"`
 	ISR             []int32 `json:"isr"`
 	OfflineReplicas []int32 `json:"offline_replicas"`
-	LogStartOffset  *int64  `json:"log_start_offset"`
-	LogEndOffset    *int64  `json:"log_end_offset"`
+	// AddingReplicas and RemovingReplicas are set while a move of the
+	// partition runs (empty otherwise).
+	AddingReplicas   []int32 `json:"adding_replicas"`
+	RemovingReplicas []int32 `json:"removing_replicas"`
+	LogStartOffset   *int64  `json:"log_start_offset"`
+	LogEndOffset     *int64  `json:"log_end_offset"`
 	// The extents below come from the leader's DescribeLog; null when the
 	// leader could not be asked (or, for the tiered offsets, when nothing
 	// of the partition is tiered). The tiered start is the first offset
@@ -151,7 +155,8 @@ func describeJSON(t *controllerv1.TopicDescription, offsets map[int32]*gatewayv1
 	}
 	for _, p := range t.GetPartitions() {
 		pj := partitionJSON{Partition: p.GetPartition(), Leader: p.GetLeaderId(), LeaderEpoch: p.GetLeaderEpoch(),
-			Replicas: int32s(p.GetReplicas()), ISR: int32s(p.GetIsr()), OfflineReplicas: int32s(p.GetOfflineReplicas())}
+			Replicas: int32s(p.GetReplicas()), ISR: int32s(p.GetIsr()), OfflineReplicas: int32s(p.GetOfflineReplicas()),
+			AddingReplicas: int32s(p.GetAddingReplicas()), RemovingReplicas: int32s(p.GetRemovingReplicas())}
 		if o := offsets[p.GetPartition()]; o != nil {
 			if o.GetError() != nil {
 				pj.Error = oneLine(o.GetError().GetMessage())
@@ -213,8 +218,25 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 			dashIfNil(p.LocalLogStartOffset), dashIfNil(p.LocalLogEndOffset), dashIfNil(p.LocalBytes),
 			dashIfNil(p.TieredLogStartOffset), dashIfNil(p.TieredLogEndOffset), dashIfNil(p.TieredBytes)})
 	}
-	table(e.Stdout, []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END",
-		"LOCAL-START", "LOCAL-END", "LOCAL-BYTES", "TIERED-START", "TIERED-END", "TIERED-BYTES"}, rows)
+	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END",
+		"LOCAL-START", "LOCAL-END", "LOCAL-BYTES", "TIERED-START", "TIERED-END", "TIERED-BYTES"}
+	// While partitions move, one more column says what each move adds and
+	// removes.
+	moving := false
+	for _, p := range d.Partitions {
+		moving = moving || len(p.AddingReplicas)+len(p.RemovingReplicas) > 0
+	}
+	if moving {
+		header = append(header, "MOVING")
+		for i, p := range d.Partitions {
+			m := "-"
+			if len(p.AddingReplicas)+len(p.RemovingReplicas) > 0 {
+				m = "+" + joinOrNone(p.AddingReplicas) + " -" + joinOrNone(p.RemovingReplicas)
+			}
+			rows[i] = append(rows[i], m)
+		}
+	}
+	table(e.Stdout, header, rows)
 	if len(d.Configs) > 0 {
 		keys := make([]string, 0, len(d.Configs))
 		for k := range d.Configs {
