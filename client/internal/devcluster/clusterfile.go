@@ -31,6 +31,9 @@ type clusterFile struct {
 	// start; it stays true when a process dies later and turns false when
 	// the cluster stops.
 	Ready bool `json:"ready"`
+	// Control is the Unix socket `strata dev scale` reaches this strata dev
+	// at (control.go); empty until the cluster is up, and after it stops.
+	Control string `json:"control,omitempty"`
 	// Processes are the processes started so far, in start order:
 	// controllers, storage nodes, gateway, coordinator, tiering (which also
 	// serves the embedded S3).

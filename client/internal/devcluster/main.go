@@ -54,6 +54,9 @@ earlier run is reused with its data; --clean starts from nothing.
 Ports from --base-port P: gateway P, controller 1 P+1, storage node i P+10+i,
 controller i>=2 P+20+i, gateway i>=2 P+30+i, admin ports +100. See docs/design/dev-cluster.md.
 
+'strata dev scale --dir DIR --storage-nodes N' starts (or stops) storage
+nodes of the strata dev running in DIR; see 'strata dev scale --help'.
+
 Flags:
 `
 
@@ -63,6 +66,9 @@ Flags:
 // could not start; 2 on bad flags. It blocks until the cluster has stopped
 // and every child process has been waited for.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "scale" {
+		return scaleMain(ctx, args[1:], stdout, stderr)
+	}
 	o, err := parse(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -114,6 +120,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 
 	c := newCluster(o, pl, stdout, stderr)
+	c.bins = bins
 	return c.run(ctx, kill)
 }
 

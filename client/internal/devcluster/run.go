@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +41,8 @@ type proc struct {
 	// lastReadyz is the last /readyz answer, for the timeout message.
 	// Written by the poller, read after it ended.
 	lastReadyz string
+	// stopping marks a process `strata dev scale` is stopping on purpose.
+	stopping bool
 }
 
 // cluster runs the processes of a plan. Its methods are called from one
@@ -52,6 +56,15 @@ type cluster struct {
 	procs  []*proc    // started so far, in start order
 	exits  chan *proc // a child's waiter sends it once Wait returned
 	ready  bool
+	// stopped closes when the stop begins; waiters then stop reporting.
+	stopped chan struct{}
+	// bins are the service binaries, for storage nodes `scale` adds.
+	bins map[string]string
+	// requests carries control-socket requests to the supervisor
+	// (control.go); controlLn and controlPath are the socket.
+	requests    chan *pendingRequest
+	controlLn   net.Listener
+	controlPath string
 }
 
 func newCluster(o options, pl plan, stdout, stderr io.Writer) *cluster {
@@ -61,8 +74,11 @@ func newCluster(o options, pl plan, stdout, stderr io.Writer) *cluster {
 		stdout: stdout,
 		stderr: stderr,
 		// Every process exits once and strata dev restarts none, so one
-		// slot each means a waiter never blocks.
-		exits: make(chan *proc, len(pl.all())),
+		// slot each means a waiter never blocks; processes `scale` adds
+		// stop waiting once the stop begins.
+		exits:    make(chan *proc, len(pl.all())),
+		stopped:  make(chan struct{}),
+		requests: make(chan *pendingRequest),
 	}
 }
 
@@ -85,6 +101,11 @@ func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 		return exitError
 	}
 	if err == nil {
+		// `strata dev scale` reaches this process through the control
+		// socket; without it the cluster still runs, it just cannot scale.
+		if err := c.openControl(ctx); err != nil {
+			fmt.Fprintf(c.stderr, "strata dev: no control socket, so 'strata dev scale' will not work: %v\n", err)
+		}
 		// The ready block is printed before cluster.json says ready, so a
 		// reader that saw ready in the file finds the block printed too.
 		c.printReady()
@@ -109,7 +130,7 @@ func (c *cluster) startAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := c.waitReady(ctx, ctrls); err != nil {
+	if err := c.waitReady(ctx, ctrls, nil); err != nil {
 		return err
 	}
 	rest, err := c.startPhase(c.plan.dataPlane())
@@ -117,7 +138,7 @@ func (c *cluster) startAll(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "  %-13s embedded s3 %s, served by %s\n", serviceS3, httpURL(c.plan.s3Port), c.plan.tiering.name())
-	return c.waitReady(ctx, rest)
+	return c.waitReady(ctx, rest, nil)
 }
 
 // startPhase starts specs, prints each one's addresses and log, and
@@ -163,15 +184,20 @@ func (c *cluster) startProc(s procSpec) (*proc, error) {
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
-		c.exits <- p
+		select {
+		case c.exits <- p:
+		case <-c.stopped:
+		}
 	}()
 	return p, nil
 }
 
 // waitReady waits until every process in ps answers /readyz with 200,
 // printing each as it becomes ready. It fails when a process exits, when
-// the ready timeout passes, and with errInterrupted when ctx ends.
-func (c *cluster) waitReady(ctx context.Context, ps []*proc) error {
+// the ready timeout passes, and with errInterrupted when ctx ends. With
+// other set, a process not in ps that exits meanwhile is passed to it
+// instead of failing the wait.
+func (c *cluster) waitReady(ctx context.Context, ps []*proc, other func(*proc)) error {
 	pollCtx, cancelPolls := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -195,6 +221,12 @@ func (c *cluster) waitReady(ctx context.Context, ps []*proc) error {
 			fmt.Fprintf(c.stdout, "  %-13s ready after %s\n", p.name(), c.elapsed())
 		case p := <-c.exits:
 			c.exited(p)
+			if other != nil && !slices.Contains(ps, p) {
+				if !p.stopping {
+					other(p)
+				}
+				continue
+			}
 			return fmt.Errorf("%s exited (%s) before it was ready%s; log: %s", p.name(), p.exit, lastLogLine(p.log), p.log)
 		case <-timer.C:
 			cancelPolls()
@@ -254,7 +286,11 @@ func (c *cluster) supervise(ctx context.Context) {
 		select {
 		case p := <-c.exits:
 			c.exited(p)
-			fmt.Fprintf(c.stderr, "strata dev: %s exited (%s); restart it with the argv in cluster.json\n", p.name(), p.exit)
+			if !p.stopping {
+				fmt.Fprintf(c.stderr, "strata dev: %s exited (%s); restart it with the argv in cluster.json\n", p.name(), p.exit)
+			}
+		case req := <-c.requests:
+			c.handle(ctx, req)
 		case <-ctx.Done():
 			return
 		}
@@ -277,6 +313,8 @@ func (c *cluster) exited(p *proc) {
 // been waited for, and leaves cluster.json saying nothing runs.
 func (c *cluster) stop(kill <-chan struct{}) {
 	fmt.Fprintln(c.stdout, "strata dev: stopping (Ctrl-C again to kill at once)")
+	close(c.stopped)
+	c.closeControl()
 	var data, ctrls []*proc
 	for _, p := range c.procs {
 		if p.service == serviceController {
@@ -356,6 +394,7 @@ func (c *cluster) writeClusterFile() error {
 		Controllers: c.plan.controllerURLs(),
 		PID:         os.Getpid(),
 		Ready:       c.ready,
+		Control:     c.controlPath,
 		Processes:   []processEntry{},
 	}
 	for _, p := range c.procs {
