@@ -67,3 +67,44 @@ func TestPartitionMoveOnStorageNodes(t *testing.T) {
 		return r != nil && r.Log().LogEndOffset() == int64(len(want))
 	})
 }
+
+// A node that was down while a partition moved off it finds its old copy
+// on disk when it starts again: it deletes it (a stray, as Kafka calls
+// it) and keeps the replicas it still has.
+func TestRestartedNodeDeletesStrayReplica(t *testing.T) {
+	c := newCluster(t, 3, 2*time.Second)
+	c.createTopic("orders", 2, 1) // replicas 1, 2
+	c.createTopic("kept", 2, 1)
+	for _, topic := range []string{"orders", "kept"} {
+		if _, err := produce(c.storage(1), topic, commonv1.Acks_ACKS_ALL, 1, batch(t, "a", "b"), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.eventually("node 2 holds both copies", func() bool {
+		for _, topic := range []string{"orders", "kept"} {
+			r := c.node(2).node.replica(topic, 0)
+			if r == nil || r.Log().LogEndOffset() != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	c.stop(2)
+	// orders moves off node 2 (to 1 and 3) while it is down.
+	c.ctrl.UpdatePartition("orders", 0, func(p *commonv1.PartitionMetadata) {
+		p.Replicas, p.Isr = []int32{1, 3}, []int32{1}
+	})
+	c.start(2)
+	stray, kept := replica.Dir(c.dirs[2], "orders", 0), replica.Dir(c.dirs[2], "kept", 0)
+	c.eventually("node 2 deleted its stray copy of orders-0", func() bool {
+		_, err := os.Stat(stray)
+		return os.IsNotExist(err)
+	})
+	c.eventually("node 2 still hosts kept-0", func() bool {
+		r := c.node(2).node.replica("kept", 0)
+		return r != nil && r.Log().LogEndOffset() == 2
+	})
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("kept-0's directory: %v", err)
+	}
+}

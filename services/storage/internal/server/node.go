@@ -94,6 +94,8 @@ type Node struct {
 	tier *tiering // tiered storage (tiering.go); nil when disabled
 
 	throttle *moveThrottle // replication throttle of partition moves (throttle.go)
+
+	straysChecked bool // removeStrays ran (strays.go); reconcile's goroutine only
 }
 
 // Start validates cfg and starts the node: registration, heartbeats and the
@@ -281,6 +283,10 @@ func (n *Node) reconcile(v *metadata.View) {
 			h.r.ObserveNodeEpochs(nodeEpochs)
 			n.syncFollower(k, h)
 		}
+	}
+	if !n.straysChecked {
+		n.straysChecked = true
+		n.removeStrays(want) // copies left while this node was down (strays.go)
 	}
 	n.mu.Lock()
 	var drop []*hosted
