@@ -80,6 +80,18 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzProducerSnapshot$$' -fuzztime $(FUZZTIME) ./partlog/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
+# The elastic-storage suite with its heavy tests (a move's source or target
+# killed mid-copy, the rebalance measurement), which build only with the
+# "scale" tag. Without -race: the measurement times real work.
+SCALE_MB ?= 256
+SCALE_THROTTLE ?= 10000000
+
+.PHONY: test-scale
+test-scale: ## Run the elastic-storage suite with its heavy tests and print the rebalance measurement (SCALE_MB of data, SCALE_THROTTLE bytes/s)
+	cd tests && $(GO) test -tags scale -count=1 -timeout 120m -v \
+		-run '^(TestScaleOutUnderLoad|TestDrainUnderLoad|TestLeadersReturnToPreferred|TestMoveSurvives.*|TestMoveTargetKillRollsBack|TestMeasureRebalance)$$' . \
+		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
+
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/

@@ -53,10 +53,12 @@ type sample struct {
 }
 
 // startLoad sends perSecond records a second, keys spread over keys, with
-// values of valueBytes (at least enough for a unique name).
-func startLoad(t *testing.T, gateway, topic string, perSecond, keys, valueBytes int) *ackedLoad {
+// values of valueBytes (at least enough for a unique name); opts tune the
+// producer further. A full producer buffer slows the sending down.
+func startLoad(t *testing.T, gateway, topic string, perSecond, keys, valueBytes int, opts ...client.ProducerOpt) *ackedLoad {
 	t.Helper()
-	p, err := client.NewProducer(gateway, client.RequestTimeout(10*time.Second), client.Linger(5*time.Millisecond))
+	opts = append([]client.ProducerOpt{client.RequestTimeout(10 * time.Second), client.Linger(5 * time.Millisecond)}, opts...)
+	p, err := client.NewProducer(gateway, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
