@@ -27,8 +27,9 @@
 //	/strata/reassign/generation         decimal counter, bumped by every transaction that
 //	                                    starts partition moves and compared by the next, so
 //	                                    two plans made from one view never both start
-//	/strata/reassign/balanced-nodes     the sorted, comma-separated ids of the live,
-//	                                    undrained nodes the last automatic rebalance ran for
+//	/strata/reassign/balanced-nodes     sorted, comma-separated ids of the nodes the last
+//	                                    automatic rebalance counted: every undrained node it
+//	                                    saw alive, dead ones kept (rebalance.go)
 //
 // Every write is one etcd transaction guarded by the ModRevision (or
 // CreateRevision) of what it read, so concurrent writers from any

@@ -152,11 +152,12 @@ type ControllerServiceClient interface {
 	// Errors: INVALID_ARGUMENT for count below 1 or above 10000.
 	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
 	// ElectLeaders moves leadership to each partition's preferred replica (the first in
-	// replicas) when it is in the ISR, or elects an out-of-sync replica for offline
-	// partitions when unclean election is asked for.
+	// replicas) when it is alive, not drained and in the ISR, or elects an out-of-sync replica
+	// (never one a move is adding) for offline partitions when unclean election is asked for.
+	// Each election is a compare-and-set on the partition record.
 	// Errors: per-partition failures in ElectLeadersResponse: NOT_FOUND for an unknown
 	// partition, FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) when the preferred replica is
-	// not in the ISR or no replica is alive.
+	// not alive, drained or not in the ISR, or no replica is alive.
 	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
 	// DescribeCluster reports controllers, the active controller and every registered node.
 	// It is answered by any controller from its own view, without forwarding.
@@ -488,11 +489,12 @@ type ControllerServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for count below 1 or above 10000.
 	AllocateProducerIds(context.Context, *connect.Request[v1.AllocateProducerIdsRequest]) (*connect.Response[v1.AllocateProducerIdsResponse], error)
 	// ElectLeaders moves leadership to each partition's preferred replica (the first in
-	// replicas) when it is in the ISR, or elects an out-of-sync replica for offline
-	// partitions when unclean election is asked for.
+	// replicas) when it is alive, not drained and in the ISR, or elects an out-of-sync replica
+	// (never one a move is adding) for offline partitions when unclean election is asked for.
+	// Each election is a compare-and-set on the partition record.
 	// Errors: per-partition failures in ElectLeadersResponse: NOT_FOUND for an unknown
 	// partition, FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) when the preferred replica is
-	// not in the ISR or no replica is alive.
+	// not alive, drained or not in the ISR, or no replica is alive.
 	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
 	// DescribeCluster reports controllers, the active controller and every registered node.
 	// It is answered by any controller from its own view, without forwarding.

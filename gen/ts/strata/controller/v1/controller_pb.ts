@@ -2119,11 +2119,12 @@ export const ControllerService: GenService<{
   },
   /**
    * ElectLeaders moves leadership to each partition's preferred replica (the first in
-   * replicas) when it is in the ISR, or elects an out-of-sync replica for offline
-   * partitions when unclean election is asked for.
+   * replicas) when it is alive, not drained and in the ISR, or elects an out-of-sync replica
+   * (never one a move is adding) for offline partitions when unclean election is asked for.
+   * Each election is a compare-and-set on the partition record.
    * Errors: per-partition failures in ElectLeadersResponse: NOT_FOUND for an unknown
    * partition, FAILED_PRECONDITION (REASON_INELIGIBLE_REPLICA) when the preferred replica is
-   * not in the ISR or no replica is alive.
+   * not alive, drained or not in the ISR, or no replica is alive.
    *
    * @generated from rpc strata.controller.v1.ControllerService.ElectLeaders
    */
