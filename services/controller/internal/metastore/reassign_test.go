@@ -508,3 +508,27 @@ func TestCreatePartitions(t *testing.T) {
 		t.Errorf("unknown topic: %v", err)
 	}
 }
+
+// A drained node receives no replica of a new topic.
+func TestNewTopicsAvoidDrainedNodes(t *testing.T) {
+	s := startStore(t, 6*time.Second)
+	ctx := context.Background()
+	for id := int32(1); id <= 4; id++ {
+		register(t, s, id, "")
+	}
+	if _, err := s.DrainNode(ctx, 3, false, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.CreateTopic(ctx, CreateTopicRequest{Name: "fresh", Partitions: 12, ReplicationFactor: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range d.Partitions {
+		if slices.Contains(p.Replicas, 3) {
+			t.Fatalf("partition %d placed on drained node 3: %v", p.Partition, p.Replicas)
+		}
+	}
+	if _, err := s.CreateTopic(ctx, CreateTopicRequest{Name: "wide", Partitions: 1, ReplicationFactor: 4}); code(err) != commonv1.Code_CODE_FAILED_PRECONDITION {
+		t.Fatalf("RF 4 with 3 undrained nodes: %v", err)
+	}
+}

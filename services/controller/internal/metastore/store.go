@@ -208,6 +208,9 @@ func (s *Store) CreateTopic(ctx context.Context, req CreateTopicRequest) (*contr
 	}
 	var live []placement.Node
 	for id := range m.Live {
+		if m.Drained[id] {
+			continue // a drained node receives no new replicas (rebalance.md)
+		}
 		live = append(live, placement.Node{ID: id, Rack: m.Nodes[id].GetNode().GetRack()})
 	}
 	parts := int(req.Partitions)
