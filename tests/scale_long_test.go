@@ -50,15 +50,7 @@ func setupMove(t *testing.T, ctx context.Context, nodes int) *moveSetup {
 		c.AddStorageNode()
 	}
 	gw := harness.StartGateway(t, c)
-	fill := startLoad(t, gw.URL, "orders", 1000, 30, 1500)
-	for fill.ackedCount() < 3000 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("fill got only %d acknowledgements", fill.ackedCount())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	fill.finish(t)
+	fillTopic(t, ctx, gw.URL, "orders", 3000, 30, 1500)
 	s := &moveSetup{c: c, gw: gw, watch: watchISR(c, "orders"), load: startLoad(t, gw.URL, "orders", 50, 30, 100)}
 	s.tail = startTailer(t, gw.URL, "orders", 3)
 	t.Cleanup(s.tail.close)
@@ -223,15 +215,7 @@ func measureRebalance(t *testing.T, throttle int64) {
 	const recBytes = 16 << 10
 	n := *rebalanceMB << 20 / recBytes
 	fillStart := time.Now()
-	fill := startLoad(t, gw.URL, "orders", 2000, 120, recBytes, client.MaxBufferedRecords(1000), client.Linger(20*time.Millisecond))
-	for fill.ackedCount() < n {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("fill got only %d of %d records", fill.ackedCount(), n)
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	fill.finish(t)
+	fillTopic(t, ctx, gw.URL, "orders", n, 120, recBytes, client.Linger(20*time.Millisecond))
 	t.Logf("filled %d MB in %s", *rebalanceMB, time.Since(fillStart).Round(time.Second))
 
 	load := startLoad(t, gw.URL, "orders", 200, 48, 1000)

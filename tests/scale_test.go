@@ -269,15 +269,7 @@ func TestMoveSurvivesControllerKill(t *testing.T) {
 
 	// About 1.5 MB per partition, so the move below, throttled to 100
 	// kB/s, takes well over ten seconds.
-	fill := startLoad(t, gw.URL, "orders", 1000, 30, 1500)
-	for fill.ackedCount() < 3000 {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("fill got only %d acknowledgements", fill.ackedCount())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	fill.finish(t)
+	fillTopic(t, ctx, gw.URL, "orders", 3000, 30, 1500)
 
 	watch := watchISR(c, "orders")
 	load := startLoad(t, gw.URL, "orders", 50, 30, 100)

@@ -116,6 +116,22 @@ func (l *ackedLoad) finish(t *testing.T) {
 	}
 }
 
+// fillTopic produces n records (keys spread over keys, values of
+// valueBytes) as fast as the cluster takes them and returns once all are
+// acknowledged.
+func fillTopic(t *testing.T, ctx context.Context, gateway, topic string, n, keys, valueBytes int, opts ...client.ProducerOpt) {
+	t.Helper()
+	fill := startLoad(t, gateway, topic, 2000, keys, valueBytes, append([]client.ProducerOpt{client.MaxBufferedRecords(1000)}, opts...)...)
+	for fill.ackedCount() < n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("fill got only %d of %d acknowledgements", fill.ackedCount(), n)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	fill.finish(t)
+}
+
 // ackedCount returns how many records are acknowledged so far.
 func (l *ackedLoad) ackedCount() int {
 	l.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -28,9 +27,9 @@ func parseReplicas(s string) ([]int32, error) {
 
 func topicMove(ctx context.Context, e *Env, args []string) error {
 	var partition int
-	var replicas, throttle string
-	var wait, cancelMove bool
-	var interval, timeout time.Duration
+	var replicas string
+	var cancelMove bool
+	var mf moveFlags
 	f := newFlags(e, "strata topic move NAME --partition P --replicas 4,5,6 [--wait]",
 		`Move one partition to other nodes (the first one listed is its preferred
 leader). The new replicas copy the partition from its leader and join the
@@ -45,10 +44,7 @@ throughout. The same nodes in another order only move the preferred leader.
 	f.Int(&partition, "p", "partition", "P", -1, "partition index")
 	f.String(&replicas, "r", "replicas", "IDS", "", "target node ids, preferred leader first")
 	f.Bool(&cancelMove, "", "cancel", "cancel the partition's running move")
-	f.Bool(&wait, "w", "wait", "wait until the move is done, printing progress")
-	f.String(&throttle, "", "throttle", "BYTES/S", "", "replication throttle of the move, per node (default none)")
-	f.Duration(&interval, "", "interval", "DURATION", 2*time.Second, "progress interval of --wait")
-	f.Duration(&timeout, "", "timeout", "DURATION", 0, "how long --wait waits (0: until done)")
+	mf.add(f, "the move is done")
 	pos, err := f.parse(args, "NAME")
 	if err != nil {
 		return err
@@ -67,18 +63,14 @@ throughout. The same nodes in another order only move the preferred leader.
 			return err
 		}
 	}
-	rate, err := parseRate(throttle)
-	if err != nil {
+	if err := mf.check(); err != nil {
 		return err
-	}
-	if interval <= 0 {
-		return usagef("--interval must be positive")
 	}
 	topic := pos[0]
 	rctx, cancel := withTimeout(ctx)
 	resp, err := e.gateway().AlterPartitionReassignments(rctx, connect.NewRequest(&gatewayv1.AlterPartitionReassignmentsRequest{
 		Reassignments:          []*controllerv1.PartitionReassignment{{Topic: topic, Partition: int32(partition), Replicas: target}},
-		ThrottleBytesPerSecond: rate,
+		ThrottleBytesPerSecond: mf.rate,
 	}))
 	cancel()
 	if err != nil {
@@ -110,13 +102,13 @@ throughout. The same nodes in another order only move the preferred leader.
 				joinOrNone(st.GetAddingReplicas()), joinOrNone(st.GetRemovingReplicas()))
 		}
 	}
-	if !wait || cancelMove {
+	if !mf.wait || cancelMove {
 		return nil
 	}
 	this := func(pc *controllerv1.PartitionChange) bool {
 		return pc.GetTopic() == topic && pc.GetPartition().GetPartition() == int32(partition)
 	}
-	if err := waitMoves(ctx, e, this, nil, interval, timeout); err != nil {
+	if err := waitMoves(ctx, e, this, nil, mf.interval, mf.timeout); err != nil {
 		return err
 	}
 	if e.Output != "json" {

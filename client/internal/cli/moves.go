@@ -24,6 +24,36 @@ import (
 // move) share: the throttle flag, progress while moves run, and byte
 // counts for people.
 
+// moveFlags are the flags every command that starts moves takes.
+type moveFlags struct {
+	wait              bool
+	throttle          string
+	interval, timeout time.Duration
+	rate              int64 // --throttle parsed, by check
+}
+
+// add registers --wait (saying what it waits for), --throttle, --interval
+// and --timeout.
+func (m *moveFlags) add(f *flagSet, waitFor string) {
+	f.Bool(&m.wait, "w", "wait", "wait until "+waitFor+", printing progress")
+	f.String(&m.throttle, "", "throttle", "BYTES/S", "", "replication throttle of the moves, per node (default none)")
+	f.Duration(&m.interval, "", "interval", "DURATION", 2*time.Second, "progress interval of --wait")
+	f.Duration(&m.timeout, "", "timeout", "DURATION", 0, "how long --wait waits (0: until done)")
+}
+
+// check validates the flags after parsing and parses --throttle.
+func (m *moveFlags) check() error {
+	rate, err := parseRate(m.throttle)
+	if err != nil {
+		return err
+	}
+	if m.interval <= 0 {
+		return usagef("--interval must be positive")
+	}
+	m.rate = rate
+	return nil
+}
+
 // parseRate reads a byte rate: a whole number of bytes per second, or with
 // a unit: k/K/KB/M/MB/G/GB (powers of 1000) or KiB/MiB/GiB (powers of
 // 1024), with or without "/s". "" and "0" mean no throttle.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -23,9 +22,7 @@ func parseNodeID(s string) (int32, error) {
 }
 
 func nodeDrain(ctx context.Context, e *Env, args []string) error {
-	var wait bool
-	var throttle string
-	var interval, timeout time.Duration
+	var mf moveFlags
 	f := newFlags(e, "strata node drain ID [--wait] [--throttle BYTES/S]",
 		`Drain a storage node before taking it away: it receives no new replicas, the
 partitions it leads get another in-sync leader at once, and its replicas move
@@ -35,10 +32,7 @@ replicas, then the drained one is deleted). The node keeps serving until then.
 A drained node stays drained across restarts; 'strata node undrain ID' undoes
 it.`,
 		"strata node drain 4 --wait --throttle 50MB")
-	f.Bool(&wait, "w", "wait", "wait until the node holds nothing, printing progress")
-	f.String(&throttle, "", "throttle", "BYTES/S", "", "replication throttle of the moves, per node (default none)")
-	f.Duration(&interval, "", "interval", "DURATION", 2*time.Second, "progress interval of --wait")
-	f.Duration(&timeout, "", "timeout", "DURATION", 0, "how long --wait waits (0: until done)")
+	mf.add(f, "the node holds nothing")
 	pos, err := f.parse(args, "ID")
 	if err != nil {
 		return err
@@ -47,15 +41,11 @@ it.`,
 	if err != nil {
 		return err
 	}
-	rate, err := parseRate(throttle)
-	if err != nil {
+	if err := mf.check(); err != nil {
 		return err
 	}
-	if interval <= 0 {
-		return usagef("--interval must be positive")
-	}
 	rctx, cancel := withTimeout(ctx)
-	resp, err := e.gateway().DrainNode(rctx, connect.NewRequest(&gatewayv1.DrainNodeRequest{NodeId: id, ThrottleBytesPerSecond: rate}))
+	resp, err := e.gateway().DrainNode(rctx, connect.NewRequest(&gatewayv1.DrainNodeRequest{NodeId: id, ThrottleBytesPerSecond: mf.rate}))
 	cancel()
 	if err != nil {
 		return err
@@ -71,7 +61,7 @@ it.`,
 			printMoves(e, m.GetMoves())
 		}
 	}
-	if !wait {
+	if !mf.wait {
 		return nil
 	}
 	involves := func(pc *controllerv1.PartitionChange) bool {
@@ -89,7 +79,7 @@ it.`,
 		}
 		return true, nil
 	}
-	if err := waitMoves(ctx, e, involves, holdsNothing, interval, timeout); err != nil {
+	if err := waitMoves(ctx, e, involves, holdsNothing, mf.interval, mf.timeout); err != nil {
 		return err
 	}
 	if e.Output != "json" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -197,9 +196,8 @@ func printMoves(e *Env, moves []*controllerv1.PlannedMove) {
 }
 
 func clusterRebalance(ctx context.Context, e *Env, args []string) error {
-	var dryRun, wait bool
-	var throttle string
-	var interval, timeout time.Duration
+	var dryRun bool
+	var mf moveFlags
 	f := newFlags(e, "strata cluster rebalance [--dry-run] [--wait] [--throttle BYTES/S]",
 		`Move replicas so that every live, undrained node holds within one replica and
 one preferred leader of an even share, moving as few replicas (and bytes) as it
@@ -214,22 +212,15 @@ lifted when no move runs. --wait prints progress (bytes copied, rate, time
 left) until every move is done.`,
 		"strata cluster rebalance --dry-run\nstrata cluster rebalance --wait --throttle 50MB")
 	f.Bool(&dryRun, "", "dry-run", "show the plan; move nothing")
-	f.Bool(&wait, "w", "wait", "wait until every move is done, printing progress")
-	f.String(&throttle, "", "throttle", "BYTES/S", "", "replication throttle of the moves, per node (default none)")
-	f.Duration(&interval, "", "interval", "DURATION", 2*time.Second, "progress interval of --wait")
-	f.Duration(&timeout, "", "timeout", "DURATION", 0, "how long --wait waits (0: until done)")
+	mf.add(f, "every move is done")
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	rate, err := parseRate(throttle)
-	if err != nil {
+	if err := mf.check(); err != nil {
 		return err
 	}
-	if interval <= 0 {
-		return usagef("--interval must be positive")
-	}
 	rctx, cancel := withTimeout(ctx)
-	resp, err := e.gateway().Rebalance(rctx, connect.NewRequest(&gatewayv1.RebalanceRequest{DryRun: dryRun, ThrottleBytesPerSecond: rate}))
+	resp, err := e.gateway().Rebalance(rctx, connect.NewRequest(&gatewayv1.RebalanceRequest{DryRun: dryRun, ThrottleBytesPerSecond: mf.rate}))
 	cancel()
 	if err != nil {
 		return err
@@ -285,8 +276,8 @@ left) until every move is done.`,
 			fmt.Fprintf(e.Stdout, "started %d move(s)\n", len(m.GetMoves()))
 		}
 	}
-	if !wait || dryRun {
+	if !mf.wait || dryRun {
 		return nil
 	}
-	return waitMoves(ctx, e, nil, nil, interval, timeout)
+	return waitMoves(ctx, e, nil, nil, mf.interval, mf.timeout)
 }
