@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
-	"testing"
 	"time"
 
 	"connectrpc.com/connect"
@@ -49,26 +47,6 @@ func (c *Cluster) AddStorageNode() *Node {
 		c.t.Fatalf("harness: %v", err)
 	}
 	return n
-}
-
-// StartGateway starts a gateway (no coordinator) in front of c and waits
-// until it is ready.
-func StartGateway(t testing.TB, c *Cluster) *Node {
-	t.Helper()
-	ports, err := FreePorts(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api, admin := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
-	var ctlURLs []string
-	for _, n := range c.controllers {
-		ctlURLs = append(ctlURLs, n.URL)
-	}
-	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + api, AdminURL: "http://" + admin, c: c}
-	gw.Proc = Start(t, "gateway", []string{Binary(t, gatewayPkg), "--listen", api, "--admin-listen", admin,
-		"--controller", strings.Join(ctlURLs, ","), "--log-format", "text", "--drain-timeout", "2s"})
-	gw.WaitReady()
-	return gw
 }
 
 // ActiveController returns the active controller, waiting until a running

@@ -161,7 +161,7 @@ func (c *cluster) scaleTo(ctx context.Context, n int, say func(string, ...any)) 
 		say("strata dev: already %d storage node(s)", n)
 		return nil
 	case n > have:
-		pl := makePlan(c.opts.dir, c.opts.basePort, c.opts.controllers, n, c.bins)
+		pl := makePlan(c.opts.dir, c.opts.basePort, c.opts.controllers, n, c.opts.gateways, c.bins)
 		specs := pl.storage[have:]
 		for _, s := range specs {
 			for _, pu := range s.ports() {
