@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -18,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -46,12 +42,14 @@ type TelemetryConfig struct {
 // propagator. Services record through the OTel API ([Telemetry.Meter],
 // [Telemetry.Tracer], or the otel globals once [Telemetry.SetGlobal] ran).
 //
-// Traces are exported with OTLP over HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
-// or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and not exported otherwise
+// Traces are exported with OTLP (over HTTP, or gRPC when
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc) when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and not exported otherwise
 // (spans still get ids, so logs carry trace ids and context still flows to
 // other services). The exporter, sampler and batch processor read the rest
 // of the standard OTEL_* variables themselves. OTEL_TRACES_EXPORTER=none
-// and OTEL_SDK_DISABLED=true turn exporting off.
+// and OTEL_SDK_DISABLED=true turn exporting off. Long polls and heartbeats
+// ([QuietProcedures]) are traced only under a sampled caller.
 //
 // Metrics are pulled: the Prometheus registry behind [Telemetry.MetricsHandler]
 // holds the OTel metrics plus the Go runtime and process collectors.
@@ -116,17 +114,13 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 		sdkmetric.WithResource(res),
 	)
 
-	// Traces.
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	exp, where, err := traceExporter(ctx)
+	// Traces (tracing.go).
+	tp, where, err := NewTracerProvider(ctx, res)
 	if err != nil {
 		_ = t.meterProvider.Shutdown(ctx)
 		return nil, err
 	}
-	if exp != nil {
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(exp))
-	}
-	t.tracerProvider = sdktrace.NewTracerProvider(tpOpts...)
+	t.tracerProvider = tp
 	logger.Info("telemetry", slog.String("traces", where), slog.String("metrics", "prometheus on the admin listener at /metrics"))
 
 	ic, err := otelconnect.NewInterceptor(
@@ -145,46 +139,6 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 	}
 	t.connectOpt = connect.WithInterceptors(ic)
 	return t, nil
-}
-
-// traceExporter picks the span exporter from the standard variables and
-// says in a few words where traces go.
-func traceExporter(ctx context.Context) (sdktrace.SpanExporter, string, error) {
-	if b, _ := strconv.ParseBool(os.Getenv("OTEL_SDK_DISABLED")); b {
-		return nil, "not exported (OTEL_SDK_DISABLED=true)", nil
-	}
-	switch e := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")); e {
-	case "", "otlp":
-	case "none":
-		return nil, "not exported (OTEL_TRACES_EXPORTER=none)", nil
-	default:
-		return nil, fmt.Sprintf("not exported (OTEL_TRACES_EXPORTER=%q is not supported; use otlp or none)", e), nil
-	}
-	endpoint := firstEnv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	if endpoint == "" {
-		return nil, "not exported (OTEL_EXPORTER_OTLP_ENDPOINT unset)", nil
-	}
-	switch p := firstEnv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"); p {
-	case "", "http/protobuf":
-	default:
-		// Only the HTTP exporter is linked in: gRPC would pull a second
-		// RPC stack into every binary for one exporter.
-		return nil, fmt.Sprintf("not exported (OTEL_EXPORTER_OTLP_PROTOCOL=%q is not supported; use http/protobuf)", p), nil
-	}
-	exp, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return nil, "", fmt.Errorf("serve: otlp trace exporter: %w", err)
-	}
-	return exp, "otlp http/protobuf to " + Redact(endpoint), nil
-}
-
-func firstEnv(names ...string) string {
-	for _, n := range names {
-		if v := strings.TrimSpace(os.Getenv(n)); v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // SetGlobal installs the providers and propagator as the otel globals, so

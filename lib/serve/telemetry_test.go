@@ -19,7 +19,8 @@ func TestTraceExporterFromEnv(t *testing.T) {
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, exporter: true, where: "otlp http/protobuf"},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_TRACES_EXPORTER": "none"}, where: "OTEL_TRACES_EXPORTER=none"},
 		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318", "OTEL_SDK_DISABLED": "true"}, where: "OTEL_SDK_DISABLED"},
-		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, where: `"grpc" is not supported`},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, exporter: true, where: "otlp grpc to http://x:4317"},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"}, where: `"http/json" is not supported`},
 		{env: map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, where: `"zipkin" is not supported`},
 	}
 	for _, tt := range tests {
