@@ -76,8 +76,9 @@ func (o Offset) String() string {
 // Assign, Unassign, Position and HighWatermark are safe to call
 // concurrently with Poll; Poll itself must not be called concurrently.
 type Consumer struct {
-	cfg config
-	cl  *cluster
+	cfg     config
+	cl      *cluster
+	tracing *tracing
 
 	mu      sync.Mutex
 	closed  bool
@@ -111,6 +112,7 @@ func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{})}
 	c.cl = newCluster(gateway, &c.cfg)
+	c.tracing = newTracing(&c.cfg)
 	return c, nil
 }
 
@@ -229,6 +231,7 @@ func (c *Consumer) Close() {
 // not hold although it lies within the log's range (ErrOffsetOutOfRange),
 // or a closed consumer.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
+	start := time.Now()
 	bo := newBackoff(&c.cfg)
 	for {
 		c.mu.Lock()
@@ -267,6 +270,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		recs, ferr := c.fetch(ctx, curs)
 		if len(recs) > 0 {
+			c.tracing.received(ctx, start, recs)
 			return recs, nil
 		}
 		if ctx.Err() != nil {

@@ -184,6 +184,7 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 	if err != nil {
 		return nil, err
 	}
+	inner.tracing.group = group
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	id[6], id[8] = id[6]&0x0f|0x40, id[8]&0x3f|0x80

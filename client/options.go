@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
@@ -132,6 +134,10 @@ type config struct {
 	fetchMaxBytes          int64
 	fetchMaxPartitionBytes int64
 	onCorrupt              func(*CorruptBatchError) // nil: Poll fails on an undecodable batch
+
+	// tracing (tracing.go)
+	tracerProvider trace.TracerProvider          // nil: the global provider
+	propagator     propagation.TextMapPropagator // nil: W3C trace context
 }
 
 func defaultConfig() config {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
@@ -37,8 +38,9 @@ import (
 // A Producer is safe for concurrent use. Close it to release its
 // goroutines and connections.
 type Producer struct {
-	cfg config
-	cl  *cluster
+	cfg     config
+	cl      *cluster
+	tracing *tracing
 
 	ctx    context.Context // canceled by Close once buffered records are done
 	cancel context.CancelFunc
@@ -78,6 +80,7 @@ type promise struct {
 	cb   func(*Record, error)
 	at   time.Time // when Produce accepted it
 	size int
+	span trace.Span // the record's send span (tracing.go)
 }
 
 // NewProducer returns a producer that bootstraps from the gateway at the
@@ -104,6 +107,7 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	}
 	close(p.idle)
 	p.cl = newCluster(gateway, &p.cfg)
+	p.tracing = newTracing(&p.cfg)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
@@ -133,6 +137,7 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 		return
 	}
 	pr := &promise{r: r, cb: cb, at: time.Now(), size: r.size()}
+	p.tracing.traceRecord(ctx, pr)
 	if r.Timestamp.IsZero() {
 		r.Timestamp = pr.at
 	}
@@ -252,6 +257,7 @@ func (p *Producer) addOutstandingLocked(n int64) {
 
 // finish runs a record's callback and releases its buffer slot.
 func (p *Producer) finish(pr *promise, err error) {
+	endSend(pr, err)
 	pr.cb(pr.r, err)
 	<-p.slots
 	p.mu.Lock()
@@ -459,11 +465,12 @@ func (s *sink) send(batch []*promise) {
 	deadline := batch[0].at.Add(cfg.deliveryTimeout)
 	ctx, cancel := context.WithDeadline(p.ctx, deadline)
 	defer cancel()
+	ctx = withBatchTrace(ctx, batch)
 
 	recs := make([]recordbatch.Record, len(batch))
 	for i, pr := range batch {
 		recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
-		for _, h := range pr.r.Headers {
+		for _, h := range p.tracing.injectHeaders(pr) {
 			recs[i].Headers = append(recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
 		}
 	}
