@@ -59,11 +59,12 @@ type partInfo struct {
 
 func newCluster(gateway string, cfg *config) *cluster {
 	httpc := cfg.client()
+	copts := cfg.connectOptions() // trace context on every RPC (tracing.go)
 	c := &cluster{
 		gatewayURL: gateway,
-		gw:         gatewayv1connect.NewGatewayServiceClient(httpc, gateway, cfg.connectOpts...),
+		gw:         gatewayv1connect.NewGatewayServiceClient(httpc, gateway, copts...),
 		httpc:      httpc,
-		copts:      cfg.connectOpts,
+		copts:      copts,
 		cfg:        cfg,
 		nodes:      map[int32]string{},
 		topics:     map[string]*topicInfo{},

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -282,3 +283,44 @@ func (t *tracing) traceRecord(ctx context.Context, pr *promise) {
 // traceHeadersSize is what a traceparent header adds to a record (key,
 // 55-byte value, lengths), with room for a short tracestate.
 const traceHeadersSize = 10 + len("traceparent") + 55 + 64
+
+// connectOptions are the Connect options of every client: the
+// application's (ConnectOptions), inside an interceptor that writes the
+// caller's trace context into the request headers. So a Produce RPC
+// carries its record's send span to the leader even when the application
+// adds no otelconnect interceptor; one that it adds runs inside and
+// writes its own client span's context over it.
+func (c *config) connectOptions() []connect.ClientOption {
+	prop := c.propagator
+	if prop == nil {
+		prop = propagation.TraceContext{}
+	}
+	return append([]connect.ClientOption{connect.WithInterceptors(propagateInterceptor{prop})}, c.connectOpts...)
+}
+
+// propagateInterceptor writes the trace context of a call's context into
+// its request headers; calls without a valid span context are untouched.
+type propagateInterceptor struct{ prop propagation.TextMapPropagator }
+
+func (i propagateInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().IsClient && trace.SpanContextFromContext(ctx).IsValid() {
+			i.prop.Inject(ctx, propagation.HeaderCarrier(req.Header()))
+		}
+		return next(ctx, req)
+	}
+}
+
+func (i propagateInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if trace.SpanContextFromContext(ctx).IsValid() {
+			i.prop.Inject(ctx, propagation.HeaderCarrier(conn.RequestHeader()))
+		}
+		return conn
+	}
+}
+
+func (i propagateInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}

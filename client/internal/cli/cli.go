@@ -141,7 +141,9 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		case cmd.Main != nil:
 			return cmd.Main(ctx, args, e.Stdout, e.Stderr)
 		case cmd.Run != nil:
+			stopTracing := startTracing(ctx, e) // telemetry.go
 			err := cmd.Run(ctx, e, args)
+			stopTracing()
 			if errors.Is(err, errHelp) {
 				return exitOK
 			}

@@ -146,11 +146,13 @@ warning on stderr for each.`,
 			if exitAtEnd && r.Offset >= ends[r.Partition] {
 				continue
 			}
+			_, span := c.StartProcessSpan(ctx, r)
 			if asJSON {
 				err = writeJSON(w, toJSON(r))
 			} else {
 				err = out.write(w, r)
 			}
+			span.End()
 			if err != nil {
 				return err
 			}
@@ -227,11 +229,13 @@ func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.O
 		}
 		var done []*client.Record
 		for _, r := range recs {
+			_, span := gc.StartProcessSpan(ctx, r)
 			if asJSON {
 				err = writeJSON(w, toJSON(r))
 			} else {
 				err = out.write(w, r)
 			}
+			span.End()
 			if err != nil {
 				return err
 			}

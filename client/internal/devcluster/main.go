@@ -35,6 +35,7 @@ type options struct {
 	basePort     int           // --base-port, minBasePort..maxBasePort
 	clean        bool          // --clean: delete dir first
 	readyTimeout time.Duration // --ready-timeout: per start phase
+	otlp         string        // --otlp: OTLP endpoint for every process; empty: the OTEL_* environment decides
 }
 
 // Exit codes of Main.
@@ -138,6 +139,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs.IntVar(&o.basePort, "base-port", DefaultBasePort, fmt.Sprintf("first port of the cluster (the gateway's); the cluster uses ports up to base-port+%d", maxOffset))
 	fs.BoolVar(&o.clean, "clean", false, "delete DIR (a dev cluster's directory) before starting, discarding its data")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", DefaultReadyTimeout, "how long each start phase may take before the processes not ready are reported and all stop")
+	fs.StringVar(&o.otlp, "otlp", "", "OpenTelemetry collector (OTLP) every process exports traces to, e.g. http://127.0.0.1:4318; sets OTEL_EXPORTER_OTLP_ENDPOINT for them (other OTEL_* variables pass through as they are)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			io.WriteString(stdout, usage)
@@ -186,6 +188,9 @@ func (o options) validate() error {
 	}
 	if o.readyTimeout <= 0 {
 		bad("ready-timeout", o.readyTimeout, "must be positive")
+	}
+	if err := checkOTLP(o.otlp); err != nil {
+		bad("otlp", o.otlp, err.Error())
 	}
 	if len(problems) > 0 {
 		return errors.New("bad flags: " + strings.Join(problems, "; "))

@@ -26,6 +26,7 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{[]string{"--gateways", "10"}, "strata dev: bad flags: --gateways 10: must be 1..9\n"},
 		{[]string{"--dir", ""}, "strata dev: bad flags: --dir \"\": must not be empty\n"},
 		{[]string{"--ready-timeout", "0s"}, "strata dev: bad flags: --ready-timeout 0s: must be positive\n"},
+		{[]string{"--otlp", "127.0.0.1:4318"}, "strata dev: bad flags: --otlp 127.0.0.1:4318: must be an http:// or https:// URL of an OTLP receiver, such as http://127.0.0.1:4318\n"},
 		{[]string{"--storage-nodes", "three"}, "strata dev: invalid value \"three\" for flag -storage-nodes: parse error\n"},
 		{[]string{"--nodes", "3"}, "strata dev: flag provided but not defined: -nodes\n"},
 		{[]string{"extra"}, "strata dev: unexpected argument \"extra\" (strata dev takes flags only; see --help)\n"},

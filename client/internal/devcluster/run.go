@@ -173,6 +173,7 @@ func (c *cluster) startProc(s procSpec) (*proc, error) {
 
 	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Dir = c.opts.dir
+	cmd.Env = c.procEnv(s) // telemetry.go
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
