@@ -297,7 +297,7 @@ func (l *Log) syncLocked() (int64, error) {
 		return target, nil
 	}
 	for _, s := range toSync {
-		if err := s.file.Sync(); err != nil {
+		if err := timedSync(s.file); err != nil { // telemetry.go
 			return 0, l.fail(fmt.Errorf("partlog: fsync segment %s: %w", segmentName(s.base), err))
 		}
 	}

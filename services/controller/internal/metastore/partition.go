@@ -115,6 +115,7 @@ func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) 
 					continue
 				}
 				changed++
+				partitionChanged(ctx, name, int32(idx), p, next, unclean) // telemetry.go
 			}
 		}
 		if !conflict {
@@ -260,5 +261,6 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		return cur, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
 			"partition %s-%d changed concurrently (epoch %d)", it.GetTopic(), it.GetPartition(), cur.GetPartitionEpoch())
 	}
+	isrChanged(ctx, it.GetTopic(), it.GetPartition(), p.GetIsr(), next.GetIsr()) // telemetry.go
 	return next, nil
 }

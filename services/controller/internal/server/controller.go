@@ -77,6 +77,7 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	c.elector = election.Start(mem.Client(), election.Config{
 		ID: cfg.Member.Name, Address: cfg.Address, SessionTTL: cfg.SessionTTL, Logger: log,
 	}, c.runActive)
+	c.registerMetrics() // telemetry.go
 	return c, nil
 }
 

@@ -45,6 +45,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 		return nil, err
 	}
 	defer og.mu.Unlock()
+	defer c.traceRebalance(ctx, og)() // telemetry.go
 	topics := m.GetSubscribedTopicNames()
 	if len(topics) == 0 {
 		if mem := og.g.Members[m.GetMemberId()]; mem != nil {
@@ -133,7 +134,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 		out.Partitions = append(out.Partitions, r)
 	}
 	if len(offs) > 0 {
-		if err := c.fenceErr(ctx, og, c.store.CommitOffsets(ctx, og.fence, offs)); err != nil {
+		if err := c.fenceErr(ctx, og, c.tracedCommit(ctx, og, offs)); err != nil { // telemetry.go
 			return nil, err
 		}
 	}

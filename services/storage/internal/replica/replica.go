@@ -497,11 +497,11 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	res, leaderEpoch, err := r.appendAsLeader(ctx, batches, hdrs, acks, epoch)
+	res, leaderEpoch, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
 	if err != nil || acks != AcksAll {
 		return res, err
 	}
-	return res, r.waitCommitted(ctx, res.LastOffset, leaderEpoch, timeout)
+	return res, r.tracedWaitCommitted(ctx, res.LastOffset, leaderEpoch, timeout)
 }
 
 func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, int32, error) {

@@ -155,7 +155,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
 	n.goRun(isr.Run)
 	n.goRun(n.retentionLoop)
-	n.startTiering() // tiered storage (tiering.go)
+	n.startTiering()    // tiered storage (tiering.go)
+	n.registerMetrics() // telemetry.go
 	return n, nil
 }
 

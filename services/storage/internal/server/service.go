@@ -147,6 +147,7 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if err != nil {
 		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, err))
 	}
+	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
 	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate}
 	if acks == replica.AcksNone {
 		out.BaseOffset = -1
@@ -241,13 +242,14 @@ func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.F
 	}
 	limit = max(min(limit, budget), 1)
 	rr, err := r.Read(p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
-	if tr, terr, ok := s.n.readTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
+	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 		return res
 	}
+	countFetched(p.GetTopic(), rr.Batches) // telemetry.go
 	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
 	return res
 }

@@ -258,7 +258,7 @@ func (n *Node) uploadSealed(ctx context.Context, r *replica.Replica, info tiered
 				"topic", r.Topic, "partition", r.Partition, "segment", s.base, "tiered_end", end)
 			return
 		}
-		res, err := n.uploadSegment(ctx, r, v.State.LeaderEpoch, s, next-1)
+		res, err := n.timedUpload(ctx, r, v.State.LeaderEpoch, s, next-1) // telemetry.go
 		if err != nil {
 			if ctx.Err() == nil {
 				n.logger.Warn("segment upload failed; will retry", "topic", r.Topic, "partition", r.Partition, "segment", s.base, "err", err)

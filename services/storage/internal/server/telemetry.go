@@ -1,0 +1,207 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/services/storage/internal/replica"
+)
+
+// A storage node's metrics and spans, through the global providers that
+// lib/serve installs (no-ops in unit tests). docs/operations.md lists the
+// metrics with their meanings. Attributes: topic and partition only, so a
+// node has a bounded number of series per partition it hosts.
+const instrumentation = "github.com/strata-mq/strata/services/storage"
+
+var (
+	tracer = otel.Tracer(instrumentation)
+	meter  = otel.Meter(instrumentation)
+
+	producedBytes   = mustCounter("strata.storage.produced.bytes", "By", "Record batch bytes appended by produce requests this node led, per topic.")
+	producedRecords = mustCounter("strata.storage.produced.records", "{record}", "Records appended by produce requests this node led, per topic (duplicates of an idempotent retry not counted).")
+	fetchedBytes    = mustCounter("strata.storage.fetched.bytes", "By", "Record batch bytes returned to consumers' fetches, per topic (replication not counted).")
+	fetchedRecords  = mustCounter("strata.storage.fetched.records", "{record}", "Records in the batches returned to consumers' fetches, per topic.")
+	uploadDuration  = mustHistogram("strata.storage.tier.upload.duration", "s", "Time to upload one sealed segment to the tiering service, per topic.")
+)
+
+func mustCounter(name, unit, desc string) metric.Int64Counter {
+	c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err != nil {
+		panic(err) // only for an invalid name, fixed above
+	}
+	return c
+}
+
+func mustHistogram(name, unit, desc string) metric.Float64Histogram {
+	h, err := meter.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+func topicAttr(topic string) metric.MeasurementOption {
+	return metric.WithAttributes(attribute.String("topic", topic))
+}
+
+// countProduced counts an acknowledged produce request.
+func countProduced(topic string, res replica.ProduceResult, bytes int) {
+	if res.Duplicate {
+		return
+	}
+	ctx := context.Background()
+	producedBytes.Add(ctx, int64(bytes), topicAttr(topic))
+	producedRecords.Add(ctx, res.LastOffset-res.BaseOffset+1, topicAttr(topic))
+}
+
+// countFetched counts the batches a consumer's fetch returns: their bytes,
+// and their records from each batch header (no payload is read).
+func countFetched(topic string, batches []byte) {
+	if len(batches) == 0 {
+		return
+	}
+	records := int64(0)
+	for b := batches; len(b) >= recordbatch.HeaderSize; {
+		h, err := recordbatch.PeekHeader(b)
+		if err != nil {
+			break
+		}
+		records += int64(h.RecordCount)
+		next := h.Size()
+		if next <= 0 || next > len(b) {
+			break
+		}
+		b = b[next:]
+	}
+	ctx := context.Background()
+	fetchedBytes.Add(ctx, int64(len(batches)), topicAttr(topic))
+	fetchedRecords.Add(ctx, records, topicAttr(topic))
+}
+
+// registerMetrics registers the node's per-partition gauges, read at each
+// scrape from the replicas it hosts. Called once from Start.
+func (n *Node) registerMetrics() {
+	logStart, err1 := meter.Int64ObservableGauge("strata.storage.log.start_offset", metric.WithUnit("{offset}"),
+		metric.WithDescription("First offset the partition holds, tier included, per hosted replica."))
+	logEnd, err2 := meter.Int64ObservableGauge("strata.storage.log.end_offset", metric.WithUnit("{offset}"),
+		metric.WithDescription("Offset the next appended record gets (log end offset), per hosted replica."))
+	hw, err3 := meter.Int64ObservableGauge("strata.storage.log.high_watermark", metric.WithUnit("{offset}"),
+		metric.WithDescription("High watermark: records below it are committed and readable, per hosted replica."))
+	under, err4 := meter.Int64ObservableGauge("strata.storage.partition.under_replicated", metric.WithUnit("{partition}"),
+		metric.WithDescription("1 for a partition this node leads whose ISR is smaller than its replica set, else 0; leaders only."))
+	isrSize, err5 := meter.Int64ObservableGauge("strata.storage.partition.isr.size", metric.WithUnit("{replica}"),
+		metric.WithDescription("In-sync replicas of a partition this node leads, leader included; leaders only."))
+	tierLag, err6 := meter.Int64ObservableGauge("strata.storage.tier.lag", metric.WithUnit("By"),
+		metric.WithDescription("Bytes of a tiered partition's local log not yet uploaded to the tier (above the tiered end offset); leaders of tiered topics only."))
+	for _, err := range []error{err1, err2, err3, err4, err5, err6} {
+		if err != nil {
+			n.logger.Warn("storage metrics", "err", err)
+			return
+		}
+	}
+	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, r := range n.hostedReplicas() {
+			v := r.View()
+			attrs := metric.WithAttributes(attribute.String("topic", r.Topic), attribute.Int("partition", int(r.Partition)))
+			o.ObserveInt64(logStart, n.effectiveLogStart(r, v.LogStart), attrs)
+			o.ObserveInt64(logEnd, v.LEO, attrs)
+			o.ObserveInt64(hw, v.HW, attrs)
+			if v.Role != replica.RoleLeader {
+				continue
+			}
+			u := int64(0)
+			if len(v.State.ISR) < len(v.State.Replicas) {
+				u = 1
+			}
+			o.ObserveInt64(under, u, attrs)
+			o.ObserveInt64(isrSize, int64(len(v.State.ISR)), attrs)
+			if lag, ok := n.tierLagBytes(r); ok {
+				o.ObserveInt64(tierLag, lag, attrs)
+			}
+		}
+		return nil
+	}, logStart, logEnd, hw, under, isrSize, tierLag)
+	if err != nil {
+		n.logger.Warn("storage metrics", "err", err)
+	}
+}
+
+// tierLagBytes is the size of the local segments a tiered partition still
+// has to upload: those ending above the tiered end offset (the active
+// segment included, which is uploaded once sealed).
+func (n *Node) tierLagBytes(r *replica.Replica) (int64, bool) {
+	if n.tier == nil {
+		return 0, false
+	}
+	if _, ok := n.tieredTopic(r.Topic); !ok {
+		return 0, false
+	}
+	end := int64(-1)
+	if st, ok := n.tieredState(r.Topic, r.Partition); ok {
+		end = st.end
+	}
+	segs, err := localSegments(r.Log().Dir())
+	if err != nil {
+		return 0, false
+	}
+	lag := int64(0)
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].base <= end {
+			continue // wholly tiered
+		}
+		lag += s.size
+	}
+	return lag, true
+}
+
+// timedUpload is uploadSegment inside a strata.storage.tier.upload span,
+// recording its duration.
+func (n *Node) timedUpload(ctx context.Context, r *replica.Replica, epoch int32, s localSegment, last int64) (*tieringv1.UploadSegmentResponse, error) {
+	ctx, span := tracer.Start(ctx, "strata.storage.tier.upload", trace.WithAttributes(
+		attribute.String("messaging.destination.name", r.Topic),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
+		attribute.Int64("strata.segment.base_offset", s.base), attribute.Int64("strata.segment.bytes", s.size)))
+	start := time.Now()
+	res, err := n.uploadSegment(ctx, r, epoch, s, last)
+	if err == nil {
+		uploadDuration.Record(ctx, time.Since(start).Seconds(), topicAttr(r.Topic))
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+// tracedReadTiered is readTiered inside a strata.storage.tier.read span
+// when the read goes to the tier.
+func (n *Node) tracedReadTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (partlog.ReadResult, error, bool) {
+	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= r.Log().LogStartOffset() {
+		return n.readTiered(r, offset, maxBytes, readErr) // not a read for the tier
+	}
+	_, span := tracer.Start(n.ctx, "strata.storage.tier.read", trace.WithAttributes(
+		attribute.String("messaging.destination.name", r.Topic),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
+		attribute.Int64("messaging.kafka.offset", offset)))
+	res, err, handled := n.readTiered(r, offset, maxBytes, readErr)
+	span.SetAttributes(attribute.Int("strata.bytes", len(res.Batches)))
+	endSpan(span, err)
+	return res, err, handled
+}
+
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
+}
