@@ -83,6 +83,7 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 		resource.WithAttributes(attrs...),
 		resource.WithTelemetrySDK(),
 		resource.WithHost(),
+		resource.WithProcessPID(),
 		resource.WithFromEnv(),
 	)
 	if err != nil && res == nil {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -61,10 +62,14 @@ func StartDev(t testing.TB, args ...string) *Dev {
 	}
 	d := &Dev{Dir: t.TempDir(), Strata: Binary(t, StrataPkg)}
 	for attempt := 0; ; attempt++ {
-		d.BasePort = 20000 + rand.IntN(20000)
+		// Below the kernel's ephemeral range (32768 and up on Linux), where
+		// outgoing connections take ports at random.
+		d.BasePort = 20000 + rand.IntN(12000)
 		argv := append([]string{d.Strata, "dev", "--dir", d.Dir, "--base-port", fmt.Sprint(d.BasePort)}, args...)
 		d.Proc = Start(t, "strata-dev", argv)
-		line := d.Proc.WaitLine(Deadline(t, 120*time.Second), func(l string) bool {
+		// A port taken by another process is reported on stderr and
+		// strata dev exits: try another base port.
+		line, _ := d.Proc.WaitLineOrExit(Deadline(t, 120*time.Second), func(l string) bool {
 			return strings.HasPrefix(l, "strata dev: ready") || strings.Contains(l, "in use")
 		})
 		if strings.HasPrefix(line, "strata dev: ready") {
@@ -75,6 +80,16 @@ func StartDev(t testing.TB, args ...string) *Dev {
 			t.Fatalf("harness: no free base port for strata dev after 5 tries: %s", line)
 		}
 	}
+	// Stop gracefully before the test's cleanup kills strata dev and
+	// removes DIR: killed, strata dev leaves its children to stop on their
+	// own (SIGTERM by the parent-death signal), and they would still be
+	// writing DIR while it is removed.
+	t.Cleanup(func() {
+		d.Proc.signal(syscall.SIGINT)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		_ = d.Proc.Wait(ctx)
+	})
 	raw, err := os.ReadFile(filepath.Join(d.Dir, "cluster.json"))
 	if err != nil {
 		t.Fatalf("harness: %v", err)

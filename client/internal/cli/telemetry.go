@@ -31,6 +31,7 @@ func startTracing(ctx context.Context, e *Env) func() {
 	res, _ := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", serviceName)),
 		resource.WithTelemetrySDK(),
+		resource.WithProcessPID(),
 		resource.WithFromEnv(),
 	)
 	tp, _, err := serve.NewTracerProvider(ctx, res)

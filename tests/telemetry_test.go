@@ -1,0 +1,121 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// cliWithEnv runs the strata CLI against gateway with extra environment
+// variables and stdin, failing the test when it fails.
+func cliWithEnv(t *testing.T, ctx context.Context, strata, gateway string, env []string, stdin string, args ...string) string {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, strata, append([]string{"--gateway", gateway}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("strata %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out.String(), errb.String())
+	}
+	return out.String()
+}
+
+// TestOneTraceFromProducerToConsumer: with every process of a dev cluster
+// exporting to an OTLP receiver (strata dev --otlp) and the CLI exporting
+// there too (OTEL_EXPORTER_OTLP_ENDPOINT), one record produced with acks=all
+// and consumed in a group makes one trace that holds the producer's send
+// span, the leader's append and replication wait, and the consumer's
+// process span, from at least three processes, linked parent to child.
+func TestOneTraceFromProducerToConsumer(t *testing.T) {
+	recv := harness.StartOTLPReceiver(t)
+	// Export within a fraction of a second rather than the default 5s.
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	dev := harness.StartDev(t, "--storage-nodes", "3", "--otlp", recv.URL)
+	ctx := harness.Deadline(t, 5*time.Minute)
+	gw := dev.Gateways[0]
+	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL}
+
+	cliWithEnv(t, ctx, dev.Strata, gw, nil, "", "topic", "create", "traced", "-p", "1", "-r", "3")
+	cliWithEnv(t, ctx, dev.Strata, gw, otelEnv, "hello\n", "produce", "traced", "--acks", "all")
+	out := cliWithEnv(t, ctx, dev.Strata, gw, otelEnv, "", "consume", "traced", "-g", "traced-group", "-n", "1", "-f", "json")
+
+	var rec struct {
+		Value   string            `json:"value"`
+		Headers map[string]string `json:"headers"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &rec); err != nil {
+		t.Fatalf("consume output %q: %v", out, err)
+	}
+	parts := strings.Split(rec.Headers["traceparent"], "-")
+	if rec.Value != "hello" || len(parts) != 4 || parts[3] != "01" {
+		t.Fatalf("consumed %+v: want value hello with a sampled W3C traceparent header", rec)
+	}
+	traceID := parts[1]
+
+	var trace []harness.Span
+	byName := func(name string) *harness.Span {
+		for i := range trace {
+			if trace[i].Name == name {
+				return &trace[i]
+			}
+		}
+		return nil
+	}
+	want := []string{"send traced", "strata.storage.v1.StorageService/Produce", "strata.storage.append",
+		"strata.storage.replication.wait", "process traced"}
+	testwait.Until(t, 60*time.Second, "the trace holds send, append, replication wait and process", func() error {
+		trace = recv.Trace(traceID)
+		for _, n := range want {
+			if byName(n) == nil {
+				var have []string
+				for _, s := range trace {
+					have = append(have, s.Process+":"+s.Name)
+				}
+				return fmt.Errorf("trace %s lacks %q; has %v", traceID, n, have)
+			}
+		}
+		return nil
+	})
+
+	send, produce, appendSpan, wait, process := byName(want[0]), byName(want[1]), byName(want[2]), byName(want[3]), byName(want[4])
+	processes := map[string]bool{}
+	for _, s := range trace {
+		processes[s.Process] = true
+	}
+	if len(processes) < 3 {
+		t.Errorf("trace spans %d processes %v, want at least 3 (producer, leader, consumer)", len(processes), processes)
+	}
+	if send.ParentID != "" || send.Kind != "SPAN_KIND_PRODUCER" || send.Service != "strata-cli" {
+		t.Errorf("send span %+v: want the root, a producer span of strata-cli", *send)
+	}
+	for k, v := range map[string]string{"messaging.system": "strata", "messaging.destination.name": "traced",
+		"messaging.destination.partition.id": "0", "messaging.kafka.offset": "0", "messaging.operation.name": "send"} {
+		if send.Attrs[k] != v {
+			t.Errorf("send span %s=%q, want %q", k, send.Attrs[k], v)
+		}
+	}
+	if produce.Service != "strata-storage" || produce.Kind != "SPAN_KIND_SERVER" || produce.ParentID != send.SpanID {
+		t.Errorf("Produce server span %+v: want a storage span, child of the send span %s", *produce, send.SpanID)
+	}
+	if appendSpan.ParentID != produce.SpanID || wait.ParentID != produce.SpanID || appendSpan.Process != produce.Process || wait.Process != produce.Process {
+		t.Errorf("append %+v and replication wait %+v: want children of the leader's Produce span %s", *appendSpan, *wait, produce.SpanID)
+	}
+	if process.ParentID != send.SpanID || process.Kind != "SPAN_KIND_CONSUMER" || process.Process == send.Process {
+		t.Errorf("process span %+v: want a consumer span in another process, child of the send span %s", *process, send.SpanID)
+	}
+	if process.Attrs["messaging.consumer.group.name"] != "traced-group" || process.Attrs["messaging.operation.name"] != "process" {
+		t.Errorf("process span attributes %v: want group traced-group, operation process", process.Attrs)
+	}
+}
