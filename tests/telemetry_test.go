@@ -119,3 +119,63 @@ func TestOneTraceFromProducerToConsumer(t *testing.T) {
 		t.Errorf("process span attributes %v: want group traced-group, operation process", process.Attrs)
 	}
 }
+
+// TestIdleClusterExportsAlmostNothing: a dev cluster with a replicated
+// topic and a group consumer waiting on it keeps followers' Replicate
+// long polls, consumer fetches, group and node heartbeats and metadata
+// streams going, many a second; none of them may start a trace of its
+// own, so over an idle window the whole cluster exports (almost) no
+// spans. The bound holds however slow the machine is: a slower machine
+// polls less, never more.
+func TestIdleClusterExportsAlmostNothing(t *testing.T) {
+	recv := harness.StartOTLPReceiver(t)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+	dev := harness.StartDev(t, "--storage-nodes", "3", "--otlp", recv.URL)
+	ctx := harness.Deadline(t, 5*time.Minute)
+	gw := dev.Gateways[0]
+	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL}
+
+	cliWithEnv(t, ctx, dev.Strata, gw, nil, "", "topic", "create", "idle", "-p", "3", "-r", "3")
+	cliWithEnv(t, ctx, dev.Strata, gw, otelEnv, "one\n", "produce", "idle")
+	// A group consumer that keeps polling (and heartbeating) through the
+	// window, exporting like the cluster.
+	consumer := harness.Start(t, "strata-consume", []string{dev.Strata, "--gateway", gw, "consume", "idle", "-g", "idle-group", "-f", "json"}, otelEnv...)
+	consumer.WaitLine(ctx, func(l string) bool { return strings.Contains(l, `"one"`) })
+
+	// Let what the start and the record caused be exported: wait until no
+	// span arrived for a few export intervals.
+	last, lastAt := len(recv.Spans()), time.Now()
+	testwait.Until(t, 2*time.Minute, "the cluster's start-up spans to be exported", func() error {
+		if n := len(recv.Spans()); n != last {
+			last, lastAt = n, time.Now()
+		}
+		if time.Since(lastAt) < 3*time.Second {
+			return fmt.Errorf("%d spans so far, the last %v ago; latest: %v", last, time.Since(lastAt).Round(time.Millisecond), spanCounts(recv.Spans()[max(0, last-50):]))
+		}
+		return nil
+	})
+
+	// The observation window: what arrives now is what an idle cluster
+	// exports.
+	before := len(recv.Spans())
+	window := 15 * time.Second
+	<-time.After(window)
+	idle := recv.Spans()[before:]
+	// A group's commit interval or a metadata refresh may land in the
+	// window; a flood of long polls would be hundreds.
+	const allowed = 5
+	if len(idle) > allowed {
+		t.Fatalf("an idle cluster exported %d spans in %v (allowed %d): %v", len(idle), window, allowed, spanCounts(idle))
+	}
+	t.Logf("idle cluster: %d spans in %v", len(idle), window)
+	consumer.Kill()
+}
+
+// spanCounts counts spans by service and name, for failure messages.
+func spanCounts(spans []harness.Span) map[string]int {
+	count := map[string]int{}
+	for _, s := range spans {
+		count[s.Service+" "+s.Name]++
+	}
+	return count
+}

@@ -36,8 +36,22 @@ var QuietProcedures = []string{
 	"strata.coordinator.v1.CoordinatorService/ConsumerGroupHeartbeat",
 }
 
-// quietSampler samples a span of a quiet procedure only under a sampled
-// parent, and asks the base sampler about every other span.
+// untracedKey marks a context of background work (see Untraced).
+type untracedKey struct{}
+
+// Untraced returns ctx marked as the context of a service's own background
+// work on a timer (refreshing metadata, consumer-group lag, tier state):
+// spans started under it are recorded only under a sampled parent, so
+// the loop starts no traces of its own, and the services it calls see an
+// unsampled caller and record nothing either. Spans of real events that
+// the loop causes can still start traces from a context without the mark.
+func Untraced(ctx context.Context) context.Context {
+	return context.WithValue(ctx, untracedKey{}, true)
+}
+
+// quietSampler samples a span of a quiet procedure, or one started under
+// an Untraced context, only under a sampled parent, and asks the base
+// sampler about every other span.
 type quietSampler struct {
 	base  sdktrace.Sampler
 	quiet map[string]bool
@@ -54,7 +68,7 @@ func NewQuietSampler(base sdktrace.Sampler, quiet ...string) sdktrace.Sampler {
 }
 
 func (s *quietSampler) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	if s.quiet[p.Name] {
+	if s.quiet[p.Name] || p.ParentContext.Value(untracedKey{}) != nil {
 		psc := trace.SpanContextFromContext(p.ParentContext)
 		if !psc.IsSampled() {
 			return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: psc.TraceState()}

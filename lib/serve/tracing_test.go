@@ -88,3 +88,22 @@ func TestSamplerFromEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestUntracedContextStartsNoTrace: background work under Untraced starts
+// no trace, but a span under a sampled parent in such a context records.
+func TestUntracedContextStartsNoTrace(t *testing.T) {
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSampler(NewQuietSampler(sdktrace.ParentBased(sdktrace.AlwaysSample()), QuietProcedures...)))
+	tr := tp.Tracer("test")
+	bg := Untraced(context.Background())
+	ctx, root := tr.Start(bg, "strata.storage.v1.StorageService/ListOffsets")
+	_, child := tr.Start(ctx, "child")
+	if root.SpanContext().IsSampled() || child.SpanContext().IsSampled() {
+		t.Error("a span of untraced background work was sampled")
+	}
+	sampled, parent := tr.Start(context.Background(), "request")
+	_, under := tr.Start(Untraced(sampled), "work")
+	if !parent.SpanContext().IsSampled() || !under.SpanContext().IsSampled() {
+		t.Error("a span under a sampled parent was dropped in an untraced context")
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/serve"
 )
 
 // topicInfo is what tiering needs to know about a topic.
@@ -84,6 +85,7 @@ func (t *topics) run(ctx context.Context) {
 	if !t.enabled() {
 		return
 	}
+	ctx = serve.Untraced(ctx) // a poll on a timer starts no traces
 	for {
 		t.refresh(ctx)
 		select {

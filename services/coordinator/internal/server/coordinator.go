@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 		}
 	}
 	log.Info("coordinator started", "instance_id", c.id, "address", c.address)
-	ctx, c.cancel = context.WithCancel(ctx)
+	ctx, c.cancel = context.WithCancel(serve.Untraced(ctx)) // the loops start no traces
 	c.loop(ctx, c.cfg.OwnershipLease/3, c.renew)
 	c.loop(ctx, min(c.cfg.SessionTimeout/10, 500*time.Millisecond), c.expire)
 	c.loop(ctx, c.cfg.LagInterval, c.refreshLag)

@@ -15,6 +15,7 @@ import (
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
 
@@ -197,6 +198,10 @@ func (n *Node) tracedReadTiered(r *replica.Replica, offset int64, maxBytes int, 
 	endSpan(span, err)
 	return res, err, handled
 }
+
+// untraced marks the context of a loop on a timer: it starts no traces
+// (serve.Untraced).
+func untraced(ctx context.Context) context.Context { return serve.Untraced(ctx) }
 
 func endSpan(span trace.Span, err error) {
 	if err != nil {

@@ -151,7 +151,7 @@ func (n *Node) tierRound(ctx context.Context) {
 	if len(rs) == 0 {
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(untraced(ctx), 10*time.Second) // a poll on a timer starts no traces
 	resp, err := n.tier.client.GetTieredState(cctx, connect.NewRequest(&req))
 	cancel()
 	if err != nil {
