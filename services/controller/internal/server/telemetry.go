@@ -23,7 +23,7 @@ import (
 // Called once from Start; the callback reads etcd at most once a scrape.
 func (c *Controller) registerMetrics() {
 	meter := otel.Meter("github.com/strata-mq/strata/services/controller")
-	active, err1 := meter.Int64ObservableGauge("strata.controller.active", metric.WithUnit("1"),
+	active, err1 := meter.Int64ObservableGauge("strata.controller.active",
 		metric.WithDescription("1 when this controller is the active one, else 0."))
 	under, err2 := meter.Int64ObservableGauge("strata.controller.partitions.under_replicated", metric.WithUnit("{partition}"),
 		metric.WithDescription("Partitions whose ISR is smaller than their replica set; reported by the active controller."))
