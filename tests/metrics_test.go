@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -277,7 +280,7 @@ func TestBusyClusterMetrics(t *testing.T) {
 		t.Fatalf("leader of busy-0 is %q: %v", victim, err)
 	}
 	dev.Kill(t, "storage", id)
-	run("the metrics of a killed leader", map[string]bool{victim: true}, []check{
+	after := run("the metrics of a killed leader", map[string]bool{victim: true}, []check{
 		atLeast("strata_controller_leader_elections_total", topic, 1),
 		atLeast("strata_controller_isr_changes_total", map[string]string{"topic": "busy", "change": "shrink"}, 3),
 		exactly("strata_controller_partitions_under_replicated", nil, 3),
@@ -285,4 +288,25 @@ func TestBusyClusterMetrics(t *testing.T) {
 		exactly("strata_controller_nodes_live", nil, 2),
 		exactly("strata_storage_partition_under_replicated", topic, 3),
 	})
+
+	// docs/operations.md lists each metric an operator has; every one of
+	// them is in the scrapes (histograms as their _count series).
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `((?:strata|rpc)_[a-z_]+)` \\| (\\w+)")
+	rows := row.FindAllStringSubmatch(string(doc), -1)
+	if len(rows) < 15 {
+		t.Fatalf("docs/operations.md lists %d metrics; the table was not found", len(rows))
+	}
+	for _, r := range rows {
+		name := r[1]
+		if r[2] == "histogram" {
+			name += "_count"
+		}
+		if _, n := append(m, after...).sum(name, nil); n == 0 {
+			t.Errorf("docs/operations.md lists %s, which no process exported", r[1])
+		}
+	}
 }
