@@ -28,6 +28,8 @@ export {
 export type { CorruptKind } from "./errors.js";
 export { murmur2, partitionForKey } from "./murmur2.js";
 export { crc32c } from "./crc32c.js";
+export { isTraceparent, traceCarrier, TRACE_HEADERS } from "./tracing.js";
+export type { TracePropagator } from "./tracing.js";
 export { buildBatch, decodeBatch, parseHeader, peekSize, Codec } from "./recordbatch.js";
 export type { BatchHeader, BuildOptions, CodecName, DecodedBatch, DecodedRecord, RecordHeader, RecordInput } from "./recordbatch.js";
 /** CompressionTypes as kafkajs names them. */

@@ -22,6 +22,7 @@ import {
 import { Cluster, type TopicInfo } from "./metadata.js";
 import { partitionForKey } from "./murmur2.js";
 import { buildBatch, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
+import { traceHeaders, type TracePropagator } from "./tracing.js";
 import { Backoff, sleep, toBytes, tpKey } from "./util.js";
 
 /** When a produce is acknowledged: "all" in-sync replicas (-1), the "leader" (1), or "none" (0). */
@@ -75,6 +76,12 @@ export interface ProducerConfig {
   deliveryTimeout?: number;
   /** Retries per batch within the delivery timeout. Default Infinity. */
   maxRetries?: number;
+  /**
+   * Writes the caller's trace context (W3C traceparent, tracestate) into each
+   * message's headers; see tracing.ts. Default none: records carry no trace
+   * context.
+   */
+  propagator?: TracePropagator;
 }
 
 interface ResolvedProducerConfig {
@@ -85,6 +92,7 @@ interface ResolvedProducerConfig {
   compression: CodecName;
   deliveryTimeout: number;
   maxRetries: number;
+  propagator: TracePropagator | undefined;
 }
 
 function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
@@ -107,11 +115,13 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
     compression: c.compression ?? "none",
     deliveryTimeout: c.deliveryTimeout ?? 120_000,
     maxRetries: c.maxRetries ?? Infinity,
+    propagator: c.propagator,
   };
   if (!(r.linger >= 0)) problems.push(`linger ${r.linger}: must not be negative`);
   positive(problems, "maxBatchBytes", r.maxBatchBytes);
   positive(problems, "deliveryTimeout", r.deliveryTimeout);
   if (!(r.maxRetries >= 0)) problems.push(`maxRetries ${r.maxRetries}: must not be negative`);
+  if (r.propagator !== undefined && typeof r.propagator?.inject !== "function") problems.push("propagator: needs an inject(carrier) method");
   if (r.compression !== "none" && r.compression !== "gzip") problems.push(`compression ${JSON.stringify(r.compression)}: want "none" or "gzip"`);
   if (problems.length) throw new TypeError(`@strata-mq/client: bad producer config: ${problems.join("; ")}`);
   return r;
@@ -220,7 +230,8 @@ export class Producer {
       const now = Date.now();
       const recs: RecordInput[] = new Array(messages.length);
       try {
-        for (let i = 0; i < messages.length; i++) recs[i] = toRecord(messages[i]!, now);
+        const trace = traceHeaders(this.cfg.propagator); // tracing.ts
+        for (let i = 0; i < messages.length; i++) recs[i] = toRecord(messages[i]!, now, trace);
       } catch (e) {
         reject(e);
         return;
@@ -526,7 +537,7 @@ class Sink {
   }
 }
 
-function toRecord(m: Message, now: number): RecordInput {
+function toRecord(m: Message, now: number, trace: [string, string][] = []): RecordInput {
   if (m === null || typeof m !== "object") throw new TypeError("@strata-mq/client: a message must be an object");
   const headers: RecordHeader[] = [];
   if (m.headers) {
@@ -535,6 +546,9 @@ function toRecord(m: Message, now: number): RecordInput {
       if (Array.isArray(v)) for (const x of v) headers.push({ key: k, value: toBytes(x) });
       else headers.push({ key: k, value: toBytes(v) });
     }
+  }
+  for (const [k, v] of trace) {
+    if (!m.headers || m.headers[k] === undefined) headers.push({ key: k, value: toBytes(v) });
   }
   let ts = now;
   if (m.timestamp !== undefined && m.timestamp !== null) {

@@ -7,7 +7,18 @@ import { createInterface } from "node:readline";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { ClosedError, ConsumerEvents, FencedError, Strata, StrataError, UnknownTopicError, type KafkaMessage, type RecordMetadata } from "../../src/index.js";
+import {
+  ClosedError,
+  ConsumerEvents,
+  FencedError,
+  isTraceparent,
+  Strata,
+  StrataError,
+  traceCarrier,
+  UnknownTopicError,
+  type KafkaMessage,
+  type RecordMetadata,
+} from "../../src/index.js";
 import { readFixture } from "../testdata.js";
 import { DevCluster, waitFor } from "./devcluster.js";
 import { runBrowserTest } from "./browser.js";
@@ -127,6 +138,35 @@ describe("against strata dev", () => {
       seen.add(r.key);
     }
     assert.equal(seen.size, n);
+  });
+
+  test("trace context crosses between the Go and TS clients in record headers", async () => {
+    await strata.admin().createTopic({ topic: "traced", partitions: 1, replicationFactor: 3 });
+    // TS produces with a propagator (as @opentelemetry/api's would inject);
+    // a message's own traceparent header wins over the propagator's.
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const producer = strata.producer({ propagator: { inject: (c) => Object.assign(c, { traceparent, tracestate: "vendor=1" }) } });
+    await producer.send({ topic: "traced", messages: [{ value: "from ts" }] });
+    const own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    await producer.send({ topic: "traced", messages: [{ value: "own header", headers: { traceparent: own } }] });
+    await producer.close();
+    const lines = cluster.strata(["consume", "traced", "-e", "-f", "json"]).trim().split("\n");
+    const read = lines.map((l) => JSON.parse(l) as { value: string; headers: Record<string, string> });
+    assert.deepEqual(read[0], { ...read[0], value: "from ts", headers: { traceparent, tracestate: "vendor=1" } });
+    assert.deepEqual(read[1]!.headers, { traceparent: own });
+
+    // Go produces with tracing on (an OTLP endpoint set; nothing listens
+    // there, which costs the CLI nothing but a failed export): TS reads the
+    // context the Go producer's send span wrote.
+    cluster.strata(["produce", "traced"], "from go\n", { OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9" });
+    const got = await consumeAll("traced", (m) => m.size >= 3);
+    const fromGo = got.find((m) => text(m.value) === "from go");
+    assert.ok(fromGo, "the Go record was consumed");
+    const carrier = traceCarrier(fromGo.headers);
+    assert.ok(isTraceparent(carrier.traceparent ?? ""), `traceparent ${JSON.stringify(carrier)}`);
+    assert.notEqual(carrier.traceparent, traceparent);
+    const fromTs = got.find((m) => text(m.value) === "from ts");
+    assert.deepEqual(traceCarrier(fromTs!.headers), { traceparent, tracestate: "vendor=1" });
   });
 
   test("errors are typed and carry the server's reason", async () => {

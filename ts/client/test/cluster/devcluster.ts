@@ -96,8 +96,13 @@ export class DevCluster {
   }
 
   /** strata runs the CLI against this cluster and returns its stdout; throws on a non-zero exit. */
-  strata(args: string[], input?: string): string {
-    const r = spawnSync(join(binDir, "strata"), ["--gateway", this.gateway, ...args], { input, encoding: "utf8", timeout: 60_000 });
+  strata(args: string[], input?: string, env?: Record<string, string>): string {
+    const r = spawnSync(join(binDir, "strata"), ["--gateway", this.gateway, ...args], {
+      input,
+      encoding: "utf8",
+      timeout: 60_000,
+      env: env ? { ...process.env, ...env } : undefined,
+    });
     if (r.status !== 0) throw new Error(`strata ${args.join(" ")}: exit ${r.status}: ${r.stderr}`);
     return r.stdout;
   }
