@@ -46,7 +46,6 @@ const (
 	attrConsumerGroup  = attribute.Key("messaging.consumer.group.name")
 	attrBatchCount     = attribute.Key("messaging.batch.message_count")
 	attrBodySize       = attribute.Key("messaging.message.body.size")
-	attrClientID       = attribute.Key("messaging.client.id")
 	messagingSystem    = "strata"
 	instrumentationPkg = "github.com/strata-mq/strata/client"
 )
