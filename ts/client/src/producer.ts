@@ -547,8 +547,10 @@ function toRecord(m: Message, now: number, trace: [string, string][] = []): Reco
       else headers.push({ key: k, value: toBytes(v) });
     }
   }
-  for (const [k, v] of trace) {
-    if (!m.headers || m.headers[k] === undefined) headers.push({ key: k, value: toBytes(v) });
+  // A message that carries its own traceparent keeps its trace context
+  // whole: the propagator's tracestate belongs to another trace.
+  if (!m.headers || m.headers["traceparent"] === undefined) {
+    for (const [k, v] of trace) headers.push({ key: k, value: toBytes(v) });
   }
   let ts = now;
   if (m.timestamp !== undefined && m.timestamp !== null) {

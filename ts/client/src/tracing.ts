@@ -20,7 +20,8 @@ export const TRACE_HEADERS = ["traceparent", "tracestate"] as const;
  * Writes the caller's trace context into a carrier of text headers, as
  * OpenTelemetry's `propagation.inject(context.active(), carrier)` does. It is
  * called once per `send()`, in the caller's context, and what it writes is
- * added to each message of that call that does not set the same header.
+ * added to each message of that call that does not set its own traceparent
+ * (such a message keeps its trace context whole).
  */
 export interface TracePropagator {
   inject(carrier: Record<string, string>): void;
