@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -135,14 +136,21 @@ func (t *tracing) startSend(ctx context.Context, r *Record) trace.Span {
 }
 
 // injectHeaders returns the record's headers with its send span's context
-// added, or the headers as they are when the span has no valid context.
-// The record itself is not changed.
+// in place of any trace context they carried (a consumed record produced
+// again carries the new send span's, not a mix of two traces), or the
+// headers as they are when the span has no valid context. The record
+// itself is not changed.
 func (t *tracing) injectHeaders(pr *promise) []Header {
 	if pr.span == nil || !pr.span.SpanContext().IsValid() {
 		return pr.r.Headers
 	}
-	hs := make([]Header, len(pr.r.Headers), len(pr.r.Headers)+2)
-	copy(hs, pr.r.Headers)
+	fields := t.prop.Fields()
+	hs := make([]Header, 0, len(pr.r.Headers)+len(fields))
+	for _, h := range pr.r.Headers {
+		if !slices.Contains(fields, h.Key) {
+			hs = append(hs, h)
+		}
+	}
 	t.prop.Inject(trace.ContextWithSpan(context.Background(), pr.span), headerCarrier{&hs})
 	return hs
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -123,4 +124,25 @@ func names(spans []sdktrace.ReadOnlySpan) []string {
 		out = append(out, s.Name())
 	}
 	return out
+}
+
+// TestReproducedRecordCarriesOnlyTheNewContext: a record that already
+// carries trace context (consumed, then produced again) leaves with the new
+// send span's context only, and the application's record is unchanged.
+func TestReproducedRecordCarriesOnlyTheNewContext(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	tr := newTracing(&config{tracerProvider: tp})
+	old := []Header{{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
+		{Key: "tracestate", Value: []byte("old=1")}, {Key: "app", Value: []byte("x")}}
+	pr := &promise{r: &Record{Topic: "t", Headers: old}}
+	tr.traceRecord(context.Background(), pr)
+	hs := tr.injectHeaders(pr)
+	if len(hs) != 2 || hs[0].Key != "app" || hs[1].Key != "traceparent" ||
+		!strings.Contains(string(hs[1].Value), pr.span.SpanContext().TraceID().String()) {
+		t.Errorf("headers %q, want app and the new traceparent only", hs)
+	}
+	if len(pr.r.Headers) != 3 || string(pr.r.Headers[1].Value) != "old=1" {
+		t.Errorf("the application's headers changed: %q", pr.r.Headers)
+	}
 }
