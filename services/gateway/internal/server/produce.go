@@ -58,6 +58,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	}
 	groups := map[int32]*group{}
 	var order []int32
+	traceHdrs := jsonTraceHeaders(ctx, req.Header()) // telemetry.go
 	for i, r := range m.GetRecords() {
 		var p int32
 		key := recordKey(r)
@@ -88,7 +89,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 		}
 		grp.indexes = append(grp.indexes, i)
 		grp.records = append(grp.records, recordbatch.Record{
-			Key: key, Value: recordValue(r), Headers: recordHeaders(r.GetHeaders()), Timestamp: ts,
+			Key: key, Value: recordValue(r), Headers: withTraceHeaders(recordHeaders(r.GetHeaders()), traceHdrs), Timestamp: ts,
 		})
 	}
 
