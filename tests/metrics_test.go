@@ -17,8 +17,8 @@ import (
 	"github.com/strata-mq/strata/tests/harness"
 )
 
-// sample is one Prometheus sample of a scrape.
-type sample struct {
+// promSample is one Prometheus promSample of a scrape.
+type promSample struct {
 	process string // service-id of the process scraped
 	name    string
 	labels  map[string]string
@@ -27,8 +27,8 @@ type sample struct {
 
 // scrape reads /metrics of every process of the dev cluster but those in
 // skip (service-id).
-func scrape(ctx context.Context, dev *harness.Dev, skip map[string]bool) ([]sample, error) {
-	var out []sample
+func scrape(ctx context.Context, dev *harness.Dev, skip map[string]bool) ([]promSample, error) {
+	var out []promSample
 	for _, p := range dev.File.Processes {
 		who := fmt.Sprintf("%s-%d", p.Service, p.ID)
 		if skip[who] {
@@ -60,19 +60,19 @@ func scrape(ctx context.Context, dev *harness.Dev, skip map[string]bool) ([]samp
 
 // parseSample parses one line of the Prometheus text format (labels
 // without escaped quotes, as Strata's are).
-func parseSample(line string) (sample, bool) {
+func parseSample(line string) (promSample, bool) {
 	if line == "" || line[0] == '#' {
-		return sample{}, false
+		return promSample{}, false
 	}
 	sp := strings.LastIndexByte(line, ' ')
 	if sp < 0 {
-		return sample{}, false
+		return promSample{}, false
 	}
 	v, err := strconv.ParseFloat(line[sp+1:], 64)
 	if err != nil {
-		return sample{}, false
+		return promSample{}, false
 	}
-	s := sample{value: v, labels: map[string]string{}}
+	s := promSample{value: v, labels: map[string]string{}}
 	head := line[:sp]
 	if i := strings.IndexByte(head, '{'); i >= 0 {
 		s.name = head[:i]
@@ -88,7 +88,7 @@ func parseSample(line string) (sample, bool) {
 }
 
 // metricSet answers questions about one scrape.
-type metricSet []sample
+type metricSet []promSample
 
 // sum adds the values of name's samples whose labels include want.
 func (m metricSet) sum(name string, want map[string]string) (float64, int) {
