@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/storage/internal/metadata"
+)
+
+// DefaultListen is the storage node's default API address (--listen).
+const DefaultListen = "127.0.0.1:9102"
+
+// ProcessConfig is the strata-storage process's configuration: serve.Base
+// plus the node's flags. Setup turns it into the Config that Start takes.
+type ProcessConfig struct {
+	serve.Base
+	NodeID         int           // --node-id; required, >= 0
+	Advertise      string        // --advertise; default the --listen URL
+	Listeners      string        // --advertise-listeners; NAME=URL,...; default none
+	DataDir        string        // --data-dir; default ./data
+	Controller     string        // --controller; comma-separated URLs
+	Rack           string        // --rack; default empty
+	ReplicaLagTime time.Duration // --replica-lag-time; default 10s
+	Tiering        string        // --tiering; tiering service URL, empty disables tiered storage
+	TierInterval   time.Duration // --tier-interval; how often tiered partitions are uploaded and trimmed; default 5s
+	// RetentionInterval is --retention-interval: how often retention.ms and
+	// retention.bytes are applied; default 1m.
+	RetentionInterval time.Duration
+}
+
+// RegisterFlags declares the storage node's own flags.
+func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
+	f.IntVar(&c.NodeID, "node-id", -1, "this storage node's id, unique in the cluster and stable across restarts (>= 0)")
+	f.StringVar(&c.Advertise, "advertise", "", "Connect base URL or host:port others reach this node at; default the --listen address")
+	f.StringVar(&c.Listeners, "advertise-listeners", "", "further named addresses for clients on other networks, NAME=URL comma-separated (e.g. external=http://node-1.example.com:31102); a gateway with --client-listener NAME hands these out")
+	f.StringVar(&c.DataDir, "data-dir", "./data", "directory holding one subdirectory per partition replica")
+	f.StringVar(&c.Controller, "controller", "http://127.0.0.1:9093", "controller base URLs, comma-separated")
+	f.StringVar(&c.Rack, "rack", "", "rack or availability-zone label for rack-aware placement")
+	f.DurationVar(&c.ReplicaLagTime, "replica-lag-time", 10*time.Second, "replica.lag.time.max: a follower not caught up for this long leaves the ISR")
+	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
+	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
+	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often retention.ms and retention.bytes delete old segments (tiered topics: see --tier-interval)")
+}
+
+// Validate checks every field and reports all problems at once.
+func (c *ProcessConfig) Validate() error {
+	var p serve.Problems
+	if c.NodeID < 0 {
+		p.Flag("node-id", c.NodeID, "required, must be >= 0")
+	}
+	if c.DataDir == "" {
+		p.Flag("data-dir", c.DataDir, "must not be empty")
+	}
+	if _, err := serve.ParseListeners(c.Listeners); err != nil {
+		p.Flag("advertise-listeners", c.Listeners, err.Error())
+	}
+	if len(metadata.ParseControllers(c.Controller)) == 0 {
+		p.Flag("controller", c.Controller, "needs at least one URL")
+	}
+	if c.ReplicaLagTime <= 0 {
+		p.Flag("replica-lag-time", c.ReplicaLagTime, "must be positive")
+	}
+	if c.TierInterval <= 0 {
+		p.Flag("tier-interval", c.TierInterval, "must be positive")
+	}
+	if c.RetentionInterval <= 0 {
+		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
+	}
+	return p.Err()
+}
+
+// Setup returns the serve.SetupFunc of strata-storage: it starts the node
+// (Start), registers its shutdown and readiness, and serves StorageService.
+func Setup(cfg *ProcessConfig) serve.SetupFunc {
+	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
+		advertise := cfg.Advertise
+		if advertise == "" {
+			advertise = p.URL()
+		} else if !hasScheme(advertise) {
+			advertise = "http://" + advertise
+		}
+		listeners, _ := serve.ParseListeners(cfg.Listeners) // checked by Validate
+		var adv []*commonv1.Listener
+		for _, l := range listeners {
+			adv = append(adv, &commonv1.Listener{Name: l.Name, Address: l.URL})
+		}
+		node, err := Start(ctx, Config{
+			NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
+			Controllers:       metadata.ParseControllers(cfg.Controller),
+			ReplicaLagTime:    cfg.ReplicaLagTime,
+			Tiering:           cfg.Tiering,
+			TierInterval:      cfg.TierInterval,
+			RetentionInterval: cfg.RetentionInterval,
+			HTTPClient:        p.HTTPClient(),
+			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
+			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
+			Logger:            p.Logger(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
+		p.AddReadinessCheck("metadata", func(context.Context) error { return node.Ready() })
+		mux := http.NewServeMux()
+		mux.Handle(node.Handler())
+		return mux, nil
+	}
+}
+
+func hasScheme(s string) bool {
+	return len(s) > 7 && (s[:7] == "http://" || (len(s) > 8 && s[:8] == "https://"))
+}

@@ -1,0 +1,45 @@
+package server
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+// parseProcessConfig registers the storage node's flags and parses args
+// with no environment, as strata-storage does at start.
+func parseProcessConfig(t *testing.T, args ...string) (*ProcessConfig, error) {
+	t.Helper()
+	cfg := &ProcessConfig{Base: serve.Base{Listen: DefaultListen}}
+	f := serve.NewFlags("strata-storage")
+	cfg.RegisterFlags(f)
+	if err := f.Parse(args, nil); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return cfg, cfg.Validate()
+}
+
+func TestProcessConfigDefaultsNeedOnlyANodeID(t *testing.T) {
+	cfg, err := parseProcessConfig(t, "--node-id", "3")
+	if err != nil {
+		t.Fatalf("Validate with only --node-id: %v", err)
+	}
+	if cfg.DataDir != "./data" || cfg.Controller != "http://127.0.0.1:9093" || cfg.Tiering != "" {
+		t.Fatalf("defaults: data-dir %q controller %q tiering %q", cfg.DataDir, cfg.Controller, cfg.Tiering)
+	}
+}
+
+func TestProcessConfigReportsEveryProblem(t *testing.T) {
+	_, err := parseProcessConfig(t, "--data-dir", "", "--controller", "", "--replica-lag-time", "0s",
+		"--tier-interval", "-1s", "--retention-interval", "0s", "--advertise-listeners", "no-equals-sign")
+	if err == nil {
+		t.Fatal("Validate accepted a config with six bad flags")
+	}
+	for _, flag := range []string{"--node-id", "--data-dir", "--controller", "--replica-lag-time",
+		"--tier-interval", "--retention-interval", "--advertise-listeners"} {
+		if !strings.Contains(err.Error(), flag) {
+			t.Errorf("error does not name %s: %v", flag, err)
+		}
+	}
+}
