@@ -19,6 +19,7 @@ func TestIdempotentRetryAfterLeaderKill(t *testing.T) {
 	ctx := harness.Deadline(t, 90*time.Second)
 	const topic = "idem"
 	c.CreateTopic(ctx, topic, 1, 1, map[string]string{"segment.bytes": "4096", "min.insync.replicas": "1"})
+	rc := checkReplication(t, c, topic, 1)
 
 	const pid = 4242
 	first := textBatch(t, "k", []string{"a", "b"}, pid, 0)
@@ -27,6 +28,8 @@ func TestIdempotentRetryAfterLeaderKill(t *testing.T) {
 		t.Fatalf("first produce: %v %v", resp, err)
 	}
 	orig := resp.GetBaseOffset()
+	rc.ack(0, orig, "a")
+	rc.ack(0, orig+1, "b")
 	filler := make([]string, 8)
 	for i := range filler {
 		filler[i] = "filler value of a few dozen bytes, repeated to roll segments"
@@ -52,9 +55,11 @@ func TestIdempotentRetryAfterLeaderKill(t *testing.T) {
 	if err != nil || resp.GetDuplicate() {
 		t.Fatalf("next sequence after the restart: %v %v", resp, err)
 	}
+	rc.ack(0, resp.GetBaseOffset(), "c")
 	_, err = produceToLeaderResp(ctx, c, topic, 0, textBatch(t, "k", []string{"gap"}, pid, 9))
 	if err == nil {
 		t.Fatal("a sequence gap after the restart was accepted: the producer's state was lost")
 	}
 	t.Logf("gap refused: %s", describeErr(err))
+	rc.finish(ctx)
 }

@@ -115,6 +115,7 @@ func TestProduceSurvivesLeaderKill(t *testing.T) {
 			topic := fmt.Sprintf("leader-kill-%d", i)
 			c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})
 			c.WaitFullISR(ctx, topic, 1)
+			rc := checkReplication(t, c, topic, 1)
 			leader, _ := c.Leader(ctx, topic, 0)
 			defer func() {
 				if leader.Proc.Exited() { // the next point needs three live nodes
@@ -171,7 +172,9 @@ func TestProduceSurvivesLeaderKill(t *testing.T) {
 				if got[i].Offset != int64(i) || string(got[i].Value) != string(r.Value) || r.Offset != int64(i) {
 					t.Fatalf("offset %d holds %q; %s was acknowledged at offset %d", got[i].Offset, got[i].Value, r.Value, r.Offset)
 				}
+				rc.ack(0, r.Offset, string(r.Value))
 			}
+			rc.finish(ctx)
 		})
 	}
 }
@@ -207,6 +210,7 @@ func TestCLIProduceSurvivesLeaderKill(t *testing.T) {
 	defer cancel()
 	c.CreateTopic(ctx, topic, partitions, 3, nil)
 	c.WaitFullISR(ctx, topic, partitions)
+	rc := checkReplication(t, c, topic, partitions)
 	leader, _ := c.Leader(ctx, topic, 0)
 	active := waitAgreedActive(ctx, t, c.Controllers())
 
@@ -267,7 +271,9 @@ func TestCLIProduceSurvivesLeaderKill(t *testing.T) {
 			t.Fatalf("records %d and %d both reported at partition %d offset %d", prev, i, r.Partition, r.Offset)
 		}
 		at[r] = i
+		rc.ack(r.Partition, r.Offset, strconv.Itoa(i))
 	}
+	rc.finish(ctx)
 	seen := map[string]bool{}
 	for p := range int32(partitions) {
 		for _, rec := range readPartition(ctx, t, c, topic, p) {

@@ -15,6 +15,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -133,7 +134,7 @@ func TestScaleOutUnderLoad(t *testing.T) {
 	}
 	t.Logf("cluster nodes: %s", out)
 
-	time.Sleep(3 * time.Second) // the load runs on the new placement a little
+	load.waitMoreAcks(t, ctx, 300) // the load runs on the new placement a while
 	tail.watch(false)
 	load.finish(t)
 	tail.waitFor(t, ctx, load.acked)
@@ -188,7 +189,7 @@ func TestDrainUnderLoad(t *testing.T) {
 		}
 	}
 	c.Storage(4).Kill()
-	time.Sleep(3 * time.Second) // the load runs without node 4 a little
+	load.waitMoreAcks(t, ctx, 300) // the load runs without node 4 a while
 	if _, err := cli("cluster", "status", "--exit-when-healthy", "--timeout", "60s"); err != nil {
 		t.Errorf("cluster not healthy with the drained node stopped: %v", err)
 	}
@@ -282,7 +283,14 @@ func TestMoveSurvivesControllerKill(t *testing.T) {
 	c.WaitPartition(ctx, "orders", 0, "node 4 catching up", func(p *commonv1.PartitionMetadata) bool {
 		return slices.Contains(p.GetAddingReplicas(), 4)
 	})
-	time.Sleep(2 * time.Second) // the copy is under way
+	// The copy is under way: node 4's replica holds some of the partition.
+	testwait.Until(t, time.Minute, "node 4's replica of orders/0 to hold records", func() error {
+		r, err := describeLog(ctx, c.Storage(4), "orders", 0)
+		if err != nil {
+			return err
+		}
+		return testwait.True(r.GetLogEndOffset() > 0)
+	})
 	if p, err := c.Partition(ctx, "orders", 0); err != nil || !harness.Moving(p) {
 		t.Fatalf("the move finished before the controller was killed (%v): the throttle did not hold it", err)
 	}

@@ -96,6 +96,20 @@ func startLoad(t *testing.T, gateway, topic string, perSecond, keys, valueBytes 
 	return l
 }
 
+// waitMoreAcks returns once n more records are acknowledged than when it
+// was called: the load has run on whatever placement the cluster now has.
+func (l *ackedLoad) waitMoreAcks(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	want := l.ackedCount() + n
+	for l.ackedCount() < want {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the load got %d acknowledgements, waiting for %d", l.ackedCount(), want)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // finish stops sending and waits until every record sent is acknowledged
 // or failed.
 func (l *ackedLoad) finish(t *testing.T) {
