@@ -185,8 +185,12 @@ export class Cluster {
     const t = this.topics.get(tp.topic);
     const cur = t?.parts[tp.partition];
     if (!t || !cur || h.leaderEpoch <= cur.epoch) return false;
+    // The hint names the leader's default address; the gateway's metadata
+    // may have given this client another listener's address for the same
+    // node (advertised listeners), which is the one it can reach.
+    const addr = this.nodes.get(h.leaderId) || h.leaderAddress;
     const parts = t.parts.slice();
-    parts[tp.partition] = { leader: h.leaderId, epoch: h.leaderEpoch, addr: h.leaderAddress };
+    parts[tp.partition] = { leader: h.leaderId, epoch: h.leaderEpoch, addr };
     this.topics.set(tp.topic, { id: t.id, parts });
     return true;
   }
