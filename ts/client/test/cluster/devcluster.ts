@@ -14,11 +14,13 @@ export interface ProcessInfo {
   pid: number;
   running: boolean;
   url?: string;
+  admin_address?: string;
   argv: string[];
 }
 
 export interface ClusterFile {
   gateway: string;
+  gateways?: string[];
   ready: boolean;
   pid: number;
   processes: ProcessInfo[];
@@ -51,15 +53,18 @@ export class DevCluster {
     private output: string[],
   ) {}
 
-  /** start runs `strata dev` and resolves once cluster.json says ready. */
-  static async start(opts: { storageNodes?: number; env?: Record<string, string> } = {}): Promise<DevCluster> {
+  /**
+   * start runs `strata dev` and resolves once cluster.json says ready.
+   * args are extra flags for strata dev, such as ["--gateways", "2"].
+   */
+  static async start(opts: { storageNodes?: number; env?: Record<string, string>; args?: string[] } = {}): Promise<DevCluster> {
     const strata = join(binDir, "strata");
     if (!existsSync(strata)) throw new Error(`${strata} is missing: run 'make build' (or set STRATA_BIN)`);
     for (let attempt = 0; attempt < 8; attempt++) {
       const base = 20_000 + Math.floor(Math.random() * 4_000) * 10;
       const dir = mkdtempSync(join(tmpdir(), "strata-ts-"));
       const output: string[] = [];
-      const proc = spawn(strata, ["dev", "--dir", dir, "--base-port", String(base), "--storage-nodes", String(opts.storageNodes ?? 3)], {
+      const proc = spawn(strata, ["dev", "--dir", dir, "--base-port", String(base), "--storage-nodes", String(opts.storageNodes ?? 3), ...(opts.args ?? [])], {
         env: { ...process.env, ...opts.env },
         stdio: ["ignore", "pipe", "pipe"],
       });
