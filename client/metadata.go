@@ -276,7 +276,11 @@ func (c *cluster) storage(addr string) storagev1connect.StorageServiceClient {
 	defer c.mu.Unlock()
 	s := c.storages[addr]
 	if s == nil {
-		s = storagev1connect.NewStorageServiceClient(c.httpc, addr, c.copts...)
+		// Record batches are already compressed by the producer's codec:
+		// ask for uncompressed answers (Connect's clients accept gzip by
+		// default and its handlers then gzip every answer).
+		opts := append([]connect.ClientOption{connect.WithAcceptCompression("gzip", nil, nil)}, c.copts...)
+		s = storagev1connect.NewStorageServiceClient(c.httpc, addr, opts...)
 		c.storages[addr] = s
 	}
 	return s

@@ -178,7 +178,8 @@ func (g *Gateway) storageClient(addr string) storagev1connect.StorageServiceClie
 	defer g.storageMu.Unlock()
 	c := g.storage[addr]
 	if c == nil {
-		c = storagev1connect.NewStorageServiceClient(g.httpClient, addr, g.clientOpts...)
+		opts := append([]connect.ClientOption{serve.DataPathClientOption()}, g.clientOpts...)
+		c = storagev1connect.NewStorageServiceClient(g.httpClient, addr, opts...)
 		g.storage[addr] = c
 	}
 	return c

@@ -33,6 +33,8 @@ type testCluster struct {
 	ctrlURL string
 	lag     time.Duration
 	client  *http.Client
+	// wrap, when set, wraps each node's handler (to watch its requests).
+	wrap func(id int32, h http.Handler) http.Handler
 
 	mu    sync.Mutex
 	nodes map[int32]*testNode
@@ -47,7 +49,13 @@ type testNode struct {
 
 func newCluster(t *testing.T, n int, lag time.Duration) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, ctrl: controllertest.New(), lag: lag, client: serve.NewHTTPClient(),
+	return newWrappedCluster(t, n, lag, nil)
+}
+
+// newWrappedCluster is newCluster with each node's handler wrapped.
+func newWrappedCluster(t *testing.T, n int, lag time.Duration, wrap func(id int32, h http.Handler) http.Handler) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, ctrl: controllertest.New(), lag: lag, client: serve.NewHTTPClient(), wrap: wrap,
 		nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
 	for id := int32(1); id <= int32(n); id++ {
 		c.dirs[id] = t.TempDir() // before the cleanup below, so removed after it
@@ -99,8 +107,12 @@ func (c *testCluster) start(id int32) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(node.Handler())
+	var h http.Handler = mux
+	if c.wrap != nil {
+		h = c.wrap(id, mux)
+	}
 	c.mu.Lock()
-	c.nodes[id] = &testNode{node: node, srv: serve.StartServer(ln, mux), url: url}
+	c.nodes[id] = &testNode{node: node, srv: serve.StartServer(ln, h), url: url}
 	c.mu.Unlock()
 }
 

@@ -23,6 +23,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -170,7 +171,8 @@ func (n *Node) goRun(fn func(context.Context)) {
 
 // Handler returns the StorageService path and handler.
 func (n *Node) Handler() (string, http.Handler) {
-	return storagev1connect.NewStorageServiceHandler(&service{n: n}, n.cfg.HandlerOptions...)
+	opts := append([]connect.HandlerOption{serve.DataPathHandlerOption()}, n.cfg.HandlerOptions...)
+	return storagev1connect.NewStorageServiceHandler(&service{n: n}, opts...)
 }
 
 // Ready reports whether the node has registered and applied metadata.
@@ -238,7 +240,8 @@ func (n *Node) storageClient(addr string) storagev1connect.StorageServiceClient 
 	defer n.mu.Unlock()
 	c := n.clients[addr]
 	if c == nil {
-		c = storagev1connect.NewStorageServiceClient(n.cfg.HTTPClient, addr, n.cfg.ClientOptions...)
+		opts := append([]connect.ClientOption{serve.DataPathClientOption()}, n.cfg.ClientOptions...)
+		c = storagev1connect.NewStorageServiceClient(n.cfg.HTTPClient, addr, opts...)
 		n.clients[addr] = c
 	}
 	return c
