@@ -587,10 +587,16 @@ func (r *Replica) waitCommitted(ctx context.Context, last int64, leaderEpoch int
 
 // Read returns batches for a consumer: only below the high watermark.
 func (r *Replica) Read(epoch int32, offset int64, maxBytes int) (partlog.ReadResult, error) {
+	return r.ReadInto(nil, epoch, offset, maxBytes)
+}
+
+// ReadInto is Read into a caller-supplied buffer (partlog.Log.ReadInto):
+// the result's Batches aliases buf when buf has the capacity for the read.
+func (r *Replica) ReadInto(buf []byte, epoch int32, offset int64, maxBytes int) (partlog.ReadResult, error) {
 	if err := r.CheckLeader(epoch); err != nil {
 		return partlog.ReadResult{}, err
 	}
-	return r.log.Read(offset, maxBytes, r.log.HighWatermark())
+	return r.log.ReadInto(buf, offset, maxBytes, r.log.HighWatermark())
 }
 
 // ReplicateResult is the leader's answer to one follower fetch.
@@ -612,6 +618,9 @@ type Fetch struct {
 	FetchOffset      int64 // its log end offset
 	LastFetchedEpoch int32 // epoch of its last batch; -1 for an empty log
 	MaxBytes         int   // limit on the records returned
+	// Buf, when not nil, is the buffer to read into: the result's Records
+	// aliases it when it has the capacity (partlog.Log.ReadInto).
+	Buf []byte
 }
 
 // Replicate serves one follower fetch: it fences the epoch and the node
@@ -693,7 +702,7 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 	r.mu.Unlock()
 
 	if req.FetchOffset < res.LEO {
-		rr, err := r.log.Read(req.FetchOffset, req.MaxBytes, res.LEO)
+		rr, err := r.log.ReadInto(req.Buf, req.FetchOffset, req.MaxBytes, res.LEO)
 		if err != nil {
 			return ReplicateResult{}, err
 		}

@@ -172,7 +172,8 @@ func (n *Node) goRun(fn func(context.Context)) {
 // Handler returns the StorageService path and handler.
 func (n *Node) Handler() (string, http.Handler) {
 	opts := append([]connect.HandlerOption{serve.DataPathHandlerOption()}, n.cfg.HandlerOptions...)
-	return storagev1connect.NewStorageServiceHandler(&service{n: n}, opts...)
+	path, h := storagev1connect.NewStorageServiceHandler(&service{n: n}, opts...)
+	return path, withReadBufs(h) // pooled read buffers (readbuf.go)
 }
 
 // Ready reports whether the node has registered and applied metadata.

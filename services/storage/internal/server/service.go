@@ -205,6 +205,10 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		maxBytes = defaultFetchMaxBytes
 	}
 	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
+	// Read buffers, taken from the pool when a partition first has
+	// something to read and reused by later rounds of the long poll (a
+	// round that does not answer drops its results).
+	bufs := make([][]byte, len(m.GetPartitions()))
 	for {
 		var chans []<-chan struct{}
 		for _, p := range m.GetPartitions() {
@@ -214,8 +218,8 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		}
 		out := &storagev1.FetchResponse{}
 		total, failed := 0, false
-		for _, p := range m.GetPartitions() {
-			res := s.fetchOne(p, maxBytes-total)
+		for i, p := range m.GetPartitions() {
+			res := s.fetchOne(ctx, p, maxBytes-total, &bufs[i])
 			total += len(res.Records)
 			failed = failed || res.Error != nil
 			out.Partitions = append(out.Partitions, res)
@@ -229,7 +233,9 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	}
 }
 
-func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.FetchPartitionResult {
+// fetchOne reads one partition of a Fetch. *buf is its read buffer: nil
+// until the partition has records to read, then a pooled one (readbuf.go).
+func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, budget int, buf *[]byte) *storagev1.FetchPartitionResult {
 	res := &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 	r := s.n.replica(p.GetTopic(), p.GetPartition())
 	if r == nil {
@@ -241,7 +247,10 @@ func (s *service) fetchOne(p *storagev1.FetchPartition, budget int) *storagev1.F
 		limit = defaultPartitionMaxBytes
 	}
 	limit = max(min(limit, budget), 1)
-	rr, err := r.Read(p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
+	if *buf == nil && p.GetFetchOffset() < r.Log().HighWatermark() {
+		*buf = readBuf(ctx, limit)
+	}
+	rr, err := r.ReadInto(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
 	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
 	}
@@ -323,6 +332,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 	}
 	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
 	hw0 := map[int]int64{}
+	bufs := make([][]byte, len(m.GetPartitions())) // as in Fetch
 	for round := 0; ; round++ {
 		var chans []<-chan struct{}
 		out := &storagev1.ReplicateResponse{}
@@ -344,9 +354,13 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 				limit = defaultPartitionMaxBytes
 			}
 			limit = s.n.throttle.capReplicate(tpKey{p.GetTopic(), p.GetPartition()}, m.GetReplicaId(), limit) // throttle.go
+			limit = max(min(limit, maxBytes-total), 1)
+			if bufs[i] == nil && p.GetFetchOffset() < r.Log().LogEndOffset() {
+				bufs[i] = readBuf(ctx, limit)
+			}
 			rr, err := r.Replicate(replica.Fetch{
 				ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
-				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), MaxBytes: max(min(limit, maxBytes-total), 1),
+				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), MaxBytes: limit, Buf: bufs[i],
 			})
 			if err != nil {
 				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), r, err), true
