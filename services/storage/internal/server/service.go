@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sort"
 	"time"
 
@@ -155,44 +156,24 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	return connect.NewResponse(out), nil
 }
 
-// waitAny returns a channel closed when any of chans is closed or done is.
 // waitChange blocks a long poll until one of chans is closed (a replica's
 // log end, high watermark or role changed) or the deadline passes. It
 // reports false when the request or the node is shutting down, so the
-// caller answers with what it has.
+// caller answers with what it has. Any number of chans may close at once:
+// it wakes once, whichever it sees first.
 func (s *service) waitChange(ctx context.Context, chans []<-chan struct{}, deadline time.Time) bool {
-	done := make(chan struct{})
-	defer close(done)
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
-	select {
-	case <-waitAny(chans, done):
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.n.ctx.Done():
+	cases := make([]reflect.SelectCase, 0, len(chans)+3)
+	for _, c := range []<-chan struct{}{ctx.Done(), s.n.ctx.Done()} {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
-	return ctx.Err() == nil && s.n.ctx.Err() == nil
-}
-
-func waitAny(chans []<-chan struct{}, done <-chan struct{}) <-chan struct{} {
-	out := make(chan struct{})
-	stop := make(chan struct{})
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
 	for _, c := range chans {
-		go func() {
-			select {
-			case <-c:
-				select {
-				case <-stop:
-				default:
-					close(stop)
-					close(out)
-				}
-			case <-stop:
-			case <-done:
-			}
-		}()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
-	return out
+	reflect.Select(cases)
+	return ctx.Err() == nil && s.n.ctx.Err() == nil
 }
 
 func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
