@@ -1,7 +1,8 @@
 // Package replication moves data between replicas: the follower side pulls
-// from the leader with the Replicate long poll and truncates by epoch when
-// told its log diverged; the leader side periodically proposes ISR changes
-// to the controller.
+// from each leader node with one Replicate long poll carrying every
+// partition it follows there (Fetcher) and truncates by epoch when told its
+// log diverged; the leader side periodically proposes ISR changes to the
+// controller.
 package replication
 
 import (
@@ -10,81 +11,24 @@ import (
 	"log/slog"
 	"time"
 
-	"connectrpc.com/connect"
-
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
 
-// Follower is one partition's fetch loop from its leader at one leader
-// epoch. It ends when its ctx is canceled (the node starts a new one on
-// every leader or epoch change).
+// Follower is one partition this node follows at one leader epoch: what a
+// Fetcher needs to fetch it and to apply what the leader sends. A Fetcher
+// drops it when its ctx (given to Add) ends; the node adds a new one on
+// every leader or epoch change.
 type Follower struct {
 	Replica     *replica.Replica
-	NodeID      int32
 	LeaderEpoch int32
-	// Leader returns the leader's client, or nil while its address is
-	// unknown.
-	Leader    func() storagev1connect.StorageServiceClient
-	NodeEpoch func() int64
-	MaxWait   time.Duration // long-poll wait; default 500ms
-	Logger    *slog.Logger
-}
+	Logger      *slog.Logger
 
-// Run fetches until ctx ends.
-func (f *Follower) Run(ctx context.Context) {
-	if f.MaxWait <= 0 {
-		f.MaxWait = 500 * time.Millisecond
-	}
-	backoff := func() bool { return sleep(ctx, 50*time.Millisecond) }
-	for ctx.Err() == nil {
-		cl := f.Leader()
-		if cl == nil {
-			if !backoff() {
-				return
-			}
-			continue
-		}
-		fetchOffset, lastEpoch, logStart := f.Replica.FollowerPosition()
-		resp, err := cl.Replicate(ctx, connect.NewRequest(&storagev1.ReplicateRequest{
-			ReplicaId: f.NodeID,
-			NodeEpoch: f.NodeEpoch(),
-			Partitions: []*storagev1.ReplicatePartition{{
-				Topic: f.Replica.Topic, Partition: f.Replica.Partition,
-				CurrentLeaderEpoch: f.LeaderEpoch, FetchOffset: fetchOffset,
-				LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
-			}},
-			MaxWaitMs: int32(f.MaxWait / time.Millisecond),
-			MinBytes:  1,
-		}))
-		if err != nil {
-			if ctx.Err() == nil {
-				f.Logger.Debug("replicate failed", "err", err)
-			}
-			if !backoff() {
-				return
-			}
-			continue
-		}
-		if len(resp.Msg.GetPartitions()) != 1 {
-			if !backoff() {
-				return
-			}
-			continue
-		}
-		if err := f.handle(ctx, resp.Msg.GetPartitions()[0], fetchOffset); err != nil {
-			if !errors.Is(err, replica.ErrNotLeader) && ctx.Err() == nil {
-				f.Logger.Warn("replicate result not applied", "err", err)
-			}
-			if !backoff() {
-				return
-			}
-		}
-	}
+	ctx     context.Context // from Add
+	retryAt time.Time       // after a failure; the Fetcher's goroutine only
 }
 
 var errPartition = errors.New("replication: partition error from leader")

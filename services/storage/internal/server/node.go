@@ -92,6 +92,9 @@ type Node struct {
 	clients  map[string]storagev1connect.StorageServiceClient
 	closed   bool
 
+	fetchMu  sync.Mutex
+	fetchers map[int32]*replication.Fetcher // by leader node id; started on first use, run until Close
+
 	tier *tiering // tiered storage (tiering.go); nil when disabled
 
 	throttle *moveThrottle // replication throttle of partition moves (throttle.go)
@@ -145,6 +148,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		view:     &metadata.View{Topics: map[string]*commonv1.TopicMetadata{}},
 		replicas: map[tpKey]*hosted{},
 		clients:  map[string]storagev1connect.StorageServiceClient{},
+		fetchers: map[int32]*replication.Fetcher{},
 		throttle: newMoveThrottle(cfg.NodeID),
 	}
 	n.meta = metadata.New(metadata.Config{
@@ -384,8 +388,9 @@ func sameConfigs(a, b map[string]string) bool {
 	return true
 }
 
-// syncFollower runs exactly one follower loop per (leader, epoch) while the
-// replica follows, and none otherwise.
+// syncFollower keeps exactly one Follower per (leader, epoch) in the fetch
+// session with the leader node while the replica follows, and none
+// otherwise.
 func (n *Node) syncFollower(k tpKey, h *hosted) {
 	v := h.r.View()
 	following := v.Role == replica.RoleFollower
@@ -401,24 +406,43 @@ func (n *Node) syncFollower(k tpKey, h *hosted) {
 	}
 	leader := v.State.LeaderID
 	ctx, cancel := context.WithCancel(n.ctx)
-	h.stopFollow, h.followEpoch, h.followLeader = cancel, v.State.LeaderEpoch, leader
+	fetcher := n.fetcher(leader)
 	f := &replication.Follower{
-		Replica: h.r, NodeID: n.cfg.NodeID, LeaderEpoch: v.State.LeaderEpoch,
+		Replica: h.r, LeaderEpoch: v.State.LeaderEpoch,
+		Logger: n.logger.With("topic", k.topic, "partition", k.partition, "leader", leader),
+	}
+	fetcher.Add(ctx, f)
+	h.stopFollow = func() {
+		cancel()
+		fetcher.Remove(f)
+	}
+	h.followEpoch, h.followLeader = v.State.LeaderEpoch, leader
+}
+
+// fetcher returns this node's fetch session with leader node id, starting
+// it on first use. It runs until the node closes; with no partitions it
+// waits without calling the leader.
+func (n *Node) fetcher(leader int32) *replication.Fetcher {
+	n.fetchMu.Lock()
+	defer n.fetchMu.Unlock()
+	if f := n.fetchers[leader]; f != nil {
+		return f
+	}
+	f := &replication.Fetcher{
+		NodeID: n.cfg.NodeID,
 		Leader: func() storagev1connect.StorageServiceClient {
 			addr := n.currentView().NodeAddress(leader)
 			if addr == "" {
 				return nil
 			}
-			return n.throttle.follower(k, n.storageClient(addr))
+			return n.throttle.follower(n.storageClient(addr))
 		},
 		NodeEpoch: n.meta.NodeEpoch, MaxWait: n.cfg.ReplicaMaxWait,
-		Logger: n.logger.With("topic", k.topic, "partition", k.partition, "leader", leader),
+		Logger: n.logger.With("leader", leader),
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f.Run(ctx)
-	}()
+	n.fetchers[leader] = f
+	n.goRun(f.Run)
+	return f
 }
 
 func (n *Node) retentionLoop(ctx context.Context) {

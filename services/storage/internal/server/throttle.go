@@ -134,39 +134,49 @@ func (t *moveThrottle) delayReplicate(ctx context.Context, follower int32, res *
 	}
 }
 
-// follower wraps the leader's client of this node's follower loop for k:
-// while this node is an adding replica of k outside the ISR, each fetch
-// asks for at most the throttle's chunk and the answer is held until its
-// bytes fit the node's inbound budget.
-func (t *moveThrottle) follower(k tpKey, c storagev1connect.StorageServiceClient) storagev1connect.StorageServiceClient {
+// follower wraps the leader's client of this node's fetch session with
+// one leader node: each partition of a fetch for which this node is an
+// adding replica outside the ISR, while a throttle is set, asks for at most
+// the throttle's chunk (and the whole fetch too when every partition in it
+// is throttled), and the answer is held until the bytes of those
+// partitions fit the node's inbound budget. Other partitions in the same
+// fetch are not slowed.
+func (t *moveThrottle) follower(c storagev1connect.StorageServiceClient) storagev1connect.StorageServiceClient {
 	if c == nil {
 		return nil
 	}
-	return &throttledClient{StorageServiceClient: c, t: t, k: k}
+	return &throttledClient{StorageServiceClient: c, t: t}
 }
 
 type throttledClient struct {
 	storagev1connect.StorageServiceClient
 	t *moveThrottle
-	k tpKey
 }
 
 func (c *throttledClient) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
-	ok, chunk := c.t.throttled(c.k, c.t.self)
-	if !ok {
-		return c.StorageServiceClient.Replicate(ctx, req)
+	ps := req.Msg.GetPartitions()
+	throttled := make([]bool, len(ps))
+	any, all, chunk := false, len(ps) > 0, 0
+	for i, p := range ps {
+		ok, ch := c.t.throttled(tpKey{p.GetTopic(), p.GetPartition()}, c.t.self)
+		if ok {
+			p.MaxBytes = int32(ch)
+			throttled[i], any, chunk = true, true, ch
+		}
+		all = all && ok
 	}
-	req.Msg.MaxBytes = int32(chunk)
-	for _, p := range req.Msg.GetPartitions() {
-		p.MaxBytes = int32(chunk)
+	if all {
+		req.Msg.MaxBytes = int32(chunk)
 	}
 	resp, err := c.StorageServiceClient.Replicate(ctx, req)
-	if err != nil {
-		return nil, err
+	if err != nil || !any {
+		return resp, err
 	}
 	n := 0
-	for _, p := range resp.Msg.GetPartitions() {
-		n += len(p.GetRecords())
+	for i, p := range resp.Msg.GetPartitions() { // in the request's order
+		if i < len(throttled) && throttled[i] {
+			n += len(p.GetRecords())
+		}
 	}
 	_, in := c.t.limiters()
 	if err := wait(ctx, in, n); err != nil {

@@ -91,7 +91,7 @@ func TestMoveThrottleFollowerSide(t *testing.T) {
 	v.Nodes[3] = &controllerv1.NodeStatus{Node: &commonv1.Node{NodeId: 3}, ReplicationThrottleBytesPerSecond: 1000}
 	th.update(v)
 	rc := &recordingClient{}
-	c := th.follower(tpKey{"t", 0}, rc)
+	c := th.follower(rc)
 	if _, err := c.Replicate(context.Background(), connect.NewRequest(&storagev1.ReplicateRequest{
 		MaxBytes: 10 << 20, Partitions: []*storagev1.ReplicatePartition{{Topic: "t", Partition: 0, MaxBytes: 10 << 20}},
 	})); err != nil {
