@@ -83,7 +83,12 @@ type Consumer struct {
 	mu      sync.Mutex
 	closed  bool
 	cursors map[topicPartition]*cursor
-	changed chan struct{} // closed and replaced when the assignment changes
+	changed chan struct{}            // closed and replaced when the assignment changes
+	fetches map[string]*pendingFetch // the Fetch in flight to each leader node (fetch)
+
+	ctx       context.Context // ends at Close, and with it every Fetch in flight
+	cancel    context.CancelFunc
+	fetchDone chan struct{} // a Fetch in flight was answered; capacity 1
 
 	closeOnce sync.Once
 }
@@ -110,7 +115,9 @@ func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	if gateway == "" {
 		return nil, errors.New("client: no gateway address")
 	}
-	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{})}
+	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{}),
+		fetches: map[string]*pendingFetch{}, fetchDone: make(chan struct{}, 1)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.cl = newCluster(gateway, &c.cfg)
 	c.tracing = newTracing(&c.cfg)
 	return c, nil
@@ -217,6 +224,7 @@ func (c *Consumer) Close() {
 		close(c.changed)
 		c.changed = make(chan struct{})
 		c.mu.Unlock()
+		c.cancel()
 		c.cl.close()
 	})
 }
@@ -461,9 +469,44 @@ func (c *Consumer) partitionError(ctx context.Context, cur *cursor, err error) e
 	return fmt.Errorf("client: %s/%d: %w", cur.tp.topic, cur.tp.partition, err)
 }
 
-// fetch sends one Fetch to each leader, concurrently, and returns the
-// records of the first answers that carry any (the other long polls are
-// canceled: their positions did not move, so nothing is lost).
+// pendingFetch is a Fetch in flight to one leader node.
+type pendingFetch struct {
+	g      *leaderGroup
+	req    *storagev1.FetchRequest
+	cancel context.CancelFunc
+	done   chan struct{} // closed when resp or err is set
+	resp   *storagev1.FetchResponse
+	err    error
+}
+
+// covers reports whether p asks for every partition of g at its current
+// position and leader epoch. The caller holds c.mu.
+func (p *pendingFetch) covers(g *leaderGroup) bool {
+	for i, cur := range g.curs {
+		found := false
+		for j, pc := range p.g.curs {
+			if pc == cur {
+				found = p.req.GetPartitions()[j].GetFetchOffset() == cur.pos && p.g.epoch[j] == g.epoch[i]
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// fetch keeps one Fetch in flight to each leader node, covering every
+// partition the consumer reads there, and returns the records of the
+// answers that have arrived, waiting for the first when none has. A Fetch
+// still in flight when Poll returns stays in flight for the next Poll, so
+// a slower leader's answer is taken later instead of being canceled and
+// asked again (which, while the faster leaders always had records, could
+// starve its partitions). A Fetch whose partitions changed (assigned,
+// resolved, moved by another leader's answer, or at a new leader epoch) is
+// replaced; an answer for a position that moved meanwhile is dropped by
+// take.
 func (c *Consumer) fetch(ctx context.Context, curs []*cursor) ([]*Record, error) {
 	var ready []*cursor
 	c.mu.Lock()
@@ -473,67 +516,105 @@ func (c *Consumer) fetch(ctx context.Context, curs []*cursor) ([]*Record, error)
 		}
 	}
 	c.mu.Unlock()
-	if len(ready) == 0 {
-		return nil, nil
+	groups := map[string]*leaderGroup{}
+	var gerr error
+	if len(ready) > 0 {
+		groups, gerr = c.byLeader(ctx, ready)
 	}
-	groups, gerr := c.byLeader(ctx, ready)
-	if len(groups) == 0 {
+	c.mu.Lock()
+	changed := c.changed
+	for addr, p := range c.fetches {
+		if g := groups[addr]; g == nil || !p.covers(g) {
+			p.cancel()
+			delete(c.fetches, addr)
+		}
+	}
+	for addr, g := range groups {
+		if c.fetches[addr] == nil {
+			c.fetches[addr] = c.startFetchLocked(ctx, g)
+		}
+	}
+	n := len(c.fetches)
+	c.mu.Unlock()
+	if n == 0 {
 		return nil, gerr
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type answer struct {
-		g    *leaderGroup
-		req  *storagev1.FetchRequest
-		resp *storagev1.FetchResponse
-		err  error
-	}
-	answers := make(chan answer, len(groups))
-	for _, g := range groups {
-		req := &storagev1.FetchRequest{
-			MaxWaitMs: int32(c.cfg.fetchMaxWait / time.Millisecond),
-			MinBytes:  1,
-			MaxBytes:  int32(c.cfg.fetchMaxBytes),
+	for {
+		recs, errs, any := c.takeArrived(ctx)
+		if any {
+			return recs, errors.Join(append(errs, gerr)...)
 		}
-		c.mu.Lock()
-		for i, cur := range g.curs {
-			req.Partitions = append(req.Partitions, &storagev1.FetchPartition{
-				Topic: cur.tp.topic, Partition: cur.tp.partition, FetchOffset: cur.pos,
-				CurrentLeaderEpoch: g.epoch[i], MaxBytes: int32(c.cfg.fetchMaxPartitionBytes),
-			})
+		select {
+		case <-ctx.Done():
+			return nil, gerr
+		case <-changed:
+			return nil, gerr
+		case <-c.fetchDone:
 		}
-		c.mu.Unlock()
-		stor := c.cl.storage(g.addr)
-		go func() {
-			fctx, fcancel := context.WithTimeout(rctx, c.cfg.requestTimeout+c.cfg.fetchMaxWait)
-			defer fcancel()
-			resp, err := stor.Fetch(fctx, connect.NewRequest(req))
-			a := answer{g: g, req: req, err: err}
-			if err == nil {
-				a.resp = resp.Msg
-			}
-			answers <- a
-		}()
 	}
-	var recs []*Record
-	errs := []error{gerr}
-	for range groups {
-		a := <-answers
-		if a.err != nil {
-			if rctx.Err() == nil {
-				errs = append(errs, fromConnect(a.err))
-				_ = c.cl.refresh(ctx)
-			}
+}
+
+// startFetchLocked sends g's Fetch. It runs on until it is answered, it
+// times out, it is replaced, or the consumer closes; Poll's ctx gives it
+// its values (trace context) but not its end. The caller holds c.mu.
+func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendingFetch {
+	req := &storagev1.FetchRequest{
+		MaxWaitMs: int32(c.cfg.fetchMaxWait / time.Millisecond),
+		MinBytes:  1,
+		MaxBytes:  int32(c.cfg.fetchMaxBytes),
+	}
+	for i, cur := range g.curs {
+		req.Partitions = append(req.Partitions, &storagev1.FetchPartition{
+			Topic: cur.tp.topic, Partition: cur.tp.partition, FetchOffset: cur.pos,
+			CurrentLeaderEpoch: g.epoch[i], MaxBytes: int32(c.cfg.fetchMaxPartitionBytes),
+		})
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+	stop := context.AfterFunc(c.ctx, cancel) // Close
+	p := &pendingFetch{g: g, req: req, cancel: cancel, done: make(chan struct{})}
+	stor := c.cl.storage(g.addr)
+	go func() {
+		defer cancel()
+		defer stop()
+		resp, err := stor.Fetch(fctx, connect.NewRequest(req))
+		if err == nil {
+			p.resp = resp.Msg
+		}
+		p.err = err
+		close(p.done)
+		select {
+		case c.fetchDone <- struct{}{}:
+		default:
+		}
+	}()
+	return p
+}
+
+// takeArrived applies every answer that has arrived; any reports whether
+// there was one.
+func (c *Consumer) takeArrived(ctx context.Context) (recs []*Record, errs []error, any bool) {
+	c.mu.Lock()
+	var arrived []*pendingFetch
+	for addr, p := range c.fetches {
+		select {
+		case <-p.done:
+			arrived = append(arrived, p)
+			delete(c.fetches, addr)
+		default:
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range arrived {
+		if p.err != nil {
+			errs = append(errs, fromConnect(p.err))
+			_ = c.cl.refresh(ctx)
 			continue
 		}
-		got, err := c.take(ctx, a.g, a.req, a.resp)
+		got, err := c.take(ctx, p.g, p.req, p.resp)
 		errs = append(errs, err)
 		recs = append(recs, got...)
-		if len(recs) > 0 {
-			cancel() // stop the other long polls; take what arrived
-		}
 	}
-	return recs, errors.Join(errs...)
+	return recs, errs, len(arrived) > 0
 }
 
 // take applies one Fetch answer: decodes the batches of each partition
