@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 var (
@@ -78,22 +79,7 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.cause }
 
 // DetailOf returns the ErrorDetail attached to a Connect error, or nil.
-func DetailOf(err error) *commonv1.ErrorDetail {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		v, derr := d.Value()
-		if derr != nil {
-			continue
-		}
-		if ed, ok := v.(*commonv1.ErrorDetail); ok {
-			return ed
-		}
-	}
-	return nil
-}
+func DetailOf(err error) *commonv1.ErrorDetail { return apierr.DetailOf(err) }
 
 // ReasonOf returns the Strata reason carried by err (an *Error or a Connect
 // error with an ErrorDetail), or REASON_UNSPECIFIED.

@@ -3,7 +3,6 @@ package tests
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/tests/harness"
@@ -26,27 +26,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// errorDetail returns the ErrorDetail attached to a Connect error, or nil.
-func errorDetail(err error) *commonv1.ErrorDetail {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		v, derr := d.Value()
-		if derr != nil {
-			continue
-		}
-		if ed, ok := v.(*commonv1.ErrorDetail); ok {
-			return ed
-		}
-	}
-	return nil
-}
-
 // describeErr renders an error with its code and reason, for logs.
 func describeErr(err error) string {
-	if d := errorDetail(err); d != nil {
+	if d := apierr.DetailOf(err); d != nil {
 		return fmt.Sprintf("%v/%v: %s", connect.CodeOf(err), d.GetReason(), d.GetMessage())
 	}
 	return err.Error()
@@ -138,11 +120,11 @@ func produceToLeaderResp(ctx context.Context, c *harness.Cluster, topic string, 
 func retriable(err error) bool {
 	switch connect.CodeOf(err) {
 	case connect.CodeNotFound:
-		return errorDetail(err).GetReason() == commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION
+		return apierr.DetailOf(err).GetReason() == commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
 		return true
 	case connect.CodeFailedPrecondition, connect.CodeAborted:
-		d := errorDetail(err)
+		d := apierr.DetailOf(err)
 		switch d.GetReason() {
 		case commonv1.Reason_REASON_NOT_LEADER, commonv1.Reason_REASON_FENCED_LEADER_EPOCH:
 			return true

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch/batchtest"
 	"github.com/strata-mq/strata/tests/harness"
@@ -62,7 +63,7 @@ func TestPoisonBatches(t *testing.T) {
 	poison := batchtest.Poisons(t)[0].Batch // record count above the records: 4 offsets
 	leader, epoch := c.Leader(ctx, "old", 0)
 	_, err := produce(ctx, leader.StorageClient(), "old", 0, epoch, commonv1.Acks_ACKS_ALL, 5*time.Second, poison)
-	if connect.CodeOf(err) != connect.CodeInvalidArgument || errorDetail(err).GetReason() != commonv1.Reason_REASON_CORRUPT_RECORD {
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || apierr.DetailOf(err).GetReason() != commonv1.Reason_REASON_CORRUPT_RECORD {
 		t.Fatalf("produce of a poison batch: %v, want INVALID_ARGUMENT CORRUPT_RECORD", err)
 	}
 	if r := must(cli("", "consume", "old", "-e", "-f", `%o:%v\n`)); r.stdout != "0:a\n1:b\n2:c\n" {

@@ -16,6 +16,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
@@ -89,7 +90,7 @@ func (kp *keyProducer) run(ctx context.Context, t *testing.T, c *harness.Cluster
 			kind := "metadata"
 			if err != nil {
 				kind = connect.CodeOf(err).String()
-				if d := errorDetail(err); d != nil {
+				if d := apierr.DetailOf(err); d != nil {
 					kind += "/" + d.GetReason().String()
 				}
 			}
@@ -450,7 +451,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 					outcomes["acknowledged"]++
 				} else {
 					kind := connect.CodeOf(err).String()
-					if d := errorDetail(err); d != nil {
+					if d := apierr.DetailOf(err); d != nil {
 						kind += "/" + d.GetReason().String()
 					}
 					outcomes[kind]++

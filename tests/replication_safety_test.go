@@ -11,6 +11,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -167,7 +168,7 @@ func TestTopicConfigChangeReachesOpenReplicas(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		d := errorDetail(err)
+		d := apierr.DetailOf(err)
 		if d.GetReason() != commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS {
 			t.Fatalf("acks=all after min.insync.replicas=3: %v, want NOT_ENOUGH_REPLICAS", describeErr(err))
 		}

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/tests/harness"
 )
@@ -152,7 +153,7 @@ func TestAcksAllTooFewReplicas(t *testing.T) {
 	if err == nil {
 		t.Fatalf("acks=all produce with ISR %v below min.insync.replicas 3 was acknowledged", p.GetIsr())
 	}
-	d := errorDetail(err)
+	d := apierr.DetailOf(err)
 	if connect.CodeOf(err) != connect.CodeUnavailable || d.GetReason() != commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS {
 		t.Fatalf("acks=all produce with ISR %v: got %v, want UNAVAILABLE / REASON_NOT_ENOUGH_REPLICAS", p.GetIsr(), describeErr(err))
 	}

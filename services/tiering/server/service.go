@@ -17,6 +17,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/tiering/manifest"
 	"github.com/strata-mq/strata/services/tiering/objstore"
 	"github.com/strata-mq/strata/services/tiering/reader"
@@ -57,14 +58,6 @@ func (s *Service) Reader() *reader.Reader { return s.reader }
 
 func errDetail(code commonv1.Code, reason commonv1.Reason, msg string) *commonv1.ErrorDetail {
 	return &commonv1.ErrorDetail{Code: code, Reason: reason, Message: msg}
-}
-
-func connectErr(d *commonv1.ErrorDetail) error {
-	ce := connect.NewError(connect.Code(d.GetCode()), errors.New(d.GetMessage()))
-	if det, err := connect.NewErrorDetail(d); err == nil {
-		ce.AddDetail(det)
-	}
-	return ce
 }
 
 // detail maps an internal error to the API's error detail.
@@ -169,18 +162,18 @@ func (s *Service) UploadSegment(ctx context.Context, stream *connect.ClientStrea
 		if err := stream.Err(); err != nil {
 			return nil, err
 		}
-		return nil, connectErr(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "empty upload stream"))
+		return nil, apierr.Error(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "empty upload stream"))
 	}
 	hdr := stream.Msg().GetHeader()
 	if hdr == nil {
-		return nil, connectErr(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "the first message of an upload must be a header"))
+		return nil, apierr.Error(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "the first message of an upload must be a header"))
 	}
 	if ti, known := s.topics.lookup(ctx, hdr.GetTopic()); !known || (ti != nil && (ti.ID != hdr.GetTopicId() || hdr.GetPartition() >= ti.Partitions)) {
-		return nil, connectErr(notFound(hdr.GetTopic(), hdr.GetPartition()))
+		return nil, apierr.Error(notFound(hdr.GetTopic(), hdr.GetPartition()))
 	}
 	res, err := s.uploader.Upload(ctx, hdr, &chunkReader{stream: stream})
 	if err != nil {
-		return nil, connectErr(s.detail("upload", err))
+		return nil, apierr.Error(s.detail("upload", err))
 	}
 	p := manifest.Partition{Topic: hdr.GetTopic(), TopicID: hdr.GetTopicId(), Partition: hdr.GetPartition()}
 	s.reader.SetManifest(p, res.Manifest)
@@ -201,7 +194,7 @@ func (s *Service) GetTieredState(ctx context.Context, req *connect.Request[tieri
 	if len(req.Msg.GetPartitions()) == 0 {
 		parts, err := s.store.Partitions(ctx, "")
 		if err != nil {
-			return nil, connectErr(s.detail("list manifests", err))
+			return nil, apierr.Error(s.detail("list manifests", err))
 		}
 		for _, p := range parts {
 			m, err := s.reader.Manifest(ctx, p, true)
@@ -239,17 +232,17 @@ func (s *Service) GetTieredState(ctx context.Context, req *connect.Request[tieri
 func (s *Service) FetchTiered(ctx context.Context, req *connect.Request[tieringv1.FetchTieredRequest]) (*connect.Response[tieringv1.FetchTieredResponse], error) {
 	m := req.Msg
 	if m.GetMaxBytes() < 0 || m.GetFetchOffset() < 0 {
-		return nil, connectErr(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "negative fetch offset or max bytes"))
+		return nil, apierr.Error(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "negative fetch offset or max bytes"))
 	}
 	p, known, err := s.partition(ctx, m.GetTopic(), m.GetPartition())
 	if err != nil {
-		return nil, connectErr(s.detail("resolve topic", err))
+		return nil, apierr.Error(s.detail("resolve topic", err))
 	}
 	if !known {
-		return nil, connectErr(notFound(m.GetTopic(), m.GetPartition()))
+		return nil, apierr.Error(notFound(m.GetTopic(), m.GetPartition()))
 	}
 	if p.TopicID == "" {
-		return nil, connectErr(s.detail("fetch", &reader.OutOfRangeError{Offset: m.GetFetchOffset(), LogStart: -1, TieredEnd: -1}))
+		return nil, apierr.Error(s.detail("fetch", &reader.OutOfRangeError{Offset: m.GetFetchOffset(), LogStart: -1, TieredEnd: -1}))
 	}
 	maxBytes := int(m.GetMaxBytes())
 	if maxBytes == 0 {
@@ -257,7 +250,7 @@ func (s *Service) FetchTiered(ctx context.Context, req *connect.Request[tieringv
 	}
 	res, err := s.reader.Read(ctx, p, m.GetFetchOffset(), maxBytes)
 	if err != nil {
-		return nil, connectErr(s.detail("fetch", err))
+		return nil, apierr.Error(s.detail("fetch", err))
 	}
 	return connect.NewResponse(&tieringv1.FetchTieredResponse{Records: res.Records, LogStartOffset: res.LogStart, TieredEndOffset: res.TieredEnd}), nil
 }
@@ -266,10 +259,10 @@ func (s *Service) OffsetForTimestamp(ctx context.Context, req *connect.Request[t
 	m := req.Msg
 	p, known, err := s.partition(ctx, m.GetTopic(), m.GetPartition())
 	if err != nil {
-		return nil, connectErr(s.detail("resolve topic", err))
+		return nil, apierr.Error(s.detail("resolve topic", err))
 	}
 	if !known {
-		return nil, connectErr(notFound(m.GetTopic(), m.GetPartition()))
+		return nil, apierr.Error(notFound(m.GetTopic(), m.GetPartition()))
 	}
 	out := &tieringv1.OffsetForTimestampResponse{Offset: -1, TimestampMs: -1, LeaderEpoch: -1, LogStartOffset: -1, TieredEndOffset: -1}
 	if p.TopicID == "" {
@@ -277,7 +270,7 @@ func (s *Service) OffsetForTimestamp(ctx context.Context, req *connect.Request[t
 	}
 	res, err := s.reader.OffsetForTimestamp(ctx, p, m.GetTimestampMs())
 	if err != nil {
-		return nil, connectErr(s.detail("offset for timestamp", err))
+		return nil, apierr.Error(s.detail("offset for timestamp", err))
 	}
 	out.Offset, out.TimestampMs, out.LeaderEpoch = res.Offset, res.Timestamp, res.LeaderEpoch
 	out.LogStartOffset, out.TieredEndOffset = res.LogStart, res.TieredEnd
@@ -290,7 +283,7 @@ func (s *Service) ListSegments(ctx context.Context, req *connect.Request[tiering
 	if t := m.GetPageToken(); t != "" {
 		n, err := strconv.Atoi(t)
 		if err != nil || n < 0 {
-			return nil, connectErr(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "bad page token"))
+			return nil, apierr.Error(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "bad page token"))
 		}
 		start = n
 	}
@@ -300,10 +293,10 @@ func (s *Service) ListSegments(ctx context.Context, req *connect.Request[tiering
 	}
 	p, known, err := s.partition(ctx, m.GetTopic(), m.GetPartition())
 	if err != nil {
-		return nil, connectErr(s.detail("resolve topic", err))
+		return nil, apierr.Error(s.detail("resolve topic", err))
 	}
 	if !known {
-		return nil, connectErr(notFound(m.GetTopic(), m.GetPartition()))
+		return nil, apierr.Error(notFound(m.GetTopic(), m.GetPartition()))
 	}
 	out := &tieringv1.ListSegmentsResponse{}
 	if p.TopicID == "" {
@@ -311,7 +304,7 @@ func (s *Service) ListSegments(ctx context.Context, req *connect.Request[tiering
 	}
 	mf, err := s.reader.Manifest(ctx, p, true)
 	if err != nil {
-		return nil, connectErr(s.detail("manifest", err))
+		return nil, apierr.Error(s.detail("manifest", err))
 	}
 	var all []*tieringv1.SegmentEntry
 	for _, e := range mf.GetSegments() {

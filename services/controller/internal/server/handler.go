@@ -24,6 +24,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
 )
 
@@ -43,11 +44,7 @@ func (h *Handler) toConnect(ctx context.Context, err error) error {
 		return nil
 	}
 	if d := metastore.Detail(err); d != nil {
-		ce := connect.NewError(connect.Code(d.Code), errors.New(d.Message))
-		if det, derr := connect.NewErrorDetail(d); derr == nil {
-			ce.AddDetail(det)
-		}
-		return ce
+		return apierr.Error(d)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return connect.NewError(connect.CodeOf(err), errors.New("request canceled or timed out"))
@@ -58,11 +55,7 @@ func (h *Handler) toConnect(ctx context.Context, err error) error {
 	if a := h.c.elector.Active(); a != nil {
 		d.Hint = &commonv1.ErrorDetail_Controller{Controller: a}
 	}
-	ce := connect.NewError(connect.CodeUnavailable, errors.New(d.Message))
-	if det, derr := connect.NewErrorDetail(d); derr == nil {
-		ce.AddDetail(det)
-	}
-	return ce
+	return apierr.Error(d)
 }
 
 func (h *Handler) RegisterNode(ctx context.Context, req *connect.Request[controllerv1.RegisterNodeRequest]) (*connect.Response[controllerv1.RegisterNodeResponse], error) {

@@ -27,6 +27,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
@@ -316,7 +317,7 @@ func (c *Coordinator) fenceErr(ctx context.Context, og *owned, err error) error 
 // instance owns it, or NOT_COORDINATOR naming the owner.
 func (c *Coordinator) acquire(ctx context.Context, id string) (*owned, error) {
 	if id == "" {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
 	}
 	for {
 		c.mu.Lock()

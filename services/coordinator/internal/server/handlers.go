@@ -11,6 +11,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
@@ -23,13 +24,13 @@ const maxMetadataBytes = 4096
 func groupErr(err error) error {
 	switch {
 	case errors.Is(err, group.ErrUnknownMember):
-		return newError(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID, "%v; rejoin with member epoch 0", err)
+		return apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID, "%v; rejoin with member epoch 0", err)
 	case errors.Is(err, group.ErrFencedEpoch):
-		return newError(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "fenced: %v; the member must give up its partitions and rejoin", err)
+		return apierr.New(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "fenced: %v; the member must give up its partitions and rejoin", err)
 	case errors.Is(err, group.ErrInvalid):
-		return newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "%v", err)
+		return apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "%v", err)
 	case errors.Is(err, group.ErrNotEmpty):
-		return newError(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY, "the group has live members")
+		return apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY, "the group has live members")
 	}
 	return connect.NewError(connect.CodeInternal, err)
 }
@@ -38,7 +39,7 @@ func groupErr(err error) error {
 func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.Request[coordinatorv1.ConsumerGroupHeartbeatRequest]) (*connect.Response[coordinatorv1.ConsumerGroupHeartbeatResponse], error) {
 	m := req.Msg
 	if m.GetMemberId() == "" {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "member_id is empty")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "member_id is empty")
 	}
 	og, err := c.acquire(ctx, m.GetGroupId())
 	if err != nil {
@@ -92,7 +93,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *connect.Request[coord
 		removed = append(removed, og.g.Remove(parts, mi.GetMemberId(), mi.GetInstanceId())...)
 	}
 	if len(removed) == 0 {
-		return nil, newError(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID, "no such member in group %q", req.Msg.GetGroupId())
+		return nil, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID, "no such member in group %q", req.Msg.GetGroupId())
 	}
 	if err := c.saveLocked(ctx, og); err != nil {
 		return nil, err
@@ -122,11 +123,11 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 		r := &coordinatorv1.OffsetCommitPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		switch {
 		case p.GetCommittedOffset() < 0:
-			r.Error = detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "committed offset %d is negative", p.GetCommittedOffset())
+			r.Error = apierr.Detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "committed offset %d is negative", p.GetCommittedOffset())
 		case len(p.GetMetadata()) > maxMetadataBytes:
-			r.Error = detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "metadata is longer than %d bytes", maxMetadataBytes)
+			r.Error = apierr.Detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "metadata is longer than %d bytes", maxMetadataBytes)
 		case refused[i] != nil:
-			r.Error = detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "commit refused: %v", refused[i])
+			r.Error = apierr.Detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "commit refused: %v", refused[i])
 		default:
 			offs = append(offs, offsetstore.Offset{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: p.GetCommittedOffset(),
 				LeaderEpoch: p.GetCommittedLeaderEpoch(), Metadata: p.GetMetadata()})
@@ -256,7 +257,7 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 	}
 	if !ok {
 		og.mu.Unlock()
-		return nil, newError(connect.CodeNotFound, commonv1.Reason_REASON_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
+		return nil, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
 	}
 	g := og.g
 	d := &coordinatorv1.GroupDescription{GroupId: id, State: stateOf(g.State()), GroupEpoch: g.Epoch, AssignmentEpoch: g.AssignmentEpoch,
@@ -353,10 +354,10 @@ func (c *Coordinator) lagRows(ctx context.Context, id string, topics []string, o
 func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coordinatorv1.ResetOffsetsRequest]) (*connect.Response[coordinatorv1.ResetOffsetsResponse], error) {
 	m := req.Msg
 	if m.GetSpec() == coordinatorv1.ResetSpec_RESET_SPEC_UNSPECIFIED {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "spec is unset")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "spec is unset")
 	}
 	if len(m.GetTopics()) == 0 {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "no topics to reset")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "no topics to reset")
 	}
 	og, err := c.acquire(ctx, m.GetGroupId())
 	if err != nil {
@@ -364,7 +365,7 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coo
 	}
 	defer og.mu.Unlock()
 	if len(og.g.Members) > 0 {
-		return nil, newError(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
+		return nil, apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
 			"group %q has %d live members; stop them before resetting offsets", m.GetGroupId(), len(og.g.Members))
 	}
 	var names []string
@@ -385,7 +386,7 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coo
 	for _, t := range m.GetTopics() {
 		tm := md[t.GetTopic()]
 		if tm == nil {
-			return nil, newError(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", t.GetTopic())
+			return nil, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "topic %q does not exist", t.GetTopic())
 		}
 		parts := t.GetPartitions()
 		if len(parts) == 0 {
@@ -456,7 +457,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 	}
 	defer og.mu.Unlock()
 	if len(og.g.Members) > 0 {
-		return nil, newError(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
+		return nil, apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
 			"group %q has %d live members; stop them before deleting it", id, len(og.g.Members))
 	}
 	ok, err := c.exists(ctx, og)
@@ -464,7 +465,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 		return nil, errDatabase(err)
 	}
 	if !ok {
-		return nil, newError(connect.CodeNotFound, commonv1.Reason_REASON_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
+		return nil, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
 	}
 	if err := c.fenceErr(ctx, og, c.store.DeleteGroup(ctx, og.fence)); err != nil {
 		return nil, err
@@ -491,19 +492,12 @@ func (c *Coordinator) LocateGroup(ctx context.Context, req *connect.Request[coor
 			CoordinatorId: c.id, Address: c.listenerAddress(req.Msg.GetListener()), OwnerEpoch: epoch, ListenerResolved: true,
 		}), nil
 	}
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if ed, ok := v.(*commonv1.ErrorDetail); ok && ed.GetReason() == commonv1.Reason_REASON_NOT_COORDINATOR {
-					o, _, oerr := c.store.Owner(ctx, id)
-					if oerr != nil {
-						return nil, errDatabase(oerr)
-					}
-					return connect.NewResponse(&coordinatorv1.LocateGroupResponse{CoordinatorId: o.OwnerID, Address: o.OwnerAddress, OwnerEpoch: o.OwnerEpoch}), nil
-				}
-			}
+	if apierr.ReasonOf(err) == commonv1.Reason_REASON_NOT_COORDINATOR {
+		o, _, oerr := c.store.Owner(ctx, id)
+		if oerr != nil {
+			return nil, errDatabase(oerr)
 		}
+		return connect.NewResponse(&coordinatorv1.LocateGroupResponse{CoordinatorId: o.OwnerID, Address: o.OwnerAddress, OwnerEpoch: o.OwnerEpoch}), nil
 	}
 	return nil, err
 }

@@ -18,6 +18,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
 )
@@ -134,14 +135,7 @@ func commit(t testing.TB, c *Coordinator, member string, memberEpoch, readEpoch 
 		if !errors.As(err, &ce) {
 			t.Fatal(err)
 		}
-		for _, d := range ce.Details() {
-			if v, derr := d.Value(); derr == nil {
-				if ed, ok := v.(*commonv1.ErrorDetail); ok {
-					return ed
-				}
-			}
-		}
-		return &commonv1.ErrorDetail{Code: commonv1.Code(ce.Code()), Message: ce.Message()}
+		return apierr.AsDetail(err)
 	}
 	return resp.Msg.GetPartitions()[0].GetError()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // metadataMaxAge is how long a topic's metadata is used before it is asked
@@ -131,13 +132,13 @@ func (m *metaSource) listOffsets(ctx context.Context, topic string, parts []int3
 	m.mu.Lock()
 	for _, p := range parts {
 		if md == nil || p < 0 || int(p) >= len(md.GetPartitions()) {
-			out[p] = offsetAnswer{offset: -1, err: detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, p)}
+			out[p] = offsetAnswer{offset: -1, err: apierr.Detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "partition %s-%d does not exist", topic, p)}
 			continue
 		}
 		pm := md.GetPartitions()[p]
 		addr := m.nodes[pm.GetLeaderId()]
 		if pm.GetLeaderId() < 0 || addr == "" {
-			out[p] = offsetAnswer{offset: -1, err: detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "partition %s-%d has no leader", topic, p)}
+			out[p] = offsetAnswer{offset: -1, err: apierr.Detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "partition %s-%d has no leader", topic, p)}
 			continue
 		}
 		r := byLeader[addr]
@@ -162,9 +163,9 @@ func (m *metaSource) listOffsets(ctx context.Context, topic string, parts []int3
 			for i, lp := range r.parts {
 				switch {
 				case err != nil:
-					out[lp.GetPartition()] = offsetAnswer{offset: -1, err: detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "cannot ask the leader of %s-%d: %v", topic, lp.GetPartition(), connect.CodeOf(err))}
+					out[lp.GetPartition()] = offsetAnswer{offset: -1, err: apierr.Detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "cannot ask the leader of %s-%d: %v", topic, lp.GetPartition(), connect.CodeOf(err))}
 				case i >= len(resp.Msg.GetPartitions()):
-					out[lp.GetPartition()] = offsetAnswer{offset: -1, err: detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "no answer for %s-%d", topic, lp.GetPartition())}
+					out[lp.GetPartition()] = offsetAnswer{offset: -1, err: apierr.Detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "no answer for %s-%d", topic, lp.GetPartition())}
 				default:
 					pr := resp.Msg.GetPartitions()[i]
 					out[lp.GetPartition()] = offsetAnswer{offset: pr.GetOffset(), err: pr.GetError()}

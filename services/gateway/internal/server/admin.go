@@ -16,6 +16,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // offsetsTimeout bounds each ListOffsets call DescribeTopics makes to a
@@ -156,9 +157,9 @@ func (g *Gateway) partitionOffsets(ctx context.Context, topics []*controllerv1.T
 			for i, po := range pos {
 				switch {
 				case errE != nil:
-					po.Error = errorDetail(errE)
+					po.Error = apierr.AsDetail(errE)
 				case errL != nil:
-					po.Error = errorDetail(errL)
+					po.Error = apierr.AsDetail(errL)
 				case i >= len(earliest) || i >= len(latest):
 					po.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_INTERNAL, Message: "leader answered fewer partitions than asked"}
 				case earliest[i].GetError() != nil:
@@ -233,7 +234,7 @@ func (g *Gateway) probeCoordinators(ctx context.Context) []*gatewayv1.ServiceSta
 			_, err := c.ListGroups(ctx, connect.NewRequest(&coordinatorv1.ListGroupsRequest{}))
 			if code := connect.CodeOf(err); err != nil && (code == connect.CodeUnavailable || code == connect.CodeDeadlineExceeded) {
 				s.Healthy = false
-				s.Message = errorDetail(err).GetMessage()
+				s.Message = apierr.AsDetail(err).GetMessage()
 			}
 			out[i] = s
 		})
@@ -250,8 +251,8 @@ func (g *Gateway) InitProducerId(ctx context.Context, _ *connect.Request[gateway
 		if ctx.Err() != nil {
 			return nil, ctxError(ctx)
 		}
-		return nil, newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
-			"cannot get producer ids from the controller: %s", errorDetail(err).GetMessage())
+		return nil, apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
+			"cannot get producer ids from the controller: %s", apierr.AsDetail(err).GetMessage())
 	}
 	return connect.NewResponse(&gatewayv1.InitProducerIdResponse{ProducerId: id, ProducerEpoch: 0}), nil
 }

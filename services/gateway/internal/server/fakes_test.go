@@ -18,6 +18,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
@@ -207,7 +208,7 @@ func (s *fakeStorage) notLeader(k tp) *connect.Error {
 			LeaderId:       leaderID, LeaderAddress: s.c.addrs[leaderID], LeaderEpoch: s.c.epochs[k],
 		}}
 	}
-	return fromDetail(ed)
+	return apierr.Error(ed)
 }
 
 func (s *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
@@ -217,7 +218,7 @@ func (s *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.
 	k := tp{req.Msg.GetTopic(), req.Msg.GetPartition()}
 	if c.unknown > 0 {
 		c.unknown--
-		return nil, fromDetail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_NOT_FOUND, Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
+		return nil, apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_NOT_FOUND, Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
 			Message: "unknown topic or partition on this node"})
 	}
 	if c.leaders[k] != s.id {
@@ -251,7 +252,7 @@ func (s *fakeStorage) Fetch(_ context.Context, req *connect.Request[storagev1.Fe
 		r := &storagev1.FetchPartitionResult{Topic: k.topic, Partition: k.partition, HighWatermark: c.next[k], LastStableOffset: c.next[k]}
 		switch {
 		case c.leaders[k] != s.id:
-			r.Error = errorDetail(s.notLeader(k))
+			r.Error = apierr.AsDetail(s.notLeader(k))
 		case p.GetFetchOffset() > c.next[k]:
 			r.Error = &commonv1.ErrorDetail{
 				Code: commonv1.Code_CODE_OUT_OF_RANGE, Reason: commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE,
@@ -281,7 +282,7 @@ func (s *fakeStorage) ListOffsets(_ context.Context, req *connect.Request[storag
 		r := &storagev1.ListOffsetsPartitionResult{Topic: k.topic, Partition: k.partition, TimestampMs: -1, LeaderEpoch: -1}
 		switch {
 		case c.leaders[k] != s.id:
-			r.Error = errorDetail(s.notLeader(k))
+			r.Error = apierr.AsDetail(s.notLeader(k))
 		case p.GetSpec() == storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 			r.Offset = 0
 		default:

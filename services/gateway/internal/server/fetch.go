@@ -11,6 +11,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -30,9 +31,9 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	m := req.Msg
 	switch {
 	case m.GetOffset() < -2:
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "offset %d: want -2 (earliest), -1 (latest) or an offset", m.GetOffset())
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "offset %d: want -2 (earliest), -1 (latest) or an offset", m.GetOffset())
 	case m.GetMaxRecords() < 0, m.GetMaxBytes() < 0, m.GetMaxWaitMs() < 0:
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "max_records, max_bytes and max_wait_ms must not be negative")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "max_records, max_bytes and max_wait_ms must not be negative")
 	}
 	// Unknown topic or partition, or no metadata yet, fail at once; a
 	// missing leader is retried below.
@@ -68,10 +69,10 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 				return err
 			}
 			if len(res.GetPartitions()) != 1 {
-				return newError(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "leader answered ListOffsets with %d partitions for 1", len(res.GetPartitions()))
+				return apierr.New(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "leader answered ListOffsets with %d partitions for 1", len(res.GetPartitions()))
 			}
 			if ed := res.GetPartitions()[0].GetError(); ed != nil {
-				return fromDetail(ed)
+				return apierr.Error(ed)
 			}
 			offset = res.GetPartitions()[0].GetOffset()
 		}
@@ -89,16 +90,16 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 			return err
 		}
 		if len(res.GetPartitions()) != 1 {
-			return newError(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "leader answered Fetch with %d partitions for 1", len(res.GetPartitions()))
+			return apierr.New(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "leader answered Fetch with %d partitions for 1", len(res.GetPartitions()))
 		}
 		if ed := res.GetPartitions()[0].GetError(); ed != nil {
-			return fromDetail(ed)
+			return apierr.Error(ed)
 		}
 		result = res.GetPartitions()[0]
 		return nil
 	})
 	if err != nil {
-		return nil, upstream(err)
+		return nil, apierr.Forward(err)
 	}
 	out.HighWatermark = result.GetHighWatermark()
 	out.LogStartOffset = result.GetLogStartOffset()
@@ -129,7 +130,7 @@ func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32,
 			if len(out.Records) > 0 {
 				return nil
 			}
-			return newError(connect.CodeDataLoss, commonv1.Reason_REASON_CORRUPT_RECORD,
+			return apierr.New(connect.CodeDataLoss, commonv1.Reason_REASON_CORRUPT_RECORD,
 				"batch at offset %d of partition %d of topic %q does not decode: %v", h.BaseOffset, partition, topic, err)
 		}
 		full := true

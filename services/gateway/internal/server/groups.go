@@ -9,6 +9,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // maxCoordinatorHops bounds how often one group call follows a
@@ -18,14 +19,14 @@ const maxCoordinatorHops = 3
 // errNoCoordinator is the answer to every group call when --coordinator is
 // empty. The gateway never invents group state.
 func errNoCoordinator() *connect.Error {
-	return newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "no coordinator is configured")
+	return apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "no coordinator is configured")
 }
 
 // FindCoordinator asks a coordinator (LocateGroup) which instance owns the
 // group.
 func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
 	if req.Msg.GetGroupId() == "" {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
 	}
 	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), g.clientListener)
 	if err != nil {
@@ -38,7 +39,7 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 		c := coordinatorv1connect.NewCoordinatorServiceClient(g.httpClient, loc.GetAddress(), g.clientOpts...)
 		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: g.clientListener})))
 		if err != nil {
-			return nil, upstream(err)
+			return nil, apierr.Forward(err)
 		}
 		loc = next
 	}
@@ -65,7 +66,7 @@ func (g *Gateway) locateGroup(ctx context.Context, group, listener string) (*coo
 			break
 		}
 	}
-	return nil, upstream(lastErr)
+	return nil, apierr.Forward(lastErr)
 }
 
 // onOwner runs call against the coordinator owning group, following
@@ -83,10 +84,10 @@ func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(con
 		if err == nil {
 			return res, nil
 		}
-		ed := detailOf(err)
+		ed := apierr.DetailOf(err)
 		next := ed.GetCoordinator().GetAddress()
 		if ed.GetReason() != commonv1.Reason_REASON_NOT_COORDINATOR || next == "" || next == addr || hop+1 >= maxCoordinatorHops {
-			return zero, upstream(err)
+			return zero, apierr.Forward(err)
 		}
 		addr = next
 	}
@@ -109,7 +110,7 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 			break
 		}
 	}
-	return nil, upstream(lastErr)
+	return nil, apierr.Forward(lastErr)
 }
 
 // DescribeGroup passes through to the group's coordinator.

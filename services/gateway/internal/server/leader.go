@@ -8,6 +8,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // maxRetryBackoff caps the wait between data-path attempts.
@@ -33,16 +34,16 @@ func (g *Gateway) leaderOf(topic string, partition int32) (leader, error) {
 	}
 	p := st.Partition(topic, partition)
 	if p == nil {
-		return leader{}, newError(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
+		return leader{}, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
 			"partition %d of topic %q does not exist", partition, topic)
 	}
 	if p.GetLeaderId() < 0 {
-		return leader{}, newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
+		return leader{}, apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
 			"partition %d of topic %q has no leader", partition, topic)
 	}
 	addr, ok := st.NodeAddress(p.GetLeaderId())
 	if !ok {
-		return leader{}, newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
+		return leader{}, apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED,
 			"leader node %d of partition %d of topic %q is not reachable", p.GetLeaderId(), partition, topic)
 	}
 	return leader{nodeID: p.GetLeaderId(), addr: addr, epoch: p.GetLeaderEpoch()}, nil
@@ -74,12 +75,12 @@ func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, c
 		// metadata has but it has not created yet (a topic created a
 		// moment ago): retriable, as in Kafka. The cache's own NOT_FOUND
 		// (no such topic or partition) stays final.
-		newReplica := fromNode && detailOf(err).GetReason() == commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION
+		newReplica := fromNode && apierr.DetailOf(err).GetReason() == commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION
 		if !retryableOnLeader(err) && !newReplica {
 			return err
 		}
 		hint = nil
-		if lh := detailOf(err).GetLeader(); lh != nil && lh.GetLeaderId() >= 0 && lh.GetLeaderAddress() != "" {
+		if lh := apierr.DetailOf(err).GetLeader(); lh != nil && lh.GetLeaderId() >= 0 && lh.GetLeaderAddress() != "" {
 			hint = &leader{nodeID: lh.GetLeaderId(), addr: lh.GetLeaderAddress(), epoch: lh.GetLeaderEpoch()}
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < backoff {

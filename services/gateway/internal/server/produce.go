@@ -12,6 +12,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -31,10 +32,10 @@ const (
 func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv1.ProduceJSONRequest]) (*connect.Response[gatewayv1.ProduceJSONResponse], error) {
 	m := req.Msg
 	if len(m.GetRecords()) == 0 {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "no records to produce")
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "no records to produce")
 	}
 	if m.GetTimeoutMs() < 0 {
-		return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "timeout_ms %d is negative", m.GetTimeoutMs())
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "timeout_ms %d is negative", m.GetTimeoutMs())
 	}
 	st := g.cache.Load()
 	if st == nil {
@@ -46,7 +47,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	}
 	n := int32(len(topic.GetPartitions()))
 	if n == 0 {
-		return nil, newError(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "topic %q has no partitions", m.GetTopic())
+		return nil, apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "topic %q has no partitions", m.GetTopic())
 	}
 
 	// Route every record; keep each partition's records in request order.
@@ -66,7 +67,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 		case r.Partition != nil:
 			p = r.GetPartition()
 			if p < 0 || p >= n {
-				return nil, newError(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED,
+				return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED,
 					"record %d: partition %d is out of range: topic %q has %d partitions", i, p, m.GetTopic(), n)
 			}
 		case key != nil:
@@ -134,7 +135,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 				return err
 			})
 			if err != nil {
-				fail(errorDetail(err))
+				fail(apierr.AsDetail(err))
 				return
 			}
 			for k, i := range grp.indexes {

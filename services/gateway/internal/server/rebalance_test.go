@@ -13,6 +13,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // moveController answers the elastic-storage calls and records what it got.
@@ -110,10 +111,10 @@ func TestElasticStoragePassThrough(t *testing.T) {
 	}
 
 	fc.mu.Lock()
-	fc.fail = fromDetail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_INELIGIBLE_REPLICA, Message: "node 9 is not alive"})
+	fc.fail = apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_INELIGIBLE_REPLICA, Message: "node 9 is not alive"})
 	fc.mu.Unlock()
 	_, err = gc.Rebalance(ctx, connect.NewRequest(&gatewayv1.RebalanceRequest{}))
-	if connect.CodeOf(err) != connect.CodeFailedPrecondition || detailOf(err).GetReason() != commonv1.Reason_REASON_INELIGIBLE_REPLICA {
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition || apierr.DetailOf(err).GetReason() != commonv1.Reason_REASON_INELIGIBLE_REPLICA {
 		t.Errorf("error = %v; want the controller's failed_precondition with its detail", err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/gateway/internal/metacache"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
@@ -222,5 +223,5 @@ func callController[T any](ctx context.Context, p *controllerPool, call func(con
 		}
 	}
 	var zero T
-	return zero, upstream(lastErr)
+	return zero, apierr.Forward(lastErr)
 }

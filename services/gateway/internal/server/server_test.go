@@ -17,6 +17,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 func TestMetadataFromSnapshotAndDelta(t *testing.T) {
@@ -137,7 +138,7 @@ func TestAdminPassThroughKeepsErrors(t *testing.T) {
 		t.Errorf("controller got %v; want every field passed through", lc)
 	}
 
-	upErr := fromDetail(&commonv1.ErrorDetail{
+	upErr := apierr.Error(&commonv1.ErrorDetail{
 		Code: commonv1.Code_CODE_ALREADY_EXISTS, Reason: commonv1.Reason_REASON_TOPIC_ALREADY_EXISTS, Message: `topic "orders" already exists`,
 	})
 	fc.mu.Lock()
@@ -151,7 +152,7 @@ func TestAdminPassThroughKeepsErrors(t *testing.T) {
 	if ce.Code() != connect.CodeAlreadyExists || ce.Message() != `topic "orders" already exists` {
 		t.Errorf("code %v message %q; want already_exists and the controller's message", ce.Code(), ce.Message())
 	}
-	if ed := detailOf(err); ed.GetReason() != commonv1.Reason_REASON_TOPIC_ALREADY_EXISTS {
+	if ed := apierr.DetailOf(err); ed.GetReason() != commonv1.Reason_REASON_TOPIC_ALREADY_EXISTS {
 		t.Errorf("detail = %v; want REASON_TOPIC_ALREADY_EXISTS kept", ed)
 	}
 
@@ -371,7 +372,7 @@ func TestProduceJSONErrors(t *testing.T) {
 		t.Errorf("FetchJSON of a missing partition: %v; want not_found", err)
 	}
 	_, err = gc.FetchJSON(ctx, connect.NewRequest(&gatewayv1.FetchJSONRequest{Topic: "t", Offset: 5}))
-	if connect.CodeOf(err) != connect.CodeOutOfRange || detailOf(err).GetOffsetRange() == nil {
+	if connect.CodeOf(err) != connect.CodeOutOfRange || apierr.DetailOf(err).GetOffsetRange() == nil {
 		t.Errorf("FetchJSON past the end: %v; want out_of_range with the offset range hint", err)
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,11 +18,11 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/storage/internal/controllertest"
-	"github.com/strata-mq/strata/services/storage/internal/metadata"
 )
 
 // testCluster is a fake controller and storage nodes on loopback.
@@ -241,7 +240,7 @@ func values(t *testing.T, b []byte) []string {
 }
 
 func reason(err error) commonv1.Reason {
-	return metadata.Detail(err).GetReason()
+	return apierr.ReasonOf(err)
 }
 
 func isr(c *testCluster, topic string) []int32 {
@@ -268,5 +267,3 @@ func logBytes(t *testing.T, n *Node, topic string) []byte {
 	}
 	return out
 }
-
-func asConnect(err error, ce **connect.Error) bool { return errors.As(err, ce) }

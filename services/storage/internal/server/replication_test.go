@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
@@ -57,7 +58,7 @@ func TestProduceAcksAllFetchAndFencing(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeFailedPrecondition || reason(err) != commonv1.Reason_REASON_NOT_LEADER {
 		t.Fatalf("produce to follower: %v", err)
 	}
-	hint := detailOf(err).GetLeader()
+	hint := apierr.DetailOf(err).GetLeader()
 	if hint.GetLeaderId() != 1 || hint.GetLeaderAddress() != c.node(1).url || hint.GetLeaderEpoch() != 1 {
 		t.Fatalf("leader hint %v", hint)
 	}
@@ -80,21 +81,6 @@ func TestProduceAcksAllFetchAndFencing(t *testing.T) {
 	if _, err := produce(leader, "t", acksAll, 2, batch(t, "d"), 5*time.Second); err != nil {
 		t.Fatalf("produce at epoch 2: %v", err)
 	}
-}
-
-func detailOf(err error) *commonv1.ErrorDetail {
-	var ce *connect.Error
-	if !asConnect(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		if v, err := d.Value(); err == nil {
-			if ed, ok := v.(*commonv1.ErrorDetail); ok {
-				return ed
-			}
-		}
-	}
-	return nil
 }
 
 func TestConsumerNeverSeesAboveHighWatermark(t *testing.T) {
@@ -169,7 +155,7 @@ func TestISRShrinkAndNotEnoughReplicas(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS {
 		t.Fatalf("min.insync=3 with ISR 2: %v", err)
 	}
-	if h := detailOf(err).GetNotEnoughReplicas(); h.GetIsrSize() != 2 || h.GetMinInsyncReplicas() != 3 {
+	if h := apierr.DetailOf(err).GetNotEnoughReplicas(); h.GetIsrSize() != 2 || h.GetMinInsyncReplicas() != 3 {
 		t.Fatalf("hint %v", h)
 	}
 }
@@ -326,7 +312,7 @@ func TestTopicConfigChangesApplyLive(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS {
 		t.Fatalf("acks=all with ISR 2 after min.insync.replicas was raised to 3: %v, want NOT_ENOUGH_REPLICAS", err)
 	}
-	if h := detailOf(err).GetNotEnoughReplicas(); h.GetIsrSize() != 2 || h.GetMinInsyncReplicas() != 3 {
+	if h := apierr.DetailOf(err).GetNotEnoughReplicas(); h.GetIsrSize() != 2 || h.GetMinInsyncReplicas() != 3 {
 		t.Errorf("hint: ISR %d min %d, want 2 and 3", h.GetIsrSize(), h.GetMinInsyncReplicas())
 	}
 

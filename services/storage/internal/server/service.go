@@ -11,6 +11,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -110,28 +111,19 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 	return d
 }
 
-// connectErr turns a detail into a whole-request Connect error.
-func connectErr(d *commonv1.ErrorDetail) error {
-	ce := connect.NewError(connect.Code(d.GetCode()), errors.New(d.GetMessage()))
-	if det, err := connect.NewErrorDetail(d); err == nil {
-		ce.AddDetail(det)
-	}
-	return ce
-}
-
 var errNodeFenced = errors.New("server: this node is fenced by the controller")
 
 func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
 	r := s.n.replica(m.GetTopic(), m.GetPartition())
 	if r == nil {
-		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
+		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
 	}
 	if s.n.meta.Fenced() {
-		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, errNodeFenced))
+		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, errNodeFenced))
 	}
 	if len(m.GetRecords()) < recordbatch.HeaderSize {
-		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, partlog.ErrInvalidBatch))
+		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, partlog.ErrInvalidBatch))
 	}
 	acks := replica.AcksAll
 	switch m.GetAcks() {
@@ -146,7 +138,7 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	}
 	res, err := r.Produce(ctx, m.GetRecords(), acks, m.GetLeaderEpoch(), timeout)
 	if err != nil {
-		return nil, connectErr(s.detail(m.GetTopic(), m.GetPartition(), r, err))
+		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, err))
 	}
 	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
 	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate}
@@ -304,7 +296,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("negative limits"))
 	}
 	if ns := s.n.currentView().Nodes[m.GetReplicaId()]; ns != nil && ns.GetNodeEpoch() > 0 && m.GetNodeEpoch() < ns.GetNodeEpoch() {
-		return nil, connectErr(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_STALE_NODE_EPOCH,
+		return nil, apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_STALE_NODE_EPOCH,
 			Message: "replica's node epoch is older than its current registration"})
 	}
 	maxBytes := int(m.GetMaxBytes())
