@@ -11,6 +11,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/topicconfig"
 )
 
 // gateway is the fake GatewayService.
@@ -96,7 +97,7 @@ func (g *gateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv
 		return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "invalid topic name %q", m.GetName())
 	}
 	for k := range m.GetConfigs() {
-		if !knownConfig(k) {
+		if !topicconfig.Known(k) {
 			return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_INVALID_CONFIG, "unknown config key %q", k)
 		}
 	}
@@ -108,16 +109,6 @@ func (g *gateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv
 		return nil, err
 	}
 	return connect.NewResponse(&gatewayv1.CreateTopicResponse{Topic: t.description()}), nil
-}
-
-func knownConfig(k string) bool {
-	switch k {
-	case "retention.ms", "retention.bytes", "segment.bytes", "segment.ms", "min.insync.replicas",
-		"cleanup.policy", "remote.storage.enable", "local.retention.ms", "local.retention.bytes",
-		"unclean.leader.election.enable", "compression.type", "max.message.bytes":
-		return true
-	}
-	return false
 }
 
 func unknownTopic(name string) error {
@@ -184,7 +175,7 @@ func (g *gateway) AlterTopicConfig(ctx context.Context, req *connect.Request[gat
 		return nil, unknownTopic(req.Msg.GetName())
 	}
 	for k := range req.Msg.GetSetConfigs() {
-		if !knownConfig(k) {
+		if !topicconfig.Known(k) {
 			return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_INVALID_CONFIG, "unknown config key %q", k)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/tiering/compactor"
 	"github.com/strata-mq/strata/services/tiering/manifest"
 )
@@ -51,8 +52,8 @@ func (c *compaction) round(ctx context.Context) {
 		}
 		opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
 		if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
-			opts.Compact = strings.Contains(ti.Configs["cleanup.policy"], "compact")
-			if ms := ti.int64Config("delete.retention.ms", -1); ms >= 0 {
+			opts.Compact = strings.Contains(ti.Configs[topicconfig.CleanupPolicy], "compact")
+			if ms := topicconfig.Int64(ti.Configs, topicconfig.DeleteRetentionMs, -1); ms >= 0 {
 				opts.TombstoneRetention = time.Duration(ms) * time.Millisecond
 			}
 		}

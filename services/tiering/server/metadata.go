@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -23,14 +22,6 @@ type topicInfo struct {
 	ID         string
 	Partitions int32
 	Configs    map[string]string
-}
-
-// int64Config returns a config value, or def when unset or malformed.
-func (t *topicInfo) int64Config(key string, def int64) int64 {
-	if v, err := strconv.ParseInt(t.Configs[key], 10, 64); err == nil {
-		return v
-	}
-	return def
 }
 
 // topics follows the cluster's topics by polling DescribeTopics on the

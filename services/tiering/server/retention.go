@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/tiering/manifest"
 	"github.com/strata-mq/strata/services/tiering/objstore"
 )
@@ -66,7 +67,7 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 	now := r.now().UnixMilli()
 	var retMs, retBytes int64 = -1, -1
 	if ti, _ := r.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
-		retMs, retBytes = ti.int64Config("retention.ms", -1), ti.int64Config("retention.bytes", -1)
+		retMs, retBytes = topicconfig.Int64(ti.Configs, topicconfig.RetentionMs, -1), topicconfig.Int64(ti.Configs, topicconfig.RetentionBytes, -1)
 	}
 	m, err := r.store.Update(ctx, p, func(m *tieringv1.Manifest) error {
 		active := manifest.Active(m)

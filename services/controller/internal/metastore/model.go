@@ -9,6 +9,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
@@ -384,7 +385,7 @@ func (m *Model) Topic(name string) *commonv1.TopicMetadata {
 	}
 	out := &commonv1.TopicMetadata{
 		Name: name, TopicId: t.GetTopicId(), Internal: t.GetInternal(),
-		Configs: effectiveConfigs(t.GetConfigs(), m.ReplicationFactor(name)),
+		Configs: topicconfig.Effective(t.GetConfigs(), m.ReplicationFactor(name)),
 	}
 	idxs := make([]int32, 0, len(m.Partitions[name]))
 	for idx := range m.Partitions[name] {

@@ -6,6 +6,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -90,7 +91,7 @@ func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) 
 		}
 		conflict := false
 		for _, name := range m.TopicNames() {
-			unclean := effectiveConfigs(m.Topics[name].GetConfigs(), 0)["unclean.leader.election.enable"] == "true"
+			unclean := topicconfig.Effective(m.Topics[name].GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
 			for idx, p := range m.Partitions[name] {
 				next, ok := NextPartitionState(p, m.IsLive, unclean)
 				if !ok {

@@ -9,6 +9,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -195,7 +196,7 @@ func cancelMove(p *commonv1.PartitionMetadata, minISR int, l leadership) (*commo
 
 // minInsync is the topic's effective min.insync.replicas.
 func (m *Model) minInsync(topic string) int {
-	v, err := strconv.Atoi(effectiveConfigs(m.Topics[topic].GetConfigs(), m.ReplicationFactor(topic))["min.insync.replicas"])
+	v, err := strconv.Atoi(topicconfig.Effective(m.Topics[topic].GetConfigs(), m.ReplicationFactor(topic))[topicconfig.MinInsyncReplicas])
 	if err != nil || v < 1 {
 		return 1
 	}

@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/controller/internal/placement"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -307,7 +308,7 @@ func (s *Store) AlterTopicConfig(ctx context.Context, name string, set map[strin
 		return nil, err
 	}
 	for _, k := range del {
-		if _, ok := topicConfigs[k]; !ok {
+		if !topicconfig.Known(k) {
 			return nil, errf(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_INVALID_CONFIG, "unknown topic config key %q", k)
 		}
 		if _, ok := set[k]; ok {

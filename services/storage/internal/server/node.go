@@ -24,6 +24,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -496,38 +497,38 @@ func TopicConfig(m map[string]string) (replica.Config, error) {
 		}
 		set(v)
 	}
-	num("segment.bytes", func(v int64) { cfg.Log.SegmentBytes = v })
-	num("segment.ms", func(v int64) { cfg.Log.SegmentAge = time.Duration(v) * time.Millisecond })
-	num("retention.ms", func(v int64) {
+	num(topicconfig.SegmentBytes, func(v int64) { cfg.Log.SegmentBytes = v })
+	num(topicconfig.SegmentMs, func(v int64) { cfg.Log.SegmentAge = time.Duration(v) * time.Millisecond })
+	num(topicconfig.RetentionMs, func(v int64) {
 		if v < 0 {
 			cfg.Log.RetentionAge = -1
 		} else if v > 0 {
 			cfg.Log.RetentionAge = time.Duration(v) * time.Millisecond
 		}
 	})
-	num("retention.bytes", func(v int64) {
+	num(topicconfig.RetentionBytes, func(v int64) {
 		if v < 0 {
 			cfg.Log.RetentionBytes = -1
 		} else {
 			cfg.Log.RetentionBytes = v
 		}
 	})
-	num("max.message.bytes", func(v int64) {
+	num(topicconfig.MaxMessageBytes, func(v int64) {
 		if v > 0 {
 			// The limit is on the records; allow the batch framing too.
 			cfg.Log.MaxBatchBytes = int(v) + 64<<10
 		}
 	})
-	num("min.insync.replicas", func(v int64) { cfg.MinISR = int(v) })
+	num(topicconfig.MinInsyncReplicas, func(v int64) { cfg.MinISR = int(v) })
 	// Flush policy, with Kafka's keys: flush.messages=1 fsyncs before every
 	// ack (group commit); a flush.ms below a day fsyncs on that interval;
 	// otherwise durability comes from replication.
-	num("flush.ms", func(v int64) {
+	num(topicconfig.FlushMs, func(v int64) {
 		if v > 0 && v < 24*3600*1000 {
 			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushInterval, Interval: time.Duration(v) * time.Millisecond}
 		}
 	})
-	num("flush.messages", func(v int64) {
+	num(topicconfig.FlushMessages, func(v int64) {
 		if v == 1 {
 			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushSync}
 		}

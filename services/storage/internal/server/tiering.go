@@ -44,6 +44,7 @@ import (
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
@@ -95,7 +96,7 @@ func (n *Node) tieredTopic(topic string) (map[string]string, bool) {
 	if t == nil {
 		return nil, false
 	}
-	return t.GetConfigs(), t.GetConfigs()["remote.storage.enable"] == "true"
+	return t.GetConfigs(), t.GetConfigs()[topicconfig.RemoteStorageEnable] == "true"
 }
 
 func (n *Node) tierLoop(ctx context.Context) {
@@ -326,20 +327,15 @@ func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int3
 // retention (Kafka refuses such a config; a tiered segment past total
 // retention has no reason to stay on disk).
 func localRetention(cfg map[string]string) (ms, bytes int64) {
-	get := func(k string, def int64) int64 {
-		if v, err := strconv.ParseInt(cfg[k], 10, 64); err == nil {
-			return v
-		}
-		return def
-	}
+	get := func(k string, def int64) int64 { return topicconfig.Int64(cfg, k, def) }
 	capped := func(local, total int64) int64 {
-		if local == -2 || (total >= 0 && (local < 0 || local > total)) {
+		if local == topicconfig.LocalRetentionTotal || (total >= 0 && (local < 0 || local > total)) {
 			return total
 		}
 		return local
 	}
-	return capped(get("local.retention.ms", -2), get("retention.ms", 7*24*3600*1000)),
-		capped(get("local.retention.bytes", -2), get("retention.bytes", -1))
+	return capped(get(topicconfig.LocalRetentionMs, topicconfig.LocalRetentionTotal), get(topicconfig.RetentionMs, topicconfig.DefaultRetentionMs)),
+		capped(get(topicconfig.LocalRetentionBytes, topicconfig.LocalRetentionTotal), get(topicconfig.RetentionBytes, -1))
 }
 
 // segmentMaxTimestamp reads the largest record timestamp of a sealed
