@@ -15,6 +15,7 @@ import (
 	"github.com/strata-mq/strata/client"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/partitioner"
 )
 
 // settings are the knobs every run shares.
@@ -105,7 +106,7 @@ func (r *runner) newProducer(ctx context.Context, w workload, topic string) (*cl
 func keyFor(p, n int32) []byte {
 	for i := 0; ; i++ {
 		k := fmt.Appendf(nil, "warm-%d", i)
-		if client.PartitionForKey(k, n) == p {
+		if partitioner.ForKey(k, n) == p {
 			return k
 		}
 	}

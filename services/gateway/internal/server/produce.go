@@ -7,12 +7,12 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strata-mq/strata/client"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/partitioner"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -71,7 +71,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 					"record %d: partition %d is out of range: topic %q has %d partitions", i, p, m.GetTopic(), n)
 			}
 		case key != nil:
-			p = client.PartitionForKey(key, n)
+			p = partitioner.ForKey(key, n)
 		default:
 			if keyless < 0 {
 				keyless = g.nextKeylessPartition(topic.GetPartitions())
