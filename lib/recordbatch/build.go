@@ -104,20 +104,56 @@ func Build(opts BuildOptions, records []Record) ([]byte, error) {
 	if opts.Idempotent {
 		pid, pepoch, seq = opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence
 	}
-	binary.BigEndian.PutUint64(b[offBaseOffset:], 0)
-	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-LengthPrefixSize))
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], 0xFFFFFFFF)
-	b[offMagic] = Magic
-	binary.BigEndian.PutUint16(b[offAttributes:], uint16(attrs))
-	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(len(records)-1))
-	binary.BigEndian.PutUint64(b[offBaseTimestamp:], uint64(base))
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(maxTS))
-	binary.BigEndian.PutUint64(b[offProducerID:], uint64(pid))
-	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(pepoch))
-	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(seq))
-	binary.BigEndian.PutUint32(b[offRecordCount:], uint32(len(records)))
-	binary.BigEndian.PutUint32(b[offCRC:], ComputeCRC(b))
+	putHeader(b, Header{
+		PartitionLeaderEpoch: -1, Attributes: attrs, LastOffsetDelta: int32(len(records) - 1),
+		BaseTimestamp: base, MaxTimestamp: maxTS,
+		ProducerID: pid, ProducerEpoch: pepoch, BaseSequence: seq, RecordCount: int32(len(records)),
+	})
 	return b, nil
+}
+
+// Rebuild encodes the records kept from the batch with header src as a new
+// uncompressed batch that keeps src's offset range and timestamps: its base
+// offset, lastOffsetDelta, base and max timestamp, leader epoch and
+// timestamp type, and each record's own offset (its offset delta is
+// Offset - src.BaseOffset, so offsets keep the gaps key compaction left)
+// and timestamp. Producer id, epoch and base sequence are -1. kept may be
+// empty: the batch then holds zero records and only keeps the offset range
+// covered, which Kafka readers and this package accept (recordCount 0).
+// Unlike Build, which numbers offset deltas 0, 1, 2, ..., it is for
+// rewriting a batch already in a log.
+func Rebuild(src Header, kept []Record) []byte {
+	b := make([]byte, HeaderSize, HeaderSize+64*len(kept))
+	for _, r := range kept {
+		b = appendRecord(b, int32(r.Offset-src.BaseOffset), r.Timestamp-src.BaseTimestamp, r)
+	}
+	putHeader(b, Header{
+		BaseOffset: src.BaseOffset, PartitionLeaderEpoch: src.PartitionLeaderEpoch,
+		Attributes: src.Attributes & attrTimestampType, LastOffsetDelta: src.LastOffsetDelta,
+		BaseTimestamp: src.BaseTimestamp, MaxTimestamp: src.MaxTimestamp,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, RecordCount: int32(len(kept)),
+	})
+	return b
+}
+
+// putHeader writes h's fields into the header of batch b, whose records
+// section is already in place after it: batchLength from len(b), magic 2,
+// and the CRC last (h.BatchLength, h.Magic and h.CRC are ignored).
+func putHeader(b []byte, h Header) {
+	be := binary.BigEndian
+	be.PutUint64(b[offBaseOffset:], uint64(h.BaseOffset))
+	be.PutUint32(b[offBatchLength:], uint32(len(b)-LengthPrefixSize))
+	be.PutUint32(b[offLeaderEpoch:], uint32(h.PartitionLeaderEpoch))
+	b[offMagic] = Magic
+	be.PutUint16(b[offAttributes:], uint16(h.Attributes))
+	be.PutUint32(b[offLastOffsetDelta:], uint32(h.LastOffsetDelta))
+	be.PutUint64(b[offBaseTimestamp:], uint64(h.BaseTimestamp))
+	be.PutUint64(b[offMaxTimestamp:], uint64(h.MaxTimestamp))
+	be.PutUint64(b[offProducerID:], uint64(h.ProducerID))
+	be.PutUint16(b[offProducerEpoch:], uint16(h.ProducerEpoch))
+	be.PutUint32(b[offBaseSequence:], uint32(h.BaseSequence))
+	be.PutUint32(b[offRecordCount:], uint32(h.RecordCount))
+	be.PutUint32(b[offCRC:], ComputeCRC(b))
 }
 
 // scratch holds buffers for the uncompressed records section of a

@@ -220,7 +220,7 @@ func (c *Compactor) keyMap(ctx context.Context, active []*tieringv1.SegmentEntry
 }
 
 // filter writes the batches of one object to w: unchanged batches byte for
-// byte, batches that lose records rebuilt (see rebuild). It returns how
+// byte, batches that lose records rebuilt (recordbatch.Rebuild). It returns how
 // many records it dropped.
 func filter(w io.Writer, data []byte, opts Options, latest map[string]int64, nowMs int64) (int64, error) {
 	var dropped int64
@@ -251,7 +251,7 @@ func filter(w io.Writer, data []byte, opts Options, latest map[string]int64, now
 			}
 			if len(kept) < len(batch.Records) {
 				dropped += int64(len(batch.Records) - len(kept))
-				out = rebuild(h, kept)
+				out = recordbatch.Rebuild(h, kept)
 			}
 		}
 		if _, err := w.Write(out); err != nil {
