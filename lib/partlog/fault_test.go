@@ -196,7 +196,7 @@ func TestIndexRebuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := decodeOffsetIndex(b); err != nil {
+			if _, _, err := DecodeOffsetIndex(b); err != nil {
 				t.Fatalf("index not rewritten: %v", err)
 			}
 		})

@@ -2,6 +2,7 @@ package partlog
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"sort"
@@ -43,54 +44,59 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// offsetEntry is one sparse offset index entry.
-type offsetEntry struct {
-	rel uint32 // batch base offset minus segment base offset
-	pos uint32 // file position of the batch
+// ErrIndex is wrapped by every error decoding an index: the bytes are not
+// an index of this format (short, bad magic or version, bad CRC, entries
+// out of order).
+var ErrIndex = errors.New("partlog: bad index")
+
+// OffsetEntry is one sparse offset index entry.
+type OffsetEntry struct {
+	Rel uint32 // batch base offset minus segment base offset
+	Pos uint32 // file position of the batch
 }
 
-// timeEntry is one time index entry.
-type timeEntry struct {
-	ts  int64  // every batch before rel has MaxTimestamp <= ts
-	rel uint32 // relative offset of a batch that has an offset index entry
+// TimeEntry is one time index entry.
+type TimeEntry struct {
+	Timestamp int64  // every batch before Rel has MaxTimestamp <= Timestamp
+	Rel       uint32 // relative offset of a batch that has an offset index entry
 }
 
-// indexMeta is what an index file says about the segment it describes.
-type indexMeta struct {
-	baseOffset int64 // segment base offset
-	nextOffset int64 // offset after the last covered batch
-	logSize    int64 // covered bytes of the .log file
-	maxTS      int64 // largest MaxTimestamp in the covered bytes, -1 if none
+// IndexMeta is what an index file says about the segment it describes.
+type IndexMeta struct {
+	BaseOffset   int64 // segment base offset
+	NextOffset   int64 // offset after the last covered batch
+	LogSize      int64 // covered bytes of the .log file
+	MaxTimestamp int64 // largest MaxTimestamp in the covered bytes, -1 if none
 }
 
-// lookupOffset returns the position of the last indexed batch whose base
+// LookupOffset returns the position of the last indexed batch whose base
 // offset is <= rel, or 0.
-func lookupOffset(entries []offsetEntry, rel uint32) int64 {
-	i := sort.Search(len(entries), func(i int) bool { return entries[i].rel > rel })
+func LookupOffset(entries []OffsetEntry, rel uint32) int64 {
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].Rel > rel })
 	if i == 0 {
 		return 0
 	}
-	return int64(entries[i-1].pos)
+	return int64(entries[i-1].Pos)
 }
 
-// lookupTime returns the relative offset from which to scan for the first
+// LookupTime returns the relative offset from which to scan for the first
 // batch with MaxTimestamp >= ts: that of the last entry whose timestamp is
 // below ts, or 0.
-func lookupTime(entries []timeEntry, ts int64) uint32 {
-	i := sort.Search(len(entries), func(i int) bool { return entries[i].ts >= ts })
+func LookupTime(entries []TimeEntry, ts int64) uint32 {
+	i := sort.Search(len(entries), func(i int) bool { return entries[i].Timestamp >= ts })
 	if i == 0 {
 		return 0
 	}
-	return entries[i-1].rel
+	return entries[i-1].Rel
 }
 
-func putIndexHeader(b []byte, magic string, m indexMeta, count int) {
+func putIndexHeader(b []byte, magic string, m IndexMeta, count int) {
 	copy(b[0:4], magic)
 	binary.BigEndian.PutUint32(b[4:], indexVersion)
-	binary.BigEndian.PutUint64(b[8:], uint64(m.baseOffset))
-	binary.BigEndian.PutUint64(b[16:], uint64(m.nextOffset))
-	binary.BigEndian.PutUint64(b[24:], uint64(m.logSize))
-	binary.BigEndian.PutUint64(b[32:], uint64(m.maxTS))
+	binary.BigEndian.PutUint64(b[8:], uint64(m.BaseOffset))
+	binary.BigEndian.PutUint64(b[16:], uint64(m.NextOffset))
+	binary.BigEndian.PutUint64(b[24:], uint64(m.LogSize))
+	binary.BigEndian.PutUint64(b[32:], uint64(m.MaxTimestamp))
 	binary.BigEndian.PutUint32(b[40:], uint32(count))
 }
 
@@ -100,25 +106,29 @@ func sealIndex(b []byte) {
 	binary.BigEndian.PutUint32(b[indexHeaderCRCStart:], c)
 }
 
-func encodeOffsetIndex(m indexMeta, entries []offsetEntry) []byte {
+// EncodeOffsetIndex returns the .index file describing a segment: m and
+// entries, which must be strictly increasing in both fields.
+func EncodeOffsetIndex(m IndexMeta, entries []OffsetEntry) []byte {
 	b := make([]byte, indexHeaderSize+offsetEntrySize*len(entries))
 	putIndexHeader(b, offsetIndexMagic, m, len(entries))
 	for i, e := range entries {
 		p := b[indexHeaderSize+offsetEntrySize*i:]
-		binary.BigEndian.PutUint32(p, e.rel)
-		binary.BigEndian.PutUint32(p[4:], e.pos)
+		binary.BigEndian.PutUint32(p, e.Rel)
+		binary.BigEndian.PutUint32(p[4:], e.Pos)
 	}
 	sealIndex(b)
 	return b
 }
 
-func encodeTimeIndex(m indexMeta, entries []timeEntry) []byte {
+// EncodeTimeIndex returns the .timeindex file describing a segment: m and
+// entries, which must be strictly increasing in both fields.
+func EncodeTimeIndex(m IndexMeta, entries []TimeEntry) []byte {
 	b := make([]byte, indexHeaderSize+timeEntrySize*len(entries))
 	putIndexHeader(b, timeIndexMagic, m, len(entries))
 	for i, e := range entries {
 		p := b[indexHeaderSize+timeEntrySize*i:]
-		binary.BigEndian.PutUint64(p, uint64(e.ts))
-		binary.BigEndian.PutUint32(p[8:], e.rel)
+		binary.BigEndian.PutUint64(p, uint64(e.Timestamp))
+		binary.BigEndian.PutUint32(p[8:], e.Rel)
 	}
 	sealIndex(b)
 	return b
@@ -126,61 +136,65 @@ func encodeTimeIndex(m indexMeta, entries []timeEntry) []byte {
 
 // decodeIndexHeader checks magic, version, length and CRC and returns the
 // header fields and the entry count.
-func decodeIndexHeader(b []byte, magic string, entrySize int) (indexMeta, int, error) {
+func decodeIndexHeader(b []byte, magic string, entrySize int) (IndexMeta, int, error) {
 	if len(b) < indexHeaderSize {
-		return indexMeta{}, 0, fmt.Errorf("partlog: index: %d bytes, shorter than the header", len(b))
+		return IndexMeta{}, 0, fmt.Errorf("%w: %d bytes, shorter than the header", ErrIndex, len(b))
 	}
 	if string(b[0:4]) != magic {
-		return indexMeta{}, 0, fmt.Errorf("partlog: index: bad magic %q", b[0:4])
+		return IndexMeta{}, 0, fmt.Errorf("%w: bad magic %q", ErrIndex, b[0:4])
 	}
 	if v := binary.BigEndian.Uint32(b[4:]); v != indexVersion {
-		return indexMeta{}, 0, fmt.Errorf("partlog: index: unknown version %d", v)
+		return IndexMeta{}, 0, fmt.Errorf("%w: unknown version %d", ErrIndex, v)
 	}
 	n := int(binary.BigEndian.Uint32(b[40:]))
 	if len(b) != indexHeaderSize+n*entrySize {
-		return indexMeta{}, 0, fmt.Errorf("partlog: index: %d bytes for %d entries", len(b), n)
+		return IndexMeta{}, 0, fmt.Errorf("%w: %d bytes for %d entries", ErrIndex, len(b), n)
 	}
 	c := crc32.Update(0, castagnoli, b[:indexHeaderCRCStart])
 	c = crc32.Update(c, castagnoli, b[indexHeaderSize:])
 	if stored := binary.BigEndian.Uint32(b[indexHeaderCRCStart:]); stored != c {
-		return indexMeta{}, 0, fmt.Errorf("partlog: index: crc mismatch: stored %08x, computed %08x", stored, c)
+		return IndexMeta{}, 0, fmt.Errorf("%w: crc mismatch: stored %08x, computed %08x", ErrIndex, stored, c)
 	}
-	m := indexMeta{
-		baseOffset: int64(binary.BigEndian.Uint64(b[8:])),
-		nextOffset: int64(binary.BigEndian.Uint64(b[16:])),
-		logSize:    int64(binary.BigEndian.Uint64(b[24:])),
-		maxTS:      int64(binary.BigEndian.Uint64(b[32:])),
+	m := IndexMeta{
+		BaseOffset:   int64(binary.BigEndian.Uint64(b[8:])),
+		NextOffset:   int64(binary.BigEndian.Uint64(b[16:])),
+		LogSize:      int64(binary.BigEndian.Uint64(b[24:])),
+		MaxTimestamp: int64(binary.BigEndian.Uint64(b[32:])),
 	}
 	return m, n, nil
 }
 
-func decodeOffsetIndex(b []byte) (indexMeta, []offsetEntry, error) {
+// DecodeOffsetIndex checks and decodes an .index file. Every error wraps
+// ErrIndex.
+func DecodeOffsetIndex(b []byte) (IndexMeta, []OffsetEntry, error) {
 	m, n, err := decodeIndexHeader(b, offsetIndexMagic, offsetEntrySize)
 	if err != nil {
 		return m, nil, err
 	}
-	entries := make([]offsetEntry, n)
+	entries := make([]OffsetEntry, n)
 	for i := range entries {
 		p := b[indexHeaderSize+offsetEntrySize*i:]
-		entries[i] = offsetEntry{rel: binary.BigEndian.Uint32(p), pos: binary.BigEndian.Uint32(p[4:])}
-		if int64(entries[i].pos) >= m.logSize || (i > 0 && (entries[i].rel <= entries[i-1].rel || entries[i].pos <= entries[i-1].pos)) {
-			return m, nil, fmt.Errorf("partlog: index: entry %d out of order or past the log", i)
+		entries[i] = OffsetEntry{Rel: binary.BigEndian.Uint32(p), Pos: binary.BigEndian.Uint32(p[4:])}
+		if int64(entries[i].Pos) >= m.LogSize || (i > 0 && (entries[i].Rel <= entries[i-1].Rel || entries[i].Pos <= entries[i-1].Pos)) {
+			return m, nil, fmt.Errorf("%w: entry %d out of order or past the log", ErrIndex, i)
 		}
 	}
 	return m, entries, nil
 }
 
-func decodeTimeIndex(b []byte) (indexMeta, []timeEntry, error) {
+// DecodeTimeIndex checks and decodes a .timeindex file. Every error wraps
+// ErrIndex.
+func DecodeTimeIndex(b []byte) (IndexMeta, []TimeEntry, error) {
 	m, n, err := decodeIndexHeader(b, timeIndexMagic, timeEntrySize)
 	if err != nil {
 		return m, nil, err
 	}
-	entries := make([]timeEntry, n)
+	entries := make([]TimeEntry, n)
 	for i := range entries {
 		p := b[indexHeaderSize+timeEntrySize*i:]
-		entries[i] = timeEntry{ts: int64(binary.BigEndian.Uint64(p)), rel: binary.BigEndian.Uint32(p[8:])}
-		if i > 0 && (entries[i].ts <= entries[i-1].ts || entries[i].rel <= entries[i-1].rel) {
-			return m, nil, fmt.Errorf("partlog: timeindex: entry %d out of order", i)
+		entries[i] = TimeEntry{Timestamp: int64(binary.BigEndian.Uint64(p)), Rel: binary.BigEndian.Uint32(p[8:])}
+		if i > 0 && (entries[i].Timestamp <= entries[i-1].Timestamp || entries[i].Rel <= entries[i-1].Rel) {
+			return m, nil, fmt.Errorf("%w: timeindex entry %d out of order", ErrIndex, i)
 		}
 	}
 	return m, entries, nil

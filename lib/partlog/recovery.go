@@ -104,15 +104,15 @@ func (l *Log) recover() error {
 		}
 		m, offs, times, ierr := s.loadIndexes(l.fs)
 		switch {
-		case ierr == nil && m.logSize == fileSize && m.nextOffset <= rp &&
-			(i+1 == len(bases) || bases[i+1] == m.nextOffset):
+		case ierr == nil && m.LogSize == fileSize && m.NextOffset <= rp &&
+			(i+1 == len(bases) || bases[i+1] == m.NextOffset):
 			s.install(m, offs, times)
 			continue
 		case ierr == nil:
 			ierr = fmt.Errorf("index covers %d bytes up to offset %d; file has %d bytes, recovery point %d",
-				m.logSize, m.nextOffset, fileSize, rp)
+				m.LogSize, m.NextOffset, fileSize, rp)
 		}
-		if m.nextOffset <= rp && rp > base {
+		if m.NextOffset <= rp && rp > base {
 			l.logger.Info("partlog: recovery: rebuilding index", "segment", segmentName(base), "reason", ierr)
 		}
 		scanned = append(scanned, s)

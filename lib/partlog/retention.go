@@ -82,12 +82,12 @@ func (l *Log) TruncateTo(offset int64) error {
 	// entries that survive.
 	s.idxMu.Lock()
 	k := 0
-	for k < len(s.offsets) && int64(s.offsets[k].pos) < pos {
+	for k < len(s.offsets) && int64(s.offsets[k].Pos) < pos {
 		k++
 	}
 	s.offsets = s.offsets[:k:k]
 	t := 0
-	for t < len(s.times) && s.base+int64(s.times[t].rel) < newEnd {
+	for t < len(s.times) && s.base+int64(s.times[t].Rel) < newEnd {
 		t++
 	}
 	s.times = s.times[:t:t]
@@ -110,13 +110,13 @@ func (l *Log) rescanTail(s *segment) error {
 	s.idxMu.RLock()
 	s.sinceIndex = int(end)
 	if n := len(s.offsets); n > 0 {
-		s.sinceIndex = int(end - int64(s.offsets[n-1].pos))
+		s.sinceIndex = int(end - int64(s.offsets[n-1].Pos))
 	}
 	s.indexTS = -1
 	var from int64
 	if n := len(s.times); n > 0 {
-		s.indexTS = s.times[n-1].ts
-		from = lookupOffset(s.offsets, s.times[n-1].rel)
+		s.indexTS = s.times[n-1].Timestamp
+		from = LookupOffset(s.offsets, s.times[n-1].Rel)
 	}
 	s.idxMu.RUnlock()
 	maxTS := s.indexTS

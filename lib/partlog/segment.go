@@ -28,8 +28,8 @@ type segment struct {
 	maxTS atomic.Int64 // largest published batch MaxTimestamp, -1 if none
 
 	idxMu   sync.RWMutex  // guards offsets and times
-	offsets []offsetEntry // sparse offset index
-	times   []timeEntry   // time index
+	offsets []OffsetEntry // sparse offset index
+	times   []TimeEntry   // time index
 
 	sinceIndex int   // log bytes appended since the last offset index entry; appender only
 	indexTS    int64 // MaxTimestamp of the last time index entry, -1 if none; appender only
@@ -83,10 +83,10 @@ func (s *segment) indexBatch(m batchMeta, pos int64, interval int) {
 	if s.sinceIndex >= interval {
 		rel := uint32(m.base - s.base)
 		s.idxMu.Lock()
-		s.offsets = append(s.offsets, offsetEntry{rel: rel, pos: uint32(pos)})
+		s.offsets = append(s.offsets, OffsetEntry{Rel: rel, Pos: uint32(pos)})
 		// Every batch before this one has MaxTimestamp <= maxTS.
 		if ts := s.maxTS.Load(); ts > s.indexTS {
-			s.times = append(s.times, timeEntry{ts: ts, rel: rel})
+			s.times = append(s.times, TimeEntry{Timestamp: ts, Rel: rel})
 			s.indexTS = ts
 		}
 		s.idxMu.Unlock()
@@ -111,14 +111,14 @@ func (s *segment) resetIndex() {
 func (s *segment) lookup(offset int64) int64 {
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
-	return lookupOffset(s.offsets, uint32(offset-s.base))
+	return LookupOffset(s.offsets, uint32(offset-s.base))
 }
 
 // lookupTime returns the offset to start scanning from for timestamp ts.
 func (s *segment) lookupTime(ts int64) int64 {
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
-	return s.base + int64(lookupTime(s.times, ts))
+	return s.base + int64(LookupTime(s.times, ts))
 }
 
 // readMeta reads the header of the batch at pos.
@@ -152,9 +152,9 @@ func (s *segment) find(offset int64, hdr []byte) (m batchMeta, ok bool, err erro
 // fails its CRC or size check on open and is rebuilt from the log.
 func (s *segment) writeIndexes(fsys vfs.FS) error {
 	s.idxMu.RLock()
-	m := indexMeta{baseOffset: s.base, nextOffset: s.next.Load(), logSize: s.size.Load(), maxTS: s.maxTS.Load()}
-	ob := encodeOffsetIndex(m, s.offsets)
-	tb := encodeTimeIndex(m, s.times)
+	m := IndexMeta{BaseOffset: s.base, NextOffset: s.next.Load(), LogSize: s.size.Load(), MaxTimestamp: s.maxTS.Load()}
+	ob := EncodeOffsetIndex(m, s.offsets)
+	tb := EncodeTimeIndex(m, s.times)
 	s.idxMu.RUnlock()
 	for _, f := range []struct {
 		suffix string
@@ -183,40 +183,40 @@ func (s *segment) removeIndexes(fsys vfs.FS) {
 
 // loadIndexes reads the index files and returns what they describe, or an
 // error if either is missing, corrupt, or not about this segment.
-func (s *segment) loadIndexes(fsys vfs.FS) (indexMeta, []offsetEntry, []timeEntry, error) {
+func (s *segment) loadIndexes(fsys vfs.FS) (IndexMeta, []OffsetEntry, []TimeEntry, error) {
 	ob, err := vfs.ReadFile(fsys, s.path(offsetIndexSuffix))
 	if err != nil {
-		return indexMeta{}, nil, nil, err
+		return IndexMeta{}, nil, nil, err
 	}
 	tb, err := vfs.ReadFile(fsys, s.path(timeIndexSuffix))
 	if err != nil {
-		return indexMeta{}, nil, nil, err
+		return IndexMeta{}, nil, nil, err
 	}
-	om, offs, err := decodeOffsetIndex(ob)
+	om, offs, err := DecodeOffsetIndex(ob)
 	if err != nil {
 		return om, nil, nil, err
 	}
-	tm, times, err := decodeTimeIndex(tb)
+	tm, times, err := DecodeTimeIndex(tb)
 	if err != nil {
 		return om, nil, nil, err
 	}
-	if om != tm || om.baseOffset != s.base || om.nextOffset < s.base {
+	if om != tm || om.BaseOffset != s.base || om.NextOffset < s.base {
 		return om, nil, nil, fmt.Errorf("partlog: index: headers disagree (%+v, %+v) for segment %d", om, tm, s.base)
 	}
 	return om, offs, times, nil
 }
 
 // install sets the segment's state from loaded index files.
-func (s *segment) install(m indexMeta, offs []offsetEntry, times []timeEntry) {
+func (s *segment) install(m IndexMeta, offs []OffsetEntry, times []TimeEntry) {
 	s.idxMu.Lock()
 	s.offsets, s.times = offs, times
 	s.idxMu.Unlock()
-	s.size.Store(m.logSize)
-	s.next.Store(m.nextOffset)
-	s.maxTS.Store(m.maxTS)
+	s.size.Store(m.LogSize)
+	s.next.Store(m.NextOffset)
+	s.maxTS.Store(m.MaxTimestamp)
 	s.indexTS = -1
 	if len(times) > 0 {
-		s.indexTS = times[len(times)-1].ts
+		s.indexTS = times[len(times)-1].Timestamp
 	}
 	// The bytes after the last entry are unknown; index the next batch.
 	s.sinceIndex = 1 << 30

@@ -86,6 +86,24 @@ func New(p Partition) *tieringv1.Manifest {
 		LogStartOffset: -1, LeaderEpoch: -1}
 }
 
+// errVersion is wrapped, with ErrFormat, by Decode's error for a manifest
+// of another format version: reading it again cannot help.
+var errVersion = errors.New("unknown format version")
+
+// Decode decodes a manifest object. Every error wraps ErrFormat: bytes
+// that are not a Manifest, or one of a format version this build does not
+// read.
+func Decode(data []byte) (*tieringv1.Manifest, error) {
+	m := &tieringv1.Manifest{}
+	if err := proto.Unmarshal(data, m); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
+	}
+	if v := m.GetFormatVersion(); v != FormatVersion {
+		return nil, fmt.Errorf("%w: %w %d, this build reads %d", ErrFormat, errVersion, v, FormatVersion)
+	}
+	return m, nil
+}
+
 // Load reads a partition's manifest and the ETag to update it with. A
 // partition without one gets New(p) and an empty ETag.
 func (s *Store) Load(ctx context.Context, p Partition) (*tieringv1.Manifest, string, error) {
@@ -113,13 +131,13 @@ func (s *Store) Load(ctx context.Context, p Partition) (*tieringv1.Manifest, str
 			lastErr = err
 			continue
 		}
-		m := &tieringv1.Manifest{}
-		if err := proto.Unmarshal(data, m); err != nil {
-			lastErr = fmt.Errorf("%w: %s: %w", ErrFormat, key, err)
-			continue
+		m, err := Decode(data)
+		if errors.Is(err, errVersion) {
+			return nil, "", fmt.Errorf("%s: %w", key, err)
 		}
-		if m.GetFormatVersion() != FormatVersion {
-			return nil, "", fmt.Errorf("%w: %s has format version %d, this build reads %d", ErrFormat, key, m.GetFormatVersion(), FormatVersion)
+		if err != nil {
+			lastErr = fmt.Errorf("%s: %w", key, err)
+			continue
 		}
 		return m, etag, nil
 	}

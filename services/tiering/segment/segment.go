@@ -2,44 +2,27 @@
 // them and builds the indexes stored beside it in the bucket, and reads
 // those indexes back for range reads.
 //
-// The .index and .timeindex objects use the layout of the storage node's
-// index files (lib/partlog, docs/design/log.md), part of the format:
-// a 48-byte big-endian header (magic "SPOI" or "SPTI", version 1, base
-// offset, next offset, log size, max timestamp, entry count, CRC-32C of
-// bytes 0..43 followed by the entries), then 8-byte offset entries
-// (relative offset uint32, position uint32) or 12-byte time entries
-// (timestamp int64, relative offset uint32). Tiering always rebuilds them
-// from the bytes it verified, so an index in the bucket never disagrees
-// with its .log object.
+// The .index and .timeindex objects are the storage node's index files,
+// encoded and decoded by lib/partlog (its index codec is the one home of
+// that format, docs/design/log.md). Tiering always rebuilds them from the
+// bytes it verified, so an index in the bucket never disagrees with its
+// .log object.
 package segment
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
-	"sort"
+	"math"
 
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
 // IndexInterval is the number of .log bytes between two offset index
 // entries (Kafka's index.interval.bytes default).
 const IndexInterval = 4096
-
-const (
-	headerSize      = 48
-	offsetEntrySize = 8
-	timeEntrySize   = 12
-	crcStart        = 44
-	offsetMagic     = "SPOI"
-	timeMagic       = "SPTI"
-	version         = 1
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Errors.
 var (
@@ -84,8 +67,8 @@ func Scan(r io.Reader, from int64) (Info, error) {
 	var (
 		pos, next int64 = 0, -1
 		buf       []byte
-		offsets   []uint64 // rel<<32 | pos
-		times     [][2]int64
+		offsets   []partlog.OffsetEntry
+		times     []partlog.TimeEntry
 		since           = IndexInterval
 		indexTS   int64 = -1
 	)
@@ -129,9 +112,9 @@ func Scan(r io.Reader, from int64) (Info, error) {
 		}
 		rel, relPos := h.BaseOffset-info.BaseOffset, pos-info.StartPos
 		if since >= IndexInterval && rel <= 0xFFFFFFFF && relPos <= 0xFFFFFFFF {
-			offsets = append(offsets, uint64(rel)<<32|uint64(relPos))
+			offsets = append(offsets, partlog.OffsetEntry{Rel: uint32(rel), Pos: uint32(relPos)})
 			if info.MaxTS > indexTS {
-				times = append(times, [2]int64{info.MaxTS, rel})
+				times = append(times, partlog.TimeEntry{Timestamp: info.MaxTS, Rel: uint32(rel)})
 				indexTS = info.MaxTS
 			}
 			since = 0
@@ -153,33 +136,10 @@ func Scan(r io.Reader, from int64) (Info, error) {
 		return info, nil
 	}
 	info.Size = pos - info.StartPos
-	info.OffsetIndex = encode(offsetMagic, info, len(offsets), offsetEntrySize, func(b []byte, i int) {
-		binary.BigEndian.PutUint32(b, uint32(offsets[i]>>32))
-		binary.BigEndian.PutUint32(b[4:], uint32(offsets[i]))
-	})
-	info.TimeIndex = encode(timeMagic, info, len(times), timeEntrySize, func(b []byte, i int) {
-		binary.BigEndian.PutUint64(b, uint64(times[i][0]))
-		binary.BigEndian.PutUint32(b[8:], uint32(times[i][1]))
-	})
+	m := partlog.IndexMeta{BaseOffset: info.BaseOffset, NextOffset: info.LastOffset + 1, LogSize: info.Size, MaxTimestamp: info.MaxTS}
+	info.OffsetIndex = partlog.EncodeOffsetIndex(m, offsets)
+	info.TimeIndex = partlog.EncodeTimeIndex(m, times)
 	return info, nil
-}
-
-func encode(magic string, info Info, count, entrySize int, put func([]byte, int)) []byte {
-	b := make([]byte, headerSize+entrySize*count)
-	copy(b, magic)
-	binary.BigEndian.PutUint32(b[4:], version)
-	binary.BigEndian.PutUint64(b[8:], uint64(info.BaseOffset))
-	binary.BigEndian.PutUint64(b[16:], uint64(info.LastOffset+1))
-	binary.BigEndian.PutUint64(b[24:], uint64(info.Size))
-	binary.BigEndian.PutUint64(b[32:], uint64(info.MaxTS))
-	binary.BigEndian.PutUint32(b[40:], uint32(count))
-	for i := range count {
-		put(b[headerSize+entrySize*i:], i)
-	}
-	c := crc32.Update(0, castagnoli, b[:crcStart])
-	c = crc32.Update(c, castagnoli, b[headerSize:])
-	binary.BigEndian.PutUint32(b[crcStart:], c)
-	return b
 }
 
 // OffsetIndex is a decoded .index object.
@@ -187,34 +147,16 @@ type OffsetIndex struct {
 	BaseOffset int64
 	NextOffset int64
 	LogSize    int64
-	rel, pos   []uint32
+	entries    []partlog.OffsetEntry
 }
 
 // DecodeOffsetIndex checks and decodes an .index object.
 func DecodeOffsetIndex(b []byte) (*OffsetIndex, error) {
-	if len(b) < headerSize || string(b[:4]) != offsetMagic || binary.BigEndian.Uint32(b[4:]) != version {
-		return nil, fmt.Errorf("%w: header", ErrIndex)
+	m, e, err := partlog.DecodeOffsetIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIndex, err)
 	}
-	count := int(binary.BigEndian.Uint32(b[40:]))
-	if len(b) != headerSize+offsetEntrySize*count {
-		return nil, fmt.Errorf("%w: %d bytes for %d entries", ErrIndex, len(b), count)
-	}
-	c := crc32.Update(0, castagnoli, b[:crcStart])
-	c = crc32.Update(c, castagnoli, b[headerSize:])
-	if c != binary.BigEndian.Uint32(b[crcStart:]) {
-		return nil, fmt.Errorf("%w: crc", ErrIndex)
-	}
-	x := &OffsetIndex{
-		BaseOffset: int64(binary.BigEndian.Uint64(b[8:])),
-		NextOffset: int64(binary.BigEndian.Uint64(b[16:])),
-		LogSize:    int64(binary.BigEndian.Uint64(b[24:])),
-		rel:        make([]uint32, count), pos: make([]uint32, count),
-	}
-	for i := range count {
-		p := b[headerSize+offsetEntrySize*i:]
-		x.rel[i], x.pos[i] = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:])
-	}
-	return x, nil
+	return &OffsetIndex{BaseOffset: m.BaseOffset, NextOffset: m.NextOffset, LogSize: m.LogSize, entries: e}, nil
 }
 
 // Lookup returns the position of the last indexed batch whose base offset
@@ -223,49 +165,26 @@ func (x *OffsetIndex) Lookup(offset int64) int64 {
 	if x == nil || offset < x.BaseOffset {
 		return 0
 	}
-	rel := offset - x.BaseOffset
-	i := sort.Search(len(x.rel), func(i int) bool { return int64(x.rel[i]) > rel })
-	if i == 0 {
-		return 0
-	}
-	return int64(x.pos[i-1])
+	return partlog.LookupOffset(x.entries, uint32(min(offset-x.BaseOffset, math.MaxUint32)))
 }
 
 // Entries is the number of index entries.
-func (x *OffsetIndex) Entries() int { return len(x.rel) }
+func (x *OffsetIndex) Entries() int { return len(x.entries) }
 
 // TimeIndex is a decoded .timeindex object.
 type TimeIndex struct {
 	BaseOffset int64
 	MaxTS      int64 // largest batch MaxTimestamp of the segment, -1 if none
-	ts         []int64
-	rel        []uint32
+	entries    []partlog.TimeEntry
 }
 
 // DecodeTimeIndex checks and decodes a .timeindex object.
 func DecodeTimeIndex(b []byte) (*TimeIndex, error) {
-	if len(b) < headerSize || string(b[:4]) != timeMagic || binary.BigEndian.Uint32(b[4:]) != version {
-		return nil, fmt.Errorf("%w: header", ErrIndex)
+	m, e, err := partlog.DecodeTimeIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIndex, err)
 	}
-	count := int(binary.BigEndian.Uint32(b[40:]))
-	if len(b) != headerSize+timeEntrySize*count {
-		return nil, fmt.Errorf("%w: %d bytes for %d entries", ErrIndex, len(b), count)
-	}
-	c := crc32.Update(0, castagnoli, b[:crcStart])
-	c = crc32.Update(c, castagnoli, b[headerSize:])
-	if c != binary.BigEndian.Uint32(b[crcStart:]) {
-		return nil, fmt.Errorf("%w: crc", ErrIndex)
-	}
-	x := &TimeIndex{
-		BaseOffset: int64(binary.BigEndian.Uint64(b[8:])),
-		MaxTS:      int64(binary.BigEndian.Uint64(b[32:])),
-		ts:         make([]int64, count), rel: make([]uint32, count),
-	}
-	for i := range count {
-		p := b[headerSize+timeEntrySize*i:]
-		x.ts[i], x.rel[i] = int64(binary.BigEndian.Uint64(p)), binary.BigEndian.Uint32(p[8:])
-	}
-	return x, nil
+	return &TimeIndex{BaseOffset: m.BaseOffset, MaxTS: m.MaxTimestamp, entries: e}, nil
 }
 
 // Lookup returns the offset from which a scan for the first batch with a
@@ -276,9 +195,5 @@ func (x *TimeIndex) Lookup(ts int64) int64 {
 	if x == nil {
 		return 0
 	}
-	i := sort.Search(len(x.ts), func(i int) bool { return x.ts[i] >= ts })
-	if i == 0 {
-		return x.BaseOffset
-	}
-	return x.BaseOffset + int64(x.rel[i-1])
+	return x.BaseOffset + int64(partlog.LookupTime(x.entries, ts))
 }

@@ -153,27 +153,24 @@ func (n *Node) tierLagBytes(r *replica.Replica) (int64, bool) {
 	if st, ok := n.tieredState(r.Topic, r.Partition); ok {
 		end = st.end
 	}
-	segs, err := localSegments(r.Log().Dir())
-	if err != nil {
-		return 0, false
-	}
+	segs := r.Log().Segments()
 	lag := int64(0)
 	for i, s := range segs {
-		if i+1 < len(segs) && segs[i+1].base <= end {
+		if i+1 < len(segs) && segs[i+1].BaseOffset <= end {
 			continue // wholly tiered
 		}
-		lag += s.size
+		lag += s.Size
 	}
 	return lag, true
 }
 
 // timedUpload is uploadSegment inside a strata.storage.tier.upload span,
 // recording its duration.
-func (n *Node) timedUpload(ctx context.Context, r *replica.Replica, epoch int32, s localSegment, last int64) (*tieringv1.UploadSegmentResponse, error) {
+func (n *Node) timedUpload(ctx context.Context, r *replica.Replica, epoch int32, s partlog.SegmentInfo, last int64) (*tieringv1.UploadSegmentResponse, error) {
 	ctx, span := tracer.Start(ctx, "strata.storage.tier.upload", trace.WithAttributes(
 		attribute.String("messaging.destination.name", r.Topic),
 		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
-		attribute.Int64("strata.segment.base_offset", s.base), attribute.Int64("strata.segment.bytes", s.size)))
+		attribute.Int64("strata.segment.base_offset", s.BaseOffset), attribute.Int64("strata.segment.bytes", s.Size)))
 	start := time.Now()
 	res, err := n.uploadSegment(ctx, r, epoch, s, last)
 	if err == nil {

@@ -125,10 +125,10 @@ func TestTieredTopicRetentionKeepsUntieredSegments(t *testing.T) {
 			r := n.replica(topic, 0)
 			var tieredEnd int64
 			c.eventually("sealed segments tiered and deleted locally", func() bool {
-				segs, _ := localSegments(r.Log().Dir())
+				segs := r.Log().Segments()
 				st, ok := n.tieredState(topic, 0)
 				tieredEnd = st.end
-				return ok && len(segs) == 1 && st.end == segs[0].base && r.Log().LogStartOffset() == st.end
+				return ok && len(segs) == 1 && st.end == segs[0].BaseOffset && r.Log().LogStartOffset() == st.end
 			})
 
 			tier.kill()
@@ -143,9 +143,9 @@ func TestTieredTopicRetentionKeepsUntieredSegments(t *testing.T) {
 			tier.start()
 			hw := r.Log().HighWatermark()
 			c.eventually("every sealed segment tiered", func() bool {
-				segs, _ := localSegments(r.Log().Dir())
+				segs := r.Log().Segments()
 				st, ok := n.tieredState(topic, 0)
-				return ok && len(segs) > 0 && st.end == segs[len(segs)-1].base && r.Log().LogStartOffset() <= st.end
+				return ok && len(segs) > 0 && st.end == segs[len(segs)-1].BaseOffset && r.Log().LogStartOffset() <= st.end
 			})
 			if got := values(t, readAll(t, c, 1, topic, hw)); !slices.Equal(got, want) {
 				t.Fatalf("read %d records from 0, want the %d produced", len(got), len(want))

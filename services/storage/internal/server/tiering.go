@@ -25,14 +25,9 @@ package server
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,49 +199,14 @@ func (n *Node) tierRound(ctx context.Context) {
 	}
 }
 
-// localSegment is one segment file of a replica's log directory.
-type localSegment struct {
-	base, size int64
-}
-
-// localSegments lists a log directory's segments by base offset. The last
-// one is the active segment.
-func localSegments(dir string) ([]localSegment, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []localSegment
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".log") || len(name) != 24 {
-			continue
-		}
-		base, err := strconv.ParseInt(name[:20], 10, 64)
-		if err != nil {
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil {
-			continue
-		}
-		out = append(out, localSegment{base: base, size: fi.Size()})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].base < out[j].base })
-	return out, nil
-}
-
 // uploadSealed uploads, oldest first, the sealed segments wholly below the
 // high watermark that the tier does not hold yet. It stops at the first
 // failure; the next round retries.
 func (n *Node) uploadSealed(ctx context.Context, r *replica.Replica, info tieredInfo) {
-	segs, err := localSegments(r.Log().Dir())
-	if err != nil {
-		return
-	}
+	segs := r.Log().Segments()
 	end := info.end
 	for i := 0; i+1 < len(segs); i++ {
-		s, next := segs[i], segs[i+1].base
+		s, next := segs[i], segs[i+1].BaseOffset
 		v := r.View()
 		if v.Role != replica.RoleLeader || next > v.HW || ctx.Err() != nil {
 			return
@@ -254,15 +214,15 @@ func (n *Node) uploadSealed(ctx context.Context, r *replica.Replica, info tiered
 		if end >= 0 && next <= end {
 			continue
 		}
-		if end >= 0 && s.base > end {
+		if end >= 0 && s.BaseOffset > end {
 			n.logger.Error("local log starts after the tiered end; cannot tier without a gap",
-				"topic", r.Topic, "partition", r.Partition, "segment", s.base, "tiered_end", end)
+				"topic", r.Topic, "partition", r.Partition, "segment", s.BaseOffset, "tiered_end", end)
 			return
 		}
 		res, err := n.timedUpload(ctx, r, v.State.LeaderEpoch, s, next-1) // telemetry.go
 		if err != nil {
 			if ctx.Err() == nil {
-				n.logger.Warn("segment upload failed; will retry", "topic", r.Topic, "partition", r.Partition, "segment", s.base, "err", err)
+				n.logger.Warn("segment upload failed; will retry", "topic", r.Topic, "partition", r.Partition, "segment", s.BaseOffset, "err", err)
 			}
 			return
 		}
@@ -279,20 +239,16 @@ func (n *Node) uploadSealed(ctx context.Context, r *replica.Replica, info tiered
 	}
 }
 
-func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int32, s localSegment, last int64) (*tieringv1.UploadSegmentResponse, error) {
-	f, err := os.Open(filepath.Join(r.Log().Dir(), fmt.Sprintf("%020d.log", s.base)))
+func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int32, s partlog.SegmentInfo, last int64) (*tieringv1.UploadSegmentResponse, error) {
+	f, err := r.Log().OpenSegment(s.BaseOffset)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	stream := n.tier.client.UploadSegment(ctx)
 	err = stream.Send(&tieringv1.UploadSegmentRequest{Part: &tieringv1.UploadSegmentRequest_Header{Header: &tieringv1.SegmentHeader{
 		Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, LeaderEpoch: epoch, NodeId: n.cfg.NodeID,
-		BaseOffset: s.base, LastOffset: last, SizeBytes: fi.Size(),
+		BaseOffset: s.BaseOffset, LastOffset: last, SizeBytes: f.Size(),
 	}}})
 	buf := make([]byte, tierChunkBytes)
 	for err == nil {
@@ -338,25 +294,6 @@ func localRetention(cfg map[string]string) (ms, bytes int64) {
 		capped(get(topicconfig.LocalRetentionBytes, topicconfig.LocalRetentionTotal), get(topicconfig.RetentionBytes, -1))
 }
 
-// segmentMaxTimestamp reads the largest record timestamp of a sealed
-// segment from its time index header (lib/partlog's format: magic "SPTI",
-// max timestamp at byte 32), falling back to the file's modification time.
-func segmentMaxTimestamp(dir string, base int64) int64 {
-	stem := filepath.Join(dir, fmt.Sprintf("%020d", base))
-	if f, err := os.Open(stem + ".timeindex"); err == nil {
-		var hdr [48]byte
-		_, err := io.ReadFull(f, hdr[:])
-		f.Close()
-		if err == nil && string(hdr[:4]) == "SPTI" {
-			return int64(binary.BigEndian.Uint64(hdr[32:]))
-		}
-	}
-	if fi, err := os.Stat(stem + ".log"); err == nil {
-		return fi.ModTime().UnixMilli()
-	}
-	return -1
-}
-
 // deleteTieredLocal deletes the oldest local segments that are tiered and
 // past local retention, moving the local log start.
 func (n *Node) deleteTieredLocal(r *replica.Replica, info tieredInfo) error {
@@ -371,34 +308,30 @@ func (n *Node) deleteTieredLocal(r *replica.Replica, info tieredInfo) error {
 	if retMs < 0 && retBytes < 0 {
 		return nil
 	}
-	dir := r.Log().Dir()
-	segs, err := localSegments(dir)
-	if err != nil {
-		return err
-	}
+	segs := r.Log().Segments()
 	var total int64
 	for _, s := range segs {
-		total += s.size
+		total += s.Size
 	}
 	hw, now := r.Log().HighWatermark(), time.Now().UnixMilli()
 	k := 0
 	for ; k+1 < len(segs); k++ {
-		s, next := segs[k], segs[k+1].base
+		s, next := segs[k], segs[k+1].BaseOffset
 		if next > info.end || next > hw {
 			break
 		}
-		ts := segmentMaxTimestamp(dir, s.base)
+		ts := s.MaxTimestamp
 		byTime := retMs >= 0 && ts >= 0 && now-ts > retMs
-		bySize := retBytes >= 0 && total-s.size >= retBytes
+		bySize := retBytes >= 0 && total-s.Size >= retBytes
 		if !byTime && !bySize {
 			break
 		}
-		total -= s.size
+		total -= s.Size
 	}
 	if k == 0 {
 		return nil
 	}
-	return r.Log().DeleteRecordsBefore(segs[k].base)
+	return r.Log().DeleteRecordsBefore(segs[k].BaseOffset)
 }
 
 // tieredState returns the last known tiered extent of a partition.

@@ -294,9 +294,9 @@ func TestTieredReadsAfterLocalDeletion(t *testing.T) {
 	c.eventually("sealed segments tiered and deleted locally on both replicas", func() bool {
 		for id := int32(1); id <= 2; id++ {
 			r := c.node(id).node.replica(topic, 0)
-			segs, _ := localSegments(r.Log().Dir())
+			segs := r.Log().Segments()
 			st, ok := c.node(id).node.tieredState(topic, 0)
-			if !ok || len(segs) != 1 || st.end < segs[0].base || r.Log().LogStartOffset() == 0 {
+			if !ok || len(segs) != 1 || st.end < segs[0].BaseOffset || r.Log().LogStartOffset() == 0 {
 				return false
 			}
 		}
