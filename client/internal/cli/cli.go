@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/strata-mq/strata/lib/serve"
 )
 
 // DefaultGateway is used when neither --gateway nor STRATA_GATEWAY is set.
@@ -193,13 +195,7 @@ func (e *Env) setGlobal(name, val string) error {
 }
 
 // gatewayURL is the gateway address with a scheme and no trailing slash.
-func (e *Env) gatewayURL() string {
-	g := strings.TrimRight(e.Gateway, "/")
-	if !strings.Contains(g, "://") {
-		g = "http://" + g
-	}
-	return g
-}
+func (e *Env) gatewayURL() string { return serve.NormalizeURL(e.Gateway) }
 
 // fail prints err as one line and returns its exit code.
 func (e *Env) fail(err error) int {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/strata-mq/strata/lib/serve"
@@ -136,6 +135,12 @@ func (c *Config) Validate() error {
 	if c.Controller != "" && c.Gateway != "" {
 		p.Flag("gateway", c.Gateway, "give --controller or --gateway, not both")
 	}
+	if _, err := serve.ParseURLs(c.Controller); err != nil {
+		p.Flag("controller", c.Controller, err.Error())
+	}
+	if _, err := serve.ParseURLs(c.Gateway); err != nil {
+		p.Flag("gateway", c.Gateway, err.Error())
+	}
 	if c.CacheBytes <= 0 {
 		p.Flag("cache-bytes", c.CacheBytes, "must be positive")
 	}
@@ -164,17 +169,4 @@ func (c *Config) Validate() error {
 		p.Flag("orphan-grace", c.OrphanGrace, "must be positive")
 	}
 	return p.Err()
-}
-
-func splitURLs(s string) []string {
-	var out []string
-	for _, u := range strings.Split(s, ",") {
-		if u = strings.TrimSpace(u); u != "" {
-			if !strings.Contains(u, "://") {
-				u = "http://" + u
-			}
-			out = append(out, strings.TrimRight(u, "/"))
-		}
-	}
-	return out
 }

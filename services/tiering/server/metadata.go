@@ -39,10 +39,13 @@ type topics struct {
 
 func newTopics(cfg *Config, client *http.Client, opts []connect.ClientOption, logger *slog.Logger) *topics {
 	t := &topics{logger: logger, interval: 2 * time.Second, byName: map[string]*topicInfo{}}
+	// Validate has checked both lists.
+	controllers, _ := serve.ParseURLs(cfg.Controller)
+	gateways, _ := serve.ParseURLs(cfg.Gateway)
 	switch {
-	case cfg.Controller != "":
+	case len(controllers) > 0:
 		var clients []controllerv1connect.ControllerServiceClient
-		for _, u := range splitURLs(cfg.Controller) {
+		for _, u := range controllers {
 			clients = append(clients, controllerv1connect.NewControllerServiceClient(client, u, opts...))
 		}
 		t.describe = func(ctx context.Context) ([]*controllerv1.TopicDescription, error) {
@@ -56,8 +59,8 @@ func newTopics(cfg *Config, client *http.Client, opts []connect.ClientOption, lo
 			}
 			return nil, errors.Join(errs...)
 		}
-	case cfg.Gateway != "":
-		c := gatewayv1connect.NewGatewayServiceClient(client, splitURLs(cfg.Gateway)[0], opts...)
+	case len(gateways) > 0:
+		c := gatewayv1connect.NewGatewayServiceClient(client, gateways[0], opts...)
 		t.describe = func(ctx context.Context) ([]*controllerv1.TopicDescription, error) {
 			res, err := c.DescribeTopics(ctx, connect.NewRequest(&gatewayv1.DescribeTopicsRequest{}))
 			if err != nil {

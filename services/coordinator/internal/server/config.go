@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -82,11 +81,11 @@ func (c *Config) Validate() error {
 	if c.DSN == "" && c.DataDir == "" {
 		p.Flag("data-dir", c.DataDir, "required when --dsn is empty")
 	}
-	if u, err := url.Parse(c.Gateway); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err := serve.CheckBaseURL(c.Gateway); err != nil {
 		p.Flag("gateway", c.Gateway, "must be an http(s) base URL")
 	}
 	if c.AdvertiseURL != "" {
-		if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err := serve.CheckBaseURL(c.AdvertiseURL); err != nil {
 			p.Flag("advertise-url", c.AdvertiseURL, "must be an http(s) base URL")
 		}
 	}

@@ -1,10 +1,6 @@
 package server
 
 import (
-	"errors"
-	"net/url"
-	"strings"
-
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -59,12 +55,12 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 func (c *Config) Validate() error {
 	var p serve.Problems
 	var err error
-	if c.controllerURLs, err = parseURLs(c.Controllers); err != nil {
+	if c.controllerURLs, err = serve.ParseURLs(c.Controllers); err != nil {
 		p.Flag("controller", c.Controllers, err.Error())
 	} else if len(c.controllerURLs) == 0 {
 		p.Flag("controller", c.Controllers, "at least one URL is required")
 	}
-	if c.coordinatorURLs, err = parseURLs(c.Coordinators); err != nil {
+	if c.coordinatorURLs, err = serve.ParseURLs(c.Coordinators); err != nil {
 		p.Flag("coordinator", c.Coordinators, err.Error())
 	}
 	if c.ClientListener != "" {
@@ -84,24 +80,6 @@ func (c *Config) ControllerURLs() []string { return c.controllerURLs }
 // CoordinatorURLs returns the parsed --coordinator list; valid after
 // Validate.
 func (c *Config) CoordinatorURLs() []string { return c.coordinatorURLs }
-
-// parseURLs splits a comma-separated list of http(s) base URLs, dropping
-// empty elements and trailing slashes.
-func parseURLs(s string) ([]string, error) {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		u, err := url.Parse(e)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, errors.New("want comma-separated http:// or https:// base URLs")
-		}
-		out = append(out, strings.TrimRight(e, "/"))
-	}
-	return out, nil
-}
 
 func or(s, def string) string {
 	if s == "" {

@@ -9,7 +9,6 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/storage/internal/metadata"
 )
 
 // DefaultListen is the storage node's default API address (--listen).
@@ -59,7 +58,9 @@ func (c *ProcessConfig) Validate() error {
 	if _, err := serve.ParseListeners(c.Listeners); err != nil {
 		p.Flag("advertise-listeners", c.Listeners, err.Error())
 	}
-	if len(metadata.ParseControllers(c.Controller)) == 0 {
+	if urls, err := serve.ParseURLs(c.Controller); err != nil {
+		p.Flag("controller", c.Controller, err.Error())
+	} else if len(urls) == 0 {
 		p.Flag("controller", c.Controller, "needs at least one URL")
 	}
 	if c.ReplicaLagTime <= 0 {
@@ -89,9 +90,10 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		for _, l := range listeners {
 			adv = append(adv, &commonv1.Listener{Name: l.Name, Address: l.URL})
 		}
+		controllers, _ := serve.ParseURLs(cfg.Controller) // checked by Validate
 		node, err := Start(ctx, Config{
 			NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
-			Controllers:       metadata.ParseControllers(cfg.Controller),
+			Controllers:       controllers,
 			ReplicaLagTime:    cfg.ReplicaLagTime,
 			Tiering:           cfg.Tiering,
 			TierInterval:      cfg.TierInterval,
