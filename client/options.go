@@ -355,7 +355,8 @@ func SkipCorruptBatches(report func(*CorruptBatchError)) ConsumerOpt {
 	})
 }
 
-// sharedHTTPClient is the default transport; see HTTPClient.
+// client is the HTTP client calls use: the one given with HTTPClient, else
+// newHTTPClient's.
 func (c *config) client() connect.HTTPClient {
 	if c.httpClient != nil {
 		return c.httpClient

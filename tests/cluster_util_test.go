@@ -34,7 +34,7 @@ func describeErr(err error) string {
 	return err.Error()
 }
 
-// textRecords builds one batch of records with the given key and values.
+// textBatch builds one batch of records with the given key and values.
 // With pid >= 0 the batch is idempotent: producer pid, epoch 0, base
 // sequence seq.
 func textBatch(t testing.TB, key string, values []string, pid int64, seq int32) []byte {

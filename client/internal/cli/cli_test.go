@@ -43,7 +43,7 @@ func fake(t *testing.T) *fakecluster.Cluster {
 	return fc
 }
 
-// oneLine checks that stderr is exactly one line.
+// wantOneLine checks that stderr is exactly one line.
 func wantOneLine(t *testing.T, r result, want string) {
 	t.Helper()
 	if r.code == 0 {

@@ -158,7 +158,7 @@ type CPU struct {
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
-// cpuBetween is the CPU used between two samples, per GB of bytes moved.
+// between is the CPU used between two samples, per GB of bytes moved.
 // Nil without cluster processes to measure.
 func (m *cpuMeter) between(a, b cpuSample, bytes int64) *CPU {
 	if len(m.procs) == 0 || bytes <= 0 {

@@ -13,7 +13,7 @@ import (
 	"github.com/strata-mq/strata/lib/recordbatch/batchtest"
 )
 
-// openLeader opens a replica in dir that leads alone (RF=1, min ISR 1).
+// openSoleLeader opens a replica in dir that leads alone (RF=1, min ISR 1).
 func openSoleLeader(t *testing.T, dir string, log partlog.Config) *Replica {
 	t.Helper()
 	r, err := Open(dir, "idem", "idem-id", 0, Config{Log: log, MinISR: 1}, Options{NodeID: 1})

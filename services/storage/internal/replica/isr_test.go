@@ -25,7 +25,7 @@ func testBatch(t *testing.T, n int) []byte {
 	return b
 }
 
-// openLeader opens a replica on node 1 and makes it lead st.
+// leaderOf opens a replica on node 1 and makes it lead st.
 func leaderOf(t *testing.T, cfg Config, opts Options, st State) *Replica {
 	t.Helper()
 	opts.NodeID = 1
