@@ -48,6 +48,13 @@ lint: buflint ## Run buf lint, gofmt and go vet
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+.PHONY: modules-check
+modules-check: ## Build and vet each module on its own (GOWORK=off), so each go.mod requires what it imports
+	@for m in $(MODULES); do \
+		echo "modules-check: $$m"; \
+		(cd $$m && GOWORK=off $(GO) build -o /dev/null ./... && GOWORK=off $(GO) vet ./...) || exit 1; \
+	done
+
 .PHONY: test
 test: ## Run the fast test suite (units, fuzz seeds, fault injection) with the race detector, then the TypeScript client's (ts-test)
 	$(GO) vet $(PKGS)
@@ -78,6 +85,8 @@ test-stress: ## Run make test STRESS_RUNS times (default 5) while BUSY busy loop
 test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials on a fresh seed
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./recordbatch/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzProducerSnapshot$$' -fuzztime $(FUZZTIME) ./partlog/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZTIME) ./partlog/
+	cd services/tiering && $(GO) test -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME) ./manifest/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 # The elastic-storage suite with its heavy tests (a move's source or target

@@ -1,3 +1,52 @@
 module github.com/strata-mq/strata/tests
 
-go 1.26
+go 1.26.0
+
+// Sibling modules of this repository, from the working tree (go.work
+// selects the same directories; these make the module build on its own).
+require (
+	github.com/strata-mq/strata/client v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/gen v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/lib v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/services/coordinator v0.0.0-00010101000000-000000000000
+)
+
+require (
+	connectrpc.com/connect v1.21.1
+	go.opentelemetry.io/proto/otlp v1.11.0
+	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/grpc v1.83.2 // indirect
+)
+
+replace (
+	github.com/strata-mq/strata/client => ../client
+	github.com/strata-mq/strata/gen => ../gen
+	github.com/strata-mq/strata/lib => ../lib
+	github.com/strata-mq/strata/services/controller => ../services/controller
+	github.com/strata-mq/strata/services/coordinator => ../services/coordinator
+	github.com/strata-mq/strata/services/gateway => ../services/gateway
+	github.com/strata-mq/strata/services/storage => ../services/storage
+	github.com/strata-mq/strata/services/tiering => ../services/tiering
+)
