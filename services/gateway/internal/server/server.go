@@ -24,8 +24,8 @@ import (
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/gateway/internal/metacache"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
 )
 
@@ -41,7 +41,7 @@ type Options struct {
 	// Logger is the gateway's logger. Nil means slog.Default().
 	Logger *slog.Logger
 	// WatchMinBackoff and WatchMaxBackoff bound the metadata watch's
-	// reconnect waits. Zero means the metacache defaults (100ms, 5s).
+	// reconnect waits. Zero means the metaview defaults (100ms, 5s).
 	WatchMinBackoff, WatchMaxBackoff time.Duration
 	// RetryBackoff is the first wait before a data-path retry on another
 	// leader; it doubles per attempt up to 1s. Zero means 50ms.
@@ -54,7 +54,7 @@ type Gateway struct {
 	gatewayv1connect.UnimplementedGatewayServiceHandler
 
 	log          *slog.Logger
-	cache        *metacache.Cache
+	cache        *metaview.Cache
 	controllers  *controllerPool
 	coordinators []coordinatorv1connect.CoordinatorServiceClient
 	coordURLs    []string
@@ -94,7 +94,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{
 		log:          logger,
-		cache:        metacache.New(),
+		cache:        metaview.NewCache(),
 		retryBackoff: opts.RetryBackoff,
 		httpClient:   opts.HTTPClient,
 		clientOpts:   opts.ClientOptions,
@@ -116,9 +116,10 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	ctx, g.cancel = context.WithCancel(ctx)
 	go func() {
 		defer close(g.watchDone)
-		metacache.Watch(ctx, g.cache, metacache.WatchConfig{
+		metaview.Watch(ctx, g.cache, metaview.WatchConfig{
 			Controllers: g.controllers.clients,
 			Names:       g.controllers.urls,
+			NodeID:      metaview.NotANode,
 			MinBackoff:  opts.WatchMinBackoff,
 			MaxBackoff:  opts.WatchMaxBackoff,
 			Logger:      logger,

@@ -1,9 +1,11 @@
 // Package metadata is a storage node's link to the controller: it
 // registers the node (getting its node epoch), heartbeats, follows
-// WatchMetadata (snapshot, then deltas; a reconnect starts from the last
-// applied version or a fresh snapshot) and sends AlterPartition. The
-// controller address is a list: calls go to the last one that answered and
-// move on to the next, or to the one a NOT_CONTROLLER hint names.
+// WatchMetadata through lib/metaview (snapshot, then deltas; a reconnect
+// resumes from the last applied version or gets a fresh snapshot) and
+// sends AlterPartition. The controller address is a list: RegisterNode,
+// Heartbeat and AlterPartition go to the last one that answered and move
+// on to the next, or to the one a NOT_CONTROLLER hint names; the watch,
+// which any controller serves, moves to the next one when a stream breaks.
 package metadata
 
 import (
@@ -19,11 +21,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
@@ -40,22 +42,6 @@ type Config struct {
 	Options     []connect.ClientOption
 	Logger      *slog.Logger // default slog.Default()
 	Clock       clock.Clock  // default clock.System
-}
-
-// View is the cluster metadata at one version. It is never modified after
-// it is handed out.
-type View struct {
-	Version int64
-	Topics  map[string]*commonv1.TopicMetadata
-	Nodes   map[int32]*controllerv1.NodeStatus
-}
-
-// NodeAddress returns the Connect address of node id, or "".
-func (v *View) NodeAddress(id int32) string {
-	if n := v.Nodes[id]; n != nil {
-		return n.GetNode().GetAddress()
-	}
-	return ""
 }
 
 // Client is the controller link. Run drives it; the other methods are safe
@@ -207,14 +193,39 @@ func controllerHint(err error) string {
 }
 
 // Run registers the node, then heartbeats and watches metadata until ctx
-// ends, calling apply with each new view, one at a time, in version order.
-func (c *Client) Run(ctx context.Context, apply func(*View)) {
+// ends, calling apply with the view in force after each message of the
+// stream, one at a time, in version order (the same view again for a
+// progress notice, so apply also runs every few seconds while nothing
+// changes). The watch resumes from the last applied version on reconnect.
+func (c *Client) Run(ctx context.Context, apply func(*metaview.View)) {
 	if !c.register(ctx) {
 		return
 	}
 	go c.heartbeatLoop(ctx)
-	c.watchLoop(ctx, apply)
+	clients := make([]controllerv1connect.ControllerServiceClient, len(c.cfg.Controllers))
+	for i, addr := range c.cfg.Controllers {
+		clients[i] = c.client(addr)
+	}
+	metaview.Watch(ctx, metaview.NewCache(), metaview.WatchConfig{
+		Controllers: clients,
+		Names:       c.cfg.Controllers,
+		NodeID:      c.cfg.NodeID,
+		Resume:      true,
+		MinBackoff:  watchMinBackoff,
+		MaxBackoff:  watchMaxBackoff,
+		Logger:      c.logger,
+		Notify: func(v *metaview.View) {
+			c.version.Store(v.Version)
+			apply(v)
+		},
+	})
 }
+
+// Reconnect waits of the metadata watch.
+const (
+	watchMinBackoff = 50 * time.Millisecond
+	watchMaxBackoff = 2 * time.Second
+)
 
 // register retries RegisterNode until it succeeds or ctx ends.
 func (c *Client) register(ctx context.Context) bool {
@@ -285,91 +296,6 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func (c *Client) watchLoop(ctx context.Context, apply func(*View)) {
-	view := &View{Topics: map[string]*commonv1.TopicMetadata{}, Nodes: map[int32]*controllerv1.NodeStatus{}}
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
-			stream, err := cl.WatchMetadata(ctx, connect.NewRequest(&controllerv1.WatchMetadataRequest{
-				NodeId: c.cfg.NodeID, FromVersion: view.Version,
-			}))
-			if err != nil {
-				return err
-			}
-			defer stream.Close()
-			for stream.Receive() {
-				backoff = 50 * time.Millisecond
-				view = applyMessage(view, stream.Msg())
-				c.version.Store(view.Version)
-				apply(view)
-			}
-			return stream.Err()
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		c.logger.Warn("metadata watch ended; reconnecting", "err", err, "version", view.Version)
-		if !sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-}
-
-// applyMessage returns a new view with msg applied to v.
-func applyMessage(v *View, msg *controllerv1.WatchMetadataResponse) *View {
-	out := &View{Version: msg.GetVersion(), Topics: map[string]*commonv1.TopicMetadata{}, Nodes: map[int32]*controllerv1.NodeStatus{}}
-	if snap := msg.GetSnapshot(); snap != nil {
-		for _, t := range snap.GetTopics() {
-			out.Topics[t.GetName()] = t
-		}
-		for _, n := range snap.GetNodes() {
-			out.Nodes[n.GetNode().GetNodeId()] = n
-		}
-		return out
-	}
-	for k, t := range v.Topics {
-		out.Topics[k] = t
-	}
-	for k, n := range v.Nodes {
-		out.Nodes[k] = n
-	}
-	d := msg.GetDelta()
-	for _, t := range d.GetDeletedTopics() {
-		if cur := out.Topics[t.GetName()]; cur != nil && (t.GetTopicId() == "" || cur.GetTopicId() == t.GetTopicId()) {
-			delete(out.Topics, t.GetName())
-		}
-	}
-	for _, t := range d.GetTopics() {
-		out.Topics[t.GetName()] = t
-	}
-	for _, pc := range d.GetPartitions() {
-		cur := out.Topics[pc.GetTopic()]
-		if cur == nil {
-			continue
-		}
-		t := proto.Clone(cur).(*commonv1.TopicMetadata)
-		found := false
-		for i, p := range t.Partitions {
-			if p.GetPartition() == pc.GetPartition().GetPartition() {
-				t.Partitions[i] = pc.GetPartition()
-				found = true
-			}
-		}
-		if !found {
-			t.Partitions = append(t.Partitions, pc.GetPartition())
-		}
-		out.Topics[t.GetName()] = t
-	}
-	for _, n := range d.GetNodes() {
-		out.Nodes[n.GetNode().GetNodeId()] = n
-	}
-	for _, id := range d.GetRemovedNodeIds() {
-		delete(out.Nodes, id)
-	}
-	return out
 }
 
 // AlterPartition sends the leader's ISR changes with the current node

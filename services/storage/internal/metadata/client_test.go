@@ -14,6 +14,7 @@ import (
 
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
@@ -112,7 +113,7 @@ func TestLeaseUsesMonotonicTimeFromHeartbeatSend(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		c.Run(ctx, func(*View) {})
+		c.Run(ctx, func(*metaview.View) {})
 	}()
 	defer func() { cancel(); <-done }()
 

@@ -22,6 +22,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/topicconfig"
@@ -88,7 +89,7 @@ type Node struct {
 	wg     sync.WaitGroup
 
 	mu       sync.Mutex
-	view     *metadata.View
+	view     *metaview.View
 	replicas map[tpKey]*hosted
 	clients  map[string]storagev1connect.StorageServiceClient
 	closed   bool
@@ -146,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, logger: cfg.Logger.With("node_id", cfg.NodeID),
-		view:     &metadata.View{Topics: map[string]*commonv1.TopicMetadata{}},
+		view:     &metaview.View{Topics: map[string]*commonv1.TopicMetadata{}},
 		replicas: map[tpKey]*hosted{},
 		clients:  map[string]storagev1connect.StorageServiceClient{},
 		fetchers: map[int32]*replication.Fetcher{},
@@ -235,7 +236,7 @@ func (n *Node) replica(topic string, partition int32) *replica.Replica {
 	return nil
 }
 
-func (n *Node) currentView() *metadata.View {
+func (n *Node) currentView() *metaview.View {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.view
@@ -256,7 +257,7 @@ func (n *Node) storageClient(addr string) storagev1connect.StorageServiceClient 
 // reconcile makes the hosted replicas match a new metadata view: it opens
 // replicas assigned to this node, applies their state, starts and stops
 // follower loops, and closes and deletes replicas no longer assigned.
-func (n *Node) reconcile(v *metadata.View) {
+func (n *Node) reconcile(v *metaview.View) {
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -432,7 +433,7 @@ func (n *Node) fetcher(leader int32) *replication.Fetcher {
 	f := &replication.Fetcher{
 		NodeID: n.cfg.NodeID,
 		Leader: func() storagev1connect.StorageServiceClient {
-			addr := n.currentView().NodeAddress(leader)
+			addr := n.currentView().RegisteredAddress(leader)
 			if addr == "" {
 				return nil
 			}

@@ -40,7 +40,7 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		if r != nil {
 			st := r.View().State
 			hint.LeaderId, hint.LeaderEpoch = st.LeaderID, st.LeaderEpoch
-			hint.LeaderAddress = v.NodeAddress(st.LeaderID)
+			hint.LeaderAddress = v.RegisteredAddress(st.LeaderID)
 		}
 		d.Hint = &commonv1.ErrorDetail_Leader{Leader: hint}
 	}

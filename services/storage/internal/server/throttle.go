@@ -10,7 +10,7 @@ import (
 
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/services/storage/internal/metadata"
+	"github.com/strata-mq/strata/lib/metaview"
 )
 
 // moveThrottle limits the replication traffic of partition moves on this
@@ -44,7 +44,7 @@ func newMoveThrottle(self int32) *moveThrottle {
 
 // update applies a metadata view: the throttle from this node's status and
 // the adding replicas outside the ISR of every partition.
-func (t *moveThrottle) update(v *metadata.View) {
+func (t *moveThrottle) update(v *metaview.View) {
 	adding := map[tpKey][]int32{}
 	for _, tm := range v.Topics {
 		for _, p := range tm.GetPartitions() {

@@ -10,13 +10,13 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/services/storage/internal/metadata"
+	"github.com/strata-mq/strata/lib/metaview"
 )
 
 // throttleView is node 2's view: partition t-0 moving to add node 3 (not
 // in sync yet) and node 4 (in sync), throttle rate bytes/s on node 2.
-func throttleView(rate int64, isr ...int32) *metadata.View {
-	return &metadata.View{
+func throttleView(rate int64, isr ...int32) *metaview.View {
+	return &metaview.View{
 		Topics: map[string]*commonv1.TopicMetadata{"t": {Name: "t", Partitions: []*commonv1.PartitionMetadata{{
 			Partition: 0, LeaderId: 1, Replicas: []int32{3, 4, 2, 1}, Isr: isr,
 			AddingReplicas: []int32{3, 4}, RemovingReplicas: []int32{1},
