@@ -11,8 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strata-mq/strata/client/internal/fakecluster"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/fakecluster"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
 )

@@ -9,8 +9,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strata-mq/strata/client/internal/fakecluster"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
 // TestConsumerOutOfRangeMakesProgress: a consumer told OUT_OF_RANGE moves

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/strata-mq/strata/client/internal/fakecluster"
+	"github.com/strata-mq/strata/lib/fakecluster"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/recordbatch/batchtest"
 )

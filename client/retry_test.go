@@ -12,8 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strata-mq/strata/client/internal/fakecluster"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
 // leaderKills are the points of a produce request's life at which its

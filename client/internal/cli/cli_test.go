@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/client"
-	"github.com/strata-mq/strata/client/internal/fakecluster"
+	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
 type result struct {

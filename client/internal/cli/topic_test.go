@@ -7,8 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/strata-mq/strata/client/internal/fakecluster"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
 // TestTopicDescribeLogExtents checks the local and tiered columns of

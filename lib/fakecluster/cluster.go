@@ -1,4 +1,4 @@
-// Package fakecluster is an in-memory Strata cluster for client and CLI
+// Package fakecluster is an in-memory Strata cluster for client, CLI and service
 // tests, in the spirit of franz-go's kfake: a GatewayService and one
 // StorageService per node, served over HTTP/2 cleartext on loopback, with a
 // tiny log per partition and a fault API (MoveLeader, AddFault) to make
