@@ -1,32 +1,43 @@
-// Package fakecluster is an in-memory Strata cluster for client, CLI and service
-// tests, in the spirit of franz-go's kfake: a GatewayService and one
-// StorageService per node, served over HTTP/2 cleartext on loopback, with a
-// tiny log per partition and a fault API (MoveLeader, AddFault) to make
-// leaders change and requests fail on demand.
+// Package fakecluster is an in-memory Strata cluster for client, CLI and
+// service tests, in the spirit of franz-go's kfake: a GatewayService, a
+// ControllerService and one StorageService per fake node, served over
+// HTTP/2 cleartext on loopback, with a tiny log per partition and a fault
+// API (MoveLeader, KillNode, AddFault with a budget, Fired) to make leaders
+// change and requests fail on demand. One state answers all three
+// services, so the fencing rules live here once.
 //
-// What it models: topics with partitions, leaders, leader epochs (with the
-// fencing checks of the real storage service), batches appended as given
-// with base offset and leader epoch stamped, idempotent producer
-// deduplication by producer id and sequence, long-poll fetch, ListOffsets,
-// DescribeLog (with a pretend tier set by SetTiered),
-// the admin pass-through calls of the gateway, and killed nodes (KillNode,
-// Fault.Kill: every connection reset, as a client sees a process killed
-// with SIGKILL). What it does not: real
+// What it models: topics with partitions, leaders, leader and partition
+// epochs, replicas and ISR (with the fencing checks of the real storage
+// service on Produce, Fetch and ListOffsets, and of the real controller on
+// AlterPartition and Heartbeat), batches appended as given with base
+// offset and leader epoch stamped, idempotent producer deduplication by
+// producer id and sequence, long-poll fetch, ListOffsets, DescribeLog
+// (with a pretend tier set by SetTiered), the admin pass-through calls of
+// the gateway, node registration (RegisterNode: a new incarnation gets a
+// new node epoch) and the WatchMetadata stream, so real storage nodes and
+// gateways can run against it (New(0) for no fake nodes; SetTopic,
+// UpdatePartition and UpdateTopicConfigs change metadata as the controller
+// would), and killed nodes (KillNode, Fault.Kill: every connection reset,
+// as a client sees a process killed with SIGKILL). What it does not: real
 // replication (the high watermark is the log end offset), retention,
-// persistence, consumer groups (the coordinator calls answer UNAVAILABLE
-// unless a test serves a coordinator of its own with SetCoordinator).
+// persistence, leader election on its own, consumer groups (the
+// coordinator calls answer UNAVAILABLE unless a test serves a coordinator
+// of its own with SetCoordinator).
 package fakecluster
 
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"sync"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -41,15 +52,20 @@ type Cluster struct {
 	nodes   []*httptest.Server
 	coord   *httptest.Server // nil until SetCoordinator
 
-	mu       sync.Mutex
-	topics   map[string]*topic
-	version  int64
-	nextPID  int64
-	nextID   int
-	faults   []*Fault
-	changed  chan struct{} // closed and replaced on every append
-	deadNode map[int32]bool
-	calls    map[string]int
+	ctrl *httptest.Server
+
+	mu        sync.Mutex
+	topics    map[string]*topic
+	version   int64
+	nextPID   int64
+	nextID    int
+	faults    []*Fault
+	changed   chan struct{}                      // closed and replaced on every append and metadata change
+	metaMoved chan struct{}                      // closed and replaced on every metadata change (version bump)
+	registry  map[int32]*controllerv1.NodeStatus // registered nodes by id: the fake ones and any that called RegisterNode
+	nextEpoch int64                              // last node epoch handed out by RegisterNode
+	alters    int                                // accepted AlterPartition items
+	calls     map[string]int
 
 	connMu sync.Mutex
 	conns  []map[net.Conn]struct{} // open connections per node (index id-1)
@@ -65,14 +81,14 @@ type topic struct {
 }
 
 type partition struct {
-	leader   int32
-	epoch    int32
-	replicas []int32
-	batches  [][]byte // stamped, in offset order
-	bases    []int64  // base offset of each batch
-	next     int64    // log end offset (= high watermark here)
-	start    int64
-	tier     tierExtent // what DescribeLog reports as tiered; see SetTiered
+	// md is the controller's record: leader, leader and partition epochs,
+	// replicas, ISR. Changed in place under Cluster.mu; only clones leave.
+	md      *commonv1.PartitionMetadata
+	batches [][]byte // stamped, in offset order
+	bases   []int64  // base offset of each batch
+	next    int64    // log end offset (= high watermark here)
+	start   int64
+	tier    tierExtent // what DescribeLog reports as tiered; see SetTiered
 	// idempotence: per producer id, recent batches by base sequence
 	producers map[int64]*producerState
 }
@@ -104,12 +120,14 @@ type producerState struct {
 // New starts a cluster of n storage nodes (ids 1..n) and its gateway.
 func New(n int) *Cluster {
 	c := &Cluster{
-		topics:   map[string]*topic{},
-		version:  1,
-		nextPID:  1000,
-		changed:  make(chan struct{}),
-		deadNode: map[int32]bool{},
-		calls:    map[string]int{},
+		topics:    map[string]*topic{},
+		version:   1,
+		nextPID:   1000,
+		changed:   make(chan struct{}),
+		metaMoved: make(chan struct{}),
+		registry:  map[int32]*controllerv1.NodeStatus{},
+		nextEpoch: 100,
+		calls:     map[string]int{},
 	}
 	c.conns = make([]map[net.Conn]struct{}, n)
 	c.killed = make([]bool, n)
@@ -118,10 +136,17 @@ func New(n int) *Cluster {
 		mux.Handle(storagev1connect.NewStorageServiceHandler(&storage{c: c, id: int32(i)}))
 		c.conns[i-1] = map[net.Conn]struct{}{}
 		c.nodes = append(c.nodes, start(mux, c.trackConn(i-1)))
+		c.registry[int32(i)] = &controllerv1.NodeStatus{
+			Node:      &commonv1.Node{NodeId: int32(i), Address: c.nodes[i-1].URL},
+			NodeEpoch: 1, State: controllerv1.NodeState_NODE_STATE_ALIVE, LastHeartbeatMs: -1,
+		}
 	}
 	mux := http.NewServeMux()
 	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(&gateway{c: c}))
 	c.gateway = start(mux, nil)
+	mux = http.NewServeMux()
+	mux.Handle(c.ControllerHandler())
+	c.ctrl = start(mux, nil)
 	return c
 }
 
@@ -190,6 +215,7 @@ func (c *Cluster) RestartNode(id int32) {
 // Close stops every server.
 func (c *Cluster) Close() {
 	c.gateway.Close()
+	c.ctrl.Close()
 	for _, n := range c.nodes {
 		n.Close()
 	}
@@ -246,14 +272,15 @@ func (c *Cluster) createLocked(name string, partitions, replicas int32, configs 
 	}
 	n := int32(len(c.nodes))
 	for i := range partitions {
-		p := &partition{leader: i%n + 1, epoch: 0, producers: map[int64]*producerState{}}
+		md := &commonv1.PartitionMetadata{Partition: i, LeaderId: i%n + 1}
 		for r := range replicas {
-			p.replicas = append(p.replicas, (i+r)%n+1)
+			md.Replicas = append(md.Replicas, (i+r)%n+1)
 		}
-		t.parts = append(t.parts, p)
+		md.Isr = slices.Clone(md.Replicas)
+		t.parts = append(t.parts, &partition{md: md, producers: map[int64]*producerState{}})
 	}
 	c.topics[name] = t
-	c.version++
+	c.bumpLocked()
 	return t, nil
 }
 
@@ -267,10 +294,10 @@ func (c *Cluster) MoveLeader(topicName string, part, node int32) {
 }
 
 func (c *Cluster) moveLeaderLocked(p *partition, node int32) {
-	p.leader = node
-	p.epoch++
-	c.version++
-	c.notifyLocked()
+	p.md.LeaderId = node
+	p.md.LeaderEpoch++
+	p.md.PartitionEpoch++
+	c.bumpLocked()
 }
 
 // killLocked kills node id (KillNode) and moves the leadership of every
@@ -282,7 +309,7 @@ func (c *Cluster) killLocked(id int32) {
 	next := id%int32(len(c.nodes)) + 1
 	for _, t := range c.topics {
 		for _, p := range t.parts {
-			if p.leader == id {
+			if p.md.GetLeaderId() == id {
 				c.moveLeaderLocked(p, next)
 			}
 		}
@@ -294,7 +321,7 @@ func (c *Cluster) Leader(topicName string, part int32) (node, epoch int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.topics[topicName].parts[part]
-	return p.leader, p.epoch
+	return p.md.GetLeaderId(), p.md.GetLeaderEpoch()
 }
 
 // Batches returns the headers of a partition's batches in offset order.
@@ -320,7 +347,7 @@ func (c *Cluster) AppendRaw(topicName string, part int32, batch []byte) int64 {
 	defer c.mu.Unlock()
 	p := c.topics[topicName].parts[part]
 	base := p.next
-	p.batches = append(p.batches, stamp(batch, base, p.epoch))
+	p.batches = append(p.batches, stamp(batch, base, p.md.GetLeaderEpoch()))
 	p.bases = append(p.bases, base)
 	p.next += int64(binary.BigEndian.Uint32(batch[23:])) + 1 // lastOffsetDelta + 1
 	c.notifyLocked()
@@ -418,9 +445,19 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 	return nil
 }
 
+// notifyLocked wakes long-polling fetches.
 func (c *Cluster) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// bumpLocked records a metadata change: a new version, sent to every
+// WatchMetadata stream, and waiting fetches woken to see it.
+func (c *Cluster) bumpLocked() {
+	c.version++
+	close(c.metaMoved)
+	c.metaMoved = make(chan struct{})
+	c.notifyLocked()
 }
 
 // errorf builds a Connect error with an ErrorDetail, as the services do.
@@ -437,14 +474,12 @@ func detail(code connect.Code, reason commonv1.Reason, msg string) *commonv1.Err
 	return &commonv1.ErrorDetail{Code: commonv1.Code(code), Reason: reason, Message: msg}
 }
 
-// metadataLocked renders a topic as the controller describes it.
+// metadata renders a topic as the controller describes it: a copy the
+// caller may keep.
 func (t *topic) metadata() *commonv1.TopicMetadata {
-	tm := &commonv1.TopicMetadata{Name: t.name, TopicId: t.id, Configs: t.configs}
-	for i, p := range t.parts {
-		tm.Partitions = append(tm.Partitions, &commonv1.PartitionMetadata{
-			Partition: int32(i), LeaderId: p.leader, LeaderEpoch: p.epoch,
-			Replicas: p.replicas, Isr: p.replicas,
-		})
+	tm := &commonv1.TopicMetadata{Name: t.name, TopicId: t.id, Configs: maps.Clone(t.configs)}
+	for _, p := range t.parts {
+		tm.Partitions = append(tm.Partitions, proto.Clone(p.md).(*commonv1.PartitionMetadata))
 	}
 	return tm
 }
@@ -462,12 +497,24 @@ func (t *topic) description() *controllerv1.TopicDescription {
 	return d
 }
 
+// nodesLocked lists the registered nodes by id.
 func (c *Cluster) nodesLocked() []*commonv1.Node {
-	var ns []*commonv1.Node
-	for i, s := range c.nodes {
-		ns = append(ns, &commonv1.Node{NodeId: int32(i + 1), Address: s.URL})
+	ids := slices.Sorted(maps.Keys(c.registry))
+	ns := make([]*commonv1.Node, 0, len(ids))
+	for _, id := range ids {
+		ns = append(ns, proto.Clone(c.registry[id].GetNode()).(*commonv1.Node))
 	}
 	return ns
+}
+
+// addrLocked is the address node id registered with, or "".
+func (c *Cluster) addrLocked(id int32) string {
+	return c.registry[id].GetNode().GetAddress()
+}
+
+// deadLocked reports whether node id is registered and dead.
+func (c *Cluster) deadLocked(id int32) bool {
+	return c.registry[id].GetState() == controllerv1.NodeState_NODE_STATE_DEAD
 }
 
 // stamp writes the base offset and leader epoch into a batch copy.

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -124,7 +125,7 @@ func (g *gateway) DeleteTopic(ctx context.Context, req *connect.Request[gatewayv
 		return nil, unknownTopic(req.Msg.GetName())
 	}
 	delete(c.topics, t.name)
-	c.version++
+	c.bumpLocked()
 	return connect.NewResponse(&gatewayv1.DeleteTopicResponse{TopicId: t.id}), nil
 }
 
@@ -185,7 +186,7 @@ func (g *gateway) AlterTopicConfig(ctx context.Context, req *connect.Request[gat
 	for _, k := range req.Msg.GetDeleteConfigs() {
 		delete(t.configs, k)
 	}
-	c.version++
+	c.bumpLocked()
 	return connect.NewResponse(&gatewayv1.AlterTopicConfigResponse{Configs: t.description().Configs}), nil
 }
 
@@ -207,19 +208,15 @@ func (g *gateway) DescribeCluster(ctx context.Context, req *connect.Request[gate
 		Services:        []*gatewayv1.ServiceStatus{{Service: "coordinator", Address: "http://127.0.0.1:9094", Message: "not running"}},
 	}
 	for _, n := range c.nodesLocked() {
-		st := controllerv1.NodeState_NODE_STATE_ALIVE
-		if c.deadNode[n.GetNodeId()] {
-			st = controllerv1.NodeState_NODE_STATE_DEAD
-		}
-		resp.Nodes = append(resp.Nodes, &controllerv1.NodeStatus{Node: n, NodeEpoch: 1, State: st, LastHeartbeatMs: -1})
+		resp.Nodes = append(resp.Nodes, proto.Clone(c.registry[n.GetNodeId()]).(*controllerv1.NodeStatus))
 	}
 	for _, t := range c.topics {
 		for _, p := range t.parts {
-			if c.deadNode[p.leader] {
+			if c.deadLocked(p.md.GetLeaderId()) {
 				resp.OfflinePartitions++
 			}
-			for _, r := range p.replicas {
-				if c.deadNode[r] {
+			for _, r := range p.md.GetReplicas() {
+				if c.deadLocked(r) {
 					resp.UnderReplicatedPartitions++
 					break
 				}
@@ -229,11 +226,22 @@ func (g *gateway) DescribeCluster(ctx context.Context, req *connect.Request[gate
 	return connect.NewResponse(resp), nil
 }
 
-// SetNodeDead marks a node dead (or alive again) in DescribeCluster.
+// SetNodeDead marks a registered node dead (or alive again), as
+// DescribeCluster and WatchMetadata report it. Leadership does not move.
 func (c *Cluster) SetNodeDead(id int32, dead bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.deadNode[id] = dead
+	n := c.registry[id]
+	if n == nil {
+		return
+	}
+	n = proto.Clone(n).(*controllerv1.NodeStatus)
+	n.State = controllerv1.NodeState_NODE_STATE_ALIVE
+	if dead {
+		n.State = controllerv1.NodeState_NODE_STATE_DEAD
+	}
+	c.registry[id] = n
+	c.bumpLocked()
 }
 
 func sortStrings(s []string) { sort.Strings(s) }

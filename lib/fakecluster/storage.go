@@ -28,18 +28,19 @@ func (s *storage) checkLocked(topicName string, part, epoch int32) (*partition, 
 		return nil, detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition")
 	}
 	p := t.parts[part]
-	if p.leader != s.id {
+	leader, leaderEpoch := p.md.GetLeaderId(), p.md.GetLeaderEpoch()
+	if leader != s.id {
 		d := detail(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this node does not lead the partition")
 		d.Hint = &commonv1.ErrorDetail_Leader{Leader: &commonv1.LeaderHint{
 			TopicPartition: &commonv1.TopicPartition{Topic: topicName, Partition: part},
-			LeaderId:       p.leader, LeaderAddress: c.nodes[p.leader-1].URL, LeaderEpoch: p.epoch,
+			LeaderId:       leader, LeaderAddress: c.addrLocked(leader), LeaderEpoch: leaderEpoch,
 		}}
 		return nil, d
 	}
-	if epoch >= 0 && epoch < p.epoch {
+	if epoch >= 0 && epoch < leaderEpoch {
 		return nil, detail(connect.CodeAborted, commonv1.Reason_REASON_FENCED_LEADER_EPOCH, "leader epoch is stale")
 	}
-	if epoch > p.epoch {
+	if epoch > leaderEpoch {
 		return nil, detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH, "leader epoch is newer than this node knows")
 	}
 	return p, nil
@@ -111,7 +112,7 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		if first < 0 {
 			first = p.next
 		}
-		p.batches = append(p.batches, stamp(raw, p.next, p.epoch))
+		p.batches = append(p.batches, stamp(raw, p.next, p.md.GetLeaderEpoch()))
 		p.bases = append(p.bases, p.next)
 		p.next += int64(h.LastOffsetDelta) + 1
 	}
@@ -264,12 +265,12 @@ func (s *storage) DescribeLog(ctx context.Context, req *connect.Request[storagev
 			continue
 		}
 		t := c.topics[tp.GetTopic()]
-		if t == nil || tp.GetPartition() < 0 || int(tp.GetPartition()) >= len(t.parts) || !slices.Contains(t.parts[tp.GetPartition()].replicas, s.id) {
+		if t == nil || tp.GetPartition() < 0 || int(tp.GetPartition()) >= len(t.parts) || !slices.Contains(t.parts[tp.GetPartition()].md.GetReplicas(), s.id) {
 			r.Error = detail(connect.CodeNotFound, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "no replica of this partition on this node")
 			continue
 		}
 		p := t.parts[tp.GetPartition()]
-		r.Leader, r.LeaderEpoch = p.leader == s.id, p.epoch
+		r.Leader, r.LeaderEpoch = p.md.GetLeaderId() == s.id, p.md.GetLeaderEpoch()
 		r.LogStartOffset, r.LocalLogStartOffset = p.start, max(p.start, p.tier.localStart)
 		r.LogEndOffset, r.HighWatermark = p.next, p.next
 		for i, b := range p.batches {

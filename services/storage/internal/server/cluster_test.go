@@ -19,16 +19,17 @@ import (
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/fakecluster"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
-	"github.com/strata-mq/strata/services/storage/internal/controllertest"
 )
 
-// testCluster is a fake controller and storage nodes on loopback.
+// testCluster is a fake controller (lib/fakecluster with no fake nodes)
+// and real storage nodes on loopback.
 type testCluster struct {
 	t       *testing.T
-	ctrl    *controllertest.Controller
+	ctrl    *fakecluster.Cluster
 	ctrlURL string
 	lag     time.Duration
 	client  *http.Client
@@ -54,13 +55,14 @@ func newCluster(t *testing.T, n int, lag time.Duration) *testCluster {
 // newWrappedCluster is newCluster with each node's handler wrapped.
 func newWrappedCluster(t *testing.T, n int, lag time.Duration, wrap func(id int32, h http.Handler) http.Handler) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, ctrl: controllertest.New(), lag: lag, client: serve.NewHTTPClient(), wrap: wrap,
+	c := &testCluster{t: t, ctrl: fakecluster.New(0), lag: lag, client: serve.NewHTTPClient(), wrap: wrap,
 		nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
 	for id := int32(1); id <= int32(n); id++ {
 		c.dirs[id] = t.TempDir() // before the cleanup below, so removed after it
 	}
+	t.Cleanup(c.ctrl.Close)
 	mux := http.NewServeMux()
-	mux.Handle(c.ctrl.Handler())
+	mux.Handle(c.ctrl.ControllerHandler())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
