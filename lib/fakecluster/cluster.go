@@ -65,6 +65,7 @@ type Cluster struct {
 	registry  map[int32]*controllerv1.NodeStatus // registered nodes by id: the fake ones and any that called RegisterNode
 	nextEpoch int64                              // last node epoch handed out by RegisterNode
 	alters    int                                // accepted AlterPartition items
+	produced  []ProduceCall                      // every Produce answered, see Produced
 	calls     map[string]int
 
 	connMu sync.Mutex
@@ -378,8 +379,10 @@ func (c *Cluster) Calls(method string) int {
 }
 
 // Fault makes matching requests fail. Method is the RPC name ("Produce",
-// "Fetch", "ListOffsets", "Metadata", ...); Topic and Partition narrow it
-// (empty Topic and Partition -1 match any). It fires Count times (0 means
+// "Fetch", "ListOffsets", "Metadata", "AlterPartition", ...); Node, Topic
+// and Partition narrow it (Node 0, empty Topic and Partition -1 match any;
+// a gateway or controller call has no topic or partition, so its fault
+// needs Partition -1). It fires Count times (0 means
 // forever) with Code and Reason. AfterAppend makes a Produce fault fire
 // after the batch is appended: the client sees a failure but the data is
 // in the log, which only idempotence can keep from being duplicated.
@@ -394,6 +397,7 @@ func (c *Cluster) Calls(method string) int {
 // REASON_OFFSET_OUT_OF_RANGE), to make a leader report any range.
 type Fault struct {
 	Method      string
+	Node        int32
 	Topic       string
 	Partition   int32
 	Code        connect.Code
@@ -425,7 +429,7 @@ func (c *Cluster) Fired(f *Fault) int {
 // killing storage node node (0 for the gateway) when the fault says so.
 func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, afterAppend bool) error {
 	for _, f := range c.faults {
-		if f.Method != method || f.AfterAppend != afterAppend ||
+		if f.Method != method || f.AfterAppend != afterAppend || (f.Node != 0 && f.Node != node) ||
 			(f.Topic != "" && f.Topic != topicName) || (f.Partition >= 0 && f.Partition != part) ||
 			(f.Count > 0 && f.fired >= f.Count) {
 			continue
@@ -449,6 +453,15 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 func (c *Cluster) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// Snapshot is the cluster's metadata as the controller's WatchMetadata
+// stream starts it: every topic and registered node at the current
+// version. The caller may change it, to script a stream of its own.
+func (c *Cluster) Snapshot() *controllerv1.WatchMetadataResponse {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &controllerv1.WatchMetadataResponse{Version: c.version, Change: &controllerv1.WatchMetadataResponse_Snapshot{Snapshot: c.watchStateLocked()}}
 }
 
 // bumpLocked records a metadata change: a new version, sent to every

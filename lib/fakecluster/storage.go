@@ -58,12 +58,48 @@ type errString string
 
 func (e errString) Error() string { return string(e) }
 
+// ProduceCall is one Produce a storage node answered, as Produced lists
+// it.
+type ProduceCall struct {
+	Node        int32 // the node that answered
+	Topic       string
+	Partition   int32
+	LeaderEpoch int32 // the epoch the request carried
+	Acks        commonv1.Acks
+	Records     int   // records in the request's batches
+	Err         error // the answer's error; nil when appended
+}
+
+// Produced lists every Produce the storage nodes answered, in order.
+func (c *Cluster) Produced() []ProduceCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.produced)
+}
+
 func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Produce"]++
+	call := ProduceCall{Node: s.id, Topic: m.GetTopic(), Partition: m.GetPartition(), LeaderEpoch: m.GetLeaderEpoch(), Acks: m.GetAcks()}
+	for b := m.GetRecords(); len(b) > 0; {
+		h, err := recordbatch.PeekHeader(b)
+		if err != nil || h.Size() > len(b) {
+			break
+		}
+		call.Records += int(h.RecordCount)
+		b = b[h.Size():]
+	}
+	resp, err := s.produceLocked(m)
+	call.Err = err
+	c.produced = append(c.produced, call)
+	return resp, err
+}
+
+func (s *storage) produceLocked(m *storagev1.ProduceRequest) (*connect.Response[storagev1.ProduceResponse], error) {
+	c := s.c
 	if err := c.faultLocked(s.id, "Produce", m.GetTopic(), m.GetPartition(), false); err != nil {
 		return nil, err
 	}

@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,10 +16,8 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
-	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
-	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/fakecluster"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
 )
@@ -139,183 +137,66 @@ type tp struct {
 	partition int32
 }
 
-// produced is one Produce a fake storage node accepted.
-type produced struct {
-	node    int32
-	tp      tp
-	records int
-	acks    commonv1.Acks
-	epoch   int32
-}
-
-// fakeCluster is the shared state of fake storage nodes: who leads what,
-// and one in-memory log per partition.
+// fakeCluster is lib/fakecluster's storage nodes (ids 1..n) for the
+// gateway under test. The gateway watches a scripted fakeController, not
+// the cluster's own, so a test decides what metadata the gateway sees and
+// when; snapshot renders the cluster's state for a script.
 type fakeCluster struct {
-	mu       sync.Mutex
-	leaders  map[tp]int32
-	epochs   map[tp]int32
-	addrs    map[int32]string
-	logs     map[tp][][]byte // batches, base offsets stamped
-	next     map[tp]int64
-	accepted []produced
-	refused  []int32 // node ids that answered NOT_LEADER, in order
-	noHint   bool    // NOT_LEADER answers carry no leader hint
-	// unknown is how many more Produce calls are answered
-	// UNKNOWN_TOPIC_OR_PARTITION, as a leader that has not yet created a
-	// new topic's replica answers.
-	unknown int
+	*fakecluster.Cluster
 }
 
-func newFakeCluster() *fakeCluster {
-	return &fakeCluster{
-		leaders: map[tp]int32{}, epochs: map[tp]int32{}, addrs: map[int32]string{},
-		logs: map[tp][][]byte{}, next: map[tp]int64{},
-	}
+func newFakeCluster(t *testing.T, nodes int) *fakeCluster {
+	c := fakecluster.New(nodes)
+	t.Cleanup(c.Close)
+	return &fakeCluster{c}
 }
 
-// startNode serves a fake storage node with the given id and returns its URL.
-func (c *fakeCluster) startNode(t *testing.T, id int32) string {
-	mux := http.NewServeMux()
-	mux.Handle(storagev1connect.NewStorageServiceHandler(&fakeStorage{c: c, id: id}))
-	u := serveOn(t, mux)
-	c.mu.Lock()
-	c.addrs[id] = u
-	c.mu.Unlock()
-	return u
-}
-
+// setLeader makes node the only replica and leader of k at epoch, creating
+// the topic (id "id-<topic>") and any partitions below k.partition as
+// needed. The gateway hears of it only through a script.
 func (c *fakeCluster) setLeader(k tp, node, epoch int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.leaders[k], c.epochs[k] = node, epoch
-}
-
-type fakeStorage struct {
-	storagev1connect.UnimplementedStorageServiceHandler
-	c  *fakeCluster
-	id int32
-}
-
-// notLeader is the storage node's NOT_LEADER answer; call with c.mu held.
-func (s *fakeStorage) notLeader(k tp) *connect.Error {
-	s.c.refused = append(s.c.refused, s.id)
-	msg := fmt.Sprintf("node %d is not the leader of %s-%d", s.id, k.topic, k.partition)
-	ed := &commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_NOT_LEADER, Message: msg}
-	if !s.c.noHint {
-		leaderID := s.c.leaders[k]
-		ed.Hint = &commonv1.ErrorDetail_Leader{Leader: &commonv1.LeaderHint{
-			TopicPartition: &commonv1.TopicPartition{Topic: k.topic, Partition: k.partition},
-			LeaderId:       leaderID, LeaderAddress: s.c.addrs[leaderID], LeaderEpoch: s.c.epochs[k],
-		}}
-	}
-	return apierr.Error(ed)
-}
-
-func (s *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
-	c := s.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	k := tp{req.Msg.GetTopic(), req.Msg.GetPartition()}
-	if c.unknown > 0 {
-		c.unknown--
-		return nil, apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_NOT_FOUND, Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
-			Message: "unknown topic or partition on this node"})
-	}
-	if c.leaders[k] != s.id {
-		return nil, s.notLeader(k)
-	}
-	h, err := recordbatch.Verify(req.Msg.GetRecords())
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
-	}
-	b := append([]byte{}, req.Msg.GetRecords()...)
-	base := c.next[k]
-	recordbatch.SetBaseOffset(b, base)
-	recordbatch.SetPartitionLeaderEpoch(b, c.epochs[k])
-	c.logs[k] = append(c.logs[k], b)
-	c.next[k] = base + int64(h.LastOffsetDelta) + 1
-	c.accepted = append(c.accepted, produced{node: s.id, tp: k, records: int(h.RecordCount), acks: req.Msg.GetAcks(), epoch: req.Msg.GetLeaderEpoch()})
-	off := base
-	if req.Msg.GetAcks() == commonv1.Acks_ACKS_NONE {
-		off = -1
-	}
-	return connect.NewResponse(&storagev1.ProduceResponse{BaseOffset: off, LogAppendTimeMs: -1}), nil
-}
-
-func (s *fakeStorage) Fetch(_ context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
-	c := s.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := &storagev1.FetchResponse{}
-	for _, p := range req.Msg.GetPartitions() {
-		k := tp{p.GetTopic(), p.GetPartition()}
-		r := &storagev1.FetchPartitionResult{Topic: k.topic, Partition: k.partition, HighWatermark: c.next[k], LastStableOffset: c.next[k]}
-		switch {
-		case c.leaders[k] != s.id:
-			r.Error = apierr.AsDetail(s.notLeader(k))
-		case p.GetFetchOffset() > c.next[k]:
-			r.Error = &commonv1.ErrorDetail{
-				Code: commonv1.Code_CODE_OUT_OF_RANGE, Reason: commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE,
-				Message: fmt.Sprintf("offset %d is outside [0, %d]", p.GetFetchOffset(), c.next[k]),
-				Hint:    &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{HighWatermark: c.next[k]}},
-			}
-		default:
-			for _, b := range c.logs[k] {
-				h, _ := recordbatch.ParseHeader(b)
-				if h.NextOffset() > p.GetFetchOffset() {
-					r.Records = append(r.Records, b...)
-				}
-			}
+	tm := &commonv1.TopicMetadata{Name: k.topic, TopicId: "id-" + k.topic, Configs: map[string]string{"compression.type": "producer"}}
+	for _, t := range c.Snapshot().GetSnapshot().GetTopics() {
+		if t.GetName() == k.topic {
+			tm = t
 		}
-		out.Partitions = append(out.Partitions, r)
 	}
-	return connect.NewResponse(out), nil
+	for p := int32(len(tm.Partitions)); p <= k.partition; p++ {
+		tm.Partitions = append(tm.Partitions, &commonv1.PartitionMetadata{Partition: p})
+	}
+	p := tm.Partitions[k.partition]
+	p.LeaderId, p.LeaderEpoch, p.Replicas, p.Isr = node, epoch, []int32{node}, []int32{node}
+	c.SetTopic(tm)
 }
 
-func (s *fakeStorage) ListOffsets(_ context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
-	c := s.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := &storagev1.ListOffsetsResponse{}
-	for _, p := range req.Msg.GetPartitions() {
-		k := tp{p.GetTopic(), p.GetPartition()}
-		r := &storagev1.ListOffsetsPartitionResult{Topic: k.topic, Partition: k.partition, TimestampMs: -1, LeaderEpoch: -1}
-		switch {
-		case c.leaders[k] != s.id:
-			r.Error = apierr.AsDetail(s.notLeader(k))
-		case p.GetSpec() == storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
-			r.Offset = 0
-		default:
-			r.Offset = c.next[k]
-		}
-		out.Partitions = append(out.Partitions, r)
-	}
-	return connect.NewResponse(out), nil
-}
-
-// snapshot builds a snapshot message of topics (name → partition count)
-// whose partitions are led as c says, over c's nodes.
+// snapshot builds a snapshot message at version of the named topics as
+// the cluster has them, over every node.
 func (c *fakeCluster) snapshot(version int64, topics map[string]int32) *controllerv1.WatchMetadataResponse {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := &controllerv1.MetadataSnapshot{ClusterId: "cluster-1", Controllers: &controllerv1.ControllerQuorum{ActiveControllerId: "1"}}
-	for name, n := range topics {
-		t := &commonv1.TopicMetadata{Name: name, TopicId: "id-" + name, Configs: map[string]string{"compression.type": "producer"}}
-		for p := range n {
-			k := tp{name, p}
-			t.Partitions = append(t.Partitions, &commonv1.PartitionMetadata{
-				Partition: p, LeaderId: c.leaders[k], LeaderEpoch: c.epochs[k],
-				Replicas: []int32{c.leaders[k]}, Isr: []int32{c.leaders[k]},
-			})
+	msg := c.Snapshot()
+	msg.Version = version
+	s := msg.GetSnapshot()
+	s.ClusterId, s.Controllers = "cluster-1", &controllerv1.ControllerQuorum{ActiveControllerId: "1"}
+	s.Topics = slices.DeleteFunc(s.Topics, func(t *commonv1.TopicMetadata) bool {
+		_, ok := topics[t.GetName()]
+		return !ok
+	})
+	return msg
+}
+
+// accepted lists the Produce calls the nodes appended.
+func (c *fakeCluster) accepted() []fakecluster.ProduceCall {
+	return slices.DeleteFunc(c.Produced(), func(p fakecluster.ProduceCall) bool { return p.Err != nil })
+}
+
+// refused lists the nodes that answered a Produce NOT_LEADER, in order.
+func (c *fakeCluster) refused() []int32 {
+	var ids []int32
+	for _, p := range c.Produced() {
+		if p.Err != nil && apierr.DetailOf(p.Err).GetReason() == commonv1.Reason_REASON_NOT_LEADER {
+			ids = append(ids, p.Node)
 		}
-		s.Topics = append(s.Topics, t)
 	}
-	for id, addr := range c.addrs {
-		s.Nodes = append(s.Nodes, &controllerv1.NodeStatus{
-			Node: &commonv1.Node{NodeId: id, Address: addr}, State: controllerv1.NodeState_NODE_STATE_ALIVE,
-		})
-	}
-	return &controllerv1.WatchMetadataResponse{Version: version, Change: &controllerv1.WatchMetadataResponse_Snapshot{Snapshot: s}}
+	return ids
 }
 
 // sendThenHold is a script that sends msgs and keeps the stream open until

@@ -55,9 +55,7 @@ func (f *fakeLocator) start(t *testing.T) string {
 // FindCoordinator asks the owning coordinator for its listener address when
 // another instance answered first.
 func TestClientListener(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
-	cl.startNode(t, 2)
+	cl := newFakeCluster(t, 2)
 	cl.setLeader(tp{"orders", 0}, 1, 1)
 	snap := cl.snapshot(10, map[string]int32{"orders": 1})
 	for _, n := range snap.GetSnapshot().GetNodes() {
@@ -77,9 +75,9 @@ func TestClientListener(t *testing.T) {
 		node1     string
 		coordAddr string
 	}{
-		{"", cl.addrs[1], ownerURL},
+		{"", cl.NodeURL(1), ownerURL},
 		{"external", "http://node-1.example.com:31102", "http://coordinator-b.example.com:31094"},
-		{"lan", cl.addrs[1], ownerURL}, // nobody advertises it: defaults
+		{"lan", cl.NodeURL(1), ownerURL}, // nobody advertises it: defaults
 	} {
 		t.Run("listener="+tc.listener, func(t *testing.T) {
 			fc := newFakeController()
@@ -95,8 +93,8 @@ func TestClientListener(t *testing.T) {
 			for _, n := range res.Msg.GetNodes() {
 				got[n.GetNodeId()] = n.GetAddress()
 			}
-			if got[1] != tc.node1 || got[2] != cl.addrs[2] {
-				t.Errorf("node addresses %v; want 1=%s 2=%s", got, tc.node1, cl.addrs[2])
+			if got[1] != tc.node1 || got[2] != cl.NodeURL(2) {
+				t.Errorf("node addresses %v; want 1=%s 2=%s", got, tc.node1, cl.NodeURL(2))
 			}
 			fr, err := gc.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: "g"}))
 			if err != nil {
@@ -107,8 +105,8 @@ func TestClientListener(t *testing.T) {
 			}
 			// The cache keeps default addresses: the gateway's own calls
 			// to storage nodes stay on the internal network.
-			if a := g.cache.Load().Nodes[1].GetNode().GetAddress(); a != cl.addrs[1] {
-				t.Errorf("cached node 1 address %s; want the default %s", a, cl.addrs[1])
+			if a := g.cache.Load().Nodes[1].GetNode().GetAddress(); a != cl.NodeURL(1) {
+				t.Errorf("cached node 1 address %s; want the default %s", a, cl.NodeURL(1))
 			}
 		})
 	}

@@ -14,8 +14,7 @@ import (
 // TestReadinessFlipsAfterFirstSnapshot runs the whole binary's setup under
 // serve.Command.Run, as main does, and watches /readyz on the admin port.
 func TestReadinessFlipsAfterFirstSnapshot(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
+	cl := newFakeCluster(t, 1)
 	cl.setLeader(tp{"t", 0}, 1, 1)
 	fc := newFakeController()
 	ctrl := fc.start(t)

@@ -18,12 +18,11 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
 func TestMetadataFromSnapshotAndDelta(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
-	cl.startNode(t, 2)
+	cl := newFakeCluster(t, 2)
 	cl.setLeader(tp{"orders", 0}, 1, 3)
 	cl.setLeader(tp{"orders", 1}, 2, 5)
 	fc := newFakeController()
@@ -33,7 +32,7 @@ func TestMetadataFromSnapshotAndDelta(t *testing.T) {
 			Partition: 1, LeaderId: 1, LeaderEpoch: 6, Replicas: []int32{2, 1}, Isr: []int32{1},
 		}}},
 		Topics: []*commonv1.TopicMetadata{{Name: "audit", TopicId: "id-audit", Partitions: []*commonv1.PartitionMetadata{{Partition: 0, LeaderId: 2}}}},
-		Nodes:  []*controllerv1.NodeStatus{{Node: &commonv1.Node{NodeId: 2, Address: cl.addrs[2]}, State: controllerv1.NodeState_NODE_STATE_DEAD}},
+		Nodes:  []*controllerv1.NodeStatus{{Node: &commonv1.Node{NodeId: 2, Address: cl.NodeURL(2)}, State: controllerv1.NodeState_NODE_STATE_DEAD}},
 	}}}
 	fc.scripts <- sendThenHold(release, cl.snapshot(10, map[string]int32{"orders": 2}), delta)
 	g, gc, _ := testGateway(t, &Config{Controllers: fc.start(t)})
@@ -62,8 +61,8 @@ func TestMetadataFromSnapshotAndDelta(t *testing.T) {
 		t.Errorf("unknown topics = %v; want [nope]", m.GetUnknownTopics())
 	}
 	// Node 2 died in the delta: only node 1 is listed, with its address.
-	if len(m.GetNodes()) != 1 || m.GetNodes()[0].GetNodeId() != 1 || m.GetNodes()[0].GetAddress() != cl.addrs[1] {
-		t.Errorf("nodes = %v; want node 1 at %s only", m.GetNodes(), cl.addrs[1])
+	if len(m.GetNodes()) != 1 || m.GetNodes()[0].GetNodeId() != 1 || m.GetNodes()[0].GetAddress() != cl.NodeURL(1) {
+		t.Errorf("nodes = %v; want node 1 at %s only", m.GetNodes(), cl.NodeURL(1))
 	}
 	// All topics: sorted by name, the delta's new topic included.
 	all, err := gc.Metadata(context.Background(), connect.NewRequest(&gatewayv1.MetadataRequest{}))
@@ -80,8 +79,7 @@ func TestMetadataFromSnapshotAndDelta(t *testing.T) {
 }
 
 func TestWatchReconnectTakesFreshSnapshot(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
+	cl := newFakeCluster(t, 1)
 	cl.setLeader(tp{"a", 0}, 1, 1)
 	fc := newFakeController()
 	drop := make(chan struct{})
@@ -164,9 +162,7 @@ func TestAdminPassThroughKeepsErrors(t *testing.T) {
 }
 
 func TestDescribeTopicsIncludesOffsets(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
-	cl.startNode(t, 2)
+	cl := newFakeCluster(t, 2)
 	cl.setLeader(tp{"t", 0}, 1, 1)
 	cl.setLeader(tp{"t", 1}, 2, 1)
 	fc := newFakeController()
@@ -198,10 +194,7 @@ func TestDescribeTopicsIncludesOffsets(t *testing.T) {
 }
 
 func TestProduceJSONRoutesByKeyToLeader(t *testing.T) {
-	cl := newFakeCluster()
-	for id := int32(1); id <= 3; id++ {
-		cl.startNode(t, id)
-	}
+	cl := newFakeCluster(t, 3)
 	const n = 6
 	for p := range int32(n) {
 		cl.setLeader(tp{"orders", p}, p%3+1, 7)
@@ -233,18 +226,18 @@ func TestProduceJSONRoutesByKeyToLeader(t *testing.T) {
 		}
 		perPartition[want]++
 	}
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	for _, a := range cl.accepted {
-		if a.node != cl.leaders[a.tp] || a.epoch != 7 || a.acks != commonv1.Acks_ACKS_LEADER {
-			t.Errorf("produce to %v landed on node %d epoch %d acks %v; want leader %d epoch 7 acks leader", a.tp, a.node, a.epoch, a.acks, cl.leaders[a.tp])
+	accepted := cl.accepted()
+	for _, a := range accepted {
+		k := tp{a.Topic, a.Partition}
+		if leader, _ := cl.Leader(a.Topic, a.Partition); a.Node != leader || a.LeaderEpoch != 7 || a.Acks != commonv1.Acks_ACKS_LEADER {
+			t.Errorf("produce to %v landed on node %d epoch %d acks %v; want leader %d epoch 7 acks leader", k, a.Node, a.LeaderEpoch, a.Acks, leader)
 		}
-		if int64(a.records) != perPartition[a.tp.partition] {
-			t.Errorf("%v got %d records in one batch; want %d", a.tp, a.records, perPartition[a.tp.partition])
+		if int64(a.Records) != perPartition[k.partition] {
+			t.Errorf("%v got %d records in one batch; want %d", k, a.Records, perPartition[k.partition])
 		}
 	}
-	if len(cl.accepted) != len(perPartition) {
-		t.Errorf("%d produce calls; want one per partition (%d)", len(cl.accepted), len(perPartition))
+	if len(accepted) != len(perPartition) {
+		t.Errorf("%d produce calls; want one per partition (%d)", len(accepted), len(perPartition))
 	}
 }
 
@@ -254,15 +247,17 @@ func TestProduceJSONFollowsNewLeader(t *testing.T) {
 		noHint bool
 	}{{"leader hint", false}, {"metadata delta", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := newFakeCluster()
-			cl.startNode(t, 1)
-			cl.startNode(t, 2)
+			cl := newFakeCluster(t, 2)
 			cl.setLeader(tp{"t", 0}, 1, 1)
 			fc := newFakeController()
 			snap := cl.snapshot(1, map[string]int32{"t": 1})
 			// Leadership moves to node 2 before the gateway hears of it.
 			cl.setLeader(tp{"t", 0}, 2, 2)
-			cl.noHint = tc.noHint
+			if tc.noHint {
+				// Node 1 answers NOT_LEADER without naming the new leader.
+				cl.AddFault(&fakecluster.Fault{Method: "Produce", Node: 1, Partition: -1,
+					Code: connect.CodeFailedPrecondition, Reason: commonv1.Reason_REASON_NOT_LEADER})
+			}
 			release := make(chan struct{})
 			fc.scripts <- func(ctx context.Context, send func(*controllerv1.WatchMetadataResponse) error) error {
 				if err := send(snap); err != nil {
@@ -285,7 +280,7 @@ func TestProduceJSONFollowsNewLeader(t *testing.T) {
 			g, gc, _ := testGateway(t, &Config{Controllers: fc.start(t)})
 			waitReady(t, g)
 			go func() {
-				waitFor(t, "a refusal", func() bool { cl.mu.Lock(); defer cl.mu.Unlock(); return len(cl.refused) > 0 })
+				waitFor(t, "a refusal", func() bool { return len(cl.refused()) > 0 })
 				close(release)
 			}()
 			res, err := gc.ProduceJSON(context.Background(), connect.NewRequest(&gatewayv1.ProduceJSONRequest{
@@ -298,13 +293,11 @@ func TestProduceJSONFollowsNewLeader(t *testing.T) {
 			if r.GetError() != nil || r.GetOffset() != 0 {
 				t.Fatalf("result %v; want offset 0 without error", r)
 			}
-			cl.mu.Lock()
-			defer cl.mu.Unlock()
-			if len(cl.accepted) != 1 || cl.accepted[0].node != 2 || cl.accepted[0].epoch != 2 {
-				t.Errorf("accepted = %+v; want one produce on node 2 with epoch 2", cl.accepted)
+			if accepted := cl.accepted(); len(accepted) != 1 || accepted[0].Node != 2 || accepted[0].LeaderEpoch != 2 {
+				t.Errorf("accepted = %+v; want one produce on node 2 with epoch 2", accepted)
 			}
-			if len(cl.refused) == 0 || cl.refused[0] != 1 {
-				t.Errorf("refused = %v; want node 1 to have said NOT_LEADER first", cl.refused)
+			if refused := cl.refused(); len(refused) == 0 || refused[0] != 1 {
+				t.Errorf("refused = %v; want node 1 to have said NOT_LEADER first", refused)
 			}
 		})
 	}
@@ -315,10 +308,12 @@ func TestProduceJSONFollowsNewLeader(t *testing.T) {
 // replica, and the leader's UNKNOWN_TOPIC_OR_PARTITION is retried (as
 // Kafka clients retry it) rather than returned.
 func TestProduceJSONRetriesNewTopic(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
+	cl := newFakeCluster(t, 1)
 	cl.setLeader(tp{"t", 0}, 1, 0)
-	cl.unknown = 3
+	// The leader answers UNKNOWN_TOPIC_OR_PARTITION three times, as one
+	// that has not created the new topic's replica yet does.
+	cl.AddFault(&fakecluster.Fault{Method: "Produce", Partition: -1, Count: 3,
+		Code: connect.CodeNotFound, Reason: commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION})
 	fc := newFakeController()
 	fc.scripts <- sendThenHold(make(chan struct{}), cl.snapshot(1, map[string]int32{"t": 1}))
 	g, gc, _ := testGateway(t, &Config{Controllers: fc.start(t)})
@@ -342,8 +337,7 @@ func TestProduceJSONRetriesNewTopic(t *testing.T) {
 }
 
 func TestProduceJSONErrors(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
+	cl := newFakeCluster(t, 1)
 	cl.setLeader(tp{"t", 0}, 1, 1)
 	fc := newFakeController()
 	fc.scripts <- sendThenHold(make(chan struct{}), cl.snapshot(1, map[string]int32{"t": 1}))
@@ -380,8 +374,7 @@ func TestProduceJSONErrors(t *testing.T) {
 // TestProduceAndFetchJSONOverHTTP drives the proxy the way curl does:
 // Connect's JSON protocol over HTTP/1.1.
 func TestProduceAndFetchJSONOverHTTP(t *testing.T) {
-	cl := newFakeCluster()
-	cl.startNode(t, 1)
+	cl := newFakeCluster(t, 1)
 	cl.setLeader(tp{"t", 0}, 1, 4)
 	fc := newFakeController()
 	fc.scripts <- sendThenHold(make(chan struct{}), cl.snapshot(1, map[string]int32{"t": 1}))
