@@ -43,6 +43,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -475,16 +476,11 @@ func (c *Cluster) bumpLocked() {
 
 // errorf builds a Connect error with an ErrorDetail, as the services do.
 func errorf(code connect.Code, reason commonv1.Reason, format string, args ...any) *connect.Error {
-	msg := fmt.Sprintf(format, args...)
-	e := connect.NewError(code, fmt.Errorf("%s", msg))
-	if d, err := connect.NewErrorDetail(detail(code, reason, msg)); err == nil {
-		e.AddDetail(d)
-	}
-	return e
+	return apierr.Error(apierr.Detail(code, reason, format, args...))
 }
 
 func detail(code connect.Code, reason commonv1.Reason, msg string) *commonv1.ErrorDetail {
-	return &commonv1.ErrorDetail{Code: commonv1.Code(code), Reason: reason, Message: msg}
+	return apierr.Detail(code, reason, "%s", msg)
 }
 
 // metadata renders a topic as the controller describes it: a copy the

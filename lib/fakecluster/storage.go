@@ -10,6 +10,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -46,17 +47,7 @@ func (s *storage) checkLocked(topicName string, part, epoch int32) (*partition, 
 	return p, nil
 }
 
-func asError(d *commonv1.ErrorDetail) error {
-	e := connect.NewError(connect.Code(d.GetCode()), errString(d.GetMessage()))
-	if det, err := connect.NewErrorDetail(d); err == nil {
-		e.AddDetail(det)
-	}
-	return e
-}
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
+func asError(d *commonv1.ErrorDetail) error { return apierr.Error(d) }
 
 // ProduceCall is one Produce a storage node answered, as Produced lists
 // it.
@@ -271,14 +262,8 @@ func (s *storage) ListOffsets(ctx context.Context, req *connect.Request[storagev
 }
 
 func detailOf(err error) *commonv1.ErrorDetail {
-	if ce, ok := err.(*connect.Error); ok {
-		for _, d := range ce.Details() {
-			if v, e := d.Value(); e == nil {
-				if ed, ok := v.(*commonv1.ErrorDetail); ok {
-					return ed
-				}
-			}
-		}
+	if ed := apierr.DetailOf(err); ed != nil {
+		return ed
 	}
 	return detail(connect.CodeUnknown, commonv1.Reason_REASON_UNSPECIFIED, err.Error())
 }
