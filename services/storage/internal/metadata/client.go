@@ -10,11 +10,9 @@ package metadata
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +23,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
@@ -167,26 +166,8 @@ func retryElsewhere(err error) bool {
 	return false
 }
 
-// Detail returns the ErrorDetail attached to a Connect error, or nil.
-func Detail(err error) *commonv1.ErrorDetail {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return nil
-	}
-	for _, d := range ce.Details() {
-		v, derr := d.Value()
-		if derr != nil {
-			continue
-		}
-		if ed, ok := v.(*commonv1.ErrorDetail); ok {
-			return ed
-		}
-	}
-	return nil
-}
-
 func controllerHint(err error) string {
-	if d := Detail(err); d != nil && d.GetReason() == commonv1.Reason_REASON_NOT_CONTROLLER {
+	if d := apierr.DetailOf(err); d != nil && d.GetReason() == commonv1.Reason_REASON_NOT_CONTROLLER {
 		return d.GetController().GetAddress()
 	}
 	return ""
@@ -315,17 +296,6 @@ func (c *Client) AlterPartition(ctx context.Context, items []*controllerv1.Alter
 		return nil, fmt.Errorf("metadata: alter partition: %w", err)
 	}
 	return resp, nil
-}
-
-// ParseControllers splits a comma-separated list of controller URLs.
-func ParseControllers(s string) []string {
-	var out []string
-	for _, a := range strings.Split(s, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, strings.TrimRight(a, "/"))
-		}
-	}
-	return out
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -38,9 +38,9 @@ import (
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/topicconfig"
-	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
 
@@ -405,7 +405,7 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 		Topic: r.Topic, Partition: r.Partition, FetchOffset: offset, MaxBytes: int32(min(maxBytes, 1<<30)),
 	}))
 	if err != nil {
-		d := metadata.Detail(err)
+		d := apierr.DetailOf(err)
 		if h := d.GetOffsetRange(); h != nil && d.GetReason() == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE {
 			e := &tieredRangeError{offset: offset, logStart: localStart, tieredEnd: h.GetHighWatermark(), localStart: localStart}
 			if h.GetLogStartOffset() >= 0 && h.GetHighWatermark() > h.GetLogStartOffset() {
@@ -453,7 +453,7 @@ func (n *Node) tieredOffsetForTimestamp(r *replica.Replica, ts int64) (_ tieredT
 		Topic: r.Topic, Partition: r.Partition, TimestampMs: ts,
 	}))
 	if err != nil {
-		return tieredTimestamp{}, false, &tierUnavailableError{detail: metadata.Detail(err), err: err}
+		return tieredTimestamp{}, false, &tierUnavailableError{detail: apierr.DetailOf(err), err: err}
 	}
 	m := resp.Msg
 	if m.GetOffset() < 0 || m.GetOffset() >= localStart {
