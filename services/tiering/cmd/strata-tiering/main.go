@@ -9,7 +9,7 @@ package main
 
 import (
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/tiering/server"
+	"github.com/strata-mq/strata/services/tiering/internal/server"
 )
 
 func main() {

@@ -29,7 +29,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
-	"github.com/strata-mq/strata/services/tiering/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
 )
 
 // FormatVersion is the manifest format this package reads and writes.

@@ -9,8 +9,8 @@ import (
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/topicconfig"
-	"github.com/strata-mq/strata/services/tiering/compactor"
-	"github.com/strata-mq/strata/services/tiering/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/compactor"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
 )
 
 // compaction runs the compactor over every partition in the bucket, every

@@ -12,12 +12,12 @@ import (
 
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/tiering/compactor"
-	"github.com/strata-mq/strata/services/tiering/embeds3"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/objstore"
-	"github.com/strata-mq/strata/services/tiering/reader"
-	"github.com/strata-mq/strata/services/tiering/uploader"
+	"github.com/strata-mq/strata/services/tiering/internal/compactor"
+	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/reader"
+	"github.com/strata-mq/strata/services/tiering/internal/uploader"
 )
 
 // Setup returns the serve.SetupFunc of strata-tiering: it starts the

@@ -10,8 +10,8 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
-	"github.com/strata-mq/strata/services/tiering/compactor"
-	"github.com/strata-mq/strata/services/tiering/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/compactor"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
 )
 
 // TestCompactionLoopAndRetiredObjects: a round key-compacts a topic whose

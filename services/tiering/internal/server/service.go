@@ -18,11 +18,11 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/apierr"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/objstore"
-	"github.com/strata-mq/strata/services/tiering/reader"
-	"github.com/strata-mq/strata/services/tiering/segment"
-	"github.com/strata-mq/strata/services/tiering/uploader"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/reader"
+	"github.com/strata-mq/strata/services/tiering/internal/segment"
+	"github.com/strata-mq/strata/services/tiering/internal/uploader"
 )
 
 // Limits from the proto.

@@ -16,11 +16,11 @@ import (
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
-	"github.com/strata-mq/strata/services/tiering/embeds3"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/objstore"
-	"github.com/strata-mq/strata/services/tiering/reader"
-	"github.com/strata-mq/strata/services/tiering/uploader"
+	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/reader"
+	"github.com/strata-mq/strata/services/tiering/internal/uploader"
 )
 
 const testTopicID = "0b7e1f4e-5a0c-4d8e-8f6a-3c2d1b0a9f88"

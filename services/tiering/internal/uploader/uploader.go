@@ -24,8 +24,8 @@ import (
 	"github.com/google/uuid"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/segment"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/segment"
 )
 
 // Errors, mapped to Connect codes by the service.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
-	"github.com/strata-mq/strata/services/tiering/reader"
+	"github.com/strata-mq/strata/services/tiering/internal/reader"
 )
 
 // TestOffsetForTimestamp uploads two segments whose batch timestamps go up

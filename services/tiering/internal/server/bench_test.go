@@ -5,7 +5,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/strata-mq/strata/services/tiering/reader"
+	"github.com/strata-mq/strata/services/tiering/internal/reader"
 )
 
 // BenchmarkUpload measures segment upload throughput (spool, verify,

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/tiering/compactor"
+	"github.com/strata-mq/strata/services/tiering/internal/compactor"
 )
 
 // Default addresses: tiering at P+3 and the embedded S3 at P+4 of the dev

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/strata-mq/strata/services/tiering/embeds3"
-	"github.com/strata-mq/strata/services/tiering/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
 )
 
 // openEmbedded starts the embedded gofakes3 server on loopback and opens a

@@ -8,8 +8,8 @@ import (
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/topicconfig"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
 )
 
 // retention applies each topic's total retention (retention.ms,

@@ -18,9 +18,9 @@ import (
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
-	"github.com/strata-mq/strata/services/tiering/manifest"
-	"github.com/strata-mq/strata/services/tiering/objstore"
-	"github.com/strata-mq/strata/services/tiering/segment"
+	"github.com/strata-mq/strata/services/tiering/internal/manifest"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/segment"
 )
 
 // Defaults.
