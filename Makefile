@@ -13,7 +13,7 @@ SHELL := /usr/bin/env bash
 MODULES := $(shell sed -n 's|^[[:space:]]*\./||p' go.work)
 PKGS := $(MODULES:%=./%/...)
 # Every main package: the CLI, one binary per service and the load programs.
-CMDS := $(wildcard client/cmd/* services/*/cmd/* loadtest/cmd/*)
+CMDS := $(wildcard cmd/* services/*/cmd/* loadtest/cmd/*)
 
 GO ?= go
 # The race detector doubles test time on this 2-core machine but catches the

@@ -48,7 +48,7 @@ func TestDevClusterQuickstart(t *testing.T) {
 	} {
 		harness.Binary(t, pkg)
 	}
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	dir := t.TempDir()
 
 	// strata dev refuses a base port whose range is taken, and a service

@@ -30,7 +30,7 @@ import (
 //   - `group delete billing` removes it from `group list`.
 func TestGroupCLI(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	gs := harness.StartGroupServices(t, c, harness.GroupConfig{DSN: dsn, SessionTimeout: faultSession, HeartbeatInterval: faultHeartbeat})
 	ctx := harness.Deadline(t, 120*time.Second)

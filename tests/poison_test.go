@@ -30,7 +30,7 @@ import (
 //     partition and the offsets and how to read on; `-p 0 -o NEXT` and
 //     `--skip-corrupt` both read everything after it.
 func TestPoisonBatches(t *testing.T) {
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	gs := harness.StartGroupServices(t, c, harness.GroupConfig{})
 	ctx := harness.Deadline(t, 120*time.Second)

@@ -205,7 +205,7 @@ func TestCLIProduceSurvivesLeaderKill(t *testing.T) {
 	)
 	c := harness.StartCluster(t, harness.ClusterConfig{Controllers: 3})
 	gw := harness.StartGateway(t, c)
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c.CreateTopic(ctx, topic, partitions, 3, nil)

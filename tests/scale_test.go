@@ -33,7 +33,7 @@ const maxStall = 10 * time.Second
 // strataCLI returns a function running the strata binary against gateway:
 // its stdout, or an error with its stderr.
 func strataCLI(t *testing.T, gateway string) func(args ...string) (string, error) {
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	return func(args ...string) (string, error) {
 		cmd := exec.Command(strata, append([]string{"--gateway", gateway}, args...)...)
 		var out, errb bytes.Buffer
@@ -62,7 +62,7 @@ func TestScaleOutUnderLoad(t *testing.T) {
 	} {
 		harness.Binary(t, pkg)
 	}
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	dir := t.TempDir()
 	ctx := harness.Deadline(t, 6*time.Minute)
 	var base int

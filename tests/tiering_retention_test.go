@@ -49,7 +49,7 @@ func TestTieredRetentionWhileTieringIsDown(t *testing.T) {
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 1, StorageArgs: []string{"--retention-interval", "200ms"}},
 		harness.TieringConfig{Args: []string{"--retention-interval", "1h"}})
 	gw := harness.StartGateway(t, c)
-	strata := harness.Binary(t, "github.com/strata-mq/strata/client/cmd/strata")
+	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	const topic, plain = "tiered-retention", "plain-retention"
 	c.CreateTopic(ctx, topic, 1, 1, tieredConfigs("local.retention.ms=-2", "local.retention.bytes=0", "retention.bytes=12288", "min.insync.replicas=1"))
 	c.CreateTopic(ctx, plain, 1, 1, map[string]string{"segment.bytes": tierSegmentBytes, "retention.bytes": "4096", "min.insync.replicas": "1"})

@@ -43,7 +43,7 @@ const testVersion = "v0.0.0-check"
 
 // servicePkgs are the main packages of the CLI and every service.
 var servicePkgs = []string{
-	"./client/cmd/strata",
+	"./cmd/strata",
 	"./services/controller/cmd/strata-controller",
 	"./services/storage/cmd/strata-storage",
 	"./services/gateway/cmd/strata-gateway",

@@ -13,7 +13,7 @@ version=${2:-devel}
 shift
 [ $# -gt 0 ] && shift
 if [ $# -eq 0 ]; then
-  set -- ./client/cmd/strata \
+  set -- ./cmd/strata \
     ./services/controller/cmd/strata-controller \
     ./services/storage/cmd/strata-storage \
     ./services/gateway/cmd/strata-gateway \

@@ -20,7 +20,7 @@ var devPkgs = []string{
 }
 
 // StrataPkg is the import path of the strata CLI.
-const StrataPkg = "github.com/strata-mq/strata/client/cmd/strata"
+const StrataPkg = "github.com/strata-mq/strata/cmd/strata"
 
 // Dev is a cluster started with `strata dev`: real binaries, each service
 // its own process, described by DIR/cluster.json.

@@ -9,8 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/strata-mq/strata/client/internal/cli"
-	"github.com/strata-mq/strata/client/internal/devcluster"
+	"github.com/strata-mq/strata/cmd/strata/internal/cli"
+	"github.com/strata-mq/strata/cmd/strata/internal/devcluster"
 )
 
 func main() {
