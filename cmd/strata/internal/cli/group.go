@@ -32,50 +32,58 @@ func stateName(s coordinatorv1.GroupState) string {
 
 func groupList(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group list", "List consumer groups with their state and member count.", "strata group list --output json")
-	if _, err := f.parse(args); err != nil {
+	return groupCall(ctx, e, f, args, nil,
+		func(ctx context.Context, _ []string) (*connect.Response[gatewayv1.ListGroupsResponse], error) {
+			return e.gateway().ListGroups(ctx, connect.NewRequest(&gatewayv1.ListGroupsRequest{}))
+		},
+		func(_ []string, msg *gatewayv1.ListGroupsResponse) {
+			var rows [][]string
+			for _, g := range msg.GetGroups() {
+				rows = append(rows, []string{g.GetGroupId(), stateName(g.GetState()), fmt.Sprint(g.GetMemberCount())})
+			}
+			table(e.Stdout, []string{"GROUP", "STATE", "MEMBERS"}, rows)
+		})
+}
+
+// groupCall is the frame of the group commands that make one gateway call:
+// it parses the flags and the positional names, bounds the call, reports
+// its error as the coordinator's, and prints the answer as protobuf JSON
+// (--output json) or through text.
+func groupCall[T any](ctx context.Context, e *Env, f *flagSet, args, names []string,
+	call func(ctx context.Context, pos []string) (*connect.Response[T], error), text func(pos []string, msg *T)) error {
+	pos, err := f.parse(args, names...)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
-	resp, err := e.gateway().ListGroups(ctx, connect.NewRequest(&gatewayv1.ListGroupsRequest{}))
+	resp, err := call(ctx, pos)
 	if err != nil {
 		return &coordinatorError{err}
 	}
 	if e.Output == "json" {
-		return writeProtoJSON(e, resp.Msg)
+		return writeProtoJSON(e, any(resp.Msg).(proto.Message))
 	}
-	var rows [][]string
-	for _, g := range resp.Msg.GetGroups() {
-		rows = append(rows, []string{g.GetGroupId(), stateName(g.GetState()), fmt.Sprint(g.GetMemberCount())})
-	}
-	table(e.Stdout, []string{"GROUP", "STATE", "MEMBERS"}, rows)
+	text(pos, resp.Msg)
 	return nil
 }
 
 func groupDescribe(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group describe GROUP", "Show a group's members, assignments, committed offsets and lag.", "strata group describe billing")
-	pos, err := f.parse(args, "GROUP")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	resp, err := e.gateway().DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: pos[0]}))
-	if err != nil {
-		return &coordinatorError{err}
-	}
-	if e.Output == "json" {
-		return writeProtoJSON(e, resp.Msg)
-	}
-	g := resp.Msg.GetGroup()
-	fmt.Fprintf(e.Stdout, "group %s  state %s  epoch %d  members %d\n", g.GetGroupId(), stateName(g.GetState()), g.GetGroupEpoch(), len(g.GetMembers()))
-	var rows [][]string
-	for _, p := range g.GetPartitions() {
-		rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), orDash(p.GetCommittedOffset()),
-			orDash(p.GetLogEndOffset()), orDash(p.GetLag()), or(p.GetMemberId(), "-")})
-	}
-	table(e.Stdout, []string{"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER"}, rows)
-	return nil
+	return groupCall(ctx, e, f, args, []string{"GROUP"},
+		func(ctx context.Context, pos []string) (*connect.Response[gatewayv1.DescribeGroupResponse], error) {
+			return e.gateway().DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: pos[0]}))
+		},
+		func(_ []string, msg *gatewayv1.DescribeGroupResponse) {
+			g := msg.GetGroup()
+			fmt.Fprintf(e.Stdout, "group %s  state %s  epoch %d  members %d\n", g.GetGroupId(), stateName(g.GetState()), g.GetGroupEpoch(), len(g.GetMembers()))
+			var rows [][]string
+			for _, p := range g.GetPartitions() {
+				rows = append(rows, []string{p.GetTopic(), fmt.Sprint(p.GetPartition()), orDash(p.GetCommittedOffset()),
+					orDash(p.GetLogEndOffset()), orDash(p.GetLag()), or(p.GetMemberId(), "-")})
+			}
+			table(e.Stdout, []string{"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "OWNER"}, rows)
+		})
 }
 
 func groupReset(ctx context.Context, e *Env, args []string) error {
@@ -151,19 +159,11 @@ func or(s, def string) string {
 
 func groupDelete(ctx context.Context, e *Env, args []string) error {
 	f := newFlags(e, "strata group delete GROUP", "Delete a group and its committed offsets. The group must have no live members.", "strata group delete billing")
-	pos, err := f.parse(args, "GROUP")
-	if err != nil {
-		return err
-	}
-	ctx, cancel := withTimeout(ctx)
-	defer cancel()
-	resp, err := e.gateway().DeleteGroup(ctx, connect.NewRequest(&gatewayv1.DeleteGroupRequest{GroupId: pos[0]}))
-	if err != nil {
-		return &coordinatorError{err}
-	}
-	if e.Output == "json" {
-		return writeProtoJSON(e, resp.Msg)
-	}
-	fmt.Fprintf(e.Stdout, "deleted group %s\n", pos[0])
-	return nil
+	return groupCall(ctx, e, f, args, []string{"GROUP"},
+		func(ctx context.Context, pos []string) (*connect.Response[gatewayv1.DeleteGroupResponse], error) {
+			return e.gateway().DeleteGroup(ctx, connect.NewRequest(&gatewayv1.DeleteGroupRequest{GroupId: pos[0]}))
+		},
+		func(pos []string, _ *gatewayv1.DeleteGroupResponse) {
+			fmt.Fprintf(e.Stdout, "deleted group %s\n", pos[0])
+		})
 }
