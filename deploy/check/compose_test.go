@@ -77,7 +77,8 @@ func TestDockerfile(t *testing.T) {
 // target and passes only flags and STRATA_* variables its binary declares
 // (health checks included); the load balancer is the only service with
 // published ports and publishes every external address a service
-// advertises; every file mounted exists; haproxy accepts haproxy.cfg.
+// advertises; every file mounted exists; haproxy accepts the configs the
+// load balancer loads.
 func TestCompose(t *testing.T) {
 	dir := filepath.Join(repoRoot, "deploy", "compose")
 	details, err := loader.LoadConfigFiles(context.Background(), []string{filepath.Join(dir, "compose.yaml")}, dir)
@@ -160,12 +161,41 @@ func TestCompose(t *testing.T) {
 		t.Errorf("the load balancer must publish the gateway port 9092, publishes %v", published)
 	}
 
+	checkHAProxy(t, project.Services["lb"])
+}
+
+// checkHAProxy runs haproxy -c on the configs the load balancer service
+// loads (each -f of its command), read from the files mounted there, in
+// the same order: deploy/haproxy/gateways.cfg, then compose's haproxy.cfg.
+func checkHAProxy(t *testing.T, lb types.ServiceConfig) {
+	t.Helper()
+	mounted := map[string]string{} // path in the container -> file here
+	for _, v := range lb.Volumes {
+		if v.Type == types.VolumeTypeBind {
+			mounted[v.Target] = v.Source
+		}
+	}
+	args := []string{"-c"}
+	for i, a := range lb.Command {
+		if a != "-f" || i+1 == len(lb.Command) {
+			continue
+		}
+		src, ok := mounted[lb.Command[i+1]]
+		if !ok {
+			t.Errorf("the load balancer loads %s, which is not mounted", lb.Command[i+1])
+			continue
+		}
+		args = append(args, "-f", src)
+	}
+	if want := filepath.Join(repoRoot, "deploy", "haproxy", "gateways.cfg"); len(args) < 3 || args[2] != want {
+		t.Errorf("the load balancer must load %s first (the balancer's settings), loads %v", want, args[1:])
+	}
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Fatalf("haproxy is not installed (apt-get install haproxy; .ci/run does): %v", err)
 	}
-	out, err := exec.Command(haproxy, "-c", "-f", filepath.Join(dir, "haproxy.cfg")).CombinedOutput()
+	out, err := exec.Command(haproxy, args...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "Configuration file is valid") {
-		t.Errorf("haproxy -c haproxy.cfg: %v\n%s", err, out)
+		t.Errorf("haproxy %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 }
