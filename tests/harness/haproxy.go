@@ -31,42 +31,43 @@ type LBBackend struct {
 	AdminPort int    // port of its /readyz, the health check
 }
 
-// haproxyConfig is the load balancer's configuration. It is the same
-// design as deploy/compose/haproxy.cfg: TCP mode, because a gateway speaks
-// HTTP/2 with prior knowledge (the Go client and the CLI) and HTTP/1.1
-// (curl, k6, browsers) on one port, and an L4 balancer carries both
-// without knowing either, as a cloud or Kubernetes LoadBalancer Service
-// does. Health is the gateway's /readyz on its admin port; a connection
-// to a gateway that died before the check noticed is retried on another
-// (retries + redispatch).
+// haproxyConfig is a test's own part of the load balancer's config: a
+// stats socket (for ServerUp), a loopback listen address and the servers.
+// HAProxy loads deploy/haproxy/gateways.cfg before it, which holds every
+// setting of the balancer and says why, and what a config like this adds.
 const haproxyConfig = `global
-    maxconn 512
     stats socket %s mode 600 level operator
 
-defaults
-    mode tcp
-    timeout connect 2s
-    timeout client 10m
-    timeout server 10m
-    retries 3
-    option redispatch
-
-frontend strata
+frontend gateways from gateways
     bind %s
     default_backend gateways
 
-backend gateways
-    balance roundrobin
-    option httpchk
-    http-check send meth GET uri /readyz
-    http-check expect status 200
-    default-server inter 300ms fall 2 rise 2
+backend gateways from gateways
 %s`
 
-// StartHAProxy runs Debian's haproxy in the foreground with a generated
-// config that balances over backends, and waits until a TCP connection
-// through it reaches a gateway. The test fails (never skips) when haproxy
-// is not installed: .ci/run installs it.
+// gatewaysConfig is the path of deploy/haproxy/gateways.cfg, found at the
+// repository root (where go.work is) above the test's working directory.
+func gatewaysConfig(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return filepath.Join(d, "deploy", "haproxy", "gateways.cfg")
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("harness: no repository root (go.work) above %s", dir)
+		}
+	}
+}
+
+// StartHAProxy runs Debian's haproxy in the foreground with
+// deploy/haproxy/gateways.cfg and a generated config that balances over
+// backends, and waits until a TCP connection through it reaches a gateway.
+// The test fails (never skips) when haproxy is not installed: .ci/run
+// installs it.
 func StartHAProxy(t testing.TB, backends []LBBackend) *LoadBalancer {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
@@ -75,8 +76,9 @@ func StartHAProxy(t testing.TB, backends []LBBackend) *LoadBalancer {
 	}
 	var servers strings.Builder
 	for _, b := range backends {
-		fmt.Fprintf(&servers, "    server %s %s check port %d\n", b.Name, b.Addr, b.AdminPort)
+		fmt.Fprintf(&servers, "    server %s %s port %d inter 300ms\n", b.Name, b.Addr, b.AdminPort)
 	}
+	shared := gatewaysConfig(t)
 	for attempt := 1; ; attempt++ {
 		ports, err := FreePorts(1)
 		if err != nil {
@@ -88,8 +90,9 @@ func StartHAProxy(t testing.TB, backends []LBBackend) *LoadBalancer {
 		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(haproxyConfig, sock, listen, servers.String())), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		// -db: stay in the foreground and log to stderr; -f: the config.
-		p := Start(t, "haproxy", []string{bin, "-db", "-f", cfg})
+		// -db: stay in the foreground and log to stderr; -f: the configs,
+		// in order.
+		p := Start(t, "haproxy", []string{bin, "-db", "-f", shared, "-f", cfg})
 		lb := &LoadBalancer{URL: "http://" + listen, Proc: p, statsSocket: sock}
 		if err := waitDial(Deadline(t, 15*time.Second), listen, p); err == nil {
 			return lb
