@@ -1,14 +1,12 @@
-// Runs Debian's haproxy in front of a dev cluster's gateways, with the same
-// configuration as the Go harness (tests/harness/haproxy.go) and
-// deploy/compose/haproxy.cfg: TCP mode, because a gateway speaks HTTP/2
-// with prior knowledge and HTTP/1.1 on one port and an L4 balancer carries
-// both without knowing either; health is each gateway's /readyz on its
-// admin port; a connection to a gateway that died before the checks
-// noticed is retried on another (retries + redispatch).
+// Runs Debian's haproxy in front of a dev cluster's gateways. HAProxy loads
+// deploy/haproxy/gateways.cfg first, which holds every setting of the
+// balancer and says why, then this helper's own config: a stats socket, a
+// loopback listen address and the servers (as tests/harness/haproxy.go).
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { join } from "node:path";
+import { repoRoot } from "../testdata.js";
 import { waitFor, type DevCluster } from "./devcluster.js";
 
 /** Backend is one gateway behind the balancer. */
@@ -18,28 +16,18 @@ export interface Backend {
   adminPort: number; // port of its /readyz, the health check
 }
 
+/** gatewaysConfig is the balancer's settings, which every HAProxy in front of gateways loads first. */
+const gatewaysConfig = join(repoRoot, "deploy", "haproxy", "gateways.cfg");
+
+/** config is this helper's own part, loaded after gatewaysConfig (which says what it adds). */
 const config = (sock: string, listen: string, servers: string) => `global
-    maxconn 512
     stats socket ${sock} mode 600 level operator
 
-defaults
-    mode tcp
-    timeout connect 2s
-    timeout client 10m
-    timeout server 10m
-    retries 3
-    option redispatch
-
-frontend strata
+frontend gateways from gateways
     bind ${listen}
     default_backend gateways
 
-backend gateways
-    balance roundrobin
-    option httpchk
-    http-check send meth GET uri /readyz
-    http-check expect status 200
-    default-server inter 300ms fall 2 rise 2
+backend gateways from gateways
 ${servers}`;
 
 /** backends lists the cluster's gateways (cluster.json) as balancer backends. */
@@ -80,7 +68,7 @@ export class LoadBalancer {
   }
 
   /**
-   * start runs `haproxy -db -f cfg` with a config written into dir and
+   * start runs `haproxy -db -f gateways.cfg -f cfg` with cfg written into dir and
    * resolves once it accepts connections. It throws (never skips) when
    * haproxy is not installed: .ci/run installs it.
    */
@@ -88,14 +76,15 @@ export class LoadBalancer {
     const which = spawnSync("sh", ["-c", "command -v haproxy"], { encoding: "utf8" });
     const bin = which.stdout.trim();
     if (which.status !== 0 || !bin) throw new Error("haproxy is not installed (apt-get install haproxy; .ci/run does)");
-    const lines = servers.map((b) => `    server ${b.name} ${b.addr} check port ${b.adminPort}\n`).join("");
+    const lines = servers.map((b) => `    server ${b.name} ${b.addr} port ${b.adminPort} inter 300ms\n`).join("");
     for (let attempt = 1; ; attempt++) {
       const listen = `127.0.0.1:${await freePort()}`;
       const cfg = join(dir, `haproxy-${attempt}.cfg`);
       const sock = join(dir, `haproxy-${attempt}.sock`);
       writeFileSync(cfg, config(sock, listen, lines));
-      // -db: stay in the foreground and log to stderr; -f: the config.
-      const lb = new LoadBalancer(`http://${listen}`, spawn(bin, ["-db", "-f", cfg], { stdio: ["ignore", "pipe", "pipe"] }), sock);
+      // -db: stay in the foreground and log to stderr; -f: the configs, in order.
+      const argv = ["-db", "-f", gatewaysConfig, "-f", cfg];
+      const lb = new LoadBalancer(`http://${listen}`, spawn(bin, argv, { stdio: ["ignore", "pipe", "pipe"] }), sock);
       try {
         await waitFor(`haproxy to accept connections on ${listen}`, () => {
           if (lb.code !== undefined) throw new Error(`haproxy exited ${lb.code}: ${lb.logs()}`);
@@ -135,7 +124,7 @@ export class LoadBalancer {
     const cols = head!.map((c) => c.replace(/^# /, ""));
     const out = new Map<string, Record<string, string>>();
     for (const r of rows) {
-      if (r[0] !== "gateways" || r[1] === "BACKEND") continue;
+      if (r[0] !== "gateways" || r[1] === "FRONTEND" || r[1] === "BACKEND") continue; // servers only
       out.set(r[1]!, Object.fromEntries(cols.map((c, i) => [c, r[i] ?? ""])));
     }
     return out;
