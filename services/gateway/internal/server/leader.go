@@ -5,14 +5,21 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/cenkalti/backoff/v5"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
-// maxRetryBackoff caps the wait between data-path attempts.
+// maxRetryBackoff caps the wait between data-path attempts (before jitter).
 const maxRetryBackoff = time.Second
+
+// retryJitter spreads each data-path wait by ±20% at random, so the many
+// requests that wait on one leader election do not reach the new leader in
+// step, while a request's wait stays close to the doubling its deadline
+// is measured against.
+const retryJitter = 0.2
 
 // leader is where to send a data-path request for one partition.
 type leader struct {
@@ -56,7 +63,13 @@ func (g *Gateway) leaderOf(topic string, partition int32) (leader, error) {
 // the metadata names the partition, so the leader is about to create it. The last error is returned unchanged.
 func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, call func(context.Context, storagev1connect.StorageServiceClient, leader) error) error {
 	var hint, tried *leader
-	backoff := g.retryBackoff
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     g.retryBackoff,
+		RandomizationFactor: retryJitter,
+		Multiplier:          2,
+		MaxInterval:         maxRetryBackoff,
+	}
+	bo.Reset()
 	for {
 		l, err := g.leaderOf(topic, partition)
 		if hint != nil && useHint(*hint, l, err, tried) {
@@ -83,17 +96,17 @@ func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, c
 		if lh := apierr.DetailOf(err).GetLeader(); lh != nil && lh.GetLeaderId() >= 0 && lh.GetLeaderAddress() != "" {
 			hint = &leader{nodeID: lh.GetLeaderId(), addr: lh.GetLeaderAddress(), epoch: lh.GetLeaderEpoch()}
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < backoff {
+		wait := bo.NextBackOff()
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return err
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		backoff = min(backoff*2, maxRetryBackoff)
 	}
 }
 

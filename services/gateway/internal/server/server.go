@@ -44,7 +44,8 @@ type Options struct {
 	// reconnect waits. Zero means the metaview defaults (100ms, 5s).
 	WatchMinBackoff, WatchMaxBackoff time.Duration
 	// RetryBackoff is the first wait before a data-path retry on another
-	// leader; it doubles per attempt up to 1s. Zero means 50ms.
+	// leader; it doubles per attempt up to 1s, each wait spread ±20% at
+	// random. Zero means 50ms.
 	RetryBackoff time.Duration
 }
 
