@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
@@ -192,8 +193,8 @@ func (c *Client) Run(ctx context.Context, apply func(*metaview.View)) {
 		Names:       c.cfg.Controllers,
 		NodeID:      c.cfg.NodeID,
 		Resume:      true,
-		MinBackoff:  watchMinBackoff,
-		MaxBackoff:  watchMaxBackoff,
+		MinBackoff:  minBackoff,
+		MaxBackoff:  maxBackoff,
 		Logger:      c.logger,
 		Notify: func(v *metaview.View) {
 			c.version.Store(v.Version)
@@ -202,15 +203,24 @@ func (c *Client) Run(ctx context.Context, apply func(*metaview.View)) {
 	})
 }
 
-// Reconnect waits of the metadata watch.
+// Waits before another attempt to reach the controllers, for both the
+// metadata watch's reconnects and RegisterNode's retries: doubling from
+// minBackoff up to maxBackoff, each spread ±50% at random so that nodes
+// that lost the controller together do not come back in step.
 const (
-	watchMinBackoff = 50 * time.Millisecond
-	watchMaxBackoff = 2 * time.Second
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 2 * time.Second
 )
 
 // register retries RegisterNode until it succeeds or ctx ends.
 func (c *Client) register(ctx context.Context) bool {
-	backoff := 50 * time.Millisecond
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     minBackoff,
+		RandomizationFactor: 0.5, // as the metadata watch's reconnects
+		Multiplier:          2,
+		MaxInterval:         maxBackoff,
+	}
+	bo.Reset()
 	for {
 		var resp *controllerv1.RegisterNodeResponse
 		sent := c.cfg.Clock.Mono()
@@ -233,10 +243,9 @@ func (c *Client) register(ctx context.Context) bool {
 			return true
 		}
 		c.logger.Warn("register failed; retrying", "err", err)
-		if !sleep(ctx, backoff) {
+		if !sleep(ctx, bo.NextBackOff()) {
 			return false
 		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
