@@ -209,7 +209,7 @@ func (c *Consumer) ListOffsets(ctx context.Context, topic string, partitions []i
 		if err != nil && classify(err) == actFail {
 			return nil, err
 		}
-		if err := sleep(ctx, bo.next()); err != nil {
+		if err := sleep(ctx, bo.NextBackOff()); err != nil {
 			return nil, err
 		}
 	}
@@ -286,7 +286,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		err = errors.Join(err, ferr)
 		if err == nil {
-			bo.reset(&c.cfg)
+			bo.Reset()
 			if c.cfg.fetchMaxWait < 10*time.Millisecond {
 				// Fetches do not long-poll: pace the loop.
 				if err := sleep(ctx, c.cfg.retryBackoff); err != nil {
@@ -298,7 +298,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		if fatal := c.fatal(err); fatal != nil {
 			return nil, fatal
 		}
-		if err := sleep(ctx, bo.next()); err != nil {
+		if err := sleep(ctx, bo.NextBackOff()); err != nil {
 			return nil, err
 		}
 	}

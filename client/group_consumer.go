@@ -621,7 +621,7 @@ func (g *GroupConsumer) coordCall(ctx context.Context, call func(context.Context
 		if attempt >= 20 {
 			return err
 		}
-		if serr := sleep(ctx, bo.next()); serr != nil {
+		if serr := sleep(ctx, bo.NextBackOff()); serr != nil {
 			return err
 		}
 	}
@@ -638,9 +638,9 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			wait = bo.next()
+			wait = bo.NextBackOff()
 		} else {
-			bo.reset(&g.inner.cfg)
+			bo.Reset()
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/cenkalti/backoff/v5"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
@@ -206,7 +207,7 @@ func (c *cluster) partInfoLocked(p *commonv1.PartitionMetadata, nodes []*commonv
 // never answered fails at once, so a wrong address is reported quickly.
 func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 	deadline := time.Now().Add(c.cfg.unknownTopicWait)
-	backoff := newBackoff(c.cfg)
+	bo := newBackoff(c.cfg)
 	for attempt := 0; ; attempt++ {
 		c.mu.Lock()
 		t := c.topics[name]
@@ -234,7 +235,7 @@ func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 			}
 			return nil, &UnknownTopicError{Topic: name}
 		}
-		if err := sleep(ctx, min(backoff.next(), time.Until(deadline)+time.Millisecond)); err != nil {
+		if err := sleep(ctx, min(bo.NextBackOff(), time.Until(deadline)+time.Millisecond)); err != nil {
 			return nil, err
 		}
 	}
@@ -318,22 +319,23 @@ func (c *cluster) applyHint(err error) bool {
 	return true
 }
 
-// backoff doubles from RetryBackoff to MaxRetryBackoff.
-type backoff struct {
-	cur, max time.Duration
-}
+// retryJitter spreads each retry wait by ±20% at random, as Kafka's own
+// clients do, so that the clients a gateway restart or a leader election
+// interrupted together do not all retry in step.
+const retryJitter = 0.2
 
-func newBackoff(cfg *config) *backoff {
-	return &backoff{cur: cfg.retryBackoff, max: max(cfg.maxRetryBackoff, cfg.retryBackoff)}
+// newBackoff returns the retry waits of one request: doubling from
+// RetryBackoff to MaxRetryBackoff, spread by retryJitter.
+func newBackoff(cfg *config) *backoff.ExponentialBackOff {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     cfg.retryBackoff,
+		RandomizationFactor: retryJitter,
+		Multiplier:          2,
+		MaxInterval:         max(cfg.maxRetryBackoff, cfg.retryBackoff),
+	}
+	b.Reset()
+	return b
 }
-
-func (b *backoff) next() time.Duration {
-	d := b.cur
-	b.cur = min(b.cur*2, b.max)
-	return d
-}
-
-func (b *backoff) reset(cfg *config) { b.cur = cfg.retryBackoff }
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {

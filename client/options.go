@@ -252,12 +252,14 @@ func UnknownTopicWait(d time.Duration) Opt {
 }
 
 // RetryBackoff is the first wait before a retry; each further retry of the
-// same request doubles it up to MaxRetryBackoff. Default 100ms.
+// same request doubles it up to MaxRetryBackoff. Each wait is spread ±20%
+// at random so that many clients do not retry in step. Default 100ms.
 func RetryBackoff(d time.Duration) Opt {
 	return commonOpt(func(c *config) { c.retryBackoff = d })
 }
 
-// MaxRetryBackoff caps the doubling of RetryBackoff. Default 1s.
+// MaxRetryBackoff caps the doubling of RetryBackoff (before the ±20%
+// spread). Default 1s.
 func MaxRetryBackoff(d time.Duration) Opt {
 	return commonOpt(func(c *config) { c.maxRetryBackoff = d })
 }

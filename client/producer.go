@@ -498,7 +498,7 @@ func (s *sink) send(batch []*promise) {
 				fail(lastErr)
 				return
 			}
-			d := bo.next()
+			d := bo.NextBackOff()
 			if time.Now().Add(d).After(deadline) {
 				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 				return
