@@ -6,7 +6,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 )
@@ -17,26 +16,33 @@ import (
 // gateway.proto), so each is converted by re-marshalling.
 
 // passThrough converts in to the controller's request type, makes the call
-// and converts the answer to out.
-func passThrough[CReq, CRes any, PReq interface {
+// and converts the answer to the gateway's response type GRes.
+func passThrough[GRes, CReq, CRes any, PGRes interface {
+	*GRes
+	proto.Message
+}, PReq interface {
 	*CReq
 	proto.Message
 }, PRes interface {
 	*CRes
 	proto.Message
-}](ctx context.Context, g *Gateway, in proto.Message, out proto.Message,
-	call func(controllerv1connect.ControllerServiceClient, context.Context, *connect.Request[CReq]) (*connect.Response[CRes], error)) error {
+}](ctx context.Context, g *Gateway, in proto.Message,
+	call func(controllerv1connect.ControllerServiceClient, context.Context, *connect.Request[CReq]) (*connect.Response[CRes], error)) (*connect.Response[GRes], error) {
 	up := PReq(new(CReq))
 	if err := remarshal(in, up); err != nil {
-		return err
+		return nil, err
 	}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*CRes, error) {
 		return unwrap(call(c, ctx, connect.NewRequest((*CReq)(up))))
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return remarshal(PRes(res), out)
+	out := PGRes(new(GRes))
+	if err := remarshal(PRes(res), out); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse((*GRes)(out)), nil
 }
 
 // remarshal copies src into dst through the wire format: the two message
@@ -54,66 +60,30 @@ func remarshal(src, dst proto.Message) error {
 
 // AlterPartitionReassignments passes through to the controller.
 func (g *Gateway) AlterPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error) {
-	out := &gatewayv1.AlterPartitionReassignmentsResponse{}
-	err := passThrough[controllerv1.AlterPartitionReassignmentsRequest, controllerv1.AlterPartitionReassignmentsResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.AlterPartitionReassignments)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.AlterPartitionReassignmentsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.AlterPartitionReassignments)
 }
 
 // ListPartitionReassignments passes through to the controller.
 func (g *Gateway) ListPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error) {
-	out := &gatewayv1.ListPartitionReassignmentsResponse{}
-	err := passThrough[controllerv1.ListPartitionReassignmentsRequest, controllerv1.ListPartitionReassignmentsResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.ListPartitionReassignments)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.ListPartitionReassignmentsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ListPartitionReassignments)
 }
 
 // Rebalance passes through to the controller.
 func (g *Gateway) Rebalance(ctx context.Context, req *connect.Request[gatewayv1.RebalanceRequest]) (*connect.Response[gatewayv1.RebalanceResponse], error) {
-	out := &gatewayv1.RebalanceResponse{}
-	err := passThrough[controllerv1.RebalanceRequest, controllerv1.RebalanceResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.Rebalance)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.RebalanceResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.Rebalance)
 }
 
 // DrainNode passes through to the controller.
 func (g *Gateway) DrainNode(ctx context.Context, req *connect.Request[gatewayv1.DrainNodeRequest]) (*connect.Response[gatewayv1.DrainNodeResponse], error) {
-	out := &gatewayv1.DrainNodeResponse{}
-	err := passThrough[controllerv1.DrainNodeRequest, controllerv1.DrainNodeResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.DrainNode)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.DrainNodeResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.DrainNode)
 }
 
 // CreatePartitions passes through to the controller.
 func (g *Gateway) CreatePartitions(ctx context.Context, req *connect.Request[gatewayv1.CreatePartitionsRequest]) (*connect.Response[gatewayv1.CreatePartitionsResponse], error) {
-	out := &gatewayv1.CreatePartitionsResponse{}
-	err := passThrough[controllerv1.CreatePartitionsRequest, controllerv1.CreatePartitionsResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.CreatePartitions)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.CreatePartitionsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.CreatePartitions)
 }
 
 // ElectLeaders passes through to the controller.
 func (g *Gateway) ElectLeaders(ctx context.Context, req *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error) {
-	out := &gatewayv1.ElectLeadersResponse{}
-	err := passThrough[controllerv1.ElectLeadersRequest, controllerv1.ElectLeadersResponse](ctx, g, req.Msg, out,
-		controllerv1connect.ControllerServiceClient.ElectLeaders)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(out), nil
+	return passThrough[gatewayv1.ElectLeadersResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ElectLeaders)
 }
