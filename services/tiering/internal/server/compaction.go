@@ -29,42 +29,24 @@ type compaction struct {
 	logger             *slog.Logger
 }
 
-func (c *compaction) run(ctx context.Context, every time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		c.round(ctx)
-	}
+// round compacts every partition once.
+func (c *compaction) round(ctx context.Context) {
+	eachPartition(ctx, c.store, c.logger, "compaction", c.partition)
 }
 
-func (c *compaction) round(ctx context.Context) {
-	parts, err := c.store.Partitions(ctx, "")
-	if err != nil {
-		c.logger.Warn("compaction: listing manifests", "err", err)
-		return
-	}
-	for _, p := range parts {
-		if ctx.Err() != nil {
-			return
-		}
-		opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
-		if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
-			opts.Compact = strings.Contains(ti.Configs[topicconfig.CleanupPolicy], "compact")
-			if ms := topicconfig.Int64(ti.Configs, topicconfig.DeleteRetentionMs, -1); ms >= 0 {
-				opts.TombstoneRetention = time.Duration(ms) * time.Millisecond
-			}
-		}
-		res, err := c.compactor.Partition(ctx, p, opts)
-		if res.Runs > 0 && res.Manifest != nil {
-			c.reader.SetManifest(p, res.Manifest)
-		}
-		if err != nil {
-			c.logger.Warn("compaction; tried again next round", "topic", p.Topic, "partition", p.Partition, "err", err)
+func (c *compaction) partition(ctx context.Context, p manifest.Partition) error {
+	opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
+	if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
+		opts.Compact = strings.Contains(ti.Configs[topicconfig.CleanupPolicy], "compact")
+		if ms := topicconfig.Int64(ti.Configs, topicconfig.DeleteRetentionMs, -1); ms >= 0 {
+			opts.TombstoneRetention = time.Duration(ms) * time.Millisecond
 		}
 	}
+	res, err := c.compactor.Partition(ctx, p, opts)
+	if res.Runs > 0 && res.Manifest != nil {
+		c.reader.SetManifest(p, res.Manifest)
+	}
+	return err
 }
 
 // retired holds objects compaction replaced, until the grace period after

@@ -36,31 +36,9 @@ type retention struct {
 	now     func() time.Time
 }
 
-func (r *retention) run(ctx context.Context, every time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(every):
-		}
-		r.round(ctx)
-	}
-}
-
+// round applies retention to every partition once.
 func (r *retention) round(ctx context.Context) {
-	parts, err := r.store.Partitions(ctx, "")
-	if err != nil {
-		r.logger.Warn("retention: listing manifests", "err", err)
-		return
-	}
-	for _, p := range parts {
-		if ctx.Err() != nil {
-			return
-		}
-		if err := r.partition(ctx, p); err != nil {
-			r.logger.Warn("retention", "topic", p.Topic, "partition", p.Partition, "err", err)
-		}
-	}
+	eachPartition(ctx, r.store, r.logger, "retention", r.partition)
 }
 
 func (r *retention) partition(ctx context.Context, p manifest.Partition) error {

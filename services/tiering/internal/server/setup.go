@@ -76,12 +76,12 @@ func Setup(cfg *Config) serve.SetupFunc {
 		go func() { t.run(runCtx); done <- struct{}{} }()
 		ret := &retention{store: store, topics: t, reader: rd, grace: cfg.OrphanGrace, logger: logger, now: time.Now,
 			retired: newRetired(cfg.OrphanGrace, time.Now)}
-		go func() { ret.run(runCtx, cfg.RetentionInterval); done <- struct{}{} }()
+		go func() { everyInterval(runCtx, cfg.RetentionInterval, ret.round); done <- struct{}{} }()
 		if cfg.CompactionInterval > 0 {
 			comp := &compaction{store: store, topics: t, reader: rd, tombstoneRetention: cfg.TombstoneRetention, logger: logger,
 				compactor: &compactor.Compactor{Store: store, MinObjectBytes: cfg.CompactionMinObjectBytes,
 					MaxObjectBytes: cfg.CompactionMaxObjectBytes, SpoolDir: cfg.SpoolDir, Logger: logger, Retire: ret.retired.add}}
-			go func() { comp.run(runCtx, cfg.CompactionInterval); done <- struct{}{} }()
+			go func() { everyInterval(runCtx, cfg.CompactionInterval, comp.round); done <- struct{}{} }()
 		} else {
 			done <- struct{}{}
 		}
