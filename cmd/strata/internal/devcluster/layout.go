@@ -5,7 +5,8 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // Service names, as they appear in cluster.json and in file names. Part of
@@ -184,8 +185,8 @@ func binaryName(service string) string { return "strata-" + service }
 // given counts (gateways >= 1) and base port, running the binaries in bins (service name to
 // absolute path). It is pure: it starts nothing and touches no file.
 //
-// The flags passed to each service are listed here and nowhere else; they
-// must match the services' cmd/*/main.go.
+// The flags passed to each service are written by lib/launch, which the
+// test harness shares.
 func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bins map[string]string) plan {
 	l := layout{basePort}
 	var pl plan
@@ -202,18 +203,18 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		}
 		return s
 	}
-	common := func(s procSpec) []string {
-		return []string{
-			bins[s.service],
-			"--listen", hostPort(s.port),
-			"--admin-listen", hostPort(s.adminPort),
-			"--log-format", "text",
+	common := func(s procSpec) launch.Process {
+		return launch.Process{
+			Bin:         bins[s.service],
+			Listen:      hostPort(s.port),
+			AdminListen: hostPort(s.adminPort),
+			LogFormat:   "text",
 		}
 	}
 
 	var peers []string
 	for id := 1; id <= controllers; id++ {
-		peers = append(peers, fmt.Sprintf("%d=%s", id, httpURL(l.etcdPeer(id))))
+		peers = append(peers, httpURL(l.etcdPeer(id)))
 	}
 	for id := 1; id <= controllers; id++ {
 		s := spec(serviceController, id, l.controller(id), true)
@@ -221,26 +222,29 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 			{l.etcdPeer(id), s.name() + " etcd peer"},
 			{l.etcdClient(id), s.name() + " etcd client"},
 		}
-		s.argv = append(common(s),
-			"--id", strconv.Itoa(id),
-			"--data-dir", s.dataDir,
-			"--peers", strings.Join(peers, ","),
-			"--etcd-client-port", strconv.Itoa(l.etcdClient(id)),
-		)
+		s.argv = launch.Controller{
+			Process:        common(s),
+			ID:             id,
+			DataDir:        s.dataDir,
+			Peers:          peers,
+			EtcdClientPort: l.etcdClient(id),
+		}.Argv()
 		pl.controllers = append(pl.controllers, s)
 	}
-	ctrlURLs := strings.Join(pl.controllerURLs(), ",")
+	ctrlURLs := pl.controllerURLs()
 
 	for id := 1; id <= storageNodes; id++ {
 		s := spec(serviceStorage, id, l.storage(id), true)
-		s.argv = append(common(s),
-			"--node-id", strconv.Itoa(id),
-			"--advertise", httpURL(s.port),
-			"--data-dir", s.dataDir,
-			"--controller", ctrlURLs,
-			"--tiering", httpURL(l.tiering()),
-			"--cors-allowed-origins", devCORSOrigins,
-		)
+		proc := common(s)
+		proc.CORSAllowedOrigins = devCORSOrigins
+		s.argv = launch.Storage{
+			Process:     proc,
+			NodeID:      id,
+			Advertise:   httpURL(s.port),
+			DataDir:     s.dataDir,
+			Controllers: ctrlURLs,
+			Tiering:     httpURL(l.tiering()),
+		}.Argv()
 		pl.storage = append(pl.storage, s)
 	}
 
@@ -248,25 +252,29 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// All are alike, so any of them can stand behind a load balancer.
 	for id := 1; id <= max(gateways, 1); id++ {
 		s := spec(serviceGateway, id, l.gatewayN(id), false)
-		s.argv = append(common(s),
-			"--controller", ctrlURLs,
-			"--coordinator", httpURL(l.coordinator()),
-			"--cors-allowed-origins", devCORSOrigins,
-		)
+		proc := common(s)
+		proc.CORSAllowedOrigins = devCORSOrigins
+		s.argv = launch.Gateway{
+			Process:      proc,
+			Controllers:  ctrlURLs,
+			Coordinators: []string{httpURL(l.coordinator())},
+		}.Argv()
 		pl.gateways = append(pl.gateways, s)
 	}
 
 	// One coordinator keeps group offsets in embedded SQLite in its data
-	// directory (no --dsn): nothing to install for a dev cluster. It reads
+	// directory (no DSN): nothing to install for a dev cluster. It reads
 	// topic metadata from gateway 1.
 	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
-	pl.coordinator.argv = append(common(pl.coordinator),
-		"--instance-id", "coordinator-1",
-		"--advertise-url", httpURL(l.coordinator()),
-		"--data-dir", pl.coordinator.dataDir,
-		"--gateway", httpURL(l.gateway()),
-		"--cors-allowed-origins", devCORSOrigins,
-	)
+	coProc := common(pl.coordinator)
+	coProc.CORSAllowedOrigins = devCORSOrigins
+	pl.coordinator.argv = launch.Coordinator{
+		Process:      coProc,
+		InstanceID:   "coordinator-1",
+		AdvertiseURL: httpURL(l.coordinator()),
+		DataDir:      pl.coordinator.dataDir,
+		Gateway:      httpURL(l.gateway()),
+	}.Argv()
 
 	// Tiering serves the embedded S3-compatible store on P+4 from its own
 	// process, backed by a directory, so tiered storage needs nothing
@@ -274,12 +282,13 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	pl.tiering = spec(serviceTiering, 1, l.tiering(), true)
 	pl.tiering.extraPorts = []portUse{{l.s3(), "embedded s3"}}
 	pl.s3Port = l.s3()
-	pl.tiering.argv = append(common(pl.tiering),
-		"--embedded-s3-listen", hostPort(l.s3()),
-		"--embedded-s3-dir", filepath.Join(dir, "s3"),
-		"--spool-dir", filepath.Join(pl.tiering.dataDir, "spool"),
-		"--controller", ctrlURLs,
-	)
+	pl.tiering.argv = launch.Tiering{
+		Process:          common(pl.tiering),
+		EmbeddedS3Listen: hostPort(l.s3()),
+		EmbeddedS3Dir:    filepath.Join(dir, "s3"),
+		SpoolDir:         filepath.Join(pl.tiering.dataDir, "spool"),
+		Controllers:      ctrlURLs,
+	}.Argv()
 	return pl
 }
 

@@ -17,14 +17,13 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // stopTimeout is how long a stop phase waits after SIGTERM before it kills
 // the processes still running.
 const stopTimeout = 10 * time.Second
-
-// pollInterval is how often /readyz is asked during the start.
-const pollInterval = 100 * time.Millisecond
 
 // proc is one started process. Only the cluster's goroutine (run) touches
 // its fields, except waitErr and lastReadyz as noted.
@@ -250,34 +249,11 @@ func (c *cluster) waitReady(ctx context.Context, ps []*proc, other func(*proc)) 
 // pollReady asks p's /readyz until it answers 200 (true) or ctx ends
 // (false), keeping the last answer in p.lastReadyz.
 func pollReady(ctx context.Context, client *http.Client, p *proc) bool {
-	url := "http://" + hostPort(p.adminPort) + "/readyz"
-	p.lastReadyz = "no answer yet"
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			p.lastReadyz = err.Error()
-			return false
-		}
-		resp, err := client.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return true
-			}
-			p.lastReadyz = fmt.Sprintf("%d %s", resp.StatusCode, oneLine(string(body)))
-		} else if ctx.Err() == nil {
-			p.lastReadyz = "no answer"
-			if errors.Is(err, syscall.ECONNREFUSED) {
-				p.lastReadyz = "connection refused"
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(pollInterval):
-		}
+	err := launch.WaitReady(ctx, client, httpURL(p.adminPort), nil)
+	if nr, ok := errors.AsType[*launch.NotReadyError](err); ok {
+		p.lastReadyz = nr.Last
 	}
+	return err == nil
 }
 
 // supervise waits for ctx to end, reporting each process that exits.
