@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/strata-mq/strata/client"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/launch"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -96,15 +96,17 @@ func TestAdvertisedListeners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ctlURLs []string
-	for _, n := range c.Controllers() {
-		ctlURLs = append(ctlURLs, n.URL)
-	}
 	extAPI, extAdmin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	ext := harness.Start(t, "gateway-external", []string{harness.Binary(t, "github.com/strata-mq/strata/services/gateway/cmd/strata-gateway"),
-		"--listen", extAPI, "--admin-listen", extAdmin, "--controller", strings.Join(ctlURLs, ","),
-		"--coordinator", gs.Coordinators[0].URL, "--client-listener", "external", "--log-format", "text"})
-	waitReadyz(ctx, t, "http://"+extAdmin, ext)
+	ext := harness.Start(t, "gateway-external", launch.Gateway{
+		Process: launch.Process{
+			Bin:    harness.Binary(t, "github.com/strata-mq/strata/services/gateway/cmd/strata-gateway"),
+			Listen: extAPI, AdminListen: extAdmin, LogFormat: "text",
+		},
+		Controllers:    c.ControllerURLs(),
+		Coordinators:   []string{gs.Coordinators[0].URL},
+		ClientListener: "external",
+	}.Argv())
+	harness.WaitReadyz(ctx, t, "http://"+extAdmin, ext)
 	extURL, intURL := "http://"+extAPI, gs.Gateway.URL
 
 	c.CreateTopic(ctx, "net", 3, 3, nil)

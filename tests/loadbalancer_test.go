@@ -193,7 +193,7 @@ func TestGatewaysBehindLoadBalancer(t *testing.T) {
 	dev.Kill(t, "gateway", 1)
 	waitCount(300, 300)
 	again := harness.Start(t, "gateway-1-again", dev.Process(t, "gateway", 1).Argv)
-	waitReadyz(ctx, t, "http://"+dev.Process(t, "gateway", 1).AdminAddress, again)
+	harness.WaitReadyz(ctx, t, "http://"+dev.Process(t, "gateway", 1).AdminAddress, again)
 	lb.WaitServerUp(ctx, t, "gateway-1")
 	dev.Kill(t, "gateway", 2)
 	waitCount(perProducer, perProducer)
@@ -347,28 +347,6 @@ func waitLB(ctx context.Context, t *testing.T, base string) {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("load balancer at %s never answered Metadata: %v", base, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// waitReadyz waits until admin/readyz answers 200, failing when p exits.
-func waitReadyz(ctx context.Context, t *testing.T, admin string, p *harness.Process) {
-	t.Helper()
-	for {
-		resp, err := http.Get(admin + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if p.Exited() {
-			t.Fatalf("%s exited before it was ready", p.Name())
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s/readyz never answered 200: %v", admin, err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // Import paths of the service binaries a Cluster runs.
@@ -59,10 +59,15 @@ type ClusterConfig struct {
 	ControllerSessionTimeout time.Duration
 	// ReplicaLagTime is the storage nodes' --replica-lag-time. Default 2s.
 	ReplicaLagTime time.Duration
+	// Tiering is the storage nodes' --tiering URL and TierInterval their
+	// --tier-interval (StartTieredCluster sets both). Default none: no
+	// tiered storage.
+	Tiering      string
+	TierInterval time.Duration
 	// ReadyTimeout bounds the wait for each process's /readyz. Default 45s.
 	ReadyTimeout time.Duration
-	// StorageArgs are extra flags appended to every storage node's argv
-	// (StartTieredCluster passes --tiering this way). Default none.
+	// StorageArgs are extra flags appended to every storage node's argv.
+	// Default none.
 	StorageArgs []string
 	// StorageProxies puts a Proxy in front of every storage node and makes
 	// the node advertise it (--advertise), so every other process (other
@@ -104,6 +109,7 @@ func (c ClusterConfig) withDefaults() ClusterConfig {
 type Cluster struct {
 	t           testing.TB
 	cfg         ClusterConfig
+	bins        Binaries
 	http        *http.Client
 	controllers []*Node // index id-1
 	storage     []*Node // index id-1
@@ -151,7 +157,7 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 }
 
 func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster, err error) {
-	c := &Cluster{t: t, cfg: cfg, http: H2CClient()}
+	c := &Cluster{t: t, cfg: cfg, bins: bins, http: H2CClient()}
 	t.Cleanup(c.http.CloseIdleConnections)
 	defer func() {
 		if err != nil {
@@ -167,25 +173,24 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 	next := func() string { p := ports[0]; ports = ports[1:]; return "127.0.0.1:" + strconv.Itoa(p) }
 	root := t.TempDir()
 
-	var peers, ctlURLs []string
+	var peers []string
 	type ctlAddrs struct{ api, admin string }
 	ctl := make([]ctlAddrs, cfg.Controllers)
 	for i := range ctl {
 		ctl[i] = ctlAddrs{api: next(), admin: next()}
-		peers = append(peers, fmt.Sprintf("%d=http://%s", i+1, next()))
-		ctlURLs = append(ctlURLs, "http://"+ctl[i].api)
+		peers = append(peers, "http://"+next())
 	}
 	for i, a := range ctl {
 		id := i + 1
 		dir := filepath.Join(root, fmt.Sprintf("controller-%d", id))
-		argv := []string{bins.Controller,
-			"--id", strconv.Itoa(id), "--data-dir", dir,
-			"--listen", a.api, "--admin-listen", a.admin,
-			"--peers", strings.Join(peers, ","),
-			"--node-session-timeout", cfg.NodeSessionTimeout.String(),
-			"--controller-session-timeout", cfg.ControllerSessionTimeout.String(),
-			"--log-format", "text", "--drain-timeout", "2s",
-		}
+		argv := launch.Controller{
+			Process:            processFlags(bins.Controller, a.api, a.admin),
+			ID:                 id,
+			DataDir:            dir,
+			Peers:              peers,
+			NodeSessionTimeout: cfg.NodeSessionTimeout,
+			SessionTimeout:     cfg.ControllerSessionTimeout,
+		}.Argv()
 		n := &Node{Service: "controller", ID: id, URL: "http://" + a.api, AdminURL: "http://" + a.admin, DataDir: dir, c: c}
 		n.Proc = Start(t, fmt.Sprintf("controller-%d", id), argv)
 		c.controllers = append(c.controllers, n)
@@ -199,26 +204,7 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 	}
 	for i := range cfg.StorageNodes {
 		id := i + 1
-		api, admin := next(), next()
-		dir := filepath.Join(root, fmt.Sprintf("storage-%d", id))
-		argv := []string{bins.Storage,
-			"--node-id", strconv.Itoa(id), "--data-dir", dir,
-			"--listen", api, "--admin-listen", admin,
-			"--controller", strings.Join(ctlURLs, ","),
-			"--replica-lag-time", cfg.ReplicaLagTime.String(),
-			"--log-format", "text", "--drain-timeout", "2s",
-		}
-		n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
-		if cfg.StorageProxies {
-			n.Proxy = StartProxy(t, api)
-			argv = append(argv, "--advertise", "http://"+n.Proxy.Addr())
-		}
-		argv = append(argv, cfg.StorageArgs...)
-		if cfg.StorageArgsFor != nil {
-			argv = append(argv, cfg.StorageArgsFor(id, api)...)
-		}
-		n.Proc = Start(t, fmt.Sprintf("storage-%d", id), argv)
-		c.storage = append(c.storage, n)
+		c.storage = append(c.storage, c.startStorage(id, next(), next(), filepath.Join(root, fmt.Sprintf("storage-%d", id))))
 	}
 	for _, n := range c.storage {
 		if err := n.waitReady(cfg.ReadyTimeout); err != nil {
@@ -231,6 +217,48 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 		return nil, err
 	}
 	return c, nil
+}
+
+// processFlags are the flags every process of the harness runs with:
+// text logs (read by the tests' line matchers) and a short drain, so a
+// stop does not wait long on a peer that is gone.
+func processFlags(bin, api, admin string) launch.Process {
+	return launch.Process{Bin: bin, Listen: api, AdminListen: admin, LogFormat: "text", DrainTimeout: 2 * time.Second}
+}
+
+// startStorage starts storage node id on the api and admin addresses with
+// its data in dir, with the cluster's storage flags (ClusterConfig), and
+// returns it without waiting for it.
+func (c *Cluster) startStorage(id int, api, admin, dir string) *Node {
+	spec := launch.Storage{
+		Process:        processFlags(c.bins.Storage, api, admin),
+		NodeID:         id,
+		DataDir:        dir,
+		Controllers:    c.ControllerURLs(),
+		ReplicaLagTime: c.cfg.ReplicaLagTime,
+		Tiering:        c.cfg.Tiering,
+		TierInterval:   c.cfg.TierInterval,
+	}
+	n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
+	if c.cfg.StorageProxies {
+		n.Proxy = StartProxy(c.t, api)
+		spec.Advertise = "http://" + n.Proxy.Addr()
+	}
+	spec.Extra = slices.Clone(c.cfg.StorageArgs)
+	if c.cfg.StorageArgsFor != nil {
+		spec.Extra = append(spec.Extra, c.cfg.StorageArgsFor(id, api)...)
+	}
+	n.Proc = Start(c.t, fmt.Sprintf("storage-%d", id), spec.Argv())
+	return n
+}
+
+// ControllerURLs lists the controllers' base URLs in id order.
+func (c *Cluster) ControllerURLs() []string {
+	var out []string
+	for _, n := range c.controllers {
+		out = append(out, n.URL)
+	}
+	return out
 }
 
 // H2CClient returns an HTTP client speaking HTTP/2 cleartext with prior
@@ -383,34 +411,54 @@ func (n *Node) WaitReady() {
 }
 
 func (n *Node) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	cl := &http.Client{Timeout: 2 * time.Second}
-	last := "no answer"
-	for {
-		if n.Proc.Exited() {
-			tail := n.Proc.StderrTail()
-			err := fmt.Errorf("%s exited before it was ready; stderr tail:\n%s", n.Name(), tail)
-			if strings.Contains(tail, "address already in use") {
-				err = fmt.Errorf("%w: %w", errPortInUse, err)
-			}
-			return err
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return waitReady(ctx, n.AdminURL, n.Proc, timeout)
+}
+
+// WaitReadyz waits until the process p, whose admin listener is adminURL,
+// answers /readyz with 200, failing the test when it exits first or ctx
+// ends. It is for processes a test starts itself with Start; a Node waits
+// with WaitReady.
+func WaitReadyz(ctx context.Context, t testing.TB, adminURL string, p *Process) {
+	t.Helper()
+	timeout := time.Duration(0)
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d).Round(time.Second)
+	}
+	if err := waitReady(ctx, adminURL, p, timeout); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+}
+
+// waitReady waits for p's /readyz (lib/launch). Its error names what
+// happened: p exited (with errPortInUse when its stderr says a port was
+// taken) or ctx ended, with the last answer and p's stderr tail.
+func waitReady(ctx context.Context, adminURL string, p *Process, timeout time.Duration) error {
+	errExited := errors.New("exited before it was ready")
+	err := launch.WaitReady(ctx, &http.Client{Timeout: 2 * time.Second}, adminURL, func() error {
+		if p.Exited() {
+			return errExited
 		}
-		resp, err := cl.Get(n.AdminURL + "/readyz")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
-		} else {
-			last = err.Error()
+		return nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errExited):
+		tail := p.StderrTail()
+		err := fmt.Errorf("%s exited before it was ready; stderr tail:\n%s", p.Name(), tail)
+		if strings.Contains(tail, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortInUse, err)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready after %v (last /readyz: %s); stderr tail:\n%s",
-				n.Name(), timeout, last, n.Proc.StderrTail())
+		return err
+	default:
+		last := "no answer"
+		if nr, ok := errors.AsType[*launch.NotReadyError](err); ok {
+			last = nr.Last
 		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Errorf("%s not ready after %v (last /readyz: %s); stderr tail:\n%s",
+			p.Name(), timeout, last, p.StderrTail())
 	}
 }
 

@@ -6,9 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // Import paths of the group-side binaries.
@@ -82,10 +83,7 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), c: c}
-	var ctlURLs, coURLs []string
-	for _, n := range c.controllers {
-		ctlURLs = append(ctlURLs, n.URL)
-	}
+	var coURLs []string
 	s := &GroupServices{Gateway: gw}
 	defer func() {
 		if err != nil {
@@ -103,12 +101,18 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 		n := &Node{Service: "coordinator", ID: id, URL: "http://" + api, AdminURL: "http://" + admin,
 			DataDir: filepath.Join(root, fmt.Sprintf("coordinator-%d", id)), c: c}
 		coURLs = append(coURLs, n.URL)
-		argv := []string{coBin, "--listen", api, "--admin-listen", admin, "--instance-id", fmt.Sprintf("coordinator-%d", id),
-			"--data-dir", n.DataDir, "--gateway", gw.URL, "--session-timeout", cfg.SessionTimeout.String(),
-			"--heartbeat-interval", cfg.HeartbeatInterval.String(), "--ownership-lease", cfg.OwnershipLease.String(),
-			"--lag-interval", "1s", "--log-format", "text", "--drain-timeout", "2s"}
+		spec := launch.Coordinator{
+			Process:           processFlags(coBin, api, admin),
+			InstanceID:        fmt.Sprintf("coordinator-%d", id),
+			DataDir:           n.DataDir,
+			Gateway:           gw.URL,
+			SessionTimeout:    cfg.SessionTimeout,
+			HeartbeatInterval: cfg.HeartbeatInterval,
+			OwnershipLease:    cfg.OwnershipLease,
+			LagInterval:       time.Second,
+		}
 		if cfg.CoordinatorArgsFor != nil {
-			argv = append(argv, cfg.CoordinatorArgsFor(id, api)...)
+			spec.Extra = cfg.CoordinatorArgsFor(id, api)
 		}
 		if err := os.MkdirAll(n.DataDir, 0o755); err != nil {
 			return nil, err
@@ -117,12 +121,14 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 		if cfg.DSN != "" {
 			env = append(env, "STRATA_DSN="+cfg.DSN)
 		}
-		n.Proc = Start(t, fmt.Sprintf("coordinator-%d", id), argv, env...)
+		n.Proc = Start(t, fmt.Sprintf("coordinator-%d", id), spec.Argv(), env...)
 		s.Coordinators = append(s.Coordinators, n)
 	}
-	gw.Proc = Start(t, "gateway", []string{gwBin, "--listen", addr(0), "--admin-listen", addr(1),
-		"--controller", strings.Join(ctlURLs, ","), "--coordinator", strings.Join(coURLs, ","),
-		"--log-format", "text", "--drain-timeout", "2s"})
+	gw.Proc = Start(t, "gateway", launch.Gateway{
+		Process:      processFlags(gwBin, addr(0), addr(1)),
+		Controllers:  c.ControllerURLs(),
+		Coordinators: coURLs,
+	}.Argv())
 	for _, n := range append([]*Node{gw}, s.Coordinators...) {
 		if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
 			return nil, err

@@ -2,8 +2,9 @@ package harness
 
 import (
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // StartGateway starts one gateway in front of c, without a coordinator
@@ -17,13 +18,11 @@ func StartGateway(t testing.TB, c *Cluster) *Node {
 		t.Fatal(err)
 	}
 	api, admin := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
-	var ctlURLs []string
-	for _, n := range c.controllers {
-		ctlURLs = append(ctlURLs, n.URL)
-	}
 	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + api, AdminURL: "http://" + admin, c: c}
-	gw.Proc = Start(t, "gateway", []string{bin, "--listen", api, "--admin-listen", admin,
-		"--controller", strings.Join(ctlURLs, ","), "--log-format", "text", "--drain-timeout", "2s"})
+	gw.Proc = Start(t, "gateway", launch.Gateway{
+		Process:     processFlags(bin, api, admin),
+		Controllers: c.ControllerURLs(),
+	}.Argv())
 	gw.WaitReady()
 	return gw
 }

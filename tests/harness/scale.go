@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -29,16 +28,7 @@ func (c *Cluster) AddStorageNode() *Node {
 		c.t.Fatal(err)
 	}
 	api, admin := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
-	dir := filepath.Join(c.t.TempDir(), fmt.Sprintf("storage-%d", id))
-	argv := slices.Clone(c.storage[0].Proc.argv)
-	set := map[string]string{"--node-id": strconv.Itoa(id), "--data-dir": dir, "--listen": api, "--admin-listen": admin}
-	for i := 1; i+1 < len(argv); i++ {
-		if v, ok := set[argv[i]]; ok {
-			argv[i+1] = v
-		}
-	}
-	n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
-	n.Proc = Start(c.t, fmt.Sprintf("storage-%d", id), argv)
+	n := c.startStorage(id, api, admin, filepath.Join(c.t.TempDir(), fmt.Sprintf("storage-%d", id)))
 	c.storage = append(c.storage, n)
 	n.WaitReady()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ReadyTimeout)

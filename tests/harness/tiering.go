@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 const tieringPkg = "github.com/strata-mq/strata/services/tiering/cmd/strata-tiering"
@@ -78,24 +78,22 @@ func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, 
 		t.Fatal(err)
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	cfg.StorageArgs = append(append([]string(nil), cfg.StorageArgs...),
-		"--tiering", "http://"+addr(0), "--tier-interval", tcfg.TierInterval.String())
+	cfg.Tiering, cfg.TierInterval = "http://"+addr(0), tcfg.TierInterval
 	c := StartCluster(t, cfg)
-	var ctlURLs []string
-	for _, n := range c.controllers {
-		ctlURLs = append(ctlURLs, n.URL)
-	}
 	dir := filepath.Join(t.TempDir(), "tiering")
 	n := &Node{Service: "tiering", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), DataDir: dir, c: c}
-	argv := []string{bin, "--listen", addr(0), "--admin-listen", addr(1),
-		"--embedded-s3-listen", addr(2), "--embedded-s3-dir", filepath.Join(dir, "s3"),
-		"--spool-dir", dir, "--controller", strings.Join(ctlURLs, ","),
-		"--log-format", "text", "--drain-timeout", "2s"}
-	argv = append(argv, tcfg.Args...)
+	spec := launch.Tiering{
+		Process:          processFlags(bin, addr(0), addr(1)),
+		EmbeddedS3Listen: addr(2),
+		EmbeddedS3Dir:    filepath.Join(dir, "s3"),
+		SpoolDir:         dir,
+		Controllers:      c.ControllerURLs(),
+	}
+	spec.Extra = tcfg.Args
 	if err := os.MkdirAll(filepath.Join(dir, "s3"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.Proc = Start(t, "tiering", argv)
+	n.Proc = Start(t, "tiering", spec.Argv())
 	if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
 		n.Proc.Kill()
 		return c, nil, err
