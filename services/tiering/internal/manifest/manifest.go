@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"google.golang.org/protobuf/proto"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
@@ -108,40 +109,52 @@ func Decode(data []byte) (*tieringv1.Manifest, error) {
 // partition without one gets New(p) and an empty ETag.
 func (s *Store) Load(ctx context.Context, p Partition) (*tieringv1.Manifest, string, error) {
 	key := Key(s.Prefix, p)
-	var lastErr error
+	type loaded struct {
+		m    *tieringv1.Manifest
+		etag string
+	}
 	// A store that writes in place (the embedded server) can show a torn
 	// object to a read racing a write (undecodable, or cut short: an
 	// unexpected EOF from the client); a second read sees a whole one.
-	for attempt := range 3 {
-		if attempt > 0 {
-			select {
-			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
-			case <-ctx.Done():
-				return nil, "", ctx.Err()
-			}
-		}
+	got, err := backoff.Retry(ctx, func() (loaded, error) {
 		data, etag, err := s.Bucket.Get(ctx, key)
 		if errors.Is(err, objstore.ErrNotFound) {
-			return New(p), "", nil
+			return loaded{New(p), ""}, nil
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, "", err
-			}
-			lastErr = err
-			continue
+			return loaded{}, err
 		}
 		m, err := Decode(data)
 		if errors.Is(err, errVersion) {
-			return nil, "", fmt.Errorf("%s: %w", key, err)
+			return loaded{}, backoff.Permanent(fmt.Errorf("%s: %w", key, err))
 		}
 		if err != nil {
-			lastErr = fmt.Errorf("%s: %w", key, err)
-			continue
+			return loaded{}, fmt.Errorf("%s: %w", key, err)
 		}
-		return m, etag, nil
+		return loaded{m, etag}, nil
+	}, backoff.WithBackOff(retryBackoff(20*time.Millisecond)), backoff.WithMaxTries(loadTries))
+	if err != nil {
+		return nil, "", err
 	}
-	return nil, "", lastErr
+	return got.m, got.etag, nil
+}
+
+// How often Load reads a manifest that fails to read, and how often Update
+// writes one that another writer changed first.
+const (
+	loadTries   = 3
+	updateTries = 8
+)
+
+// retryBackoff is the wait between tries of Load and Update: from first,
+// doubling, with jitter so that writers racing on one manifest part.
+func retryBackoff(first time.Duration) backoff.BackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     first,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         time.Second,
+	}
 }
 
 // ErrUnchanged may be returned by an Update function to leave the manifest
@@ -159,23 +172,17 @@ func (s *Store) Update(ctx context.Context, p Partition, fn func(m *tieringv1.Ma
 		now = s.Now
 	}
 	key := Key(s.Prefix, p)
-	for attempt := range 8 {
-		if attempt > 0 {
-			select {
-			case <-time.After(time.Duration(attempt*attempt) * 10 * time.Millisecond):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
+	errLost := fmt.Errorf("%w: %s", ErrConflict, key)
+	return backoff.Retry(ctx, func() (*tieringv1.Manifest, error) {
 		cur, etag, err := s.Load(ctx, p)
 		if err != nil {
-			return nil, err
+			return nil, backoff.Permanent(err)
 		}
 		m := proto.Clone(cur).(*tieringv1.Manifest)
 		if err := fn(m); errors.Is(err, ErrUnchanged) {
 			return cur, nil
 		} else if err != nil {
-			return nil, err
+			return nil, backoff.Permanent(err)
 		}
 		sort.SliceStable(m.Segments, func(i, j int) bool { return m.Segments[i].GetBaseOffset() < m.Segments[j].GetBaseOffset() })
 		m.Version = cur.GetVersion() + 1
@@ -186,16 +193,15 @@ func (s *Store) Update(ctx context.Context, p Partition, fn func(m *tieringv1.Ma
 		}
 		data, err := proto.Marshal(m)
 		if err != nil {
-			return nil, err
+			return nil, backoff.Permanent(err)
 		}
 		if _, err := s.Bucket.PutIf(ctx, key, data, etag); errors.Is(err, objstore.ErrPrecondition) {
-			continue
+			return nil, errLost // another writer got there first: reload and apply fn again
 		} else if err != nil {
-			return nil, err
+			return nil, backoff.Permanent(err)
 		}
 		return m, nil
-	}
-	return nil, fmt.Errorf("%w: %s", ErrConflict, key)
+	}, backoff.WithBackOff(retryBackoff(10*time.Millisecond)), backoff.WithMaxTries(updateTries))
 }
 
 // Partitions lists every partition that has a manifest under the prefix,

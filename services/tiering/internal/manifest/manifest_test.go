@@ -1,12 +1,15 @@
 package manifest
 
 import (
+	"context"
 	"errors"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore"
 )
 
 func seedManifest() *tieringv1.Manifest {
@@ -68,4 +71,114 @@ func FuzzDecodeManifest(f *testing.F) {
 			t.Fatalf("re-decoded manifest differs: %v", err)
 		}
 	})
+}
+
+// newFaultyStore is a Store on the embedded S3 server behind a fault
+// injector.
+func newFaultyStore(t *testing.T) (*Store, *objstore.Faulty) {
+	t.Helper()
+	srv, err := embeds3.Start("127.0.0.1:0", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(context.Background()) })
+	b, err := objstore.OpenS3(context.Background(), objstore.S3Config{Endpoint: srv.URL(), Bucket: "tier", AccessKey: "a", SecretKey: "b",
+		PathStyle: true, CreateBucket: true, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := objstore.NewFaulty(b)
+	return &Store{Bucket: f, Prefix: "strata"}, f
+}
+
+// TestUpdateRetriesLostRaces: a conditional put another writer beat is
+// reloaded and fn applied again, up to updateTries times; then
+// ErrConflict.
+func TestUpdateRetriesLostRaces(t *testing.T) {
+	ctx := context.Background()
+	s, f := newFaultyStore(t)
+	p := Partition{Topic: "orders", TopicID: "id-1", Partition: 0}
+	addSegment := func(calls *int) func(m *tieringv1.Manifest) error {
+		return func(m *tieringv1.Manifest) error {
+			*calls++
+			m.Segments = append(m.Segments, &tieringv1.SegmentEntry{SegmentId: "s", BaseOffset: 0, LastOffset: 9})
+			return nil
+		}
+	}
+
+	f.AddFault(objstore.Fault{Op: objstore.OpPutIf, Err: objstore.ErrPrecondition, Count: updateTries - 1})
+	var calls int
+	m, err := s.Update(ctx, p, addSegment(&calls))
+	if err != nil {
+		t.Fatalf("Update after %d lost races: %v", updateTries-1, err)
+	}
+	if calls != updateTries || m.GetVersion() != 1 || len(m.GetSegments()) != 1 {
+		t.Errorf("fn called %d times (want %d); version %d, %d segments", calls, updateTries, m.GetVersion(), len(m.GetSegments()))
+	}
+
+	f.Clear()
+	f.AddFault(objstore.Fault{Op: objstore.OpPutIf, Err: objstore.ErrPrecondition})
+	calls = 0
+	if _, err := s.Update(ctx, p, addSegment(&calls)); !errors.Is(err, ErrConflict) {
+		t.Fatalf("Update losing every race: %v, want ErrConflict", err)
+	}
+	if calls != updateTries {
+		t.Errorf("fn called %d times, want %d", calls, updateTries)
+	}
+
+	// Any other failure is not retried.
+	f.Clear()
+	boom := errors.New("boom")
+	calls = 0
+	if _, err := s.Update(ctx, p, func(*tieringv1.Manifest) error { calls++; return boom }); !errors.Is(err, boom) || calls != 1 {
+		t.Errorf("fn failing: err %v after %d calls, want boom after 1", err, calls)
+	}
+	f.AddFault(objstore.Fault{Op: objstore.OpPutIf, Err: boom})
+	calls = 0
+	if _, err := s.Update(ctx, p, addSegment(&calls)); !errors.Is(err, boom) || calls != 1 {
+		t.Errorf("put failing: err %v after %d calls, want boom after 1", err, calls)
+	}
+}
+
+// TestLoadRetriesAFailedRead: a read that fails (a torn object on a store
+// that writes in place) is tried again, loadTries times in all; a manifest
+// of another format version is not.
+func TestLoadRetriesAFailedRead(t *testing.T) {
+	ctx := context.Background()
+	s, f := newFaultyStore(t)
+	p := Partition{Topic: "orders", TopicID: "id-1", Partition: 0}
+	if _, err := s.Update(ctx, p, func(m *tieringv1.Manifest) error {
+		m.Segments = append(m.Segments, &tieringv1.SegmentEntry{SegmentId: "s", BaseOffset: 0, LastOffset: 9})
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	torn := errors.New("unexpected EOF")
+	f.AddFault(objstore.Fault{Op: objstore.OpGet, Err: torn, Count: loadTries - 1})
+	m, etag, err := s.Load(ctx, p)
+	if err != nil || etag == "" || m.GetVersion() != 1 {
+		t.Fatalf("Load after %d failed reads: version %d, etag %q, err %v", loadTries-1, m.GetVersion(), etag, err)
+	}
+
+	f.Clear()
+	f.AddFault(objstore.Fault{Op: objstore.OpGet, Err: torn})
+	if _, _, err := s.Load(ctx, p); !errors.Is(err, torn) {
+		t.Errorf("Load failing every read: %v, want the read's error", err)
+	}
+
+	f.Clear()
+	other := New(p)
+	other.FormatVersion = FormatVersion + 1
+	data, _ := proto.Marshal(other)
+	_, etag, _ = s.Load(ctx, p)
+	if _, err := s.Bucket.PutIf(ctx, Key(s.Prefix, p), data, etag); err != nil {
+		t.Fatal(err)
+	}
+	before := f.Calls(objstore.OpGet)
+	if _, _, err := s.Load(ctx, p); !errors.Is(err, errVersion) {
+		t.Errorf("Load of another format version: %v", err)
+	}
+	if n := f.Calls(objstore.OpGet) - before; n != 1 {
+		t.Errorf("another format version read %d times, want once", n)
+	}
 }
