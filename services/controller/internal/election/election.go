@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
+
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
@@ -97,13 +99,29 @@ func (e *Elector) loop(ctx context.Context) {
 	hint, _ := proto.Marshal(&commonv1.ControllerHint{ControllerId: e.cfg.ID, Address: e.cfg.Address})
 	member, _ := proto.Marshal(&controllerv1.ControllerMember{ControllerId: e.cfg.ID, Address: e.cfg.Address})
 	ttl := int((e.cfg.SessionTTL + time.Second - 1) / time.Second)
+	// A term that fails (etcd unreachable, the session not granted) is
+	// tried again after a wait that grows while etcd keeps failing and
+	// starts short again after a term that ran.
+	bo := &backoff.ExponentialBackOff{
+		InitialInterval:     100 * time.Millisecond,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         2 * time.Second,
+	}
 	for ctx.Err() == nil {
-		if err := e.term(ctx, ttl, string(hint), string(member)); err != nil && ctx.Err() == nil {
-			e.log.Warn("controller election", slog.String("err", err.Error()))
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
+		err := e.term(ctx, ttl, string(hint), string(member))
+		if err == nil {
+			bo.Reset()
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		wait := bo.NextBackOff()
+		e.log.Warn("controller election", slog.String("err", err.Error()), slog.Duration("retry_in", wait))
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
 		}
 	}
 }
