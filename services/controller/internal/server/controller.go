@@ -134,13 +134,15 @@ func (c *Controller) Drain() {
 }
 
 // Close resigns (another controller takes over at once), then stops the
-// etcd member.
-func (c *Controller) Close() {
+// etcd member. Safe to call twice; etcd reports no error on close, so it
+// returns nil.
+func (c *Controller) Close() error {
 	c.once.Do(func() {
 		c.Drain()
 		c.elector.Close()
 		c.member.Close()
 	})
+	return nil
 }
 
 // quorum lists controllers: those announced (healthy) and etcd members

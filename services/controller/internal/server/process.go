@@ -131,7 +131,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		if err != nil {
 			return nil, err
 		}
-		p.OnShutdown("controller", func(context.Context) error { c.Close(); return nil })
+		p.OnShutdown("controller", func(context.Context) error { return c.Close() })
 		go func() {
 			select {
 			case <-p.Draining():

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -52,9 +53,10 @@ type Coordinator struct {
 	lagMu sync.Mutex
 	lag   map[lagKey]int64
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	once    sync.Once
+	closing atomic.Bool // Close has begun; Ready fails from then on
 }
 
 type lagKey struct {
@@ -104,7 +106,8 @@ func Setup(cfg *Config) serve.SetupFunc {
 		if err != nil {
 			return nil, err
 		}
-		p.OnShutdown("coordinator", func(ctx context.Context) error { c.Close(ctx); return nil })
+		p.OnShutdown("coordinator", func(context.Context) error { return c.Close() })
+		p.AddReadinessCheck("coordinator", c.Ready)
 		mux := http.NewServeMux()
 		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(c, p.ConnectOption()))
 		return mux, nil
@@ -168,16 +171,40 @@ func (c *Coordinator) listenerAddress(name string) string {
 // ID is this instance's id.
 func (c *Coordinator) ID() string { return c.id }
 
+// Ready is the readiness check: nil until Close begins. The offsets
+// database is not asked; a call that needs it fails with UNAVAILABLE when
+// it is down.
+func (c *Coordinator) Ready(context.Context) error {
+	if c.closing.Load() {
+		return errors.New("coordinator: closing")
+	}
+	return nil
+}
+
+// releaseTimeout bounds Close's release of the group leases: the
+// config's --drain-timeout, as for every shutdown hook, or this when it is
+// unset (a Coordinator started without the process runtime).
+const releaseTimeout = 5 * time.Second
+
 // Close stops the loops and releases every lease so other instances can
-// take the groups over at once. Safe to call twice.
-func (c *Coordinator) Close(ctx context.Context) {
+// take the groups over at once. A release that fails is logged and not
+// returned: the lease expires after --ownership-lease anyway, so the
+// shutdown is still clean. Safe to call twice; it returns nil.
+func (c *Coordinator) Close() error {
 	c.once.Do(func() {
+		c.closing.Store(true)
 		c.cancel()
 		c.wg.Wait()
 		c.mu.Lock()
 		groups := c.groups
 		c.groups = map[string]*owned{}
 		c.mu.Unlock()
+		timeout := c.cfg.DrainTimeout
+		if timeout <= 0 {
+			timeout = releaseTimeout
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
 		for _, og := range groups {
 			og.mu.Lock()
 			if !og.dropped {
@@ -189,6 +216,7 @@ func (c *Coordinator) Close(ctx context.Context) {
 			og.mu.Unlock()
 		}
 	})
+	return nil
 }
 
 func (c *Coordinator) loop(ctx context.Context, every time.Duration, fn func(context.Context)) {

@@ -84,7 +84,9 @@ func startTestCoordinator(t testing.TB, s offsetstore.Store, parts map[string]in
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c.Close(context.Background())
+		if err := c.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
 		_ = s.Close()
 	})
 	return c
@@ -220,4 +222,55 @@ func TestLateHeartbeatKeepsRevokingPartition(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCloseHandsGroupsOverAtOnce: Close releases the leases of the groups
+// an instance owns, so another instance on the same database takes a group
+// over before its lease (a minute here) runs out; Ready fails once Close
+// has begun, and a second Close is harmless.
+func TestCloseHandsGroupsOverAtOnce(t *testing.T) {
+	s := openStore(t, "sqlite")
+	t.Cleanup(func() { _ = s.Close() })
+	parts := map[string]int32{"orders": 2}
+	mux := http.NewServeMux()
+	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(&metadataGateway{parts: parts}))
+	gw := httptest.NewServer(mux)
+	t.Cleanup(gw.Close)
+	start := func(id string) *Coordinator {
+		cfg := &Config{InstanceID: id, Gateway: gw.URL, SessionTimeout: time.Minute, OwnershipLease: time.Minute, LagInterval: time.Hour}
+		c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: gw.Client(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	ctx := context.Background()
+
+	first := start("coordinator-a")
+	if err := first.Ready(ctx); err != nil {
+		t.Fatalf("Ready before Close: %v", err)
+	}
+	if got := assigned(heartbeat(t, first, "m1", 0)); len(got) != 2 {
+		t.Fatalf("m1 assigned %v, want both partitions", got)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := first.Ready(ctx); err == nil {
+		t.Error("Ready after Close: nil, want an error")
+	}
+	if err := first.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+
+	second := start("coordinator-b")
+	t.Cleanup(func() { second.Close() })
+	resp, err := second.ConsumerGroupHeartbeat(ctx, connect.NewRequest(&coordinatorv1.ConsumerGroupHeartbeatRequest{
+		GroupId: "g", MemberId: "m2", SubscribedTopicNames: []string{"orders"}}))
+	if err != nil {
+		t.Fatalf("the group did not move to the second instance at once: %v", err)
+	}
+	if resp.Msg.GetMemberEpoch() == 0 {
+		t.Errorf("m2 joined with epoch 0: %v", resp.Msg)
+	}
 }

@@ -236,7 +236,7 @@ func testGateway(t *testing.T, cfg *Config) (*Gateway, gatewayv1connect.GatewayS
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(g.Close)
+	t.Cleanup(func() { g.Close() })
 	mux := http.NewServeMux()
 	mux.Handle(g.Handler())
 	u := serveOn(t, mux)

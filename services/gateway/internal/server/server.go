@@ -146,12 +146,14 @@ func (g *Gateway) Ready(context.Context) error {
 // ReadyNotify is closed when the first metadata snapshot has arrived.
 func (g *Gateway) ReadyNotify() <-chan struct{} { return g.cache.ReadyNotify() }
 
-// Close stops the metadata watch and waits for it. Safe to call twice.
-func (g *Gateway) Close() {
+// Close stops the metadata watch and waits for it. Safe to call twice;
+// it has nothing to flush, so it returns nil.
+func (g *Gateway) Close() error {
 	g.closeOnce.Do(func() {
 		g.cancel()
 		<-g.watchDone
 	})
+	return nil
 }
 
 // Setup is the serve.SetupFunc of the strata-gateway binary: it starts the
@@ -167,7 +169,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		if err != nil {
 			return nil, err
 		}
-		p.OnShutdown("gateway", func(context.Context) error { g.Close(); return nil })
+		p.OnShutdown("gateway", func(context.Context) error { return g.Close() })
 		p.AddReadinessCheck("metadata", g.Ready)
 		mux := http.NewServeMux()
 		mux.Handle(g.Handler(p.ConnectOption()))

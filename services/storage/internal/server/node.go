@@ -182,8 +182,9 @@ func (n *Node) Handler() (string, http.Handler) {
 	return path, withReadBufs(h) // pooled read buffers (readbuf.go)
 }
 
-// Ready reports whether the node has registered and applied metadata.
-func (n *Node) Ready() error {
+// Ready is the readiness check: nil once the node has registered and
+// applied metadata. It reads a field and does no I/O.
+func (n *Node) Ready(context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.view.Version == 0 {

@@ -107,7 +107,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			return nil, err
 		}
 		p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
-		p.AddReadinessCheck("metadata", func(context.Context) error { return node.Ready() })
+		p.AddReadinessCheck("metadata", node.Ready)
 		mux := http.NewServeMux()
 		mux.Handle(node.Handler())
 		return mux, nil
