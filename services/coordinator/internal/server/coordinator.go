@@ -109,7 +109,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		p.OnShutdown("coordinator", func(context.Context) error { return c.Close() })
 		p.AddReadinessCheck("coordinator", c.Ready)
 		mux := http.NewServeMux()
-		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(c, p.ConnectOption()))
+		mux.Handle(c.Handler(p.ConnectOption()))
 		return mux, nil
 	}
 }
@@ -166,6 +166,11 @@ func (c *Coordinator) listenerAddress(name string) string {
 		}
 	}
 	return c.address
+}
+
+// Handler returns the CoordinatorService path and handler.
+func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	return coordinatorv1connect.NewCoordinatorServiceHandler(c, opts...)
 }
 
 // ID is this instance's id.
