@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // echoServer answers every connection with what it reads.
@@ -32,13 +34,7 @@ func echoServer(t *testing.T) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, 10*time.Second, what, func() error { return testwait.True(cond()) })
 }
 
 // TestProxyPauseResumeReset: paused bytes are held (and counted) until

@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // batchAt is one record with the given value and timestamp.
@@ -65,15 +66,13 @@ func newTieredSingle(t *testing.T, topic string, configs map[string]string) *tie
 // tiered log waits (NOT_LEADER) until the node has heard from the tier.
 func (s *tieredSingle) put(value string, ts int64) {
 	s.t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testwait.Until(s.t, 15*time.Second, fmt.Sprintf("produce %.20s to be acknowledged", value), func() error {
 		_, err := produce(s.leader, s.topic, commonv1.Acks_ACKS_ALL, -1, batchAt(s.t, value, ts), 5*time.Second)
-		if err == nil {
-			return
-		}
-		if reason(err) != commonv1.Reason_REASON_NOT_LEADER || time.Now().After(deadline) {
+		if err != nil && reason(err) != commonv1.Reason_REASON_NOT_LEADER {
 			s.t.Fatalf("produce %.20s: %v", value, err)
 		}
-	}
+		return err
+	})
 }
 
 // TestTieredTopicRetentionKeepsUntieredSegments: a segment of a tiered
