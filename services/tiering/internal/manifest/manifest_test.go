@@ -8,8 +8,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
-	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
 	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore/s3test"
 )
 
 func seedManifest() *tieringv1.Manifest {
@@ -77,16 +77,7 @@ func FuzzDecodeManifest(f *testing.F) {
 // injector.
 func newFaultyStore(t *testing.T) (*Store, *objstore.Faulty) {
 	t.Helper()
-	srv, err := embeds3.Start("127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close(context.Background()) })
-	b, err := objstore.OpenS3(context.Background(), objstore.S3Config{Endpoint: srv.URL(), Bucket: "tier", AccessKey: "a", SecretKey: "b",
-		PathStyle: true, CreateBucket: true, MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := s3test.Bucket(t)
 	f := objstore.NewFaulty(b)
 	return &Store{Bucket: f, Prefix: "strata"}, f
 }

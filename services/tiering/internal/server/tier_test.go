@@ -12,9 +12,9 @@ import (
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
-	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
 	"github.com/strata-mq/strata/services/tiering/internal/manifest"
 	"github.com/strata-mq/strata/services/tiering/internal/objstore"
+	"github.com/strata-mq/strata/services/tiering/internal/objstore/s3test"
 	"github.com/strata-mq/strata/services/tiering/internal/reader"
 	"github.com/strata-mq/strata/services/tiering/internal/uploader"
 )
@@ -34,16 +34,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	srv, err := embeds3.Start("127.0.0.1:0", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Close(context.Background()) })
-	b, err := objstore.OpenS3(context.Background(), objstore.S3Config{Endpoint: srv.URL(), Bucket: "tier", AccessKey: "a", SecretKey: "b",
-		PathStyle: true, CreateBucket: true, MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := s3test.Bucket(t)
 	f := &fixture{faulty: objstore.NewFaulty(b)}
 	f.store = &manifest.Store{Bucket: f.faulty, Prefix: "strata"}
 	f.up = &uploader.Uploader{Store: f.store, SpoolDir: t.TempDir(), Logger: discardLogger()}
