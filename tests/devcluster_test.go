@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/strata-mq/strata/tests/harness"
 )
@@ -37,41 +36,11 @@ type devCluster struct {
 // partition and offset it was acknowledged at, and records of one key must
 // come back in the order they were produced.
 func TestDevClusterQuickstart(t *testing.T) {
-	// Binary puts every executable in one directory, where strata dev
-	// looks for the services.
-	for _, pkg := range []string{
-		"github.com/strata-mq/strata/services/controller/cmd/strata-controller",
-		"github.com/strata-mq/strata/services/storage/cmd/strata-storage",
-		"github.com/strata-mq/strata/services/gateway/cmd/strata-gateway",
-		"github.com/strata-mq/strata/services/coordinator/cmd/strata-coordinator",
-		"github.com/strata-mq/strata/services/tiering/cmd/strata-tiering",
-	} {
-		harness.Binary(t, pkg)
-	}
-	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
-	dir := t.TempDir()
-
-	// strata dev refuses a base port whose range is taken, and a service
-	// exits if another process takes its port before it binds: either way
-	// strata dev exits naming the port in use on stderr. Try a few bases,
-	// below the kernel's ephemeral range (32768 and up on Linux), where
-	// outgoing connections take ports at random.
-	var dev *harness.Process
-	var base int
-	for attempt := 0; ; attempt++ {
-		base = 20000 + rand.Intn(12000)
-		dev = harness.Start(t, "strata-dev", []string{strata, "dev", "--dir", dir, "--base-port", fmt.Sprint(base)})
-		ctx := harness.Deadline(t, 90*time.Second)
-		_, exited := dev.WaitLineOrExit(ctx, func(l string) bool { return strings.HasPrefix(l, "strata dev: ready") })
-		if !exited {
-			break
-		}
-		tail := dev.StderrTail()
-		if !strings.Contains(tail, "in use") || attempt == 4 {
-			t.Fatalf("strata dev exited before it was ready (attempt %d, base port %d); stderr:\n%s", attempt+1, base, tail)
-		}
-		dir = t.TempDir()
-	}
+	// StartDev stops strata dev with SIGINT and waits for it before the
+	// test's directory is removed: a killed strata dev leaves its children
+	// stopping on their own, still writing there.
+	d := harness.StartDev(t)
+	strata, dir, base := d.Strata, d.Dir, d.BasePort
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", base)
 	cli := func(stdin string, args ...string) (string, error) {
 		cmd := exec.Command(strata, append([]string{"--gateway", gateway}, args...)...)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/rand"
 	"os/exec"
 	"slices"
 	"strings"
@@ -53,33 +52,9 @@ func strataCLI(t *testing.T, gateway string) func(args ...string) (string, error
 // duplicated (each is read once, where it was acknowledged), and the
 // consumer never goes more than maxStall without records.
 func TestScaleOutUnderLoad(t *testing.T) {
-	for _, pkg := range []string{
-		"github.com/strata-mq/strata/services/controller/cmd/strata-controller",
-		"github.com/strata-mq/strata/services/storage/cmd/strata-storage",
-		"github.com/strata-mq/strata/services/gateway/cmd/strata-gateway",
-		"github.com/strata-mq/strata/services/coordinator/cmd/strata-coordinator",
-		"github.com/strata-mq/strata/services/tiering/cmd/strata-tiering",
-	} {
-		harness.Binary(t, pkg)
-	}
-	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
-	dir := t.TempDir()
+	d := harness.StartDev(t, "--ready-timeout", "3m")
+	strata, dir, base := d.Strata, d.Dir, d.BasePort
 	ctx := harness.Deadline(t, 6*time.Minute)
-	var base int
-	for attempt := 0; ; attempt++ {
-		base = 20000 + rand.Intn(20000)
-		dev := harness.Start(t, "strata-dev", []string{strata, "dev", "--dir", dir, "--base-port", fmt.Sprint(base), "--ready-timeout", "3m"})
-		line := dev.WaitLine(harness.Deadline(t, 4*time.Minute), func(l string) bool {
-			return strings.HasPrefix(l, "strata dev: ready") || strings.Contains(l, "in use")
-		})
-		if strings.HasPrefix(line, "strata dev: ready") {
-			break
-		}
-		dev.Kill()
-		if attempt == 4 {
-			t.Fatalf("no free base port after 5 tries: %s", line)
-		}
-	}
 	gateway := fmt.Sprintf("http://127.0.0.1:%d", base)
 	cli := strataCLI(t, gateway)
 	if _, err := cli("topic", "create", "orders", "-p", "12", "-r", "3", "-c", "min.insync.replicas=2"); err != nil {

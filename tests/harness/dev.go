@@ -69,7 +69,9 @@ func StartDev(t testing.TB, args ...string) *Dev {
 		d.Proc = Start(t, "strata-dev", argv)
 		// A port taken by another process is reported on stderr and
 		// strata dev exits: try another base port.
-		line, _ := d.Proc.WaitLineOrExit(Deadline(t, 120*time.Second), func(l string) bool {
+		// Four minutes: strata dev's own --ready-timeout (a test may raise
+		// it) ends a start that hangs sooner.
+		line, _ := d.Proc.WaitLineOrExit(Deadline(t, 4*time.Minute), func(l string) bool {
 			return strings.HasPrefix(l, "strata dev: ready") || strings.Contains(l, "in use")
 		})
 		if strings.HasPrefix(line, "strata dev: ready") {
