@@ -47,6 +47,11 @@ func fakeService(argv []string) int {
 	}
 	name := service + "-" + id
 	fmt.Fprintf(os.Stderr, "fake %s starting, pid %d\n", name, os.Getpid())
+	// Catch SIGTERM before /readyz can answer, as lib/serve does: a test
+	// that signals the fake as soon as it is ready must see a graceful exit,
+	// not the default disposition's "signal: terminated".
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	if os.Getenv(fakeFailEnv) == name {
 		fmt.Fprintf(os.Stderr, "%s: bad config: --fake \"x\": made to fail\n", argv[0])
 		return 2
@@ -80,8 +85,6 @@ func fakeService(argv []string) int {
 		fmt.Fprintln(w, "ok")
 	})
 	go http.Serve(adm, mux)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
 	<-sig
 	fmt.Fprintf(os.Stderr, "fake %s stopped\n", name)
 	return 0
