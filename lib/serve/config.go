@@ -109,6 +109,11 @@ func (b *Base) validate(p *Problems) {
 // AdminEnabled reports whether the admin listener is configured.
 func (b *Base) AdminEnabled() bool { return b.AdminListen != "" && b.AdminListen != "0" }
 
+// ShutdownTimeout bounds one step of a shutdown, as Run bounds draining and
+// the shutdown hooks: --drain-timeout, or DefaultDrainTimeout when it is
+// unset (a service started as a library, without Run).
+func (b *Base) ShutdownTimeout() time.Duration { return orDur(b.DrainTimeout, DefaultDrainTimeout) }
+
 func or(s, def string) string {
 	if s == "" {
 		return def

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckListenAddr(t *testing.T) {
@@ -75,5 +76,14 @@ func TestBaseValidate(t *testing.T) {
 	same.validate(&p)
 	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "same address as --listen") {
 		t.Errorf("same ports: %v", err)
+	}
+}
+
+func TestShutdownTimeout(t *testing.T) {
+	if got := (&Base{}).ShutdownTimeout(); got != DefaultDrainTimeout {
+		t.Errorf("unset: %v, want %v", got, DefaultDrainTimeout)
+	}
+	if got := (&Base{DrainTimeout: 2 * time.Second}).ShutdownTimeout(); got != 2*time.Second {
+		t.Errorf("--drain-timeout 2s: %v", got)
 	}
 }

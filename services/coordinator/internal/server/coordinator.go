@@ -186,11 +186,6 @@ func (c *Coordinator) Ready(context.Context) error {
 	return nil
 }
 
-// releaseTimeout bounds Close's release of the group leases: the
-// config's --drain-timeout, as for every shutdown hook, or this when it is
-// unset (a Coordinator started without the process runtime).
-const releaseTimeout = 5 * time.Second
-
 // Close stops the loops and releases every lease so other instances can
 // take the groups over at once. A release that fails is logged and not
 // returned: the lease expires after --ownership-lease anyway, so the
@@ -204,11 +199,8 @@ func (c *Coordinator) Close() error {
 		groups := c.groups
 		c.groups = map[string]*owned{}
 		c.mu.Unlock()
-		timeout := c.cfg.DrainTimeout
-		if timeout <= 0 {
-			timeout = releaseTimeout
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		// Bounded like every shutdown hook (--drain-timeout).
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.ShutdownTimeout())
 		defer cancel()
 		for _, og := range groups {
 			og.mu.Lock()

@@ -148,10 +148,6 @@ func (t *Tiering) Ready(context.Context) error {
 	return nil
 }
 
-// closeTimeout bounds the embedded S3 server's shutdown when the config
-// has no --drain-timeout.
-const closeTimeout = 5 * time.Second
-
 // Close stops the loops and waits for them, then stops the embedded S3
 // server, whose error it returns. Safe to call twice; later calls return
 // the first call's error.
@@ -163,11 +159,7 @@ func (t *Tiering) Close() error {
 		}
 		t.loops.Wait()
 		if t.s3 != nil {
-			timeout := t.cfg.DrainTimeout
-			if timeout <= 0 {
-				timeout = closeTimeout
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), t.cfg.ShutdownTimeout())
 			defer cancel()
 			t.closeErr = t.s3.Close(ctx)
 		}
