@@ -203,12 +203,15 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		}
 		return s
 	}
-	common := func(s procSpec) launch.Process {
+	// common is every process's flags; cors is --cors-allowed-origins,
+	// empty for processes no web page calls (controllers, tiering).
+	common := func(s procSpec, cors string) launch.Process {
 		return launch.Process{
-			Bin:         bins[s.service],
-			Listen:      hostPort(s.port),
-			AdminListen: hostPort(s.adminPort),
-			LogFormat:   "text",
+			Bin:                bins[s.service],
+			Listen:             hostPort(s.port),
+			AdminListen:        hostPort(s.adminPort),
+			LogFormat:          "text",
+			CORSAllowedOrigins: cors,
 		}
 	}
 
@@ -223,7 +226,7 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 			{l.etcdClient(id), s.name() + " etcd client"},
 		}
 		s.argv = launch.Controller{
-			Process:        common(s),
+			Process:        common(s, ""),
 			ID:             id,
 			DataDir:        s.dataDir,
 			Peers:          peers,
@@ -235,10 +238,8 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 
 	for id := 1; id <= storageNodes; id++ {
 		s := spec(serviceStorage, id, l.storage(id), true)
-		proc := common(s)
-		proc.CORSAllowedOrigins = devCORSOrigins
 		s.argv = launch.Storage{
-			Process:     proc,
+			Process:     common(s, devCORSOrigins),
 			NodeID:      id,
 			Advertise:   httpURL(s.port),
 			DataDir:     s.dataDir,
@@ -252,10 +253,8 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// All are alike, so any of them can stand behind a load balancer.
 	for id := 1; id <= max(gateways, 1); id++ {
 		s := spec(serviceGateway, id, l.gatewayN(id), false)
-		proc := common(s)
-		proc.CORSAllowedOrigins = devCORSOrigins
 		s.argv = launch.Gateway{
-			Process:      proc,
+			Process:      common(s, devCORSOrigins),
 			Controllers:  ctrlURLs,
 			Coordinators: []string{httpURL(l.coordinator())},
 		}.Argv()
@@ -266,10 +265,8 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// directory (no DSN): nothing to install for a dev cluster. It reads
 	// topic metadata from gateway 1.
 	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
-	coProc := common(pl.coordinator)
-	coProc.CORSAllowedOrigins = devCORSOrigins
 	pl.coordinator.argv = launch.Coordinator{
-		Process:      coProc,
+		Process:      common(pl.coordinator, devCORSOrigins),
 		InstanceID:   "coordinator-1",
 		AdvertiseURL: httpURL(l.coordinator()),
 		DataDir:      pl.coordinator.dataDir,
@@ -283,7 +280,7 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	pl.tiering.extraPorts = []portUse{{l.s3(), "embedded s3"}}
 	pl.s3Port = l.s3()
 	pl.tiering.argv = launch.Tiering{
-		Process:          common(pl.tiering),
+		Process:          common(pl.tiering, ""),
 		EmbeddedS3Listen: hostPort(l.s3()),
 		EmbeddedS3Dir:    filepath.Join(dir, "s3"),
 		SpoolDir:         filepath.Join(pl.tiering.dataDir, "spool"),
