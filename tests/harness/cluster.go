@@ -413,7 +413,7 @@ func (n *Node) WaitReady() {
 func (n *Node) waitReady(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return waitReady(ctx, n.AdminURL, n.Proc, timeout)
+	return waitReady(ctx, n.AdminURL, n.Proc)
 }
 
 // WaitReadyz waits until the process p, whose admin listener is adminURL,
@@ -422,19 +422,17 @@ func (n *Node) waitReady(timeout time.Duration) error {
 // with WaitReady.
 func WaitReadyz(ctx context.Context, t testing.TB, adminURL string, p *Process) {
 	t.Helper()
-	timeout := time.Duration(0)
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d).Round(time.Second)
-	}
-	if err := waitReady(ctx, adminURL, p, timeout); err != nil {
+	if err := waitReady(ctx, adminURL, p); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 }
 
 // waitReady waits for p's /readyz (lib/launch). Its error names what
 // happened: p exited (with errPortInUse when its stderr says a port was
-// taken) or ctx ended, with the last answer and p's stderr tail.
-func waitReady(ctx context.Context, adminURL string, p *Process, timeout time.Duration) error {
+// taken) or ctx ended, with how long it waited, the last answer and p's
+// stderr tail.
+func waitReady(ctx context.Context, adminURL string, p *Process) error {
+	start := time.Now()
 	errExited := errors.New("exited before it was ready")
 	err := launch.WaitReady(ctx, &http.Client{Timeout: 2 * time.Second}, adminURL, func() error {
 		if p.Exited() {
@@ -458,7 +456,7 @@ func waitReady(ctx context.Context, adminURL string, p *Process, timeout time.Du
 			last = nr.Last
 		}
 		return fmt.Errorf("%s not ready after %v (last /readyz: %s); stderr tail:\n%s",
-			p.Name(), timeout, last, p.StderrTail())
+			p.Name(), time.Since(start).Round(time.Second), last, p.StderrTail())
 	}
 }
 
