@@ -707,8 +707,21 @@ type PartitionMetadata struct {
 	// Node ids of replicas a reassignment removes once every target replica is in the ISR
 	// (KIP-455). Empty when no reassignment runs. The target replicas are replicas minus these.
 	RemovingReplicas []int32 `protobuf:"varint,9,rep,packed,name=removing_replicas,json=removingReplicas,proto3" json:"removing_replicas,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// For each ISR member, the node epoch of the registration it was in sync under (KIP-903):
+	// the incarnation the leader saw fetch when it joined, or the one registered when the
+	// partition was created. A member whose node has registered again since (it restarted,
+	// maybe with a shorter or empty log) is not in sync: the controller elects only members
+	// whose current registration is this one, and removes the others from the ISR. A member
+	// missing here (a record written before this field existed) counts as in sync while live.
+	IsrNodeEpochs map[int32]int64 `protobuf:"bytes,10,rep,name=isr_node_epochs,json=isrNodeEpochs,proto3" json:"isr_node_epochs,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The effective min.insync.replicas of this partition: the topic's override when it has
+	// one, else the default (2) lowered to this partition's replica count (its replicas before
+	// a running move adds any). Computed per partition, since a move can give partitions of one
+	// topic different replication factors. 0 from a controller that does not send it: use the
+	// topic's config.
+	MinInsyncReplicas int32 `protobuf:"varint,11,opt,name=min_insync_replicas,json=minInsyncReplicas,proto3" json:"min_insync_replicas,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PartitionMetadata) Reset() {
@@ -802,6 +815,20 @@ func (x *PartitionMetadata) GetRemovingReplicas() []int32 {
 		return x.RemovingReplicas
 	}
 	return nil
+}
+
+func (x *PartitionMetadata) GetIsrNodeEpochs() map[int32]int64 {
+	if x != nil {
+		return x.IsrNodeEpochs
+	}
+	return nil
+}
+
+func (x *PartitionMetadata) GetMinInsyncReplicas() int32 {
+	if x != nil {
+		return x.MinInsyncReplicas
+	}
+	return 0
 }
 
 // TopicMetadata is the controller's record of one topic.
@@ -1378,7 +1405,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\tlisteners\x18\x04 \x03(\v2\x1a.strata.common.v1.ListenerR\tlisteners\"8\n" +
 	"\bListener\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"\xc9\x02\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x9b\x04\n" +
 	"\x11PartitionMetadata\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12!\n" +
@@ -1388,7 +1415,13 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x03isr\x18\x06 \x03(\x05R\x03isr\x12)\n" +
 	"\x10offline_replicas\x18\a \x03(\x05R\x0fofflineReplicas\x12'\n" +
 	"\x0fadding_replicas\x18\b \x03(\x05R\x0eaddingReplicas\x12+\n" +
-	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\"\xa3\x02\n" +
+	"\x11removing_replicas\x18\t \x03(\x05R\x10removingReplicas\x12^\n" +
+	"\x0fisr_node_epochs\x18\n" +
+	" \x03(\v26.strata.common.v1.PartitionMetadata.IsrNodeEpochsEntryR\risrNodeEpochs\x12.\n" +
+	"\x13min_insync_replicas\x18\v \x01(\x05R\x11minInsyncReplicas\x1a@\n" +
+	"\x12IsrNodeEpochsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xa3\x02\n" +
 	"\rTopicMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12C\n" +
@@ -1506,7 +1539,7 @@ func file_strata_common_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_strata_common_v1_common_proto_goTypes = []any{
 	(Acks)(0),                     // 0: strata.common.v1.Acks
 	(IsolationLevel)(0),           // 1: strata.common.v1.IsolationLevel
@@ -1524,25 +1557,27 @@ var file_strata_common_v1_common_proto_goTypes = []any{
 	(*ControllerHint)(nil),        // 13: strata.common.v1.ControllerHint
 	(*NotEnoughReplicasHint)(nil), // 14: strata.common.v1.NotEnoughReplicasHint
 	(*OffsetRangeHint)(nil),       // 15: strata.common.v1.OffsetRangeHint
-	nil,                           // 16: strata.common.v1.TopicMetadata.ConfigsEntry
+	nil,                           // 16: strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	nil,                           // 17: strata.common.v1.TopicMetadata.ConfigsEntry
 }
 var file_strata_common_v1_common_proto_depIdxs = []int32{
 	7,  // 0: strata.common.v1.Node.listeners:type_name -> strata.common.v1.Listener
-	8,  // 1: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
-	16, // 2: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
-	2,  // 3: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
-	3,  // 4: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
-	11, // 5: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
-	12, // 6: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
-	13, // 7: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
-	14, // 8: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
-	15, // 9: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
-	4,  // 10: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	16, // 1: strata.common.v1.PartitionMetadata.isr_node_epochs:type_name -> strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	8,  // 2: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
+	17, // 3: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
+	2,  // 4: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
+	3,  // 5: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
+	11, // 6: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
+	12, // 7: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
+	13, // 8: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
+	14, // 9: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
+	15, // 10: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
+	4,  // 11: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_strata_common_v1_common_proto_init() }
@@ -1563,7 +1598,7 @@ func file_strata_common_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_common_v1_common_proto_rawDesc), len(file_strata_common_v1_common_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

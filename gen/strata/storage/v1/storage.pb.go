@@ -1105,7 +1105,13 @@ type ReplicatePartitionResult struct {
 	// checking its own history) and fetch again. records is empty then.
 	DivergingEpoch *DivergingEpoch `protobuf:"bytes,6,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
 	// Whole RecordBatch v2 batches from fetch_offset, bytes exactly as the leader stores them.
-	Records       []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
+	Records []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
+	// With REASON_OFFSET_OUT_OF_RANGE (the follower's log lies below the leader's log start):
+	// the leader's idempotent-producer state as of log_start_offset, in the partition log's
+	// producer snapshot format (docs/design/log.md). The follower starts its log there with this
+	// state, so that once it leads it still answers a retry of a batch below its log start as a
+	// duplicate instead of appending it again. Empty from a leader that does not send it.
+	ProducerState []byte `protobuf:"bytes,8,opt,name=producer_state,json=producerState,proto3" json:"producer_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1185,6 +1191,13 @@ func (x *ReplicatePartitionResult) GetDivergingEpoch() *DivergingEpoch {
 func (x *ReplicatePartitionResult) GetRecords() []byte {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *ReplicatePartitionResult) GetProducerState() []byte {
+	if x != nil {
+		return x.ProducerState
 	}
 	return nil
 }
@@ -1942,7 +1955,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x11ReplicateResponse\x12K\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2+.strata.storage.v1.ReplicatePartitionResultR\n" +
-	"partitions\"\xba\x02\n" +
+	"partitions\"\xe1\x02\n" +
 	"\x18ReplicatePartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -1950,7 +1963,8 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12(\n" +
 	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12J\n" +
 	"\x0fdiverging_epoch\x18\x06 \x01(\v2!.strata.storage.v1.DivergingEpochR\x0edivergingEpoch\x12\x18\n" +
-	"\arecords\x18\a \x01(\fR\arecords\"E\n" +
+	"\arecords\x18\a \x01(\fR\arecords\x12%\n" +
+	"\x0eproducer_state\x18\b \x01(\fR\rproducerState\"E\n" +
 	"\x0eDivergingEpoch\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12\x1d\n" +
 	"\n" +
