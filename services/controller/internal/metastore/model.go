@@ -3,6 +3,8 @@ package metastore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -355,6 +357,7 @@ func (m *Model) Partition(topic string, idx int32) *commonv1.PartitionMetadata {
 	}
 	out := proto.Clone(p).(*commonv1.PartitionMetadata)
 	out.OfflineReplicas = nil
+	out.MinInsyncReplicas = int32(m.minInsync(topic, p))
 	for _, r := range p.GetReplicas() {
 		if !m.IsLive(r) {
 			out.OfflineReplicas = append(out.OfflineReplicas, r)
@@ -363,16 +366,22 @@ func (m *Model) Partition(topic string, idx int32) *commonv1.PartitionMetadata {
 	return out
 }
 
-// ReplicationFactor is the replica count of a topic's partitions: of one
-// not being moved if there is one (a moving partition lists the replicas
-// it is adding and removing too), else the target of one that is.
+// ReplicationFactor is the replica count of a topic's partitions, for
+// display and for placing new partitions: of the lowest-numbered one not
+// being moved if there is one (a moving partition lists the replicas it is
+// adding and removing too), else the target of the lowest-numbered one.
+// After a move partitions may differ; what acks=all needs is decided per
+// partition (PartitionMetadata.min_insync_replicas), never from this.
 func (m *Model) ReplicationFactor(topic string) int {
 	rf := 0
-	for _, p := range m.Partitions[topic] {
+	for _, idx := range slices.Sorted(maps.Keys(m.Partitions[topic])) {
+		p := m.Partitions[topic][idx]
 		if !Moving(p) {
 			return len(p.GetReplicas())
 		}
-		rf = len(Target(p))
+		if rf == 0 {
+			rf = len(Target(p))
+		}
 	}
 	return rf
 }

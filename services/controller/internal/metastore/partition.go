@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
@@ -12,29 +13,32 @@ import (
 )
 
 // NextPartitionState is the controller's reaction to node liveness for one
-// partition. live reports whether a node holds an unexpired lease; unclean
-// is the topic's unclean.leader.election.enable. It returns the new state
-// and true when the state must change; epochs are already bumped.
+// partition. epoch gives each node's live registration (0 when it holds no
+// lease); unclean is the topic's unclean.leader.election.enable. It
+// returns the new state and true when the state must change; epochs are
+// already bumped.
 //
 // Rules:
-//   - dead nodes leave the ISR, except that the ISR never becomes empty: its
-//     last member stays (the old leader when it was in the ISR) so that it can
-//     lead again when it returns;
-//   - a partition whose leader is dead or absent gets the first replica (in
-//     replica order) that is in the ISR and live, else no leader (-1);
+//   - members that are not in sync (isr.go: dead, or registered again since
+//     they joined) leave the ISR, except that the ISR never becomes empty:
+//     its last member stays (the old leader when it was in the ISR) so that
+//     it can lead again when it returns, even as a new incarnation, since
+//     no other replica is known to hold what it had;
+//   - a partition whose leader is not in sync gets the first replica (in
+//     replica order) that is, else no leader (-1);
 //   - only with unclean set, an offline partition may elect any live
 //     replica, whose ISR then is itself alone;
-//   - a leader change bumps the leader epoch; any change bumps the partition
-//     epoch.
-func NextPartitionState(p *commonv1.PartitionMetadata, live func(int32) bool, unclean bool) (*commonv1.PartitionMetadata, bool) {
+//   - a leader change, or the same leader as a new incarnation, bumps the
+//     leader epoch; any change bumps the partition epoch.
+func NextPartitionState(p *commonv1.PartitionMetadata, epoch epochOf, unclean bool) (*commonv1.PartitionMetadata, bool) {
 	var isr []int32
 	for _, r := range p.GetIsr() {
-		if live(r) {
+		if inSync(p, r, epoch) {
 			isr = append(isr, r)
 		}
 	}
 	leader := p.GetLeaderId()
-	if leader < 0 || !live(leader) || !slices.Contains(isr, leader) {
+	if leader < 0 || !slices.Contains(isr, leader) {
 		leader = -1
 		for _, r := range p.GetReplicas() {
 			if slices.Contains(isr, r) {
@@ -43,34 +47,45 @@ func NextPartitionState(p *commonv1.PartitionMetadata, live func(int32) bool, un
 			}
 		}
 	}
-	if len(isr) == 0 {
-		switch {
-		case len(p.GetIsr()) == 0:
-		case p.GetLeaderId() >= 0 && slices.Contains(p.GetIsr(), p.GetLeaderId()):
-			isr = []int32{p.GetLeaderId()}
-		default:
-			isr = []int32{p.GetIsr()[0]}
+	// joined records the incarnation of a member that rejoins as itself
+	// alone: the last member, back as a new registration.
+	joined := noEpoch
+	if len(isr) == 0 && len(p.GetIsr()) > 0 {
+		last := p.GetIsr()[0]
+		if p.GetLeaderId() >= 0 && slices.Contains(p.GetIsr(), p.GetLeaderId()) {
+			last = p.GetLeaderId()
 		}
-		if unclean {
-			for _, r := range p.GetReplicas() {
-				// A replica a move is adding may hold nothing yet.
-				if live(r) && !slices.Contains(p.GetAddingReplicas(), r) {
-					leader, isr = r, []int32{r}
-					break
-				}
+		isr = []int32{last}
+		if e := epoch(last); e != 0 {
+			leader = last
+			joined = func(int32) int64 { return e }
+		}
+	}
+	if leader < 0 && unclean {
+		for _, r := range p.GetReplicas() {
+			// A replica a move is adding may hold nothing yet.
+			if e := epoch(r); e != 0 && !slices.Contains(p.GetAddingReplicas(), r) {
+				leader, isr = r, []int32{r}
+				joined = func(int32) int64 { return e }
+				break
 			}
 		}
 	}
-	if leader == p.GetLeaderId() && slices.Equal(isr, p.GetIsr()) {
-		return p, false
-	}
 	next := proto.Clone(p).(*commonv1.PartitionMetadata)
 	next.OfflineReplicas = nil
-	if leader != p.GetLeaderId() {
+	prev := p
+	if joined(leader) != 0 {
+		prev = nil // a rejoined incarnation replaces the member's recorded one
+	}
+	assignISR(next, prev, isr, joined)
+	leaderChanged := leader != p.GetLeaderId() || joined(leader) != 0 && joined(leader) != p.GetIsrNodeEpochs()[leader]
+	if !leaderChanged && slices.Equal(next.GetIsr(), p.GetIsr()) && maps.Equal(next.GetIsrNodeEpochs(), p.GetIsrNodeEpochs()) {
+		return p, false
+	}
+	if leaderChanged {
 		next.LeaderId = leader
 		next.LeaderEpoch++
 	}
-	next.Isr = isr
 	next.PartitionEpoch++
 	return next, true
 }
@@ -93,7 +108,7 @@ func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) 
 		for _, name := range m.TopicNames() {
 			unclean := topicconfig.Effective(m.Topics[name].GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
 			for idx, p := range m.Partitions[name] {
-				next, ok := NextPartitionState(p, m.IsLive, unclean)
+				next, ok := NextPartitionState(p, m.nodeEpoch, unclean)
 				if !ok {
 					continue
 				}
@@ -232,8 +247,18 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		}
 		added = append(added, r)
 	}
+	if rec := p.GetIsrNodeEpochs()[nodeID]; rec != 0 && rec != nodeEpoch {
+		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH,
+			"node %d leads %s-%d as registration %d, but its ISR entry is registration %d's; the controller elects again",
+			nodeID, it.GetTopic(), it.GetPartition(), nodeEpoch, rec)
+	}
 	next := proto.Clone(p).(*commonv1.PartitionMetadata)
-	next.Isr = append([]int32(nil), it.GetNewIsr()...)
+	assignISR(next, p, it.GetNewIsr(), func(r int32) int64 {
+		if r == nodeID {
+			return nodeEpoch
+		}
+		return epochs[r]
+	})
 	next.PartitionEpoch++
 	b, err := proto.Marshal(next)
 	if err != nil {

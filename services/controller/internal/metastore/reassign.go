@@ -9,7 +9,6 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
-	"github.com/strata-mq/strata/lib/topicconfig"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -48,25 +47,31 @@ func Moving(p *commonv1.PartitionMetadata) bool {
 	return len(p.GetAddingReplicas()) > 0 || len(p.GetRemovingReplicas()) > 0
 }
 
-// leadership says which nodes may lead: alive and not drained; alive
+// leadership says which nodes may lead: in sync (isr.go: in the ISR,
+// alive, as the incarnation that joined it) and not drained; in sync
 // alone as a fallback when no undrained in-sync replica is left.
 type leadership struct {
-	live    func(int32) bool
+	epoch   epochOf
 	drained func(int32) bool
 }
 
-func (l leadership) can(id int32) bool { return l.live(id) && !l.drained(id) }
+func (l leadership) live(id int32) bool { return l.epoch(id) != 0 }
 
-// choose returns the first of candidates that is in isr and can lead, else
-// the first in isr that is alive, else -1.
-func (l leadership) choose(candidates, isr []int32) int32 {
+// can reports whether replica id of p may lead it by choice.
+func (l leadership) can(p *commonv1.PartitionMetadata, id int32) bool {
+	return inSync(p, id, l.epoch) && !l.drained(id)
+}
+
+// choose returns the first of candidates that is in isr (a subset of p's
+// ISR) and can lead p, else the first in isr that is in sync, else -1.
+func (l leadership) choose(p *commonv1.PartitionMetadata, candidates, isr []int32) int32 {
 	for _, r := range candidates {
-		if slices.Contains(isr, r) && l.can(r) {
+		if slices.Contains(isr, r) && l.can(p, r) {
 			return r
 		}
 	}
 	for _, r := range candidates {
-		if slices.Contains(isr, r) && l.live(r) {
+		if slices.Contains(isr, r) && inSync(p, r, l.epoch) {
 			return r
 		}
 	}
@@ -74,7 +79,16 @@ func (l leadership) choose(candidates, isr []int32) int32 {
 }
 
 func (m *Model) leadership() leadership {
-	return leadership{live: m.IsLive, drained: func(id int32) bool { return m.Drained[id] }}
+	return leadership{epoch: m.nodeEpoch, drained: func(id int32) bool { return m.Drained[id] }}
+}
+
+// nodeEpoch is the epoch of node id's live registration, 0 when it holds
+// no lease.
+func (m *Model) nodeEpoch(id int32) int64 {
+	if l, ok := m.Live[id]; ok {
+		return l.Epoch
+	}
+	return 0
 }
 
 // withLeader returns a copy of p led by id (leader epoch bumped when it
@@ -82,12 +96,31 @@ func (m *Model) leadership() leadership {
 func withLeader(p *commonv1.PartitionMetadata, id int32) *commonv1.PartitionMetadata {
 	next := proto.Clone(p).(*commonv1.PartitionMetadata)
 	next.OfflineReplicas = nil
+	next.MinInsyncReplicas = 0 // rendered per partition by Model.Partition, never stored
 	if id != p.GetLeaderId() {
 		next.LeaderId = id
 		next.LeaderEpoch++
 	}
 	next.PartitionEpoch++
 	return next
+}
+
+// withReplicas sets next's replicas. When that removes any of prev's, the
+// leader epoch is bumped (once per record) even if the leader stays, as
+// Kafka does on a reassignment that removes replicas: a removed replica's
+// late fetches are fenced, and the leader forgets everything it knew of
+// its followers, so a replica removed and added back starts unknown
+// instead of rejoining the ISR on what its deleted copy fetched.
+func withReplicas(next, prev *commonv1.PartitionMetadata, replicas []int32) {
+	next.Replicas = slices.Clone(replicas)
+	for _, r := range prev.GetReplicas() {
+		if !slices.Contains(replicas, r) {
+			if next.GetLeaderEpoch() == prev.GetLeaderEpoch() {
+				next.LeaderEpoch++
+			}
+			return
+		}
+	}
 }
 
 // startMove returns p's record with a move to target started (the grow
@@ -108,7 +141,7 @@ func startMove(p *commonv1.PartitionMetadata, target []int32, l leadership) *com
 	}
 	if len(adding) == 0 && len(removing) == 0 {
 		leader := p.GetLeaderId()
-		if t0 := target[0]; t0 != leader && slices.Contains(p.GetIsr(), t0) && l.can(t0) {
+		if t0 := target[0]; t0 != leader && l.can(p, t0) {
 			leader = t0
 		}
 		next := withLeader(p, leader)
@@ -124,7 +157,10 @@ func startMove(p *commonv1.PartitionMetadata, target []int32, l leadership) *com
 // NextMoveStep returns the next step of p's running move (lead, then
 // shrink; see the comment at the top of this file) and true, or p and
 // false while a target replica is still out of the ISR, the partition has
-// no leader, or no move runs.
+// no leader in sync, or no move runs. The shrink runs only under a leader
+// in sync among the targets: the replicas it removes delete their copies,
+// which must not happen while the partition is offline (they may be all
+// that is left if the targets never return).
 func NextMoveStep(p *commonv1.PartitionMetadata, l leadership) (*commonv1.PartitionMetadata, bool) {
 	if !Moving(p) || p.GetLeaderId() < 0 {
 		return p, false
@@ -135,15 +171,15 @@ func NextMoveStep(p *commonv1.PartitionMetadata, l leadership) (*commonv1.Partit
 			return p, false
 		}
 	}
-	if want := l.choose(target, p.GetIsr()); want >= 0 && want != p.GetLeaderId() {
+	if want := l.choose(p, target, p.GetIsr()); want >= 0 && want != p.GetLeaderId() {
 		return withLeader(p, want), true
 	}
-	if !slices.Contains(target, p.GetLeaderId()) {
+	if !slices.Contains(target, p.GetLeaderId()) || !inSync(p, p.GetLeaderId(), l.epoch) {
 		return p, false // no target replica can lead yet
 	}
 	next := withLeader(p, p.GetLeaderId())
-	next.Replicas = target
-	next.Isr = slices.DeleteFunc(slices.Clone(p.GetIsr()), func(r int32) bool { return !slices.Contains(target, r) })
+	withReplicas(next, p, target)
+	assignISR(next, p, slices.DeleteFunc(slices.Clone(p.GetIsr()), func(r int32) bool { return !slices.Contains(target, r) }), noEpoch)
 	next.AddingReplicas, next.RemovingReplicas = nil, nil
 	return next, true
 }
@@ -158,7 +194,7 @@ func drainLeaderStep(p *commonv1.PartitionMetadata, l leadership) (*commonv1.Par
 	}
 	for _, cands := range [][]int32{Target(p), p.GetReplicas()} {
 		for _, r := range cands {
-			if r != leader && slices.Contains(p.GetIsr(), r) && l.can(r) {
+			if r != leader && l.can(p, r) {
 				return withLeader(p, r), true
 			}
 		}
@@ -169,38 +205,37 @@ func drainLeaderStep(p *commonv1.PartitionMetadata, l leadership) (*commonv1.Par
 // cancelMove returns p's record with its running move undone: the
 // replicas it had (replicas minus adding), the ISR without the adding
 // replicas, led by one of them. It fails when fewer than minISR (or all,
-// if fewer) of the previous replicas are in the ISR: going back would
+// if fewer) of the previous replicas are in sync: going back would
 // strand the partition below min.insync.replicas, so the move must finish.
 func cancelMove(p *commonv1.PartitionMetadata, minISR int, l leadership) (*commonv1.PartitionMetadata, error) {
 	orig := slices.DeleteFunc(slices.Clone(p.GetReplicas()), func(r int32) bool {
 		return slices.Contains(p.GetAddingReplicas(), r)
 	})
 	isr := slices.DeleteFunc(slices.Clone(p.GetIsr()), func(r int32) bool { return !slices.Contains(orig, r) })
-	if len(isr) == 0 || len(isr) < min(minISR, len(orig)) {
+	synced := slices.DeleteFunc(slices.Clone(isr), func(r int32) bool { return !inSync(p, r, l.epoch) })
+	if len(synced) == 0 || len(synced) < min(minISR, len(orig)) {
 		return nil, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 			"cannot cancel: only %d of the previous replicas %v are in sync (min.insync.replicas %d); let the move complete",
-			len(isr), orig, minISR)
+			len(synced), orig, minISR)
 	}
 	leader := p.GetLeaderId()
-	if !slices.Contains(isr, leader) {
-		if leader = l.choose(orig, isr); leader < 0 {
+	if !slices.Contains(synced, leader) {
+		if leader = l.choose(p, orig, synced); leader < 0 {
 			return nil, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 				"cannot cancel: none of the previous replicas %v can lead", orig)
 		}
 	}
 	next := withLeader(p, leader)
-	next.Replicas, next.Isr = orig, isr
+	withReplicas(next, p, orig)
+	assignISR(next, p, isr, noEpoch)
 	next.AddingReplicas, next.RemovingReplicas = nil, nil
 	return next, nil
 }
 
-// minInsync is the topic's effective min.insync.replicas.
-func (m *Model) minInsync(topic string) int {
-	v, err := strconv.Atoi(topicconfig.Effective(m.Topics[topic].GetConfigs(), m.ReplicationFactor(topic))[topicconfig.MinInsyncReplicas])
-	if err != nil || v < 1 {
-		return 1
-	}
-	return v
+// minInsync is the effective min.insync.replicas of a topic's partition
+// (isr.go's partitionMinInsync).
+func (m *Model) minInsync(topic string, p *commonv1.PartitionMetadata) int {
+	return partitionMinInsync(m.Topics[topic].GetConfigs(), p)
 }
 
 // errConflict means a compare of a move transaction failed: what it read
@@ -345,7 +380,7 @@ func (m *Model) reassignment(r MoveRequest) (*commonv1.PartitionMetadata, error)
 		if !Moving(p) {
 			return nil, errf(commonv1.Code_CODE_FAILED_PRECONDITION, 0, "no move of %s-%d is running", r.Topic, r.Partition)
 		}
-		return cancelMove(p, m.minInsync(r.Topic), l)
+		return cancelMove(p, m.minInsync(r.Topic, p), l)
 	}
 	seen := map[int32]bool{}
 	for _, id := range r.Replicas {
@@ -364,7 +399,7 @@ func (m *Model) reassignment(r MoveRequest) (*commonv1.PartitionMetadata, error)
 	if slices.Equal(p.GetReplicas(), r.Replicas) {
 		return p, nil
 	}
-	if mi := m.minInsync(r.Topic); len(r.Replicas) < mi {
+	if mi := m.minInsync(r.Topic, p); len(r.Replicas) < mi {
 		return nil, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INVALID_REPLICATION_FACTOR,
 			"%d replicas are fewer than the topic's min.insync.replicas %d", len(r.Replicas), mi)
 	}

@@ -35,7 +35,11 @@ func partition(t *testing.T, s *Store, topic string, idx int32) *commonv1.Partit
 func setISR(t *testing.T, s *Store, topic string, idx int32, isr ...int32) *commonv1.PartitionMetadata {
 	t.Helper()
 	p := proto.Clone(partition(t, s, topic, idx)).(*commonv1.PartitionMetadata)
-	p.Isr = isr
+	m, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assignISR(p, proto.Clone(p).(*commonv1.PartitionMetadata), isr, m.nodeEpoch)
 	p.PartitionEpoch++
 	b, _ := proto.Marshal(p)
 	if _, err := s.cl.Put(context.Background(), partitionKey(topic, idx), string(b)); err != nil {
@@ -75,8 +79,9 @@ func move(t *testing.T, s *Store, topic string, idx int32, replicas ...int32) *c
 func oneTopic(t *testing.T, nodes int) (*Store, *commonv1.PartitionMetadata) {
 	t.Helper()
 	s := startStore(t, 6*time.Second)
+	epochs := map[int32]int64{}
 	for id := int32(1); id <= int32(nodes); id++ {
-		register(t, s, id, "")
+		epochs[id] = register(t, s, id, "")
 	}
 	// Place the partition on 1, 2, 3 whatever the nodes: create with
 	// three nodes' worth of placement, then pin it.
@@ -85,6 +90,7 @@ func oneTopic(t *testing.T, nodes int) (*Store, *commonv1.PartitionMetadata) {
 	}
 	p := proto.Clone(partition(t, s, "t", 0)).(*commonv1.PartitionMetadata)
 	p.Replicas, p.Isr, p.LeaderId = []int32{1, 2, 3}, []int32{1, 2, 3}, 1
+	p.IsrNodeEpochs = map[int32]int64{1: epochs[1], 2: epochs[2], 3: epochs[3]}
 	b, _ := proto.Marshal(p)
 	if _, err := s.cl.Put(context.Background(), partitionKey("t", 0), string(b)); err != nil {
 		t.Fatal(err)
@@ -134,6 +140,11 @@ func TestMoveGrowsLeadsShrinks(t *testing.T) {
 	if !slices.Equal(p.Replicas, []int32{4, 5, 1}) || len(p.AddingReplicas)+len(p.RemovingReplicas) != 0 ||
 		!slices.Equal(p.Isr, []int32{1, 4, 5}) || p.LeaderId != 4 {
 		t.Fatalf("after the shrink: %v", p)
+	}
+	// Removing replicas bumps the leader epoch though the leader stays:
+	// the removed ones are fenced, and the leader forgets its followers.
+	if p.LeaderEpoch != before.LeaderEpoch+2 {
+		t.Fatalf("leader epoch %d after the lead step and the shrink, want %d", p.LeaderEpoch, before.LeaderEpoch+2)
 	}
 	if p.PartitionEpoch <= before.PartitionEpoch+1 {
 		t.Fatalf("partition epoch %d not bumped by each step (was %d)", p.PartitionEpoch, before.PartitionEpoch)
@@ -196,7 +207,7 @@ func TestReorderMovesLeadershipAtOnce(t *testing.T) {
 // sync, and is refused when going back would leave fewer than
 // min.insync.replicas of them in the ISR.
 func TestCancelMove(t *testing.T) {
-	s, _ := oneTopic(t, 5)
+	s, p0 := oneTopic(t, 5)
 	move(t, s, "t", 0, 4, 5, 1)
 	setISR(t, s, "t", 0, 1, 2, 3, 4)
 	if r := move(t, s, "t", 0); r.Error != nil {
@@ -205,6 +216,12 @@ func TestCancelMove(t *testing.T) {
 	p := partition(t, s, "t", 0)
 	if !slices.Equal(p.Replicas, []int32{1, 2, 3}) || !slices.Equal(p.Isr, []int32{1, 2, 3}) || Moving(p) || p.LeaderId != 1 {
 		t.Fatalf("after cancel: %v", p)
+	}
+	// The cancel removes 4 and 5, which delete their copies: the leader
+	// epoch is bumped, so the leader forgets what node 4 fetched and a
+	// move adding it back cannot put its empty copy in the ISR on that.
+	if p.LeaderEpoch != p0.LeaderEpoch+1 {
+		t.Fatalf("leader epoch %d after a cancel that removed replicas, want %d", p.LeaderEpoch, p0.LeaderEpoch+1)
 	}
 
 	move(t, s, "t", 0, 4, 5, 1)

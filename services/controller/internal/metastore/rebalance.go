@@ -319,7 +319,7 @@ func (m *Model) replicaCount(id int32) int {
 
 // preferredChoice returns who should lead p after a preferred-leader
 // election and why not when nobody: the first replica (the preferred one),
-// if it is alive, undrained and in the ISR.
+// if it is alive, undrained and in sync.
 func preferredChoice(p *commonv1.PartitionMetadata, l leadership) (int32, error) {
 	if len(p.GetReplicas()) == 0 {
 		return -1, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "partition has no replicas")
@@ -332,23 +332,45 @@ func preferredChoice(p *commonv1.PartitionMetadata, l leadership) (int32, error)
 		return -1, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "preferred replica %d is drained", pref)
 	case !slices.Contains(p.GetIsr(), pref):
 		return -1, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "preferred replica %d is not in the ISR %v", pref, p.GetIsr())
+	case !inSync(p, pref, l.epoch):
+		return -1, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+			"preferred replica %d registered again since it joined the ISR; it must catch up first", pref)
 	}
 	return pref, nil
 }
 
-// uncleanChoice returns who leads an offline partition after an unclean
-// election: its live leader if it has one, else the first live replica
-// that is not being added (an adding replica may hold nothing at all).
-func uncleanChoice(p *commonv1.PartitionMetadata, l leadership) (int32, []int32, error) {
-	if p.GetLeaderId() >= 0 && l.live(p.GetLeaderId()) {
-		return p.GetLeaderId(), p.GetIsr(), nil
+// uncleanChoice returns who leads p after an unclean election, and its
+// ISR. Unclean applies only when no ISR member is in sync: the in-sync
+// leader stays; else the first in-sync replica leads with the in-sync
+// members as ISR (a clean election, as Kafka's unclean election also
+// tries first); only with none, the first live replica that is not being
+// added (an adding replica may hold nothing at all) leads alone.
+//
+// fresh reports an unclean leader: its ISR starts over, recording the
+// incarnation alive now.
+func uncleanChoice(p *commonv1.PartitionMetadata, l leadership) (leader int32, isr []int32, fresh bool, err error) {
+	var synced []int32
+	for _, r := range p.GetIsr() {
+		if inSync(p, r, l.epoch) {
+			synced = append(synced, r)
+		}
+	}
+	if len(synced) > 0 {
+		if slices.Contains(synced, p.GetLeaderId()) {
+			return p.GetLeaderId(), p.GetIsr(), false, nil
+		}
+		for _, r := range p.GetReplicas() {
+			if slices.Contains(synced, r) {
+				return r, synced, false, nil
+			}
+		}
 	}
 	for _, r := range p.GetReplicas() {
 		if l.live(r) && !slices.Contains(p.GetAddingReplicas(), r) {
-			return r, []int32{r}, nil
+			return r, []int32{r}, true, nil
 		}
 	}
-	return -1, nil, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "no replica is alive")
+	return -1, nil, false, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA, "no replica is alive")
 }
 
 // ElectLeaders runs preferred (or unclean) leader elections, each
@@ -407,9 +429,9 @@ func (s *Store) ElectLeaders(ctx context.Context, typ controllerv1.ElectionType,
 			}
 			res.LeaderId, res.LeaderEpoch = p.GetLeaderId(), p.GetLeaderEpoch()
 			var leader int32
-			isr := p.GetIsr()
+			isr, fresh := p.GetIsr(), false
 			if unclean {
-				leader, isr, err = uncleanChoice(p, m.leadership())
+				leader, isr, fresh, err = uncleanChoice(p, m.leadership())
 			} else {
 				leader, err = preferredChoice(p, m.leadership())
 			}
@@ -421,7 +443,11 @@ func (s *Store) ElectLeaders(ctx context.Context, typ controllerv1.ElectionType,
 				break
 			}
 			next := withLeader(p, leader)
-			next.Isr = slices.Clone(isr)
+			if fresh {
+				assignISR(next, nil, isr, m.nodeEpoch)
+			} else {
+				assignISR(next, p, isr, noEpoch)
+			}
 			b, err := proto.Marshal(next)
 			if err != nil {
 				return nil, err
@@ -543,7 +569,8 @@ func (s *Store) CreatePartitions(ctx context.Context, topic string, total int32,
 		ops := []clientv3.Op{clientv3.OpPut(topicKey(topic), string(tb))}
 		for i := cur; i < total; i++ {
 			replicas := assign[i]
-			p := &commonv1.PartitionMetadata{Partition: i, LeaderId: replicas[0], Replicas: replicas, Isr: slices.Clone(replicas)}
+			p := &commonv1.PartitionMetadata{Partition: i, LeaderId: replicas[0], Replicas: replicas}
+			assignISR(p, nil, replicas, m.nodeEpoch) // empty logs: in sync as registered now
 			m.Partitions[topic][i] = p
 			b, err := proto.Marshal(p)
 			if err != nil {

@@ -242,9 +242,8 @@ func (s *Store) CreateTopic(ctx context.Context, req CreateTopicRequest) (*contr
 	nm.Partitions[req.Name] = map[int32]*commonv1.PartitionMetadata{}
 	ops := []clientv3.Op{}
 	for i, replicas := range assign {
-		p := &commonv1.PartitionMetadata{
-			Partition: int32(i), LeaderId: replicas[0], Replicas: replicas, Isr: append([]int32(nil), replicas...),
-		}
+		p := &commonv1.PartitionMetadata{Partition: int32(i), LeaderId: replicas[0], Replicas: replicas}
+		assignISR(p, nil, replicas, m.nodeEpoch) // empty logs: every replica is in sync as registered now
 		nm.Partitions[req.Name][int32(i)] = p
 		b, err := proto.Marshal(p)
 		if err != nil {

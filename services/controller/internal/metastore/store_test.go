@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -256,25 +257,58 @@ func TestNextPartitionState(t *testing.T) {
 	pm := func(leader int32, isr []int32) *commonv1.PartitionMetadata {
 		return &commonv1.PartitionMetadata{LeaderId: leader, LeaderEpoch: 5, PartitionEpoch: 9, Replicas: []int32{1, 2, 3}, Isr: isr}
 	}
-	liveSet := func(ids ...int32) func(int32) bool { return func(id int32) bool { return slices.Contains(ids, id) } }
+	// withEpochs records each ISR member as registration 100+id.
+	withEpochs := func(p *commonv1.PartitionMetadata) *commonv1.PartitionMetadata {
+		p.IsrNodeEpochs = map[int32]int64{}
+		for _, r := range p.Isr {
+			p.IsrNodeEpochs[r] = 100 + int64(r)
+		}
+		return p
+	}
+	// liveSet registers ids as 100+id; restarted registers them again as
+	// 200+id.
+	liveSet := func(ids ...int32) epochOf {
+		return func(id int32) int64 {
+			if slices.Contains(ids, id) {
+				return 100 + int64(id)
+			}
+			return 0
+		}
+	}
+	restarted := func(live epochOf, ids ...int32) epochOf {
+		return func(id int32) int64 {
+			if slices.Contains(ids, id) {
+				return 200 + int64(id)
+			}
+			return live(id)
+		}
+	}
 	for _, tc := range []struct {
 		name       string
 		in         *commonv1.PartitionMetadata
-		live       func(int32) bool
+		live       epochOf
 		unclean    bool
 		changed    bool
 		leader     int32
 		isr        []int32
 		leaderBump bool
+		epochs     map[int32]int64 // the recorded ISR epochs after, when checked
 	}{
-		{"all live", pm(1, []int32{1, 2, 3}), liveSet(1, 2, 3), false, false, 1, []int32{1, 2, 3}, false},
-		{"leader dies", pm(1, []int32{1, 2, 3}), liveSet(2, 3), false, true, 2, []int32{2, 3}, true},
-		{"follower dies", pm(1, []int32{1, 2, 3}), liveSet(1, 3), false, true, 1, []int32{1, 3}, false},
-		{"leader dies, live non-ISR replica", pm(1, []int32{1}), liveSet(2, 3), false, true, -1, []int32{1}, true},
-		{"unclean elects non-ISR replica", pm(1, []int32{1}), liveSet(2, 3), true, true, 2, []int32{2}, true},
-		{"offline stays offline", pm(-1, []int32{1}), liveSet(2, 3), false, false, -1, []int32{1}, false},
-		{"last ISR member returns", pm(-1, []int32{1}), liveSet(1), false, true, 1, []int32{1}, true},
-		{"all die", pm(2, []int32{2, 3}), liveSet(), false, true, -1, []int32{2}, true},
+		{"all live", pm(1, []int32{1, 2, 3}), liveSet(1, 2, 3), false, false, 1, []int32{1, 2, 3}, false, nil},
+		{"leader dies", pm(1, []int32{1, 2, 3}), liveSet(2, 3), false, true, 2, []int32{2, 3}, true, nil},
+		{"follower dies", pm(1, []int32{1, 2, 3}), liveSet(1, 3), false, true, 1, []int32{1, 3}, false, nil},
+		{"leader dies, live non-ISR replica", pm(1, []int32{1}), liveSet(2, 3), false, true, -1, []int32{1}, true, nil},
+		{"unclean elects non-ISR replica", pm(1, []int32{1}), liveSet(2, 3), true, true, 2, []int32{2}, true, map[int32]int64{2: 102}},
+		{"offline stays offline", pm(-1, []int32{1}), liveSet(2, 3), false, false, -1, []int32{1}, false, nil},
+		{"last ISR member returns", pm(-1, []int32{1}), liveSet(1), false, true, 1, []int32{1}, true, nil},
+		{"all die", pm(2, []int32{2, 3}), liveSet(), false, true, -1, []int32{2}, true, nil},
+		// A node that registered again (restarted, maybe with a shorter
+		// log) before this pass ran is not in sync, though it is alive.
+		{"recorded, all in sync", withEpochs(pm(1, []int32{1, 2, 3})), liveSet(1, 2, 3), false, false, 1, []int32{1, 2, 3}, false, map[int32]int64{1: 101, 2: 102, 3: 103}},
+		{"leader registered again", withEpochs(pm(1, []int32{1, 2, 3})), restarted(liveSet(1, 2, 3), 1), false, true, 2, []int32{2, 3}, true, map[int32]int64{2: 102, 3: 103}},
+		{"follower registered again", withEpochs(pm(1, []int32{1, 2, 3})), restarted(liveSet(1, 2, 3), 3), false, true, 1, []int32{1, 2}, false, map[int32]int64{1: 101, 2: 102}},
+		{"last member back as a new incarnation", withEpochs(pm(1, []int32{1})), restarted(liveSet(2, 3), 1), false, true, 1, []int32{1}, true, map[int32]int64{1: 201}},
+		{"offline, last member back as a new incarnation", withEpochs(pm(-1, []int32{1})), restarted(liveSet(), 1), false, true, 1, []int32{1}, true, map[int32]int64{1: 201}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, changed := NextPartitionState(tc.in, tc.live, tc.unclean)
@@ -286,6 +320,9 @@ func TestNextPartitionState(t *testing.T) {
 			}
 			if wantLE := tc.in.LeaderEpoch + map[bool]int32{true: 1}[tc.leaderBump]; out.LeaderEpoch != wantLE {
 				t.Errorf("leader epoch %d, want %d", out.LeaderEpoch, wantLE)
+			}
+			if tc.epochs != nil && !maps.Equal(out.IsrNodeEpochs, tc.epochs) {
+				t.Errorf("recorded ISR epochs %v, want %v", out.IsrNodeEpochs, tc.epochs)
 			}
 		})
 	}
