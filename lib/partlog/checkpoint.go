@@ -40,14 +40,51 @@ import (
 //	strata-clean-shutdown v1
 //	log-end-offset <int64>
 //	crc32c <8 hex digits>
+//
+// producer-gap, written when the log starts over at an offset with no
+// idempotent-producer state (TruncateFullyAndStartAt), removed when it
+// starts over with one (ResetWithProducers) or found expired by Open:
+// until the time it holds, the producer state may lack producers whose
+// batches lie below the log start (Log.ProducersComplete):
+//
+//	strata-producer-gap v1
+//	until-unix-ms <int64>
+//	crc32c <8 hex digits>
 const (
 	logCheckpointFile   = "log-checkpoint"
 	epochCheckpointFile = "leader-epoch-checkpoint"
 	cleanShutdownFile   = "clean-shutdown"
+	producerGapFile     = "producer-gap"
 	logCheckpointHeader = "strata-log-checkpoint v1"
 	epochCheckpointHead = "strata-leader-epoch-checkpoint v1"
 	cleanShutdownHeader = "strata-clean-shutdown v1"
+	producerGapHeader   = "strata-producer-gap v1"
 )
+
+func writeProducerGap(fsys vfs.FS, dir string, untilMs int64) error {
+	body := fmt.Appendf(nil, "%s\nuntil-unix-ms %d\n", producerGapHeader, untilMs)
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, producerGapFile), sealCheckpoint(body)); err != nil {
+		return fmt.Errorf("partlog: write %s: %w", producerGapFile, err)
+	}
+	return nil
+}
+
+// readProducerGap returns the time producer-gap holds, or errNoCheckpoint.
+func readProducerGap(fsys vfs.FS, dir string) (int64, error) {
+	lines, err := openCheckpoint(fsys, filepath.Join(dir, producerGapFile), producerGapHeader)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := "", len(lines) == 1
+	if ok {
+		v, ok = strings.CutPrefix(lines[0], "until-unix-ms ")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if !ok || err != nil || n < 0 {
+		return 0, fmt.Errorf("partlog: checkpoint %s: corrupt", producerGapFile)
+	}
+	return n, nil
+}
 
 // errNoCheckpoint means the checkpoint file does not exist.
 var errNoCheckpoint = errors.New("partlog: checkpoint: missing")

@@ -49,6 +49,13 @@ type Log struct {
 	dirDirty  bool       // a file was created in dir since the last SyncDir; guarded by mu
 	epochs    epochCache // leader epoch history; guarded by mu
 	producers *producers // idempotent-producer state; guarded by mu
+	// producersGapUntil, when not zero, is the Unix ms until which the
+	// producer state may lack producers whose batches lie below the log
+	// start: the log was restarted at an offset with no state to begin
+	// with (TruncateFullyAndStartAt), or reopened with none saved. After
+	// Config.ProducerExpiry such producers would be forgotten anyway.
+	// Guarded by mu.
+	producersGapUntil int64
 
 	logStart      atomic.Int64 // first readable offset
 	leo           atomic.Int64 // log end offset: offset after the last published batch
@@ -139,6 +146,7 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
+	l.loadProducersGap()
 	l.gc.synced = l.leo.Load()
 	// The flusher runs whatever the flush mode: Reconfigure may turn
 	// FlushSync on at any time, and it idles until an appender asks.

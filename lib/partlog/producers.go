@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -94,6 +95,27 @@ func (p *producers) recordAll(b []byte, nowMs int64) {
 	}
 }
 
+// before returns a copy of p as of offset: each producer's remembered
+// batches limited to those that end below offset. It is the state a log
+// starting at offset begins with, so that after appending the batches from
+// offset on it holds what p holds: a producer whose epoch changed above
+// offset keeps its newer epoch (the older batches it then appends stay out
+// of the window, as they do here), and one with more than ProducerWindow
+// batches above offset pushes the older ones out either way.
+func (p *producers) before(offset int64) *producers {
+	out := newProducers()
+	for id, e := range p.m {
+		c := &producerEntry{epoch: e.epoch, lastSeen: e.lastSeen, batches: make([]ProducerBatch, 0, ProducerWindow)}
+		for _, b := range e.batches {
+			if b.LastOffset < offset {
+				c.batches = append(c.batches, b)
+			}
+		}
+		out.m[id] = c
+	}
+	return out
+}
+
 // expire forgets producers not seen for ttl (none when ttl < 0) and
 // returns how many.
 func (p *producers) expire(nowMs int64, ttl time.Duration) int {
@@ -123,6 +145,69 @@ func (l *Log) Producer(id int64) (ProducerState, bool) {
 		return ProducerState{}, false
 	}
 	return ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches)}, true
+}
+
+// ProducerStateAt returns the idempotent-producer state as of offset, in
+// the producer snapshot format (producersnapshot.go), for a replica that
+// starts its log at offset (a follower whose log lies below ours; see
+// ResetWithProducers): without it, that replica would not know producers
+// whose batches are all below offset, and once it led, a retry of one of
+// those batches would be appended again. offset must lie within the log.
+func (l *Log) ProducerStateAt(offset int64) ([]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if start, end := l.logStart.Load(), l.leo.Load(); offset < start || offset > end {
+		return nil, &OffsetOutOfRangeError{Offset: offset, LogStart: start, LogEnd: end}
+	}
+	return encodeSnapshot(offset, l.producers.before(offset)), nil
+}
+
+// ProducersComplete reports whether the producer state knows every
+// producer the log's history holds: false for a while
+// (Config.ProducerExpiry) after the log was restarted at an offset with no
+// state to begin with. A leader then cannot tell a retry of a batch it
+// holds from a new producer, and refuses unknown producers that do not
+// start at sequence 0.
+func (l *Log) ProducersComplete() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.producersGapUntil == 0 || l.clock().UnixMilli() >= l.producersGapUntil
+}
+
+// markProducersGapLocked records, in memory and in the producer-gap file,
+// that the producer state may lack producers below the log start. A
+// failed write is logged: the gap then lasts until the log is reopened.
+// The caller holds mu.
+func (l *Log) markProducersGapLocked() {
+	l.producersGapUntil = l.clock().Add(l.cfg.Load().ProducerExpiry).UnixMilli()
+	if err := writeProducerGap(l.fs, l.dir, l.producersGapUntil); err != nil {
+		l.logger.Warn("partlog: producer state incomplete, and not saved so", "err", err)
+	}
+}
+
+// clearProducersGapLocked forgets a producer gap. The caller holds mu.
+func (l *Log) clearProducersGapLocked() {
+	l.producersGapUntil = 0
+	if err := l.fs.Remove(l.join(producerGapFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.logger.Warn("partlog: remove producer-gap", "err", err)
+	}
+}
+
+// loadProducersGap reads the producer-gap file at open; an expired one is
+// removed. The caller is Open.
+func (l *Log) loadProducersGap() {
+	until, err := readProducerGap(l.fs, l.dir)
+	switch {
+	case errors.Is(err, errNoCheckpoint):
+	case err != nil:
+		// Unreadable: assume the gap, from now (the file said there was one).
+		l.logger.Warn("partlog: producer-gap unreadable; assuming the producer state incomplete", "err", err)
+		l.markProducersGapLocked()
+	case l.clock().UnixMilli() >= until:
+		l.clearProducersGapLocked()
+	default:
+		l.producersGapUntil = until
+	}
 }
 
 // snapshotOffsets lists the offsets of the snapshot files, ascending.

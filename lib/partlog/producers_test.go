@@ -384,3 +384,88 @@ func TestWriteSnapshotFuzzCorpus(t *testing.T) {
 	}
 	t.Logf("wrote %d seeds to %s", len(seeds), dir)
 }
+
+// Producers outlive the batches that hold them, also across the full
+// truncations: a truncation at or below the log start keeps what was known
+// of the batches below the new start; a log started from another log's
+// state (ResetWithProducers) knows its producers, and one started with
+// none (TruncateFullyAndStartAt) says so until they would have expired.
+func TestProducerStateAcrossFullTruncation(t *testing.T) {
+	fs := vfs.NewMem()
+	clk := newClock()
+	cfg := Config{SegmentBytes: 300}
+	l := mustOpen(t, fs, cfg, WithClock(clk.Now))
+	defer l.Close()
+	ts := int64(1_700_000_000_000)
+	mustAppend(t, l, idemBatch(t, 7, 0, 0, 1, ts), 0) // offset 0
+	mustAppend(t, l, idemBatch(t, 7, 0, 1, 1, ts), 0) // offset 1
+	mustAppend(t, l, makeBatch(t, 1, ts, 150), 0)     // offset 2
+	mustAppend(t, l, idemBatch(t, 8, 0, 0, 1, ts), 0) // offset 3
+	mustAppend(t, l, makeBatch(t, 1, ts, 150), 0)     // offset 4
+	b0 := ProducerBatch{FirstSeq: 0, LastSeq: 0, FirstOffset: 0, LastOffset: 0}
+	b1 := ProducerBatch{FirstSeq: 1, LastSeq: 1, FirstOffset: 1, LastOffset: 1}
+	l.SetHighWatermark(5)
+	if err := l.DeleteRecordsBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() < 2 || !l.ProducersComplete() {
+		t.Fatalf("log start %d, producers complete %v", l.LogStartOffset(), l.ProducersComplete())
+	}
+
+	// The state as of 3 holds producer 7's batches and producer 8's epoch
+	// without its batch at 3.
+	state, err := l.ProducerStateAt(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.ProducerStateAt(0); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("state below the log start: %v, want ErrOffsetOutOfRange", err)
+	}
+	fs2 := vfs.NewMem()
+	other := mustOpen(t, fs2, cfg, WithClock(clk.Now))
+	if err := other.ResetWithProducers(3, state); err != nil {
+		t.Fatal(err)
+	}
+	wantBatches(t, other, 7, b0, b1)
+	wantBatches(t, other, 8)
+	if _, known := other.Producer(8); !known || !other.ProducersComplete() {
+		t.Fatalf("after a reset with state: producer 8 known %v, complete %v", known, other.ProducersComplete())
+	}
+	if err := other.ResetWithProducers(4, state); err == nil {
+		t.Fatal("a state as of 3 accepted for a log starting at 4")
+	}
+	other.Close()
+	other = mustOpen(t, fs2, cfg, WithClock(clk.Now)) // the state was saved
+	wantBatches(t, other, 7, b0, b1)
+	if !other.ProducersComplete() {
+		t.Fatal("reopened after a reset with state: producers incomplete")
+	}
+	other.Close()
+
+	// A truncation at the log start keeps the batches below it.
+	if err := l.TruncateTo(l.LogStartOffset()); err != nil {
+		t.Fatal(err)
+	}
+	wantBatches(t, l, 7, b0, b1)
+	if !l.ProducersComplete() {
+		t.Fatal("producers incomplete after a truncation that kept them")
+	}
+
+	// Started over with no state: incomplete until producers would have
+	// expired, and again when reopened with nothing saved.
+	if err := l.TruncateFullyAndStartAt(40); err != nil {
+		t.Fatal(err)
+	}
+	if l.ProducersComplete() {
+		t.Fatal("producers complete after starting over at 40 without a state")
+	}
+	l.Close()
+	l = mustOpen(t, fs, cfg, WithClock(clk.Now))
+	if l.ProducersComplete() {
+		t.Fatal("reopened at 40 with no state saved: producers complete")
+	}
+	clk.Advance(DefaultProducerExpiry)
+	if !l.ProducersComplete() {
+		t.Fatal("producers still incomplete once every one of them would have expired")
+	}
+}

@@ -24,7 +24,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		return nil
 	}
 	if offset <= l.logStart.Load() {
-		return l.truncateFullyLocked(offset)
+		// Producers outlive the batches: what the state knew of the
+		// batches below offset is still true.
+		return l.truncateFullyLocked(offset, l.producers.before(offset))
 	}
 
 	// Find where the batch holding offset starts.
@@ -134,8 +136,11 @@ func (l *Log) rescanTail(s *segment) error {
 }
 
 // TruncateFullyAndStartAt deletes every segment and starts an empty log at
-// offset, with an empty epoch history. A follower does this when its log
-// is entirely below the leader's log start.
+// offset, with an empty epoch history and no producer state: what the
+// producers of the batches below offset sent is not known (see
+// ProducersComplete). A replica does this when the tier holds what its
+// log lacks; a follower whose log is entirely below the leader's log start
+// starts with the leader's producer state instead (ResetWithProducers).
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("partlog: truncate fully: negative offset %d", offset)
@@ -147,10 +152,42 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if err := l.writable(); err != nil {
 		return err
 	}
-	return l.truncateFullyLocked(offset)
+	return l.truncateFullyLocked(offset, nil)
 }
 
-func (l *Log) truncateFullyLocked(offset int64) error {
+// ResetWithProducers is TruncateFullyAndStartAt with the idempotent-producer
+// state as of offset to begin with, as the leader's ProducerStateAt
+// encodes it: a follower whose log lies entirely below the leader's log
+// start then still recognises a retry of a batch below offset once it
+// leads. The state is saved at offset before anything is appended.
+func (l *Log) ResetWithProducers(offset int64, state []byte) error {
+	at, ps, err := decodeSnapshot(state)
+	if err != nil {
+		return fmt.Errorf("partlog: reset: %w", err)
+	}
+	if at != offset {
+		return fmt.Errorf("partlog: reset at %d with a producer state as of %d", offset, at)
+	}
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.truncateFullyLocked(offset, ps); err != nil {
+		return err
+	}
+	if l.producersGapUntil != 0 {
+		l.clearProducersGapLocked() // the leader's state is all there is to know
+	}
+	return nil
+}
+
+// truncateFullyLocked empties the log and starts it at offset with the
+// producer state ps, saved durably at offset; nil means none is known.
+// The caller holds flushMu and mu.
+func (l *Log) truncateFullyLocked(offset int64, ps *producers) error {
 	l.removeSnapshots(func(int64) bool { return true })
 	l.producers = newProducers()
 	l.epochs.entries = nil
@@ -192,7 +229,17 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		return l.fail(fmt.Errorf("partlog: fsync dir: %w", err))
 	}
 	l.dirDirty = false
-	return l.checkpointLocked()
+	if err := l.checkpointLocked(); err != nil {
+		return err
+	}
+	switch {
+	case ps != nil:
+		l.producers = ps
+		l.writeSnapshotLocked(true)
+	case offset > 0:
+		l.markProducersGapLocked()
+	}
+	return nil
 }
 
 // lowerSynced moves the recovery point and the group-commit mark down to
