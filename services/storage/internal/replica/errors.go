@@ -36,6 +36,13 @@ var (
 	ErrStaleNodeEpoch = errors.New("replica: stale node epoch")
 	// ErrOutOfOrderSequence: an idempotent producer's sequence skipped.
 	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
+	// ErrUnknownProducer: a batch of a producer this replica does not know,
+	// not at sequence 0, while the replica's producer state may lack
+	// producers whose batches lie below its log start (partlog's
+	// ProducersComplete): it may be a retry of a batch already in the log,
+	// so it is refused rather than appended twice. The producer must start
+	// a new session.
+	ErrUnknownProducer = errors.New("replica: unknown producer, and this replica's producer history is incomplete")
 	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than
 	// the one the partition has seen.
 	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")

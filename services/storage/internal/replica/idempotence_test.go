@@ -145,3 +145,97 @@ func TestProducerStateSurvivesRestartAndRetention(t *testing.T) {
 		t.Fatalf("next sequence after restart: %v", err)
 	}
 }
+
+// A replica that joins with an empty log copies the leader's log from its
+// log start. The producer state of batches below that start must come with
+// it: once the new replica leads, a retry of such a batch is a duplicate,
+// answered with its original offset, not appended again (as it was when
+// the state was not carried).
+func TestProducerStateFollowsANewReplica(t *testing.T) {
+	logCfg := partlog.Config{SegmentBytes: 64} // a segment per batch
+	leader := openSoleLeader(t, t.TempDir(), logCfg)
+	defer leader.Close()
+	first, second := idemBatch(t, 7, 0, 1), idemBatch(t, 7, 1, 1)
+	for _, b := range [][]byte{first, bytes.Clone(second), plainBatch(t, 1), plainBatch(t, 1)} {
+		if _, err := produceAll(leader, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Retention removes producer 7's batches (offsets 0 and 1).
+	if err := leader.Log().DeleteRecordsBefore(2); err != nil {
+		t.Fatal(err)
+	}
+	if start := leader.Log().LogStartOffset(); start != 2 {
+		t.Fatalf("log start %d, want 2", start)
+	}
+	// Node 2 joins the replicas with an empty log.
+	leader.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}})
+	newReplica := func(t *testing.T, withState bool) *Replica {
+		t.Helper()
+		f, err := Open(t.TempDir(), "idem", "idem-id", 0, Config{Log: logCfg, MinISR: 1}, Options{NodeID: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		f.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}})
+		res, err := leader.Replicate(Fetch{ReplicaID: 2, NodeEpoch: 5, LeaderEpoch: 1, FetchOffset: 0, LastFetchedEpoch: -1, MaxBytes: 1 << 20})
+		if err != nil || !res.OutOfRange || res.LogStart != 2 {
+			t.Fatalf("fetch from 0 below the leader's log start 2: %+v %v", res, err)
+		}
+		if len(res.ProducerState) == 0 {
+			t.Fatal("no producer state with the out-of-range answer")
+		}
+		state := res.ProducerState
+		if !withState {
+			state = nil // a leader that sends none
+		}
+		if err := f.ResetTo(1, res.LogStart, state); err != nil {
+			t.Fatal(err)
+		}
+		for f.Log().LogEndOffset() < leader.Log().LogEndOffset() {
+			rr, err := leader.Replicate(Fetch{ReplicaID: 2, NodeEpoch: 5, LeaderEpoch: 1, FetchOffset: f.Log().LogEndOffset(),
+				LastFetchedEpoch: f.Log().LatestEpoch(), MaxBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.AppendFromLeader(context.Background(), 1, rr.Records, rr.HW); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The move completes and the new replica leads.
+		f.ApplyState(State{LeaderID: 2, LeaderEpoch: 2, PartitionEpoch: 3, Replicas: []int32{2}, ISR: []int32{2}})
+		return f
+	}
+
+	t.Run("state carried", func(t *testing.T) {
+		f := newReplica(t, true)
+		leo := f.Log().LogEndOffset()
+		res, err := f.Produce(context.Background(), bytes.Clone(second), AcksAll, 2, 5*time.Second)
+		if err != nil || !res.Duplicate || res.BaseOffset != 1 {
+			t.Fatalf("retry of producer 7's batch at offset 1 on the new leader: %+v %v, want a duplicate at 1", res, err)
+		}
+		if f.Log().LogEndOffset() != leo {
+			t.Fatalf("the retry was appended again: log end %d, was %d", f.Log().LogEndOffset(), leo)
+		}
+		// The producer goes on from where it was.
+		if _, err := f.Produce(context.Background(), idemBatch(t, 7, 2, 1), AcksAll, 2, 5*time.Second); err != nil {
+			t.Fatalf("producer 7's next batch: %v", err)
+		}
+	})
+	t.Run("state not carried", func(t *testing.T) {
+		f := newReplica(t, false)
+		leo := f.Log().LogEndOffset()
+		// The replica cannot tell the retry from a new producer: it
+		// refuses it, rather than appending it a second time.
+		if _, err := f.Produce(context.Background(), bytes.Clone(second), AcksAll, 2, 5*time.Second); !errors.Is(err, ErrUnknownProducer) {
+			t.Fatalf("retry at sequence 1 on a replica without producer history: %v, want ErrUnknownProducer", err)
+		}
+		if f.Log().LogEndOffset() != leo {
+			t.Fatalf("the refused retry was appended: log end %d, was %d", f.Log().LogEndOffset(), leo)
+		}
+		// A new producer session (sequence 0) is accepted.
+		if _, err := f.Produce(context.Background(), idemBatch(t, 8, 0, 1), AcksAll, 2, 5*time.Second); err != nil {
+			t.Fatalf("a new producer: %v", err)
+		}
+	})
+}

@@ -3,11 +3,13 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 )
 
@@ -264,5 +266,128 @@ func TestReplicaLagIgnoresWallClockSteps(t *testing.T) {
 	a, ok := r.ProposeISR()
 	if !ok || slices.Contains(a.NewISR, 2) {
 		t.Fatalf("follower silent for 11 s with the wall clock stepped back: proposal %+v %v, want it dropped", a, ok)
+	}
+}
+
+// A follower that a record removes from the replicas is forgotten at once
+// (Kafka's updateAssignmentAndIsr). A cancelled move keeps the leader and,
+// in a record that does not bump it, the leader epoch; the removed
+// replica deletes its copy. Re-added within the lag time, it must not
+// rejoin the ISR on what its deleted copy fetched: it is empty, could be
+// elected, and everything acknowledged that it lacks would be truncated.
+func TestRemovedFollowerIsForgotten(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3, 4}})
+	produceLeader(t, r, 4)
+	for _, id := range []int32{2, 3, 4} {
+		fetch(t, r, id, 4)
+	}
+	if hw := r.Log().HighWatermark(); hw != 4 {
+		t.Fatalf("high watermark %d, want 4", hw)
+	}
+	// The move is cancelled: 4 leaves the replicas (and the ISR) and
+	// deletes its directory.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	if f, ok := r.View().Followers[4]; ok {
+		t.Fatalf("removed follower 4 still known to the leader: %+v", f)
+	}
+	// A new move adds it back, empty, before it fetches.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 3, Replicas: []int32{1, 2, 3, 4}, ISR: []int32{1, 2, 3}})
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("re-added follower 4 proposed for the ISR on its deleted copy's fetches: %+v", a)
+	}
+	// Its first fetch is from 0: still out. Caught up, it rejoins.
+	fetch(t, r, 4, 0)
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("re-added follower 4 at 0 proposed for the ISR (high watermark 4): %+v", a)
+	}
+	fetch(t, r, 4, 4)
+	if a, ok := r.ProposeISR(); !ok || !slices.Contains(a.NewISR, 4) {
+		t.Fatalf("caught-up follower 4: proposal %+v %v, want it added", a, ok)
+	}
+}
+
+// The controller bumps the leader epoch when a record removes replicas,
+// so that the removed ones are fenced. A leader that keeps leading across
+// the bump keeps its log, so an acks=all produce appended before it is
+// acknowledged once the high watermark passes it at the new epoch, not
+// failed as if leadership had moved.
+func TestAcksAllWaitSurvivesEpochBumpOfTheSameLeader(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Produce(context.Background(), testBatch(t, 2), AcksAll, 1, time.Minute)
+		done <- err
+	}()
+	testwaitLEO(t, r, 2)
+	// A shrink removes 3 and bumps the leader epoch; 1 still leads.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	select {
+	case err := <-done:
+		t.Fatalf("produce ended at the epoch bump, before any follower had it: %v", err)
+	default:
+	}
+	fetch(t, r, 2, 2)
+	if err := <-done; err != nil {
+		t.Fatalf("acks=all produce across an epoch bump of the same leader: %v", err)
+	}
+
+	// Leading, then following, then leading again is a new term: a wait
+	// from before cannot be answered, since the log may have been cut.
+	go func() {
+		_, err := r.Produce(context.Background(), testBatch(t, 1), AcksAll, 2, time.Minute)
+		done <- err
+	}()
+	testwaitLEO(t, r, 3)
+	r.ApplyState(State{LeaderID: 2, LeaderEpoch: 3, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 4, PartitionEpoch: 4, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	if err := <-done; !errors.Is(err, ErrLeadershipLost) {
+		t.Fatalf("produce across a change of leader and back: %v, want ErrLeadershipLost", err)
+	}
+}
+
+// testwaitLEO waits until the replica's log ends at leo.
+func testwaitLEO(t *testing.T, r *Replica, leo int64) {
+	t.Helper()
+	testwait.Until(t, 10*time.Second, fmt.Sprintf("log end %d", leo), func() error {
+		if got := r.Log().LogEndOffset(); got != leo {
+			return fmt.Errorf("log end %d", got)
+		}
+		return nil
+	})
+}
+
+// KIP-903 for the leader itself: a record that names this node leader
+// under an earlier registration (its ISR entry was made by a process that
+// has since restarted, perhaps losing its unflushed tail) does not make
+// it lead. Leading at that epoch would tell followers with a longer log to
+// truncate to ours. It waits for the controller to elect again, which
+// records the new registration and bumps the leader epoch.
+func TestLeadsOnlyAsTheRecordedRegistration(t *testing.T) {
+	epoch := int64(20)
+	opts := Options{NodeID: 1, NodeEpoch: func() int64 { return epoch }}
+	r, err := Open(t.TempDir(), "orders", "id", 0, Config{MinISR: 1}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, LeaderNodeEpoch: 10})
+	if role := r.View().Role; role != RoleNone {
+		t.Fatalf("role %v under a record made for registration 10 (this process is 20), want none", role)
+	}
+	if _, err := r.Produce(context.Background(), testBatch(t, 1), AcksLeader, 1, time.Second); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("produce to a leader of an earlier registration: %v, want ErrNotLeader", err)
+	}
+	// The controller elects this registration: it leads.
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1}, LeaderNodeEpoch: 20})
+	if role := r.View().Role; role != RoleLeader {
+		t.Fatalf("role %v under a record for this registration, want leader", role)
+	}
+	// The node registers again (its lease ran out while it was paused); a
+	// record still made for the old registration takes leadership away,
+	// even at the same leader epoch.
+	epoch = 30
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, LeaderNodeEpoch: 20})
+	if role := r.View().Role; role != RoleNone {
+		t.Fatalf("role %v after this node registered again, want none", role)
 	}
 }

@@ -83,7 +83,11 @@ type producerView struct {
 //   - otherwise the sequence must follow the last one taken (wrapping at
 //     2^31-1) → else ErrOutOfOrderSequence; a batch repeated within the
 //     request is out of order too;
-//   - an unknown producer (new, or expired) is accepted at any sequence.
+//   - an unknown producer (new, or expired) is accepted at any sequence,
+//     unless the log's producer state may lack producers below its log
+//     start (partlog's ProducersComplete): then only at sequence 0, since
+//     any other may be a retry of a batch the log holds
+//     (ErrUnknownProducer).
 //
 // A request answers with one base offset, so it is either all new
 // (appended; dup nil) or all duplicates of batches that lie back to back
@@ -97,6 +101,17 @@ type producerView struct {
 // change between this check and the append.
 func checkProducers(l *partlog.Log, hdrs []recordbatch.Header) (*duplicate, error) {
 	var views map[int64]*producerView
+	// complete is asked at most once, and only for an unknown producer.
+	knownComplete := 0 // 0 not asked, 1 complete, 2 not
+	complete := func() bool {
+		if knownComplete == 0 {
+			knownComplete = 2
+			if l.ProducersComplete() {
+				knownComplete = 1
+			}
+		}
+		return knownComplete == 1
+	}
 	var dups []partlog.ProducerBatch
 	fresh := 0 // batches to append
 	for i, h := range hdrs {
@@ -120,6 +135,9 @@ func checkProducers(l *partlog.Log, hdrs []recordbatch.Header) (*duplicate, erro
 		}
 		batch := partlog.ProducerBatch{FirstSeq: h.BaseSequence, LastSeq: h.LastSequence()}
 		switch {
+		case !v.known && h.BaseSequence != 0 && !complete():
+			return nil, fmt.Errorf("%w: batch %d: producer %d at sequence %d; its earlier batches may be in the log already, so a new producer session must start it",
+				ErrUnknownProducer, i, h.ProducerID, h.BaseSequence)
 		case !v.known:
 			// Unknown producer (new, or its state expired): any sequence
 			// is accepted, as in Kafka.

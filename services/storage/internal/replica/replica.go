@@ -70,6 +70,12 @@ type State struct {
 	PartitionEpoch int32   // bumped on every change of the record
 	Replicas       []int32 // all replicas
 	ISR            []int32 // in-sync replicas, leader included
+	// LeaderNodeEpoch is the node epoch the record's ISR entry of the
+	// leader was made under (KIP-903); 0 when not recorded. A node leads
+	// only as that registration: after it registered again (it restarted,
+	// maybe with a shorter log) it waits for the controller to elect
+	// again, which bumps the leader epoch.
+	LeaderNodeEpoch int64
 }
 
 // Config is the per-partition configuration from the topic's configs.
@@ -96,6 +102,10 @@ type Options struct {
 	Clock clock.Clock
 	// FS holds the log. Default vfs.Default (the OS).
 	FS vfs.FS
+	// NodeEpoch returns this node's current node epoch (its registration
+	// with the controller), 0 while unknown. Nil skips the check of
+	// State.LeaderNodeEpoch.
+	NodeEpoch func() int64
 }
 
 // followerState is the leader's view of one follower: of one incarnation
@@ -153,11 +163,17 @@ type Replica struct {
 	// pendingEpochs are the node epochs sent with the pending proposal.
 	pendingEpochs    map[int32]int64
 	followers        map[int32]*followerState
-	epochStartOffset int64         // our log end offset when we became leader
-	tierWait         bool          // produce refused until the tier state is applied (AwaitTierState)
-	tierEnd          int64         // largest tiered end offset applied (MoveToTieredEnd)
-	changed          chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
-	closed           bool
+	epochStartOffset int64 // our log end offset when we became leader
+	// term counts the times this replica stopped leading or had its log
+	// cut (truncation, reset, a move to the tiered end). A produce waits
+	// for its commit only while the term it appended in lasts: across a
+	// new leader epoch that keeps us leader, nothing of our log changed,
+	// and the batch is committed once the high watermark passes it.
+	term     uint64
+	tierWait bool          // produce refused until the tier state is applied (AwaitTierState)
+	tierEnd  int64         // largest tiered end offset applied (MoveToTieredEnd)
+	changed  chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
+	closed   bool
 }
 
 // Open opens (or creates) the log of a partition replica in dir. The
@@ -334,7 +350,8 @@ func (r *Replica) applyStateLocked(st State) bool {
 	if st.LeaderEpoch == cur.LeaderEpoch && st.PartitionEpoch == cur.PartitionEpoch && r.role != RoleNone {
 		return false
 	}
-	newEpoch := st.LeaderEpoch > cur.LeaderEpoch || r.role == RoleNone
+	stale := st.LeaderID == r.opts.NodeID && !r.leadsAsLocked(st)
+	newEpoch := st.LeaderEpoch > cur.LeaderEpoch || r.role == RoleNone || (stale && r.role == RoleLeader)
 	r.state = cloneState(st)
 	// A newer record settles any pending proposal: it was made against an
 	// older partition epoch, so either this record is its outcome or its
@@ -342,12 +359,33 @@ func (r *Replica) applyStateLocked(st State) bool {
 	r.pendingISR, r.pendingSent, r.pendingEpochs = nil, false, nil
 	defer r.notifyLocked()
 	if !newEpoch {
+		// A follower the record removes from the replicas is forgotten at
+		// once (Kafka's updateAssignmentAndIsr): its directory is deleted,
+		// and if a later record adds it back, what it fetched before must
+		// count for nothing, neither toward the high watermark nor toward
+		// its return to the ISR. The controller also bumps the leader
+		// epoch when it removes replicas (metastore's reassign.go), so this
+		// matters only for a record that does not.
+		for id := range r.followers {
+			if !slices.Contains(st.Replicas, id) {
+				delete(r.followers, id)
+			}
+		}
 		// Same epoch, new ISR: a shrink the controller applied may let
 		// the high watermark move.
 		r.maybeAdvanceHWLocked()
 		return false
 	}
+	if r.role == RoleLeader && (st.LeaderID != r.opts.NodeID || stale) {
+		r.term++
+	}
 	switch {
+	case stale:
+		r.role = RoleNone
+		r.followers = make(map[int32]*followerState)
+		r.logger.Warn("record names this node leader under an earlier registration; waiting for the controller to elect again",
+			"leader_epoch", st.LeaderEpoch, "recorded_node_epoch", st.LeaderNodeEpoch)
+		return true
 	case st.LeaderID == r.opts.NodeID:
 		r.role = RoleLeader
 		r.epochStartOffset = r.log.LogEndOffset()
@@ -376,6 +414,16 @@ func (r *Replica) applyStateLocked(st State) bool {
 	r.logger.Info("replica role", "role", r.role.String(), "leader", st.LeaderID, "leader_epoch", st.LeaderEpoch,
 		"isr", fmt.Sprint(st.ISR), "leo", r.log.LogEndOffset(), "hw", r.log.HighWatermark())
 	return true
+}
+
+// leadsAsLocked reports whether this node may lead under st: its ISR
+// entry of the leader was made under this node's current registration
+// (or records none). The caller holds mu.
+func (r *Replica) leadsAsLocked(st State) bool {
+	if st.LeaderNodeEpoch == 0 || r.opts.NodeEpoch == nil {
+		return true
+	}
+	return r.opts.NodeEpoch() == st.LeaderNodeEpoch
 }
 
 // checkLeaderLocked fences a data-path request that carries epoch (-1
@@ -497,31 +545,40 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	res, leaderEpoch, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
+	res, at, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
 	if err != nil || acks != AcksAll {
 		return res, err
 	}
-	return res, r.tracedWaitCommitted(ctx, res.LastOffset, leaderEpoch, timeout)
+	return res, r.tracedWaitCommitted(ctx, res.LastOffset, at, timeout)
 }
 
-func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, int32, error) {
+// leadership is when a batch was appended: the leader epoch it was stamped
+// with and the replica's term (see Replica.term), which decides whether
+// its commit can still be waited for.
+type leadership struct {
+	epoch int32
+	term  uint64
+}
+
+func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, leadership, error) {
 	r.appendMu.Lock()
 	defer r.appendMu.Unlock()
 	r.mu.Lock()
 	if err := r.checkLeaderLocked(epoch); err != nil {
 		r.mu.Unlock()
-		return ProduceResult{}, 0, err
+		return ProduceResult{}, leadership{}, err
 	}
 	if acks == AcksAll && len(r.state.ISR) < r.cfg.MinISR {
 		isr := len(r.state.ISR)
 		r.mu.Unlock()
-		return ProduceResult{}, 0, fmt.Errorf("%w: ISR has %d, min.insync.replicas is %d", ErrNotEnoughReplicas, isr, r.cfg.MinISR)
+		return ProduceResult{}, leadership{}, fmt.Errorf("%w: ISR has %d, min.insync.replicas is %d", ErrNotEnoughReplicas, isr, r.cfg.MinISR)
 	}
 	if r.tierWait || r.log.LogEndOffset() < r.tierEnd {
 		r.mu.Unlock()
-		return ProduceResult{}, 0, ErrTierStateUnknown
+		return ProduceResult{}, leadership{}, ErrTierStateUnknown
 	}
-	leaderEpoch := r.state.LeaderEpoch
+	at := leadership{epoch: r.state.LeaderEpoch, term: r.term}
+	leaderEpoch := at.epoch
 	r.mu.Unlock()
 
 	// Idempotence: every batch is checked; duplicates are answered with
@@ -529,15 +586,15 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 	// appended batches in its producer state.
 	dup, err := checkProducers(r.log, hdrs)
 	if err != nil {
-		return ProduceResult{}, 0, err
+		return ProduceResult{}, leadership{}, err
 	}
 	if dup != nil {
 		return ProduceResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
-			LogStart: r.log.LogStartOffset(), Duplicate: true}, leaderEpoch, nil
+			LogStart: r.log.LogStartOffset(), Duplicate: true}, at, nil
 	}
 	info, err := r.log.AppendAsLeader(ctx, batches, leaderEpoch)
 	if err != nil && info.Batches == 0 {
-		return ProduceResult{}, 0, err
+		return ProduceResult{}, leadership{}, err
 	}
 	r.mu.Lock()
 	r.notifyLocked()
@@ -545,15 +602,16 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 	r.mu.Unlock()
 	if err != nil {
 		// Appended, but a FlushSync wait failed: not acknowledged.
-		return ProduceResult{}, 0, err
+		return ProduceResult{}, leadership{}, err
 	}
 	return ProduceResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset, LogAppendTime: info.LogAppendTime,
-		LogStart: r.log.LogStartOffset()}, leaderEpoch, nil
+		LogStart: r.log.LogStartOffset()}, at, nil
 }
 
 // waitCommitted waits until the high watermark passes last while we lead
-// at leaderEpoch with an ISR of at least min.insync.replicas.
-func (r *Replica) waitCommitted(ctx context.Context, last int64, leaderEpoch int32, timeout time.Duration) error {
+// in the term the batch was appended in (a newer leader epoch that keeps
+// us leader does not end it) with an ISR of at least min.insync.replicas.
+func (r *Replica) waitCommitted(ctx context.Context, last int64, at leadership, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for {
@@ -562,7 +620,7 @@ func (r *Replica) waitCommitted(ctx context.Context, last int64, leaderEpoch int
 		case r.closed:
 			r.mu.Unlock()
 			return ErrClosed
-		case r.role != RoleLeader || r.state.LeaderEpoch != leaderEpoch:
+		case r.role != RoleLeader || r.term != at.term:
 			r.mu.Unlock()
 			return ErrLeadershipLost
 		case len(r.state.ISR) < r.cfg.MinISR:
@@ -607,7 +665,11 @@ type ReplicateResult struct {
 	DivergingEnd   int64 // where that epoch ends on the leader
 	Records        []byte
 	OutOfRange     bool // fetch offset below our log start
-	LEO            int64
+	// ProducerState is, with OutOfRange, our producer state as of
+	// LogStart (partlog's ProducerStateAt), for the follower to start its
+	// log with; nil if it could not be read.
+	ProducerState []byte
+	LEO           int64
 }
 
 // Fetch is one follower's Replicate request for this partition.
@@ -665,6 +727,11 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 		res.HW = r.log.HighWatermark()
 		res.OutOfRange = true
 		r.mu.Unlock()
+		if ps, err := r.log.ProducerStateAt(res.LogStart); err == nil {
+			res.ProducerState = ps
+		} else {
+			r.logger.Warn("cannot read the producer state for a follower starting at our log start", "follower", id, "err", err)
+		}
 		return res, nil
 	}
 	// Divergence (KIP-279): the follower's last fetched epoch must end at
@@ -924,8 +991,10 @@ func (r *Replica) TruncateDiverging(leaderEpoch, epoch int32, leaderEnd int64) e
 }
 
 // ResetTo empties the log and restarts it at offset, for a follower whose
-// log lies wholly below the leader's log start.
-func (r *Replica) ResetTo(leaderEpoch int32, offset int64) error {
+// log lies wholly below the leader's log start, with the leader's producer
+// state as of offset (nil when the leader sent none: then the log knows it
+// lacks producers below offset, partlog's ProducersComplete).
+func (r *Replica) ResetTo(leaderEpoch int32, offset int64, producerState []byte) error {
 	r.appendMu.Lock()
 	defer r.appendMu.Unlock()
 	r.mu.Lock()
@@ -933,6 +1002,13 @@ func (r *Replica) ResetTo(leaderEpoch int32, offset int64) error {
 	r.mu.Unlock()
 	if !ok {
 		return ErrNotLeader
+	}
+	if producerState != nil {
+		err := r.log.ResetWithProducers(offset, producerState)
+		if err == nil {
+			return nil
+		}
+		r.logger.Warn("leader's producer state unusable; starting the log without it", "offset", offset, "err", err)
 	}
 	return r.log.TruncateFullyAndStartAt(offset)
 }
@@ -980,6 +1056,7 @@ func (r *Replica) MoveToTieredEnd(end int64) (moved bool, err error) {
 	r.tierWait = false
 	r.tierEnd = max(r.tierEnd, end)
 	if moved {
+		r.term++ // what a produce waits for may be gone with the log
 		r.epochStartOffset = max(r.epochStartOffset, end)
 		r.notifyLocked()
 	}

@@ -33,24 +33,24 @@ func (r *Replica) spanAttrs() trace.SpanStartOption {
 }
 
 // tracedAppend is appendAsLeader inside a strata.storage.append span.
-func (r *Replica) tracedAppend(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, int32, error) {
+func (r *Replica) tracedAppend(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, leadership, error) {
 	ctx, span := tracer.Start(ctx, "strata.storage.append", r.spanAttrs())
-	res, leaderEpoch, err := r.appendAsLeader(ctx, batches, hdrs, acks, epoch)
+	res, at, err := r.appendAsLeader(ctx, batches, hdrs, acks, epoch)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("messaging.batch.message_count", recordCount(hdrs)),
 			attribute.Int("strata.batch.bytes", len(batches)), attribute.Int64("messaging.kafka.offset", res.BaseOffset),
-			attribute.Bool("strata.duplicate", res.Duplicate), attribute.Int("strata.leader_epoch", int(leaderEpoch)))
+			attribute.Bool("strata.duplicate", res.Duplicate), attribute.Int("strata.leader_epoch", int(at.epoch)))
 		endSpan(span, err)
 	}
-	return res, leaderEpoch, err
+	return res, at, err
 }
 
 // tracedWaitCommitted is waitCommitted inside a
 // strata.storage.replication.wait span.
-func (r *Replica) tracedWaitCommitted(ctx context.Context, last int64, leaderEpoch int32, timeout time.Duration) error {
+func (r *Replica) tracedWaitCommitted(ctx context.Context, last int64, at leadership, timeout time.Duration) error {
 	ctx, span := tracer.Start(ctx, "strata.storage.replication.wait", r.spanAttrs(),
 		trace.WithAttributes(attribute.Int64("strata.last_offset", last)))
-	err := r.waitCommitted(ctx, last, leaderEpoch, timeout)
+	err := r.waitCommitted(ctx, last, at, timeout)
 	if span.IsRecording() {
 		endSpan(span, err)
 	}

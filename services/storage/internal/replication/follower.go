@@ -36,7 +36,7 @@ var errPartition = errors.New("replication: partition error from leader")
 func (f *Follower) handle(ctx context.Context, res *storagev1.ReplicatePartitionResult, fetchOffset int64) error {
 	if e := res.GetError(); e != nil {
 		if e.GetReason() == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE && fetchOffset < res.GetLogStartOffset() {
-			return f.Replica.ResetTo(f.LeaderEpoch, res.GetLogStartOffset())
+			return f.Replica.ResetTo(f.LeaderEpoch, res.GetLogStartOffset(), res.GetProducerState())
 		}
 		f.Logger.Debug("replicate partition error", "code", e.GetCode().String(), "reason", e.GetReason().String(), "msg", e.GetMessage())
 		return errPartition
@@ -133,6 +133,7 @@ func stateOf(p *commonv1.PartitionMetadata) *replica.State {
 	return &replica.State{
 		LeaderID: p.GetLeaderId(), LeaderEpoch: p.GetLeaderEpoch(), PartitionEpoch: p.GetPartitionEpoch(),
 		Replicas: append([]int32(nil), p.GetReplicas()...), ISR: append([]int32(nil), p.GetIsr()...),
+		LeaderNodeEpoch: p.GetIsrNodeEpochs()[p.GetLeaderId()],
 	}
 }
 

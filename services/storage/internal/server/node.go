@@ -73,6 +73,7 @@ type tpKey struct {
 type hosted struct {
 	r            *replica.Replica
 	configs      map[string]string  // the topic configs r runs with
+	minISR       int32              // the partition's min.insync.replicas r runs with; 0 for the topic's
 	stopFollow   context.CancelFunc // nil when no follower loop runs
 	followEpoch  int32
 	followLeader int32
@@ -280,7 +281,7 @@ func (n *Node) reconcile(v *metaview.View) {
 			}
 			k := tpKey{t.GetName(), p.GetPartition()}
 			want[k] = true
-			h, err := n.ensure(t, p.GetPartition())
+			h, err := n.ensure(t, p)
 			if err != nil {
 				n.logger.Error("cannot open replica", "topic", k.topic, "partition", k.partition, "err", err)
 				continue
@@ -325,16 +326,18 @@ func (n *Node) reconcile(v *metaview.View) {
 }
 
 // ensure opens the replica of a partition if it is not open yet, and
-// applies the topic's configs to an open one when they changed. A
-// directory left by an older topic of the same name is wiped.
-func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, error) {
+// applies the topic's configs and the partition's min.insync.replicas to
+// an open one when they changed. A directory left by an older topic of the
+// same name is wiped.
+func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) (*hosted, error) {
+	partition := p.GetPartition()
 	k := tpKey{t.GetName(), partition}
 	n.mu.Lock()
 	h := n.replicas[k]
 	n.mu.Unlock()
 	if h != nil {
-		if !sameConfigs(h.configs, t.GetConfigs()) {
-			cfg, err := TopicConfig(t.GetConfigs())
+		if !sameConfigs(h.configs, t.GetConfigs()) || h.minISR != p.GetMinInsyncReplicas() {
+			cfg, err := partitionConfig(t, p)
 			if err == nil {
 				err = h.r.SetConfig(cfg)
 			}
@@ -343,7 +346,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 				// change is tried again.
 				n.logger.Error("cannot apply changed topic configs", "topic", k.topic, "partition", k.partition, "err", err)
 			}
-			h.configs = t.GetConfigs()
+			h.configs, h.minISR = t.GetConfigs(), p.GetMinInsyncReplicas()
 		}
 		return h, nil
 	}
@@ -355,12 +358,13 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 			return nil, err
 		}
 	}
-	cfg, err := TopicConfig(t.GetConfigs())
+	cfg, err := partitionConfig(t, p)
 	if err != nil {
 		return nil, err
 	}
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
 		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock,
+		NodeEpoch: n.meta.NodeEpoch,
 	})
 	if err != nil {
 		return nil, err
@@ -372,11 +376,26 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, partition int32) (*hosted, erro
 		}
 	}
 	n.tierOpened(r) // tiered topic: an empty log waits for the tier state (tiering.go)
-	h = &hosted{r: r, configs: t.GetConfigs(), followEpoch: -1, followLeader: -1}
+	h = &hosted{r: r, configs: t.GetConfigs(), minISR: p.GetMinInsyncReplicas(), followEpoch: -1, followLeader: -1}
 	n.mu.Lock()
 	n.replicas[k] = h
 	n.mu.Unlock()
 	return h, nil
+}
+
+// partitionConfig is the replica configuration of partition p of topic t:
+// the topic's configs (TopicConfig), with the partition's own
+// min.insync.replicas when the controller sends one (it is per partition,
+// since partitions of a topic can have different replication factors).
+func partitionConfig(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) (replica.Config, error) {
+	cfg, err := TopicConfig(t.GetConfigs())
+	if err != nil {
+		return cfg, err
+	}
+	if mi := p.GetMinInsyncReplicas(); mi > 0 {
+		cfg.MinISR = int(mi)
+	}
+	return cfg, nil
 }
 
 func sameConfigs(a, b map[string]string) bool {

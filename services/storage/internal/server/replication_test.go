@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
@@ -320,5 +322,41 @@ func TestTopicConfigChangesApplyLive(t *testing.T) {
 	c.eventually("leader applies min.insync.replicas 2", func() bool { return c.node(1).node.replica("live", 0).Config().MinISR == 2 })
 	if _, err := produce(leader, "live", acksAll, 1, batch(t, "b"), 5*time.Second); err != nil {
 		t.Fatalf("acks=all after min.insync.replicas went back to 2: %v", err)
+	}
+}
+
+// min.insync.replicas is per partition: the controller sends each
+// partition's own (its default follows that partition's replicas), and a
+// node applies it, rather than one value for the whole topic.
+func TestMinInsyncPerPartition(t *testing.T) {
+	c := newCluster(t, 2, 5*time.Second)
+	c.ctrl.SetTopic(&commonv1.TopicMetadata{
+		Name: "mixed", TopicId: "mixed-id",
+		Partitions: []*commonv1.PartitionMetadata{
+			{Partition: 0, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, Isr: []int32{1, 2}, MinInsyncReplicas: 2},
+			{Partition: 1, LeaderId: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1}, Isr: []int32{1}, MinInsyncReplicas: 1},
+		},
+		Configs: map[string]string{"segment.bytes": "1048576"},
+	})
+	c.eventually("partitions hosted with their own min.insync.replicas", func() bool {
+		p0, p1 := c.node(1).node.replica("mixed", 0), c.node(1).node.replica("mixed", 1)
+		return p0 != nil && p1 != nil && p0.Config().MinISR == 2 && p1.Config().MinISR == 1
+	})
+	resp, err := c.node(1).node.storageClient(c.node(1).url).Produce(context.Background(), connect.NewRequest(&storagev1.ProduceRequest{
+		Topic: "mixed", Partition: 1, Acks: commonv1.Acks_ACKS_ALL, LeaderEpoch: 1, Records: batch(t, "a"), TimeoutMs: 10000,
+	}))
+	if err != nil {
+		t.Fatalf("acks=all to the one-replica partition: %v", err)
+	}
+	if resp.Msg.GetBaseOffset() != 0 {
+		t.Fatalf("base offset %d", resp.Msg.GetBaseOffset())
+	}
+	// A change of one partition's value reaches its replica alone.
+	c.ctrl.UpdatePartition("mixed", 1, func(p *commonv1.PartitionMetadata) { p.MinInsyncReplicas = 3 })
+	c.eventually("partition 1 applies min.insync.replicas 3", func() bool {
+		return c.node(1).node.replica("mixed", 1).Config().MinISR == 3
+	})
+	if got := c.node(1).node.replica("mixed", 0).Config().MinISR; got != 2 {
+		t.Fatalf("partition 0's min.insync.replicas changed to %d with partition 1's", got)
 	}
 }

@@ -82,6 +82,8 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH)
 	case errors.Is(err, replica.ErrOutOfOrderSequence):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE)
+	case errors.Is(err, replica.ErrUnknownProducer):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID)
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
 	case errors.Is(err, replica.ErrDuplicateInRequest):
@@ -345,6 +347,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 				res.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_OUT_OF_RANGE, Reason: commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE,
 					Message: "fetch offset below the leader's log start",
 					Hint:    &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{LogStartOffset: rr.LogStart, HighWatermark: rr.HW}}}
+				res.ProducerState = rr.ProducerState
 				answer = true
 			case rr.Diverging:
 				res.DivergingEpoch = &storagev1.DivergingEpoch{Epoch: rr.DivergingEpoch, EndOffset: rr.DivergingEnd}
