@@ -90,6 +90,12 @@ type Consumer struct {
 	cancel    context.CancelFunc
 	fetchDone chan struct{} // a Fetch in flight was answered; capacity 1
 
+	// The run of failed Poll rounds in progress, for OnRetry and
+	// DeliveryTimeout; owned by Poll. failingSince is zero when the last
+	// round succeeded.
+	failingSince time.Time
+	failures     int
+
 	closeOnce sync.Once
 }
 
@@ -184,14 +190,17 @@ func (c *Consumer) Partitions(ctx context.Context, topic string) (int32, error) 
 
 // ListOffsets answers, for each partition of the topic given, the offset
 // that off resolves to now (StartOffset: log start; EndOffset: high
-// watermark; AtTimestamp: first offset at or after the time).
+// watermark; AtTimestamp: first offset at or after the time). Transient
+// failures are retried (and told to OnRetry) until ctx ends or, when
+// DeliveryTimeout is set, for that long (then ErrDeliveryTimeout).
 func (c *Consumer) ListOffsets(ctx context.Context, topic string, partitions []int32, off Offset) (map[int32]int64, error) {
 	curs := make([]*cursor, len(partitions))
 	for i, p := range partitions {
 		curs[i] = &cursor{tp: topicPartition{topic, p}, start: off, pos: -1}
 	}
 	bo := newBackoff(&c.cfg)
-	for {
+	since := time.Now()
+	for attempt := 1; ; attempt++ {
 		err := c.resolve(ctx, curs)
 		done := true
 		for _, cur := range curs {
@@ -209,10 +218,29 @@ func (c *Consumer) ListOffsets(ctx context.Context, topic string, partitions []i
 		if err != nil && classify(err) == actFail {
 			return nil, err
 		}
-		if err := sleep(ctx, bo.NextBackOff()); err != nil {
+		wait := bo.NextBackOff()
+		if err != nil {
+			if err := c.retryOrGiveUp(err, since, attempt, wait); err != nil {
+				return nil, err
+			}
+		}
+		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// retryOrGiveUp decides about a retry of a call that has failed attempt
+// times in a row since since, the last time with err, before a wait: it
+// returns the error to give up with when the wait would end after the
+// DeliveryTimeout (when one is set), else reports the retry to OnRetry
+// and returns nil.
+func (c *Consumer) retryOrGiveUp(err error, since time.Time, attempt int, wait time.Duration) error {
+	if c.cfg.deliveryTimeoutSet && time.Now().Add(wait).After(since.Add(c.cfg.deliveryTimeout)) {
+		return fmt.Errorf("%w: %w", ErrDeliveryTimeout, err)
+	}
+	c.cfg.retried(retryEvent(err, attempt, wait))
+	return nil
 }
 
 // Close releases the consumer's goroutines and connections. Poll returns
@@ -237,7 +265,9 @@ func (c *Consumer) Close() {
 // (*UnknownTopicError), a batch that cannot be decoded
 // (*CorruptBatchError, unless SkipCorruptBatches), a position the log does
 // not hold although it lies within the log's range (ErrOffsetOutOfRange),
-// or a closed consumer.
+// calls that kept failing for longer than DeliveryTimeout when one is set
+// (ErrDeliveryTimeout), or a closed consumer. OnRetry is told about each
+// retry.
 func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 	start := time.Now()
 	bo := newBackoff(&c.cfg)
@@ -278,6 +308,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		recs, ferr := c.fetch(ctx, curs)
 		if len(recs) > 0 {
+			c.failingSince, c.failures = time.Time{}, 0
 			c.tracing.received(ctx, start, recs)
 			return recs, nil
 		}
@@ -287,6 +318,7 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		err = errors.Join(err, ferr)
 		if err == nil {
 			bo.Reset()
+			c.failingSince, c.failures = time.Time{}, 0
 			if c.cfg.fetchMaxWait < 10*time.Millisecond {
 				// Fetches do not long-poll: pace the loop.
 				if err := sleep(ctx, c.cfg.retryBackoff); err != nil {
@@ -298,7 +330,16 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		if fatal := c.fatal(err); fatal != nil {
 			return nil, fatal
 		}
-		if err := sleep(ctx, bo.NextBackOff()); err != nil {
+		if c.failingSince.IsZero() {
+			c.failingSince = time.Now()
+		}
+		c.failures++
+		wait := bo.NextBackOff()
+		if err := c.retryOrGiveUp(err, c.failingSince, c.failures, wait); err != nil {
+			c.failingSince, c.failures = time.Time{}, 0 // the next Poll gets a new period
+			return nil, err
+		}
+		if err := sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 	}
@@ -406,7 +447,7 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 		resp, err := c.cl.storage(g.addr).ListOffsets(rctx, connect.NewRequest(req))
 		cancel()
 		if err != nil {
-			errs = append(errs, fromConnect(err))
+			errs = append(errs, scopedGroup(g, fromConnect(err)))
 			_ = c.cl.refresh(ctx)
 			continue
 		}
@@ -466,7 +507,7 @@ func (c *Consumer) partitionError(ctx context.Context, cur *cursor, err error) e
 			return &UnknownTopicError{Topic: cur.tp.topic}
 		}
 	}
-	return fmt.Errorf("client: %s/%d: %w", cur.tp.topic, cur.tp.partition, err)
+	return scoped(cur.tp, fmt.Errorf("client: %s/%d: %w", cur.tp.topic, cur.tp.partition, err))
 }
 
 // pendingFetch is a Fetch in flight to one leader node.
@@ -606,7 +647,7 @@ func (c *Consumer) takeArrived(ctx context.Context) (recs []*Record, errs []erro
 	c.mu.Unlock()
 	for _, p := range arrived {
 		if p.err != nil {
-			errs = append(errs, fromConnect(p.err))
+			errs = append(errs, scopedGroup(p.g, fromConnect(p.err)))
 			_ = c.cl.refresh(ctx)
 			continue
 		}

@@ -19,7 +19,9 @@ var (
 	// calls on a closed Consumer.
 	ErrClosed = errors.New("client: closed")
 	// ErrDeliveryTimeout wraps the last error of a batch whose delivery
-	// timeout passed before it was acknowledged.
+	// timeout passed before it was acknowledged, and the last error of a
+	// consumer's Poll or ListOffsets whose calls kept failing for longer
+	// than the DeliveryTimeout it was given.
 	ErrDeliveryTimeout = errors.New("client: delivery timeout")
 	// ErrUnknownTopic is matched (errors.Is) by every *UnknownTopicError.
 	ErrUnknownTopic = errors.New("client: unknown topic")

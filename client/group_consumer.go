@@ -143,6 +143,9 @@ type GroupConsumer struct {
 	wake       chan struct{}               // closed when Poll must reconcile
 	lastCommit time.Time
 	closed     bool
+	// coordErr is the error Poll returns next: the heartbeats have failed
+	// for longer than DeliveryTimeout. nil while they succeed.
+	coordErr error
 
 	kick      chan struct{}
 	cancel    context.CancelFunc
@@ -243,7 +246,10 @@ func sortTPs(l []TopicPartition) {
 // Poll returns records of the owned partitions, waiting until some are
 // available or ctx ends (then ctx.Err()). It first runs any pending
 // rebalance (OnRevoked, OnAssigned) and, with AutoCommit, commits what
-// earlier Polls returned when the interval has passed.
+// earlier Polls returned when the interval has passed. With a
+// DeliveryTimeout (GroupConsumerOptions), it returns an error wrapping
+// ErrDeliveryTimeout when the fetches, or the heartbeats to the
+// coordinator, have kept failing for that long.
 func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	g.mu.Lock()
 	if g.closed {
@@ -257,6 +263,13 @@ func (g *GroupConsumer) Poll(ctx context.Context) ([]*Record, error) {
 	for {
 		if err := g.reconcile(ctx); err != nil {
 			return nil, err
+		}
+		g.mu.Lock()
+		coordErr := g.coordErr
+		g.coordErr = nil
+		g.mu.Unlock()
+		if coordErr != nil {
+			return nil, coordErr
 		}
 		if g.cfg.autoCommit > 0 {
 			g.mu.Lock()
@@ -621,17 +634,35 @@ func (g *GroupConsumer) coordCall(ctx context.Context, call func(context.Context
 		if attempt >= 20 {
 			return err
 		}
-		if serr := sleep(ctx, bo.NextBackOff()); serr != nil {
+		wait := bo.NextBackOff()
+		g.inner.cfg.retried(coordinatorRetry(err, attempt, wait))
+		if serr := sleep(ctx, wait); serr != nil {
 			return err
 		}
 	}
 }
 
+// coordinatorRetry describes a retry of a call to the group coordinator
+// (or of the gateway's FindCoordinator): a node that cannot be reached or
+// serve is the coordinator being unavailable.
+func coordinatorRetry(err error, attempt int, wait time.Duration) RetryEvent {
+	ev := retryEvent(err, attempt, wait)
+	if ev.Reason == RetryUnavailable || ev.Reason == RetryNodeUnreachable {
+		ev.Reason = RetryCoordinatorUnavailable
+	}
+	return ev
+}
+
 // heartbeatLoop keeps the membership: it reports the subscription and the
-// owned partitions, and hands new assignments to Poll.
+// owned partitions, and hands new assignments to Poll. Failed heartbeats
+// are retried with backoff; when they have failed for longer than
+// DeliveryTimeout (when set), the next Poll returns the error.
 func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 	defer close(g.hbDone)
-	bo := newBackoff(&g.inner.cfg)
+	cfg := &g.inner.cfg
+	bo := newBackoff(cfg)
+	var failingSince time.Time // zero while heartbeats succeed
+	failures := 0
 	for {
 		wait, err := g.heartbeat(ctx)
 		if ctx.Err() != nil {
@@ -639,8 +670,24 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 		}
 		if err != nil {
 			wait = bo.NextBackOff()
+			failures++
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if cfg.deliveryTimeoutSet && time.Now().Add(wait).After(failingSince.Add(cfg.deliveryTimeout)) {
+				g.mu.Lock()
+				g.coordErr = fmt.Errorf("%w: group %q: heartbeat: %w", ErrDeliveryTimeout, g.group, fromConnect(err))
+				g.wakeLocked()
+				g.mu.Unlock()
+				failingSince = time.Time{} // a new period for the next Poll
+			}
+			cfg.retried(coordinatorRetry(err, failures, wait))
 		} else {
 			bo.Reset()
+			failingSince, failures = time.Time{}, 0
+			g.mu.Lock()
+			g.coordErr = nil
+			g.mu.Unlock()
 		}
 		t := time.NewTimer(wait)
 		select {

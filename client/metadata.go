@@ -266,7 +266,7 @@ func (c *cluster) leader(ctx context.Context, topic string, partition int32) (pa
 	}
 	p := t.parts[partition]
 	if p.leader < 0 || p.addr == "" {
-		return p, nil, fmt.Errorf("%w: %s/%d", ErrNoLeader, topic, partition)
+		return p, nil, scoped(topicPartition{topic, partition}, fmt.Errorf("%w: %s/%d", ErrNoLeader, topic, partition))
 	}
 	return p, c.storage(p.addr), nil
 }

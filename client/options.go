@@ -116,6 +116,12 @@ type config struct {
 	unknownTopicWait time.Duration
 	retryBackoff     time.Duration
 	maxRetryBackoff  time.Duration
+	onRetry          func(RetryEvent) // nil: retries are not reported
+	// deliveryTimeout bounds a produced record (default 2m) and, once
+	// set with DeliveryTimeout (deliveryTimeoutSet), a consumer's run of
+	// failed fetches (default unlimited).
+	deliveryTimeout    time.Duration
+	deliveryTimeoutSet bool
 
 	// producer
 	linger          time.Duration
@@ -124,7 +130,6 @@ type config struct {
 	acks            Acks
 	idempotent      bool
 	idempotentSet   bool
-	deliveryTimeout time.Duration
 	maxRetries      int64
 	maxBuffered     int64
 	manualPartition bool
@@ -299,10 +304,41 @@ func Idempotent(on bool) ProducerOpt {
 	return producerOpt(func(c *config) { c.idempotent, c.idempotentSet = on, true })
 }
 
-// DeliveryTimeout bounds the time from Produce to the record's callback,
-// retries included. Default 2m.
-func DeliveryTimeout(d time.Duration) ProducerOpt {
-	return producerOpt(func(c *config) { c.deliveryTimeout = d })
+// DeliveryTimeout bounds how long the client keeps retrying. For a
+// producer it is the time from Produce to the record's callback, retries
+// included: a batch not acknowledged by then fails with an error wrapping
+// ErrDeliveryTimeout and the last failure. Default 2m.
+//
+// For a consumer (and a group consumer, through GroupConsumerOptions) it
+// is how long Poll keeps retrying failed calls (fetch, list offsets,
+// metadata; for a group consumer also its heartbeats to the coordinator)
+// while none succeeds: Poll then returns an error wrapping
+// ErrDeliveryTimeout and the last failure, and the next Poll starts a new
+// period. The period runs across Polls whose context ends meanwhile and
+// ends at the first call that succeeds. Consumer's ListOffsets is bounded
+// the same way. Default for a consumer: unlimited (Poll retries until its
+// context ends). Limits 1ms to 24h.
+func DeliveryTimeout(d time.Duration) Opt {
+	return commonOpt(func(c *config) { c.deliveryTimeout, c.deliveryTimeoutSet = d, true })
+}
+
+// OnRetry sets a function told about every retry: a produce, fetch, list
+// offsets, metadata or group coordinator request failed with a retriable
+// error, and the client waits RetryEvent.Wait before trying again. The
+// event names the partition, the attempt, the wait and the reason (see
+// RetryReason), so an application can log why it is waiting: for
+// example a produce with AcksAll waiting for the ISR to reach
+// min.insync.replicas. No call is made when a request succeeds at the
+// first try, nor when the client gives up (the error then goes to the
+// record's callback or out of Poll).
+//
+// fn is called from the client's goroutines (a producer's per-partition
+// senders, possibly several at once; the goroutine calling Poll or
+// ListOffsets; a group consumer's heartbeat goroutine): it must be safe
+// for concurrent use and must not block, since the retry waits for it.
+// Default none; nil keeps none.
+func OnRetry(fn func(RetryEvent)) Opt {
+	return commonOpt(func(c *config) { c.onRetry = fn })
 }
 
 // MaxRetries caps how often a batch is retried after a retriable error.

@@ -503,6 +503,7 @@ func (s *sink) send(batch []*promise) {
 				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 				return
 			}
+			cfg.retried(retryEvent(scoped(s.tp, lastErr), int(attempt), d))
 			if err := sleep(ctx, d); err != nil {
 				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 				return

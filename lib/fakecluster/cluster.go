@@ -2,9 +2,9 @@
 // service tests, in the spirit of franz-go's kfake: a GatewayService, a
 // ControllerService and one StorageService per fake node, served over
 // HTTP/2 cleartext on loopback, with a tiny log per partition and a fault
-// API (MoveLeader, KillNode, AddFault with a budget, Fired) to make leaders
-// change and requests fail on demand. One state answers all three
-// services, so the fencing rules live here once.
+// API (MoveLeader, KillNode, AddFault with a budget, RemoveFault, Fired)
+// to make leaders change and requests fail on demand. One state answers
+// all three services, so the fencing rules live here once.
 //
 // What it models: topics with partitions, leaders, leader and partition
 // epochs, replicas and ISR (with the fencing checks of the real storage
@@ -395,7 +395,10 @@ func (c *Cluster) Calls(method string) int {
 // log and only its answer is lost.
 //
 // Range, when set, is the OffsetRangeHint the error carries (with
-// REASON_OFFSET_OUT_OF_RANGE), to make a leader report any range.
+// REASON_OFFSET_OUT_OF_RANGE), to make a leader report any range;
+// NotEnoughReplicas likewise is the NotEnoughReplicasHint (with
+// REASON_NOT_ENOUGH_REPLICAS), the ISR size and min.insync.replicas a
+// leader reports when it refuses an acks=all produce.
 type Fault struct {
 	Method      string
 	Node        int32
@@ -408,6 +411,8 @@ type Fault struct {
 	Kill        bool
 	Range       *commonv1.OffsetRangeHint
 
+	NotEnoughReplicas *commonv1.NotEnoughReplicasHint
+
 	fired int
 }
 
@@ -417,6 +422,14 @@ func (c *Cluster) AddFault(f *Fault) *Fault {
 	defer c.mu.Unlock()
 	c.faults = append(c.faults, f)
 	return f
+}
+
+// RemoveFault lifts a fault: requests no longer match it. Fired still
+// reports how often it fired.
+func (c *Cluster) RemoveFault(f *Fault) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = slices.DeleteFunc(c.faults, func(g *Fault) bool { return g == f })
 }
 
 // Fired reports how often a fault has fired.
@@ -443,6 +456,11 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 		if f.Range != nil {
 			d := detail(f.Code, f.Reason, fmt.Sprintf("injected fault: %v", f.Reason))
 			d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: f.Range}
+			return asError(d)
+		}
+		if f.NotEnoughReplicas != nil {
+			d := detail(f.Code, f.Reason, fmt.Sprintf("injected fault: %v", f.Reason))
+			d.Hint = &commonv1.ErrorDetail_NotEnoughReplicas{NotEnoughReplicas: proto.Clone(f.NotEnoughReplicas).(*commonv1.NotEnoughReplicasHint)}
 			return asError(d)
 		}
 		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)

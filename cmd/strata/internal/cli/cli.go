@@ -104,7 +104,8 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Gateway: DefaultGateway, Output: "text", Path: "strata"}
+	// Stderr gets lines from the client's goroutines too (waiting.go).
+	e := &Env{Stdin: stdin, Stdout: stdout, Stderr: &lockedWriter{w: stderr}, Gateway: DefaultGateway, Output: "text", Path: "strata"}
 	if g := getenv("STRATA_GATEWAY"); g != "" {
 		e.Gateway = g
 	}

@@ -18,8 +18,9 @@ func consume(ctx context.Context, e *Env, args []string) error {
 		group, start, format  string
 		count, partition      int
 		exitAtEnd, skipBroken bool
+		deliveryTimeout       time.Duration
 	)
-	f := newFlags(e, "strata consume TOPIC [-g GROUP] [-o start|end|OFFSET|@UNIX_MS] [-n COUNT] [-e] [-f FORMAT]",
+	f := newFlags(e, "strata consume TOPIC [-g GROUP] [-o start|end|OFFSET|@UNIX_MS] [-n COUNT] [-e] [-f FORMAT] [--delivery-timeout DURATION]",
 		`Print the records of every partition of a topic (or of one, with -p).
 
 -o is where to start in each partition: start (the oldest record kept), end
@@ -38,7 +39,12 @@ escapes \t \n \r \\ and %%.
 A batch that cannot be decoded (a log written before leaders validated
 batches) stops consume with an error naming its partition and offsets;
 --skip-corrupt reads on past such batches, losing their records, with a
-warning on stderr for each.`,
+warning on stderr for each.
+
+While the client retries (no leader, an unreachable node, the group
+coordinator unavailable), one line on stderr says why it waits, and one
+more when another reason appears. When no fetch has succeeded for
+--delivery-timeout, consume exits 1 with one line saying what it waited for.`,
 		`strata consume orders -o start -e -f '%p:%o %k=%v\n'`)
 	f.String(&group, "g", "group", "GROUP", "", "consume as a member of a consumer group (needs the coordinator)")
 	f.String(&start, "o", "offset", "POSITION", "start", "where to start: start, end, OFFSET, -N or @UNIX_MS")
@@ -47,9 +53,14 @@ warning on stderr for each.`,
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "output format: json or a format string")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "read only this partition (-1: all)")
 	f.Bool(&skipBroken, "", "skip-corrupt", "skip batches that cannot be decoded (their records are lost), warning on stderr")
+	f.Duration(&deliveryTimeout, "", "delivery-timeout", "DURATION", 2*time.Minute,
+		"how long a poll may keep retrying failed fetches (no leader, unreachable node, no coordinator) before consume fails")
 	pos, err := f.parse(args, "TOPIC")
 	if err != nil {
 		return err
+	}
+	if deliveryTimeout <= 0 {
+		return usagef("--delivery-timeout must be positive, not %s", deliveryTimeout)
 	}
 	topic := pos[0]
 	off, err := parseStart(start)
@@ -81,10 +92,14 @@ warning on stderr for each.`,
 		if partition >= 0 {
 			return usagef("-p cannot be used with -g: the group coordinator assigns the partitions")
 		}
-		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, skipBroken, asJSON, out)
+		wait := newWaitNotice(e, deliveryTimeout, fmt.Sprintf("group %q", group))
+		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, asJSON, out, wait,
+			append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry)))
 	}
 
-	c, err := client.NewConsumer(e.gatewayURL(), corruptOpts(e, skipBroken)...)
+	wait := newWaitNotice(e, deliveryTimeout, "")
+	c, err := client.NewConsumer(e.gatewayURL(),
+		append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))...)
 	if err != nil {
 		return err
 	}
@@ -105,7 +120,7 @@ warning on stderr for each.`,
 	// Resolve the start now, so -e can compare it with the end.
 	startAt, err := c.ListOffsets(ctx, topic, parts, off)
 	if err != nil {
-		return err
+		return wait.failed(err)
 	}
 	assign := map[int32]client.Offset{}
 	for _, p := range parts {
@@ -114,7 +129,7 @@ warning on stderr for each.`,
 	var ends map[int32]int64
 	if exitAtEnd {
 		if ends, err = c.ListOffsets(ctx, topic, parts, client.EndOffset()); err != nil {
-			return err
+			return wait.failed(err)
 		}
 		for _, p := range parts {
 			if startAt[p] >= ends[p] {
@@ -140,7 +155,7 @@ warning on stderr for each.`,
 			return nil // interrupted: what was printed stands
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return corruptHint(err, "")
+			return wait.failed(corruptHint(err, ""))
 		}
 		for _, r := range recs {
 			if exitAtEnd && r.Offset >= ends[r.Partition] {
@@ -198,10 +213,12 @@ func flagGiven(args []string, names ...string) bool {
 // where there is none), and the offsets of the records printed are
 // committed after each batch, so a restarted consume goes on after the
 // last record it printed. With -e it exits once every partition it owns
-// is read to its high watermark.
-func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, skipBroken, asJSON bool, out *outputFormat) error {
+// is read to its high watermark. opts are the options of its consumer;
+// wait is the notice they report retries to.
+func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, asJSON bool, out *outputFormat,
+	wait *waitNotice, opts []client.ConsumerOpt) error {
 	gc, err := client.NewGroupConsumer(e.gatewayURL(), group, []string{topic}, client.StartWhenNoCommit(off), client.ClientID("strata-cli"),
-		client.GroupConsumerOptions(corruptOpts(e, skipBroken)...))
+		client.GroupConsumerOptions(opts...))
 	if err != nil {
 		return err
 	}
@@ -225,7 +242,7 @@ func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.O
 			return nil // interrupted: what was printed stands (and was committed)
 		}
 		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return corruptHint(err, group)
+			return wait.failed(corruptHint(err, group))
 		}
 		var done []*client.Record
 		for _, r := range recs {

@@ -49,7 +49,7 @@ func (e *Env) explain(err error) string {
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		return "may or may not have been written, so it was not sent again (--acks all retries safely): " + e.explainCause(err)
 	case errors.Is(err, client.ErrDeliveryTimeout):
-		return "not acknowledged within the delivery timeout: " + e.explainCause(err)
+		return "not acknowledged within the delivery timeout: " + e.explainCause(causeAfter(err, client.ErrDeliveryTimeout))
 	case errors.Is(err, client.ErrOffsetOutOfRange):
 		return "cannot read on: " + e.explainCause(err)
 	}

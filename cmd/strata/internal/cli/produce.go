@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/strata-mq/strata/client"
 )
@@ -17,12 +18,19 @@ func produce(ctx context.Context, e *Env, args []string) error {
 		key, acks, format, compression string
 		headers                        []string
 		partition                      int
+		deliveryTimeout                time.Duration
 	)
-	f := newFlags(e, "strata produce TOPIC [-k KEY] [-H K=V]... [--acks all|leader|none] [-f FORMAT]",
+	f := newFlags(e, "strata produce TOPIC [-k KEY] [-H K=V]... [--acks all|leader|none] [-f FORMAT] [--delivery-timeout DURATION]",
 		`Produce one record per line of stdin and print a delivery report per record on stdout:
 "partition P offset O [key K]" (with --output json: {"partition":P,"offset":O,"key":K}).
 Failed records are printed on stderr, one line each, and make the exit code 1.
 Leader changes are retried by the client (idempotent with --acks all).
+
+While the client retries (no leader, not enough in-sync replicas for
+--acks all, an unreachable node), one line on stderr says why it waits
+("strata: waiting: orders-3: not enough in-sync replicas (ISR 1,
+min.insync.replicas 2); ..."), and one more when another reason appears.
+A record still not acknowledged after --delivery-timeout fails.
 
 FORMAT describes each input record with %k (key) and %v (value) and literal
 separators; escapes \t \n \r \\ and %% work. A format that does not end in a
@@ -34,9 +42,14 @@ literal ends at a newline.`,
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "input record format")
 	f.String(&compression, "z", "compression", "CODEC", "none", "batch compression: none, gzip, snappy, lz4, zstd")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "send every record to this partition (-1: by key)")
+	f.Duration(&deliveryTimeout, "", "delivery-timeout", "DURATION", 2*time.Minute,
+		"how long a record may keep being retried (no leader, not enough in-sync replicas, unreachable node) before it fails")
 	pos, err := f.parse(args, "TOPIC")
 	if err != nil {
 		return err
+	}
+	if deliveryTimeout <= 0 {
+		return usagef("--delivery-timeout must be positive, not %s", deliveryTimeout)
 	}
 	topic := pos[0]
 	level, err := client.ParseAcks(acks)
@@ -63,7 +76,9 @@ literal ends at a newline.`,
 		hs = append(hs, client.Header{Key: k, Value: []byte(v)})
 	}
 
-	opts := []client.ProducerOpt{client.WithAcks(level), client.WithCompression(codec)}
+	wait := newWaitNotice(e, deliveryTimeout, "")
+	opts := []client.ProducerOpt{client.WithAcks(level), client.WithCompression(codec),
+		client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry)}
 	if partition >= 0 {
 		opts = append(opts, client.ManualPartitioning())
 	}
@@ -80,7 +95,7 @@ literal ends at a newline.`,
 		return fmt.Errorf("topic %q has no partition %d (it has %d)", topic, partition, n)
 	}
 
-	rep := &reporter{e: e, done: map[int]report{}}
+	rep := &reporter{e: e, deliveryTimeout: deliveryTimeout, done: map[int]report{}}
 	type item struct {
 		rec *client.Record
 		err error
@@ -154,11 +169,12 @@ loop:
 // reporter prints delivery reports in input order, whatever order the
 // partitions acknowledge in.
 type reporter struct {
-	e      *Env
-	mu     sync.Mutex
-	next   int
-	done   map[int]report
-	failed int
+	e               *Env
+	deliveryTimeout time.Duration // --delivery-timeout, to say in a failure
+	mu              sync.Mutex
+	next            int
+	done            map[int]report
+	failed          int
 }
 
 type report struct {
@@ -195,7 +211,12 @@ func (r *reporter) print(i int, rp report) {
 		if rp.rec.Key != nil {
 			what += fmt.Sprintf(" (key %q)", rp.rec.Key)
 		}
-		fmt.Fprintf(e.Stderr, "strata: %s failed: %s\n", what, e.explain(rp.err))
+		why := e.explain(rp.err)
+		if errors.Is(rp.err, client.ErrDeliveryTimeout) {
+			why = fmt.Sprintf("not acknowledged within the delivery timeout (%s): %s", r.deliveryTimeout,
+				e.explainCause(causeAfter(rp.err, client.ErrDeliveryTimeout)))
+		}
+		fmt.Fprintf(e.Stderr, "strata: %s failed: %s\n", what, why)
 		return
 	}
 	if e.Output == "json" {
