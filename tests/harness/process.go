@@ -44,10 +44,11 @@ func Build(t testing.TB, dir, pkg string) string {
 // can read what the process reported; stderr goes to the test log. Methods
 // are safe for concurrent use.
 type Process struct {
-	t    testing.TB
-	name string
-	argv []string
-	env  []string
+	t     testing.TB
+	name  string
+	argv  []string
+	env   []string
+	setup func(*exec.Cmd) // see StartWith; nil for Start
 
 	stderr *testWriter // forwards stderr to the test log and keeps its tail
 
@@ -65,7 +66,17 @@ type Process struct {
 // test's environment. The process is killed when the test ends.
 func Start(t testing.TB, name string, argv []string, env ...string) *Process {
 	t.Helper()
-	p := &Process{t: t, name: name, argv: argv, env: env}
+	return StartWith(t, name, argv, nil, env...)
+}
+
+// StartWith is Start with setup called on the command of every run (the
+// first and each Restart) just before it starts, for what Start leaves at
+// its zero value: SysProcAttr (a cgroup to start in, say) or ExtraFiles.
+// setup must leave Path, Args, Env, Stdout and Stderr alone; the process
+// depends on them. A nil setup makes StartWith the same as Start.
+func StartWith(t testing.TB, name string, argv []string, setup func(*exec.Cmd), env ...string) *Process {
+	t.Helper()
+	p := &Process{t: t, name: name, argv: argv, env: env, setup: setup}
 	p.stderr = &testWriter{t: t, prefix: name + ": "}
 	p.start()
 	t.Cleanup(func() { p.Kill() })
@@ -85,6 +96,9 @@ func (p *Process) start() {
 		p.t.Fatalf("harness: %s: %v", p.name, err)
 	}
 	cmd.Stdout = w
+	if p.setup != nil {
+		p.setup(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		r.Close()
 		w.Close()
