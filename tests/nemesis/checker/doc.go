@@ -1,0 +1,59 @@
+// Package checker judges a fault run's history (package history) the way
+// Jepsen's Kafka workload does: from what clients were promised and what
+// they read, with no access to the cluster. Check is pure and
+// deterministic; its Result counts every anomaly, lists the first ones with
+// the values, offsets and event indexes involved, and prints as a summary
+// table.
+//
+// # Anomalies
+//
+// Each rule lives in the file named after its job:
+//
+//	lost.go       lost-write: an ok send never read anywhere, although polls
+//	              returned its partition's offsets as far as its own or
+//	              beyond. Not read that far: unread (informational; the
+//	              suite's final full read leaves none).
+//	offsets.go    duplicate: one value at two or more positions (reads and
+//	              the send's acknowledgement together); inconsistent-offset:
+//	              one position holding two or more values.
+//	reads.go      aborted-read: a value read whose send failed; phantom-read:
+//	              a value read that no send wrote; vanished-read: a record
+//	              served, then gone: after the last poll that served it, a
+//	              poll returned another value at its offset, or a read from
+//	              before it reached the partition's end (Poll.AtEnd) short
+//	              of it.
+//	sends.go      nonmonotonic-send: per producer process, key and
+//	              partition, an ok send invoked after another acknowledged at
+//	              an offset at or below the other's.
+//	polls.go      nonmonotonic-poll and poll-skip: per consumer process and
+//	              partition, an offset at or below the previous one returned,
+//	              or a jump over offsets some poll returned records at, with
+//	              no assign of the partition (or a group rejoin, or the
+//	              partition missing from a poll's assignment) in between. A
+//	              skip across such a change is counted as a rebalance skip
+//	              (informational).
+//	commits.go    commit-backwards: per group and partition, an ok commit
+//	              lower than an ok commit that completed before it was
+//	              invoked, with no reset in between.
+//	availability.go
+//	              windows longer than Options.UnavailableAfter with no
+//	              successful send (and, apart, poll) while some were
+//	              attempted, with the faults active then and the longest
+//	              window per fault kind (informational).
+//
+// # What the rules assume
+//
+//   - Values are unique per send: records are told apart by value.
+//   - Index order is real-time order, as a Recorder gives it: "after"
+//     means a higher event index, never a later wall-clock time (wall
+//     clocks only measure the availability windows).
+//   - Failed sends did not happen; info and pending sends may have: they are
+//     never lost, and reading them once is no anomaly.
+//   - Topics are not compacted: a gap in offsets that some poll returned
+//     records in is a skip, not compaction.
+//   - Retention is not judged: a read that starts after an offset says
+//     nothing about the record there.
+//
+// The judgement of a run is the history only: a run's history file read
+// with history.ReadFile, or a Recorder's Events, given to Check.
+package checker

@@ -1,0 +1,328 @@
+package history
+
+import (
+	"fmt"
+	"time"
+)
+
+// Type is what an event says about its operation: that it was invoked, or
+// how it ended. The values are part of the format.
+type Type string
+
+// The four event types, as in Jepsen's histories.
+const (
+	// Invoke starts an operation; its completion, if any, comes later
+	// with Invoke set to this event's Index.
+	Invoke Type = "invoke"
+	// Ok: the operation happened, and the event carries its result.
+	Ok Type = "ok"
+	// Fail: the operation is known not to have happened (a send the
+	// broker refused before appending, for instance).
+	Fail Type = "fail"
+	// Info: indeterminate; the operation may or may not have happened (a
+	// timeout, a lost connection).
+	Info Type = "info"
+)
+
+// Func names an operation. The values are part of the format.
+type Func string
+
+// The operations of a history.
+const (
+	// FSend appends one record; Event.Send is set.
+	FSend Func = "send"
+	// FPoll is one poll of a consumer; Event.Poll is set.
+	FPoll Func = "poll"
+	// FCommit commits a group's offsets; Event.Commit is set.
+	FCommit Func = "commit"
+	// FAssign is a change of a consumer's assignment or position (a
+	// rebalance, or a seek); Event.Assign is set. Usually a note.
+	FAssign Func = "assign"
+	// FReset is an explicit change of a group's committed offsets (an
+	// administrator's reset), after which a lower commit is no anomaly;
+	// Event.Reset is set.
+	FReset Func = "reset"
+	// FFault is the nemesis starting or stopping a fault; Event.Fault is
+	// set. Always a note.
+	FFault Func = "fault"
+)
+
+// Fault kinds the suite injects. Kind is free text, so a new fault needs no
+// change here; these are the names the checker's report groups by.
+const (
+	FaultKill              = "kill"
+	FaultPause             = "pause"
+	FaultPartition         = "partition"
+	FaultDiskFull          = "disk-full"
+	FaultEIO               = "eio"
+	FaultPowerCut          = "power-cut"
+	FaultMove              = "move"
+	FaultCancelMove        = "cancel-move"
+	FaultDrain             = "drain"
+	FaultPreferredElection = "preferred-election"
+	FaultPostgresRestart   = "postgres-restart"
+	FaultS3Errors          = "s3-errors"
+	FaultS3Slow            = "s3-slow"
+)
+
+// Fault phases.
+const (
+	// FaultStart: the fault is being injected from now on.
+	FaultStart = "start"
+	// FaultStop: the fault is healed (Fault.Start names the start event).
+	FaultStop = "stop"
+)
+
+// NemesisProcess is the process of every fault event.
+const NemesisProcess = "nemesis"
+
+// Event is one line of a history. Field names in the JSON tags are part of
+// the format (see the package doc).
+type Event struct {
+	// Index numbers events 1, 2, 3, … in the order they happened; in a
+	// recorder's history it is a real-time order. Never 0.
+	Index int64 `json:"index"`
+	// Time is the wall-clock time the event was recorded.
+	Time time.Time `json:"time"`
+	// Process is the client that did the operation: one per producer or
+	// consumer ("producer-1", "group-a/member-2"), or NemesisProcess.
+	Process string `json:"process"`
+	// Type is invoke, ok, fail or info.
+	Type Type `json:"type"`
+	// Invoke is, on a completion, the Index of the invoke event it
+	// completes; 0 on an invoke and on a note (an event that stands
+	// alone, like a fault or an assignment change).
+	Invoke int64 `json:"invoke,omitempty"`
+	// Op is the operation: F and the one payload F names.
+	Op
+	// Error is why an operation failed or is indeterminate; empty on
+	// invoke and ok.
+	Error string `json:"error,omitempty"`
+}
+
+// Op is an operation: which one (F) and its payload. Exactly the field F
+// names is set. On an invoke it holds the request; on a completion the
+// request again, with the result filled in.
+type Op struct {
+	F      Func    `json:"f"`
+	Send   *Send   `json:"send,omitempty"`
+	Poll   *Poll   `json:"poll,omitempty"`
+	Commit *Commit `json:"commit,omitempty"`
+	Assign *Assign `json:"assign,omitempty"`
+	Reset  *Reset  `json:"reset,omitempty"`
+	Fault  *Fault  `json:"fault,omitempty"`
+}
+
+// Send is a record sent to a topic.
+type Send struct {
+	Topic string `json:"topic"`
+	Key   string `json:"key"`
+	// Value is unique to this send in the workload: the checker tells
+	// records apart by value.
+	Value string `json:"value"`
+	// Partition is where the record went; -1 when not known (on an
+	// invoke the producer may not have chosen yet, and on fail or info
+	// it may never have).
+	Partition int32 `json:"partition"`
+	// Offset is the offset the broker acknowledged; -1 unless ok.
+	Offset int64 `json:"offset"`
+}
+
+// Poll is one poll of a consumer.
+type Poll struct {
+	// Group and Member name a group consumer; both empty for a plain
+	// consumer.
+	Group  string `json:"group,omitempty"`
+	Member string `json:"member,omitempty"`
+	// Epoch is a group member's generation (member epoch) at the poll;
+	// 0 for a plain consumer.
+	Epoch int32 `json:"epoch,omitempty"`
+	// Assigned is the consumer's assignment at the poll, if the client
+	// knows it; nil when not recorded.
+	Assigned []TopicPartition `json:"assigned,omitempty"`
+	// Records are the records returned, in the order returned; on an
+	// invoke, fail or info, none.
+	Records []Record `json:"records,omitempty"`
+	// AtEnd lists partitions whose position, after this poll, had
+	// reached the high watermark the consumer last saw: a read that
+	// started at or before an offset and got here has passed over it.
+	// Optional: without it the checker judges a record gone only by a
+	// later read of its offset or of offsets after it.
+	AtEnd []TopicPartition `json:"at_end,omitempty"`
+}
+
+// Record is one record returned by a poll.
+type Record struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Key       string `json:"key"`
+	Value     string `json:"value"`
+}
+
+// Commit is a group's commit of the next offsets to read.
+type Commit struct {
+	Group  string `json:"group"`
+	Member string `json:"member,omitempty"`
+	// Epoch is the member epoch the commit was sent with.
+	Epoch int32 `json:"epoch,omitempty"`
+	// Offsets are the committed offsets: for each partition the next
+	// offset to read.
+	Offsets []PartitionOffset `json:"offsets"`
+}
+
+// Assign is a change of a consumer's assignment or position. A group
+// member records one when partitions are revoked or assigned; a plain
+// consumer records one when it assigns or seeks. The checker starts its
+// judgement of a partition's reads afresh at an assign that names it, and
+// of every partition of the process at one that names none.
+type Assign struct {
+	Group  string `json:"group,omitempty"`
+	Member string `json:"member,omitempty"`
+	// Epoch is the member epoch of the new assignment.
+	Epoch    int32            `json:"epoch,omitempty"`
+	Revoked  []TopicPartition `json:"revoked,omitempty"`
+	Assigned []TopicPartition `json:"assigned,omitempty"`
+}
+
+// Reset is an explicit change of a group's committed offsets, outside the
+// group's own commits.
+type Reset struct {
+	Group string `json:"group"`
+	// Offsets are the partitions reset and where to; empty means every
+	// partition of the group.
+	Offsets []PartitionOffset `json:"offsets,omitempty"`
+}
+
+// Fault is a fault's start or stop.
+type Fault struct {
+	// Kind is what is injected: one of the Fault* constants or any
+	// other name.
+	Kind string `json:"kind"`
+	// Phase is FaultStart or FaultStop.
+	Phase string `json:"phase"`
+	// Start is, on a stop, the Index of the start event it ends.
+	Start int64 `json:"start,omitempty"`
+	// Description says what exactly (which node, which link).
+	Description string `json:"description,omitempty"`
+}
+
+// TopicPartition names a partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// PartitionOffset is an offset of a partition.
+type PartitionOffset struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// TP is the partition of po.
+func (po PartitionOffset) TP() TopicPartition {
+	return TopicPartition{Topic: po.Topic, Partition: po.Partition}
+}
+
+// TP is the partition of r.
+func (r Record) TP() TopicPartition { return TopicPartition{Topic: r.Topic, Partition: r.Partition} }
+
+// SendOp is a send of value under key to topic, partition not yet known.
+func SendOp(topic, key, value string) Op {
+	return Op{F: FSend, Send: &Send{Topic: topic, Key: key, Value: value, Partition: -1, Offset: -1}}
+}
+
+// PollOp is a poll by a plain consumer (group and member empty) or a
+// group member.
+func PollOp(group, member string) Op {
+	return Op{F: FPoll, Poll: &Poll{Group: group, Member: member}}
+}
+
+// CommitOp is a commit of offsets by a member of group.
+func CommitOp(group, member string, epoch int32, offsets ...PartitionOffset) Op {
+	return Op{F: FCommit, Commit: &Commit{Group: group, Member: member, Epoch: epoch, Offsets: offsets}}
+}
+
+// AssignOp is an assignment change.
+func AssignOp(a Assign) Op { return Op{F: FAssign, Assign: &a} }
+
+// ResetOp is an explicit reset of group's offsets (all when none given).
+func ResetOp(group string, offsets ...PartitionOffset) Op {
+	return Op{F: FReset, Reset: &Reset{Group: group, Offsets: offsets}}
+}
+
+// payloadOK reports whether exactly the payload F names is set.
+func (o Op) payloadOK() bool {
+	set := 0
+	for _, p := range []bool{o.Send != nil, o.Poll != nil, o.Commit != nil, o.Assign != nil, o.Reset != nil, o.Fault != nil} {
+		if p {
+			set++
+		}
+	}
+	if set != 1 {
+		return false
+	}
+	switch o.F {
+	case FSend:
+		return o.Send != nil
+	case FPoll:
+		return o.Poll != nil
+	case FCommit:
+		return o.Commit != nil
+	case FAssign:
+		return o.Assign != nil
+	case FReset:
+		return o.Reset != nil
+	case FFault:
+		return o.Fault != nil
+	}
+	return false
+}
+
+// clone returns a deep copy of o, so that an event kept in memory never
+// shares a slice with the caller.
+func (o Op) clone() Op {
+	c := Op{F: o.F}
+	if o.Send != nil {
+		s := *o.Send
+		c.Send = &s
+	}
+	if o.Poll != nil {
+		p := *o.Poll
+		p.Assigned = cloneSlice(p.Assigned)
+		p.Records = cloneSlice(p.Records)
+		p.AtEnd = cloneSlice(p.AtEnd)
+		c.Poll = &p
+	}
+	if o.Commit != nil {
+		cm := *o.Commit
+		cm.Offsets = cloneSlice(cm.Offsets)
+		c.Commit = &cm
+	}
+	if o.Assign != nil {
+		a := *o.Assign
+		a.Revoked = cloneSlice(a.Revoked)
+		a.Assigned = cloneSlice(a.Assigned)
+		c.Assign = &a
+	}
+	if o.Reset != nil {
+		r := *o.Reset
+		r.Offsets = cloneSlice(r.Offsets)
+		c.Reset = &r
+	}
+	if o.Fault != nil {
+		f := *o.Fault
+		c.Fault = &f
+	}
+	return c
+}
+
+func cloneSlice[T any](s []T) []T {
+	if s == nil {
+		return nil
+	}
+	return append([]T(nil), s...)
+}
