@@ -70,7 +70,8 @@ const maxKeptReplaced = 64 << 20
 // that shared lock, reads and writes cost nothing: no allocation, no
 // bookkeeping. Sync costs one Size (fstat) and a per-file mutex; name
 // operations (Create, OpenReadWrite, Remove, Rename, SyncDir) take one
-// mutex of the FS, and Create and OpenReadWrite one Stat.
+// mutex of the FS, Create and OpenReadWrite one Stat more, and Rename one
+// Stat and, when it replaces a file, a read of that file.
 type VolatileFS struct {
 	base FS
 
