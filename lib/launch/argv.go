@@ -141,6 +141,11 @@ type Storage struct {
 	// ReplicaLagTime is --replica-lag-time: a follower not caught up for
 	// this long leaves the ISR.
 	ReplicaLagTime time.Duration
+	// FaultInjection is --fault-injection: the node's partition logs run
+	// over a filesystem whose I/O errors and power cut are driven through
+	// /debug/faults on the admin port. For fault tests only; it needs
+	// AdminListen.
+	FaultInjection bool
 }
 
 // Argv is the command line of s.
@@ -153,6 +158,9 @@ func (s Storage) Argv() []string {
 		a.str("--tiering", s.Tiering)
 		a.dur("--tier-interval", s.TierInterval)
 		a.dur("--replica-lag-time", s.ReplicaLagTime)
+		if s.FaultInjection {
+			*a = append(*a, "--fault-injection")
+		}
 	})
 }
 

@@ -30,6 +30,9 @@ func TestArgv(t *testing.T) {
 			Tiering: "http://t", TierInterval: 500 * time.Millisecond, ReplicaLagTime: 2 * time.Second}.Argv(),
 			"/bin/s --node-id 0 --advertise http://p:1 --data-dir /d/s0 --controller http://c1,http://c2 --tiering http://t " +
 				"--tier-interval 500ms --replica-lag-time 2s --cors-allowed-origins http://localhost:* --rack a"},
+		{"storage with fault injection", Storage{Process: Process{Bin: "/bin/s", AdminListen: "127.0.0.1:2"}, NodeID: 3,
+			FaultInjection: true}.Argv(),
+			"/bin/s --admin-listen 127.0.0.1:2 --node-id 3 --fault-injection"},
 		{"gateway", Gateway{Process: Process{Bin: "/bin/g"}, Controllers: []string{"http://c"}}.Argv(),
 			"/bin/g --controller http://c"},
 		{"gateway for another network", Gateway{Process: Process{Bin: "/bin/g"}, Controllers: []string{"http://c"},

@@ -104,8 +104,15 @@ func (h *Health) Failing(ctx context.Context) []string {
 //	/debug/pprof/  the Go profiler
 //
 // The admin port is for operators and the cluster, not for clients: it
-// exposes profiles and check messages.
+// exposes profiles and check messages. A service adds its own endpoints
+// with [Process.HandleAdmin].
 func AdminHandler(h *Health, metrics http.Handler) http.Handler {
+	return adminMux(h, metrics)
+}
+
+// adminMux is AdminHandler as the mux, so that Process.HandleAdmin can add
+// to it while it serves (http.ServeMux is safe for that).
+func adminMux(h *Health, metrics http.Handler) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -35,7 +35,8 @@
 //     flow-control windows ([StartServer]), and the matching client for
 //     calls between services ([NewHTTPClient]);
 //   - an admin listener with /healthz, /readyz, /metrics and /debug/pprof/
-//     ([AdminHandler], [Health]);
+//     ([AdminHandler], [Health]), to which a service may add its own
+//     endpoints ([Process.HandleAdmin]);
 //   - graceful shutdown on SIGTERM or SIGINT: unready, drain, cancel,
 //     shutdown hooks in reverse order, flush, exit 0 ([Command.Run]).
 //

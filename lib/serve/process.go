@@ -204,9 +204,10 @@ type Process struct {
 	health *Health
 	client *http.Client
 
-	apiLn   net.Listener
-	adminLn net.Listener
-	api     *Server
+	apiLn    net.Listener
+	adminLn  net.Listener
+	adminMux *http.ServeMux // nil when the admin listener is disabled
+	api      *Server
 
 	mu        sync.Mutex
 	hooks     []shutdownHook
@@ -252,6 +253,21 @@ func (p *Process) AdminAddr() net.Addr {
 		return nil
 	}
 	return p.adminLn.Addr()
+}
+
+// HandleAdmin serves h at pattern (an [http.ServeMux] pattern, such as
+// "/debug/faults/") on the admin listener, beside /healthz, /readyz,
+// /metrics and /debug/pprof/: for a service's own operator or test
+// endpoints. The handler answers from the moment it is added, until the
+// process ends. It returns an error, and adds nothing, when the admin
+// listener is disabled; a pattern that conflicts with one already served
+// panics, as with [http.ServeMux.Handle].
+func (p *Process) HandleAdmin(pattern string, h http.Handler) error {
+	if p.adminMux == nil {
+		return fmt.Errorf("serve: admin endpoint %s needs the admin listener (--admin-listen)", pattern)
+	}
+	p.adminMux.Handle(pattern, h)
+	return nil
 }
 
 // AddReadinessCheck registers a check behind /readyz; see [Health.AddCheck].
@@ -301,7 +317,8 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		}
 		// The admin listener serves from before Setup until the very end,
 		// so /healthz answers during a long start and /metrics during drain.
-		admin = StartServer(p.adminLn, AdminHandler(p.health, p.tel.MetricsHandler()))
+		p.adminMux = adminMux(p.health, p.tel.MetricsHandler())
+		admin = StartServer(p.adminLn, p.adminMux)
 		defer admin.Close()
 	}
 

@@ -437,3 +437,31 @@ func TestRunTextLogsAndNoAdmin(t *testing.T) {
 		t.Errorf("not text logs:\n%s", stderr.String())
 	}
 }
+
+// A service adds its own endpoints to the admin listener; without one,
+// HandleAdmin says so.
+func TestHandleAdmin(t *testing.T) {
+	r := start(t, &testConfig{}, nil, func(ctx context.Context, p *Process) (http.Handler, error) {
+		err := p.HandleAdmin("GET /debug/thing", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, "thing")
+		}))
+		return nil, err
+	})
+	r.waitReady(t)
+	c := NewHTTPClient()
+	defer c.CloseIdleConnections()
+	if resp, body := get(t, c, baseURL(r.p.AdminAddr())+"/debug/thing"); resp.StatusCode != 200 || body != "thing\n" {
+		t.Errorf("/debug/thing = %d %q", resp.StatusCode, body)
+	}
+	if resp, body := get(t, c, baseURL(r.p.AdminAddr())+"/healthz"); resp.StatusCode != 200 || body != "ok\n" {
+		t.Errorf("/healthz beside it = %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, c, baseURL(r.p.Addr())+"/debug/thing"); resp.StatusCode != 404 {
+		t.Errorf("/debug/thing on the API listener = %d, want 404", resp.StatusCode)
+	}
+
+	noAdmin := &Process{}
+	if err := noAdmin.HandleAdmin("/debug/thing", http.NotFoundHandler()); err == nil || !strings.Contains(err.Error(), "--admin-listen") {
+		t.Errorf("HandleAdmin without an admin listener: %v", err)
+	}
+}

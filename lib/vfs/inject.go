@@ -54,6 +54,9 @@ type Fault struct {
 	// Op is the operation that fails.
 	Op Op
 	// Path restricts the fault to names containing it; "" matches all.
+	// A directory ("/data/orders-0") matches itself (SyncDir) and every
+	// name under it, but also any name it is part of ("/data/orders-01");
+	// with a trailing separator it matches only the names under it.
 	Path string
 	// After is how many matching operations succeed before the fault
 	// fires: 0 fails the first one, 2 the third.
@@ -64,15 +67,40 @@ type Fault struct {
 	// bytes of its buffer (capped at its length), like a write cut short
 	// by a full disk or a crash. Negative means half the buffer.
 	Torn int
+	// Count is how many times the fault fires before it is spent; 0
+	// means once. Ignored when Sticky.
+	Count int
 	// Sticky keeps the fault firing on every later match; by default it
-	// fires once.
+	// fires once (or Count times).
 	Sticky bool
 }
 
 type faultState struct {
 	Fault
 	seen  int  // matching operations so far
-	spent bool // fired, and not sticky
+	fired int  // times this fault fired
+	spent bool // fired as often as it may
+}
+
+// FaultStatus is an armed fault and how it has fared, as Faults reports.
+type FaultStatus struct {
+	Fault
+	// Fired is how many times the fault has fired.
+	Fired int
+	// Spent is set once a fault that is not Sticky has fired Count times
+	// (once when Count is 0): it fires no more.
+	Spent bool
+}
+
+// ParseOp returns the Op whose String is s ("write", "sync", "truncate",
+// "read", "create", "remove", "rename", "syncdir").
+func ParseOp(s string) (Op, error) {
+	for o := OpWrite; o <= OpSyncDir; o++ {
+		if o.String() == s {
+			return o, nil
+		}
+	}
+	return 0, fmt.Errorf("vfs: unknown operation %q", s)
 }
 
 // InjectFS wraps an FS and fails operations as its faults say, in the
@@ -108,11 +136,24 @@ func (f *InjectFS) Clear() {
 	f.faults = nil
 }
 
-// Fired reports how many times faults have fired.
+// Fired reports how many times faults have fired, those cleared since
+// included.
 func (f *InjectFS) Fired() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.fired
+}
+
+// Faults returns the armed faults in the order they were added, spent
+// ones included, until Clear.
+func (f *InjectFS) Faults() []FaultStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]FaultStatus, len(f.faults))
+	for i, ft := range f.faults {
+		out[i] = FaultStatus{Fault: ft.Fault, Fired: ft.fired, Spent: ft.spent}
+	}
+	return out
 }
 
 // check returns the fault that fires for this operation, if any.
@@ -127,7 +168,8 @@ func (f *InjectFS) check(op Op, name string) *Fault {
 		if ft.seen <= ft.After {
 			continue
 		}
-		if !ft.Sticky {
+		ft.fired++
+		if !ft.Sticky && ft.fired >= max(ft.Count, 1) {
 			ft.spent = true
 		}
 		f.fired++

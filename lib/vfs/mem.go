@@ -250,11 +250,11 @@ func maps2(src map[string]*memNode) map[string]*memNode {
 	return dst
 }
 
-// CrashOptions controls Crash.
+// CrashOptions controls MemFS.Crash and VolatileFS.PowerCut.
 type CrashOptions struct {
 	// Rand chooses how much unsynced state survives. Nil drops all of it:
 	// every file reverts to its last Sync and every directory to its last
-	// SyncDir.
+	// SyncDir (as far as each model can; see MemFS and VolatileFS).
 	Rand *rand.Rand
 }
 

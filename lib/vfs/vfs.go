@@ -1,7 +1,11 @@
 // Package vfs is the filesystem interface the storage code is written
 // against, so that tests can swap the operating system for an in-memory
 // filesystem that simulates power loss (NewMem, MemFS.Crash) or for a
-// wrapper that injects I/O errors and torn writes (Inject).
+// wrapper that injects I/O errors and torn writes (Inject). For fault
+// tests of real processes, both work over the operating system too:
+// Inject(Default) fails operations as faults are armed at run time, and
+// NewVolatile remembers what is not yet durable so that PowerCut can leave
+// the disk as a power loss would.
 //
 // Only the operations the storage code needs are here. Names are paths as
 // the os package takes them; implementations clean them with

@@ -267,3 +267,34 @@ func TestInject(t *testing.T) {
 		t.Fatalf("file %q", b)
 	}
 }
+
+// Count fires a fault that many times; Faults lists what is armed and how
+// often each fired; ParseOp reads the names Op.String gives.
+func TestInjectCountAndList(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/d", 0o755)
+	inj := Inject(m, Fault{Op: OpSync, Path: "/d/a", Count: 2}, Fault{Op: OpSyncDir, Sticky: true})
+	f, _ := inj.Create("/d/a")
+	for i, want := range []bool{true, true, false} {
+		if err := f.Sync(); (err != nil) != want {
+			t.Fatalf("sync %d: %v, want failure %v", i, err, want)
+		}
+	}
+	inj.SyncDir("/d")
+	got := inj.Faults()
+	if len(got) != 2 || got[0].Fired != 2 || !got[0].Spent || got[0].Path != "/d/a" || got[1].Fired != 1 || got[1].Spent {
+		t.Fatalf("Faults() = %+v", got)
+	}
+	inj.Clear()
+	if len(inj.Faults()) != 0 || inj.Fired() != 3 {
+		t.Fatalf("after Clear: %+v, fired %d", inj.Faults(), inj.Fired())
+	}
+	for o := OpWrite; o <= OpSyncDir; o++ {
+		if p, err := ParseOp(o.String()); err != nil || p != o {
+			t.Errorf("ParseOp(%q) = %v, %v", o.String(), p, err)
+		}
+	}
+	if _, err := ParseOp("fsync"); err == nil {
+		t.Error("ParseOp accepted an unknown name")
+	}
+}

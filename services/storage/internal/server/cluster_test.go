@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/lib/vfs"
 )
 
 // testCluster is a fake controller (lib/fakecluster with no fake nodes)
@@ -35,6 +36,8 @@ type testCluster struct {
 	client  *http.Client
 	// wrap, when set, wraps each node's handler (to watch its requests).
 	wrap func(id int32, h http.Handler) http.Handler
+	// fs, when set, is each node's filesystem (Config.FS).
+	fs func(id int32) vfs.FS
 
 	mu    sync.Mutex
 	nodes map[int32]*testNode
@@ -55,7 +58,14 @@ func newCluster(t *testing.T, n int, lag time.Duration) *testCluster {
 // newWrappedCluster is newCluster with each node's handler wrapped.
 func newWrappedCluster(t *testing.T, n int, lag time.Duration, wrap func(id int32, h http.Handler) http.Handler) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, ctrl: fakecluster.New(0), lag: lag, client: serve.NewHTTPClient(), wrap: wrap,
+	return newClusterWith(t, n, lag, wrap, nil)
+}
+
+// newClusterWith is newCluster with each node's handler wrapped and its
+// filesystem chosen; nil leaves either as it is.
+func newClusterWith(t *testing.T, n int, lag time.Duration, wrap func(id int32, h http.Handler) http.Handler, fs func(id int32) vfs.FS) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, ctrl: fakecluster.New(0), lag: lag, client: serve.NewHTTPClient(), wrap: wrap, fs: fs,
 		nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
 	for id := int32(1); id <= int32(n); id++ {
 		c.dirs[id] = t.TempDir() // before the cleanup below, so removed after it
@@ -98,10 +108,14 @@ func (c *testCluster) start(id int32) {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(&testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	var fs vfs.FS
+	if c.fs != nil {
+		fs = c.fs(id)
+	}
 	node, err := Start(context.Background(), Config{
 		NodeID: id, Advertise: url, DataDir: c.dirs[id], Controllers: []string{c.ctrlURL},
 		ReplicaLagTime: c.lag, ISRCheckInterval: 50 * time.Millisecond, ReplicaMaxWait: 200 * time.Millisecond,
-		HTTPClient: c.client, Logger: logger,
+		HTTPClient: c.client, Logger: logger, FS: fs,
 	})
 	if err != nil {
 		c.t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/topicconfig"
+	"github.com/strata-mq/strata/lib/vfs"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -55,7 +56,10 @@ type Config struct {
 	// storage on this node (tiering.go).
 	Tiering string
 	// TierInterval is how often the tiering loop runs. Default 5s.
-	TierInterval   time.Duration
+	TierInterval time.Duration
+	// FS holds the replicas' partition logs. Default vfs.Default (the OS);
+	// fault tests give a faulty one (--fault-injection, faults.go).
+	FS             vfs.FS
 	HTTPClient     *http.Client // for calls to the controller and leaders
 	ClientOptions  []connect.ClientOption
 	HandlerOptions []connect.HandlerOption
@@ -142,6 +146,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System
+	}
+	if cfg.FS == nil {
+		cfg.FS = vfs.Default
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
@@ -363,7 +370,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 		return nil, err
 	}
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
-		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock,
+		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock, FS: n.cfg.FS,
 		NodeEpoch: n.meta.NodeEpoch,
 	})
 	if err != nil {

@@ -30,6 +30,11 @@ type ProcessConfig struct {
 	// RetentionInterval is --retention-interval: how often retention.ms and
 	// retention.bytes are applied; default 1m.
 	RetentionInterval time.Duration
+	// FaultInjection is --fault-injection, for fault tests only: the
+	// replicas' logs run over a filesystem whose I/O errors and power cut
+	// are driven through /debug/faults on the admin port (faults.go).
+	// Default false: the OS filesystem, no wrapper, no endpoint.
+	FaultInjection bool
 }
 
 // RegisterFlags declares the storage node's own flags.
@@ -44,6 +49,7 @@ func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
 	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
 	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often retention.ms and retention.bytes delete old segments (tiered topics: see --tier-interval)")
+	f.BoolVar(&c.FaultInjection, "fault-injection", false, "FOR FAULT TESTS ONLY, never in production: serve /debug/faults on the admin port, which fails disk writes and fsyncs on demand and cuts the power (dropping what was not fsynced, then SIGKILL); needs --admin-listen")
 }
 
 // Validate checks every field and reports all problems at once.
@@ -72,6 +78,9 @@ func (c *ProcessConfig) Validate() error {
 	if c.RetentionInterval <= 0 {
 		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
 	}
+	if c.FaultInjection && !c.AdminEnabled() {
+		p.Flag("fault-injection", c.FaultInjection, "needs --admin-listen, where /debug/faults is served")
+	}
 	return p.Err()
 }
 
@@ -91,6 +100,10 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			adv = append(adv, &commonv1.Listener{Name: l.Name, Address: l.URL})
 		}
 		controllers, _ := serve.ParseURLs(cfg.Controller) // checked by Validate
+		faults, err := setupFaults(cfg, p, killSelf)
+		if err != nil {
+			return nil, err
+		}
 		node, err := Start(ctx, Config{
 			NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
 			Controllers:       controllers,
@@ -98,6 +111,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			Tiering:           cfg.Tiering,
 			TierInterval:      cfg.TierInterval,
 			RetentionInterval: cfg.RetentionInterval,
+			FS:                faults.FS(),
 			HTTPClient:        p.HTTPClient(),
 			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
 			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
@@ -112,6 +126,24 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		mux.Handle(node.Handler())
 		return mux, nil
 	}
+}
+
+// setupFaults returns the faulty disk when --fault-injection is on, with
+// its endpoints on the admin listener and a warning in the log, and nil
+// otherwise.
+func setupFaults(cfg *ProcessConfig, p *serve.Process, kill func()) (*diskFaults, error) {
+	if !cfg.FaultInjection {
+		return nil, nil
+	}
+	d := newDiskFaults(p.Logger(), kill)
+	for pattern, h := range d.routes() {
+		if err := p.HandleAdmin(pattern, h); err != nil {
+			return nil, err
+		}
+	}
+	p.Logger().Warn("fault injection is on: /debug/faults on the admin port fails disk I/O and cuts the power on request; for fault tests only, never in production",
+		"admin", p.AdminAddr().String())
+	return d, nil
 }
 
 func hasScheme(s string) bool {

@@ -43,3 +43,26 @@ func TestProcessConfigReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// --fault-injection is off unless asked for, by flag or STRATA_FAULT_INJECTION,
+// and needs the admin listener that serves /debug/faults.
+func TestProcessConfigFaultInjection(t *testing.T) {
+	cfg, err := parseProcessConfig(t, "--node-id", "1")
+	if err != nil || cfg.FaultInjection {
+		t.Fatalf("default: fault injection %v, %v", cfg.FaultInjection, err)
+	}
+	_, err = parseProcessConfig(t, "--node-id", "1", "--fault-injection")
+	if err == nil || !strings.Contains(err.Error(), "--fault-injection") || !strings.Contains(err.Error(), "--admin-listen") {
+		t.Fatalf("--fault-injection without an admin listener: %v", err)
+	}
+	cfg = &ProcessConfig{Base: serve.Base{Listen: DefaultListen, AdminListen: "127.0.0.1:0"}}
+	f := serve.NewFlags("strata-storage")
+	cfg.RegisterFlags(f)
+	env := map[string]string{"STRATA_NODE_ID": "1", "STRATA_FAULT_INJECTION": "true"}
+	if err := f.Parse(nil, func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil || !cfg.FaultInjection {
+		t.Fatalf("STRATA_FAULT_INJECTION=true with an admin listener: fault injection %v, %v", cfg.FaultInjection, err)
+	}
+}
