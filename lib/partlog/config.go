@@ -177,9 +177,10 @@ func (c Config) Validate() error {
 type Option func(*options)
 
 type options struct {
-	fs     vfs.FS           // filesystem holding the directory
-	clock  func() time.Time // wall clock for roll, retention and append time
-	logger *slog.Logger     // where recovery and failures are reported
+	fs        vfs.FS           // filesystem holding the directory
+	clock     func() time.Time // wall clock for roll, retention and append time
+	logger    *slog.Logger     // where recovery and failures are reported
+	onFailure func(error)      // called once when the log fails; may be nil
 }
 
 // WithFS sets the filesystem. Default vfs.Default (the OS); nil is a no-op.
@@ -208,6 +209,18 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {
 			o.logger = l
+		}
+	}
+}
+
+// WithFailureHook sets a function called once, from the goroutine whose
+// write or fsync failed, when the log fails (every later write returns
+// ErrFailed until the log is reopened). It must not call back into the
+// log. Default none; nil is a no-op.
+func WithFailureHook(fn func(err error)) Option {
+	return func(o *options) {
+		if fn != nil {
+			o.onFailure = fn
 		}
 	}
 }

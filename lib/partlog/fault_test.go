@@ -424,3 +424,22 @@ func TestRandomizedCrashes(t *testing.T) {
 		}
 	}
 }
+
+// The failure hook runs once, when the first write fails; later writes
+// fail with ErrFailed without calling it again.
+func TestFailureHookRunsOnce(t *testing.T) {
+	fs := vfs.Inject(vfs.NewMem())
+	var calls []error
+	l := mustOpen(t, fs, Config{}, WithFailureHook(func(err error) { calls = append(calls, err) }))
+	defer l.Close()
+	mustAppend(t, l, makeBatch(t, 1, 1_700_000_000_000, 10), 0)
+	fs.Add(vfs.Fault{Op: vfs.OpWrite})
+	for range 2 {
+		if _, err := l.AppendAsLeader(ctx, makeBatch(t, 1, 1_700_000_000_000, 10), 0); err == nil {
+			t.Fatal("append on a failing disk succeeded")
+		}
+	}
+	if len(calls) != 1 || !errors.Is(calls[0], vfs.ErrInjected) {
+		t.Fatalf("failure hook calls %v, want one with the injected error", calls)
+	}
+}

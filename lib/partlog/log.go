@@ -62,16 +62,17 @@ type Log struct {
 	hw            atomic.Int64 // high watermark, in [logStart, leo]
 	recoveryPoint atomic.Int64 // offsets below are fsynced
 
-	unclean bool                  // the previous process did not close the log; set by recovery
-	closed  atomic.Bool           // set by Close
-	failErr atomic.Pointer[error] // first write or fsync error; the log refuses writes after it
-	gc      groupCommit           // FlushSync waiters
-	kick    chan struct{}         // wakes the background loop to flush after a roll
-	reconf  chan struct{}         // wakes the background loop to re-arm its timers after Reconfigure
-	syncReq chan struct{}         // wakes the group-commit flusher
-	stop    chan struct{}         // closed by Close to stop goroutines
-	wg      sync.WaitGroup        // background goroutines
-	closeMu sync.Mutex            // makes Close idempotent
+	unclean   bool                  // the previous process did not close the log; set by recovery
+	closed    atomic.Bool           // set by Close
+	failErr   atomic.Pointer[error] // first write or fsync error; the log refuses writes after it
+	onFailure func(error)           // Open's WithFailureHook; nil for none
+	gc        groupCommit           // FlushSync waiters
+	kick      chan struct{}         // wakes the background loop to flush after a roll
+	reconf    chan struct{}         // wakes the background loop to re-arm its timers after Reconfigure
+	syncReq   chan struct{}         // wakes the group-commit flusher
+	stop      chan struct{}         // closed by Close to stop goroutines
+	wg        sync.WaitGroup        // background goroutines
+	closeMu   sync.Mutex            // makes Close idempotent
 }
 
 // groupCommit lets many FlushSync appenders wait for one fsync.
@@ -127,14 +128,15 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	}
 	o := buildOptions(opts)
 	l := &Log{
-		dir:     filepath.Clean(dir),
-		fs:      o.fs,
-		clock:   o.clock,
-		logger:  o.logger.With("dir", dir),
-		kick:    make(chan struct{}, 1),
-		reconf:  make(chan struct{}, 1),
-		syncReq: make(chan struct{}, 1),
-		stop:    make(chan struct{}),
+		dir:       filepath.Clean(dir),
+		fs:        o.fs,
+		clock:     o.clock,
+		logger:    o.logger.With("dir", dir),
+		onFailure: o.onFailure,
+		kick:      make(chan struct{}, 1),
+		reconf:    make(chan struct{}, 1),
+		syncReq:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
 	}
 	c := cfg.withDefaults()
 	l.cfg.Store(&c)
@@ -263,6 +265,9 @@ func (l *Log) writable() error {
 func (l *Log) fail(err error) error {
 	if l.failErr.CompareAndSwap(nil, &err) {
 		l.logger.Error("partlog: log failed; refusing writes until reopened", "err", err)
+		if l.onFailure != nil {
+			l.onFailure(err)
+		}
 	}
 	return fmt.Errorf("%w: %w", ErrFailed, err)
 }

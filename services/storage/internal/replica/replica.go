@@ -102,6 +102,9 @@ type Options struct {
 	Clock clock.Clock
 	// FS holds the log. Default vfs.Default (the OS).
 	FS vfs.FS
+	// OnLogFailure is called once when the partition log fails (see
+	// partlog.WithFailureHook). Default none.
+	OnLogFailure func(error)
 	// NodeEpoch returns this node's current node epoch (its registration
 	// with the controller), 0 while unknown. Nil skips the check of
 	// State.LeaderNodeEpoch.
@@ -192,7 +195,7 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 		opts.Clock = clock.System
 	}
 	logger := opts.Logger.With("topic", topic, "partition", partition)
-	l, err := partlog.Open(dir, cfg.Log, partlog.WithLogger(logger), partlog.WithFS(opts.FS))
+	l, err := partlog.Open(dir, cfg.Log, partlog.WithLogger(logger), partlog.WithFS(opts.FS), partlog.WithFailureHook(opts.OnLogFailure))
 	if err != nil {
 		return nil, err
 	}

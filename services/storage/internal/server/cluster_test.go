@@ -39,9 +39,10 @@ type testCluster struct {
 	// fs, when set, is each node's filesystem (Config.FS).
 	fs func(id int32) vfs.FS
 
-	mu    sync.Mutex
-	nodes map[int32]*testNode
-	dirs  map[int32]string
+	mu          sync.Mutex
+	logFailures []string // "node N: topic-partition", from Config.OnLogFailure
+	nodes       map[int32]*testNode
+	dirs        map[int32]string
 }
 
 type testNode struct {
@@ -116,6 +117,11 @@ func (c *testCluster) start(id int32) {
 		NodeID: id, Advertise: url, DataDir: c.dirs[id], Controllers: []string{c.ctrlURL},
 		ReplicaLagTime: c.lag, ISRCheckInterval: 50 * time.Millisecond, ReplicaMaxWait: 200 * time.Millisecond,
 		HTTPClient: c.client, Logger: logger, FS: fs,
+		OnLogFailure: func(topic string, partition int32, err error) {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.logFailures = append(c.logFailures, fmt.Sprintf("node %d: %s-%d", id, topic, partition))
+		},
 	})
 	if err != nil {
 		c.t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/vfs"
@@ -313,10 +315,21 @@ func TestInjectedDiskErrorFencesTheLog(t *testing.T) {
 			if d.inject.Fired() != 1 {
 				t.Fatalf("fault fired %d times, want 1", d.inject.Fired())
 			}
+			// The node reports the failed log once (strata-storage stops
+			// on it; haltOnLogFailure).
+			c.mu.Lock()
+			failures := slices.Clone(c.logFailures)
+			c.mu.Unlock()
+			if !slices.Equal(failures, []string{"node 1: disk-0"}) {
+				t.Fatalf("log failures reported %q, want node 1's disk-0 once", failures)
+			}
 			// The fault is spent, but the log stays failed until reopened.
 			_, err := produce(leader, "disk", acksAll, 1, batch(t, "after"), 5*time.Second)
 			if err == nil {
 				t.Fatal("produce to a failed log was acknowledged")
+			}
+			if reason(err) != commonv1.Reason_REASON_NOT_LEADER {
+				t.Fatalf("produce to a failed log: %v, want NOT_LEADER so that clients look for the next leader", err)
 			}
 			if connect.CodeOf(err) == connect.CodeDeadlineExceeded {
 				t.Fatalf("produce to a failed log timed out instead of failing: %v", err)

@@ -59,7 +59,15 @@ type Config struct {
 	TierInterval time.Duration
 	// FS holds the replicas' partition logs. Default vfs.Default (the OS);
 	// fault tests give a faulty one (--fault-injection, faults.go).
-	FS             vfs.FS
+	FS vfs.FS
+	// OnLogFailure is called once for each replica whose partition log
+	// fails (a write or fsync error: EIO, a full disk), from the goroutine
+	// that met the error. The log refuses writes from then on, so the
+	// replica can neither lead nor follow until reopened. strata-storage
+	// stops the process (fail-stop, as Kafka stops a broker whose last log
+	// directory fails): leadership moves when its lease expires, and
+	// recovery runs at the next start. Default: only logged.
+	OnLogFailure   func(topic string, partition int32, err error)
 	HTTPClient     *http.Client // for calls to the controller and leaders
 	ClientOptions  []connect.ClientOption
 	HandlerOptions []connect.HandlerOption
@@ -371,7 +379,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 	}
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
 		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock, FS: n.cfg.FS,
-		NodeEpoch: n.meta.NodeEpoch,
+		NodeEpoch: n.meta.NodeEpoch, OnLogFailure: n.logFailed(k),
 	})
 	if err != nil {
 		return nil, err
@@ -403,6 +411,17 @@ func partitionConfig(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) (
 		cfg.MinISR = int(mi)
 	}
 	return cfg, nil
+}
+
+// logFailed is the failure hook of partition k's log.
+func (n *Node) logFailed(k tpKey) func(error) {
+	return func(err error) {
+		n.logger.Error("partition log failed; the replica can neither lead nor follow until reopened",
+			"topic", k.topic, "partition", k.partition, "err", err)
+		if n.cfg.OnLogFailure != nil {
+			n.cfg.OnLogFailure(k.topic, k.partition, err)
+		}
+	}
 }
 
 func sameConfigs(a, b map[string]string) bool {

@@ -2,7 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -112,6 +116,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			TierInterval:      cfg.TierInterval,
 			RetentionInterval: cfg.RetentionInterval,
 			FS:                faults.FS(),
+			OnLogFailure:      haltOnLogFailure(p.Logger(), os.Exit),
 			HTTPClient:        p.HTTPClient(),
 			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
 			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
@@ -125,6 +130,22 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		mux := http.NewServeMux()
 		mux.Handle(node.Handler())
 		return mux, nil
+	}
+}
+
+// haltOnLogFailure stops the process when a partition log fails: a
+// storage node with a failed disk holds leadership it cannot serve, and
+// nothing else takes it away until its lease expires. Exiting at once
+// (code 3, no graceful shutdown that could write more) lets the
+// controller move leadership, and recovery runs at the next start; a
+// supervisor restarts the process.
+func haltOnLogFailure(logger *slog.Logger, exit func(int)) func(topic string, partition int32, err error) {
+	var once sync.Once
+	return func(topic string, partition int32, err error) {
+		once.Do(func() {
+			logger.Error(fmt.Sprintf("storage: stopping: the log of %s-%d failed (%v); restart the node once the disk is healthy", topic, partition, err))
+			exit(3)
+		})
 	}
 }
 

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +68,21 @@ func TestProcessConfigFaultInjection(t *testing.T) {
 	}
 	if err := cfg.Validate(); err != nil || !cfg.FaultInjection {
 		t.Fatalf("STRATA_FAULT_INJECTION=true with an admin listener: fault injection %v, %v", cfg.FaultInjection, err)
+	}
+}
+
+// A failed partition log stops the process once, with one line naming the
+// partition, however many logs fail.
+func TestHaltOnLogFailure(t *testing.T) {
+	var buf bytes.Buffer
+	var codes []int
+	halt := haltOnLogFailure(slog.New(slog.NewTextHandler(&buf, nil)), func(code int) { codes = append(codes, code) })
+	halt("orders", 3, errors.New("write: input/output error"))
+	halt("orders", 4, errors.New("write: input/output error"))
+	if !slices.Equal(codes, []int{3}) {
+		t.Fatalf("exit codes %v, want [3]", codes)
+	}
+	if out := buf.String(); !strings.Contains(out, "orders-3") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("log %q, want one line naming orders-3", out)
 	}
 }

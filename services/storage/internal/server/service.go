@@ -56,6 +56,11 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 	case errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrClosed), errors.Is(err, errNodeFenced):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER)
 		leaderHint()
+	case errors.Is(err, partlog.ErrFailed):
+		// The log met an I/O error (the process is stopping): clients
+		// look for the next leader.
+		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_NOT_LEADER)
+		leaderHint()
 	case errors.Is(err, replica.ErrLeadershipLost):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER)
 		leaderHint()
