@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -74,6 +75,13 @@ type ClusterConfig struct {
 	// storage nodes replicating, a gateway) reaches it through the proxy,
 	// while Node.URL and the test's clients reach it directly. Default off.
 	StorageProxies bool
+	// Setup, when set, is called with the node and the command of every
+	// run (the first start and each restart) of every process the cluster
+	// starts, controllers, storage nodes and the services started in front
+	// of it (StartGroupServices, StartGateway, StartTieredCluster), just
+	// before it starts (see StartWith): to start it in a cgroup of its own,
+	// say, or to prepare its data directory. Default none.
+	Setup func(n *Node, cmd *exec.Cmd)
 	// StorageArgsFor, when set, gives further flags for storage node id,
 	// whose API listens on apiAddr (host:port), appended after
 	// StorageArgs; for example an --advertise-listeners address of a
@@ -122,7 +130,9 @@ type Node struct {
 	URL      string // Connect base URL
 	AdminURL string // base URL of /healthz and /readyz
 	DataDir  string
-	Proc     *Process
+	// PeerURL is a controller's etcd peer URL; empty for other services.
+	PeerURL string
+	Proc    *Process
 	// Proxy is the proxy other processes reach this storage node through
 	// (ClusterConfig.StorageProxies); nil otherwise.
 	Proxy *Proxy
@@ -191,8 +201,8 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 			NodeSessionTimeout: cfg.NodeSessionTimeout,
 			SessionTimeout:     cfg.ControllerSessionTimeout,
 		}.Argv()
-		n := &Node{Service: "controller", ID: id, URL: "http://" + a.api, AdminURL: "http://" + a.admin, DataDir: dir, c: c}
-		n.Proc = Start(t, fmt.Sprintf("controller-%d", id), argv)
+		n := &Node{Service: "controller", ID: id, URL: "http://" + a.api, AdminURL: "http://" + a.admin, DataDir: dir, PeerURL: peers[i], c: c}
+		c.start(n, fmt.Sprintf("controller-%d", id), argv)
 		c.controllers = append(c.controllers, n)
 	}
 	// A quorum forms only once a majority runs, so start them all before
@@ -248,8 +258,17 @@ func (c *Cluster) startStorage(id int, api, admin, dir string) *Node {
 	if c.cfg.StorageArgsFor != nil {
 		spec.Extra = append(spec.Extra, c.cfg.StorageArgsFor(id, api)...)
 	}
-	n.Proc = Start(c.t, fmt.Sprintf("storage-%d", id), spec.Argv())
+	c.start(n, fmt.Sprintf("storage-%d", id), spec.Argv())
 	return n
+}
+
+// start starts n's process with the cluster's Setup hook.
+func (c *Cluster) start(n *Node, name string, argv []string, env ...string) {
+	var setup func(*exec.Cmd)
+	if c.cfg.Setup != nil {
+		setup = func(cmd *exec.Cmd) { c.cfg.Setup(n, cmd) }
+	}
+	n.Proc = StartWith(c.t, name, argv, setup, env...)
 }
 
 // ControllerURLs lists the controllers' base URLs in id order.
@@ -399,6 +418,11 @@ func (n *Node) Restart() {
 	n.Proc.Restart()
 	n.WaitReady()
 }
+
+// Ready waits until the process answers /readyz with 200 and returns nil,
+// or returns what happened instead: it exited, or ctx ended. For waits
+// that must not fail the test from another goroutine (a fault schedule).
+func (n *Node) Ready(ctx context.Context) error { return waitReady(ctx, n.AdminURL, n.Proc) }
 
 // WaitReady waits until the process answers /readyz with 200, failing the
 // test with the tail of its stderr when it exits first or the cluster's

@@ -121,10 +121,10 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 		if cfg.DSN != "" {
 			env = append(env, "STRATA_DSN="+cfg.DSN)
 		}
-		n.Proc = Start(t, fmt.Sprintf("coordinator-%d", id), spec.Argv(), env...)
+		c.start(n, fmt.Sprintf("coordinator-%d", id), spec.Argv(), env...)
 		s.Coordinators = append(s.Coordinators, n)
 	}
-	gw.Proc = Start(t, "gateway", launch.Gateway{
+	c.start(gw, "gateway", launch.Gateway{
 		Process:      processFlags(gwBin, addr(0), addr(1)),
 		Controllers:  c.ControllerURLs(),
 		Coordinators: coURLs,

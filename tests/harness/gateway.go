@@ -19,7 +19,7 @@ func StartGateway(t testing.TB, c *Cluster) *Node {
 	}
 	api, admin := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + api, AdminURL: "http://" + admin, c: c}
-	gw.Proc = Start(t, "gateway", launch.Gateway{
+	c.start(gw, "gateway", launch.Gateway{
 		Process:     processFlags(bin, api, admin),
 		Controllers: c.ControllerURLs(),
 	}.Argv())

@@ -30,6 +30,11 @@ type TieringConfig struct {
 	TierInterval time.Duration
 	// Args are extra strata-tiering flags, like --fault-upload-delay.
 	Args []string
+	// S3Proxy puts a Proxy between strata-tiering and its embedded S3
+	// server (Tiering.S3Proxy): tiering reaches the bucket through it
+	// (--s3-endpoint), so a test can slow or break the object store.
+	// Default off.
+	S3Proxy bool
 }
 
 // Tiering is the tiering service of a tiered cluster, with its embedded S3
@@ -39,6 +44,9 @@ type Tiering struct {
 	// S3URL is the embedded S3 server's base URL (path-style, bucket
 	// "strata", key prefix "strata").
 	S3URL string
+	// S3Proxy is the proxy tiering reaches S3 through
+	// (TieringConfig.S3Proxy); nil otherwise.
+	S3Proxy *Proxy
 }
 
 // StartTieredCluster starts a Cluster (see StartCluster) whose storage
@@ -89,16 +97,22 @@ func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, 
 		SpoolDir:         dir,
 		Controllers:      c.ControllerURLs(),
 	}
-	spec.Extra = tcfg.Args
+	spec.Extra = slices.Clone(tcfg.Args)
+	var proxy *Proxy
+	if tcfg.S3Proxy {
+		proxy = StartProxy(t, addr(2))
+		spec.Extra = append(spec.Extra, "--s3-endpoint", "http://"+proxy.Addr(), "--s3-path-style", "--s3-create-bucket",
+			"--s3-access-key", "strata", "--s3-secret-key", "strata")
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "s3"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.Proc = Start(t, "tiering", spec.Argv())
+	c.start(n, "tiering", spec.Argv())
 	if err := n.waitReady(c.cfg.ReadyTimeout); err != nil {
 		n.Proc.Kill()
 		return c, nil, err
 	}
-	return c, &Tiering{Node: n, S3URL: "http://" + addr(2)}, nil
+	return c, &Tiering{Node: n, S3URL: "http://" + addr(2), S3Proxy: proxy}, nil
 }
 
 // Client is a Connect client for the tiering service.
