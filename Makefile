@@ -90,6 +90,17 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
+# The fault suite's random schedules (tests/nemesis, build tag nemesis):
+# DURATION of faults drawn from SEED (0: from the clock; the run prints it).
+# Without -race: the run is long and the cluster needs the cores.
+DURATION ?= 30m
+SEED ?= 0
+
+.PHONY: test-nemesis
+test-nemesis: ## Run the fault suite's random schedule for DURATION (default 30m; SEED=N replays one) and print its figures
+	cd tests && $(GO) test -tags nemesis -count=1 -timeout 0 -v -run '^TestNemesisRandom$$' ./nemesis/ \
+		-args -nemesis.duration $(DURATION) -nemesis.seed $(SEED)
+
 # The elastic-storage suite with its heavy tests (a move's source or target
 # killed mid-copy, the rebalance measurement), which build only with the
 # "scale" tag. Without -race: the measurement times real work.

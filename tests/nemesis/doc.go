@@ -1,0 +1,67 @@
+// Package nemesis is Strata's Jepsen-style fault suite: a cluster of real
+// processes (three controllers on embedded etcd, five storage nodes, a
+// gateway, a coordinator on a PostgreSQL of its own, tiering on an object
+// store behind a proxy), a workload that records every operation in a
+// history, a nemesis that injects faults on a schedule, and a checker that
+// judges the history afterwards.
+//
+// # Running it
+//
+//	make test                              TestNemesisShort: every fault once, fixed seed, a few minutes
+//	make test-nemesis DURATION=30m         TestNemesisRandom: random faults for DURATION (build tag nemesis)
+//	make test-nemesis DURATION=30m SEED=N  the same schedule again
+//
+// A run prints its seed, where its history file is (-nemesis.out, default
+// $TMPDIR/strata-nemesis), the faults it injected by kind, and the
+// checker's table: operations, anomalies by kind and the longest
+// unavailability per fault kind. The test fails on any anomaly and on a
+// cluster that does not recover. It needs root, nftables, cgroup v2 and
+// PostgreSQL's server binaries (.ci/run installs what is missing) and
+// fails, never skips, without them.
+//
+// # The workload (workload.go)
+//
+// Three idempotent acks=all producers write unique values to two topics of
+// six partitions each, one of them tiered with little kept locally. A
+// plain consumer follows every partition from the start; three members of
+// a consumer group read and commit after every poll, recording their
+// assignment changes. Once the faults are healed a fresh consumer reads
+// every partition from its start to its end: the complete read the
+// checker measures lost writes against.
+//
+// # The faults (faults.go)
+//
+//   - processes: SIGKILL of any one process, or of two at once (two storage
+//     nodes, or a storage node and a controller); SIGSTOP of any one.
+//   - network (netcut, nftables rules per cgroup): a storage node cut off
+//     from the controllers one way; a partition's leader cut off from the
+//     other storage nodes both ways; one controller split from the other
+//     two.
+//   - disk: a full tmpfs under a storage node (real ENOSPC, diskfull); EIO
+//     on the next write or fsync and a power cut that drops what was not
+//     fsynced (strata-storage --fault-injection, /debug/faults).
+//   - membership: a move; a move cancelled once its replicas copied and
+//     started again at once; a drain; a preferred-leader election; a third
+//     of the random steps run one of these under another fault.
+//   - dependencies: PostgreSQL crashed (immediate shutdown) and restarted;
+//     the object store unreachable, or slow.
+//
+// To add a fault, write a function with fault's inject signature in
+// faults.go: it injects the fault, says what it did in words, and returns
+// the heal, which must leave every process running and every link and
+// dependency working. Add it to faults with a name and a kind (the
+// checker's report groups unavailability by kind); the short schedule runs
+// every entry once, so make test covers it from then on.
+//
+// # Reading a history
+//
+// The history is one JSON object per line (package history has the
+// format): index, time, process, type (invoke, ok, fail, info), f (send,
+// poll, commit, assign, reset, fault) and the operation. To follow one
+// anomaly, take the event indexes and values the checker lists, then find
+// them in the file: a value's send (its invoke and its completion), every
+// poll that returned it, and the fault events around them (their
+// descriptions say which process or link was hit). Process names are
+// producer-N, consumer, member-N, final-read and nemesis; the processes of
+// the cluster log to the test output under their names (storage-2, ...).
+package nemesis

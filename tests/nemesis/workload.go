@@ -1,0 +1,259 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/strata-mq/strata/client"
+	"github.com/strata-mq/strata/tests/nemesis/history"
+)
+
+// The workload: idempotent acks=all producers write unique values, a
+// plain consumer follows every partition from the start, and a consumer
+// group reads and commits. Every operation goes into the run's history;
+// the checker judges it afterwards.
+
+const (
+	producers    = 3
+	groupMembers = 3
+	groupName    = "nemesis"
+	keysPerTopic = 24
+	// sendInterval paces each producer (pacing: how many operations a run
+	// records, not what is judged).
+	sendInterval = 15 * time.Millisecond
+	// inFlight bounds each producer's unacknowledged records.
+	inFlight = 16
+)
+
+// produce runs one producer until ctx ends, then waits for its records'
+// outcomes (up to the delivery timeout) and closes it.
+func (r *run) produce(ctx context.Context, id int, rng *rand.Rand) {
+	name := fmt.Sprintf("producer-%d", id)
+	p, err := client.NewProducer(r.bed.group.Gateway.URL, client.DeliveryTimeout(30*time.Second), client.Linger(2*time.Millisecond))
+	if err != nil {
+		r.t.Errorf("nemesis: %s: %v", name, err)
+		return
+	}
+	defer p.Close()
+	// Records are produced under their own context: stopping the workload
+	// must not cancel records in flight, whose outcome the history needs.
+	sendCtx := context.WithoutCancel(ctx)
+	sem := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	for n := 0; sleep(ctx, sendInterval); n++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			continue
+		}
+		topic := pick(rng, r.topics)
+		key := fmt.Sprintf("k%d", rng.IntN(keysPerTopic))
+		value := fmt.Sprintf("%s-%d", name, n)
+		h := r.rec.Invoke(name, history.SendOp(topic, key, value))
+		wg.Add(1)
+		p.Produce(sendCtx, &client.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}, func(rec *client.Record, err error) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err != nil {
+				// Not acknowledged: it may or may not be in the log.
+				h.Info(err)
+				return
+			}
+			h.SendOk(rec.Partition, rec.Offset)
+		})
+	}
+	wg.Wait()
+}
+
+// records converts consumed records for the history.
+func records(recs []*client.Record) []history.Record {
+	out := make([]history.Record, len(recs))
+	for i, rec := range recs {
+		out[i] = history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: string(rec.Key), Value: string(rec.Value)}
+	}
+	return out
+}
+
+func topicPartitions(tps []client.TopicPartition) []history.TopicPartition {
+	out := make([]history.TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = history.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	}
+	return out
+}
+
+// pollOnce is one Poll bounded by wait; a wait that ends with nothing to
+// read is an ok poll of no records.
+func pollOnce(ctx context.Context, wait time.Duration, poll func(context.Context) ([]*client.Record, error)) ([]*client.Record, error) {
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	recs, err := poll(pctx)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return recs, nil
+	}
+	return recs, err
+}
+
+// consume follows every partition of every topic from the start with a
+// plain consumer until ctx ends.
+func (r *run) consume(ctx context.Context) {
+	const name = "consumer"
+	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
+	if err != nil {
+		r.t.Errorf("nemesis: %s: %v", name, err)
+		return
+	}
+	defer c.Close()
+	assign := map[string]map[int32]client.Offset{}
+	for _, t := range r.topics {
+		assign[t] = map[int32]client.Offset{}
+		for p := range r.partitions {
+			assign[t][p] = client.StartOffset()
+		}
+	}
+	c.Assign(assign)
+	for ctx.Err() == nil {
+		h := r.rec.Invoke(name, history.PollOp("", ""))
+		recs, err := pollOnce(ctx, 2*time.Second, c.Poll)
+		if err != nil {
+			h.Fail(err) // a failed poll returned nothing
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		h.PollOk(history.Poll{Records: records(recs)})
+	}
+}
+
+// groupMember is one member of the consumer group: it polls, records what
+// it read under which assignment, and commits after each poll, until ctx
+// ends; then it leaves the group.
+func (r *run) groupMember(ctx context.Context, id int) {
+	name := fmt.Sprintf("member-%d", id)
+	var g *client.GroupConsumer
+	note := func(revoked, assigned []client.TopicPartition) {
+		r.rec.Note(name, history.AssignOp(history.Assign{Group: groupName, Member: g.MemberID(), Epoch: g.Epoch(),
+			Revoked: topicPartitions(revoked), Assigned: topicPartitions(assigned)}))
+	}
+	g, err := client.NewGroupConsumer(r.bed.group.Gateway.URL, groupName, r.topics,
+		client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) { note(nil, tps) }),
+		client.OnRevoked(func(_ context.Context, tps []client.TopicPartition) { note(tps, nil) }),
+		client.ClientID(name))
+	if err != nil {
+		r.t.Errorf("nemesis: %s: %v", name, err)
+		return
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		g.Close(cctx)
+	}()
+	for ctx.Err() == nil {
+		h := r.rec.Invoke(name, history.PollOp(groupName, g.MemberID()))
+		recs, err := pollOnce(ctx, 2*time.Second, g.Poll)
+		if err != nil {
+			h.Fail(err)
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		h.PollOk(history.Poll{Group: groupName, Member: g.MemberID(), Epoch: g.Epoch(),
+			Assigned: topicPartitions(g.Assignment()), Records: records(recs)})
+		if len(recs) == 0 {
+			continue
+		}
+		next := map[history.TopicPartition]int64{}
+		var epoch int32
+		for _, rec := range recs {
+			next[history.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}] = rec.Offset + 1
+			epoch = rec.MemberEpoch
+		}
+		var offsets []history.PartitionOffset
+		for tp, off := range next {
+			offsets = append(offsets, history.PartitionOffset{Topic: tp.Topic, Partition: tp.Partition, Offset: off})
+		}
+		ch := r.rec.Invoke(name, history.CommitOp(groupName, g.MemberID(), epoch, offsets...))
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err = g.CommitRecords(cctx, recs...)
+		cancel()
+		switch {
+		case err == nil:
+			ch.Ok(ch.Op())
+		case errors.Is(err, client.ErrFenced):
+			ch.Fail(err) // refused: the member lost the partitions
+		default:
+			ch.Info(err)
+		}
+	}
+}
+
+// finalRead reads every partition from the start to its end with a fresh
+// consumer, once the faults are healed, and marks the last poll of each
+// partition as having reached its end: the checker's complete read.
+func (r *run) finalRead(ctx context.Context) error {
+	const name = "final-read"
+	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ends := map[history.TopicPartition]int64{}
+	assign := map[string]map[int32]client.Offset{}
+	for _, t := range r.topics {
+		parts := make([]int32, r.partitions)
+		for i := range parts {
+			parts[i] = int32(i)
+		}
+		latest, err := c.ListOffsets(ctx, t, parts, client.EndOffset())
+		if err != nil {
+			return fmt.Errorf("end offsets of %s: %w", t, err)
+		}
+		assign[t] = map[int32]client.Offset{}
+		for p, end := range latest {
+			ends[history.TopicPartition{Topic: t, Partition: p}] = end
+			if end > 0 {
+				assign[t][p] = client.StartOffset()
+			}
+		}
+	}
+	c.Assign(assign)
+	done := map[history.TopicPartition]bool{}
+	var atEnd []history.TopicPartition
+	for tp, end := range ends {
+		if end == 0 {
+			done[tp] = true
+			atEnd = append(atEnd, tp)
+		}
+	}
+	if len(atEnd) > 0 {
+		h := r.rec.Invoke(name, history.PollOp("", ""))
+		h.PollOk(history.Poll{AtEnd: atEnd})
+	}
+	for len(done) < len(ends) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%d of %d partitions read to their end: %w", len(done), len(ends), err)
+		}
+		h := r.rec.Invoke(name, history.PollOp("", ""))
+		recs, err := pollOnce(ctx, 2*time.Second, c.Poll)
+		if err != nil {
+			h.Fail(err)
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		var reached []history.TopicPartition
+		for tp, end := range ends {
+			if done[tp] {
+				continue
+			}
+			if pos, ok := c.Position(tp.Topic, tp.Partition); ok && pos >= end {
+				done[tp] = true
+				reached = append(reached, tp)
+				c.Unassign(tp.Topic, tp.Partition)
+			}
+		}
+		h.PollOk(history.Poll{Records: records(recs), AtEnd: reached})
+	}
+	return nil
+}
