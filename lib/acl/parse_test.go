@@ -64,6 +64,14 @@ func TestPrincipalJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"p":"alice"}`), &out); err == nil {
 		t.Fatal("Unmarshal accepted a principal without a type")
 	}
+	raw, err = json.Marshal(map[string]Principal{"p": {}})
+	if err != nil || string(raw) != `{"p":""}` {
+		t.Fatalf("Marshal of the zero principal = %s, %v", raw, err)
+	}
+	out = nil
+	if err := json.Unmarshal(raw, &out); err != nil || !out["p"].IsZero() {
+		t.Fatalf("Unmarshal of \"\" = %v, %v", out, err)
+	}
 }
 
 func TestParsePrincipals(t *testing.T) {

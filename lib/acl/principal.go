@@ -61,16 +61,22 @@ func (p Principal) IsWildcard() bool { return p == AnyUser }
 // IsService reports whether p is a service identity.
 func (p Principal) IsService() bool { return p.Type == TypeService }
 
-// MarshalText returns p.String(), so a Principal is a string in JSON.
+// MarshalText returns p.String(), so a Principal is a string in JSON;
+// the zero Principal is "".
 func (p Principal) MarshalText() ([]byte, error) {
 	if p.IsZero() {
-		return nil, errors.New("acl: empty principal")
+		return []byte{}, nil
 	}
 	return []byte(p.String()), nil
 }
 
-// UnmarshalText parses text with ParsePrincipal.
+// UnmarshalText parses text with ParsePrincipal; "" is the zero
+// Principal.
 func (p *Principal) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*p = Principal{}
+		return nil
+	}
 	q, err := ParsePrincipal(string(text))
 	if err != nil {
 		return err

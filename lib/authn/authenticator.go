@@ -117,13 +117,13 @@ func refuse(format string, args ...any) (Info, error) {
 }
 
 // Authenticate returns who sent r, following the order in the package
-// documentation, or an *Error. ctx bounds the OIDC key fetch a JWT with
-// an unknown key id may cause.
+// documentation, or an *Error. ctx bounds how long it waits for the
+// OIDC key set when a JWT names a key id not seen yet.
 func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Info, error) {
 	if a.certPrincipal != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		if text, ok := a.certPrincipal(r.TLS.VerifiedChains[0][0]); ok {
 			p, err := acl.ParsePrincipal(text)
-			if err != nil || p.IsWildcard() {
+			if err != nil || p.IsWildcard() || p == acl.Anonymous {
 				return refuse("the client certificate does not name a valid principal")
 			}
 			return Info{Principal: p, Method: MethodCertificate}, nil

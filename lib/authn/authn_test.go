@@ -329,6 +329,8 @@ func TestCertificateFirst(t *testing.T) {
 			return "", false
 		case "bad name":
 			return "User:bad name", true
+		case "anon":
+			return acl.Anonymous.String(), true
 		case "storage-3":
 			return "Service:storage/3", true
 		}
@@ -348,6 +350,7 @@ func TestCertificateFirst(t *testing.T) {
 		{"certificate naming nobody falls through to the token", "nobody", bob, "User:bob token", ""},
 		{"certificate naming nobody without a token", "nobody", "", "", "no credentials"},
 		{"certificate naming an invalid principal", "bad name", bob, "", "does not name a valid principal"},
+		{"certificate naming the anonymous principal", "anon", bob, "", "does not name a valid principal"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cert := pki.clientCert(t, tc.cn)
