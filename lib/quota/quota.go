@@ -1,0 +1,244 @@
+// Package quota caps how many bytes a principal may produce and fetch per
+// second, by throttling as Kafka's quota manager does: a request is never
+// refused for its quota; the answer says how long the client must wait
+// so that its rate comes back to the quota.
+//
+// # The measure
+//
+// Each (principal, kind) with a quota has a token bucket holding up to
+// one Window of its rate (a quota of 1 MB/s lets 1 MB through at once
+// after a second of silence), refilled continuously at the rate. Each
+// request takes its bytes out of the bucket, which may go below zero;
+// the throttle is how long the refill takes to bring it back to zero:
+// debt / rate. Kafka measures the rate over 11 one-second samples and
+// derives the same delay; the bucket gives the same long-run rate with
+// less state and no sample edges. A principal that sends faster than
+// its quota and waits out each throttle moves rate × time, plus one
+// Window of bytes and its last request: a few percent above its quota
+// over a minute, less over longer periods.
+//
+// # Who waits
+//
+// The server answers at once and returns the throttle with the answer
+// (Kafka's throttle_time_ms since KIP-219); the Go and TypeScript
+// clients wait that long before their next request of that kind. A
+// client that does not wait gains nothing: before serving a principal's
+// request the server asks [Limiter.Pending] how much of an earlier
+// throttle is still owed and holds its answer that long with [Delay],
+// where Kafka mutes the connection instead. So the throttle is in every
+// answer, and the server delays only clients that ignore it.
+//
+// Quotas are replaced atomically by [Limiter.Set] and apply from the
+// next call: a bucket's debt stays, and is paid at the new rate.
+package quota
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/strata-mq/strata/lib/acl"
+)
+
+// Window is how much of its rate a principal may send at once: a
+// bucket holds at most rate × Window bytes.
+const Window = time.Second
+
+// Kind is the traffic a quota caps. The zero value is invalid.
+type Kind uint8
+
+const (
+	// Produce counts the bytes of record batches a principal produces.
+	Produce Kind = iota + 1
+	// Fetch counts the bytes of record batches a principal fetches.
+	Fetch
+)
+
+// String returns "produce" or "fetch".
+func (k Kind) String() string {
+	switch k {
+	case Produce:
+		return "produce"
+	case Fetch:
+		return "fetch"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Rates are one principal's quotas in bytes per second; 0 is unlimited.
+type Rates struct {
+	// ProduceBytesPerSec caps produce; 0 = unlimited.
+	ProduceBytesPerSec int64
+	// FetchBytesPerSec caps fetch; 0 = unlimited.
+	FetchBytesPerSec int64
+}
+
+// For returns the rate for kind k, 0 (unlimited) for an invalid kind.
+func (r Rates) For(k Kind) int64 {
+	switch k {
+	case Produce:
+		return r.ProduceBytesPerSec
+	case Fetch:
+		return r.FetchBytesPerSec
+	}
+	return 0
+}
+
+// Limiter measures principals' traffic against their quotas. The zero
+// value is a Limiter with no quotas (everyone unlimited). Safe for
+// concurrent use: quotas are read without a lock, and each limited
+// (principal, kind) has its own bucket and mutex, so unlimited traffic
+// never waits and limited principals do not wait for each other.
+type Limiter struct {
+	quotas  atomic.Pointer[map[acl.Principal]Rates]
+	buckets sync.Map // bucketKey → *bucket, only for limited pairs
+}
+
+type bucketKey struct {
+	p acl.Principal
+	k Kind
+}
+
+// bucket is one (principal, kind)'s token bucket, in bytes.
+type bucket struct {
+	mu     sync.Mutex
+	tokens float64   // bytes that may go out now; negative is debt
+	last   time.Time // when tokens was last brought up to date
+}
+
+// NewLimiter returns a Limiter enforcing quotas (see Set).
+func NewLimiter(quotas map[acl.Principal]Rates) (*Limiter, error) {
+	l := &Limiter{}
+	if err := l.Set(quotas); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Set replaces every quota with quotas (principal → rates; a principal
+// not in it is unlimited), from the next call of Record or Pending on. A
+// negative rate fails the whole set and leaves the quotas as they were.
+// quotas is not retained.
+func (l *Limiter) Set(quotas map[acl.Principal]Rates) error {
+	for p, r := range quotas {
+		if r.ProduceBytesPerSec < 0 || r.FetchBytesPerSec < 0 {
+			return fmt.Errorf("quota: %v has a negative rate", p)
+		}
+	}
+	q := maps.Clone(quotas)
+	l.quotas.Store(&q)
+	// Drop the buckets of pairs that became unlimited; a pair limited
+	// again later starts with a full bucket.
+	l.buckets.Range(func(key, _ any) bool {
+		bk := key.(bucketKey)
+		if q[bk.p].For(bk.k) == 0 {
+			l.buckets.Delete(key)
+		}
+		return true
+	})
+	return nil
+}
+
+// Quotas returns a copy of the quotas in force.
+func (l *Limiter) Quotas() map[acl.Principal]Rates {
+	q := l.quotas.Load()
+	if q == nil {
+		return map[acl.Principal]Rates{}
+	}
+	return maps.Clone(*q)
+}
+
+func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
+	q := l.quotas.Load()
+	if q == nil {
+		return 0
+	}
+	return float64((*q)[p].For(k))
+}
+
+func (l *Limiter) bucket(p acl.Principal, k Kind, rate float64, now time.Time) *bucket {
+	key := bucketKey{p, k}
+	if b, ok := l.buckets.Load(key); ok {
+		return b.(*bucket)
+	}
+	b, _ := l.buckets.LoadOrStore(key, &bucket{tokens: rate * Window.Seconds(), last: now})
+	return b.(*bucket)
+}
+
+// refill brings b up to now at rate, never above one Window of rate
+// (so a lowered quota also lowers what may go out at once). The caller
+// holds b.mu. A clock going backwards adds nothing.
+func (b *bucket) refill(rate float64, now time.Time) {
+	if d := now.Sub(b.last); d > 0 {
+		b.tokens += rate * d.Seconds()
+		b.last = now
+	}
+	b.tokens = math.Min(b.tokens, rate*Window.Seconds())
+}
+
+// owed is how long the refill takes to clear b's debt. The caller holds
+// b.mu.
+func (b *bucket) owed(rate float64) time.Duration {
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(-b.tokens / rate * float64(time.Second)))
+}
+
+// Record counts bytes of kind k that p sent or received at now, and
+// returns how long p must wait before its next request of that kind so
+// that its rate comes back to its quota: 0 while it is within its quota,
+// always 0 when it has none. Negative bytes count as 0. now comes from
+// the caller so tests can use a fake clock; pass time.Now().
+func (l *Limiter) Record(p acl.Principal, k Kind, bytes int64, now time.Time) time.Duration {
+	rate := l.rate(p, k)
+	if rate <= 0 {
+		return 0
+	}
+	b := l.bucket(p, k, rate, now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(rate, now)
+	b.tokens -= float64(max(bytes, 0))
+	return b.owed(rate)
+}
+
+// Pending returns how much of p's earlier throttles for kind k is still
+// owed at now, without recording anything: 0 for a principal that
+// waited its throttle out or has no quota. The server delays a request
+// that arrives while this is positive (see the package documentation).
+func (l *Limiter) Pending(p acl.Principal, k Kind, now time.Time) time.Duration {
+	rate := l.rate(p, k)
+	if rate <= 0 {
+		return 0
+	}
+	v, ok := l.buckets.Load(bucketKey{p, k})
+	if !ok {
+		return 0
+	}
+	b := v.(*bucket)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(rate, now)
+	return b.owed(rate)
+}
+
+// Delay waits d, or until ctx ends, whichever is first, and returns
+// ctx's error in the second case. d <= 0 returns nil at once.
+func Delay(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,304 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/strata-mq/strata/lib/acl"
+)
+
+var (
+	alice = acl.User("alice")
+	bob   = acl.User("bob")
+	t0    = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+const mb = 1 << 20
+
+// client is a simulated client that wants to send size bytes every
+// interval and honours every throttle: after a request it waits the
+// longer of its interval and the throttle it was given.
+type client struct {
+	p        acl.Principal
+	kind     Kind
+	size     int64
+	interval time.Duration
+	next     time.Time
+	sent     int64
+	throttle time.Duration // sum of throttles received
+}
+
+// run advances the client until until, on the fake clock.
+func (c *client) run(l *Limiter, until time.Time) {
+	for c.next.Before(until) {
+		th := l.Record(c.p, c.kind, c.size, c.next)
+		c.sent += c.size
+		c.throttle += th
+		c.next = c.next.Add(max(c.interval, th))
+	}
+}
+
+func rate(bytes int64, d time.Duration) float64 { return float64(bytes) / d.Seconds() }
+
+func within(got, want, tolerance float64) bool {
+	return got >= want*(1-tolerance) && got <= want*(1+tolerance)
+}
+
+func TestThrottleHoldsAPrincipalToItsQuota(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		quota    int64
+		size     int64
+		interval time.Duration // the client's own pace: 2x the quota
+	}{
+		{"1 MB/s, 100 KiB every 50ms", mb, mb / 10, 50 * time.Millisecond},
+		{"1 MB/s, 1 MiB every 500ms", mb, mb, 500 * time.Millisecond},
+		{"10 KB/s, 2 KiB every 100ms", 10 << 10, 2 << 10, 100 * time.Millisecond},
+		{"5 MB/s, 4 MiB batches every 400ms", 5 * mb, 4 * mb, 400 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := NewLimiter(map[acl.Principal]Rates{
+				alice: {ProduceBytesPerSec: tc.quota},
+				bob:   {ProduceBytesPerSec: tc.quota},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast := &client{p: alice, kind: Produce, size: tc.size, interval: tc.interval, next: t0}
+			if want := 2 * float64(tc.quota); !within(rate(tc.size, tc.interval), want, 0.05) {
+				t.Fatalf("test setup: the client's pace is %.0f B/s, want 2x the quota", rate(tc.size, tc.interval))
+			}
+			// bob sends at half his quota, interleaved with alice.
+			slow := &client{p: bob, kind: Produce, size: tc.size, interval: 4 * tc.interval, next: t0}
+			end := t0.Add(time.Minute)
+			for step := t0; step.Before(end); step = step.Add(time.Second) {
+				fast.run(l, step.Add(time.Second))
+				slow.run(l, step.Add(time.Second))
+			}
+			got := rate(fast.sent, time.Minute)
+			t.Logf("alice: %.4f of her quota, throttled %v in all; bob: %.4f of his", got/float64(tc.quota), fast.throttle, rate(slow.sent, time.Minute)/float64(tc.quota))
+			if !within(got, float64(tc.quota), 0.10) {
+				t.Fatalf("alice moved %.0f B/s over a minute, want %d ±10%%", got, tc.quota)
+			}
+			if fast.throttle == 0 {
+				t.Fatal("alice was never throttled")
+			}
+			if slow.throttle != 0 {
+				t.Fatalf("bob, at half his quota, was throttled %v", slow.throttle)
+			}
+			if want := rate(tc.size, 4*tc.interval); !within(rate(slow.sent, time.Minute), want, 0.05) {
+				t.Fatalf("bob moved %.0f B/s, want his own pace %.0f", rate(slow.sent, time.Minute), want)
+			}
+		})
+	}
+}
+
+func TestOtherPrincipalsAndKindsAreUnaffected(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := l.Record(alice, Produce, 10*mb, t0); th < 8*time.Second {
+		t.Fatalf("10 MiB at 1 MiB/s throttled only %v", th)
+	}
+	for _, tc := range []struct {
+		p acl.Principal
+		k Kind
+	}{{alice, Fetch}, {bob, Produce}, {bob, Fetch}, {acl.Anonymous, Produce}} {
+		if th := l.Record(tc.p, tc.k, 100*mb, t0); th != 0 {
+			t.Errorf("%v %v throttled %v", tc.p, tc.k, th)
+		}
+		if th := l.Pending(tc.p, tc.k, t0); th != 0 {
+			t.Errorf("%v %v pending %v", tc.p, tc.k, th)
+		}
+	}
+}
+
+func TestThrottleIsDebtOverRate(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {FetchBytesPerSec: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		at       time.Duration
+		bytes    int64
+		throttle time.Duration
+	}{
+		{0, 1000, 0},                     // a full bucket: one window's worth goes through
+		{0, 500, 500 * time.Millisecond}, // 500 bytes of debt at 1000 B/s
+		{0, 500, time.Second},            // 1000 bytes of debt
+		{time.Second, 0, 0},              // paid back after waiting
+		{time.Second, -5, 0},             // negative bytes count as nothing
+		{1500 * time.Millisecond, 1000, 500 * time.Millisecond},
+		{10 * time.Second, 1000, 0}, // the bucket refills to one window, no more
+		{10 * time.Second, 1, time.Millisecond},
+		{9 * time.Second, 0, time.Millisecond}, // a clock going backwards refills nothing
+	}
+	for i, s := range steps {
+		if got := l.Record(alice, Fetch, s.bytes, t0.Add(s.at)); got != s.throttle {
+			t.Fatalf("step %d (%d bytes at %v): throttle %v, want %v", i, s.bytes, s.at, got, s.throttle)
+		}
+	}
+	if got := l.Pending(alice, Fetch, t0.Add(10*time.Second+500*time.Microsecond)); got != 500*time.Microsecond {
+		t.Fatalf("Pending = %v, want 500µs", got)
+	}
+	if got := l.Pending(alice, Fetch, t0.Add(11*time.Second)); got != 0 {
+		t.Fatalf("Pending after waiting = %v", got)
+	}
+}
+
+func TestPendingIsWhatAClientDidNotWait(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := l.Record(alice, Produce, 3*mb, t0)
+	if th != 2*time.Second {
+		t.Fatalf("throttle %v, want 2s", th)
+	}
+	if p := l.Pending(alice, Produce, t0.Add(500*time.Millisecond)); p != 1500*time.Millisecond {
+		t.Fatalf("a client back after 500ms still owes %v, want 1.5s", p)
+	}
+	if p := l.Pending(alice, Produce, t0.Add(th)); p != 0 {
+		t.Fatalf("a client that waited its throttle owes %v", p)
+	}
+	if p := l.Pending(bob, Produce, t0); p != 0 {
+		t.Fatalf("an unlimited principal owes %v", p)
+	}
+}
+
+func TestQuotaChangeAppliesAtOnce(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}, bob: {ProduceBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Record(alice, Produce, 3*mb, t0) // 2 MiB of debt
+	if err := l.Set(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 4 * mb}, bob: {ProduceBytesPerSec: mb}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Pending(alice, Produce, t0); p != 500*time.Millisecond {
+		t.Fatalf("after raising the quota to 4 MiB/s, 2 MiB of debt owes %v, want 500ms", p)
+	}
+	// A client at 8 MiB/s now converges on the new quota.
+	c := &client{p: alice, kind: Produce, size: mb, interval: 125 * time.Millisecond, next: t0}
+	c.run(l, t0.Add(30*time.Second))
+	if got := rate(c.sent, 30*time.Second); !within(got, 4*mb, 0.10) {
+		t.Fatalf("after the change alice moved %.0f B/s, want 4 MiB/s ±10%%", got)
+	}
+	// Lowering applies at once too: what goes through at once shrinks to
+	// the new window.
+	if err := l.Set(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	at := c.next.Add(time.Hour)
+	if th := l.Record(alice, Produce, 2000, at); th != time.Second {
+		t.Fatalf("2000 bytes at a new quota of 1000 B/s: throttle %v, want 1s", th)
+	}
+	// Removing a quota makes the principal unlimited at once, and drops
+	// its bucket: limited again, it starts with a full one.
+	if err := l.Set(map[acl.Principal]Rates{}); err != nil {
+		t.Fatal(err)
+	}
+	if th := l.Record(alice, Produce, 100*mb, at); th != 0 {
+		t.Fatalf("unlimited alice throttled %v", th)
+	}
+	if err := l.Set(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	if th := l.Record(alice, Produce, 1000, at); th != 0 {
+		t.Fatalf("a newly limited principal starts throttled %v", th)
+	}
+	if q := l.Quotas(); len(q) != 1 || q[alice].ProduceBytesPerSec != 1000 {
+		t.Fatalf("Quotas = %v", q)
+	}
+}
+
+func TestUnlimitedNeverThrottles(t *testing.T) {
+	var zero Limiter
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 0, FetchBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		now := t0.Add(time.Duration(i) * time.Microsecond)
+		if th := l.Record(alice, Produce, 1<<40, now); th != 0 {
+			t.Fatalf("unlimited produce throttled %v", th)
+		}
+		if th := zero.Record(alice, Fetch, 1<<40, now); th != 0 {
+			t.Fatalf("the zero Limiter throttled %v", th)
+		}
+		if th := l.Record(alice, Kind(9), 1<<40, now); th != 0 {
+			t.Fatalf("an invalid kind throttled %v", th)
+		}
+	}
+	if len(zero.Quotas()) != 0 {
+		t.Fatal("the zero Limiter has quotas")
+	}
+}
+
+func TestSetRefusesNegativeRates(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Set(map[acl.Principal]Rates{alice: {FetchBytesPerSec: -1}}); err == nil {
+		t.Fatal("negative rate accepted")
+	}
+	if l.Quotas()[alice].ProduceBytesPerSec != 5 {
+		t.Fatal("a refused Set changed the quotas")
+	}
+	if _, err := NewLimiter(map[acl.Principal]Rates{bob: {ProduceBytesPerSec: -3}}); err == nil {
+		t.Fatal("NewLimiter accepted a negative rate")
+	}
+}
+
+func TestConcurrentRecordCountsEveryByte(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, each = 8, 100
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				l.Record(alice, Produce, 10, t0)
+				l.Record(acl.User(fmt.Sprint("u", g)), Produce, 10, t0)
+				if g == 0 {
+					_ = l.Set(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: 1000}})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// 8000 bytes against a full bucket of 1000: 7000 bytes of debt.
+	if p := l.Pending(alice, Produce, t0); p != 7*time.Second {
+		t.Fatalf("Pending = %v, want 7s", p)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	if err := Delay(context.Background(), 0); err != nil {
+		t.Fatalf("Delay(0) = %v", err)
+	}
+	if err := Delay(context.Background(), -time.Second); err != nil {
+		t.Fatalf("Delay(<0) = %v", err)
+	}
+	if err := Delay(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Delay(1ms) = %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Delay(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Delay with a canceled context = %v", err)
+	}
+	if Produce.String() != "produce" || Fetch.String() != "fetch" || Kind(0).String() != "Kind(0)" {
+		t.Fatal("Kind names")
+	}
+}
