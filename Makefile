@@ -22,6 +22,10 @@ GO ?= go
 # real-process tests take about 2 minutes on an idle machine and several
 # times that on a loaded one, so the limit is 30 minutes.
 TESTFLAGS ?= -race -count=1 -timeout 30m
+# The fault suite's short schedule runs after the other packages, not
+# beside them: its cluster of a dozen processes would crowd the two cores
+# the other real-process tests share.
+NEMESIS_PKG := ./tests/nemesis/
 # make test-stress: how many runs of make test, and how many busy loops
 # keep cores occupied meanwhile.
 STRESS_RUNS ?= 5
@@ -56,9 +60,10 @@ modules-check: ## Build and vet each module on its own (GOWORK=off), so each go.
 	done
 
 .PHONY: test
-test: ## Run the fast test suite (units, fuzz seeds, fault injection) with the race detector, then the TypeScript client's (ts-test)
+test: ## Run the fast test suite (units, fuzz seeds, fault injection, the fault suite's short schedule) with the race detector, then the TypeScript client's (ts-test)
 	$(GO) vet $(PKGS)
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -v '/tests/nemesis$$')
+	$(GO) test $(TESTFLAGS) $(NEMESIS_PKG)
 	$(MAKE) ts-test
 
 # The TypeScript workspace (ts/): npm ci only when the lockfile or a

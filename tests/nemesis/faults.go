@@ -45,6 +45,7 @@ var faults = []fault{
 	{"pause", history.FaultPause, pauseOne},
 	{"isolate-from-controllers", history.FaultPartition, isolateFromControllers},
 	{"isolate-leader", history.FaultPartition, isolateLeader},
+	{"isolate-then-kill-leader", history.FaultPartition, isolateThenKillLeader},
 	{"split-controllers", history.FaultPartition, splitControllers},
 	{"disk-full", history.FaultDiskFull, fillDisk},
 	{"eio", history.FaultEIO, ioError},
@@ -161,6 +162,31 @@ func isolateLeader(ctx context.Context, r *run, rng *rand.Rand) (string, func(co
 		return r.bed.net.Partition(ctx, []*netcut.Group{r.bed.groupOf(leader)}, others, portsOf)
 	})
 	return fmt.Sprintf("%s (leader of %s-%d) cut off from the other storage nodes", leader.Name(), topic, p.GetPartition()), heal, err
+}
+
+// isolateThenKillLeader cuts a partition's leader off from the other
+// storage nodes, lets it go on for a moment (it can still reach the
+// controllers and its clients), then kills it: whatever it acknowledged
+// that its followers never got would be lost with it, and the followers
+// are the ones elected. heal lifts the cut and starts it again.
+func isolateThenKillLeader(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	desc, healCut, err := isolateLeader(ctx, r, rng)
+	if err != nil {
+		return "", nil, err
+	}
+	// Pacing: shorter than the replica lag time, so the leader still
+	// counts its followers in the ISR when it dies.
+	sleep(ctx, 2*time.Second)
+	var leader *harness.Node
+	for _, n := range r.bed.cluster.StorageNodes() {
+		if strings.HasPrefix(desc, n.Name()+" ") {
+			leader = n
+		}
+	}
+	leader.Kill()
+	return desc + "; then SIGKILL " + leader.Name(), func(ctx context.Context) error {
+		return errors.Join(healCut(ctx), r.restartAll(ctx, leader))
+	}, nil
 }
 
 // splitControllers cuts one controller off from the other two, both ways:
@@ -323,11 +349,20 @@ func movePartition(ctx context.Context, r *run, rng *rand.Rand) (string, func(co
 // cancelAndReAdd walks the path by which a removed replica could once
 // rejoin the ISR on stale state: a move adds two nodes, one of which
 // cannot reach the leader (so the move cannot complete) while the other
-// copies and joins the ISR; the move is cancelled (both delete their
-// copies), the cut healed, and the same move started again at once, so
-// the leader sees the same, now empty, replica added back.
+// copies and joins the ISR; then that one is cut off too, the move
+// cancelled (both delete their copies) and the same move started again at
+// once, so the leader sees the same, now empty, replica added back before
+// it can fetch. Half the time the leader then dies: the controller elects
+// the first in-sync replica in replica order, which is the re-added node,
+// so it must not count as in sync on what its deleted copy fetched.
 func cancelAndReAdd(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	// Half the time on the quiet topic: with writes every few milliseconds
+	// the high watermark soon passes what a removed replica last fetched,
+	// and stale state could not pass for caught up.
 	topic, p := pick(rng, r.topics), rng.Int32N(r.partitions)
+	if rng.IntN(2) == 0 {
+		topic = quietTopic
+	}
 	cur, err := r.bed.cluster.Partition(ctx, topic, p)
 	if err != nil || cur.GetLeaderId() < 0 {
 		return "", nil, fmt.Errorf("%s-%d has no leader: %v", topic, p, err)
@@ -341,40 +376,61 @@ func cancelAndReAdd(ctx context.Context, r *run, rng *rand.Rand) (string, func(c
 	if len(fresh) < 2 {
 		return "", nil, fmt.Errorf("%s-%d: fewer than two nodes outside its replicas %v", topic, p, cur.GetReplicas())
 	}
-	copier, stuck, leader := fresh[0], fresh[1], cur.GetLeaderId()
-	to := []int32{copier, stuck, leader}
-	desc := fmt.Sprintf("move %s-%d to %v with node %d cut from leader %d; cancel once %d is in sync; move again", topic, p, to, stuck, leader, copier)
-	heal, err := r.cut(ctx, func() (netcut.CutID, error) {
-		return r.bed.net.Cut(ctx, r.bed.groupOf(r.bed.cluster.Storage(int(stuck))), ports(r.bed.cluster.Storage(int(leader)))...)
-	})
-	if err != nil {
+	copier, stuck := r.bed.cluster.Storage(int(fresh[0])), r.bed.cluster.Storage(int(fresh[1]))
+	leader := r.bed.cluster.Storage(int(cur.GetLeaderId()))
+	to := []int32{int32(copier.ID), int32(stuck.ID), int32(leader.ID)}
+	desc := fmt.Sprintf("move %s-%d to %v with %s cut from leader %s; once %s is in sync, cut it too, cancel, move again",
+		topic, p, to, stuck.Name(), leader.Name(), copier.Name())
+	var heals []func(context.Context) error
+	healAll := func(ctx context.Context) error {
+		var errs []error
+		for _, h := range heals {
+			errs = append(errs, h(ctx))
+		}
+		errs = append(errs, r.restartAll(ctx, leader))
+		return errors.Join(errs...)
+	}
+	cutFromLeader := func(n *harness.Node) error {
+		h, err := r.cut(ctx, func() (netcut.CutID, error) { return r.bed.net.Cut(ctx, r.bed.groupOf(n), ports(leader)...) })
+		if err == nil {
+			heals = append(heals, h)
+		}
+		return err
+	}
+	if err := cutFromLeader(stuck); err != nil {
 		return "", nil, err
 	}
-	defer heal(context.WithoutCancel(ctx))
 	if err := r.reassign(ctx, topic, p, to); err != nil {
-		return "", nil, err
+		return "", nil, errors.Join(err, healAll(ctx))
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
 		q, err := r.bed.cluster.Partition(wctx, topic, p)
-		if err == nil && slices.Contains(q.GetIsr(), copier) {
+		if err == nil && slices.Contains(q.GetIsr(), int32(copier.ID)) {
 			break
 		}
 		if !sleep(wctx, 100*time.Millisecond) {
-			return desc + fmt.Sprintf(" (%d never joined the ISR; move left running)", copier), nil, nil
+			return desc + fmt.Sprintf(" (%s never joined the ISR; move left running)", copier.Name()), healAll, nil
 		}
 	}
-	if err := r.reassign(ctx, topic, p, nil); err != nil {
-		return desc + " (cancel refused: " + err.Error() + ")", nil, nil
+	if err := cutFromLeader(copier); err != nil {
+		return "", nil, errors.Join(err, healAll(ctx))
 	}
-	if err := heal(ctx); err != nil {
-		return "", nil, err
+	if err := r.reassign(ctx, topic, p, nil); err != nil {
+		return desc + " (cancel refused: " + err.Error() + ")", healAll, nil
 	}
 	if err := r.reassign(ctx, topic, p, to); err != nil {
-		return desc + " (second move refused: " + err.Error() + ")", nil, nil
+		return desc + " (second move refused: " + err.Error() + ")", healAll, nil
 	}
-	return desc, nil, nil
+	if rng.IntN(2) == 1 {
+		return desc, healAll, nil
+	}
+	// Let the leader's ISR check run (it runs every second) while the
+	// re-added replica cannot fetch, then kill the leader.
+	sleep(ctx, 2500*time.Millisecond)
+	leader.Kill()
+	return desc + "; SIGKILL the leader " + leader.Name(), healAll, nil
 }
 
 // drainNode drains a storage node: its replicas move away and it leads

@@ -261,14 +261,18 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 	return res
 }
 
-// createTopics creates the workload's topics: a plain one, and one tiered
-// to the object store with little kept locally, so that moves copy from
-// a log start above 0 and reads go to the tier.
+// createTopics creates the workload's topics: a plain one, one tiered to
+// the object store with little kept locally (moves copy from a log start
+// above 0, reads go to the tier), and a quiet one that gets a write every
+// few seconds per partition, where a fault may find a replica's state
+// unchanged since its last fetch.
 func (r *run) createTopics(ctx context.Context) {
-	r.topics = []string{"plain", "tiered"}
-	r.bed.cluster.CreateTopic(ctx, "plain", r.partitions, 3, map[string]string{
-		"min.insync.replicas": "2", "segment.bytes": "65536",
-	})
+	r.topics = []string{"plain", "tiered", quietTopic}
+	for _, name := range []string{"plain", quietTopic} {
+		r.bed.cluster.CreateTopic(ctx, name, r.partitions, 3, map[string]string{
+			"min.insync.replicas": "2", "segment.bytes": "65536",
+		})
+	}
 	r.bed.cluster.CreateTopic(ctx, "tiered", r.partitions, 3, map[string]string{
 		"min.insync.replicas": "2", "segment.bytes": "65536",
 		"remote.storage.enable": "true", "local.retention.bytes": "131072",

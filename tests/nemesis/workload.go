@@ -27,7 +27,26 @@ const (
 	sendInterval = 15 * time.Millisecond
 	// inFlight bounds each producer's unacknowledged records.
 	inFlight = 16
+	// quietTopic gets one send in quietEvery, so its partitions stay idle
+	// for seconds at a time.
+	quietTopic = "quiet"
+	quietEvery = 150
 )
+
+// topicFor picks the topic of the next send: the quiet topic once in
+// quietEvery, else one of the others.
+func (r *run) topicFor(rng *rand.Rand) string {
+	if rng.IntN(quietEvery) == 0 {
+		return quietTopic
+	}
+	var busy []string
+	for _, t := range r.topics {
+		if t != quietTopic {
+			busy = append(busy, t)
+		}
+	}
+	return pick(rng, busy)
+}
 
 // produce runs one producer until ctx ends, then waits for its records'
 // outcomes (up to the delivery timeout) and closes it.
@@ -50,7 +69,7 @@ func (r *run) produce(ctx context.Context, id int, rng *rand.Rand) {
 		case <-ctx.Done():
 			continue
 		}
-		topic := pick(rng, r.topics)
+		topic := r.topicFor(rng)
 		key := fmt.Sprintf("k%d", rng.IntN(keysPerTopic))
 		value := fmt.Sprintf("%s-%d", name, n)
 		h := r.rec.Invoke(name, history.SendOp(topic, key, value))
