@@ -55,6 +55,9 @@ type View struct {
 	Nodes map[int32]*controllerv1.NodeStatus
 	// Controllers is the controller quorum; nil when never reported.
 	Controllers *controllerv1.ControllerQuorum
+	// Security is the users, ACLs and quotas (lib/guard applies them);
+	// nil when never reported.
+	Security *commonv1.SecurityState
 }
 
 // Partition returns the metadata of one partition, or nil when the topic
@@ -113,6 +116,7 @@ func fromSnapshot(version int64, s *controllerv1.MetadataSnapshot) *View {
 		Topics:      make(map[string]*commonv1.TopicMetadata, len(s.GetTopics())),
 		Nodes:       make(map[int32]*controllerv1.NodeStatus, len(s.GetNodes())),
 		Controllers: s.GetControllers(),
+		Security:    s.GetSecurity(),
 	}
 	for _, t := range s.GetTopics() {
 		v.Topics[t.GetName()] = t
@@ -131,6 +135,7 @@ func (old *View) applyDelta(version int64, d *controllerv1.MetadataDelta) *View 
 		Topics:      old.Topics,
 		Nodes:       old.Nodes,
 		Controllers: old.Controllers,
+		Security:    old.Security,
 	}
 	if len(d.GetTopics()) > 0 || len(d.GetPartitions()) > 0 || len(d.GetDeletedTopics()) > 0 {
 		v.Topics = maps.Clone(old.Topics)
@@ -165,6 +170,9 @@ func (old *View) applyDelta(version int64, d *controllerv1.MetadataDelta) *View 
 		for _, id := range d.GetRemovedNodeIds() {
 			delete(v.Nodes, id)
 		}
+	}
+	if d.GetSecurity() != nil {
+		v.Security = d.GetSecurity()
 	}
 	if d.GetControllers() != nil {
 		v.Controllers = d.GetControllers()

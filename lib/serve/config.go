@@ -64,6 +64,10 @@ type Base struct {
 	// answer, 1 otherwise, instead of serving (--probe): the health check
 	// of container images that have no shell or curl. Default empty.
 	Probe string
+	// Security is the process's transport security and authentication
+	// (security.go): TLS files, --require-auth, super users, OIDC.
+	// Default: none of it, the plain local cluster.
+	Security
 }
 
 func (b *Base) base() *Base { return b }
@@ -82,6 +86,7 @@ func (b *Base) registerFlags(f *Flags) {
 		"comma-separated web origins allowed to call the API from a browser (* for any, one * wildcard per entry as in http://localhost:*); empty disables CORS")
 	f.StringVar(&b.Probe, "probe", "",
 		"GET this URL (e.g. http://127.0.0.1:9192/readyz), exit 0 on 200 and 1 otherwise, instead of serving: a container health check without a shell")
+	b.Security.registerFlags(f)
 }
 
 func (b *Base) validate(p *Problems) {
@@ -104,6 +109,7 @@ func (b *Base) validate(p *Problems) {
 	if _, err := ParseCORSOrigins(b.CORSAllowedOrigins); err != nil {
 		p.Flag("cors-allowed-origins", b.CORSAllowedOrigins, err.Error())
 	}
+	b.Security.validate(p)
 }
 
 // AdminEnabled reports whether the admin listener is configured.

@@ -12,11 +12,15 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 // Exit codes of [Command.Run] and [Main].
@@ -118,7 +122,7 @@ func (cmd Command) Run(ctx context.Context) int {
 		return fail(ExitConfig, "bad config: %v", err)
 	}
 	if base.Probe != "" {
-		return probe(ctx, base.Probe, stdout, stderr, cmd.Name)
+		return probe(ctx, base.Probe, base.TLS, stdout, stderr, cmd.Name)
 	}
 	var problems Problems
 	base.validate(&problems)
@@ -203,6 +207,8 @@ type Process struct {
 	tel    *Telemetry
 	health *Health
 	client *http.Client
+	tls    *tlsconfig.Source // nil without TLS
+	guard  *guard.Guard
 
 	apiLn    net.Listener
 	adminLn  net.Listener
@@ -244,8 +250,14 @@ func (p *Process) HTTPClient() *http.Client { return p.client }
 func (p *Process) Addr() net.Addr { return p.apiLn.Addr() }
 
 // URL is the base URL of the API listener as reachable from this host,
-// such as "http://127.0.0.1:9102"; see [Server.URL].
-func (p *Process) URL() string { return baseURL(p.apiLn.Addr()) }
+// such as "http://127.0.0.1:9102" ("https://..." with TLS); see
+// [Server.URL].
+func (p *Process) URL() string {
+	if p.tls != nil {
+		return "https://" + strings.TrimPrefix(baseURL(p.apiLn.Addr()), "http://")
+	}
+	return baseURL(p.apiLn.Addr())
+}
 
 // AdminAddr is the bound address of --admin-listen, or nil when disabled.
 func (p *Process) AdminAddr() net.Addr {
@@ -299,7 +311,19 @@ func (p *Process) Draining() <-chan struct{} { return p.draining }
 func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 	logger := p.logger
 	p.draining = make(chan struct{})
-	var err error
+	secCtx, stopSecurity := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSecurity() // the TLS files' watcher
+	if err := p.startSecurity(secCtx, &base.Security); err != nil {
+		logger.Error("security setup failed", slog.String("err", err.Error()))
+		p.flushTelemetry(base.DrainTimeout)
+		return ExitFailed
+	}
+	serverTLS, err := p.serverTLS()
+	if err != nil {
+		logger.Error("TLS setup failed", slog.String("err", err.Error()))
+		p.flushTelemetry(base.DrainTimeout)
+		return ExitFailed
+	}
 	p.apiLn, err = net.Listen("tcp", base.Listen)
 	if err != nil {
 		logger.Error("listen failed", slog.String("listen", base.Listen), slog.String("err", err.Error()))
@@ -318,7 +342,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		// The admin listener serves from before Setup until the very end,
 		// so /healthz answers during a long start and /metrics during drain.
 		p.adminMux = adminMux(p.health, p.tel.MetricsHandler())
-		admin = StartServer(p.adminLn, p.adminMux)
+		admin = StartServerTLS(p.adminLn, p.adminMux, serverTLS)
 		defer admin.Close()
 	}
 
@@ -339,7 +363,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		h = http.NotFoundHandler()
 	}
 	origins, _ := ParseCORSOrigins(base.CORSAllowedOrigins) // checked by validate
-	p.api = StartServer(p.apiLn, CORSHandler(origins, h))
+	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.guard.Wrap(h)), serverTLS)
 	p.health.SetServing()
 	attrs := []any{slog.String("listen", p.Addr().String())}
 	if a := p.AdminAddr(); a != nil {
@@ -418,7 +442,7 @@ func (p *Process) flushTelemetry(timeout time.Duration) {
 // probe is --probe: one GET of url, bounded by 5s; 0 on 200, else one line
 // on stderr and 1. The rest of the config is not validated, so a health
 // check can run beside the service with the same environment.
-func probe(ctx context.Context, url string, stdout, stderr io.Writer, name string) int {
+func probe(ctx context.Context, url string, files tlsconfig.Files, stdout, stderr io.Writer, name string) int {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -426,7 +450,18 @@ func probe(ctx context.Context, url string, stdout, stderr io.Writer, name strin
 		fmt.Fprintf(stderr, "%s: --probe %q: %v\n", name, url, err)
 		return ExitFailed
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if files.Enabled() {
+		// An https admin listener is checked against the process's own CA.
+		src, err := tlsconfig.Load(ctx, files)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: --probe: %v\n", name, err)
+			return ExitFailed
+		}
+		defer src.Close()
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: src.ClientConfig()}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: --probe: %v\n", name, err)
 		return ExitFailed

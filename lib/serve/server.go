@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -70,10 +71,18 @@ type Server struct {
 // The server owns ln from then on. Request contexts are canceled only when
 // the server is closed (by Close, or by Shutdown running out of time), not
 // when a shutdown starts: long streams should watch [Server.Draining].
-func StartServer(ln net.Listener, h http.Handler) *Server {
+func StartServer(ln net.Listener, h http.Handler) *Server { return StartServerTLS(ln, h, nil) }
+
+// StartServerTLS is StartServer speaking TLS with cfg (HTTP/2 and HTTP/1.1
+// by ALPN) instead of h2c; a nil cfg is StartServer.
+func StartServerTLS(ln net.Listener, h http.Handler, cfg *tls.Config) *Server {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
+	if cfg != nil {
+		protos.SetHTTP2(true)
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
 	baseCtx, stopBase := context.WithCancel(context.Background())
 	s := &Server{
 		ln:       ln,
@@ -92,9 +101,16 @@ func StartServer(ln net.Listener, h http.Handler) *Server {
 		// default (the process logger under Main), so they are JSON too.
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
+	s.srv.TLSConfig = cfg
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if cfg != nil {
+			err = s.srv.ServeTLS(ln, "", "") // the certificate comes from cfg
+		} else {
+			err = s.srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.err = err
 		}
 	}()

@@ -439,6 +439,244 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{3}
 }
 
+// AclPermission says whether a binding allows or denies.
+type AclPermission int32
+
+const (
+	// Not set; never stored.
+	AclPermission_ACL_PERMISSION_UNSPECIFIED AclPermission = 0
+	// The binding allows the operation.
+	AclPermission_ACL_PERMISSION_ALLOW AclPermission = 1
+	// The binding denies the operation; a deny wins over any allow.
+	AclPermission_ACL_PERMISSION_DENY AclPermission = 2
+)
+
+// Enum value maps for AclPermission.
+var (
+	AclPermission_name = map[int32]string{
+		0: "ACL_PERMISSION_UNSPECIFIED",
+		1: "ACL_PERMISSION_ALLOW",
+		2: "ACL_PERMISSION_DENY",
+	}
+	AclPermission_value = map[string]int32{
+		"ACL_PERMISSION_UNSPECIFIED": 0,
+		"ACL_PERMISSION_ALLOW":       1,
+		"ACL_PERMISSION_DENY":        2,
+	}
+)
+
+func (x AclPermission) Enum() *AclPermission {
+	p := new(AclPermission)
+	*p = x
+	return p
+}
+
+func (x AclPermission) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclPermission) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_common_v1_common_proto_enumTypes[4].Descriptor()
+}
+
+func (AclPermission) Type() protoreflect.EnumType {
+	return &file_strata_common_v1_common_proto_enumTypes[4]
+}
+
+func (x AclPermission) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclPermission.Descriptor instead.
+func (AclPermission) EnumDescriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{4}
+}
+
+// AclOperation is what a binding allows or denies.
+type AclOperation int32
+
+const (
+	// Not set; never stored.
+	AclOperation_ACL_OPERATION_UNSPECIFIED AclOperation = 0
+	// Fetch from a topic; join, commit to and fetch offsets of a group.
+	AclOperation_ACL_OPERATION_READ AclOperation = 1
+	// Produce to a topic.
+	AclOperation_ACL_OPERATION_WRITE AclOperation = 2
+	// Create a topic (on the topic, or on the cluster for every topic).
+	AclOperation_ACL_OPERATION_CREATE AclOperation = 3
+	// Delete a topic or a group.
+	AclOperation_ACL_OPERATION_DELETE AclOperation = 4
+	// Change a topic's configuration or partitions; on the cluster: moves, elections, users,
+	// ACLs and quotas.
+	AclOperation_ACL_OPERATION_ALTER AclOperation = 5
+	// See a topic, group or the cluster (metadata, describe, list). Read, write, delete and
+	// alter, when allowed, imply it.
+	AclOperation_ACL_OPERATION_DESCRIBE AclOperation = 6
+	// Every operation.
+	AclOperation_ACL_OPERATION_ALL AclOperation = 7
+)
+
+// Enum value maps for AclOperation.
+var (
+	AclOperation_name = map[int32]string{
+		0: "ACL_OPERATION_UNSPECIFIED",
+		1: "ACL_OPERATION_READ",
+		2: "ACL_OPERATION_WRITE",
+		3: "ACL_OPERATION_CREATE",
+		4: "ACL_OPERATION_DELETE",
+		5: "ACL_OPERATION_ALTER",
+		6: "ACL_OPERATION_DESCRIBE",
+		7: "ACL_OPERATION_ALL",
+	}
+	AclOperation_value = map[string]int32{
+		"ACL_OPERATION_UNSPECIFIED": 0,
+		"ACL_OPERATION_READ":        1,
+		"ACL_OPERATION_WRITE":       2,
+		"ACL_OPERATION_CREATE":      3,
+		"ACL_OPERATION_DELETE":      4,
+		"ACL_OPERATION_ALTER":       5,
+		"ACL_OPERATION_DESCRIBE":    6,
+		"ACL_OPERATION_ALL":         7,
+	}
+)
+
+func (x AclOperation) Enum() *AclOperation {
+	p := new(AclOperation)
+	*p = x
+	return p
+}
+
+func (x AclOperation) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclOperation) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_common_v1_common_proto_enumTypes[5].Descriptor()
+}
+
+func (AclOperation) Type() protoreflect.EnumType {
+	return &file_strata_common_v1_common_proto_enumTypes[5]
+}
+
+func (x AclOperation) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclOperation.Descriptor instead.
+func (AclOperation) EnumDescriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{5}
+}
+
+// AclResourceType is the kind of resource a binding names.
+type AclResourceType int32
+
+const (
+	// Not set; never stored.
+	AclResourceType_ACL_RESOURCE_TYPE_UNSPECIFIED AclResourceType = 0
+	// A topic.
+	AclResourceType_ACL_RESOURCE_TYPE_TOPIC AclResourceType = 1
+	// A consumer group.
+	AclResourceType_ACL_RESOURCE_TYPE_GROUP AclResourceType = 2
+	// The cluster itself (resource name "kafka-cluster").
+	AclResourceType_ACL_RESOURCE_TYPE_CLUSTER AclResourceType = 3
+)
+
+// Enum value maps for AclResourceType.
+var (
+	AclResourceType_name = map[int32]string{
+		0: "ACL_RESOURCE_TYPE_UNSPECIFIED",
+		1: "ACL_RESOURCE_TYPE_TOPIC",
+		2: "ACL_RESOURCE_TYPE_GROUP",
+		3: "ACL_RESOURCE_TYPE_CLUSTER",
+	}
+	AclResourceType_value = map[string]int32{
+		"ACL_RESOURCE_TYPE_UNSPECIFIED": 0,
+		"ACL_RESOURCE_TYPE_TOPIC":       1,
+		"ACL_RESOURCE_TYPE_GROUP":       2,
+		"ACL_RESOURCE_TYPE_CLUSTER":     3,
+	}
+)
+
+func (x AclResourceType) Enum() *AclResourceType {
+	p := new(AclResourceType)
+	*p = x
+	return p
+}
+
+func (x AclResourceType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclResourceType) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_common_v1_common_proto_enumTypes[6].Descriptor()
+}
+
+func (AclResourceType) Type() protoreflect.EnumType {
+	return &file_strata_common_v1_common_proto_enumTypes[6]
+}
+
+func (x AclResourceType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclResourceType.Descriptor instead.
+func (AclResourceType) EnumDescriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{6}
+}
+
+// AclPatternType says how a binding's resource name matches.
+type AclPatternType int32
+
+const (
+	// Not set; treated as LITERAL.
+	AclPatternType_ACL_PATTERN_TYPE_UNSPECIFIED AclPatternType = 0
+	// The name matches exactly ("*" matches every name).
+	AclPatternType_ACL_PATTERN_TYPE_LITERAL AclPatternType = 1
+	// Every name that starts with the resource name matches.
+	AclPatternType_ACL_PATTERN_TYPE_PREFIXED AclPatternType = 2
+)
+
+// Enum value maps for AclPatternType.
+var (
+	AclPatternType_name = map[int32]string{
+		0: "ACL_PATTERN_TYPE_UNSPECIFIED",
+		1: "ACL_PATTERN_TYPE_LITERAL",
+		2: "ACL_PATTERN_TYPE_PREFIXED",
+	}
+	AclPatternType_value = map[string]int32{
+		"ACL_PATTERN_TYPE_UNSPECIFIED": 0,
+		"ACL_PATTERN_TYPE_LITERAL":     1,
+		"ACL_PATTERN_TYPE_PREFIXED":    2,
+	}
+)
+
+func (x AclPatternType) Enum() *AclPatternType {
+	p := new(AclPatternType)
+	*p = x
+	return p
+}
+
+func (x AclPatternType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AclPatternType) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_common_v1_common_proto_enumTypes[7].Descriptor()
+}
+
+func (AclPatternType) Type() protoreflect.EnumType {
+	return &file_strata_common_v1_common_proto_enumTypes[7]
+}
+
+func (x AclPatternType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AclPatternType.Descriptor instead.
+func (AclPatternType) EnumDescriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{7}
+}
+
 // TopicPartition names one partition of one topic.
 type TopicPartition struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1385,6 +1623,295 @@ func (x *OffsetRangeHint) GetHighWatermark() int64 {
 	return 0
 }
 
+// AclBinding is one access rule, Kafka's model: a principal is allowed or denied an operation
+// on a resource, named literally or by prefix. Deny wins over allow; nothing is allowed
+// without a matching allow, except for super users and the services' own identities.
+type AclBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal the rule is for: "User:<name>", or "User:*" for every user.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// ALLOW or DENY.
+	Permission AclPermission `protobuf:"varint,2,opt,name=permission,proto3,enum=strata.common.v1.AclPermission" json:"permission,omitempty"`
+	// Operation: read, write, create, delete, alter, describe, or all.
+	Operation AclOperation `protobuf:"varint,3,opt,name=operation,proto3,enum=strata.common.v1.AclOperation" json:"operation,omitempty"`
+	// Kind of resource: topic, group or cluster.
+	ResourceType AclResourceType `protobuf:"varint,4,opt,name=resource_type,json=resourceType,proto3,enum=strata.common.v1.AclResourceType" json:"resource_type,omitempty"`
+	// Resource name: a topic or group name ("*" for every one), or "kafka-cluster" for the
+	// cluster.
+	ResourceName string `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// LITERAL matches resource_name exactly; PREFIXED matches every name starting with it.
+	PatternType   AclPatternType `protobuf:"varint,6,opt,name=pattern_type,json=patternType,proto3,enum=strata.common.v1.AclPatternType" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclBinding) Reset() {
+	*x = AclBinding{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclBinding) ProtoMessage() {}
+
+func (x *AclBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclBinding.ProtoReflect.Descriptor instead.
+func (*AclBinding) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AclBinding) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPermission() AclPermission {
+	if x != nil {
+		return x.Permission
+	}
+	return AclPermission_ACL_PERMISSION_UNSPECIFIED
+}
+
+func (x *AclBinding) GetOperation() AclOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return AclOperation_ACL_OPERATION_UNSPECIFIED
+}
+
+func (x *AclBinding) GetResourceType() AclResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return AclResourceType_ACL_RESOURCE_TYPE_UNSPECIFIED
+}
+
+func (x *AclBinding) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclBinding) GetPatternType() AclPatternType {
+	if x != nil {
+		return x.PatternType
+	}
+	return AclPatternType_ACL_PATTERN_TYPE_UNSPECIFIED
+}
+
+// UserCredential is a user the cluster issued a bearer token to. Only the SHA-256 of the token
+// is kept; the token itself is shown once, when the user is created.
+type UserCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User name; the principal is "User:<name>".
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// SHA-256 of the token. Sent only to the cluster's services, in their metadata stream.
+	TokenSha256 []byte `protobuf:"bytes,2,opt,name=token_sha256,json=tokenSha256,proto3" json:"token_sha256,omitempty"`
+	// Creation time, Unix milliseconds.
+	CreatedMs     int64 `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserCredential) Reset() {
+	*x = UserCredential{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserCredential) ProtoMessage() {}
+
+func (x *UserCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserCredential.ProtoReflect.Descriptor instead.
+func (*UserCredential) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *UserCredential) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UserCredential) GetTokenSha256() []byte {
+	if x != nil {
+		return x.TokenSha256
+	}
+	return nil
+}
+
+func (x *UserCredential) GetCreatedMs() int64 {
+	if x != nil {
+		return x.CreatedMs
+	}
+	return 0
+}
+
+// Quota caps a principal's produce and fetch byte rates. Brokers throttle a principal over its
+// quota: answers carry throttle_time_ms and clients wait that long before their next request.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal the quota is for: "User:<name>".
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Produce bytes per second; 0 means unlimited.
+	ProduceBytesPerSecond int64 `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
+	// Fetch bytes per second; 0 means unlimited.
+	FetchBytesPerSecond int64 `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Quota) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *Quota) GetProduceBytesPerSecond() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Quota) GetFetchBytesPerSecond() int64 {
+	if x != nil {
+		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
+// SecurityState is what every service needs to authenticate and authorize requests on its own:
+// users, ACLs and quotas, as the controller keeps them.
+type SecurityState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every user with a token.
+	Users []*UserCredential `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	// Every ACL binding.
+	Acls []*AclBinding `protobuf:"bytes,2,rep,name=acls,proto3" json:"acls,omitempty"`
+	// Every quota.
+	Quotas        []*Quota `protobuf:"bytes,3,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecurityState) Reset() {
+	*x = SecurityState{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecurityState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecurityState) ProtoMessage() {}
+
+func (x *SecurityState) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecurityState.ProtoReflect.Descriptor instead.
+func (*SecurityState) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SecurityState) GetUsers() []*UserCredential {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+func (x *SecurityState) GetAcls() []*AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+func (x *SecurityState) GetQuotas() []*Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_strata_common_v1_common_proto protoreflect.FileDescriptor
 
 const file_strata_common_v1_common_proto_rawDesc = "" +
@@ -1463,7 +1990,30 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x13min_insync_replicas\x18\x02 \x01(\x05R\x11minInsyncReplicas\"b\n" +
 	"\x0fOffsetRangeHint\x12(\n" +
 	"\x10log_start_offset\x18\x01 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark*J\n" +
+	"\x0ehigh_watermark\x18\x02 \x01(\x03R\rhighWatermark\"\xdb\x02\n" +
+	"\n" +
+	"AclBinding\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12?\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\x0e2\x1f.strata.common.v1.AclPermissionR\n" +
+	"permission\x12<\n" +
+	"\toperation\x18\x03 \x01(\x0e2\x1e.strata.common.v1.AclOperationR\toperation\x12F\n" +
+	"\rresource_type\x18\x04 \x01(\x0e2!.strata.common.v1.AclResourceTypeR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12C\n" +
+	"\fpattern_type\x18\x06 \x01(\x0e2 .strata.common.v1.AclPatternTypeR\vpatternType\"f\n" +
+	"\x0eUserCredential\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\ftoken_sha256\x18\x02 \x01(\fR\vtokenSha256\x12\x1d\n" +
+	"\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"\x93\x01\n" +
+	"\x05Quota\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xaa\x01\n" +
+	"\rSecurityState\x126\n" +
+	"\x05users\x18\x01 \x03(\v2 .strata.common.v1.UserCredentialR\x05users\x120\n" +
+	"\x04acls\x18\x02 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\x12/\n" +
+	"\x06quotas\x18\x03 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tACKS_NONE\x10\x01\x12\x0f\n" +
@@ -1523,7 +2073,29 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\"REASON_DUPLICATE_NODE_REGISTRATION\x10\x1a\x12\x1d\n" +
 	"\x19REASON_GROUP_ID_NOT_FOUND\x10\x1b\x12\x1c\n" +
 	"\x18REASON_REQUEST_TIMED_OUT\x10\x1c\x12\x1c\n" +
-	"\x18REASON_MANIFEST_CONFLICT\x10\x1dB\xc0\x01\n" +
+	"\x18REASON_MANIFEST_CONFLICT\x10\x1d*b\n" +
+	"\rAclPermission\x12\x1e\n" +
+	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +
+	"\x13ACL_PERMISSION_DENY\x10\x02*\xde\x01\n" +
+	"\fAclOperation\x12\x1d\n" +
+	"\x19ACL_OPERATION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12ACL_OPERATION_READ\x10\x01\x12\x17\n" +
+	"\x13ACL_OPERATION_WRITE\x10\x02\x12\x18\n" +
+	"\x14ACL_OPERATION_CREATE\x10\x03\x12\x18\n" +
+	"\x14ACL_OPERATION_DELETE\x10\x04\x12\x17\n" +
+	"\x13ACL_OPERATION_ALTER\x10\x05\x12\x1a\n" +
+	"\x16ACL_OPERATION_DESCRIBE\x10\x06\x12\x15\n" +
+	"\x11ACL_OPERATION_ALL\x10\a*\x8d\x01\n" +
+	"\x0fAclResourceType\x12!\n" +
+	"\x1dACL_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17ACL_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1b\n" +
+	"\x17ACL_RESOURCE_TYPE_GROUP\x10\x02\x12\x1d\n" +
+	"\x19ACL_RESOURCE_TYPE_CLUSTER\x10\x03*o\n" +
+	"\x0eAclPatternType\x12 \n" +
+	"\x1cACL_PATTERN_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18ACL_PATTERN_TYPE_LITERAL\x10\x01\x12\x1d\n" +
+	"\x19ACL_PATTERN_TYPE_PREFIXED\x10\x02B\xc0\x01\n" +
 	"\x14com.strata.common.v1B\vCommonProtoP\x01Z9github.com/strata-mq/strata/gen/strata/common/v1;commonv1\xa2\x02\x03SCX\xaa\x02\x10Strata.Common.V1\xca\x02\x10Strata\\Common\\V1\xe2\x02\x1cStrata\\Common\\V1\\GPBMetadata\xea\x02\x12Strata::Common::V1b\x06proto3"
 
 var (
@@ -1538,46 +2110,61 @@ func file_strata_common_v1_common_proto_rawDescGZIP() []byte {
 	return file_strata_common_v1_common_proto_rawDescData
 }
 
-var file_strata_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_strata_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_strata_common_v1_common_proto_goTypes = []any{
 	(Acks)(0),                     // 0: strata.common.v1.Acks
 	(IsolationLevel)(0),           // 1: strata.common.v1.IsolationLevel
 	(Code)(0),                     // 2: strata.common.v1.Code
 	(Reason)(0),                   // 3: strata.common.v1.Reason
-	(*TopicPartition)(nil),        // 4: strata.common.v1.TopicPartition
-	(*TopicPartitions)(nil),       // 5: strata.common.v1.TopicPartitions
-	(*Node)(nil),                  // 6: strata.common.v1.Node
-	(*Listener)(nil),              // 7: strata.common.v1.Listener
-	(*PartitionMetadata)(nil),     // 8: strata.common.v1.PartitionMetadata
-	(*TopicMetadata)(nil),         // 9: strata.common.v1.TopicMetadata
-	(*ErrorDetail)(nil),           // 10: strata.common.v1.ErrorDetail
-	(*LeaderHint)(nil),            // 11: strata.common.v1.LeaderHint
-	(*CoordinatorHint)(nil),       // 12: strata.common.v1.CoordinatorHint
-	(*ControllerHint)(nil),        // 13: strata.common.v1.ControllerHint
-	(*NotEnoughReplicasHint)(nil), // 14: strata.common.v1.NotEnoughReplicasHint
-	(*OffsetRangeHint)(nil),       // 15: strata.common.v1.OffsetRangeHint
-	nil,                           // 16: strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
-	nil,                           // 17: strata.common.v1.TopicMetadata.ConfigsEntry
+	(AclPermission)(0),            // 4: strata.common.v1.AclPermission
+	(AclOperation)(0),             // 5: strata.common.v1.AclOperation
+	(AclResourceType)(0),          // 6: strata.common.v1.AclResourceType
+	(AclPatternType)(0),           // 7: strata.common.v1.AclPatternType
+	(*TopicPartition)(nil),        // 8: strata.common.v1.TopicPartition
+	(*TopicPartitions)(nil),       // 9: strata.common.v1.TopicPartitions
+	(*Node)(nil),                  // 10: strata.common.v1.Node
+	(*Listener)(nil),              // 11: strata.common.v1.Listener
+	(*PartitionMetadata)(nil),     // 12: strata.common.v1.PartitionMetadata
+	(*TopicMetadata)(nil),         // 13: strata.common.v1.TopicMetadata
+	(*ErrorDetail)(nil),           // 14: strata.common.v1.ErrorDetail
+	(*LeaderHint)(nil),            // 15: strata.common.v1.LeaderHint
+	(*CoordinatorHint)(nil),       // 16: strata.common.v1.CoordinatorHint
+	(*ControllerHint)(nil),        // 17: strata.common.v1.ControllerHint
+	(*NotEnoughReplicasHint)(nil), // 18: strata.common.v1.NotEnoughReplicasHint
+	(*OffsetRangeHint)(nil),       // 19: strata.common.v1.OffsetRangeHint
+	(*AclBinding)(nil),            // 20: strata.common.v1.AclBinding
+	(*UserCredential)(nil),        // 21: strata.common.v1.UserCredential
+	(*Quota)(nil),                 // 22: strata.common.v1.Quota
+	(*SecurityState)(nil),         // 23: strata.common.v1.SecurityState
+	nil,                           // 24: strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	nil,                           // 25: strata.common.v1.TopicMetadata.ConfigsEntry
 }
 var file_strata_common_v1_common_proto_depIdxs = []int32{
-	7,  // 0: strata.common.v1.Node.listeners:type_name -> strata.common.v1.Listener
-	16, // 1: strata.common.v1.PartitionMetadata.isr_node_epochs:type_name -> strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
-	8,  // 2: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
-	17, // 3: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
+	11, // 0: strata.common.v1.Node.listeners:type_name -> strata.common.v1.Listener
+	24, // 1: strata.common.v1.PartitionMetadata.isr_node_epochs:type_name -> strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	12, // 2: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
+	25, // 3: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
 	2,  // 4: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
 	3,  // 5: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
-	11, // 6: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
-	12, // 7: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
-	13, // 8: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
-	14, // 9: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
-	15, // 10: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
-	4,  // 11: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	15, // 6: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
+	16, // 7: strata.common.v1.ErrorDetail.coordinator:type_name -> strata.common.v1.CoordinatorHint
+	17, // 8: strata.common.v1.ErrorDetail.controller:type_name -> strata.common.v1.ControllerHint
+	18, // 9: strata.common.v1.ErrorDetail.not_enough_replicas:type_name -> strata.common.v1.NotEnoughReplicasHint
+	19, // 10: strata.common.v1.ErrorDetail.offset_range:type_name -> strata.common.v1.OffsetRangeHint
+	8,  // 11: strata.common.v1.LeaderHint.topic_partition:type_name -> strata.common.v1.TopicPartition
+	4,  // 12: strata.common.v1.AclBinding.permission:type_name -> strata.common.v1.AclPermission
+	5,  // 13: strata.common.v1.AclBinding.operation:type_name -> strata.common.v1.AclOperation
+	6,  // 14: strata.common.v1.AclBinding.resource_type:type_name -> strata.common.v1.AclResourceType
+	7,  // 15: strata.common.v1.AclBinding.pattern_type:type_name -> strata.common.v1.AclPatternType
+	21, // 16: strata.common.v1.SecurityState.users:type_name -> strata.common.v1.UserCredential
+	20, // 17: strata.common.v1.SecurityState.acls:type_name -> strata.common.v1.AclBinding
+	22, // 18: strata.common.v1.SecurityState.quotas:type_name -> strata.common.v1.Quota
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_strata_common_v1_common_proto_init() }
@@ -1597,8 +2184,8 @@ func file_strata_common_v1_common_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_common_v1_common_proto_rawDesc), len(file_strata_common_v1_common_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   14,
+			NumEnums:      8,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1862,7 +1862,10 @@ type MetadataSnapshot struct {
 	// Every registered node.
 	Nodes []*NodeStatus `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Controller quorum members and the active one.
-	Controllers   *ControllerQuorum `protobuf:"bytes,4,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	Controllers *ControllerQuorum `protobuf:"bytes,4,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	// Users, ACLs and quotas. The stream is open to the cluster's services only when
+	// authentication is required, since it carries the users' token hashes.
+	Security      *v1.SecurityState `protobuf:"bytes,5,opt,name=security,proto3" json:"security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1925,6 +1928,13 @@ func (x *MetadataSnapshot) GetControllers() *ControllerQuorum {
 	return nil
 }
 
+func (x *MetadataSnapshot) GetSecurity() *v1.SecurityState {
+	if x != nil {
+		return x.Security
+	}
+	return nil
+}
+
 // MetadataDelta lists what changed; every element replaces the client's copy whole.
 type MetadataDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1939,7 +1949,9 @@ type MetadataDelta struct {
 	// Node ids removed from the cluster.
 	RemovedNodeIds []int32 `protobuf:"varint,5,rep,packed,name=removed_node_ids,json=removedNodeIds,proto3" json:"removed_node_ids,omitempty"`
 	// Set when the quorum or the active controller changed.
-	Controllers   *ControllerQuorum `protobuf:"bytes,6,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	Controllers *ControllerQuorum `protobuf:"bytes,6,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	// Set, whole, when users, ACLs or quotas changed.
+	Security      *v1.SecurityState `protobuf:"bytes,7,opt,name=security,proto3" json:"security,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2012,6 +2024,13 @@ func (x *MetadataDelta) GetRemovedNodeIds() []int32 {
 func (x *MetadataDelta) GetControllers() *ControllerQuorum {
 	if x != nil {
 		return x.Controllers
+	}
+	return nil
+}
+
+func (x *MetadataDelta) GetSecurity() *v1.SecurityState {
+	if x != nil {
+		return x.Security
 	}
 	return nil
 }
@@ -3559,6 +3578,797 @@ func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
 	return nil
 }
 
+// CreateUserRequest names the user to create.
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User name: 1 to 64 characters of [A-Za-z0-9._@-]; the principal is "User:<name>".
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CreateUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CreateUserResponse carries the user's token, shown this once.
+type CreateUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user, without its hash.
+	User *v1.UserCredential `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// The bearer token (strata_...). Never stored or logged; only its SHA-256 is kept.
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *CreateUserResponse) GetUser() *v1.UserCredential {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *CreateUserResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// DeleteUserRequest names the user to delete.
+type DeleteUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DeleteUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteUserResponse has no fields.
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{55}
+}
+
+// ListUsersRequest has no parameters.
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{56}
+}
+
+// ListUsersResponse lists users by name, without their token hashes.
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Users, by name.
+	Users         []*v1.UserCredential `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// CreateAclsRequest carries the bindings to add.
+type CreateAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings to add.
+	Acls          []*v1.AclBinding `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// CreateAclsResponse has no fields.
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{59}
+}
+
+// AclFilter selects bindings: every set field must match exactly; unset fields match anything.
+type AclFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Principal, or empty for any.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Permission, or UNSPECIFIED for any.
+	Permission v1.AclPermission `protobuf:"varint,2,opt,name=permission,proto3,enum=strata.common.v1.AclPermission" json:"permission,omitempty"`
+	// Operation, or UNSPECIFIED for any.
+	Operation v1.AclOperation `protobuf:"varint,3,opt,name=operation,proto3,enum=strata.common.v1.AclOperation" json:"operation,omitempty"`
+	// Resource type, or UNSPECIFIED for any.
+	ResourceType v1.AclResourceType `protobuf:"varint,4,opt,name=resource_type,json=resourceType,proto3,enum=strata.common.v1.AclResourceType" json:"resource_type,omitempty"`
+	// Resource name, or empty for any.
+	ResourceName string `protobuf:"bytes,5,opt,name=resource_name,json=resourceName,proto3" json:"resource_name,omitempty"`
+	// Pattern type, or UNSPECIFIED for any.
+	PatternType   v1.AclPatternType `protobuf:"varint,6,opt,name=pattern_type,json=patternType,proto3,enum=strata.common.v1.AclPatternType" json:"pattern_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AclFilter) Reset() {
+	*x = AclFilter{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AclFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AclFilter) ProtoMessage() {}
+
+func (x *AclFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
+func (*AclFilter) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *AclFilter) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPermission() v1.AclPermission {
+	if x != nil {
+		return x.Permission
+	}
+	return v1.AclPermission(0)
+}
+
+func (x *AclFilter) GetOperation() v1.AclOperation {
+	if x != nil {
+		return x.Operation
+	}
+	return v1.AclOperation(0)
+}
+
+func (x *AclFilter) GetResourceType() v1.AclResourceType {
+	if x != nil {
+		return x.ResourceType
+	}
+	return v1.AclResourceType(0)
+}
+
+func (x *AclFilter) GetResourceName() string {
+	if x != nil {
+		return x.ResourceName
+	}
+	return ""
+}
+
+func (x *AclFilter) GetPatternType() v1.AclPatternType {
+	if x != nil {
+		return x.PatternType
+	}
+	return v1.AclPatternType(0)
+}
+
+// DeleteAclsRequest selects the bindings to delete.
+type DeleteAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings matching this filter are deleted.
+	Filter        *AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DeleteAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// DeleteAclsResponse lists what was deleted.
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deleted bindings.
+	Deleted       []*v1.AclBinding `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
+// DescribeAclsRequest selects bindings to list.
+type DescribeAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings matching this filter are listed.
+	Filter        *AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *DescribeAclsRequest) GetFilter() *AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// DescribeAclsResponse lists bindings, sorted by principal, resource and operation.
+type DescribeAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching bindings.
+	Acls          []*v1.AclBinding `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// SetQuotaRequest sets one principal's quota.
+type SetQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The quota; both rates 0 removes it.
+	Quota         *v1.Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *SetQuotaRequest) GetQuota() *v1.Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// SetQuotaResponse has no fields.
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{66}
+}
+
+// ListQuotasRequest has no parameters.
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{67}
+}
+
+// ListQuotasResponse lists every quota, by principal.
+type ListQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The quotas.
+	Quotas        []*v1.Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_strata_controller_v1_controller_proto protoreflect.FileDescriptor
 
 const file_strata_controller_v1_controller_proto_rawDesc = "" +
@@ -3690,13 +4500,14 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12D\n" +
 	"\bsnapshot\x18\x02 \x01(\v2&.strata.controller.v1.MetadataSnapshotH\x00R\bsnapshot\x12;\n" +
 	"\x05delta\x18\x03 \x01(\v2#.strata.controller.v1.MetadataDeltaH\x00R\x05deltaB\b\n" +
-	"\x06change\"\xec\x01\n" +
+	"\x06change\"\xa9\x02\n" +
 	"\x10MetadataSnapshot\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x127\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x126\n" +
 	"\x05nodes\x18\x03 \x03(\v2 .strata.controller.v1.NodeStatusR\x05nodes\x12H\n" +
-	"\vcontrollers\x18\x04 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\"\x86\x03\n" +
+	"\vcontrollers\x18\x04 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\x12;\n" +
+	"\bsecurity\x18\x05 \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\"\xc3\x03\n" +
 	"\rMetadataDelta\x127\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x12E\n" +
 	"\n" +
@@ -3705,7 +4516,8 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x0edeleted_topics\x18\x03 \x03(\v2\".strata.controller.v1.DeletedTopicR\rdeletedTopics\x126\n" +
 	"\x05nodes\x18\x04 \x03(\v2 .strata.controller.v1.NodeStatusR\x05nodes\x12(\n" +
 	"\x10removed_node_ids\x18\x05 \x03(\x05R\x0eremovedNodeIds\x12H\n" +
-	"\vcontrollers\x18\x06 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\"\x85\x01\n" +
+	"\vcontrollers\x18\x06 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\x12;\n" +
+	"\bsecurity\x18\a \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\"\x85\x01\n" +
 	"\x0fPartitionChange\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12A\n" +
@@ -3806,7 +4618,44 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x05total\x18\x02 \x01(\x05R\x05total\x12#\n" +
 	"\rvalidate_only\x18\x03 \x01(\bR\fvalidateOnly\"X\n" +
 	"\x18CreatePartitionsResponse\x12<\n" +
-	"\x05topic\x18\x01 \x01(\v2&.strata.controller.v1.TopicDescriptionR\x05topic*\x87\x01\n" +
+	"\x05topic\x18\x01 \x01(\v2&.strata.controller.v1.TopicDescriptionR\x05topic\"'\n" +
+	"\x11CreateUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"`\n" +
+	"\x12CreateUserResponse\x124\n" +
+	"\x04user\x18\x01 \x01(\v2 .strata.common.v1.UserCredentialR\x04user\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"'\n" +
+	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12DeleteUserResponse\"\x12\n" +
+	"\x10ListUsersRequest\"K\n" +
+	"\x11ListUsersResponse\x126\n" +
+	"\x05users\x18\x01 \x03(\v2 .strata.common.v1.UserCredentialR\x05users\"E\n" +
+	"\x11CreateAclsRequest\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\"\xda\x02\n" +
+	"\tAclFilter\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12?\n" +
+	"\n" +
+	"permission\x18\x02 \x01(\x0e2\x1f.strata.common.v1.AclPermissionR\n" +
+	"permission\x12<\n" +
+	"\toperation\x18\x03 \x01(\x0e2\x1e.strata.common.v1.AclOperationR\toperation\x12F\n" +
+	"\rresource_type\x18\x04 \x01(\x0e2!.strata.common.v1.AclResourceTypeR\fresourceType\x12#\n" +
+	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12C\n" +
+	"\fpattern_type\x18\x06 \x01(\x0e2 .strata.common.v1.AclPatternTypeR\vpatternType\"L\n" +
+	"\x11DeleteAclsRequest\x127\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1f.strata.controller.v1.AclFilterR\x06filter\"L\n" +
+	"\x12DeleteAclsResponse\x126\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\adeleted\"N\n" +
+	"\x13DescribeAclsRequest\x127\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1f.strata.controller.v1.AclFilterR\x06filter\"H\n" +
+	"\x14DescribeAclsResponse\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\"@\n" +
+	"\x0fSetQuotaRequest\x12-\n" +
+	"\x05quota\x18\x01 \x01(\v2\x17.strata.common.v1.QuotaR\x05quota\"\x12\n" +
+	"\x10SetQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\"E\n" +
+	"\x12ListQuotasResponse\x12/\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas*\x87\x01\n" +
 	"\tNodeState\x12\x1a\n" +
 	"\x16NODE_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10NODE_STATE_ALIVE\x10\x01\x12\x15\n" +
@@ -3820,7 +4669,7 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xe3\x0e\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xe8\x14\n" +
 	"\x11ControllerService\x12e\n" +
 	"\fRegisterNode\x12).strata.controller.v1.RegisterNodeRequest\x1a*.strata.controller.v1.RegisterNodeResponse\x12\\\n" +
 	"\tHeartbeat\x12&.strata.controller.v1.HeartbeatRequest\x1a'.strata.controller.v1.HeartbeatResponse\x12b\n" +
@@ -3839,7 +4688,20 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x1aListPartitionReassignments\x127.strata.controller.v1.ListPartitionReassignmentsRequest\x1a8.strata.controller.v1.ListPartitionReassignmentsResponse\x12\\\n" +
 	"\tRebalance\x12&.strata.controller.v1.RebalanceRequest\x1a'.strata.controller.v1.RebalanceResponse\x12\\\n" +
 	"\tDrainNode\x12&.strata.controller.v1.DrainNodeRequest\x1a'.strata.controller.v1.DrainNodeResponse\x12q\n" +
-	"\x10CreatePartitions\x12-.strata.controller.v1.CreatePartitionsRequest\x1a..strata.controller.v1.CreatePartitionsResponseB\xe0\x01\n" +
+	"\x10CreatePartitions\x12-.strata.controller.v1.CreatePartitionsRequest\x1a..strata.controller.v1.CreatePartitionsResponse\x12_\n" +
+	"\n" +
+	"CreateUser\x12'.strata.controller.v1.CreateUserRequest\x1a(.strata.controller.v1.CreateUserResponse\x12_\n" +
+	"\n" +
+	"DeleteUser\x12'.strata.controller.v1.DeleteUserRequest\x1a(.strata.controller.v1.DeleteUserResponse\x12\\\n" +
+	"\tListUsers\x12&.strata.controller.v1.ListUsersRequest\x1a'.strata.controller.v1.ListUsersResponse\x12_\n" +
+	"\n" +
+	"CreateAcls\x12'.strata.controller.v1.CreateAclsRequest\x1a(.strata.controller.v1.CreateAclsResponse\x12_\n" +
+	"\n" +
+	"DeleteAcls\x12'.strata.controller.v1.DeleteAclsRequest\x1a(.strata.controller.v1.DeleteAclsResponse\x12e\n" +
+	"\fDescribeAcls\x12).strata.controller.v1.DescribeAclsRequest\x1a*.strata.controller.v1.DescribeAclsResponse\x12Y\n" +
+	"\bSetQuota\x12%.strata.controller.v1.SetQuotaRequest\x1a&.strata.controller.v1.SetQuotaResponse\x12_\n" +
+	"\n" +
+	"ListQuotas\x12'.strata.controller.v1.ListQuotasRequest\x1a(.strata.controller.v1.ListQuotasResponseB\xe0\x01\n" +
 	"\x18com.strata.controller.v1B\x0fControllerProtoP\x01ZAgithub.com/strata-mq/strata/gen/strata/controller/v1;controllerv1\xa2\x02\x03SCX\xaa\x02\x14Strata.Controller.V1\xca\x02\x14Strata\\Controller\\V1\xe2\x02 Strata\\Controller\\V1\\GPBMetadata\xea\x02\x16Strata::Controller::V1b\x06proto3"
 
 var (
@@ -3855,7 +4717,7 @@ func file_strata_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(NodeState)(0),                              // 0: strata.controller.v1.NodeState
 	(ConfigSource)(0),                           // 1: strata.controller.v1.ConfigSource
@@ -3912,101 +4774,157 @@ var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(*DrainNodeResponse)(nil),                   // 52: strata.controller.v1.DrainNodeResponse
 	(*CreatePartitionsRequest)(nil),             // 53: strata.controller.v1.CreatePartitionsRequest
 	(*CreatePartitionsResponse)(nil),            // 54: strata.controller.v1.CreatePartitionsResponse
-	nil,                                         // 55: strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 56: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Listener)(nil),                         // 57: strata.common.v1.Listener
-	(*v1.Node)(nil),                             // 58: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),                // 59: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),                      // 60: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),                    // 61: strata.common.v1.TopicMetadata
-	(*v1.TopicPartitions)(nil),                  // 62: strata.common.v1.TopicPartitions
+	(*CreateUserRequest)(nil),                   // 55: strata.controller.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 56: strata.controller.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 57: strata.controller.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 58: strata.controller.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 59: strata.controller.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 60: strata.controller.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 61: strata.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 62: strata.controller.v1.CreateAclsResponse
+	(*AclFilter)(nil),                           // 63: strata.controller.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                   // 64: strata.controller.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 65: strata.controller.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 66: strata.controller.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 67: strata.controller.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 68: strata.controller.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 69: strata.controller.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 70: strata.controller.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 71: strata.controller.v1.ListQuotasResponse
+	nil,                                         // 72: strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 73: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Listener)(nil),                         // 74: strata.common.v1.Listener
+	(*v1.Node)(nil),                             // 75: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),                // 76: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),                      // 77: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),                    // 78: strata.common.v1.TopicMetadata
+	(*v1.SecurityState)(nil),                    // 79: strata.common.v1.SecurityState
+	(*v1.TopicPartitions)(nil),                  // 80: strata.common.v1.TopicPartitions
+	(*v1.UserCredential)(nil),                   // 81: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 82: strata.common.v1.AclBinding
+	(v1.AclPermission)(0),                       // 83: strata.common.v1.AclPermission
+	(v1.AclOperation)(0),                        // 84: strata.common.v1.AclOperation
+	(v1.AclResourceType)(0),                     // 85: strata.common.v1.AclResourceType
+	(v1.AclPatternType)(0),                      // 86: strata.common.v1.AclPatternType
+	(*v1.Quota)(nil),                            // 87: strata.common.v1.Quota
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	57, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
-	58, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	74, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
+	75, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
 	0,  // 2: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
 	1,  // 3: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	59, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	76, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
 	8,  // 5: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	55, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	72, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
 	9,  // 7: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
 	9,  // 8: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
 	17, // 9: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	56, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	73, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
 	8,  // 11: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
 	22, // 12: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
 	23, // 13: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
 	25, // 14: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	60, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	59, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	77, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	76, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
 	28, // 17: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
 	29, // 18: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	61, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	78, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
 	7,  // 20: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
 	32, // 21: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	61, // 22: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
-	30, // 23: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
-	31, // 24: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
-	7,  // 25: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
-	32, // 26: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	59, // 27: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
-	33, // 28: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
-	2,  // 29: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	62, // 30: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	38, // 31: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	60, // 32: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
-	32, // 33: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	7,  // 34: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	41, // 35: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	44, // 36: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	60, // 37: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
-	59, // 38: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
-	30, // 39: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	48, // 40: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	49, // 41: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	49, // 42: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	7,  // 43: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	48, // 44: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	9,  // 45: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	3,  // 46: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 47: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	10, // 48: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	12, // 49: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	14, // 50: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	16, // 51: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	19, // 52: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	21, // 53: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	26, // 54: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	34, // 55: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	36, // 56: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	39, // 57: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	42, // 58: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
-	45, // 59: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
-	47, // 60: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
-	51, // 61: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
-	53, // 62: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
-	4,  // 63: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 64: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	11, // 65: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	13, // 66: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	15, // 67: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	18, // 68: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	20, // 69: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	24, // 70: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	27, // 71: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	35, // 72: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	37, // 73: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	40, // 74: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	43, // 75: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
-	46, // 76: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
-	50, // 77: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
-	52, // 78: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
-	54, // 79: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
-	63, // [63:80] is the sub-list for method output_type
-	46, // [46:63] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	79, // 22: strata.controller.v1.MetadataSnapshot.security:type_name -> strata.common.v1.SecurityState
+	78, // 23: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	30, // 24: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
+	31, // 25: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
+	7,  // 26: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
+	32, // 27: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	79, // 28: strata.controller.v1.MetadataDelta.security:type_name -> strata.common.v1.SecurityState
+	76, // 29: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	33, // 30: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
+	2,  // 31: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	80, // 32: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	38, // 33: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	77, // 34: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	32, // 35: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	7,  // 36: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	41, // 37: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	44, // 38: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	77, // 39: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
+	76, // 40: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
+	30, // 41: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	48, // 42: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	49, // 43: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	49, // 44: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	7,  // 45: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	48, // 46: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	9,  // 47: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	81, // 48: strata.controller.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	81, // 49: strata.controller.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	82, // 50: strata.controller.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	83, // 51: strata.controller.v1.AclFilter.permission:type_name -> strata.common.v1.AclPermission
+	84, // 52: strata.controller.v1.AclFilter.operation:type_name -> strata.common.v1.AclOperation
+	85, // 53: strata.controller.v1.AclFilter.resource_type:type_name -> strata.common.v1.AclResourceType
+	86, // 54: strata.controller.v1.AclFilter.pattern_type:type_name -> strata.common.v1.AclPatternType
+	63, // 55: strata.controller.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	82, // 56: strata.controller.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	63, // 57: strata.controller.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	82, // 58: strata.controller.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	87, // 59: strata.controller.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	87, // 60: strata.controller.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	3,  // 61: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 62: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	10, // 63: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	12, // 64: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	14, // 65: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	16, // 66: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	19, // 67: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	21, // 68: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	26, // 69: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	34, // 70: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	36, // 71: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	39, // 72: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	42, // 73: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
+	45, // 74: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
+	47, // 75: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
+	51, // 76: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
+	53, // 77: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
+	55, // 78: strata.controller.v1.ControllerService.CreateUser:input_type -> strata.controller.v1.CreateUserRequest
+	57, // 79: strata.controller.v1.ControllerService.DeleteUser:input_type -> strata.controller.v1.DeleteUserRequest
+	59, // 80: strata.controller.v1.ControllerService.ListUsers:input_type -> strata.controller.v1.ListUsersRequest
+	61, // 81: strata.controller.v1.ControllerService.CreateAcls:input_type -> strata.controller.v1.CreateAclsRequest
+	64, // 82: strata.controller.v1.ControllerService.DeleteAcls:input_type -> strata.controller.v1.DeleteAclsRequest
+	66, // 83: strata.controller.v1.ControllerService.DescribeAcls:input_type -> strata.controller.v1.DescribeAclsRequest
+	68, // 84: strata.controller.v1.ControllerService.SetQuota:input_type -> strata.controller.v1.SetQuotaRequest
+	70, // 85: strata.controller.v1.ControllerService.ListQuotas:input_type -> strata.controller.v1.ListQuotasRequest
+	4,  // 86: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	6,  // 87: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	11, // 88: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	13, // 89: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	15, // 90: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	18, // 91: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	20, // 92: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	24, // 93: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	27, // 94: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	35, // 95: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	37, // 96: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	40, // 97: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	43, // 98: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
+	46, // 99: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
+	50, // 100: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
+	52, // 101: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
+	54, // 102: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
+	56, // 103: strata.controller.v1.ControllerService.CreateUser:output_type -> strata.controller.v1.CreateUserResponse
+	58, // 104: strata.controller.v1.ControllerService.DeleteUser:output_type -> strata.controller.v1.DeleteUserResponse
+	60, // 105: strata.controller.v1.ControllerService.ListUsers:output_type -> strata.controller.v1.ListUsersResponse
+	62, // 106: strata.controller.v1.ControllerService.CreateAcls:output_type -> strata.controller.v1.CreateAclsResponse
+	65, // 107: strata.controller.v1.ControllerService.DeleteAcls:output_type -> strata.controller.v1.DeleteAclsResponse
+	67, // 108: strata.controller.v1.ControllerService.DescribeAcls:output_type -> strata.controller.v1.DescribeAclsResponse
+	69, // 109: strata.controller.v1.ControllerService.SetQuota:output_type -> strata.controller.v1.SetQuotaResponse
+	71, // 110: strata.controller.v1.ControllerService.ListQuotas:output_type -> strata.controller.v1.ListQuotasResponse
+	86, // [86:111] is the sub-list for method output_type
+	61, // [61:86] is the sub-list for method input_type
+	61, // [61:61] is the sub-list for extension type_name
+	61, // [61:61] is the sub-list for extension extendee
+	0,  // [0:61] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }
@@ -4024,7 +4942,7 @@ func file_strata_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_controller_v1_controller_proto_rawDesc), len(file_strata_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   54,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,99 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// WhoAmIRequest has no parameters.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{0}
+}
+
+// WhoAmIResponse names the caller.
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal: "User:<name>", "User:ANONYMOUS" on a cluster without authentication, or a
+	// service's identity.
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// How the caller proved it: "certificate", "token", "oidc" or "anonymous".
+	Method        string `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WhoAmIResponse) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
 // MetadataRequest selects topics.
 type MetadataRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -46,7 +139,7 @@ type MetadataRequest struct {
 
 func (x *MetadataRequest) Reset() {
 	*x = MetadataRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[0]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -58,7 +151,7 @@ func (x *MetadataRequest) String() string {
 func (*MetadataRequest) ProtoMessage() {}
 
 func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[0]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -71,7 +164,7 @@ func (x *MetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataRequest.ProtoReflect.Descriptor instead.
 func (*MetadataRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{0}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *MetadataRequest) GetTopics() []string {
@@ -102,7 +195,7 @@ type MetadataResponse struct {
 
 func (x *MetadataResponse) Reset() {
 	*x = MetadataResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[1]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +207,7 @@ func (x *MetadataResponse) String() string {
 func (*MetadataResponse) ProtoMessage() {}
 
 func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[1]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +220,7 @@ func (x *MetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataResponse.ProtoReflect.Descriptor instead.
 func (*MetadataResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{1}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MetadataResponse) GetClusterId() string {
@@ -176,7 +269,7 @@ type FindCoordinatorRequest struct {
 
 func (x *FindCoordinatorRequest) Reset() {
 	*x = FindCoordinatorRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[2]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +281,7 @@ func (x *FindCoordinatorRequest) String() string {
 func (*FindCoordinatorRequest) ProtoMessage() {}
 
 func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[2]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +294,7 @@ func (x *FindCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{2}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *FindCoordinatorRequest) GetGroupId() string {
@@ -224,7 +317,7 @@ type FindCoordinatorResponse struct {
 
 func (x *FindCoordinatorResponse) Reset() {
 	*x = FindCoordinatorResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[3]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +329,7 @@ func (x *FindCoordinatorResponse) String() string {
 func (*FindCoordinatorResponse) ProtoMessage() {}
 
 func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[3]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +342,7 @@ func (x *FindCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*FindCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{3}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *FindCoordinatorResponse) GetCoordinatorId() string {
@@ -275,7 +368,7 @@ type InitProducerIdRequest struct {
 
 func (x *InitProducerIdRequest) Reset() {
 	*x = InitProducerIdRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[4]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +380,7 @@ func (x *InitProducerIdRequest) String() string {
 func (*InitProducerIdRequest) ProtoMessage() {}
 
 func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[4]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +393,7 @@ func (x *InitProducerIdRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdRequest.ProtoReflect.Descriptor instead.
 func (*InitProducerIdRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{4}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{6}
 }
 
 // InitProducerIdResponse grants a producer identity.
@@ -316,7 +409,7 @@ type InitProducerIdResponse struct {
 
 func (x *InitProducerIdResponse) Reset() {
 	*x = InitProducerIdResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[5]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +421,7 @@ func (x *InitProducerIdResponse) String() string {
 func (*InitProducerIdResponse) ProtoMessage() {}
 
 func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[5]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +434,7 @@ func (x *InitProducerIdResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitProducerIdResponse.ProtoReflect.Descriptor instead.
 func (*InitProducerIdResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{5}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InitProducerIdResponse) GetProducerId() int64 {
@@ -377,7 +470,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[6]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +482,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[6]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +495,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{6}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -451,7 +544,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[7]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -463,7 +556,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[7]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -476,7 +569,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{7}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTopicResponse) GetTopic() *v11.TopicDescription {
@@ -499,7 +592,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[8]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -511,7 +604,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[8]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -524,7 +617,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{8}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -552,7 +645,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[9]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +657,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[9]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +670,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{9}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteTopicResponse) GetTopicId() string {
@@ -600,7 +693,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[10]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +705,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[10]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +718,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{10}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -656,7 +749,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +761,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[11]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +774,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{11}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*v11.TopicDescription {
@@ -717,7 +810,7 @@ type PartitionOffsets struct {
 
 func (x *PartitionOffsets) Reset() {
 	*x = PartitionOffsets{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -729,7 +822,7 @@ func (x *PartitionOffsets) String() string {
 func (*PartitionOffsets) ProtoMessage() {}
 
 func (x *PartitionOffsets) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[12]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -742,7 +835,7 @@ func (x *PartitionOffsets) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionOffsets.ProtoReflect.Descriptor instead.
 func (*PartitionOffsets) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{12}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PartitionOffsets) GetTopic() string {
@@ -791,7 +884,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +896,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[13]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +909,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -837,7 +930,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +942,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[14]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +955,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{14}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*v11.TopicListing {
@@ -890,7 +983,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +995,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[15]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1008,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{15}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AlterTopicConfigRequest) GetName() string {
@@ -957,7 +1050,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1062,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[16]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1075,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AlterTopicConfigResponse) GetConfigs() []*v11.ConfigEntry {
@@ -1001,7 +1094,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1106,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[17]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1119,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{17}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 // DescribeClusterResponse is the cluster's health as the gateway sees it.
@@ -1055,7 +1148,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1160,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[18]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1173,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -1156,7 +1249,7 @@ type ServiceStatus struct {
 
 func (x *ServiceStatus) Reset() {
 	*x = ServiceStatus{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1261,7 @@ func (x *ServiceStatus) String() string {
 func (*ServiceStatus) ProtoMessage() {}
 
 func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[19]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1274,7 @@ func (x *ServiceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceStatus.ProtoReflect.Descriptor instead.
 func (*ServiceStatus) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{19}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ServiceStatus) GetService() string {
@@ -1223,7 +1316,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1328,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[20]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1341,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{20}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListGroupsRequest) GetStates() []v12.GroupState {
@@ -1269,7 +1362,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1374,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[21]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1387,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{21}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*v12.GroupListing {
@@ -1315,7 +1408,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1420,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[22]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1433,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeGroupRequest) GetGroupId() string {
@@ -1361,7 +1454,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1466,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[23]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1479,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupResponse) GetGroup() *v12.GroupDescription {
@@ -1417,7 +1510,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1522,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1535,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResetOffsetsRequest) GetGroupId() string {
@@ -1498,7 +1591,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1603,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1616,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetOffsetsResponse) GetPartitions() []*v12.ResetOffsetsPartitionResult {
@@ -1544,7 +1637,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1649,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1662,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteGroupRequest) GetGroupId() string {
@@ -1588,7 +1681,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1693,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1706,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 // ProduceJSONRequest appends JSON records to a topic.
@@ -1634,7 +1727,7 @@ type ProduceJSONRequest struct {
 
 func (x *ProduceJSONRequest) Reset() {
 	*x = ProduceJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1739,7 @@ func (x *ProduceJSONRequest) String() string {
 func (*ProduceJSONRequest) ProtoMessage() {}
 
 func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1752,7 @@ func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONRequest.ProtoReflect.Descriptor instead.
 func (*ProduceJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ProduceJSONRequest) GetTopic() string {
@@ -1720,7 +1813,7 @@ type JSONRecord struct {
 
 func (x *JSONRecord) Reset() {
 	*x = JSONRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1825,7 @@ func (x *JSONRecord) String() string {
 func (*JSONRecord) ProtoMessage() {}
 
 func (x *JSONRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1838,7 @@ func (x *JSONRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONRecord.ProtoReflect.Descriptor instead.
 func (*JSONRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *JSONRecord) GetPartition() int32 {
@@ -1873,7 +1966,7 @@ type JSONHeader struct {
 
 func (x *JSONHeader) Reset() {
 	*x = JSONHeader{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1978,7 @@ func (x *JSONHeader) String() string {
 func (*JSONHeader) ProtoMessage() {}
 
 func (x *JSONHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +1991,7 @@ func (x *JSONHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONHeader.ProtoReflect.Descriptor instead.
 func (*JSONHeader) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JSONHeader) GetKey() string {
@@ -1955,14 +2048,17 @@ func (*JSONHeader_ValueBytes) isJSONHeader_ValueData() {}
 type ProduceJSONResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per record, in request order.
-	Results       []*ProduceJSONResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Results []*ProduceJSONResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// How long the caller should wait before its next produce: it is over its produce quota. 0
+	// when it is not.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceJSONResponse) Reset() {
 	*x = ProduceJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2070,7 @@ func (x *ProduceJSONResponse) String() string {
 func (*ProduceJSONResponse) ProtoMessage() {}
 
 func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2083,7 @@ func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResponse.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ProduceJSONResponse) GetResults() []*ProduceJSONResult {
@@ -1995,6 +2091,13 @@ func (x *ProduceJSONResponse) GetResults() []*ProduceJSONResult {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *ProduceJSONResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // ProduceJSONResult is where one record landed, or why it did not.
@@ -2014,7 +2117,7 @@ type ProduceJSONResult struct {
 
 func (x *ProduceJSONResult) Reset() {
 	*x = ProduceJSONResult{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2129,7 @@ func (x *ProduceJSONResult) String() string {
 func (*ProduceJSONResult) ProtoMessage() {}
 
 func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2142,7 @@ func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResult.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResult) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProduceJSONResult) GetPartition() int32 {
@@ -2093,7 +2196,7 @@ type FetchJSONRequest struct {
 
 func (x *FetchJSONRequest) Reset() {
 	*x = FetchJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2208,7 @@ func (x *FetchJSONRequest) String() string {
 func (*FetchJSONRequest) ProtoMessage() {}
 
 func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2221,7 @@ func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONRequest.ProtoReflect.Descriptor instead.
 func (*FetchJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FetchJSONRequest) GetTopic() string {
@@ -2182,13 +2285,16 @@ type FetchJSONResponse struct {
 	HighWatermark int64 `protobuf:"varint,3,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
 	// First offset available (tiered storage included).
 	LogStartOffset int64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// How long the caller should wait before its next fetch: it is over its fetch quota. 0 when
+	// it is not.
+	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchJSONResponse) Reset() {
 	*x = FetchJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2306,7 @@ func (x *FetchJSONResponse) String() string {
 func (*FetchJSONResponse) ProtoMessage() {}
 
 func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2319,7 @@ func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONResponse.ProtoReflect.Descriptor instead.
 func (*FetchJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FetchJSONResponse) GetRecords() []*JSONFetchedRecord {
@@ -2240,6 +2346,13 @@ func (x *FetchJSONResponse) GetHighWatermark() int64 {
 func (x *FetchJSONResponse) GetLogStartOffset() int64 {
 	if x != nil {
 		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *FetchJSONResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
 	}
 	return 0
 }
@@ -2280,7 +2393,7 @@ type JSONFetchedRecord struct {
 
 func (x *JSONFetchedRecord) Reset() {
 	*x = JSONFetchedRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2405,7 @@ func (x *JSONFetchedRecord) String() string {
 func (*JSONFetchedRecord) ProtoMessage() {}
 
 func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2418,7 @@ func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONFetchedRecord.ProtoReflect.Descriptor instead.
 func (*JSONFetchedRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JSONFetchedRecord) GetTopic() string {
@@ -2450,7 +2563,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2575,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2588,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v11.PartitionReassignment {
@@ -2504,7 +2617,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2516,7 +2629,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2529,7 +2642,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*v11.PartitionReassignmentResult {
@@ -2551,7 +2664,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2676,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2689,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -2600,7 +2713,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2725,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2738,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v11.PartitionChange {
@@ -2655,7 +2768,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2780,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2793,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -2716,7 +2829,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +2841,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +2854,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RebalanceResponse) GetMoves() []*v11.PlannedMove {
@@ -2794,7 +2907,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2919,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2932,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -2858,7 +2971,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +2983,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +2996,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainNodeResponse) GetNode() *v11.NodeStatus {
@@ -2922,7 +3035,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3047,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3060,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -2982,7 +3095,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3107,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3120,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *v11.TopicDescription {
@@ -3030,7 +3143,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3042,7 +3155,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3055,7 +3168,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() v11.ElectionType {
@@ -3083,7 +3196,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3208,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +3221,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*v11.ElectLeadersResult {
@@ -3118,11 +3231,715 @@ func (x *ElectLeadersResponse) GetPartitions() []*v11.ElectLeadersResult {
 	return nil
 }
 
+// CreateUserRequest mirrors strata.controller.v1.CreateUserRequest.
+type CreateUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User name: 1 to 64 characters of [A-Za-z0-9._@-].
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserRequest) Reset() {
+	*x = CreateUserRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserRequest) ProtoMessage() {}
+
+func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
+func (*CreateUserRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *CreateUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// CreateUserResponse mirrors strata.controller.v1.CreateUserResponse.
+type CreateUserResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user, without its hash.
+	User *v1.UserCredential `protobuf:"bytes,1,opt,name=user,proto3" json:"user,omitempty"`
+	// The bearer token, shown this once.
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateUserResponse) Reset() {
+	*x = CreateUserResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateUserResponse) ProtoMessage() {}
+
+func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
+func (*CreateUserResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CreateUserResponse) GetUser() *v1.UserCredential {
+	if x != nil {
+		return x.User
+	}
+	return nil
+}
+
+func (x *CreateUserResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// DeleteUserRequest mirrors strata.controller.v1.DeleteUserRequest.
+type DeleteUserRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// User name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserRequest) Reset() {
+	*x = DeleteUserRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserRequest) ProtoMessage() {}
+
+func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
+func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *DeleteUserRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// DeleteUserResponse mirrors strata.controller.v1.DeleteUserResponse.
+type DeleteUserResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteUserResponse) Reset() {
+	*x = DeleteUserResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteUserResponse) ProtoMessage() {}
+
+func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
+func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{53}
+}
+
+// ListUsersRequest mirrors strata.controller.v1.ListUsersRequest.
+type ListUsersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersRequest) Reset() {
+	*x = ListUsersRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersRequest) ProtoMessage() {}
+
+func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
+func (*ListUsersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{54}
+}
+
+// ListUsersResponse mirrors strata.controller.v1.ListUsersResponse.
+type ListUsersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Users, by name, without token hashes.
+	Users         []*v1.UserCredential `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListUsersResponse) Reset() {
+	*x = ListUsersResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListUsersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListUsersResponse) ProtoMessage() {}
+
+func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
+func (*ListUsersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// CreateAclsRequest mirrors strata.controller.v1.CreateAclsRequest.
+type CreateAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings to add.
+	Acls          []*v1.AclBinding `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsRequest) Reset() {
+	*x = CreateAclsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsRequest) ProtoMessage() {}
+
+func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
+func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// CreateAclsResponse mirrors strata.controller.v1.CreateAclsResponse.
+type CreateAclsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAclsResponse) Reset() {
+	*x = CreateAclsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAclsResponse) ProtoMessage() {}
+
+func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
+func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{57}
+}
+
+// DeleteAclsRequest mirrors strata.controller.v1.DeleteAclsRequest.
+type DeleteAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings matching this filter are deleted.
+	Filter        *v11.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsRequest) Reset() {
+	*x = DeleteAclsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsRequest) ProtoMessage() {}
+
+func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *DeleteAclsRequest) GetFilter() *v11.AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// DeleteAclsResponse mirrors strata.controller.v1.DeleteAclsResponse.
+type DeleteAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The deleted bindings.
+	Deleted       []*v1.AclBinding `protobuf:"bytes,1,rep,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteAclsResponse) Reset() {
+	*x = DeleteAclsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteAclsResponse) ProtoMessage() {}
+
+func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
+	if x != nil {
+		return x.Deleted
+	}
+	return nil
+}
+
+// DescribeAclsRequest mirrors strata.controller.v1.DescribeAclsRequest.
+type DescribeAclsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Bindings matching this filter are listed.
+	Filter        *v11.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsRequest) Reset() {
+	*x = DescribeAclsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsRequest) ProtoMessage() {}
+
+func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *DescribeAclsRequest) GetFilter() *v11.AclFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+// DescribeAclsResponse mirrors strata.controller.v1.DescribeAclsResponse.
+type DescribeAclsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching bindings.
+	Acls          []*v1.AclBinding `protobuf:"bytes,1,rep,name=acls,proto3" json:"acls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeAclsResponse) Reset() {
+	*x = DescribeAclsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeAclsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeAclsResponse) ProtoMessage() {}
+
+func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
+	if x != nil {
+		return x.Acls
+	}
+	return nil
+}
+
+// SetQuotaRequest mirrors strata.controller.v1.SetQuotaRequest.
+type SetQuotaRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The quota; both rates 0 removes it.
+	Quota         *v1.Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaRequest) Reset() {
+	*x = SetQuotaRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaRequest) ProtoMessage() {}
+
+func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
+func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *SetQuotaRequest) GetQuota() *v1.Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// SetQuotaResponse mirrors strata.controller.v1.SetQuotaResponse.
+type SetQuotaResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetQuotaResponse) Reset() {
+	*x = SetQuotaResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetQuotaResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetQuotaResponse) ProtoMessage() {}
+
+func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
+func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{63}
+}
+
+// ListQuotasRequest mirrors strata.controller.v1.ListQuotasRequest.
+type ListQuotasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasRequest) Reset() {
+	*x = ListQuotasRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasRequest) ProtoMessage() {}
+
+func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
+func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{64}
+}
+
+// ListQuotasResponse mirrors strata.controller.v1.ListQuotasResponse.
+type ListQuotasResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The quotas.
+	Quotas        []*v1.Quota `protobuf:"bytes,1,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListQuotasResponse) Reset() {
+	*x = ListQuotasResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListQuotasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListQuotasResponse) ProtoMessage() {}
+
+func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
+func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
+	if x != nil {
+		return x.Quotas
+	}
+	return nil
+}
+
 var File_strata_gateway_v1_gateway_proto protoreflect.FileDescriptor
 
 const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x1fstrata/gateway/v1/gateway.proto\x12\x11strata.gateway.v1\x1a\x1dstrata/common/v1/common.proto\x1a%strata/controller/v1/controller.proto\x1a'strata/coordinator/v1/coordinator.proto\")\n" +
+	"\x1fstrata/gateway/v1/gateway.proto\x12\x11strata.gateway.v1\x1a\x1dstrata/common/v1/common.proto\x1a%strata/controller/v1/controller.proto\x1a'strata/coordinator/v1/coordinator.proto\"\x0f\n" +
+	"\rWhoAmIRequest\"F\n" +
+	"\x0eWhoAmIResponse\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06method\x18\x02 \x01(\tR\x06method\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
 	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xea\x01\n" +
 	"\x10MetadataResponse\x12\x1d\n" +
@@ -3254,9 +4071,10 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\vvalue_bytes\x18\x03 \x01(\fH\x00R\n" +
 	"valueBytesB\f\n" +
 	"\n" +
-	"value_data\"U\n" +
+	"value_data\"\x7f\n" +
 	"\x13ProduceJSONResponse\x12>\n" +
-	"\aresults\x18\x01 \x03(\v2$.strata.gateway.v1.ProduceJSONResultR\aresults\"\xa1\x01\n" +
+	"\aresults\x18\x01 \x03(\v2$.strata.gateway.v1.ProduceJSONResultR\aresults\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\xa1\x01\n" +
 	"\x11ProduceJSONResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12!\n" +
@@ -3270,13 +4088,14 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"maxRecords\x12\x1b\n" +
 	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x06 \x01(\x05R\tmaxWaitMs\x12I\n" +
-	"\x0fisolation_level\x18\a \x01(\x0e2 .strata.common.v1.IsolationLevelR\x0eisolationLevel\"\xc5\x01\n" +
+	"\x0fisolation_level\x18\a \x01(\x0e2 .strata.common.v1.IsolationLevelR\x0eisolationLevel\"\xef\x01\n" +
 	"\x11FetchJSONResponse\x12>\n" +
 	"\arecords\x18\x01 \x03(\v2$.strata.gateway.v1.JSONFetchedRecordR\arecords\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x03R\n" +
 	"nextOffset\x12%\n" +
 	"\x0ehigh_watermark\x18\x03 \x01(\x03R\rhighWatermark\x12(\n" +
-	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\"\xe6\x02\n" +
+	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12(\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xe6\x02\n" +
 	"\x11JSONFetchedRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -3336,7 +4155,35 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x14ElectLeadersResponse\x12H\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2(.strata.controller.v1.ElectLeadersResultR\n" +
-	"partitions2\xd8\x10\n" +
+	"partitions\"'\n" +
+	"\x11CreateUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"`\n" +
+	"\x12CreateUserResponse\x124\n" +
+	"\x04user\x18\x01 \x01(\v2 .strata.common.v1.UserCredentialR\x04user\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"'\n" +
+	"\x11DeleteUserRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x14\n" +
+	"\x12DeleteUserResponse\"\x12\n" +
+	"\x10ListUsersRequest\"K\n" +
+	"\x11ListUsersResponse\x126\n" +
+	"\x05users\x18\x01 \x03(\v2 .strata.common.v1.UserCredentialR\x05users\"E\n" +
+	"\x11CreateAclsRequest\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\"\x14\n" +
+	"\x12CreateAclsResponse\"L\n" +
+	"\x11DeleteAclsRequest\x127\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1f.strata.controller.v1.AclFilterR\x06filter\"L\n" +
+	"\x12DeleteAclsResponse\x126\n" +
+	"\adeleted\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\adeleted\"N\n" +
+	"\x13DescribeAclsRequest\x127\n" +
+	"\x06filter\x18\x01 \x01(\v2\x1f.strata.controller.v1.AclFilterR\x06filter\"H\n" +
+	"\x14DescribeAclsResponse\x120\n" +
+	"\x04acls\x18\x01 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\"@\n" +
+	"\x0fSetQuotaRequest\x12-\n" +
+	"\x05quota\x18\x01 \x01(\v2\x17.strata.common.v1.QuotaR\x05quota\"\x12\n" +
+	"\x10SetQuotaResponse\"\x13\n" +
+	"\x11ListQuotasRequest\"E\n" +
+	"\x12ListQuotasResponse\x12/\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas2\xfc\x16\n" +
 	"\x0eGatewayService\x12S\n" +
 	"\bMetadata\x12\".strata.gateway.v1.MetadataRequest\x1a#.strata.gateway.v1.MetadataResponse\x12h\n" +
 	"\x0fFindCoordinator\x12).strata.gateway.v1.FindCoordinatorRequest\x1a*.strata.gateway.v1.FindCoordinatorResponse\x12e\n" +
@@ -3360,7 +4207,21 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tRebalance\x12#.strata.gateway.v1.RebalanceRequest\x1a$.strata.gateway.v1.RebalanceResponse\x12V\n" +
 	"\tDrainNode\x12#.strata.gateway.v1.DrainNodeRequest\x1a$.strata.gateway.v1.DrainNodeResponse\x12k\n" +
 	"\x10CreatePartitions\x12*.strata.gateway.v1.CreatePartitionsRequest\x1a+.strata.gateway.v1.CreatePartitionsResponse\x12_\n" +
-	"\fElectLeaders\x12&.strata.gateway.v1.ElectLeadersRequest\x1a'.strata.gateway.v1.ElectLeadersResponseB\xc8\x01\n" +
+	"\fElectLeaders\x12&.strata.gateway.v1.ElectLeadersRequest\x1a'.strata.gateway.v1.ElectLeadersResponse\x12M\n" +
+	"\x06WhoAmI\x12 .strata.gateway.v1.WhoAmIRequest\x1a!.strata.gateway.v1.WhoAmIResponse\x12Y\n" +
+	"\n" +
+	"CreateUser\x12$.strata.gateway.v1.CreateUserRequest\x1a%.strata.gateway.v1.CreateUserResponse\x12Y\n" +
+	"\n" +
+	"DeleteUser\x12$.strata.gateway.v1.DeleteUserRequest\x1a%.strata.gateway.v1.DeleteUserResponse\x12V\n" +
+	"\tListUsers\x12#.strata.gateway.v1.ListUsersRequest\x1a$.strata.gateway.v1.ListUsersResponse\x12Y\n" +
+	"\n" +
+	"CreateAcls\x12$.strata.gateway.v1.CreateAclsRequest\x1a%.strata.gateway.v1.CreateAclsResponse\x12Y\n" +
+	"\n" +
+	"DeleteAcls\x12$.strata.gateway.v1.DeleteAclsRequest\x1a%.strata.gateway.v1.DeleteAclsResponse\x12_\n" +
+	"\fDescribeAcls\x12&.strata.gateway.v1.DescribeAclsRequest\x1a'.strata.gateway.v1.DescribeAclsResponse\x12S\n" +
+	"\bSetQuota\x12\".strata.gateway.v1.SetQuotaRequest\x1a#.strata.gateway.v1.SetQuotaResponse\x12Y\n" +
+	"\n" +
+	"ListQuotas\x12$.strata.gateway.v1.ListQuotasRequest\x1a%.strata.gateway.v1.ListQuotasResponseB\xc8\x01\n" +
 	"\x15com.strata.gateway.v1B\fGatewayProtoP\x01Z;github.com/strata-mq/strata/gen/strata/gateway/v1;gatewayv1\xa2\x02\x03SGX\xaa\x02\x11Strata.Gateway.V1\xca\x02\x11Strata\\Gateway\\V1\xe2\x02\x1dStrata\\Gateway\\V1\\GPBMetadata\xea\x02\x13Strata::Gateway::V1b\x06proto3"
 
 var (
@@ -3375,169 +4236,218 @@ func file_strata_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_strata_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_strata_gateway_v1_gateway_proto_goTypes = []any{
-	(*MetadataRequest)(nil),                     // 0: strata.gateway.v1.MetadataRequest
-	(*MetadataResponse)(nil),                    // 1: strata.gateway.v1.MetadataResponse
-	(*FindCoordinatorRequest)(nil),              // 2: strata.gateway.v1.FindCoordinatorRequest
-	(*FindCoordinatorResponse)(nil),             // 3: strata.gateway.v1.FindCoordinatorResponse
-	(*InitProducerIdRequest)(nil),               // 4: strata.gateway.v1.InitProducerIdRequest
-	(*InitProducerIdResponse)(nil),              // 5: strata.gateway.v1.InitProducerIdResponse
-	(*CreateTopicRequest)(nil),                  // 6: strata.gateway.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                 // 7: strata.gateway.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                  // 8: strata.gateway.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                 // 9: strata.gateway.v1.DeleteTopicResponse
-	(*DescribeTopicsRequest)(nil),               // 10: strata.gateway.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 11: strata.gateway.v1.DescribeTopicsResponse
-	(*PartitionOffsets)(nil),                    // 12: strata.gateway.v1.PartitionOffsets
-	(*ListTopicsRequest)(nil),                   // 13: strata.gateway.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),                  // 14: strata.gateway.v1.ListTopicsResponse
-	(*AlterTopicConfigRequest)(nil),             // 15: strata.gateway.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),            // 16: strata.gateway.v1.AlterTopicConfigResponse
-	(*DescribeClusterRequest)(nil),              // 17: strata.gateway.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 18: strata.gateway.v1.DescribeClusterResponse
-	(*ServiceStatus)(nil),                       // 19: strata.gateway.v1.ServiceStatus
-	(*ListGroupsRequest)(nil),                   // 20: strata.gateway.v1.ListGroupsRequest
-	(*ListGroupsResponse)(nil),                  // 21: strata.gateway.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),                // 22: strata.gateway.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),               // 23: strata.gateway.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),                 // 24: strata.gateway.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),                // 25: strata.gateway.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),                  // 26: strata.gateway.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                 // 27: strata.gateway.v1.DeleteGroupResponse
-	(*ProduceJSONRequest)(nil),                  // 28: strata.gateway.v1.ProduceJSONRequest
-	(*JSONRecord)(nil),                          // 29: strata.gateway.v1.JSONRecord
-	(*JSONHeader)(nil),                          // 30: strata.gateway.v1.JSONHeader
-	(*ProduceJSONResponse)(nil),                 // 31: strata.gateway.v1.ProduceJSONResponse
-	(*ProduceJSONResult)(nil),                   // 32: strata.gateway.v1.ProduceJSONResult
-	(*FetchJSONRequest)(nil),                    // 33: strata.gateway.v1.FetchJSONRequest
-	(*FetchJSONResponse)(nil),                   // 34: strata.gateway.v1.FetchJSONResponse
-	(*JSONFetchedRecord)(nil),                   // 35: strata.gateway.v1.JSONFetchedRecord
-	(*AlterPartitionReassignmentsRequest)(nil),  // 36: strata.gateway.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 37: strata.gateway.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 38: strata.gateway.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 39: strata.gateway.v1.ListPartitionReassignmentsResponse
-	(*RebalanceRequest)(nil),                    // 40: strata.gateway.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),                   // 41: strata.gateway.v1.RebalanceResponse
-	(*DrainNodeRequest)(nil),                    // 42: strata.gateway.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                   // 43: strata.gateway.v1.DrainNodeResponse
-	(*CreatePartitionsRequest)(nil),             // 44: strata.gateway.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 45: strata.gateway.v1.CreatePartitionsResponse
-	(*ElectLeadersRequest)(nil),                 // 46: strata.gateway.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 47: strata.gateway.v1.ElectLeadersResponse
-	nil,                                         // 48: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 49: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                             // 50: strata.common.v1.Node
-	(*v1.TopicMetadata)(nil),                    // 51: strata.common.v1.TopicMetadata
-	(*v11.TopicDescription)(nil),                // 52: strata.controller.v1.TopicDescription
-	(*v1.ErrorDetail)(nil),                      // 53: strata.common.v1.ErrorDetail
-	(*v11.TopicListing)(nil),                    // 54: strata.controller.v1.TopicListing
-	(*v11.ConfigEntry)(nil),                     // 55: strata.controller.v1.ConfigEntry
-	(*v11.ControllerQuorum)(nil),                // 56: strata.controller.v1.ControllerQuorum
-	(*v11.NodeStatus)(nil),                      // 57: strata.controller.v1.NodeStatus
-	(v12.GroupState)(0),                         // 58: strata.coordinator.v1.GroupState
-	(*v12.GroupListing)(nil),                    // 59: strata.coordinator.v1.GroupListing
-	(*v12.GroupDescription)(nil),                // 60: strata.coordinator.v1.GroupDescription
-	(*v1.TopicPartitions)(nil),                  // 61: strata.common.v1.TopicPartitions
-	(v12.ResetSpec)(0),                          // 62: strata.coordinator.v1.ResetSpec
-	(*v12.ResetOffsetsPartitionResult)(nil),     // 63: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(v1.Acks)(0),                                // 64: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                      // 65: strata.common.v1.IsolationLevel
-	(*v11.PartitionReassignment)(nil),           // 66: strata.controller.v1.PartitionReassignment
-	(*v11.PartitionReassignmentResult)(nil),     // 67: strata.controller.v1.PartitionReassignmentResult
-	(*v11.PartitionChange)(nil),                 // 68: strata.controller.v1.PartitionChange
-	(*v11.PlannedMove)(nil),                     // 69: strata.controller.v1.PlannedMove
-	(*v11.NodeLoad)(nil),                        // 70: strata.controller.v1.NodeLoad
-	(v11.ElectionType)(0),                       // 71: strata.controller.v1.ElectionType
-	(*v11.ElectLeadersResult)(nil),              // 72: strata.controller.v1.ElectLeadersResult
+	(*WhoAmIRequest)(nil),                       // 0: strata.gateway.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),                      // 1: strata.gateway.v1.WhoAmIResponse
+	(*MetadataRequest)(nil),                     // 2: strata.gateway.v1.MetadataRequest
+	(*MetadataResponse)(nil),                    // 3: strata.gateway.v1.MetadataResponse
+	(*FindCoordinatorRequest)(nil),              // 4: strata.gateway.v1.FindCoordinatorRequest
+	(*FindCoordinatorResponse)(nil),             // 5: strata.gateway.v1.FindCoordinatorResponse
+	(*InitProducerIdRequest)(nil),               // 6: strata.gateway.v1.InitProducerIdRequest
+	(*InitProducerIdResponse)(nil),              // 7: strata.gateway.v1.InitProducerIdResponse
+	(*CreateTopicRequest)(nil),                  // 8: strata.gateway.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 9: strata.gateway.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 10: strata.gateway.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 11: strata.gateway.v1.DeleteTopicResponse
+	(*DescribeTopicsRequest)(nil),               // 12: strata.gateway.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 13: strata.gateway.v1.DescribeTopicsResponse
+	(*PartitionOffsets)(nil),                    // 14: strata.gateway.v1.PartitionOffsets
+	(*ListTopicsRequest)(nil),                   // 15: strata.gateway.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),                  // 16: strata.gateway.v1.ListTopicsResponse
+	(*AlterTopicConfigRequest)(nil),             // 17: strata.gateway.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),            // 18: strata.gateway.v1.AlterTopicConfigResponse
+	(*DescribeClusterRequest)(nil),              // 19: strata.gateway.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 20: strata.gateway.v1.DescribeClusterResponse
+	(*ServiceStatus)(nil),                       // 21: strata.gateway.v1.ServiceStatus
+	(*ListGroupsRequest)(nil),                   // 22: strata.gateway.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),                  // 23: strata.gateway.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),                // 24: strata.gateway.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),               // 25: strata.gateway.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),                 // 26: strata.gateway.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),                // 27: strata.gateway.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),                  // 28: strata.gateway.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                 // 29: strata.gateway.v1.DeleteGroupResponse
+	(*ProduceJSONRequest)(nil),                  // 30: strata.gateway.v1.ProduceJSONRequest
+	(*JSONRecord)(nil),                          // 31: strata.gateway.v1.JSONRecord
+	(*JSONHeader)(nil),                          // 32: strata.gateway.v1.JSONHeader
+	(*ProduceJSONResponse)(nil),                 // 33: strata.gateway.v1.ProduceJSONResponse
+	(*ProduceJSONResult)(nil),                   // 34: strata.gateway.v1.ProduceJSONResult
+	(*FetchJSONRequest)(nil),                    // 35: strata.gateway.v1.FetchJSONRequest
+	(*FetchJSONResponse)(nil),                   // 36: strata.gateway.v1.FetchJSONResponse
+	(*JSONFetchedRecord)(nil),                   // 37: strata.gateway.v1.JSONFetchedRecord
+	(*AlterPartitionReassignmentsRequest)(nil),  // 38: strata.gateway.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 39: strata.gateway.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 40: strata.gateway.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 41: strata.gateway.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 42: strata.gateway.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                   // 43: strata.gateway.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 44: strata.gateway.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 45: strata.gateway.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 46: strata.gateway.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 47: strata.gateway.v1.CreatePartitionsResponse
+	(*ElectLeadersRequest)(nil),                 // 48: strata.gateway.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 49: strata.gateway.v1.ElectLeadersResponse
+	(*CreateUserRequest)(nil),                   // 50: strata.gateway.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 51: strata.gateway.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 52: strata.gateway.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 53: strata.gateway.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 54: strata.gateway.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 55: strata.gateway.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 56: strata.gateway.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 57: strata.gateway.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 58: strata.gateway.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 59: strata.gateway.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 60: strata.gateway.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 61: strata.gateway.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 62: strata.gateway.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 63: strata.gateway.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 64: strata.gateway.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 65: strata.gateway.v1.ListQuotasResponse
+	nil,                                         // 66: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 67: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Node)(nil),                             // 68: strata.common.v1.Node
+	(*v1.TopicMetadata)(nil),                    // 69: strata.common.v1.TopicMetadata
+	(*v11.TopicDescription)(nil),                // 70: strata.controller.v1.TopicDescription
+	(*v1.ErrorDetail)(nil),                      // 71: strata.common.v1.ErrorDetail
+	(*v11.TopicListing)(nil),                    // 72: strata.controller.v1.TopicListing
+	(*v11.ConfigEntry)(nil),                     // 73: strata.controller.v1.ConfigEntry
+	(*v11.ControllerQuorum)(nil),                // 74: strata.controller.v1.ControllerQuorum
+	(*v11.NodeStatus)(nil),                      // 75: strata.controller.v1.NodeStatus
+	(v12.GroupState)(0),                         // 76: strata.coordinator.v1.GroupState
+	(*v12.GroupListing)(nil),                    // 77: strata.coordinator.v1.GroupListing
+	(*v12.GroupDescription)(nil),                // 78: strata.coordinator.v1.GroupDescription
+	(*v1.TopicPartitions)(nil),                  // 79: strata.common.v1.TopicPartitions
+	(v12.ResetSpec)(0),                          // 80: strata.coordinator.v1.ResetSpec
+	(*v12.ResetOffsetsPartitionResult)(nil),     // 81: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(v1.Acks)(0),                                // 82: strata.common.v1.Acks
+	(v1.IsolationLevel)(0),                      // 83: strata.common.v1.IsolationLevel
+	(*v11.PartitionReassignment)(nil),           // 84: strata.controller.v1.PartitionReassignment
+	(*v11.PartitionReassignmentResult)(nil),     // 85: strata.controller.v1.PartitionReassignmentResult
+	(*v11.PartitionChange)(nil),                 // 86: strata.controller.v1.PartitionChange
+	(*v11.PlannedMove)(nil),                     // 87: strata.controller.v1.PlannedMove
+	(*v11.NodeLoad)(nil),                        // 88: strata.controller.v1.NodeLoad
+	(v11.ElectionType)(0),                       // 89: strata.controller.v1.ElectionType
+	(*v11.ElectLeadersResult)(nil),              // 90: strata.controller.v1.ElectLeadersResult
+	(*v1.UserCredential)(nil),                   // 91: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 92: strata.common.v1.AclBinding
+	(*v11.AclFilter)(nil),                       // 93: strata.controller.v1.AclFilter
+	(*v1.Quota)(nil),                            // 94: strata.common.v1.Quota
 }
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
-	50, // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
-	51, // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
-	48, // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	52, // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	52, // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	12, // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	53, // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	54, // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	49, // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	55, // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	56, // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	57, // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	19, // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	58, // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	59, // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	60, // 15: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	61, // 16: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	62, // 17: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	63, // 18: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	29, // 19: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	64, // 20: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
-	30, // 21: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	32, // 22: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	53, // 23: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	65, // 24: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	35, // 25: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
-	30, // 26: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	66, // 27: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	67, // 28: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	68, // 29: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	69, // 30: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	70, // 31: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	70, // 32: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	57, // 33: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	69, // 34: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	52, // 35: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	71, // 36: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	61, // 37: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	72, // 38: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	0,  // 39: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	2,  // 40: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	4,  // 41: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	6,  // 42: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	8,  // 43: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	10, // 44: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	13, // 45: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	15, // 46: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	17, // 47: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	20, // 48: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	22, // 49: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	24, // 50: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	26, // 51: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	28, // 52: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	33, // 53: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	36, // 54: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
-	38, // 55: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
-	40, // 56: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
-	42, // 57: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
-	44, // 58: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
-	46, // 59: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
-	1,  // 60: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	3,  // 61: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	5,  // 62: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	7,  // 63: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	9,  // 64: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	11, // 65: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	14, // 66: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	16, // 67: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	18, // 68: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	21, // 69: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	23, // 70: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	25, // 71: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	27, // 72: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	31, // 73: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	34, // 74: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	37, // 75: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
-	39, // 76: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
-	41, // 77: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
-	43, // 78: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
-	45, // 79: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
-	47, // 80: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
-	60, // [60:81] is the sub-list for method output_type
-	39, // [39:60] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	68, // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
+	69, // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
+	66, // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	70, // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	70, // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	14, // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
+	71, // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	72, // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	67, // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	73, // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	74, // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	75, // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	21, // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
+	76, // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	77, // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	78, // 15: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	79, // 16: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	80, // 17: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	81, // 18: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	31, // 19: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
+	82, // 20: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	32, // 21: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	34, // 22: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
+	71, // 23: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	83, // 24: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	37, // 25: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
+	32, // 26: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	84, // 27: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	85, // 28: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	86, // 29: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	87, // 30: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	88, // 31: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	88, // 32: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	75, // 33: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	87, // 34: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	70, // 35: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	89, // 36: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	79, // 37: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	90, // 38: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	91, // 39: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	91, // 40: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	92, // 41: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	93, // 42: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	92, // 43: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	93, // 44: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	92, // 45: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	94, // 46: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	94, // 47: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	2,  // 48: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	4,  // 49: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	6,  // 50: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	8,  // 51: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	10, // 52: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	12, // 53: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	15, // 54: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	17, // 55: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	19, // 56: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	22, // 57: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	24, // 58: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	26, // 59: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	28, // 60: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	30, // 61: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	35, // 62: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	38, // 63: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	40, // 64: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	42, // 65: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	44, // 66: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	46, // 67: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	48, // 68: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	0,  // 69: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
+	50, // 70: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
+	52, // 71: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
+	54, // 72: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
+	56, // 73: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
+	58, // 74: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
+	60, // 75: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
+	62, // 76: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
+	64, // 77: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
+	3,  // 78: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	5,  // 79: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	7,  // 80: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	9,  // 81: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	11, // 82: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	13, // 83: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	16, // 84: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	18, // 85: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	20, // 86: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	23, // 87: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	25, // 88: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	27, // 89: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	29, // 90: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	33, // 91: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	36, // 92: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	39, // 93: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	41, // 94: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	43, // 95: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	45, // 96: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	47, // 97: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	49, // 98: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	1,  // 99: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
+	51, // 100: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
+	53, // 101: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
+	55, // 102: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
+	57, // 103: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
+	59, // 104: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
+	61, // 105: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
+	63, // 106: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
+	65, // 107: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
+	78, // [78:108] is the sub-list for method output_type
+	48, // [48:78] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }
@@ -3545,17 +4455,17 @@ func file_strata_gateway_v1_gateway_proto_init() {
 	if File_strata_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[29].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
 		(*JSONRecord_Key)(nil),
 		(*JSONRecord_KeyBytes)(nil),
 		(*JSONRecord_Value)(nil),
 		(*JSONRecord_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[30].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
 		(*JSONHeader_Value)(nil),
 		(*JSONHeader_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[35].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[37].OneofWrappers = []any{
 		(*JSONFetchedRecord_Key)(nil),
 		(*JSONFetchedRecord_KeyBytes)(nil),
 		(*JSONFetchedRecord_Value)(nil),
@@ -3567,7 +4477,7 @@ func file_strata_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_gateway_v1_gateway_proto_rawDesc), len(file_strata_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -194,9 +194,13 @@ type ProduceResponse struct {
 	LogStartOffset int64 `protobuf:"varint,3,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// True when the batch duplicated one already appended by the same idempotent producer; the
 	// offsets are those of the original append.
-	Duplicate     bool `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,4,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// How long the producer must wait before its next produce to this node: its principal is over
+	// its produce quota (Kafka's throttle time). 0 when it is not. A producer that does not wait
+	// finds its next answer held back that long.
+	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
@@ -255,6 +259,13 @@ func (x *ProduceResponse) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *ProduceResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // FetchRequest reads from one or more partitions.
@@ -429,9 +440,12 @@ func (x *FetchPartition) GetMaxBytes() int32 {
 type FetchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per requested partition, in request order.
-	Partitions    []*FetchPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Partitions []*FetchPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long the consumer must wait before its next fetch from this node: its principal is over
+	// its fetch quota (Kafka's throttle time). 0 when it is not.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchResponse) Reset() {
@@ -469,6 +483,13 @@ func (x *FetchResponse) GetPartitions() []*FetchPartitionResult {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *FetchResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
 }
 
 // FetchPartitionResult is the outcome of reading one partition.
@@ -1878,13 +1899,14 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x18\n" +
-	"\arecords\x18\x06 \x01(\fR\arecords\"\xa7\x01\n" +
+	"\arecords\x18\x06 \x01(\fR\arecords\"\xd1\x01\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x02 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
-	"\tduplicate\x18\x04 \x01(\bR\tduplicate\"\xf6\x01\n" +
+	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12(\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xf6\x01\n" +
 	"\fFetchRequest\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strata.storage.v1.FetchPartitionR\n" +
@@ -1898,11 +1920,12 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12\x1b\n" +
-	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\"X\n" +
+	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\"\x82\x01\n" +
 	"\rFetchResponse\x12G\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.storage.v1.FetchPartitionResultR\n" +
-	"partitions\"\x98\x02\n" +
+	"partitions\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\x98\x02\n" +
 	"\x14FetchPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +

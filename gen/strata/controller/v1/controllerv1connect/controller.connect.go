@@ -90,6 +90,30 @@ const (
 	// ControllerServiceCreatePartitionsProcedure is the fully-qualified name of the ControllerService's
 	// CreatePartitions RPC.
 	ControllerServiceCreatePartitionsProcedure = "/strata.controller.v1.ControllerService/CreatePartitions"
+	// ControllerServiceCreateUserProcedure is the fully-qualified name of the ControllerService's
+	// CreateUser RPC.
+	ControllerServiceCreateUserProcedure = "/strata.controller.v1.ControllerService/CreateUser"
+	// ControllerServiceDeleteUserProcedure is the fully-qualified name of the ControllerService's
+	// DeleteUser RPC.
+	ControllerServiceDeleteUserProcedure = "/strata.controller.v1.ControllerService/DeleteUser"
+	// ControllerServiceListUsersProcedure is the fully-qualified name of the ControllerService's
+	// ListUsers RPC.
+	ControllerServiceListUsersProcedure = "/strata.controller.v1.ControllerService/ListUsers"
+	// ControllerServiceCreateAclsProcedure is the fully-qualified name of the ControllerService's
+	// CreateAcls RPC.
+	ControllerServiceCreateAclsProcedure = "/strata.controller.v1.ControllerService/CreateAcls"
+	// ControllerServiceDeleteAclsProcedure is the fully-qualified name of the ControllerService's
+	// DeleteAcls RPC.
+	ControllerServiceDeleteAclsProcedure = "/strata.controller.v1.ControllerService/DeleteAcls"
+	// ControllerServiceDescribeAclsProcedure is the fully-qualified name of the ControllerService's
+	// DescribeAcls RPC.
+	ControllerServiceDescribeAclsProcedure = "/strata.controller.v1.ControllerService/DescribeAcls"
+	// ControllerServiceSetQuotaProcedure is the fully-qualified name of the ControllerService's
+	// SetQuota RPC.
+	ControllerServiceSetQuotaProcedure = "/strata.controller.v1.ControllerService/SetQuota"
+	// ControllerServiceListQuotasProcedure is the fully-qualified name of the ControllerService's
+	// ListQuotas RPC.
+	ControllerServiceListQuotasProcedure = "/strata.controller.v1.ControllerService/ListQuotas"
 )
 
 // ControllerServiceClient is a client for the strata.controller.v1.ControllerService service.
@@ -202,6 +226,31 @@ type ControllerServiceClient interface {
 	// when fewer nodes are alive and undrained than the replication factor; ABORTED when the
 	// topic changed concurrently (retry).
 	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
+	// CreateUser creates a user and issues its bearer token, returned once: only its SHA-256 is
+	// kept. Needs ALTER on the cluster.
+	// Errors: INVALID_ARGUMENT for a bad name; ALREADY_EXISTS for an existing user.
+	CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error)
+	// DeleteUser deletes a user: its token stops working everywhere within a second. Needs ALTER
+	// on the cluster.
+	// Errors: NOT_FOUND for an unknown user.
+	DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error)
+	// ListUsers lists the users (names and creation times, never tokens or their hashes). Needs
+	// DESCRIBE on the cluster.
+	ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error)
+	// CreateAcls adds ACL bindings (an existing one again changes nothing). They take effect on
+	// every service within a second. Needs ALTER on the cluster.
+	// Errors: INVALID_ARGUMENT for a malformed binding.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls deletes the bindings matching a filter and returns them. Needs ALTER on the
+	// cluster.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// DescribeAcls lists the bindings matching a filter. Needs DESCRIBE on the cluster.
+	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
+	// SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
+	// Needs ALTER on the cluster.
+	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
+	// ListQuotas lists every quota. Needs DESCRIBE on the cluster.
+	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
 }
 
 // NewControllerServiceClient constructs a client for the strata.controller.v1.ControllerService
@@ -317,6 +366,54 @@ func NewControllerServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			connect.WithSchema(controllerServiceMethods.ByName("CreatePartitions")),
 			connect.WithClientOptions(opts...),
 		),
+		createUser: connect.NewClient[v1.CreateUserRequest, v1.CreateUserResponse](
+			httpClient,
+			baseURL+ControllerServiceCreateUserProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("CreateUser")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteUser: connect.NewClient[v1.DeleteUserRequest, v1.DeleteUserResponse](
+			httpClient,
+			baseURL+ControllerServiceDeleteUserProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("DeleteUser")),
+			connect.WithClientOptions(opts...),
+		),
+		listUsers: connect.NewClient[v1.ListUsersRequest, v1.ListUsersResponse](
+			httpClient,
+			baseURL+ControllerServiceListUsersProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("ListUsers")),
+			connect.WithClientOptions(opts...),
+		),
+		createAcls: connect.NewClient[v1.CreateAclsRequest, v1.CreateAclsResponse](
+			httpClient,
+			baseURL+ControllerServiceCreateAclsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("CreateAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteAcls: connect.NewClient[v1.DeleteAclsRequest, v1.DeleteAclsResponse](
+			httpClient,
+			baseURL+ControllerServiceDeleteAclsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("DeleteAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		describeAcls: connect.NewClient[v1.DescribeAclsRequest, v1.DescribeAclsResponse](
+			httpClient,
+			baseURL+ControllerServiceDescribeAclsProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("DescribeAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		setQuota: connect.NewClient[v1.SetQuotaRequest, v1.SetQuotaResponse](
+			httpClient,
+			baseURL+ControllerServiceSetQuotaProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("SetQuota")),
+			connect.WithClientOptions(opts...),
+		),
+		listQuotas: connect.NewClient[v1.ListQuotasRequest, v1.ListQuotasResponse](
+			httpClient,
+			baseURL+ControllerServiceListQuotasProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("ListQuotas")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -339,6 +436,14 @@ type controllerServiceClient struct {
 	rebalance                   *connect.Client[v1.RebalanceRequest, v1.RebalanceResponse]
 	drainNode                   *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
 	createPartitions            *connect.Client[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse]
+	createUser                  *connect.Client[v1.CreateUserRequest, v1.CreateUserResponse]
+	deleteUser                  *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
+	listUsers                   *connect.Client[v1.ListUsersRequest, v1.ListUsersResponse]
+	createAcls                  *connect.Client[v1.CreateAclsRequest, v1.CreateAclsResponse]
+	deleteAcls                  *connect.Client[v1.DeleteAclsRequest, v1.DeleteAclsResponse]
+	describeAcls                *connect.Client[v1.DescribeAclsRequest, v1.DescribeAclsResponse]
+	setQuota                    *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
+	listQuotas                  *connect.Client[v1.ListQuotasRequest, v1.ListQuotasResponse]
 }
 
 // RegisterNode calls strata.controller.v1.ControllerService.RegisterNode.
@@ -426,6 +531,46 @@ func (c *controllerServiceClient) DrainNode(ctx context.Context, req *connect.Re
 // CreatePartitions calls strata.controller.v1.ControllerService.CreatePartitions.
 func (c *controllerServiceClient) CreatePartitions(ctx context.Context, req *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
 	return c.createPartitions.CallUnary(ctx, req)
+}
+
+// CreateUser calls strata.controller.v1.ControllerService.CreateUser.
+func (c *controllerServiceClient) CreateUser(ctx context.Context, req *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error) {
+	return c.createUser.CallUnary(ctx, req)
+}
+
+// DeleteUser calls strata.controller.v1.ControllerService.DeleteUser.
+func (c *controllerServiceClient) DeleteUser(ctx context.Context, req *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error) {
+	return c.deleteUser.CallUnary(ctx, req)
+}
+
+// ListUsers calls strata.controller.v1.ControllerService.ListUsers.
+func (c *controllerServiceClient) ListUsers(ctx context.Context, req *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error) {
+	return c.listUsers.CallUnary(ctx, req)
+}
+
+// CreateAcls calls strata.controller.v1.ControllerService.CreateAcls.
+func (c *controllerServiceClient) CreateAcls(ctx context.Context, req *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return c.createAcls.CallUnary(ctx, req)
+}
+
+// DeleteAcls calls strata.controller.v1.ControllerService.DeleteAcls.
+func (c *controllerServiceClient) DeleteAcls(ctx context.Context, req *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return c.deleteAcls.CallUnary(ctx, req)
+}
+
+// DescribeAcls calls strata.controller.v1.ControllerService.DescribeAcls.
+func (c *controllerServiceClient) DescribeAcls(ctx context.Context, req *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error) {
+	return c.describeAcls.CallUnary(ctx, req)
+}
+
+// SetQuota calls strata.controller.v1.ControllerService.SetQuota.
+func (c *controllerServiceClient) SetQuota(ctx context.Context, req *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error) {
+	return c.setQuota.CallUnary(ctx, req)
+}
+
+// ListQuotas calls strata.controller.v1.ControllerService.ListQuotas.
+func (c *controllerServiceClient) ListQuotas(ctx context.Context, req *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error) {
+	return c.listQuotas.CallUnary(ctx, req)
 }
 
 // ControllerServiceHandler is an implementation of the strata.controller.v1.ControllerService
@@ -539,6 +684,31 @@ type ControllerServiceHandler interface {
 	// when fewer nodes are alive and undrained than the replication factor; ABORTED when the
 	// topic changed concurrently (retry).
 	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
+	// CreateUser creates a user and issues its bearer token, returned once: only its SHA-256 is
+	// kept. Needs ALTER on the cluster.
+	// Errors: INVALID_ARGUMENT for a bad name; ALREADY_EXISTS for an existing user.
+	CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error)
+	// DeleteUser deletes a user: its token stops working everywhere within a second. Needs ALTER
+	// on the cluster.
+	// Errors: NOT_FOUND for an unknown user.
+	DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error)
+	// ListUsers lists the users (names and creation times, never tokens or their hashes). Needs
+	// DESCRIBE on the cluster.
+	ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error)
+	// CreateAcls adds ACL bindings (an existing one again changes nothing). They take effect on
+	// every service within a second. Needs ALTER on the cluster.
+	// Errors: INVALID_ARGUMENT for a malformed binding.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls deletes the bindings matching a filter and returns them. Needs ALTER on the
+	// cluster.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// DescribeAcls lists the bindings matching a filter. Needs DESCRIBE on the cluster.
+	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
+	// SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
+	// Needs ALTER on the cluster.
+	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
+	// ListQuotas lists every quota. Needs DESCRIBE on the cluster.
+	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
 }
 
 // NewControllerServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -650,6 +820,54 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 		connect.WithSchema(controllerServiceMethods.ByName("CreatePartitions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	controllerServiceCreateUserHandler := connect.NewUnaryHandler(
+		ControllerServiceCreateUserProcedure,
+		svc.CreateUser,
+		connect.WithSchema(controllerServiceMethods.ByName("CreateUser")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceDeleteUserHandler := connect.NewUnaryHandler(
+		ControllerServiceDeleteUserProcedure,
+		svc.DeleteUser,
+		connect.WithSchema(controllerServiceMethods.ByName("DeleteUser")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceListUsersHandler := connect.NewUnaryHandler(
+		ControllerServiceListUsersProcedure,
+		svc.ListUsers,
+		connect.WithSchema(controllerServiceMethods.ByName("ListUsers")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceCreateAclsHandler := connect.NewUnaryHandler(
+		ControllerServiceCreateAclsProcedure,
+		svc.CreateAcls,
+		connect.WithSchema(controllerServiceMethods.ByName("CreateAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceDeleteAclsHandler := connect.NewUnaryHandler(
+		ControllerServiceDeleteAclsProcedure,
+		svc.DeleteAcls,
+		connect.WithSchema(controllerServiceMethods.ByName("DeleteAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceDescribeAclsHandler := connect.NewUnaryHandler(
+		ControllerServiceDescribeAclsProcedure,
+		svc.DescribeAcls,
+		connect.WithSchema(controllerServiceMethods.ByName("DescribeAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceSetQuotaHandler := connect.NewUnaryHandler(
+		ControllerServiceSetQuotaProcedure,
+		svc.SetQuota,
+		connect.WithSchema(controllerServiceMethods.ByName("SetQuota")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceListQuotasHandler := connect.NewUnaryHandler(
+		ControllerServiceListQuotasProcedure,
+		svc.ListQuotas,
+		connect.WithSchema(controllerServiceMethods.ByName("ListQuotas")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.controller.v1.ControllerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ControllerServiceRegisterNodeProcedure:
@@ -686,6 +904,22 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 			controllerServiceDrainNodeHandler.ServeHTTP(w, r)
 		case ControllerServiceCreatePartitionsProcedure:
 			controllerServiceCreatePartitionsHandler.ServeHTTP(w, r)
+		case ControllerServiceCreateUserProcedure:
+			controllerServiceCreateUserHandler.ServeHTTP(w, r)
+		case ControllerServiceDeleteUserProcedure:
+			controllerServiceDeleteUserHandler.ServeHTTP(w, r)
+		case ControllerServiceListUsersProcedure:
+			controllerServiceListUsersHandler.ServeHTTP(w, r)
+		case ControllerServiceCreateAclsProcedure:
+			controllerServiceCreateAclsHandler.ServeHTTP(w, r)
+		case ControllerServiceDeleteAclsProcedure:
+			controllerServiceDeleteAclsHandler.ServeHTTP(w, r)
+		case ControllerServiceDescribeAclsProcedure:
+			controllerServiceDescribeAclsHandler.ServeHTTP(w, r)
+		case ControllerServiceSetQuotaProcedure:
+			controllerServiceSetQuotaHandler.ServeHTTP(w, r)
+		case ControllerServiceListQuotasProcedure:
+			controllerServiceListQuotasHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -761,4 +995,36 @@ func (UnimplementedControllerServiceHandler) DrainNode(context.Context, *connect
 
 func (UnimplementedControllerServiceHandler) CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.CreatePartitions is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.CreateUser is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.DeleteUser is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.ListUsers is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.CreateAcls is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.DeleteAcls is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.DescribeAcls is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.SetQuota is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.ListQuotas is not implemented"))
 }

@@ -105,6 +105,31 @@ const (
 	// GatewayServiceElectLeadersProcedure is the fully-qualified name of the GatewayService's
 	// ElectLeaders RPC.
 	GatewayServiceElectLeadersProcedure = "/strata.gateway.v1.GatewayService/ElectLeaders"
+	// GatewayServiceWhoAmIProcedure is the fully-qualified name of the GatewayService's WhoAmI RPC.
+	GatewayServiceWhoAmIProcedure = "/strata.gateway.v1.GatewayService/WhoAmI"
+	// GatewayServiceCreateUserProcedure is the fully-qualified name of the GatewayService's CreateUser
+	// RPC.
+	GatewayServiceCreateUserProcedure = "/strata.gateway.v1.GatewayService/CreateUser"
+	// GatewayServiceDeleteUserProcedure is the fully-qualified name of the GatewayService's DeleteUser
+	// RPC.
+	GatewayServiceDeleteUserProcedure = "/strata.gateway.v1.GatewayService/DeleteUser"
+	// GatewayServiceListUsersProcedure is the fully-qualified name of the GatewayService's ListUsers
+	// RPC.
+	GatewayServiceListUsersProcedure = "/strata.gateway.v1.GatewayService/ListUsers"
+	// GatewayServiceCreateAclsProcedure is the fully-qualified name of the GatewayService's CreateAcls
+	// RPC.
+	GatewayServiceCreateAclsProcedure = "/strata.gateway.v1.GatewayService/CreateAcls"
+	// GatewayServiceDeleteAclsProcedure is the fully-qualified name of the GatewayService's DeleteAcls
+	// RPC.
+	GatewayServiceDeleteAclsProcedure = "/strata.gateway.v1.GatewayService/DeleteAcls"
+	// GatewayServiceDescribeAclsProcedure is the fully-qualified name of the GatewayService's
+	// DescribeAcls RPC.
+	GatewayServiceDescribeAclsProcedure = "/strata.gateway.v1.GatewayService/DescribeAcls"
+	// GatewayServiceSetQuotaProcedure is the fully-qualified name of the GatewayService's SetQuota RPC.
+	GatewayServiceSetQuotaProcedure = "/strata.gateway.v1.GatewayService/SetQuota"
+	// GatewayServiceListQuotasProcedure is the fully-qualified name of the GatewayService's ListQuotas
+	// RPC.
+	GatewayServiceListQuotasProcedure = "/strata.gateway.v1.GatewayService/ListQuotas"
 )
 
 // GatewayServiceClient is a client for the strata.gateway.v1.GatewayService service.
@@ -175,6 +200,24 @@ type GatewayServiceClient interface {
 	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 	// ElectLeaders passes through to the controller's ElectLeaders; same errors.
 	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
+	// WhoAmI returns the principal the gateway authenticated the caller as.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// CreateUser passes through to the controller's CreateUser; same errors.
+	CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error)
+	// DeleteUser passes through to the controller's DeleteUser; same errors.
+	DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error)
+	// ListUsers passes through to the controller's ListUsers.
+	ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error)
+	// CreateAcls passes through to the controller's CreateAcls; same errors.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls passes through to the controller's DeleteAcls.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// DescribeAcls passes through to the controller's DescribeAcls.
+	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
+	// SetQuota passes through to the controller's SetQuota.
+	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
+	// ListQuotas passes through to the controller's ListQuotas.
+	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
 }
 
 // NewGatewayServiceClient constructs a client for the strata.gateway.v1.GatewayService service. By
@@ -314,6 +357,60 @@ func NewGatewayServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(gatewayServiceMethods.ByName("ElectLeaders")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+GatewayServiceWhoAmIProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
+		createUser: connect.NewClient[v1.CreateUserRequest, v1.CreateUserResponse](
+			httpClient,
+			baseURL+GatewayServiceCreateUserProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("CreateUser")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteUser: connect.NewClient[v1.DeleteUserRequest, v1.DeleteUserResponse](
+			httpClient,
+			baseURL+GatewayServiceDeleteUserProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("DeleteUser")),
+			connect.WithClientOptions(opts...),
+		),
+		listUsers: connect.NewClient[v1.ListUsersRequest, v1.ListUsersResponse](
+			httpClient,
+			baseURL+GatewayServiceListUsersProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("ListUsers")),
+			connect.WithClientOptions(opts...),
+		),
+		createAcls: connect.NewClient[v1.CreateAclsRequest, v1.CreateAclsResponse](
+			httpClient,
+			baseURL+GatewayServiceCreateAclsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("CreateAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteAcls: connect.NewClient[v1.DeleteAclsRequest, v1.DeleteAclsResponse](
+			httpClient,
+			baseURL+GatewayServiceDeleteAclsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("DeleteAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		describeAcls: connect.NewClient[v1.DescribeAclsRequest, v1.DescribeAclsResponse](
+			httpClient,
+			baseURL+GatewayServiceDescribeAclsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("DescribeAcls")),
+			connect.WithClientOptions(opts...),
+		),
+		setQuota: connect.NewClient[v1.SetQuotaRequest, v1.SetQuotaResponse](
+			httpClient,
+			baseURL+GatewayServiceSetQuotaProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("SetQuota")),
+			connect.WithClientOptions(opts...),
+		),
+		listQuotas: connect.NewClient[v1.ListQuotasRequest, v1.ListQuotasResponse](
+			httpClient,
+			baseURL+GatewayServiceListQuotasProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("ListQuotas")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -340,6 +437,15 @@ type gatewayServiceClient struct {
 	drainNode                   *connect.Client[v1.DrainNodeRequest, v1.DrainNodeResponse]
 	createPartitions            *connect.Client[v1.CreatePartitionsRequest, v1.CreatePartitionsResponse]
 	electLeaders                *connect.Client[v1.ElectLeadersRequest, v1.ElectLeadersResponse]
+	whoAmI                      *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
+	createUser                  *connect.Client[v1.CreateUserRequest, v1.CreateUserResponse]
+	deleteUser                  *connect.Client[v1.DeleteUserRequest, v1.DeleteUserResponse]
+	listUsers                   *connect.Client[v1.ListUsersRequest, v1.ListUsersResponse]
+	createAcls                  *connect.Client[v1.CreateAclsRequest, v1.CreateAclsResponse]
+	deleteAcls                  *connect.Client[v1.DeleteAclsRequest, v1.DeleteAclsResponse]
+	describeAcls                *connect.Client[v1.DescribeAclsRequest, v1.DescribeAclsResponse]
+	setQuota                    *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
+	listQuotas                  *connect.Client[v1.ListQuotasRequest, v1.ListQuotasResponse]
 }
 
 // Metadata calls strata.gateway.v1.GatewayService.Metadata.
@@ -447,6 +553,51 @@ func (c *gatewayServiceClient) ElectLeaders(ctx context.Context, req *connect.Re
 	return c.electLeaders.CallUnary(ctx, req)
 }
 
+// WhoAmI calls strata.gateway.v1.GatewayService.WhoAmI.
+func (c *gatewayServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
+// CreateUser calls strata.gateway.v1.GatewayService.CreateUser.
+func (c *gatewayServiceClient) CreateUser(ctx context.Context, req *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error) {
+	return c.createUser.CallUnary(ctx, req)
+}
+
+// DeleteUser calls strata.gateway.v1.GatewayService.DeleteUser.
+func (c *gatewayServiceClient) DeleteUser(ctx context.Context, req *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error) {
+	return c.deleteUser.CallUnary(ctx, req)
+}
+
+// ListUsers calls strata.gateway.v1.GatewayService.ListUsers.
+func (c *gatewayServiceClient) ListUsers(ctx context.Context, req *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error) {
+	return c.listUsers.CallUnary(ctx, req)
+}
+
+// CreateAcls calls strata.gateway.v1.GatewayService.CreateAcls.
+func (c *gatewayServiceClient) CreateAcls(ctx context.Context, req *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return c.createAcls.CallUnary(ctx, req)
+}
+
+// DeleteAcls calls strata.gateway.v1.GatewayService.DeleteAcls.
+func (c *gatewayServiceClient) DeleteAcls(ctx context.Context, req *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return c.deleteAcls.CallUnary(ctx, req)
+}
+
+// DescribeAcls calls strata.gateway.v1.GatewayService.DescribeAcls.
+func (c *gatewayServiceClient) DescribeAcls(ctx context.Context, req *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error) {
+	return c.describeAcls.CallUnary(ctx, req)
+}
+
+// SetQuota calls strata.gateway.v1.GatewayService.SetQuota.
+func (c *gatewayServiceClient) SetQuota(ctx context.Context, req *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error) {
+	return c.setQuota.CallUnary(ctx, req)
+}
+
+// ListQuotas calls strata.gateway.v1.GatewayService.ListQuotas.
+func (c *gatewayServiceClient) ListQuotas(ctx context.Context, req *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error) {
+	return c.listQuotas.CallUnary(ctx, req)
+}
+
 // GatewayServiceHandler is an implementation of the strata.gateway.v1.GatewayService service.
 type GatewayServiceHandler interface {
 	// Metadata returns topics with their partitions' leaders, replicas, ISR and leader epochs,
@@ -515,6 +666,24 @@ type GatewayServiceHandler interface {
 	CreatePartitions(context.Context, *connect.Request[v1.CreatePartitionsRequest]) (*connect.Response[v1.CreatePartitionsResponse], error)
 	// ElectLeaders passes through to the controller's ElectLeaders; same errors.
 	ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error)
+	// WhoAmI returns the principal the gateway authenticated the caller as.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
+	// CreateUser passes through to the controller's CreateUser; same errors.
+	CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error)
+	// DeleteUser passes through to the controller's DeleteUser; same errors.
+	DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error)
+	// ListUsers passes through to the controller's ListUsers.
+	ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error)
+	// CreateAcls passes through to the controller's CreateAcls; same errors.
+	CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error)
+	// DeleteAcls passes through to the controller's DeleteAcls.
+	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
+	// DescribeAcls passes through to the controller's DescribeAcls.
+	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
+	// SetQuota passes through to the controller's SetQuota.
+	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
+	// ListQuotas passes through to the controller's ListQuotas.
+	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
 }
 
 // NewGatewayServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -650,6 +819,60 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 		connect.WithSchema(gatewayServiceMethods.ByName("ElectLeaders")),
 		connect.WithHandlerOptions(opts...),
 	)
+	gatewayServiceWhoAmIHandler := connect.NewUnaryHandler(
+		GatewayServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(gatewayServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceCreateUserHandler := connect.NewUnaryHandler(
+		GatewayServiceCreateUserProcedure,
+		svc.CreateUser,
+		connect.WithSchema(gatewayServiceMethods.ByName("CreateUser")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceDeleteUserHandler := connect.NewUnaryHandler(
+		GatewayServiceDeleteUserProcedure,
+		svc.DeleteUser,
+		connect.WithSchema(gatewayServiceMethods.ByName("DeleteUser")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceListUsersHandler := connect.NewUnaryHandler(
+		GatewayServiceListUsersProcedure,
+		svc.ListUsers,
+		connect.WithSchema(gatewayServiceMethods.ByName("ListUsers")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceCreateAclsHandler := connect.NewUnaryHandler(
+		GatewayServiceCreateAclsProcedure,
+		svc.CreateAcls,
+		connect.WithSchema(gatewayServiceMethods.ByName("CreateAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceDeleteAclsHandler := connect.NewUnaryHandler(
+		GatewayServiceDeleteAclsProcedure,
+		svc.DeleteAcls,
+		connect.WithSchema(gatewayServiceMethods.ByName("DeleteAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceDescribeAclsHandler := connect.NewUnaryHandler(
+		GatewayServiceDescribeAclsProcedure,
+		svc.DescribeAcls,
+		connect.WithSchema(gatewayServiceMethods.ByName("DescribeAcls")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceSetQuotaHandler := connect.NewUnaryHandler(
+		GatewayServiceSetQuotaProcedure,
+		svc.SetQuota,
+		connect.WithSchema(gatewayServiceMethods.ByName("SetQuota")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceListQuotasHandler := connect.NewUnaryHandler(
+		GatewayServiceListQuotasProcedure,
+		svc.ListQuotas,
+		connect.WithSchema(gatewayServiceMethods.ByName("ListQuotas")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.gateway.v1.GatewayService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case GatewayServiceMetadataProcedure:
@@ -694,6 +917,24 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 			gatewayServiceCreatePartitionsHandler.ServeHTTP(w, r)
 		case GatewayServiceElectLeadersProcedure:
 			gatewayServiceElectLeadersHandler.ServeHTTP(w, r)
+		case GatewayServiceWhoAmIProcedure:
+			gatewayServiceWhoAmIHandler.ServeHTTP(w, r)
+		case GatewayServiceCreateUserProcedure:
+			gatewayServiceCreateUserHandler.ServeHTTP(w, r)
+		case GatewayServiceDeleteUserProcedure:
+			gatewayServiceDeleteUserHandler.ServeHTTP(w, r)
+		case GatewayServiceListUsersProcedure:
+			gatewayServiceListUsersHandler.ServeHTTP(w, r)
+		case GatewayServiceCreateAclsProcedure:
+			gatewayServiceCreateAclsHandler.ServeHTTP(w, r)
+		case GatewayServiceDeleteAclsProcedure:
+			gatewayServiceDeleteAclsHandler.ServeHTTP(w, r)
+		case GatewayServiceDescribeAclsProcedure:
+			gatewayServiceDescribeAclsHandler.ServeHTTP(w, r)
+		case GatewayServiceSetQuotaProcedure:
+			gatewayServiceSetQuotaHandler.ServeHTTP(w, r)
+		case GatewayServiceListQuotasProcedure:
+			gatewayServiceListQuotasHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -785,4 +1026,40 @@ func (UnimplementedGatewayServiceHandler) CreatePartitions(context.Context, *con
 
 func (UnimplementedGatewayServiceHandler) ElectLeaders(context.Context, *connect.Request[v1.ElectLeadersRequest]) (*connect.Response[v1.ElectLeadersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ElectLeaders is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.WhoAmI is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) CreateUser(context.Context, *connect.Request[v1.CreateUserRequest]) (*connect.Response[v1.CreateUserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.CreateUser is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) DeleteUser(context.Context, *connect.Request[v1.DeleteUserRequest]) (*connect.Response[v1.DeleteUserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DeleteUser is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) ListUsers(context.Context, *connect.Request[v1.ListUsersRequest]) (*connect.Response[v1.ListUsersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ListUsers is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) CreateAcls(context.Context, *connect.Request[v1.CreateAclsRequest]) (*connect.Response[v1.CreateAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.CreateAcls is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DeleteAcls is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DescribeAcls is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.SetQuota is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ListQuotas is not implemented"))
 }

@@ -30,7 +30,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/common/v1/common.proto.
  */
 export const file_strata_common_v1_common: GenFile = /*@__PURE__*/
-  fileDesc("Ch1zdHJhdGEvY29tbW9uL3YxL2NvbW1vbi5wcm90bxIQc3RyYXRhLmNvbW1vbi52MSIyCg5Ub3BpY1BhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiNAoPVG9waWNQYXJ0aXRpb25zEg0KBXRvcGljGAEgASgJEhIKCnBhcnRpdGlvbnMYAiADKAUiZQoETm9kZRIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRItCglsaXN0ZW5lcnMYBCADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIikKCExpc3RlbmVyEgwKBG5hbWUYASABKAkSDwoHYWRkcmVzcxgCIAEoCSL5AgoRUGFydGl0aW9uTWV0YWRhdGESEQoJcGFydGl0aW9uGAEgASgFEhEKCWxlYWRlcl9pZBgCIAEoBRIUCgxsZWFkZXJfZXBvY2gYAyABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAQgASgFEhAKCHJlcGxpY2FzGAUgAygFEgsKA2lzchgGIAMoBRIYChBvZmZsaW5lX3JlcGxpY2FzGAcgAygFEhcKD2FkZGluZ19yZXBsaWNhcxgIIAMoBRIZChFyZW1vdmluZ19yZXBsaWNhcxgJIAMoBRJPCg9pc3Jfbm9kZV9lcG9jaHMYCiADKAsyNi5zdHJhdGEuY29tbW9uLnYxLlBhcnRpdGlvbk1ldGFkYXRhLklzck5vZGVFcG9jaHNFbnRyeRIbChNtaW5faW5zeW5jX3JlcGxpY2FzGAsgASgFGjQKEklzck5vZGVFcG9jaHNFbnRyeRILCgNrZXkYASABKAUSDQoFdmFsdWUYAiABKAM6AjgBIukBCg1Ub3BpY01ldGFkYXRhEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkSNwoKcGFydGl0aW9ucxgDIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESPQoHY29uZmlncxgEIAMoCzIsLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YS5Db25maWdzRW50cnkSEAoIaW50ZXJuYWwYBSABKAgaLgoMQ29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimwMKC0Vycm9yRGV0YWlsEiQKBGNvZGUYASABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkNvZGUSKAoGcmVhc29uGAIgASgOMhguc3RyYXRhLmNvbW1vbi52MS5SZWFzb24SDwoHbWVzc2FnZRgDIAEoCRIuCgZsZWFkZXIYBCABKAsyHC5zdHJhdGEuY29tbW9uLnYxLkxlYWRlckhpbnRIABI4Cgtjb29yZGluYXRvchgFIAEoCzIhLnN0cmF0YS5jb21tb24udjEuQ29vcmRpbmF0b3JIaW50SAASNgoKY29udHJvbGxlchgGIAEoCzIgLnN0cmF0YS5jb21tb24udjEuQ29udHJvbGxlckhpbnRIABJGChNub3RfZW5vdWdoX3JlcGxpY2FzGAcgASgLMicuc3RyYXRhLmNvbW1vbi52MS5Ob3RFbm91Z2hSZXBsaWNhc0hpbnRIABI5CgxvZmZzZXRfcmFuZ2UYCCABKAsyIS5zdHJhdGEuY29tbW9uLnYxLk9mZnNldFJhbmdlSGludEgAQgYKBGhpbnQiiAEKCkxlYWRlckhpbnQSOQoPdG9waWNfcGFydGl0aW9uGAEgASgLMiAuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbhIRCglsZWFkZXJfaWQYAiABKAUSFgoObGVhZGVyX2FkZHJlc3MYAyABKAkSFAoMbGVhZGVyX2Vwb2NoGAQgASgFIkwKD0Nvb3JkaW5hdG9ySGludBIQCghncm91cF9pZBgBIAEoCRIWCg5jb29yZGluYXRvcl9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJIjgKDkNvbnRyb2xsZXJIaW50EhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJGChVOb3RFbm91Z2hSZXBsaWNhc0hpbnQSEAoIaXNyX3NpemUYASABKAUSGwoTbWluX2luc3luY19yZXBsaWNhcxgCIAEoBSJDCg9PZmZzZXRSYW5nZUhpbnQSGAoQbG9nX3N0YXJ0X29mZnNldBgBIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgCIAEoAypKCgRBY2tzEhQKEEFDS1NfVU5TUEVDSUZJRUQQABINCglBQ0tTX05PTkUQARIPCgtBQ0tTX0xFQURFUhACEgwKCEFDS1NfQUxMEAMqewoOSXNvbGF0aW9uTGV2ZWwSHwobSVNPTEFUSU9OX0xFVkVMX1VOU1BFQ0lGSUVEEAASJAogSVNPTEFUSU9OX0xFVkVMX1JFQURfVU5DT01NSVRURUQQARIiCh5JU09MQVRJT05fTEVWRUxfUkVBRF9DT01NSVRURUQQAiqUAwoEQ29kZRIUChBDT0RFX1VOU1BFQ0lGSUVEEAASEQoNQ09ERV9DQU5DRUxFRBABEhAKDENPREVfVU5LTk9XThACEhkKFUNPREVfSU5WQUxJRF9BUkdVTUVOVBADEhoKFkNPREVfREVBRExJTkVfRVhDRUVERUQQBBISCg5DT0RFX05PVF9GT1VORBAFEhcKE0NPREVfQUxSRUFEWV9FWElTVFMQBhIaChZDT0RFX1BFUk1JU1NJT05fREVOSUVEEAcSGwoXQ09ERV9SRVNPVVJDRV9FWEhBVVNURUQQCBIcChhDT0RFX0ZBSUxFRF9QUkVDT05ESVRJT04QCRIQCgxDT0RFX0FCT1JURUQQChIVChFDT0RFX09VVF9PRl9SQU5HRRALEhYKEkNPREVfVU5JTVBMRU1FTlRFRBAMEhEKDUNPREVfSU5URVJOQUwQDRIUChBDT0RFX1VOQVZBSUxBQkxFEA4SEgoOQ09ERV9EQVRBX0xPU1MQDxIYChRDT0RFX1VOQVVUSEVOVElDQVRFRBAQKr0HCgZSZWFzb24SFgoSUkVBU09OX1VOU1BFQ0lGSUVEEAASFQoRUkVBU09OX05PVF9MRUFERVIQARIeChpSRUFTT05fRkVOQ0VEX0xFQURFUl9FUE9DSBACEh8KG1JFQVNPTl9VTktOT1dOX0xFQURFUl9FUE9DSBADEh4KGlJFQVNPTl9OT1RfRU5PVUdIX1JFUExJQ0FTEAQSKwonUkVBU09OX05PVF9FTk9VR0hfUkVQTElDQVNfQUZURVJfQVBQRU5EEAUSHgoaUkVBU09OX09GRlNFVF9PVVRfT0ZfUkFOR0UQBhIlCiFSRUFTT05fVU5LTk9XTl9UT1BJQ19PUl9QQVJUSVRJT04QBxIZChVSRUFTT05fQ09SUlVQVF9SRUNPUkQQCBIbChdSRUFTT05fUkVDT1JEX1RPT19MQVJHRRAJEh0KGVJFQVNPTl9EVVBMSUNBVEVfU0VRVUVOQ0UQChIgChxSRUFTT05fT1VUX09GX09SREVSX1NFUVVFTkNFEAsSIQodUkVBU09OX0lOVkFMSURfUFJPRFVDRVJfRVBPQ0gQDBIeChpSRUFTT05fVU5LTk9XTl9QUk9EVUNFUl9JRBANEh4KGlJFQVNPTl9GRU5DRURfTUVNQkVSX0VQT0NIEA4SHAoYUkVBU09OX1VOS05PV05fTUVNQkVSX0lEEA8SGgoWUkVBU09OX05PVF9DT09SRElOQVRPUhAQEh4KGlJFQVNPTl9DT09SRElOQVRPUl9MT0FESU5HEBESGgoWUkVBU09OX0dST1VQX05PVF9FTVBUWRASEhkKFVJFQVNPTl9OT1RfQ09OVFJPTExFUhATEhsKF1JFQVNPTl9TVEFMRV9OT0RFX0VQT0NIEBQSIAocUkVBU09OX1NUQUxFX1BBUlRJVElPTl9FUE9DSBAVEh0KGVJFQVNPTl9JTkVMSUdJQkxFX1JFUExJQ0EQFhIZChVSRUFTT05fSU5WQUxJRF9DT05GSUcQFxIfChtSRUFTT05fVE9QSUNfQUxSRUFEWV9FWElTVFMQGBIlCiFSRUFTT05fSU5WQUxJRF9SRVBMSUNBVElPTl9GQUNUT1IQGRImCiJSRUFTT05fRFVQTElDQVRFX05PREVfUkVHSVNUUkFUSU9OEBoSHQoZUkVBU09OX0dST1VQX0lEX05PVF9GT1VORBAbEhwKGFJFQVNPTl9SRVFVRVNUX1RJTUVEX09VVBAcEhwKGFJFQVNPTl9NQU5JRkVTVF9DT05GTElDVBAdQsABChRjb20uc3RyYXRhLmNvbW1vbi52MUILQ29tbW9uUHJvdG9QAVo5Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29tbW9uL3YxO2NvbW1vbnYxogIDU0NYqgIQU3RyYXRhLkNvbW1vbi5WMcoCEFN0cmF0YVxDb21tb25cVjHiAhxTdHJhdGFcQ29tbW9uXFYxXEdQQk1ldGFkYXRh6gISU3RyYXRhOjpDb21tb246OlYxYgZwcm90bzM");
+  fileDesc("Ch1zdHJhdGEvY29tbW9uL3YxL2NvbW1vbi5wcm90bxIQc3RyYXRhLmNvbW1vbi52MSIyCg5Ub3BpY1BhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUiNAoPVG9waWNQYXJ0aXRpb25zEg0KBXRvcGljGAEgASgJEhIKCnBhcnRpdGlvbnMYAiADKAUiZQoETm9kZRIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRItCglsaXN0ZW5lcnMYBCADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIikKCExpc3RlbmVyEgwKBG5hbWUYASABKAkSDwoHYWRkcmVzcxgCIAEoCSL5AgoRUGFydGl0aW9uTWV0YWRhdGESEQoJcGFydGl0aW9uGAEgASgFEhEKCWxlYWRlcl9pZBgCIAEoBRIUCgxsZWFkZXJfZXBvY2gYAyABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAQgASgFEhAKCHJlcGxpY2FzGAUgAygFEgsKA2lzchgGIAMoBRIYChBvZmZsaW5lX3JlcGxpY2FzGAcgAygFEhcKD2FkZGluZ19yZXBsaWNhcxgIIAMoBRIZChFyZW1vdmluZ19yZXBsaWNhcxgJIAMoBRJPCg9pc3Jfbm9kZV9lcG9jaHMYCiADKAsyNi5zdHJhdGEuY29tbW9uLnYxLlBhcnRpdGlvbk1ldGFkYXRhLklzck5vZGVFcG9jaHNFbnRyeRIbChNtaW5faW5zeW5jX3JlcGxpY2FzGAsgASgFGjQKEklzck5vZGVFcG9jaHNFbnRyeRILCgNrZXkYASABKAUSDQoFdmFsdWUYAiABKAM6AjgBIukBCg1Ub3BpY01ldGFkYXRhEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkSNwoKcGFydGl0aW9ucxgDIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESPQoHY29uZmlncxgEIAMoCzIsLnN0cmF0YS5jb21tb24udjEuVG9waWNNZXRhZGF0YS5Db25maWdzRW50cnkSEAoIaW50ZXJuYWwYBSABKAgaLgoMQ29uZmlnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEimwMKC0Vycm9yRGV0YWlsEiQKBGNvZGUYASABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkNvZGUSKAoGcmVhc29uGAIgASgOMhguc3RyYXRhLmNvbW1vbi52MS5SZWFzb24SDwoHbWVzc2FnZRgDIAEoCRIuCgZsZWFkZXIYBCABKAsyHC5zdHJhdGEuY29tbW9uLnYxLkxlYWRlckhpbnRIABI4Cgtjb29yZGluYXRvchgFIAEoCzIhLnN0cmF0YS5jb21tb24udjEuQ29vcmRpbmF0b3JIaW50SAASNgoKY29udHJvbGxlchgGIAEoCzIgLnN0cmF0YS5jb21tb24udjEuQ29udHJvbGxlckhpbnRIABJGChNub3RfZW5vdWdoX3JlcGxpY2FzGAcgASgLMicuc3RyYXRhLmNvbW1vbi52MS5Ob3RFbm91Z2hSZXBsaWNhc0hpbnRIABI5CgxvZmZzZXRfcmFuZ2UYCCABKAsyIS5zdHJhdGEuY29tbW9uLnYxLk9mZnNldFJhbmdlSGludEgAQgYKBGhpbnQiiAEKCkxlYWRlckhpbnQSOQoPdG9waWNfcGFydGl0aW9uGAEgASgLMiAuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbhIRCglsZWFkZXJfaWQYAiABKAUSFgoObGVhZGVyX2FkZHJlc3MYAyABKAkSFAoMbGVhZGVyX2Vwb2NoGAQgASgFIkwKD0Nvb3JkaW5hdG9ySGludBIQCghncm91cF9pZBgBIAEoCRIWCg5jb29yZGluYXRvcl9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJIjgKDkNvbnRyb2xsZXJIaW50EhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCSJGChVOb3RFbm91Z2hSZXBsaWNhc0hpbnQSEAoIaXNyX3NpemUYASABKAUSGwoTbWluX2luc3luY19yZXBsaWNhcxgCIAEoBSJDCg9PZmZzZXRSYW5nZUhpbnQSGAoQbG9nX3N0YXJ0X29mZnNldBgBIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgCIAEoAyKQAgoKQWNsQmluZGluZxIRCglwcmluY2lwYWwYASABKAkSMwoKcGVybWlzc2lvbhgCIAEoDjIfLnN0cmF0YS5jb21tb24udjEuQWNsUGVybWlzc2lvbhIxCglvcGVyYXRpb24YAyABKA4yHi5zdHJhdGEuY29tbW9uLnYxLkFjbE9wZXJhdGlvbhI4Cg1yZXNvdXJjZV90eXBlGAQgASgOMiEuc3RyYXRhLmNvbW1vbi52MS5BY2xSZXNvdXJjZVR5cGUSFQoNcmVzb3VyY2VfbmFtZRgFIAEoCRI2CgxwYXR0ZXJuX3R5cGUYBiABKA4yIC5zdHJhdGEuY29tbW9uLnYxLkFjbFBhdHRlcm5UeXBlIkgKDlVzZXJDcmVkZW50aWFsEgwKBG5hbWUYASABKAkSFAoMdG9rZW5fc2hhMjU2GAIgASgMEhIKCmNyZWF0ZWRfbXMYAyABKAMiXAoFUXVvdGESEQoJcHJpbmNpcGFsGAEgASgJEiAKGHByb2R1Y2VfYnl0ZXNfcGVyX3NlY29uZBgCIAEoAxIeChZmZXRjaF9ieXRlc19wZXJfc2Vjb25kGAMgASgDIpUBCg1TZWN1cml0eVN0YXRlEi8KBXVzZXJzGAEgAygLMiAuc3RyYXRhLmNvbW1vbi52MS5Vc2VyQ3JlZGVudGlhbBIqCgRhY2xzGAIgAygLMhwuc3RyYXRhLmNvbW1vbi52MS5BY2xCaW5kaW5nEicKBnF1b3RhcxgDIAMoCzIXLnN0cmF0YS5jb21tb24udjEuUXVvdGEqSgoEQWNrcxIUChBBQ0tTX1VOU1BFQ0lGSUVEEAASDQoJQUNLU19OT05FEAESDwoLQUNLU19MRUFERVIQAhIMCghBQ0tTX0FMTBADKnsKDklzb2xhdGlvbkxldmVsEh8KG0lTT0xBVElPTl9MRVZFTF9VTlNQRUNJRklFRBAAEiQKIElTT0xBVElPTl9MRVZFTF9SRUFEX1VOQ09NTUlUVEVEEAESIgoeSVNPTEFUSU9OX0xFVkVMX1JFQURfQ09NTUlUVEVEEAIqlAMKBENvZGUSFAoQQ09ERV9VTlNQRUNJRklFRBAAEhEKDUNPREVfQ0FOQ0VMRUQQARIQCgxDT0RFX1VOS05PV04QAhIZChVDT0RFX0lOVkFMSURfQVJHVU1FTlQQAxIaChZDT0RFX0RFQURMSU5FX0VYQ0VFREVEEAQSEgoOQ09ERV9OT1RfRk9VTkQQBRIXChNDT0RFX0FMUkVBRFlfRVhJU1RTEAYSGgoWQ09ERV9QRVJNSVNTSU9OX0RFTklFRBAHEhsKF0NPREVfUkVTT1VSQ0VfRVhIQVVTVEVEEAgSHAoYQ09ERV9GQUlMRURfUFJFQ09ORElUSU9OEAkSEAoMQ09ERV9BQk9SVEVEEAoSFQoRQ09ERV9PVVRfT0ZfUkFOR0UQCxIWChJDT0RFX1VOSU1QTEVNRU5URUQQDBIRCg1DT0RFX0lOVEVSTkFMEA0SFAoQQ09ERV9VTkFWQUlMQUJMRRAOEhIKDkNPREVfREFUQV9MT1NTEA8SGAoUQ09ERV9VTkFVVEhFTlRJQ0FURUQQECq9BwoGUmVhc29uEhYKElJFQVNPTl9VTlNQRUNJRklFRBAAEhUKEVJFQVNPTl9OT1RfTEVBREVSEAESHgoaUkVBU09OX0ZFTkNFRF9MRUFERVJfRVBPQ0gQAhIfChtSRUFTT05fVU5LTk9XTl9MRUFERVJfRVBPQ0gQAxIeChpSRUFTT05fTk9UX0VOT1VHSF9SRVBMSUNBUxAEEisKJ1JFQVNPTl9OT1RfRU5PVUdIX1JFUExJQ0FTX0FGVEVSX0FQUEVORBAFEh4KGlJFQVNPTl9PRkZTRVRfT1VUX09GX1JBTkdFEAYSJQohUkVBU09OX1VOS05PV05fVE9QSUNfT1JfUEFSVElUSU9OEAcSGQoVUkVBU09OX0NPUlJVUFRfUkVDT1JEEAgSGwoXUkVBU09OX1JFQ09SRF9UT09fTEFSR0UQCRIdChlSRUFTT05fRFVQTElDQVRFX1NFUVVFTkNFEAoSIAocUkVBU09OX09VVF9PRl9PUkRFUl9TRVFVRU5DRRALEiEKHVJFQVNPTl9JTlZBTElEX1BST0RVQ0VSX0VQT0NIEAwSHgoaUkVBU09OX1VOS05PV05fUFJPRFVDRVJfSUQQDRIeChpSRUFTT05fRkVOQ0VEX01FTUJFUl9FUE9DSBAOEhwKGFJFQVNPTl9VTktOT1dOX01FTUJFUl9JRBAPEhoKFlJFQVNPTl9OT1RfQ09PUkRJTkFUT1IQEBIeChpSRUFTT05fQ09PUkRJTkFUT1JfTE9BRElORxAREhoKFlJFQVNPTl9HUk9VUF9OT1RfRU1QVFkQEhIZChVSRUFTT05fTk9UX0NPTlRST0xMRVIQExIbChdSRUFTT05fU1RBTEVfTk9ERV9FUE9DSBAUEiAKHFJFQVNPTl9TVEFMRV9QQVJUSVRJT05fRVBPQ0gQFRIdChlSRUFTT05fSU5FTElHSUJMRV9SRVBMSUNBEBYSGQoVUkVBU09OX0lOVkFMSURfQ09ORklHEBcSHwobUkVBU09OX1RPUElDX0FMUkVBRFlfRVhJU1RTEBgSJQohUkVBU09OX0lOVkFMSURfUkVQTElDQVRJT05fRkFDVE9SEBkSJgoiUkVBU09OX0RVUExJQ0FURV9OT0RFX1JFR0lTVFJBVElPThAaEh0KGVJFQVNPTl9HUk9VUF9JRF9OT1RfRk9VTkQQGxIcChhSRUFTT05fUkVRVUVTVF9USU1FRF9PVVQQHBIcChhSRUFTT05fTUFOSUZFU1RfQ09ORkxJQ1QQHSpiCg1BY2xQZXJtaXNzaW9uEh4KGkFDTF9QRVJNSVNTSU9OX1VOU1BFQ0lGSUVEEAASGAoUQUNMX1BFUk1JU1NJT05fQUxMT1cQARIXChNBQ0xfUEVSTUlTU0lPTl9ERU5ZEAIq3gEKDEFjbE9wZXJhdGlvbhIdChlBQ0xfT1BFUkFUSU9OX1VOU1BFQ0lGSUVEEAASFgoSQUNMX09QRVJBVElPTl9SRUFEEAESFwoTQUNMX09QRVJBVElPTl9XUklURRACEhgKFEFDTF9PUEVSQVRJT05fQ1JFQVRFEAMSGAoUQUNMX09QRVJBVElPTl9ERUxFVEUQBBIXChNBQ0xfT1BFUkFUSU9OX0FMVEVSEAUSGgoWQUNMX09QRVJBVElPTl9ERVNDUklCRRAGEhUKEUFDTF9PUEVSQVRJT05fQUxMEAcqjQEKD0FjbFJlc291cmNlVHlwZRIhCh1BQ0xfUkVTT1VSQ0VfVFlQRV9VTlNQRUNJRklFRBAAEhsKF0FDTF9SRVNPVVJDRV9UWVBFX1RPUElDEAESGwoXQUNMX1JFU09VUkNFX1RZUEVfR1JPVVAQAhIdChlBQ0xfUkVTT1VSQ0VfVFlQRV9DTFVTVEVSEAMqbwoOQWNsUGF0dGVyblR5cGUSIAocQUNMX1BBVFRFUk5fVFlQRV9VTlNQRUNJRklFRBAAEhwKGEFDTF9QQVRURVJOX1RZUEVfTElURVJBTBABEh0KGUFDTF9QQVRURVJOX1RZUEVfUFJFRklYRUQQAkLAAQoUY29tLnN0cmF0YS5jb21tb24udjFCC0NvbW1vblByb3RvUAFaOWdpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL2NvbW1vbi92MTtjb21tb252MaICA1NDWKoCEFN0cmF0YS5Db21tb24uVjHKAhBTdHJhdGFcQ29tbW9uXFYx4gIcU3RyYXRhXENvbW1vblxWMVxHUEJNZXRhZGF0YeoCElN0cmF0YTo6Q29tbW9uOjpWMWIGcHJvdG8z");
 
 /**
  * TopicPartition names one partition of one topic.
@@ -565,6 +565,173 @@ export const OffsetRangeHintSchema: GenMessage<OffsetRangeHint> = /*@__PURE__*/
   messageDesc(file_strata_common_v1_common, 11);
 
 /**
+ * AclBinding is one access rule, Kafka's model: a principal is allowed or denied an operation
+ * on a resource, named literally or by prefix. Deny wins over allow; nothing is allowed
+ * without a matching allow, except for super users and the services' own identities.
+ *
+ * @generated from message strata.common.v1.AclBinding
+ */
+export type AclBinding = Message<"strata.common.v1.AclBinding"> & {
+  /**
+   * Principal the rule is for: "User:<name>", or "User:*" for every user.
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * ALLOW or DENY.
+   *
+   * @generated from field: strata.common.v1.AclPermission permission = 2;
+   */
+  permission: AclPermission;
+
+  /**
+   * Operation: read, write, create, delete, alter, describe, or all.
+   *
+   * @generated from field: strata.common.v1.AclOperation operation = 3;
+   */
+  operation: AclOperation;
+
+  /**
+   * Kind of resource: topic, group or cluster.
+   *
+   * @generated from field: strata.common.v1.AclResourceType resource_type = 4;
+   */
+  resourceType: AclResourceType;
+
+  /**
+   * Resource name: a topic or group name ("*" for every one), or "kafka-cluster" for the
+   * cluster.
+   *
+   * @generated from field: string resource_name = 5;
+   */
+  resourceName: string;
+
+  /**
+   * LITERAL matches resource_name exactly; PREFIXED matches every name starting with it.
+   *
+   * @generated from field: strata.common.v1.AclPatternType pattern_type = 6;
+   */
+  patternType: AclPatternType;
+};
+
+/**
+ * Describes the message strata.common.v1.AclBinding.
+ * Use `create(AclBindingSchema)` to create a new message.
+ */
+export const AclBindingSchema: GenMessage<AclBinding> = /*@__PURE__*/
+  messageDesc(file_strata_common_v1_common, 12);
+
+/**
+ * UserCredential is a user the cluster issued a bearer token to. Only the SHA-256 of the token
+ * is kept; the token itself is shown once, when the user is created.
+ *
+ * @generated from message strata.common.v1.UserCredential
+ */
+export type UserCredential = Message<"strata.common.v1.UserCredential"> & {
+  /**
+   * User name; the principal is "User:<name>".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * SHA-256 of the token. Sent only to the cluster's services, in their metadata stream.
+   *
+   * @generated from field: bytes token_sha256 = 2;
+   */
+  tokenSha256: Uint8Array;
+
+  /**
+   * Creation time, Unix milliseconds.
+   *
+   * @generated from field: int64 created_ms = 3;
+   */
+  createdMs: bigint;
+};
+
+/**
+ * Describes the message strata.common.v1.UserCredential.
+ * Use `create(UserCredentialSchema)` to create a new message.
+ */
+export const UserCredentialSchema: GenMessage<UserCredential> = /*@__PURE__*/
+  messageDesc(file_strata_common_v1_common, 13);
+
+/**
+ * Quota caps a principal's produce and fetch byte rates. Brokers throttle a principal over its
+ * quota: answers carry throttle_time_ms and clients wait that long before their next request.
+ *
+ * @generated from message strata.common.v1.Quota
+ */
+export type Quota = Message<"strata.common.v1.Quota"> & {
+  /**
+   * Principal the quota is for: "User:<name>".
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * Produce bytes per second; 0 means unlimited.
+   *
+   * @generated from field: int64 produce_bytes_per_second = 2;
+   */
+  produceBytesPerSecond: bigint;
+
+  /**
+   * Fetch bytes per second; 0 means unlimited.
+   *
+   * @generated from field: int64 fetch_bytes_per_second = 3;
+   */
+  fetchBytesPerSecond: bigint;
+};
+
+/**
+ * Describes the message strata.common.v1.Quota.
+ * Use `create(QuotaSchema)` to create a new message.
+ */
+export const QuotaSchema: GenMessage<Quota> = /*@__PURE__*/
+  messageDesc(file_strata_common_v1_common, 14);
+
+/**
+ * SecurityState is what every service needs to authenticate and authorize requests on its own:
+ * users, ACLs and quotas, as the controller keeps them.
+ *
+ * @generated from message strata.common.v1.SecurityState
+ */
+export type SecurityState = Message<"strata.common.v1.SecurityState"> & {
+  /**
+   * Every user with a token.
+   *
+   * @generated from field: repeated strata.common.v1.UserCredential users = 1;
+   */
+  users: UserCredential[];
+
+  /**
+   * Every ACL binding.
+   *
+   * @generated from field: repeated strata.common.v1.AclBinding acls = 2;
+   */
+  acls: AclBinding[];
+
+  /**
+   * Every quota.
+   *
+   * @generated from field: repeated strata.common.v1.Quota quotas = 3;
+   */
+  quotas: Quota[];
+};
+
+/**
+ * Describes the message strata.common.v1.SecurityState.
+ * Use `create(SecurityStateSchema)` to create a new message.
+ */
+export const SecurityStateSchema: GenMessage<SecurityState> = /*@__PURE__*/
+  messageDesc(file_strata_common_v1_common, 15);
+
+/**
  * Acks says when a produce request is acknowledged.
  *
  * @generated from enum strata.common.v1.Acks
@@ -1011,4 +1178,184 @@ export enum Reason {
  */
 export const ReasonSchema: GenEnum<Reason> = /*@__PURE__*/
   enumDesc(file_strata_common_v1_common, 3);
+
+/**
+ * AclPermission says whether a binding allows or denies.
+ *
+ * @generated from enum strata.common.v1.AclPermission
+ */
+export enum AclPermission {
+  /**
+   * Not set; never stored.
+   *
+   * @generated from enum value: ACL_PERMISSION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The binding allows the operation.
+   *
+   * @generated from enum value: ACL_PERMISSION_ALLOW = 1;
+   */
+  ALLOW = 1,
+
+  /**
+   * The binding denies the operation; a deny wins over any allow.
+   *
+   * @generated from enum value: ACL_PERMISSION_DENY = 2;
+   */
+  DENY = 2,
+}
+
+/**
+ * Describes the enum strata.common.v1.AclPermission.
+ */
+export const AclPermissionSchema: GenEnum<AclPermission> = /*@__PURE__*/
+  enumDesc(file_strata_common_v1_common, 4);
+
+/**
+ * AclOperation is what a binding allows or denies.
+ *
+ * @generated from enum strata.common.v1.AclOperation
+ */
+export enum AclOperation {
+  /**
+   * Not set; never stored.
+   *
+   * @generated from enum value: ACL_OPERATION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Fetch from a topic; join, commit to and fetch offsets of a group.
+   *
+   * @generated from enum value: ACL_OPERATION_READ = 1;
+   */
+  READ = 1,
+
+  /**
+   * Produce to a topic.
+   *
+   * @generated from enum value: ACL_OPERATION_WRITE = 2;
+   */
+  WRITE = 2,
+
+  /**
+   * Create a topic (on the topic, or on the cluster for every topic).
+   *
+   * @generated from enum value: ACL_OPERATION_CREATE = 3;
+   */
+  CREATE = 3,
+
+  /**
+   * Delete a topic or a group.
+   *
+   * @generated from enum value: ACL_OPERATION_DELETE = 4;
+   */
+  DELETE = 4,
+
+  /**
+   * Change a topic's configuration or partitions; on the cluster: moves, elections, users,
+   * ACLs and quotas.
+   *
+   * @generated from enum value: ACL_OPERATION_ALTER = 5;
+   */
+  ALTER = 5,
+
+  /**
+   * See a topic, group or the cluster (metadata, describe, list). Read, write, delete and
+   * alter, when allowed, imply it.
+   *
+   * @generated from enum value: ACL_OPERATION_DESCRIBE = 6;
+   */
+  DESCRIBE = 6,
+
+  /**
+   * Every operation.
+   *
+   * @generated from enum value: ACL_OPERATION_ALL = 7;
+   */
+  ALL = 7,
+}
+
+/**
+ * Describes the enum strata.common.v1.AclOperation.
+ */
+export const AclOperationSchema: GenEnum<AclOperation> = /*@__PURE__*/
+  enumDesc(file_strata_common_v1_common, 5);
+
+/**
+ * AclResourceType is the kind of resource a binding names.
+ *
+ * @generated from enum strata.common.v1.AclResourceType
+ */
+export enum AclResourceType {
+  /**
+   * Not set; never stored.
+   *
+   * @generated from enum value: ACL_RESOURCE_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A topic.
+   *
+   * @generated from enum value: ACL_RESOURCE_TYPE_TOPIC = 1;
+   */
+  TOPIC = 1,
+
+  /**
+   * A consumer group.
+   *
+   * @generated from enum value: ACL_RESOURCE_TYPE_GROUP = 2;
+   */
+  GROUP = 2,
+
+  /**
+   * The cluster itself (resource name "kafka-cluster").
+   *
+   * @generated from enum value: ACL_RESOURCE_TYPE_CLUSTER = 3;
+   */
+  CLUSTER = 3,
+}
+
+/**
+ * Describes the enum strata.common.v1.AclResourceType.
+ */
+export const AclResourceTypeSchema: GenEnum<AclResourceType> = /*@__PURE__*/
+  enumDesc(file_strata_common_v1_common, 6);
+
+/**
+ * AclPatternType says how a binding's resource name matches.
+ *
+ * @generated from enum strata.common.v1.AclPatternType
+ */
+export enum AclPatternType {
+  /**
+   * Not set; treated as LITERAL.
+   *
+   * @generated from enum value: ACL_PATTERN_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The name matches exactly ("*" matches every name).
+   *
+   * @generated from enum value: ACL_PATTERN_TYPE_LITERAL = 1;
+   */
+  LITERAL = 1,
+
+  /**
+   * Every name that starts with the resource name matches.
+   *
+   * @generated from enum value: ACL_PATTERN_TYPE_PREFIXED = 2;
+   */
+  PREFIXED = 2,
+}
+
+/**
+ * Describes the enum strata.common.v1.AclPatternType.
+ */
+export const AclPatternTypeSchema: GenEnum<AclPatternType> = /*@__PURE__*/
+  enumDesc(file_strata_common_v1_common, 7);
 

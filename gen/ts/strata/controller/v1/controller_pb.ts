@@ -11,7 +11,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ErrorDetail, Listener, Node, PartitionMetadata, TopicMetadata, TopicPartitions } from "../../common/v1/common_pb.js";
+import type { AclBinding, AclOperation, AclPatternType, AclPermission, AclResourceType, ErrorDetail, Listener, Node, PartitionMetadata, Quota, SecurityState, TopicMetadata, TopicPartitions, UserCredential } from "../../common/v1/common_pb.js";
 import { file_strata_common_v1_common } from "../../common/v1/common_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/controller/v1/controller.proto.
  */
 export const file_strata_controller_v1_controller: GenFile = /*@__PURE__*/
-  fileDesc("CiVzdHJhdGEvY29udHJvbGxlci92MS9jb250cm9sbGVyLnByb3RvEhRzdHJhdGEuY29udHJvbGxlci52MSKMAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRIWCg5pbmNhcm5hdGlvbl9pZBgEIAEoCRItCglsaXN0ZW5lcnMYBSADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIl8KFFJlZ2lzdGVyTm9kZVJlc3BvbnNlEhIKCm5vZGVfZXBvY2gYASABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgFEhQKDGxlYXNlX3R0bF9tcxgDIAEoBSJoChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAxIYChBtZXRhZGF0YV92ZXJzaW9uGAMgASgDEhUKDXdhbnRfc2h1dGRvd24YBCABKAgiUQoRSGVhcnRiZWF0UmVzcG9uc2USFAoMbGVhc2VfdHRsX21zGAEgASgFEg4KBmZlbmNlZBgCIAEoCBIWCg5zaHV0ZG93bl9yZWFkeRgDIAEoCCLpAQoKTm9kZVN0YXR1cxIkCgRub2RlGAEgASgLMhYuc3RyYXRhLmNvbW1vbi52MS5Ob2RlEhIKCm5vZGVfZXBvY2gYAiABKAMSFgoOaW5jYXJuYXRpb25faWQYAyABKAkSLgoFc3RhdGUYBCABKA4yHy5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdGUSGQoRbGFzdF9oZWFydGJlYXRfbXMYBSABKAMSDwoHZHJhaW5lZBgGIAEoCBItCiVyZXBsaWNhdGlvbl90aHJvdHRsZV9ieXRlc19wZXJfc2Vjb25kGAcgASgDIl0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIyCgZzb3VyY2UYAyABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5Db25maWdTb3VyY2UizQEKEFRvcGljRGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRIQCgh0b3BpY19pZBgCIAEoCRIaChJyZXBsaWNhdGlvbl9mYWN0b3IYAyABKAUSNwoKcGFydGl0aW9ucxgEIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESMgoHY29uZmlncxgFIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5EhAKCGludGVybmFsGAYgASgIIuEBChJDcmVhdGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgFEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRJGCgdjb25maWdzGAQgAygLMjUuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVG9waWNSZXF1ZXN0LkNvbmZpZ3NFbnRyeRIVCg12YWxpZGF0ZV9vbmx5GAUgASgIGi4KDENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkwKE0NyZWF0ZVRvcGljUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIjQKEkRlbGV0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJIicKE0RlbGV0ZVRvcGljUmVzcG9uc2USEAoIdG9waWNfaWQYASABKAkiJgoVRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJIlAKFkRlc2NyaWJlVG9waWNzUmVzcG9uc2USNgoGdG9waWNzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuVG9waWNEZXNjcmlwdGlvbiItChFMaXN0VG9waWNzUmVxdWVzdBIYChBpbmNsdWRlX2ludGVybmFsGAEgASgIInAKDFRvcGljTGlzdGluZxIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhIKCnBhcnRpdGlvbnMYAyABKAUSGgoScmVwbGljYXRpb25fZmFjdG9yGAQgASgFEhAKCGludGVybmFsGAUgASgIIkgKEkxpc3RUb3BpY3NSZXNwb25zZRIyCgZ0b3BpY3MYASADKAsyIi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0xpc3Rpbmci3QEKF0FsdGVyVG9waWNDb25maWdSZXF1ZXN0EgwKBG5hbWUYASABKAkSUgoLc2V0X2NvbmZpZ3MYAiADKAsyPS5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclRvcGljQ29uZmlnUmVxdWVzdC5TZXRDb25maWdzRW50cnkSFgoOZGVsZXRlX2NvbmZpZ3MYAyADKAkSFQoNdmFsaWRhdGVfb25seRgEIAEoCBoxCg9TZXRDb25maWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJOChhBbHRlclRvcGljQ29uZmlnUmVzcG9uc2USMgoHY29uZmlncxgBIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5InoKFUFsdGVyUGFydGl0aW9uUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMSPAoKcGFydGl0aW9ucxgDIAMoCzIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyUGFydGl0aW9uSXRlbSLCAQoSQWx0ZXJQYXJ0aXRpb25JdGVtEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhEKCXBhcnRpdGlvbhgDIAEoBRIUCgxsZWFkZXJfZXBvY2gYBCABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAUgASgFEg8KB25ld19pc3IYBiADKAUSOAoPbmV3X2lzcl9tZW1iZXJzGAcgAygLMh8uc3RyYXRhLmNvbnRyb2xsZXIudjEuSXNyTWVtYmVyIjAKCUlzck1lbWJlchIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMiWAoWQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRI+CgpwYXJ0aXRpb25zGAEgAygLMiouc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXN1bHQimgEKFEFsdGVyUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSMgoFc3RhdGUYBCABKAsyIy5zdHJhdGEuY29tbW9uLnYxLlBhcnRpdGlvbk1ldGFkYXRhIj0KFFdhdGNoTWV0YWRhdGFSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSFAoMZnJvbV92ZXJzaW9uGAIgASgDIqQBChVXYXRjaE1ldGFkYXRhUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoAxI6CghzbmFwc2hvdBgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhU25hcHNob3RIABI0CgVkZWx0YRgDIAEoCzIjLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhRGVsdGFIAEIICgZjaGFuZ2UixQEKEE1ldGFkYXRhU25hcHNob3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIvCgZ0b3BpY3MYAiADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjsKC2NvbnRyb2xsZXJzGAQgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bSK/AgoNTWV0YWRhdGFEZWx0YRIvCgZ0b3BpY3MYASADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESOQoKcGFydGl0aW9ucxgCIAMoCzIlLnN0cmF0YS5jb250cm9sbGVyLnYxLlBhcnRpdGlvbkNoYW5nZRI6Cg5kZWxldGVkX3RvcGljcxgDIAMoCzIiLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZWRUb3BpYxIvCgVub2RlcxgEIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQcmVtb3ZlZF9ub2RlX2lkcxgFIAMoBRI7Cgtjb250cm9sbGVycxgGIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0iagoPUGFydGl0aW9uQ2hhbmdlEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEjYKCXBhcnRpdGlvbhgDIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiLgoMRGVsZXRlZFRvcGljEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkiaQoQQ29udHJvbGxlclF1b3J1bRI3CgdtZW1iZXJzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlck1lbWJlchIcChRhY3RpdmVfY29udHJvbGxlcl9pZBgCIAEoCSJbChBDb250cm9sbGVyTWVtYmVyEhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIOCgZhY3RpdmUYAyABKAgSDwoHaGVhbHRoeRgEIAEoCCI+ChpBbGxvY2F0ZVByb2R1Y2VySWRzUmVxdWVzdBIRCglyZXF1ZXN0ZXIYASABKAkSDQoFY291bnQYAiABKAUiRwobQWxsb2NhdGVQcm9kdWNlcklkc1Jlc3BvbnNlEhkKEWZpcnN0X3Byb2R1Y2VyX2lkGAEgASgDEg0KBWNvdW50GAIgASgFIocBChNFbGVjdExlYWRlcnNSZXF1ZXN0EjkKDWVsZWN0aW9uX3R5cGUYASABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdGlvblR5cGUSNQoKcGFydGl0aW9ucxgCIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIlQKFEVsZWN0TGVhZGVyc1Jlc3BvbnNlEjwKCnBhcnRpdGlvbnMYASADKAsyKC5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdExlYWRlcnNSZXN1bHQijQEKEkVsZWN0TGVhZGVyc1Jlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhEKCWxlYWRlcl9pZBgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUiGAoWRGVzY3JpYmVDbHVzdGVyUmVxdWVzdCL2AQoXRGVzY3JpYmVDbHVzdGVyUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRI7Cgtjb250cm9sbGVycxgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0SLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEhgKEG1ldGFkYXRhX3ZlcnNpb24YBCABKAMSGgoSb2ZmbGluZV9wYXJ0aXRpb25zGAUgASgFEiMKG3VuZGVyX3JlcGxpY2F0ZWRfcGFydGl0aW9ucxgGIAEoBSJLChVQYXJ0aXRpb25SZWFzc2lnbm1lbnQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhAKCHJlcGxpY2FzGAMgAygFIosBCiJBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0EkIKDXJlYXNzaWdubWVudHMYASADKAsyKy5zdHJhdGEuY29udHJvbGxlci52MS5QYXJ0aXRpb25SZWFzc2lnbm1lbnQSIQoZdGhyb3R0bGVfYnl0ZXNfcGVyX3NlY29uZBgCIAEoAyJpCiNBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRJCCgdyZXN1bHRzGAEgAygLMjEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uUmVhc3NpZ25tZW50UmVzdWx0IqEBChtQYXJ0aXRpb25SZWFzc2lnbm1lbnRSZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIyCgVzdGF0ZRgEIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiMwohTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Eg4KBnRvcGljcxgBIAMoCSKFAQoiTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRI8Cg1yZWFzc2lnbm1lbnRzGAEgAygLMiUuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uQ2hhbmdlEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMiRgoQUmViYWxhbmNlUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMibwoLUGxhbm5lZE1vdmUSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhUKDWZyb21fcmVwbGljYXMYAyADKAUSEwoLdG9fcmVwbGljYXMYBCADKAUSEgoKc2l6ZV9ieXRlcxgFIAEoAyJQCghOb2RlTG9hZBIPCgdub2RlX2lkGAEgASgFEhAKCHJlcGxpY2FzGAIgASgFEg8KB2xlYWRlcnMYAyABKAUSEAoIZWxpZ2libGUYBCABKAgiygEKEVJlYmFsYW5jZVJlc3BvbnNlEjAKBW1vdmVzGAEgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSLgoGYmVmb3JlGAIgAygLMh4uc3RyYXRhLmNvbnRyb2xsZXIudjEuTm9kZUxvYWQSLQoFYWZ0ZXIYAyADKAsyHi5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlTG9hZBIPCgdzdGFydGVkGAQgASgIEhMKC2luX3Byb2dyZXNzGAUgASgFIlcKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoBRIPCgd1bmRyYWluGAIgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAyABKAMihwEKEURyYWluTm9kZVJlc3BvbnNlEi4KBG5vZGUYASABKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjAKBW1vdmVzGAIgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSEAoIcmVwbGljYXMYAyABKAUiTgoXQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QSDQoFdG9waWMYASABKAkSDQoFdG90YWwYAiABKAUSFQoNdmFsaWRhdGVfb25seRgDIAEoCCJRChhDcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uKocBCglOb2RlU3RhdGUSGgoWTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEE5PREVfU1RBVEVfQUxJVkUQARIVChFOT0RFX1NUQVRFX0ZFTkNFRBACEhwKGE5PREVfU1RBVEVfU0hVVFRJTkdfRE9XThADEhMKD05PREVfU1RBVEVfREVBRBAEKmEKDENvbmZpZ1NvdXJjZRIdChlDT05GSUdfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVQ09ORklHX1NPVVJDRV9ERUZBVUxUEAESFwoTQ09ORklHX1NPVVJDRV9UT1BJQxACKmUKDEVsZWN0aW9uVHlwZRIdChlFTEVDVElPTl9UWVBFX1VOU1BFQ0lGSUVEEAASGwoXRUxFQ1RJT05fVFlQRV9QUkVGRVJSRUQQARIZChVFTEVDVElPTl9UWVBFX1VOQ0xFQU4QAjLjDgoRQ29udHJvbGxlclNlcnZpY2USZQoMUmVnaXN0ZXJOb2RlEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmVnaXN0ZXJOb2RlUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLlJlZ2lzdGVyTm9kZVJlc3BvbnNlElwKCUhlYXJ0YmVhdBImLnN0cmF0YS5jb250cm9sbGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5IZWFydGJlYXRSZXNwb25zZRJiCgtDcmVhdGVUb3BpYxIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVxdWVzdBopLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVRvcGljUmVzcG9uc2USYgoLRGVsZXRlVG9waWMSKC5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1JlcXVlc3QaKS5zdHJhdGEuY29udHJvbGxlci52MS5EZWxldGVUb3BpY1Jlc3BvbnNlEmsKDkRlc2NyaWJlVG9waWNzEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVUb3BpY3NSZXNwb25zZRJfCgpMaXN0VG9waWNzEicuc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFRvcGljc1JlcXVlc3QaKC5zdHJhdGEuY29udHJvbGxlci52MS5MaXN0VG9waWNzUmVzcG9uc2UScQoQQWx0ZXJUb3BpY0NvbmZpZxItLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyVG9waWNDb25maWdSZXF1ZXN0Gi4uc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJUb3BpY0NvbmZpZ1Jlc3BvbnNlEmsKDkFsdGVyUGFydGl0aW9uEisuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXF1ZXN0Giwuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRJqCg1XYXRjaE1ldGFkYXRhEiouc3RyYXRhLmNvbnRyb2xsZXIudjEuV2F0Y2hNZXRhZGF0YVJlcXVlc3QaKy5zdHJhdGEuY29udHJvbGxlci52MS5XYXRjaE1ldGFkYXRhUmVzcG9uc2UwARJ6ChNBbGxvY2F0ZVByb2R1Y2VySWRzEjAuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWxsb2NhdGVQcm9kdWNlcklkc1JlcXVlc3QaMS5zdHJhdGEuY29udHJvbGxlci52MS5BbGxvY2F0ZVByb2R1Y2VySWRzUmVzcG9uc2USZQoMRWxlY3RMZWFkZXJzEikuc3RyYXRhLmNvbnRyb2xsZXIudjEuRWxlY3RMZWFkZXJzUmVxdWVzdBoqLnN0cmF0YS5jb250cm9sbGVyLnYxLkVsZWN0TGVhZGVyc1Jlc3BvbnNlEm4KD0Rlc2NyaWJlQ2x1c3RlchIsLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlc2NyaWJlQ2x1c3RlclJlcXVlc3QaLS5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZUNsdXN0ZXJSZXNwb25zZRKSAQobQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzEjguc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVxdWVzdBo5LnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyUGFydGl0aW9uUmVhc3NpZ25tZW50c1Jlc3BvbnNlEo8BChpMaXN0UGFydGl0aW9uUmVhc3NpZ25tZW50cxI3LnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVxdWVzdBo4LnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVzcG9uc2USXAoJUmViYWxhbmNlEiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmViYWxhbmNlUmVxdWVzdBonLnN0cmF0YS5jb250cm9sbGVyLnYxLlJlYmFsYW5jZVJlc3BvbnNlElwKCURyYWluTm9kZRImLnN0cmF0YS5jb250cm9sbGVyLnYxLkRyYWluTm9kZVJlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5EcmFpbk5vZGVSZXNwb25zZRJxChBDcmVhdGVQYXJ0aXRpb25zEi0uc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QaLi5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2VC4AEKGGNvbS5zdHJhdGEuY29udHJvbGxlci52MUIPQ29udHJvbGxlclByb3RvUAFaQWdpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL2NvbnRyb2xsZXIvdjE7Y29udHJvbGxlcnYxogIDU0NYqgIUU3RyYXRhLkNvbnRyb2xsZXIuVjHKAhRTdHJhdGFcQ29udHJvbGxlclxWMeICIFN0cmF0YVxDb250cm9sbGVyXFYxXEdQQk1ldGFkYXRh6gIWU3RyYXRhOjpDb250cm9sbGVyOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
+  fileDesc("CiVzdHJhdGEvY29udHJvbGxlci92MS9jb250cm9sbGVyLnByb3RvEhRzdHJhdGEuY29udHJvbGxlci52MSKMAQoTUmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEg8KB2FkZHJlc3MYAiABKAkSDAoEcmFjaxgDIAEoCRIWCg5pbmNhcm5hdGlvbl9pZBgEIAEoCRItCglsaXN0ZW5lcnMYBSADKAsyGi5zdHJhdGEuY29tbW9uLnYxLkxpc3RlbmVyIl8KFFJlZ2lzdGVyTm9kZVJlc3BvbnNlEhIKCm5vZGVfZXBvY2gYASABKAMSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgFEhQKDGxlYXNlX3R0bF9tcxgDIAEoBSJoChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSEgoKbm9kZV9lcG9jaBgCIAEoAxIYChBtZXRhZGF0YV92ZXJzaW9uGAMgASgDEhUKDXdhbnRfc2h1dGRvd24YBCABKAgiUQoRSGVhcnRiZWF0UmVzcG9uc2USFAoMbGVhc2VfdHRsX21zGAEgASgFEg4KBmZlbmNlZBgCIAEoCBIWCg5zaHV0ZG93bl9yZWFkeRgDIAEoCCLpAQoKTm9kZVN0YXR1cxIkCgRub2RlGAEgASgLMhYuc3RyYXRhLmNvbW1vbi52MS5Ob2RlEhIKCm5vZGVfZXBvY2gYAiABKAMSFgoOaW5jYXJuYXRpb25faWQYAyABKAkSLgoFc3RhdGUYBCABKA4yHy5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdGUSGQoRbGFzdF9oZWFydGJlYXRfbXMYBSABKAMSDwoHZHJhaW5lZBgGIAEoCBItCiVyZXBsaWNhdGlvbl90aHJvdHRsZV9ieXRlc19wZXJfc2Vjb25kGAcgASgDIl0KC0NvbmZpZ0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCRIyCgZzb3VyY2UYAyABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5Db25maWdTb3VyY2UizQEKEFRvcGljRGVzY3JpcHRpb24SDAoEbmFtZRgBIAEoCRIQCgh0b3BpY19pZBgCIAEoCRIaChJyZXBsaWNhdGlvbl9mYWN0b3IYAyABKAUSNwoKcGFydGl0aW9ucxgEIAMoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGESMgoHY29uZmlncxgFIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5EhAKCGludGVybmFsGAYgASgIIuEBChJDcmVhdGVUb3BpY1JlcXVlc3QSDAoEbmFtZRgBIAEoCRISCgpwYXJ0aXRpb25zGAIgASgFEhoKEnJlcGxpY2F0aW9uX2ZhY3RvchgDIAEoBRJGCgdjb25maWdzGAQgAygLMjUuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVG9waWNSZXF1ZXN0LkNvbmZpZ3NFbnRyeRIVCg12YWxpZGF0ZV9vbmx5GAUgASgIGi4KDENvbmZpZ3NFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkwKE0NyZWF0ZVRvcGljUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIjQKEkRlbGV0ZVRvcGljUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJIicKE0RlbGV0ZVRvcGljUmVzcG9uc2USEAoIdG9waWNfaWQYASABKAkiJgoVRGVzY3JpYmVUb3BpY3NSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJIlAKFkRlc2NyaWJlVG9waWNzUmVzcG9uc2USNgoGdG9waWNzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuVG9waWNEZXNjcmlwdGlvbiItChFMaXN0VG9waWNzUmVxdWVzdBIYChBpbmNsdWRlX2ludGVybmFsGAEgASgIInAKDFRvcGljTGlzdGluZxIMCgRuYW1lGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhIKCnBhcnRpdGlvbnMYAyABKAUSGgoScmVwbGljYXRpb25fZmFjdG9yGAQgASgFEhAKCGludGVybmFsGAUgASgIIkgKEkxpc3RUb3BpY3NSZXNwb25zZRIyCgZ0b3BpY3MYASADKAsyIi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0xpc3Rpbmci3QEKF0FsdGVyVG9waWNDb25maWdSZXF1ZXN0EgwKBG5hbWUYASABKAkSUgoLc2V0X2NvbmZpZ3MYAiADKAsyPS5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclRvcGljQ29uZmlnUmVxdWVzdC5TZXRDb25maWdzRW50cnkSFgoOZGVsZXRlX2NvbmZpZ3MYAyADKAkSFQoNdmFsaWRhdGVfb25seRgEIAEoCBoxCg9TZXRDb25maWdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJOChhBbHRlclRvcGljQ29uZmlnUmVzcG9uc2USMgoHY29uZmlncxgBIAMoCzIhLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbmZpZ0VudHJ5InoKFUFsdGVyUGFydGl0aW9uUmVxdWVzdBIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMSPAoKcGFydGl0aW9ucxgDIAMoCzIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsdGVyUGFydGl0aW9uSXRlbSLCAQoSQWx0ZXJQYXJ0aXRpb25JdGVtEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEhEKCXBhcnRpdGlvbhgDIAEoBRIUCgxsZWFkZXJfZXBvY2gYBCABKAUSFwoPcGFydGl0aW9uX2Vwb2NoGAUgASgFEg8KB25ld19pc3IYBiADKAUSOAoPbmV3X2lzcl9tZW1iZXJzGAcgAygLMh8uc3RyYXRhLmNvbnRyb2xsZXIudjEuSXNyTWVtYmVyIjAKCUlzck1lbWJlchIPCgdub2RlX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMiWAoWQWx0ZXJQYXJ0aXRpb25SZXNwb25zZRI+CgpwYXJ0aXRpb25zGAEgAygLMiouc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZXN1bHQimgEKFEFsdGVyUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSMgoFc3RhdGUYBCABKAsyIy5zdHJhdGEuY29tbW9uLnYxLlBhcnRpdGlvbk1ldGFkYXRhIj0KFFdhdGNoTWV0YWRhdGFSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAUSFAoMZnJvbV92ZXJzaW9uGAIgASgDIqQBChVXYXRjaE1ldGFkYXRhUmVzcG9uc2USDwoHdmVyc2lvbhgBIAEoAxI6CghzbmFwc2hvdBgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhU25hcHNob3RIABI0CgVkZWx0YRgDIAEoCzIjLnN0cmF0YS5jb250cm9sbGVyLnYxLk1ldGFkYXRhRGVsdGFIAEIICgZjaGFuZ2Ui+AEKEE1ldGFkYXRhU25hcHNob3QSEgoKY2x1c3Rlcl9pZBgBIAEoCRIvCgZ0b3BpY3MYAiADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjsKC2NvbnRyb2xsZXJzGAQgASgLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlclF1b3J1bRIxCghzZWN1cml0eRgFIAEoCzIfLnN0cmF0YS5jb21tb24udjEuU2VjdXJpdHlTdGF0ZSLyAgoNTWV0YWRhdGFEZWx0YRIvCgZ0b3BpY3MYASADKAsyHy5zdHJhdGEuY29tbW9uLnYxLlRvcGljTWV0YWRhdGESOQoKcGFydGl0aW9ucxgCIAMoCzIlLnN0cmF0YS5jb250cm9sbGVyLnYxLlBhcnRpdGlvbkNoYW5nZRI6Cg5kZWxldGVkX3RvcGljcxgDIAMoCzIiLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZWRUb3BpYxIvCgVub2RlcxgEIAMoCzIgLnN0cmF0YS5jb250cm9sbGVyLnYxLk5vZGVTdGF0dXMSGAoQcmVtb3ZlZF9ub2RlX2lkcxgFIAMoBRI7Cgtjb250cm9sbGVycxgGIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0SMQoIc2VjdXJpdHkYByABKAsyHy5zdHJhdGEuY29tbW9uLnYxLlNlY3VyaXR5U3RhdGUiagoPUGFydGl0aW9uQ2hhbmdlEg0KBXRvcGljGAEgASgJEhAKCHRvcGljX2lkGAIgASgJEjYKCXBhcnRpdGlvbhgDIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiLgoMRGVsZXRlZFRvcGljEgwKBG5hbWUYASABKAkSEAoIdG9waWNfaWQYAiABKAkiaQoQQ29udHJvbGxlclF1b3J1bRI3CgdtZW1iZXJzGAEgAygLMiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ29udHJvbGxlck1lbWJlchIcChRhY3RpdmVfY29udHJvbGxlcl9pZBgCIAEoCSJbChBDb250cm9sbGVyTWVtYmVyEhUKDWNvbnRyb2xsZXJfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIOCgZhY3RpdmUYAyABKAgSDwoHaGVhbHRoeRgEIAEoCCI+ChpBbGxvY2F0ZVByb2R1Y2VySWRzUmVxdWVzdBIRCglyZXF1ZXN0ZXIYASABKAkSDQoFY291bnQYAiABKAUiRwobQWxsb2NhdGVQcm9kdWNlcklkc1Jlc3BvbnNlEhkKEWZpcnN0X3Byb2R1Y2VyX2lkGAEgASgDEg0KBWNvdW50GAIgASgFIocBChNFbGVjdExlYWRlcnNSZXF1ZXN0EjkKDWVsZWN0aW9uX3R5cGUYASABKA4yIi5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdGlvblR5cGUSNQoKcGFydGl0aW9ucxgCIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIlQKFEVsZWN0TGVhZGVyc1Jlc3BvbnNlEjwKCnBhcnRpdGlvbnMYASADKAsyKC5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdExlYWRlcnNSZXN1bHQijQEKEkVsZWN0TGVhZGVyc1Jlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhEKCWxlYWRlcl9pZBgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUiGAoWRGVzY3JpYmVDbHVzdGVyUmVxdWVzdCL2AQoXRGVzY3JpYmVDbHVzdGVyUmVzcG9uc2USEgoKY2x1c3Rlcl9pZBgBIAEoCRI7Cgtjb250cm9sbGVycxgCIAEoCzImLnN0cmF0YS5jb250cm9sbGVyLnYxLkNvbnRyb2xsZXJRdW9ydW0SLwoFbm9kZXMYAyADKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEhgKEG1ldGFkYXRhX3ZlcnNpb24YBCABKAMSGgoSb2ZmbGluZV9wYXJ0aXRpb25zGAUgASgFEiMKG3VuZGVyX3JlcGxpY2F0ZWRfcGFydGl0aW9ucxgGIAEoBSJLChVQYXJ0aXRpb25SZWFzc2lnbm1lbnQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhAKCHJlcGxpY2FzGAMgAygFIosBCiJBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0EkIKDXJlYXNzaWdubWVudHMYASADKAsyKy5zdHJhdGEuY29udHJvbGxlci52MS5QYXJ0aXRpb25SZWFzc2lnbm1lbnQSIQoZdGhyb3R0bGVfYnl0ZXNfcGVyX3NlY29uZBgCIAEoAyJpCiNBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRJCCgdyZXN1bHRzGAEgAygLMjEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uUmVhc3NpZ25tZW50UmVzdWx0IqEBChtQYXJ0aXRpb25SZWFzc2lnbm1lbnRSZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIyCgVzdGF0ZRgEIAEoCzIjLnN0cmF0YS5jb21tb24udjEuUGFydGl0aW9uTWV0YWRhdGEiMwohTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Eg4KBnRvcGljcxgBIAMoCSKFAQoiTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRI8Cg1yZWFzc2lnbm1lbnRzGAEgAygLMiUuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGFydGl0aW9uQ2hhbmdlEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMiRgoQUmViYWxhbmNlUmVxdWVzdBIPCgdkcnlfcnVuGAEgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAiABKAMibwoLUGxhbm5lZE1vdmUSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhUKDWZyb21fcmVwbGljYXMYAyADKAUSEwoLdG9fcmVwbGljYXMYBCADKAUSEgoKc2l6ZV9ieXRlcxgFIAEoAyJQCghOb2RlTG9hZBIPCgdub2RlX2lkGAEgASgFEhAKCHJlcGxpY2FzGAIgASgFEg8KB2xlYWRlcnMYAyABKAUSEAoIZWxpZ2libGUYBCABKAgiygEKEVJlYmFsYW5jZVJlc3BvbnNlEjAKBW1vdmVzGAEgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSLgoGYmVmb3JlGAIgAygLMh4uc3RyYXRhLmNvbnRyb2xsZXIudjEuTm9kZUxvYWQSLQoFYWZ0ZXIYAyADKAsyHi5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlTG9hZBIPCgdzdGFydGVkGAQgASgIEhMKC2luX3Byb2dyZXNzGAUgASgFIlcKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoBRIPCgd1bmRyYWluGAIgASgIEiEKGXRocm90dGxlX2J5dGVzX3Blcl9zZWNvbmQYAyABKAMihwEKEURyYWluTm9kZVJlc3BvbnNlEi4KBG5vZGUYASABKAsyIC5zdHJhdGEuY29udHJvbGxlci52MS5Ob2RlU3RhdHVzEjAKBW1vdmVzGAIgAygLMiEuc3RyYXRhLmNvbnRyb2xsZXIudjEuUGxhbm5lZE1vdmUSEAoIcmVwbGljYXMYAyABKAUiTgoXQ3JlYXRlUGFydGl0aW9uc1JlcXVlc3QSDQoFdG9waWMYASABKAkSDQoFdG90YWwYAiABKAUSFQoNdmFsaWRhdGVfb25seRgDIAEoCCJRChhDcmVhdGVQYXJ0aXRpb25zUmVzcG9uc2USNQoFdG9waWMYASABKAsyJi5zdHJhdGEuY29udHJvbGxlci52MS5Ub3BpY0Rlc2NyaXB0aW9uIiEKEUNyZWF0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiUwoSQ3JlYXRlVXNlclJlc3BvbnNlEi4KBHVzZXIYASABKAsyIC5zdHJhdGEuY29tbW9uLnYxLlVzZXJDcmVkZW50aWFsEg0KBXRva2VuGAIgASgJIiEKEURlbGV0ZVVzZXJSZXF1ZXN0EgwKBG5hbWUYASABKAkiFAoSRGVsZXRlVXNlclJlc3BvbnNlIhIKEExpc3RVc2Vyc1JlcXVlc3QiRAoRTGlzdFVzZXJzUmVzcG9uc2USLwoFdXNlcnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlVzZXJDcmVkZW50aWFsIj8KEUNyZWF0ZUFjbHNSZXF1ZXN0EioKBGFjbHMYASADKAsyHC5zdHJhdGEuY29tbW9uLnYxLkFjbEJpbmRpbmciFAoSQ3JlYXRlQWNsc1Jlc3BvbnNlIo8CCglBY2xGaWx0ZXISEQoJcHJpbmNpcGFsGAEgASgJEjMKCnBlcm1pc3Npb24YAiABKA4yHy5zdHJhdGEuY29tbW9uLnYxLkFjbFBlcm1pc3Npb24SMQoJb3BlcmF0aW9uGAMgASgOMh4uc3RyYXRhLmNvbW1vbi52MS5BY2xPcGVyYXRpb24SOAoNcmVzb3VyY2VfdHlwZRgEIAEoDjIhLnN0cmF0YS5jb21tb24udjEuQWNsUmVzb3VyY2VUeXBlEhUKDXJlc291cmNlX25hbWUYBSABKAkSNgoMcGF0dGVybl90eXBlGAYgASgOMiAuc3RyYXRhLmNvbW1vbi52MS5BY2xQYXR0ZXJuVHlwZSJEChFEZWxldGVBY2xzUmVxdWVzdBIvCgZmaWx0ZXIYASABKAsyHy5zdHJhdGEuY29udHJvbGxlci52MS5BY2xGaWx0ZXIiQwoSRGVsZXRlQWNsc1Jlc3BvbnNlEi0KB2RlbGV0ZWQYASADKAsyHC5zdHJhdGEuY29tbW9uLnYxLkFjbEJpbmRpbmciRgoTRGVzY3JpYmVBY2xzUmVxdWVzdBIvCgZmaWx0ZXIYASABKAsyHy5zdHJhdGEuY29udHJvbGxlci52MS5BY2xGaWx0ZXIiQgoURGVzY3JpYmVBY2xzUmVzcG9uc2USKgoEYWNscxgBIAMoCzIcLnN0cmF0YS5jb21tb24udjEuQWNsQmluZGluZyI5Cg9TZXRRdW90YVJlcXVlc3QSJgoFcXVvdGEYASABKAsyFy5zdHJhdGEuY29tbW9uLnYxLlF1b3RhIhIKEFNldFF1b3RhUmVzcG9uc2UiEwoRTGlzdFF1b3Rhc1JlcXVlc3QiPQoSTGlzdFF1b3Rhc1Jlc3BvbnNlEicKBnF1b3RhcxgBIAMoCzIXLnN0cmF0YS5jb21tb24udjEuUXVvdGEqhwEKCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9BTElWRRABEhUKEU5PREVfU1RBVEVfRkVOQ0VEEAISHAoYTk9ERV9TVEFURV9TSFVUVElOR19ET1dOEAMSEwoPTk9ERV9TVEFURV9ERUFEEAQqYQoMQ29uZmlnU291cmNlEh0KGUNPTkZJR19TT1VSQ0VfVU5TUEVDSUZJRUQQABIZChVDT05GSUdfU09VUkNFX0RFRkFVTFQQARIXChNDT05GSUdfU09VUkNFX1RPUElDEAIqZQoMRWxlY3Rpb25UeXBlEh0KGUVMRUNUSU9OX1RZUEVfVU5TUEVDSUZJRUQQABIbChdFTEVDVElPTl9UWVBFX1BSRUZFUlJFRBABEhkKFUVMRUNUSU9OX1RZUEVfVU5DTEVBThACMugUChFDb250cm9sbGVyU2VydmljZRJlCgxSZWdpc3Rlck5vZGUSKS5zdHJhdGEuY29udHJvbGxlci52MS5SZWdpc3Rlck5vZGVSZXF1ZXN0Giouc3RyYXRhLmNvbnRyb2xsZXIudjEuUmVnaXN0ZXJOb2RlUmVzcG9uc2USXAoJSGVhcnRiZWF0EiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuSGVhcnRiZWF0UmVxdWVzdBonLnN0cmF0YS5jb250cm9sbGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEmIKC0NyZWF0ZVRvcGljEiguc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVG9waWNSZXF1ZXN0Gikuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVG9waWNSZXNwb25zZRJiCgtEZWxldGVUb3BpYxIoLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZVRvcGljUmVxdWVzdBopLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZVRvcGljUmVzcG9uc2USawoORGVzY3JpYmVUb3BpY3MSKy5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZVRvcGljc1JlcXVlc3QaLC5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZVRvcGljc1Jlc3BvbnNlEl8KCkxpc3RUb3BpY3MSJy5zdHJhdGEuY29udHJvbGxlci52MS5MaXN0VG9waWNzUmVxdWVzdBooLnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RUb3BpY3NSZXNwb25zZRJxChBBbHRlclRvcGljQ29uZmlnEi0uc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJUb3BpY0NvbmZpZ1JlcXVlc3QaLi5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclRvcGljQ29uZmlnUmVzcG9uc2USawoOQWx0ZXJQYXJ0aXRpb24SKy5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclBhcnRpdGlvblJlcXVlc3QaLC5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclBhcnRpdGlvblJlc3BvbnNlEmoKDVdhdGNoTWV0YWRhdGESKi5zdHJhdGEuY29udHJvbGxlci52MS5XYXRjaE1ldGFkYXRhUmVxdWVzdBorLnN0cmF0YS5jb250cm9sbGVyLnYxLldhdGNoTWV0YWRhdGFSZXNwb25zZTABEnoKE0FsbG9jYXRlUHJvZHVjZXJJZHMSMC5zdHJhdGEuY29udHJvbGxlci52MS5BbGxvY2F0ZVByb2R1Y2VySWRzUmVxdWVzdBoxLnN0cmF0YS5jb250cm9sbGVyLnYxLkFsbG9jYXRlUHJvZHVjZXJJZHNSZXNwb25zZRJlCgxFbGVjdExlYWRlcnMSKS5zdHJhdGEuY29udHJvbGxlci52MS5FbGVjdExlYWRlcnNSZXF1ZXN0Giouc3RyYXRhLmNvbnRyb2xsZXIudjEuRWxlY3RMZWFkZXJzUmVzcG9uc2USbgoPRGVzY3JpYmVDbHVzdGVyEiwuc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVzY3JpYmVDbHVzdGVyUmVxdWVzdBotLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlc2NyaWJlQ2x1c3RlclJlc3BvbnNlEpIBChtBbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHMSOC5zdHJhdGEuY29udHJvbGxlci52MS5BbHRlclBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Gjkuc3RyYXRhLmNvbnRyb2xsZXIudjEuQWx0ZXJQYXJ0aXRpb25SZWFzc2lnbm1lbnRzUmVzcG9uc2USjwEKGkxpc3RQYXJ0aXRpb25SZWFzc2lnbm1lbnRzEjcuc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXF1ZXN0Gjguc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFBhcnRpdGlvblJlYXNzaWdubWVudHNSZXNwb25zZRJcCglSZWJhbGFuY2USJi5zdHJhdGEuY29udHJvbGxlci52MS5SZWJhbGFuY2VSZXF1ZXN0Gicuc3RyYXRhLmNvbnRyb2xsZXIudjEuUmViYWxhbmNlUmVzcG9uc2USXAoJRHJhaW5Ob2RlEiYuc3RyYXRhLmNvbnRyb2xsZXIudjEuRHJhaW5Ob2RlUmVxdWVzdBonLnN0cmF0YS5jb250cm9sbGVyLnYxLkRyYWluTm9kZVJlc3BvbnNlEnEKEENyZWF0ZVBhcnRpdGlvbnMSLS5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVQYXJ0aXRpb25zUmVxdWVzdBouLnN0cmF0YS5jb250cm9sbGVyLnYxLkNyZWF0ZVBhcnRpdGlvbnNSZXNwb25zZRJfCgpDcmVhdGVVc2VyEicuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlVXNlclJlcXVlc3QaKC5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVVc2VyUmVzcG9uc2USXwoKRGVsZXRlVXNlchInLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Giguc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVsZXRlVXNlclJlc3BvbnNlElwKCUxpc3RVc2VycxImLnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RVc2Vyc1JlcXVlc3QaJy5zdHJhdGEuY29udHJvbGxlci52MS5MaXN0VXNlcnNSZXNwb25zZRJfCgpDcmVhdGVBY2xzEicuc3RyYXRhLmNvbnRyb2xsZXIudjEuQ3JlYXRlQWNsc1JlcXVlc3QaKC5zdHJhdGEuY29udHJvbGxlci52MS5DcmVhdGVBY2xzUmVzcG9uc2USXwoKRGVsZXRlQWNscxInLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlbGV0ZUFjbHNSZXF1ZXN0Giguc3RyYXRhLmNvbnRyb2xsZXIudjEuRGVsZXRlQWNsc1Jlc3BvbnNlEmUKDERlc2NyaWJlQWNscxIpLnN0cmF0YS5jb250cm9sbGVyLnYxLkRlc2NyaWJlQWNsc1JlcXVlc3QaKi5zdHJhdGEuY29udHJvbGxlci52MS5EZXNjcmliZUFjbHNSZXNwb25zZRJZCghTZXRRdW90YRIlLnN0cmF0YS5jb250cm9sbGVyLnYxLlNldFF1b3RhUmVxdWVzdBomLnN0cmF0YS5jb250cm9sbGVyLnYxLlNldFF1b3RhUmVzcG9uc2USXwoKTGlzdFF1b3RhcxInLnN0cmF0YS5jb250cm9sbGVyLnYxLkxpc3RRdW90YXNSZXF1ZXN0Giguc3RyYXRhLmNvbnRyb2xsZXIudjEuTGlzdFF1b3Rhc1Jlc3BvbnNlQuABChhjb20uc3RyYXRhLmNvbnRyb2xsZXIudjFCD0NvbnRyb2xsZXJQcm90b1ABWkFnaXRodWIuY29tL3N0cmF0YS1tcS9zdHJhdGEvZ2VuL3N0cmF0YS9jb250cm9sbGVyL3YxO2NvbnRyb2xsZXJ2MaICA1NDWKoCFFN0cmF0YS5Db250cm9sbGVyLlYxygIUU3RyYXRhXENvbnRyb2xsZXJcVjHiAiBTdHJhdGFcQ29udHJvbGxlclxWMVxHUEJNZXRhZGF0YeoCFlN0cmF0YTo6Q29udHJvbGxlcjo6VjFiBnByb3RvMw", [file_strata_common_v1_common]);
 
 /**
  * RegisterNodeRequest announces a storage node process.
@@ -960,6 +960,14 @@ export type MetadataSnapshot = Message<"strata.controller.v1.MetadataSnapshot"> 
    * @generated from field: strata.controller.v1.ControllerQuorum controllers = 4;
    */
   controllers?: ControllerQuorum | undefined;
+
+  /**
+   * Users, ACLs and quotas. The stream is open to the cluster's services only when
+   * authentication is required, since it carries the users' token hashes.
+   *
+   * @generated from field: strata.common.v1.SecurityState security = 5;
+   */
+  security?: SecurityState | undefined;
 };
 
 /**
@@ -1016,6 +1024,13 @@ export type MetadataDelta = Message<"strata.controller.v1.MetadataDelta"> & {
    * @generated from field: strata.controller.v1.ControllerQuorum controllers = 6;
    */
   controllers?: ControllerQuorum | undefined;
+
+  /**
+   * Set, whole, when users, ACLs or quotas changed.
+   *
+   * @generated from field: strata.common.v1.SecurityState security = 7;
+   */
+  security?: SecurityState | undefined;
 };
 
 /**
@@ -1859,6 +1874,375 @@ export const CreatePartitionsResponseSchema: GenMessage<CreatePartitionsResponse
   messageDesc(file_strata_controller_v1_controller, 51);
 
 /**
+ * CreateUserRequest names the user to create.
+ *
+ * @generated from message strata.controller.v1.CreateUserRequest
+ */
+export type CreateUserRequest = Message<"strata.controller.v1.CreateUserRequest"> & {
+  /**
+   * User name: 1 to 64 characters of [A-Za-z0-9._@-]; the principal is "User:<name>".
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message strata.controller.v1.CreateUserRequest.
+ * Use `create(CreateUserRequestSchema)` to create a new message.
+ */
+export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 52);
+
+/**
+ * CreateUserResponse carries the user's token, shown this once.
+ *
+ * @generated from message strata.controller.v1.CreateUserResponse
+ */
+export type CreateUserResponse = Message<"strata.controller.v1.CreateUserResponse"> & {
+  /**
+   * The user, without its hash.
+   *
+   * @generated from field: strata.common.v1.UserCredential user = 1;
+   */
+  user?: UserCredential | undefined;
+
+  /**
+   * The bearer token (strata_...). Never stored or logged; only its SHA-256 is kept.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message strata.controller.v1.CreateUserResponse.
+ * Use `create(CreateUserResponseSchema)` to create a new message.
+ */
+export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 53);
+
+/**
+ * DeleteUserRequest names the user to delete.
+ *
+ * @generated from message strata.controller.v1.DeleteUserRequest
+ */
+export type DeleteUserRequest = Message<"strata.controller.v1.DeleteUserRequest"> & {
+  /**
+   * User name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message strata.controller.v1.DeleteUserRequest.
+ * Use `create(DeleteUserRequestSchema)` to create a new message.
+ */
+export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 54);
+
+/**
+ * DeleteUserResponse has no fields.
+ *
+ * @generated from message strata.controller.v1.DeleteUserResponse
+ */
+export type DeleteUserResponse = Message<"strata.controller.v1.DeleteUserResponse"> & {
+};
+
+/**
+ * Describes the message strata.controller.v1.DeleteUserResponse.
+ * Use `create(DeleteUserResponseSchema)` to create a new message.
+ */
+export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 55);
+
+/**
+ * ListUsersRequest has no parameters.
+ *
+ * @generated from message strata.controller.v1.ListUsersRequest
+ */
+export type ListUsersRequest = Message<"strata.controller.v1.ListUsersRequest"> & {
+};
+
+/**
+ * Describes the message strata.controller.v1.ListUsersRequest.
+ * Use `create(ListUsersRequestSchema)` to create a new message.
+ */
+export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 56);
+
+/**
+ * ListUsersResponse lists users by name, without their token hashes.
+ *
+ * @generated from message strata.controller.v1.ListUsersResponse
+ */
+export type ListUsersResponse = Message<"strata.controller.v1.ListUsersResponse"> & {
+  /**
+   * Users, by name.
+   *
+   * @generated from field: repeated strata.common.v1.UserCredential users = 1;
+   */
+  users: UserCredential[];
+};
+
+/**
+ * Describes the message strata.controller.v1.ListUsersResponse.
+ * Use `create(ListUsersResponseSchema)` to create a new message.
+ */
+export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 57);
+
+/**
+ * CreateAclsRequest carries the bindings to add.
+ *
+ * @generated from message strata.controller.v1.CreateAclsRequest
+ */
+export type CreateAclsRequest = Message<"strata.controller.v1.CreateAclsRequest"> & {
+  /**
+   * Bindings to add.
+   *
+   * @generated from field: repeated strata.common.v1.AclBinding acls = 1;
+   */
+  acls: AclBinding[];
+};
+
+/**
+ * Describes the message strata.controller.v1.CreateAclsRequest.
+ * Use `create(CreateAclsRequestSchema)` to create a new message.
+ */
+export const CreateAclsRequestSchema: GenMessage<CreateAclsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 58);
+
+/**
+ * CreateAclsResponse has no fields.
+ *
+ * @generated from message strata.controller.v1.CreateAclsResponse
+ */
+export type CreateAclsResponse = Message<"strata.controller.v1.CreateAclsResponse"> & {
+};
+
+/**
+ * Describes the message strata.controller.v1.CreateAclsResponse.
+ * Use `create(CreateAclsResponseSchema)` to create a new message.
+ */
+export const CreateAclsResponseSchema: GenMessage<CreateAclsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 59);
+
+/**
+ * AclFilter selects bindings: every set field must match exactly; unset fields match anything.
+ *
+ * @generated from message strata.controller.v1.AclFilter
+ */
+export type AclFilter = Message<"strata.controller.v1.AclFilter"> & {
+  /**
+   * Principal, or empty for any.
+   *
+   * @generated from field: string principal = 1;
+   */
+  principal: string;
+
+  /**
+   * Permission, or UNSPECIFIED for any.
+   *
+   * @generated from field: strata.common.v1.AclPermission permission = 2;
+   */
+  permission: AclPermission;
+
+  /**
+   * Operation, or UNSPECIFIED for any.
+   *
+   * @generated from field: strata.common.v1.AclOperation operation = 3;
+   */
+  operation: AclOperation;
+
+  /**
+   * Resource type, or UNSPECIFIED for any.
+   *
+   * @generated from field: strata.common.v1.AclResourceType resource_type = 4;
+   */
+  resourceType: AclResourceType;
+
+  /**
+   * Resource name, or empty for any.
+   *
+   * @generated from field: string resource_name = 5;
+   */
+  resourceName: string;
+
+  /**
+   * Pattern type, or UNSPECIFIED for any.
+   *
+   * @generated from field: strata.common.v1.AclPatternType pattern_type = 6;
+   */
+  patternType: AclPatternType;
+};
+
+/**
+ * Describes the message strata.controller.v1.AclFilter.
+ * Use `create(AclFilterSchema)` to create a new message.
+ */
+export const AclFilterSchema: GenMessage<AclFilter> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 60);
+
+/**
+ * DeleteAclsRequest selects the bindings to delete.
+ *
+ * @generated from message strata.controller.v1.DeleteAclsRequest
+ */
+export type DeleteAclsRequest = Message<"strata.controller.v1.DeleteAclsRequest"> & {
+  /**
+   * Bindings matching this filter are deleted.
+   *
+   * @generated from field: strata.controller.v1.AclFilter filter = 1;
+   */
+  filter?: AclFilter | undefined;
+};
+
+/**
+ * Describes the message strata.controller.v1.DeleteAclsRequest.
+ * Use `create(DeleteAclsRequestSchema)` to create a new message.
+ */
+export const DeleteAclsRequestSchema: GenMessage<DeleteAclsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 61);
+
+/**
+ * DeleteAclsResponse lists what was deleted.
+ *
+ * @generated from message strata.controller.v1.DeleteAclsResponse
+ */
+export type DeleteAclsResponse = Message<"strata.controller.v1.DeleteAclsResponse"> & {
+  /**
+   * The deleted bindings.
+   *
+   * @generated from field: repeated strata.common.v1.AclBinding deleted = 1;
+   */
+  deleted: AclBinding[];
+};
+
+/**
+ * Describes the message strata.controller.v1.DeleteAclsResponse.
+ * Use `create(DeleteAclsResponseSchema)` to create a new message.
+ */
+export const DeleteAclsResponseSchema: GenMessage<DeleteAclsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 62);
+
+/**
+ * DescribeAclsRequest selects bindings to list.
+ *
+ * @generated from message strata.controller.v1.DescribeAclsRequest
+ */
+export type DescribeAclsRequest = Message<"strata.controller.v1.DescribeAclsRequest"> & {
+  /**
+   * Bindings matching this filter are listed.
+   *
+   * @generated from field: strata.controller.v1.AclFilter filter = 1;
+   */
+  filter?: AclFilter | undefined;
+};
+
+/**
+ * Describes the message strata.controller.v1.DescribeAclsRequest.
+ * Use `create(DescribeAclsRequestSchema)` to create a new message.
+ */
+export const DescribeAclsRequestSchema: GenMessage<DescribeAclsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 63);
+
+/**
+ * DescribeAclsResponse lists bindings, sorted by principal, resource and operation.
+ *
+ * @generated from message strata.controller.v1.DescribeAclsResponse
+ */
+export type DescribeAclsResponse = Message<"strata.controller.v1.DescribeAclsResponse"> & {
+  /**
+   * The matching bindings.
+   *
+   * @generated from field: repeated strata.common.v1.AclBinding acls = 1;
+   */
+  acls: AclBinding[];
+};
+
+/**
+ * Describes the message strata.controller.v1.DescribeAclsResponse.
+ * Use `create(DescribeAclsResponseSchema)` to create a new message.
+ */
+export const DescribeAclsResponseSchema: GenMessage<DescribeAclsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 64);
+
+/**
+ * SetQuotaRequest sets one principal's quota.
+ *
+ * @generated from message strata.controller.v1.SetQuotaRequest
+ */
+export type SetQuotaRequest = Message<"strata.controller.v1.SetQuotaRequest"> & {
+  /**
+   * The quota; both rates 0 removes it.
+   *
+   * @generated from field: strata.common.v1.Quota quota = 1;
+   */
+  quota?: Quota | undefined;
+};
+
+/**
+ * Describes the message strata.controller.v1.SetQuotaRequest.
+ * Use `create(SetQuotaRequestSchema)` to create a new message.
+ */
+export const SetQuotaRequestSchema: GenMessage<SetQuotaRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 65);
+
+/**
+ * SetQuotaResponse has no fields.
+ *
+ * @generated from message strata.controller.v1.SetQuotaResponse
+ */
+export type SetQuotaResponse = Message<"strata.controller.v1.SetQuotaResponse"> & {
+};
+
+/**
+ * Describes the message strata.controller.v1.SetQuotaResponse.
+ * Use `create(SetQuotaResponseSchema)` to create a new message.
+ */
+export const SetQuotaResponseSchema: GenMessage<SetQuotaResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 66);
+
+/**
+ * ListQuotasRequest has no parameters.
+ *
+ * @generated from message strata.controller.v1.ListQuotasRequest
+ */
+export type ListQuotasRequest = Message<"strata.controller.v1.ListQuotasRequest"> & {
+};
+
+/**
+ * Describes the message strata.controller.v1.ListQuotasRequest.
+ * Use `create(ListQuotasRequestSchema)` to create a new message.
+ */
+export const ListQuotasRequestSchema: GenMessage<ListQuotasRequest> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 67);
+
+/**
+ * ListQuotasResponse lists every quota, by principal.
+ *
+ * @generated from message strata.controller.v1.ListQuotasResponse
+ */
+export type ListQuotasResponse = Message<"strata.controller.v1.ListQuotasResponse"> & {
+  /**
+   * The quotas.
+   *
+   * @generated from field: repeated strata.common.v1.Quota quotas = 1;
+   */
+  quotas: Quota[];
+};
+
+/**
+ * Describes the message strata.controller.v1.ListQuotasResponse.
+ * Use `create(ListQuotasResponseSchema)` to create a new message.
+ */
+export const ListQuotasResponseSchema: GenMessage<ListQuotasResponse> = /*@__PURE__*/
+  messageDesc(file_strata_controller_v1_controller, 68);
+
+/**
  * NodeState is the controller's judgement of a node.
  *
  * @generated from enum strata.controller.v1.NodeState
@@ -2223,6 +2607,95 @@ export const ControllerService: GenService<{
     methodKind: "unary";
     input: typeof CreatePartitionsRequestSchema;
     output: typeof CreatePartitionsResponseSchema;
+  },
+  /**
+   * CreateUser creates a user and issues its bearer token, returned once: only its SHA-256 is
+   * kept. Needs ALTER on the cluster.
+   * Errors: INVALID_ARGUMENT for a bad name; ALREADY_EXISTS for an existing user.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.CreateUser
+   */
+  createUser: {
+    methodKind: "unary";
+    input: typeof CreateUserRequestSchema;
+    output: typeof CreateUserResponseSchema;
+  },
+  /**
+   * DeleteUser deletes a user: its token stops working everywhere within a second. Needs ALTER
+   * on the cluster.
+   * Errors: NOT_FOUND for an unknown user.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.DeleteUser
+   */
+  deleteUser: {
+    methodKind: "unary";
+    input: typeof DeleteUserRequestSchema;
+    output: typeof DeleteUserResponseSchema;
+  },
+  /**
+   * ListUsers lists the users (names and creation times, never tokens or their hashes). Needs
+   * DESCRIBE on the cluster.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.ListUsers
+   */
+  listUsers: {
+    methodKind: "unary";
+    input: typeof ListUsersRequestSchema;
+    output: typeof ListUsersResponseSchema;
+  },
+  /**
+   * CreateAcls adds ACL bindings (an existing one again changes nothing). They take effect on
+   * every service within a second. Needs ALTER on the cluster.
+   * Errors: INVALID_ARGUMENT for a malformed binding.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.CreateAcls
+   */
+  createAcls: {
+    methodKind: "unary";
+    input: typeof CreateAclsRequestSchema;
+    output: typeof CreateAclsResponseSchema;
+  },
+  /**
+   * DeleteAcls deletes the bindings matching a filter and returns them. Needs ALTER on the
+   * cluster.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.DeleteAcls
+   */
+  deleteAcls: {
+    methodKind: "unary";
+    input: typeof DeleteAclsRequestSchema;
+    output: typeof DeleteAclsResponseSchema;
+  },
+  /**
+   * DescribeAcls lists the bindings matching a filter. Needs DESCRIBE on the cluster.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.DescribeAcls
+   */
+  describeAcls: {
+    methodKind: "unary";
+    input: typeof DescribeAclsRequestSchema;
+    output: typeof DescribeAclsResponseSchema;
+  },
+  /**
+   * SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
+   * Needs ALTER on the cluster.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.SetQuota
+   */
+  setQuota: {
+    methodKind: "unary";
+    input: typeof SetQuotaRequestSchema;
+    output: typeof SetQuotaResponseSchema;
+  },
+  /**
+   * ListQuotas lists every quota. Needs DESCRIBE on the cluster.
+   *
+   * @generated from rpc strata.controller.v1.ControllerService.ListQuotas
+   */
+  listQuotas: {
+    methodKind: "unary";
+    input: typeof ListQuotasRequestSchema;
+    output: typeof ListQuotasResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_controller_v1_controller, 0);

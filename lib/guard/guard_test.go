@@ -1,0 +1,163 @@
+package guard
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/authn"
+	"github.com/strata-mq/strata/lib/quota"
+	"github.com/strata-mq/strata/lib/tlsconfig"
+	"github.com/strata-mq/strata/lib/token"
+)
+
+func as(p string) context.Context {
+	pr, err := acl.ParsePrincipal(p)
+	if err != nil {
+		panic(err)
+	}
+	return authn.NewContext(context.Background(), authn.Info{Principal: pr, Method: authn.MethodToken})
+}
+
+func newGuard(t *testing.T, require bool, supers ...string) *Guard {
+	t.Helper()
+	var ps []acl.Principal
+	for _, s := range supers {
+		p, err := acl.ParsePrincipal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	g, err := New(context.Background(), Config{RequireAuth: require, SuperUsers: ps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestAuthorize(t *testing.T) {
+	g := newGuard(t, true, "User:admin")
+	g.Apply(&commonv1.SecurityState{Acls: []*commonv1.AclBinding{
+		{Principal: "User:alice", Permission: commonv1.AclPermission_ACL_PERMISSION_ALLOW, Operation: commonv1.AclOperation_ACL_OPERATION_WRITE,
+			ResourceType: commonv1.AclResourceType_ACL_RESOURCE_TYPE_TOPIC, ResourceName: "orders", PatternType: commonv1.AclPatternType_ACL_PATTERN_TYPE_PREFIXED},
+		{Principal: "User:alice", Permission: commonv1.AclPermission_ACL_PERMISSION_DENY, Operation: commonv1.AclOperation_ACL_OPERATION_WRITE,
+			ResourceType: commonv1.AclResourceType_ACL_RESOURCE_TYPE_TOPIC, ResourceName: "orders-secret"},
+		{Principal: "not a principal", Permission: commonv1.AclPermission_ACL_PERMISSION_ALLOW, Operation: commonv1.AclOperation_ACL_OPERATION_ALL,
+			ResourceType: commonv1.AclResourceType_ACL_RESOURCE_TYPE_CLUSTER, ResourceName: acl.ClusterName},
+	}})
+	for _, tc := range []struct {
+		who   string
+		op    acl.Operation
+		topic string
+		ok    bool
+	}{
+		{"User:alice", acl.Write, "orders", true},
+		{"User:alice", acl.Write, "orders-eu", true},
+		{"User:alice", acl.Write, "orders-secret", false}, // deny wins
+		{"User:alice", acl.Read, "orders", false},
+		{"User:alice", acl.Describe, "orders", true}, // implied by write
+		{"User:bob", acl.Write, "orders", false},
+		{"User:admin", acl.Delete, "anything", true},
+		{"Service:storage/3", acl.Write, "orders", true},
+	} {
+		err := g.Authorize(as(tc.who), tc.op, acl.Topic, tc.topic)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s %s topic %s: %v, want allowed=%v", tc.who, tc.op, tc.topic, err, tc.ok)
+		}
+		if err != nil {
+			if connect.CodeOf(err) != connect.CodePermissionDenied {
+				t.Errorf("refusal code %v", connect.CodeOf(err))
+			}
+			msg := err.(*connect.Error).Message()
+			for _, want := range []string{"permission denied", tc.who, tc.op.String(), tc.topic} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("refusal %q lacks %q", msg, want)
+				}
+			}
+		}
+	}
+	// Not enforcing: everything passes.
+	open := newGuard(t, false)
+	if err := open.Authorize(as("User:bob"), acl.Delete, acl.Topic, "orders"); err != nil {
+		t.Fatalf("guard without --require-auth refused: %v", err)
+	}
+	// A grant takes effect with the next Apply.
+	g.Apply(&commonv1.SecurityState{Acls: []*commonv1.AclBinding{
+		{Principal: "User:bob", Permission: commonv1.AclPermission_ACL_PERMISSION_ALLOW, Operation: commonv1.AclOperation_ACL_OPERATION_READ,
+			ResourceType: commonv1.AclResourceType_ACL_RESOURCE_TYPE_TOPIC, ResourceName: "orders"},
+	}})
+	if err := g.Authorize(as("User:bob"), acl.Read, acl.Topic, "orders"); err != nil {
+		t.Fatalf("after the grant: %v", err)
+	}
+	if err := g.Authorize(as("User:alice"), acl.Write, acl.Topic, "orders"); err == nil {
+		t.Fatal("alice's ACL survived a state without it")
+	}
+}
+
+func TestRequireService(t *testing.T) {
+	g := newGuard(t, true, "User:admin")
+	if _, err := g.RequireService(as("Service:storage/3"), tlsconfig.RoleStorage); err != nil {
+		t.Fatalf("storage identity: %v", err)
+	}
+	for _, who := range []string{"User:admin", "Service:gateway"} {
+		if _, err := g.RequireService(as(who), tlsconfig.RoleStorage); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("%s as a storage node: %v", who, err)
+		}
+	}
+	if err := g.RequireStorageNode(as("Service:storage/3"), 3); err != nil {
+		t.Fatalf("node 3 as itself: %v", err)
+	}
+	if err := g.RequireStorageNode(as("Service:storage/3"), 4); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("node 3 as node 4: %v", err)
+	}
+	if err := newGuard(t, false).RequireStorageNode(as("User:bob"), 4); err != nil {
+		t.Fatalf("not enforcing: %v", err)
+	}
+}
+
+func TestApplyUsersAndQuotas(t *testing.T) {
+	g := newGuard(t, true)
+	tok, err := token.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := token.Hash(tok)
+	g.Apply(&commonv1.SecurityState{
+		Users:  []*commonv1.UserCredential{{Name: "alice", TokenSha256: h[:]}, {Name: "broken", TokenSha256: []byte{1}}},
+		Quotas: []*commonv1.Quota{{Principal: "User:alice", ProduceBytesPerSecond: 1000}},
+	})
+	if u, ok := g.authn.Users().Authenticate(tok); !ok || u != "alice" {
+		t.Fatalf("token of alice: %q %v", u, ok)
+	}
+	if _, ok := g.authn.Users().Hashed("broken"); ok {
+		t.Fatal("a user with a malformed hash was applied")
+	}
+	var wait time.Duration
+	for range 5 {
+		wait = g.Throttle(as("User:alice"), quota.Produce, 1000)
+	}
+	if wait <= 0 {
+		t.Fatal("alice at 5x her quota is not throttled")
+	}
+	if w := g.Throttle(as("User:bob"), quota.Produce, 1<<20); w != 0 {
+		t.Fatalf("bob without a quota throttled %v", w)
+	}
+}
+
+func TestBindingWireForm(t *testing.T) {
+	b := acl.Binding{Principal: acl.User("alice"), Permission: acl.Deny, Operation: acl.Alter,
+		ResourceType: acl.Group, ResourceName: "billing", PatternType: acl.Prefixed}
+	back, err := BindingFromProto(BindingToProto(b))
+	if err != nil || back != b {
+		t.Fatalf("round trip: %+v %v", back, err)
+	}
+	if _, err := BindingFromProto(&commonv1.AclBinding{Principal: "User:alice"}); err == nil {
+		t.Fatal("a binding without permission or operation accepted")
+	}
+}
