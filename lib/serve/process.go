@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -318,7 +319,13 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		p.flushTelemetry(base.DrainTimeout)
 		return ExitFailed
 	}
-	serverTLS, err := p.serverTLS()
+	// Each server gets a config of its own: http.Server writes its HTTP/2
+	// settings into the one it is given.
+	apiTLS, err := p.serverTLS()
+	var adminTLS *tls.Config
+	if err == nil {
+		adminTLS, err = p.serverTLS()
+	}
 	if err != nil {
 		logger.Error("TLS setup failed", slog.String("err", err.Error()))
 		p.flushTelemetry(base.DrainTimeout)
@@ -342,7 +349,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		// The admin listener serves from before Setup until the very end,
 		// so /healthz answers during a long start and /metrics during drain.
 		p.adminMux = adminMux(p.health, p.tel.MetricsHandler())
-		admin = StartServerTLS(p.adminLn, p.adminMux, serverTLS)
+		admin = StartServerTLS(p.adminLn, p.adminMux, adminTLS)
 		defer admin.Close()
 	}
 
@@ -363,7 +370,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		h = http.NotFoundHandler()
 	}
 	origins, _ := ParseCORSOrigins(base.CORSAllowedOrigins) // checked by validate
-	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.guard.Wrap(h)), serverTLS)
+	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.guard.Wrap(h)), apiTLS)
 	p.health.SetServing()
 	attrs := []any{slog.String("listen", p.Addr().String())}
 	if a := p.AdminAddr(); a != nil {
