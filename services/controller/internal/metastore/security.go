@@ -328,8 +328,8 @@ func sortBindings(bs []*commonv1.AclBinding) []*commonv1.AclBinding {
 
 // SetQuota sets q's rates for its principal, or removes its quota when
 // both rates are 0. The principal must be a user (User:NAME; not User:*,
-// which lib/quota does not read as a default, and not a service, which
-// is never throttled); rates are bytes per second, 0 or more.
+// which lib/quota does not read as a default, and not a service, whose
+// traffic is the cluster's own); rates are bytes per second, 0 or more.
 func (s *Store) SetQuota(ctx context.Context, q *commonv1.Quota) error {
 	p, err := acl.ParsePrincipal(q.GetPrincipal())
 	if err != nil {
