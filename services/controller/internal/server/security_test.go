@@ -303,7 +303,7 @@ func TestTopicAndClusterACLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The grant reaches this controller's guard through its etcd watch.
-	testwait.Until(t, 5*time.Second, "alice's create grant to apply", func() error {
+	testwait.Until(t, 10*time.Second, "alice's create grant to apply", func() error {
 		_, err := alice.CreateTopic(ctx, req(&controllerv1.CreateTopicRequest{Name: "alice-1", ReplicationFactor: 1}))
 		return err
 	})
@@ -342,7 +342,7 @@ func TestTopicAndClusterACLs(t *testing.T) {
 		Principal: "User:alice", ResourceName: "orders"}})); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Until(t, 5*time.Second, "alice's grant on orders to be revoked", func() error {
+	testwait.Until(t, 10*time.Second, "alice's grant on orders to be revoked", func() error {
 		_, err := alice.AlterTopicConfig(ctx, req(&controllerv1.AlterTopicConfigRequest{Name: "orders", SetConfigs: map[string]string{"retention.ms": "2000"}}))
 		if connect.CodeOf(err) != connect.CodePermissionDenied {
 			return fmt.Errorf("AlterTopicConfig: %v", err)
@@ -381,7 +381,7 @@ func TestUsersTokensAndQuotas(t *testing.T) {
 	// The token authenticates as User:carol once the controller's guard
 	// has the user, and stops when the user is deleted.
 	carol := s.client(t, nil, tok)
-	testwait.Until(t, 5*time.Second, "carol's token to authenticate", func() error {
+	testwait.Until(t, 10*time.Second, "carol's token to authenticate", func() error {
 		_, err := carol.ListTopics(ctx, req(&controllerv1.ListTopicsRequest{}))
 		return err
 	})
@@ -390,7 +390,7 @@ func TestUsersTokensAndQuotas(t *testing.T) {
 	if _, err := admin.DeleteUser(ctx, req(&controllerv1.DeleteUserRequest{Name: "carol"})); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Until(t, 5*time.Second, "carol's token to be revoked", func() error {
+	testwait.Until(t, 10*time.Second, "carol's token to be revoked", func() error {
 		_, err := carol.ListTopics(ctx, req(&controllerv1.ListTopicsRequest{}))
 		if connect.CodeOf(err) != connect.CodeUnauthenticated {
 			return fmt.Errorf("ListTopics: %v", err)
@@ -408,7 +408,7 @@ func TestUsersTokensAndQuotas(t *testing.T) {
 	if err != nil || len(quotas.Msg.GetQuotas()) != 1 || quotas.Msg.GetQuotas()[0].GetProduceBytesPerSecond() != 1<<20 {
 		t.Fatalf("ListQuotas: %v, %v", quotas, err)
 	}
-	testwait.Until(t, 5*time.Second, "carol's quota in the guard", func() error {
+	testwait.Until(t, 10*time.Second, "carol's quota in the guard", func() error {
 		if q := s.c.Guard().Applied().GetQuotas(); len(q) != 1 || q[0].GetPrincipal() != "User:carol" {
 			return fmt.Errorf("applied quotas %v", q)
 		}
