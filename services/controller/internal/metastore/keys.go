@@ -1,6 +1,7 @@
 // Package metastore keeps the controller's cluster metadata in etcd: nodes
 // and their leases, topics, partition state (replicas, leader, ISR, epochs),
-// producer-id blocks, and the metadata stream built from etcd's watch.
+// producer-id blocks, the security state (users, ACLs, quotas), and the
+// metadata stream built from etcd's watch.
 //
 // # Key layout (part of the format; do not change without a migration)
 //
@@ -30,6 +31,19 @@
 //	/strata/reassign/balanced-nodes     sorted, comma-separated ids of the nodes the last
 //	                                    automatic rebalance counted: every undrained node it
 //	                                    saw alive, dead ones kept (rebalance.go)
+//	/strata/security/users/<name>       commonv1.UserCredential: name, token_sha256 (the SHA-256
+//	                                    of the user's token, never the token) and created_ms
+//	/strata/security/acls/<principal>/<resource type>/<resource name>/<pattern type>/<permission>/<operation>
+//	                                    commonv1.AclBinding, pattern_type always set; the
+//	                                    principal and resource name are path-escaped
+//	                                    (url.PathEscape), the rest are lib/acl's lower-case
+//	                                    names (topic, literal, allow, read), so one binding has
+//	                                    exactly one key and creating it again writes nothing
+//	/strata/security/quotas/<principal> commonv1.Quota, principal path-escaped; absent means
+//	                                    no quota
+//
+// Everything under /strata/security/ is the security state (users, ACLs,
+// quotas; security.go): one range read and one watch cover it.
 //
 // Every write is one etcd transaction guarded by the ModRevision (or
 // CreateRevision) of what it read, so concurrent writers from any
@@ -39,8 +53,11 @@ package metastore
 
 import (
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/strata-mq/strata/lib/acl"
 )
 
 // Key prefixes; see the package comment.
@@ -62,6 +79,11 @@ const (
 	KeyThrottle      = Prefix + "reassign/throttle"
 	KeyGeneration    = Prefix + "reassign/generation"
 	KeyBalancedNodes = Prefix + "reassign/balanced-nodes"
+
+	PrefixSecurity = Prefix + "security/"
+	PrefixUsers    = PrefixSecurity + "users/"
+	PrefixAcls     = PrefixSecurity + "acls/"
+	PrefixQuotas   = PrefixSecurity + "quotas/"
 )
 
 func topicKey(name string) string { return PrefixTopics + name }
@@ -80,6 +102,16 @@ func drainedKey(id int32) string { return fmt.Sprintf("%s%010d", PrefixDrained, 
 
 // ControllerKey is where controller id announces its address.
 func ControllerKey(id string) string { return PrefixControllers + id }
+
+func userKey(name string) string { return PrefixUsers + name }
+
+// aclKey is a binding's one key; b must be valid (acl.Binding.Validate).
+func aclKey(b acl.Binding) string {
+	return PrefixAcls + url.PathEscape(b.Principal.String()) + "/" + b.ResourceType.String() + "/" +
+		url.PathEscape(b.ResourceName) + "/" + b.PatternType.String() + "/" + b.Permission.String() + "/" + b.Operation.String()
+}
+
+func quotaKey(p acl.Principal) string { return PrefixQuotas + url.PathEscape(p.String()) }
 
 func parsePartitionKey(k string) (topic string, p int32, ok bool) {
 	rest, ok := strings.CutPrefix(k, PrefixPartitions)

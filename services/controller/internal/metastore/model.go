@@ -55,6 +55,12 @@ type Model struct {
 	// and BalancedNodesRev its key's ModRevision (0 absent).
 	BalancedNodes    string
 	BalancedNodesRev int64
+	// Users holds the users by name, with their token hashes.
+	Users map[string]*commonv1.UserCredential
+	// Acls holds the ACL bindings by key (aclKey).
+	Acls map[string]*commonv1.AclBinding
+	// Quotas holds the quotas by key (quotaKey).
+	Quotas map[string]*commonv1.Quota
 }
 
 // LiveNode is a node's live key.
@@ -82,17 +88,26 @@ func NewModel() *Model {
 		Controllers:   map[string]*controllerv1.ControllerMember{},
 		Candidates:    map[string]Candidate{},
 		Drained:       map[int32]bool{},
+		Users:         map[string]*commonv1.UserCredential{},
+		Acls:          map[string]*commonv1.AclBinding{},
+		Quotas:        map[string]*commonv1.Quota{},
 	}
 }
 
 // Load reads every key under Prefix, linearizably, at rev (0 for the
 // latest revision).
 func Load(ctx context.Context, kv clientv3.KV, rev int64) (*Model, error) {
+	return loadPrefix(ctx, kv, Prefix, rev)
+}
+
+// loadPrefix is Load of the keys under prefix only (a prefix of Prefix):
+// the rest of the model stays empty.
+func loadPrefix(ctx context.Context, kv clientv3.KV, prefix string, rev int64) (*Model, error) {
 	opts := []clientv3.OpOption{clientv3.WithPrefix()}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
 	}
-	resp, err := kv.Get(ctx, Prefix, opts...)
+	resp, err := kv.Get(ctx, prefix, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +130,9 @@ type Touched struct {
 	Partitions  map[string]map[int32]bool
 	Nodes       map[int32]bool
 	Controllers bool
+	// Security is set when a user, ACL or quota changed: the delta then
+	// carries the whole security state.
+	Security bool
 }
 
 func newTouched() *Touched {
@@ -130,7 +148,7 @@ func (t *Touched) partition(topic string, p int32) {
 
 // Empty reports whether nothing was touched.
 func (t *Touched) Empty() bool {
-	return len(t.Topics) == 0 && len(t.Partitions) == 0 && len(t.Nodes) == 0 && !t.Controllers
+	return len(t.Topics) == 0 && len(t.Partitions) == 0 && len(t.Nodes) == 0 && !t.Controllers && !t.Security
 }
 
 // Apply applies watch events (all of one revision) and records what they touched.
@@ -176,6 +194,8 @@ func (m *Model) Apply(events []*clientv3.Event, t *Touched) error {
 			for id := range m.Nodes {
 				t.Nodes[id] = true
 			}
+		case strings.HasPrefix(k, PrefixSecurity):
+			t.Security = true
 		}
 		var err error
 		if ev.Type == mvccpb.DELETE {
@@ -265,6 +285,24 @@ func (m *Model) put(kv *mvccpb.KeyValue) error {
 		m.Generation, m.GenerationRev = v, kv.ModRevision
 	case k == KeyBalancedNodes:
 		m.BalancedNodes, m.BalancedNodesRev = string(kv.Value), kv.ModRevision
+	case strings.HasPrefix(k, PrefixUsers):
+		u := &commonv1.UserCredential{}
+		if err := proto.Unmarshal(kv.Value, u); err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Users[strings.TrimPrefix(k, PrefixUsers)] = u
+	case strings.HasPrefix(k, PrefixAcls):
+		b := &commonv1.AclBinding{}
+		if err := proto.Unmarshal(kv.Value, b); err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Acls[k] = b
+	case strings.HasPrefix(k, PrefixQuotas):
+		q := &commonv1.Quota{}
+		if err := proto.Unmarshal(kv.Value, q); err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Quotas[k] = q
 	}
 	return nil
 }
@@ -306,6 +344,12 @@ func (m *Model) delete(k string) {
 		m.Generation, m.GenerationRev = 0, 0
 	case k == KeyBalancedNodes:
 		m.BalancedNodes, m.BalancedNodesRev = "", 0
+	case strings.HasPrefix(k, PrefixUsers):
+		delete(m.Users, strings.TrimPrefix(k, PrefixUsers))
+	case strings.HasPrefix(k, PrefixAcls):
+		delete(m.Acls, k)
+	case strings.HasPrefix(k, PrefixQuotas):
+		delete(m.Quotas, k)
 	}
 }
 
@@ -463,9 +507,10 @@ func (m *Model) NodeList() []*controllerv1.NodeStatus {
 	return out
 }
 
-// Snapshot renders the whole metadata.
+// Snapshot renders the whole metadata, the security state included
+// (never nil, empty when there are no users, ACLs or quotas).
 func (m *Model) Snapshot() *controllerv1.MetadataSnapshot {
-	s := &controllerv1.MetadataSnapshot{ClusterId: m.ClusterID, Nodes: m.NodeList(), Controllers: m.Quorum()}
+	s := &controllerv1.MetadataSnapshot{ClusterId: m.ClusterID, Nodes: m.NodeList(), Controllers: m.Quorum(), Security: m.Security()}
 	for _, n := range m.TopicNames() {
 		s.Topics = append(s.Topics, m.Topic(n))
 	}
@@ -521,6 +566,11 @@ func (m *Model) Delta(t *Touched) *controllerv1.MetadataDelta {
 	}
 	if t.Controllers {
 		d.Controllers = m.Quorum()
+	}
+	if t.Security {
+		// Whole, and empty rather than nil once the last entry is gone:
+		// nil means unchanged.
+		d.Security = m.Security()
 	}
 	return d
 }

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/services/controller/internal/election"
 	"github.com/strata-mq/strata/services/controller/internal/etcdmember"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
@@ -39,6 +42,13 @@ type Config struct {
 	// sizes for rebalance plans); nil means http.DefaultClient.
 	HTTPClient    *http.Client
 	ClientOptions []connect.ClientOption
+	// Guard authenticates and authorizes the handler's requests
+	// (lib/guard; the process's, from lib/serve). The controller keeps it
+	// current from its own etcd member: every change of users, ACLs or
+	// quotas is applied to it as soon as the member sees it, on every
+	// controller, active or not. Nil means a guard that does not enforce
+	// (everything allowed, as without --require-auth).
+	Guard *guard.Guard
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -50,12 +60,21 @@ type Controller struct {
 	member   *etcdmember.Member
 	store    *metastore.Store
 	elector  *election.Elector
+	guard    *guard.Guard
 	draining chan struct{}
 	once     sync.Once
+
+	// The security watch (watchSecurity): stopSecurity ends it,
+	// securityDone is closed when it has, securityLoaded is set once the
+	// guard holds the state read from etcd.
+	stopSecurity   context.CancelFunc
+	securityDone   chan struct{}
+	securityLoaded atomic.Bool
 }
 
 // Start starts the etcd member, waits until it is ready (or ctx ends),
-// records the cluster id and starts campaigning.
+// records the cluster id, starts keeping the guard current from etcd
+// (watchSecurity) and starts campaigning.
 func Start(ctx context.Context, cfg Config) (*Controller, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -69,11 +88,20 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		mem.Close()
 		return nil, err
 	}
-	c := &Controller{cfg: cfg, log: log, member: mem, store: metastore.New(mem.Client(), cfg.NodeSessionTimeout), draining: make(chan struct{})}
+	c := &Controller{cfg: cfg, log: log, member: mem, store: metastore.New(mem.Client(), cfg.NodeSessionTimeout), guard: cfg.Guard, draining: make(chan struct{})}
 	if _, err := c.store.EnsureClusterID(ctx); err != nil {
 		mem.Close()
 		return nil, fmt.Errorf("server: cluster id: %w", err)
 	}
+	if c.guard == nil {
+		if c.guard, err = guard.New(ctx, guard.Config{Logger: log}); err != nil {
+			mem.Close()
+			return nil, fmt.Errorf("server: guard: %w", err)
+		}
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	c.stopSecurity, c.securityDone = stop, make(chan struct{})
+	go c.watchSecurity(sctx)
 	c.elector = election.Start(mem.Client(), election.Config{
 		ID: cfg.Member.Name, Address: cfg.Address, SessionTTL: cfg.SessionTTL, Logger: log,
 	}, c.runActive)
@@ -92,6 +120,26 @@ func (c *Controller) runActive(ctx context.Context, guard clientv3.Cmp) error {
 	})
 }
 
+// watchSecurity applies the users, ACLs and quotas in etcd to the guard,
+// at once and after every change, until ctx ends.
+func (c *Controller) watchSecurity(ctx context.Context) {
+	defer close(c.securityDone)
+	c.store.WatchSecurity(ctx, func(st *commonv1.SecurityState) {
+		c.guard.Apply(st)
+		attrs := []any{slog.Int("users", len(st.GetUsers())), slog.Int("acls", len(st.GetAcls())), slog.Int("quotas", len(st.GetQuotas()))}
+		if !c.securityLoaded.Swap(true) {
+			c.log.Info("security state loaded", attrs...)
+		} else {
+			c.log.Debug("security state applied", attrs...)
+		}
+	}, func(err error) {
+		c.log.Warn("security state watch failed; reading it again", slog.String("err", err.Error()))
+	})
+}
+
+// Guard is the guard the handler asks, kept current from etcd.
+func (c *Controller) Guard() *guard.Guard { return c.guard }
+
 // Handler returns the Connect handler's path and http.Handler.
 func (c *Controller) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
 	return controllerv1connect.NewControllerServiceHandler(&Handler{c: c}, opts...)
@@ -109,11 +157,14 @@ func (c *Controller) IsActive() bool { return c.elector.IsActive() }
 // Active returns the active controller's id, or "" when unknown.
 func (c *Controller) Active() string { return c.elector.Active().GetControllerId() }
 
-// Ready reports nil when the etcd member is ready and the active
-// controller is known.
+// Ready reports nil when the etcd member is ready, the security state is
+// applied to the guard and the active controller is known.
 func (c *Controller) Ready(context.Context) error {
 	if !c.member.Ready() {
 		return errors.New("etcd member not ready")
+	}
+	if !c.securityLoaded.Load() {
+		return errors.New("security state not loaded yet")
 	}
 	if c.elector.Active() == nil {
 		return errors.New("no active controller known")
@@ -139,6 +190,8 @@ func (c *Controller) Drain() {
 func (c *Controller) Close() error {
 	c.once.Do(func() {
 		c.Drain()
+		c.stopSecurity()
+		<-c.securityDone
 		c.elector.Close()
 		c.member.Close()
 	})

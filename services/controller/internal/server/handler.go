@@ -24,11 +24,16 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
 )
 
-// Handler implements ControllerServiceHandler on a Controller.
+// Handler implements ControllerServiceHandler on a Controller. Every RPC
+// first asks the controller's guard (docs/design/controller.md,
+// "Security"): storage-node RPCs need that node's own identity, the
+// metadata stream and producer ids a service identity, the rest the ACLs
+// of Kafka's model; a guard that does not enforce allows everything.
 type Handler struct {
 	controllerv1connect.UnimplementedControllerServiceHandler
 	c *Controller
@@ -59,6 +64,9 @@ func (h *Handler) toConnect(ctx context.Context, err error) error {
 }
 
 func (h *Handler) RegisterNode(ctx context.Context, req *connect.Request[controllerv1.RegisterNodeRequest]) (*connect.Response[controllerv1.RegisterNodeResponse], error) {
+	if err := h.c.guard.RequireStorageNode(ctx, req.Msg.NodeId); err != nil {
+		return nil, err
+	}
 	m := req.Msg
 	epoch, err := h.c.store.RegisterNode(ctx, &commonv1.Node{NodeId: m.NodeId, Address: m.Address, Rack: m.Rack, Listeners: m.Listeners}, m.IncarnationId)
 	if err != nil {
@@ -72,6 +80,9 @@ func (h *Handler) RegisterNode(ctx context.Context, req *connect.Request[control
 }
 
 func (h *Handler) Heartbeat(ctx context.Context, req *connect.Request[controllerv1.HeartbeatRequest]) (*connect.Response[controllerv1.HeartbeatResponse], error) {
+	if err := h.c.guard.RequireStorageNode(ctx, req.Msg.NodeId); err != nil {
+		return nil, err
+	}
 	ttl, err := h.c.store.Heartbeat(ctx, req.Msg.NodeId, req.Msg.NodeEpoch)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -80,6 +91,9 @@ func (h *Handler) Heartbeat(ctx context.Context, req *connect.Request[controller
 }
 
 func (h *Handler) CreateTopic(ctx context.Context, req *connect.Request[controllerv1.CreateTopicRequest]) (*connect.Response[controllerv1.CreateTopicResponse], error) {
+	if err := h.authorizeCreateTopic(ctx, req.Msg.Name); err != nil {
+		return nil, err
+	}
 	m := req.Msg
 	d, err := h.c.store.CreateTopic(ctx, metastore.CreateTopicRequest{
 		Name: m.Name, Partitions: m.Partitions, ReplicationFactor: m.ReplicationFactor, Configs: m.Configs, ValidateOnly: m.ValidateOnly,
@@ -94,6 +108,9 @@ func (h *Handler) CreateTopic(ctx context.Context, req *connect.Request[controll
 }
 
 func (h *Handler) DeleteTopic(ctx context.Context, req *connect.Request[controllerv1.DeleteTopicRequest]) (*connect.Response[controllerv1.DeleteTopicResponse], error) {
+	if err := h.c.guard.Authorize(ctx, acl.Delete, acl.Topic, req.Msg.Name); err != nil {
+		return nil, err
+	}
 	id, err := h.c.store.DeleteTopic(ctx, req.Msg.Name, req.Msg.TopicId)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -103,6 +120,13 @@ func (h *Handler) DeleteTopic(ctx context.Context, req *connect.Request[controll
 }
 
 func (h *Handler) DescribeTopics(ctx context.Context, req *connect.Request[controllerv1.DescribeTopicsRequest]) (*connect.Response[controllerv1.DescribeTopicsResponse], error) {
+	// A topic named without describe is refused whether it exists or not,
+	// so the refusal tells nothing about which topics exist.
+	for _, n := range req.Msg.Names {
+		if err := h.c.guard.Authorize(ctx, acl.Describe, acl.Topic, n); err != nil {
+			return nil, err
+		}
+	}
 	m, err := h.c.store.Load(ctx)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -111,7 +135,7 @@ func (h *Handler) DescribeTopics(ctx context.Context, req *connect.Request[contr
 	names := req.Msg.Names
 	if len(names) == 0 {
 		for _, n := range m.TopicNames() {
-			if !m.Topics[n].GetInternal() {
+			if !m.Topics[n].GetInternal() && h.c.guard.Allowed(ctx, acl.Describe, acl.Topic, n) {
 				names = append(names, n)
 			}
 		}
@@ -129,6 +153,15 @@ func (h *Handler) DescribeTopics(ctx context.Context, req *connect.Request[contr
 
 func quote(s string) string { return "\"" + s + "\"" }
 
+// authorizeCreateTopic allows creating topic name with create on the
+// cluster (every topic) or on the topic; a refusal names the topic.
+func (h *Handler) authorizeCreateTopic(ctx context.Context, name string) error {
+	if h.c.guard.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
+		return nil
+	}
+	return h.c.guard.Authorize(ctx, acl.Create, acl.Topic, name)
+}
+
 func (h *Handler) ListTopics(ctx context.Context, req *connect.Request[controllerv1.ListTopicsRequest]) (*connect.Response[controllerv1.ListTopicsResponse], error) {
 	m, err := h.c.store.Load(ctx)
 	if err != nil {
@@ -137,7 +170,7 @@ func (h *Handler) ListTopics(ctx context.Context, req *connect.Request[controlle
 	out := &controllerv1.ListTopicsResponse{}
 	for _, n := range m.TopicNames() {
 		t := m.Topics[n]
-		if t.GetInternal() && !req.Msg.IncludeInternal {
+		if t.GetInternal() && !req.Msg.IncludeInternal || !h.c.guard.Allowed(ctx, acl.Describe, acl.Topic, n) {
 			continue
 		}
 		out.Topics = append(out.Topics, &controllerv1.TopicListing{
@@ -149,6 +182,9 @@ func (h *Handler) ListTopics(ctx context.Context, req *connect.Request[controlle
 }
 
 func (h *Handler) AlterTopicConfig(ctx context.Context, req *connect.Request[controllerv1.AlterTopicConfigRequest]) (*connect.Response[controllerv1.AlterTopicConfigResponse], error) {
+	if err := h.c.guard.Authorize(ctx, acl.Alter, acl.Topic, req.Msg.Name); err != nil {
+		return nil, err
+	}
 	m := req.Msg
 	entries, err := h.c.store.AlterTopicConfig(ctx, m.Name, m.SetConfigs, m.DeleteConfigs, m.ValidateOnly)
 	if err != nil {
@@ -158,6 +194,9 @@ func (h *Handler) AlterTopicConfig(ctx context.Context, req *connect.Request[con
 }
 
 func (h *Handler) AlterPartition(ctx context.Context, req *connect.Request[controllerv1.AlterPartitionRequest]) (*connect.Response[controllerv1.AlterPartitionResponse], error) {
+	if err := h.c.guard.RequireStorageNode(ctx, req.Msg.NodeId); err != nil {
+		return nil, err
+	}
 	res, err := h.c.store.AlterPartition(ctx, req.Msg.NodeId, req.Msg.NodeEpoch, req.Msg.Partitions)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -166,6 +205,9 @@ func (h *Handler) AlterPartition(ctx context.Context, req *connect.Request[contr
 }
 
 func (h *Handler) AllocateProducerIds(ctx context.Context, req *connect.Request[controllerv1.AllocateProducerIdsRequest]) (*connect.Response[controllerv1.AllocateProducerIdsResponse], error) {
+	if _, err := h.c.guard.RequireService(ctx); err != nil {
+		return nil, err
+	}
 	count := req.Msg.Count
 	if count == 0 {
 		count = 1000
@@ -178,6 +220,9 @@ func (h *Handler) AllocateProducerIds(ctx context.Context, req *connect.Request[
 }
 
 func (h *Handler) DescribeCluster(ctx context.Context, _ *connect.Request[controllerv1.DescribeClusterRequest]) (*connect.Response[controllerv1.DescribeClusterResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
 	m, err := h.c.store.Load(ctx)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -203,6 +248,10 @@ func (h *Handler) DescribeCluster(ctx context.Context, _ *connect.Request[contro
 }
 
 func (h *Handler) WatchMetadata(ctx context.Context, req *connect.Request[controllerv1.WatchMetadataRequest], stream *connect.ServerStream[controllerv1.WatchMetadataResponse]) error {
+	// The stream carries the users' token hashes: services only.
+	if _, err := h.c.guard.RequireService(ctx); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {

@@ -126,6 +126,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			Balance:            cfg.balance,
 			HTTPClient:         p.HTTPClient(),
 			ClientOptions:      []connect.ClientOption{p.ConnectOption()},
+			Guard:              p.Guard(),
 			Logger:             p.Logger(),
 		})
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
 )
 
@@ -14,6 +15,9 @@ import (
 // rebalance.go) and balancer; see docs/design/rebalance.md.
 
 func (h *Handler) AlterPartitionReassignments(ctx context.Context, req *connect.Request[controllerv1.AlterPartitionReassignmentsRequest]) (*connect.Response[controllerv1.AlterPartitionReassignmentsResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
 	var reqs []metastore.MoveRequest
 	for _, r := range req.Msg.GetReassignments() {
 		reqs = append(reqs, metastore.MoveRequest{Topic: r.GetTopic(), Partition: r.GetPartition(), Replicas: r.GetReplicas()})
@@ -33,6 +37,9 @@ func (h *Handler) AlterPartitionReassignments(ctx context.Context, req *connect.
 }
 
 func (h *Handler) ListPartitionReassignments(ctx context.Context, req *connect.Request[controllerv1.ListPartitionReassignmentsRequest]) (*connect.Response[controllerv1.ListPartitionReassignmentsResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
 	parts, throttle, err := h.c.store.ListReassignments(ctx, req.Msg.GetTopics())
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -41,6 +48,9 @@ func (h *Handler) ListPartitionReassignments(ctx context.Context, req *connect.R
 }
 
 func (h *Handler) Rebalance(ctx context.Context, req *connect.Request[controllerv1.RebalanceRequest]) (*connect.Response[controllerv1.RebalanceResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
 	m, err := h.c.store.Load(ctx)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -59,6 +69,9 @@ func (h *Handler) Rebalance(ctx context.Context, req *connect.Request[controller
 }
 
 func (h *Handler) DrainNode(ctx context.Context, req *connect.Request[controllerv1.DrainNodeRequest]) (*connect.Response[controllerv1.DrainNodeResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
 	m, err := h.c.store.Load(ctx)
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -76,6 +89,9 @@ func (h *Handler) DrainNode(ctx context.Context, req *connect.Request[controller
 }
 
 func (h *Handler) CreatePartitions(ctx context.Context, req *connect.Request[controllerv1.CreatePartitionsRequest]) (*connect.Response[controllerv1.CreatePartitionsResponse], error) {
+	if err := h.c.guard.Authorize(ctx, acl.Alter, acl.Topic, req.Msg.GetTopic()); err != nil {
+		return nil, err
+	}
 	d, err := h.c.store.CreatePartitions(ctx, req.Msg.GetTopic(), req.Msg.GetTotal(), req.Msg.GetValidateOnly())
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
@@ -87,6 +103,9 @@ func (h *Handler) CreatePartitions(ctx context.Context, req *connect.Request[con
 }
 
 func (h *Handler) ElectLeaders(ctx context.Context, req *connect.Request[controllerv1.ElectLeadersRequest]) (*connect.Response[controllerv1.ElectLeadersResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
 	res, err := h.c.store.ElectLeaders(ctx, req.Msg.GetElectionType(), req.Msg.GetPartitions())
 	if err != nil {
 		return nil, h.toConnect(ctx, err)

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/acl"
+)
+
+// The security RPCs: users, ACLs and quotas (metastore/security.go). Each
+// needs alter (changes) or describe (listings) on the cluster. A change
+// reaches this controller's guard through its etcd watch
+// (Controller.watchSecurity) and every other service through the
+// metadata stream.
+
+// authorizeCluster allows the request to do op to the cluster.
+func (h *Handler) authorizeCluster(ctx context.Context, op acl.Operation) error {
+	return h.c.guard.Authorize(ctx, op, acl.Cluster, acl.ClusterName)
+}
+
+func (h *Handler) CreateUser(ctx context.Context, req *connect.Request[controllerv1.CreateUserRequest]) (*connect.Response[controllerv1.CreateUserResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
+	cred, tok, err := h.c.store.CreateUser(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "user created", slog.String("user", cred.GetName()))
+	return connect.NewResponse(&controllerv1.CreateUserResponse{
+		User:  &commonv1.UserCredential{Name: cred.GetName(), CreatedMs: cred.GetCreatedMs()},
+		Token: tok.Reveal(),
+	}), nil
+}
+
+func (h *Handler) DeleteUser(ctx context.Context, req *connect.Request[controllerv1.DeleteUserRequest]) (*connect.Response[controllerv1.DeleteUserResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
+	if err := h.c.store.DeleteUser(ctx, req.Msg.GetName()); err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "user deleted", slog.String("user", req.Msg.GetName()))
+	return connect.NewResponse(&controllerv1.DeleteUserResponse{}), nil
+}
+
+func (h *Handler) ListUsers(ctx context.Context, _ *connect.Request[controllerv1.ListUsersRequest]) (*connect.Response[controllerv1.ListUsersResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
+	users, err := h.c.store.ListUsers(ctx)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.ListUsersResponse{Users: users}), nil
+}
+
+func (h *Handler) CreateAcls(ctx context.Context, req *connect.Request[controllerv1.CreateAclsRequest]) (*connect.Response[controllerv1.CreateAclsResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
+	n, err := h.c.store.CreateAcls(ctx, req.Msg.GetAcls())
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	if n > 0 {
+		h.c.log.InfoContext(ctx, "ACLs created", slog.Int("acls", n))
+	}
+	return connect.NewResponse(&controllerv1.CreateAclsResponse{}), nil
+}
+
+func (h *Handler) DeleteAcls(ctx context.Context, req *connect.Request[controllerv1.DeleteAclsRequest]) (*connect.Response[controllerv1.DeleteAclsResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
+	deleted, err := h.c.store.DeleteAcls(ctx, req.Msg.GetFilter())
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	if len(deleted) > 0 {
+		h.c.log.InfoContext(ctx, "ACLs deleted", slog.Int("acls", len(deleted)))
+	}
+	return connect.NewResponse(&controllerv1.DeleteAclsResponse{Deleted: deleted}), nil
+}
+
+func (h *Handler) DescribeAcls(ctx context.Context, req *connect.Request[controllerv1.DescribeAclsRequest]) (*connect.Response[controllerv1.DescribeAclsResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
+	bs, err := h.c.store.DescribeAcls(ctx, req.Msg.GetFilter())
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.DescribeAclsResponse{Acls: bs}), nil
+}
+
+func (h *Handler) SetQuota(ctx context.Context, req *connect.Request[controllerv1.SetQuotaRequest]) (*connect.Response[controllerv1.SetQuotaResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
+		return nil, err
+	}
+	q := req.Msg.GetQuota()
+	if err := h.c.store.SetQuota(ctx, q); err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "quota set", slog.String("principal", q.GetPrincipal()),
+		slog.Int64("produce_bytes_per_second", q.GetProduceBytesPerSecond()), slog.Int64("fetch_bytes_per_second", q.GetFetchBytesPerSecond()))
+	return connect.NewResponse(&controllerv1.SetQuotaResponse{}), nil
+}
+
+func (h *Handler) ListQuotas(ctx context.Context, _ *connect.Request[controllerv1.ListQuotasRequest]) (*connect.Response[controllerv1.ListQuotasResponse], error) {
+	if err := h.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
+	qs, err := h.c.store.ListQuotas(ctx)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.ListQuotasResponse{Quotas: qs}), nil
+}
