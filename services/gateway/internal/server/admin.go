@@ -16,6 +16,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
@@ -28,9 +29,13 @@ const offsetsTimeout = 5 * time.Second
 // DescribeCluster.
 const probeTimeout = 2 * time.Second
 
-// CreateTopic passes through to the controller.
+// CreateTopic passes through to the controller; it needs create on the
+// topic or on the cluster.
 func (g *Gateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error) {
 	m := req.Msg
+	if err := g.authorizeCreateTopic(ctx, m.GetName()); err != nil {
+		return nil, err
+	}
 	up := &controllerv1.CreateTopicRequest{
 		Name: m.GetName(), Partitions: m.GetPartitions(), ReplicationFactor: m.GetReplicationFactor(),
 		Configs: m.GetConfigs(), ValidateOnly: m.GetValidateOnly(),
@@ -44,8 +49,13 @@ func (g *Gateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv
 	return connect.NewResponse(&gatewayv1.CreateTopicResponse{Topic: res.GetTopic()}), nil
 }
 
-// DeleteTopic passes through to the controller.
+// DeleteTopic passes through to the controller; it needs delete on the
+// topic (the request always names it; the id only makes the delete
+// conditional).
 func (g *Gateway) DeleteTopic(ctx context.Context, req *connect.Request[gatewayv1.DeleteTopicRequest]) (*connect.Response[gatewayv1.DeleteTopicResponse], error) {
+	if err := g.authorizeTopics(ctx, acl.Delete, req.Msg.GetName()); err != nil {
+		return nil, err
+	}
 	up := &controllerv1.DeleteTopicRequest{Name: req.Msg.GetName(), TopicId: req.Msg.GetTopicId()}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*controllerv1.DeleteTopicResponse, error) {
 		return unwrap(c.DeleteTopic(ctx, connect.NewRequest(up)))
@@ -56,7 +66,8 @@ func (g *Gateway) DeleteTopic(ctx context.Context, req *connect.Request[gatewayv
 	return connect.NewResponse(&gatewayv1.DeleteTopicResponse{TopicId: res.GetTopicId()}), nil
 }
 
-// ListTopics passes through to the controller.
+// ListTopics passes through to the controller and keeps the topics the
+// caller may describe.
 func (g *Gateway) ListTopics(ctx context.Context, req *connect.Request[gatewayv1.ListTopicsRequest]) (*connect.Response[gatewayv1.ListTopicsResponse], error) {
 	up := &controllerv1.ListTopicsRequest{IncludeInternal: req.Msg.GetIncludeInternal()}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*controllerv1.ListTopicsResponse, error) {
@@ -65,12 +76,17 @@ func (g *Gateway) ListTopics(ctx context.Context, req *connect.Request[gatewayv1
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&gatewayv1.ListTopicsResponse{Topics: res.GetTopics()}), nil
+	topics := visible(ctx, g, acl.Topic, res.GetTopics(), (*controllerv1.TopicListing).GetName)
+	return connect.NewResponse(&gatewayv1.ListTopicsResponse{Topics: topics}), nil
 }
 
-// AlterTopicConfig passes through to the controller.
+// AlterTopicConfig passes through to the controller; it needs alter on
+// the topic.
 func (g *Gateway) AlterTopicConfig(ctx context.Context, req *connect.Request[gatewayv1.AlterTopicConfigRequest]) (*connect.Response[gatewayv1.AlterTopicConfigResponse], error) {
 	m := req.Msg
+	if err := g.authorizeTopics(ctx, acl.Alter, m.GetName()); err != nil {
+		return nil, err
+	}
 	up := &controllerv1.AlterTopicConfigRequest{
 		Name: m.GetName(), SetConfigs: m.GetSetConfigs(), DeleteConfigs: m.GetDeleteConfigs(), ValidateOnly: m.GetValidateOnly(),
 	}
@@ -85,8 +101,13 @@ func (g *Gateway) AlterTopicConfig(ctx context.Context, req *connect.Request[gat
 
 // DescribeTopics passes through to the controller and, with
 // include_offsets, asks each partition's leader (as the controller just
-// reported it) for the log start offset and high watermark.
+// reported it) for the log start offset and high watermark. It needs
+// describe on each named topic; without names, the topics the caller may
+// not describe are left out.
 func (g *Gateway) DescribeTopics(ctx context.Context, req *connect.Request[gatewayv1.DescribeTopicsRequest]) (*connect.Response[gatewayv1.DescribeTopicsResponse], error) {
+	if err := g.authorizeTopics(ctx, acl.Describe, req.Msg.GetNames()...); err != nil {
+		return nil, err
+	}
 	up := &controllerv1.DescribeTopicsRequest{Names: req.Msg.GetNames()}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*controllerv1.DescribeTopicsResponse, error) {
 		return unwrap(c.DescribeTopics(ctx, connect.NewRequest(up)))
@@ -94,7 +115,7 @@ func (g *Gateway) DescribeTopics(ctx context.Context, req *connect.Request[gatew
 	if err != nil {
 		return nil, err
 	}
-	out := &gatewayv1.DescribeTopicsResponse{Topics: res.GetTopics()}
+	out := &gatewayv1.DescribeTopicsResponse{Topics: visible(ctx, g, acl.Topic, res.GetTopics(), (*controllerv1.TopicDescription).GetName)}
 	if req.Msg.GetIncludeOffsets() {
 		out.PartitionOffsets = g.partitionOffsets(ctx, res.GetTopics())
 	}
@@ -181,8 +202,12 @@ func (g *Gateway) partitionOffsets(ctx context.Context, topics []*controllerv1.T
 }
 
 // DescribeCluster asks a controller for its view, adds the reachability of
-// the configured coordinators, and gives the overall verdict.
+// the configured coordinators, and gives the overall verdict. It needs
+// describe on the cluster.
 func (g *Gateway) DescribeCluster(ctx context.Context, _ *connect.Request[gatewayv1.DescribeClusterRequest]) (*connect.Response[gatewayv1.DescribeClusterResponse], error) {
+	if err := g.authorizeCluster(ctx, acl.Describe); err != nil {
+		return nil, err
+	}
 	var answered string
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*controllerv1.DescribeClusterResponse, error) {
 		return unwrap(c.DescribeCluster(ctx, connect.NewRequest(&controllerv1.DescribeClusterRequest{})))
@@ -244,8 +269,13 @@ func (g *Gateway) probeCoordinators(ctx context.Context) []*gatewayv1.ServiceSta
 }
 
 // InitProducerId hands out the next id of the gateway's current block,
-// fetching a new block from the controller when it is used up.
+// fetching a new block from the controller when it is used up. Any
+// authenticated caller may have one: a producer id grants nothing, and
+// each produce is checked for write on its topic.
 func (g *Gateway) InitProducerId(ctx context.Context, _ *connect.Request[gatewayv1.InitProducerIdRequest]) (*connect.Response[gatewayv1.InitProducerIdResponse], error) {
+	if err := g.authenticated(ctx); err != nil {
+		return nil, err
+	}
 	id, err := g.pids.Next(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

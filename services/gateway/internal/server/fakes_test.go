@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/fakecluster"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
 )
@@ -67,6 +69,12 @@ type fakeController struct {
 	describe     *controllerv1.DescribeTopicsResponse
 	lastCreate   *controllerv1.CreateTopicRequest
 	describeResp *controllerv1.DescribeClusterResponse
+	listing      *controllerv1.ListTopicsResponse
+	// adminCalls are the requests of the user, ACL and quota calls in
+	// order, and adminCallers who made each (the principal its guard saw,
+	// "" behind none).
+	adminCalls   []proto.Message
+	adminCallers []string
 }
 
 func newFakeController() *fakeController {
@@ -120,6 +128,76 @@ func (f *fakeController) DescribeCluster(context.Context, *connect.Request[contr
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("no active controller"))
 	}
 	return connect.NewResponse(f.describeResp), nil
+}
+
+func (f *fakeController) ListTopics(_ context.Context, req *connect.Request[controllerv1.ListTopicsRequest]) (*connect.Response[controllerv1.ListTopicsResponse], error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return connect.NewResponse(f.listing), nil
+}
+
+// recordAdmin notes an admin call and who made it.
+func (f *fakeController) recordAdmin(ctx context.Context, m proto.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.adminCalls = append(f.adminCalls, m)
+	caller := ""
+	if p := guard.Principal(ctx); !p.IsZero() {
+		caller = p.String()
+	}
+	f.adminCallers = append(f.adminCallers, caller)
+}
+
+// admin returns the admin calls so far and their callers.
+func (f *fakeController) admin() ([]proto.Message, []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.adminCalls), slices.Clone(f.adminCallers)
+}
+
+// The security admin calls answer canned values derived from the request,
+// so a test can tell that both directions crossed the gateway.
+
+func (f *fakeController) CreateUser(ctx context.Context, req *connect.Request[controllerv1.CreateUserRequest]) (*connect.Response[controllerv1.CreateUserResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.CreateUserResponse{
+		User: &commonv1.UserCredential{Name: req.Msg.GetName(), CreatedMs: 7}, Token: "token-of-" + req.Msg.GetName(),
+	}), nil
+}
+
+func (f *fakeController) DeleteUser(ctx context.Context, req *connect.Request[controllerv1.DeleteUserRequest]) (*connect.Response[controllerv1.DeleteUserResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.DeleteUserResponse{}), nil
+}
+
+func (f *fakeController) ListUsers(ctx context.Context, req *connect.Request[controllerv1.ListUsersRequest]) (*connect.Response[controllerv1.ListUsersResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.ListUsersResponse{Users: []*commonv1.UserCredential{{Name: "alice", CreatedMs: 3}}}), nil
+}
+
+func (f *fakeController) CreateAcls(ctx context.Context, req *connect.Request[controllerv1.CreateAclsRequest]) (*connect.Response[controllerv1.CreateAclsResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.CreateAclsResponse{}), nil
+}
+
+func (f *fakeController) DeleteAcls(ctx context.Context, req *connect.Request[controllerv1.DeleteAclsRequest]) (*connect.Response[controllerv1.DeleteAclsResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.DeleteAclsResponse{Deleted: []*commonv1.AclBinding{{Principal: req.Msg.GetFilter().GetPrincipal()}}}), nil
+}
+
+func (f *fakeController) DescribeAcls(ctx context.Context, req *connect.Request[controllerv1.DescribeAclsRequest]) (*connect.Response[controllerv1.DescribeAclsResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.DescribeAclsResponse{Acls: []*commonv1.AclBinding{{Principal: req.Msg.GetFilter().GetPrincipal()}}}), nil
+}
+
+func (f *fakeController) SetQuota(ctx context.Context, req *connect.Request[controllerv1.SetQuotaRequest]) (*connect.Response[controllerv1.SetQuotaResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.SetQuotaResponse{}), nil
+}
+
+func (f *fakeController) ListQuotas(ctx context.Context, req *connect.Request[controllerv1.ListQuotasRequest]) (*connect.Response[controllerv1.ListQuotasResponse], error) {
+	f.recordAdmin(ctx, req.Msg)
+	return connect.NewResponse(&controllerv1.ListQuotasResponse{Quotas: []*commonv1.Quota{{Principal: "User:alice", ProduceBytesPerSecond: 1000}}}), nil
 }
 
 func (f *fakeController) AllocateProducerIds(_ context.Context, req *connect.Request[controllerv1.AllocateProducerIdsRequest]) (*connect.Response[controllerv1.AllocateProducerIdsResponse], error) {

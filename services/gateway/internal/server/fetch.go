@@ -11,7 +11,9 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -27,6 +29,11 @@ const (
 // FetchJSON reads one partition from its leader (resolving -2 and -1 with
 // ListOffsets there first) and returns the records decoded, text where the
 // bytes are valid UTF-8.
+//
+// It needs read on the topic. A caller over its fetch quota is held until
+// it has waited out its last throttle, and every answer carries the
+// throttle time of this one (throttle.go), counted on the record batch
+// bytes read from the leader.
 func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.FetchJSONRequest]) (*connect.Response[gatewayv1.FetchJSONResponse], error) {
 	m := req.Msg
 	switch {
@@ -34,6 +41,12 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "offset %d: want -2 (earliest), -1 (latest) or an offset", m.GetOffset())
 	case m.GetMaxRecords() < 0, m.GetMaxBytes() < 0, m.GetMaxWaitMs() < 0:
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "max_records, max_bytes and max_wait_ms must not be negative")
+	}
+	if err := g.authorizeTopics(ctx, acl.Read, m.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := g.holdOwed(ctx, quota.Fetch); err != nil {
+		return nil, err
 	}
 	// Unknown topic or partition, or no metadata yet, fail at once; a
 	// missing leader is retried below.
@@ -54,6 +67,7 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	out := &gatewayv1.FetchJSONResponse{}
 	var result *storagev1.FetchPartitionResult
 	var offset int64
+	var upstream int32 // the leader's throttle of the gateway, in ms
 	err := g.onLeader(ctx, m.GetTopic(), m.GetPartition(), func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
 		offset = m.GetOffset()
 		if offset < 0 {
@@ -89,6 +103,7 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 		if err != nil {
 			return err
 		}
+		upstream = max(upstream, res.GetThrottleTimeMs())
 		if len(res.GetPartitions()) != 1 {
 			return apierr.New(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "leader answered Fetch with %d partitions for 1", len(res.GetPartitions()))
 		}
@@ -104,23 +119,30 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	out.HighWatermark = result.GetHighWatermark()
 	out.LogStartOffset = result.GetLogStartOffset()
 	out.NextOffset = offset
-	if err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords()); err != nil {
+	read, err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords())
+	if err != nil {
 		return nil, err
 	}
+	out.ThrottleTimeMs = g.throttleMs(ctx, quota.Fetch, read, upstream)
 	return connect.NewResponse(out), nil
 }
 
 // decodeInto appends the records at or after offset from whole batches to
 // out, at most maxRecords, and sets out.NextOffset past what it consumed.
 // Control batches are skipped. A batch that fails to decode ends the answer
-// there when records came before it, and fails the call otherwise.
-func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32, offset int64, maxRecords int, buf []byte) error {
+// there when records came before it, and fails the call otherwise. It
+// returns the bytes of the batches it looked at: what the answer cost the
+// caller's fetch quota (batches after maxRecords records were returned
+// are not counted; they are read again by the next fetch).
+func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32, offset int64, maxRecords int, buf []byte) (int64, error) {
 	it := recordbatch.NewIter(buf, false)
+	var read int64
 	for len(out.Records) < maxRecords {
 		h, b, ok := it.Next()
 		if !ok {
 			break
 		}
+		read += int64(len(b))
 		if h.Control() {
 			out.NextOffset = max(out.NextOffset, h.NextOffset())
 			continue
@@ -128,9 +150,9 @@ func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32,
 		batch, err := recordbatch.Decode(b)
 		if err != nil {
 			if len(out.Records) > 0 {
-				return nil
+				return read, nil
 			}
-			return apierr.New(connect.CodeDataLoss, commonv1.Reason_REASON_CORRUPT_RECORD,
+			return 0, apierr.New(connect.CodeDataLoss, commonv1.Reason_REASON_CORRUPT_RECORD,
 				"batch at offset %d of partition %d of topic %q does not decode: %v", h.BaseOffset, partition, topic, err)
 		}
 		full := true
@@ -172,7 +194,7 @@ func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32,
 			out.NextOffset = max(out.NextOffset, h.NextOffset())
 		}
 	}
-	return nil
+	return read, nil
 }
 
 func jsonHeaders(hs []recordbatch.RecordHeader) []*gatewayv1.JSONHeader {

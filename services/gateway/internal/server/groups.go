@@ -9,6 +9,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
@@ -23,10 +24,13 @@ func errNoCoordinator() *connect.Error {
 }
 
 // FindCoordinator asks a coordinator (LocateGroup) which instance owns the
-// group.
+// group. It needs describe on the group.
 func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
 	if req.Msg.GetGroupId() == "" {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
+	}
+	if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
+		return nil, err
 	}
 	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), g.clientListener)
 	if err != nil {
@@ -93,7 +97,8 @@ func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(con
 	}
 }
 
-// ListGroups passes through to a coordinator.
+// ListGroups passes through to a coordinator and keeps the groups the
+// caller may describe.
 func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error) {
 	if len(g.coordinators) == 0 {
 		return nil, errNoCoordinator()
@@ -103,7 +108,8 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 	for _, c := range g.coordinators {
 		res, err := unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
 		if err == nil {
-			return connect.NewResponse(&gatewayv1.ListGroupsResponse{Groups: res.GetGroups()}), nil
+			groups := visible(ctx, g, acl.Group, res.GetGroups(), (*coordinatorv1.GroupListing).GetGroupId)
+			return connect.NewResponse(&gatewayv1.ListGroupsResponse{Groups: groups}), nil
 		}
 		lastErr = err
 		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
@@ -113,8 +119,12 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 	return nil, apierr.Forward(lastErr)
 }
 
-// DescribeGroup passes through to the group's coordinator.
+// DescribeGroup passes through to the group's coordinator; it needs
+// describe on the group.
 func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error) {
+	if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
+		return nil, err
+	}
 	up := &coordinatorv1.DescribeGroupRequest{GroupId: req.Msg.GetGroupId()}
 	res, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DescribeGroupResponse, error) {
 		return unwrap(c.DescribeGroup(ctx, connect.NewRequest(up)))
@@ -125,9 +135,18 @@ func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewa
 	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: res.GetGroup()}), nil
 }
 
-// ResetOffsets passes through to the group's coordinator.
+// ResetOffsets passes through to the group's coordinator; it needs read on
+// the group and read on each topic reset, as a commit does.
 func (g *Gateway) ResetOffsets(ctx context.Context, req *connect.Request[gatewayv1.ResetOffsetsRequest]) (*connect.Response[gatewayv1.ResetOffsetsResponse], error) {
 	m := req.Msg
+	if err := g.guard.Authorize(ctx, acl.Read, acl.Group, m.GetGroupId()); err != nil {
+		return nil, err
+	}
+	for _, t := range m.GetTopics() {
+		if err := g.authorizeTopics(ctx, acl.Read, t.GetTopic()); err != nil {
+			return nil, err
+		}
+	}
 	up := &coordinatorv1.ResetOffsetsRequest{
 		GroupId: m.GetGroupId(), Topics: m.GetTopics(), Spec: m.GetSpec(),
 		Offset: m.GetOffset(), TimestampMs: m.GetTimestampMs(), DryRun: m.GetDryRun(),
@@ -141,8 +160,12 @@ func (g *Gateway) ResetOffsets(ctx context.Context, req *connect.Request[gateway
 	return connect.NewResponse(&gatewayv1.ResetOffsetsResponse{Partitions: res.GetPartitions()}), nil
 }
 
-// DeleteGroup passes through to the group's coordinator.
+// DeleteGroup passes through to the group's coordinator; it needs delete
+// on the group.
 func (g *Gateway) DeleteGroup(ctx context.Context, req *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error) {
+	if err := g.guard.Authorize(ctx, acl.Delete, acl.Group, req.Msg.GetGroupId()); err != nil {
+		return nil, err
+	}
 	up := &coordinatorv1.DeleteGroupRequest{GroupId: req.Msg.GetGroupId()}
 	if _, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DeleteGroupResponse, error) {
 		return unwrap(c.DeleteGroup(ctx, connect.NewRequest(up)))

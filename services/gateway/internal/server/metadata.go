@@ -12,12 +12,20 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
 )
 
 // Metadata answers from the cache: the requested topics (or every
 // non-internal one) with leaders, replicas, ISR and epochs, the nodes their
-// leader ids resolve against, and the names that do not exist.
-func (g *Gateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+// leader ids resolve against, and the names that do not exist. A caller
+// sees only the topics it may describe: a named topic it may not describe
+// is refused (PERMISSION_DENIED, whether the topic exists or not, so a
+// refusal says nothing about existence), and the list of all topics leaves
+// such topics out.
+func (g *Gateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+	if err := g.authorizeTopics(ctx, acl.Describe, req.Msg.GetTopics()...); err != nil {
+		return nil, err
+	}
 	st := g.cache.Load()
 	if st == nil {
 		return nil, errNoMetadata()
@@ -43,6 +51,7 @@ func (g *Gateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.Met
 				out.Topics = append(out.Topics, t)
 			}
 		}
+		out.Topics = visible(ctx, g, acl.Topic, out.Topics, (*commonv1.TopicMetadata).GetName)
 		slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	}
 	return connect.NewResponse(out), nil

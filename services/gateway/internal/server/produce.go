@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partitioner"
+	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -29,6 +32,10 @@ const (
 // there; keyed records go where Kafka's default partitioner sends them;
 // keyless records of one request all go to one partition, which advances
 // round-robin from request to request.
+//
+// It needs write on the topic. A caller over its produce quota is held
+// until it has waited out its last throttle, and every answer carries the
+// throttle time of this one (throttle.go).
 func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv1.ProduceJSONRequest]) (*connect.Response[gatewayv1.ProduceJSONResponse], error) {
 	m := req.Msg
 	if len(m.GetRecords()) == 0 {
@@ -36,6 +43,12 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	}
 	if m.GetTimeoutMs() < 0 {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "timeout_ms %d is negative", m.GetTimeoutMs())
+	}
+	if err := g.authorizeTopics(ctx, acl.Write, m.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := g.holdOwed(ctx, quota.Produce); err != nil {
+		return nil, err
 	}
 	st := g.cache.Load()
 	if st == nil {
@@ -107,8 +120,12 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	}
 
 	results := make([]*gatewayv1.ProduceJSONResult, len(m.GetRecords()))
+	// What each partition's produce sent and the throttle its leader
+	// answered, by position in order.
+	sent := make([]int64, len(order))
+	upstream := make([]int32, len(order))
 	var wg sync.WaitGroup
-	for _, p := range order {
+	for k, p := range order {
 		grp := groups[p]
 		wg.Go(func() {
 			fail := func(ed *commonv1.ErrorDetail) {
@@ -121,6 +138,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 				fail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_INVALID_ARGUMENT, Message: err.Error()})
 				return
 			}
+			sent[k] = int64(len(batch))
 			var res *storagev1.ProduceResponse
 			err = g.onLeader(ctx, m.GetTopic(), p, func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
 				remaining := timeout
@@ -132,6 +150,9 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 					LeaderEpoch: l.epoch, Records: batch,
 				})))
 				res = r
+				if r != nil {
+					upstream[k] = max(upstream[k], r.GetThrottleTimeMs())
+				}
 				return err
 			})
 			if err != nil {
@@ -151,7 +172,12 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 		})
 	}
 	wg.Wait()
-	return connect.NewResponse(&gatewayv1.ProduceJSONResponse{Results: results}), nil
+	var bytes int64
+	for _, n := range sent {
+		bytes += n
+	}
+	throttle := g.throttleMs(ctx, quota.Produce, bytes, slices.Max(upstream))
+	return connect.NewResponse(&gatewayv1.ProduceJSONResponse{Results: results, ThrottleTimeMs: throttle}), nil
 }
 
 // nextKeylessPartition picks the partition for one request's keyless

@@ -11,6 +11,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -19,11 +20,13 @@ import (
 
 	"connectrpc.com/connect"
 
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
@@ -40,6 +43,12 @@ type Options struct {
 	ClientOptions []connect.ClientOption
 	// Logger is the gateway's logger. Nil means slog.Default().
 	Logger *slog.Logger
+	// Guard authenticates, authorizes and throttles the gateway's callers
+	// (services pass serve.Process.Guard()); the gateway feeds it the
+	// security state of the metadata stream. Nil means a guard that does
+	// not enforce: every caller may do everything, as without
+	// --require-auth.
+	Guard *guard.Guard
 	// WatchMinBackoff and WatchMaxBackoff bound the metadata watch's
 	// reconnect waits. Zero means the metaview defaults (100ms, 5s).
 	WatchMinBackoff, WatchMaxBackoff time.Duration
@@ -54,8 +63,12 @@ type Options struct {
 type Gateway struct {
 	gatewayv1connect.UnimplementedGatewayServiceHandler
 
-	log          *slog.Logger
-	cache        *metaview.Cache
+	log   *slog.Logger
+	cache *metaview.Cache
+	guard *guard.Guard
+	// security is the state last given to guard.Apply; only the watch
+	// goroutine touches it.
+	security     *commonv1.SecurityState
 	controllers  *controllerPool
 	coordinators []coordinatorv1connect.CoordinatorServiceClient
 	coordURLs    []string
@@ -93,9 +106,17 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	gd := opts.Guard
+	if gd == nil {
+		var err error
+		if gd, err = guard.New(ctx, guard.Config{Logger: logger}); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g := &Gateway{
 		log:          logger,
 		cache:        metaview.NewCache(),
+		guard:        gd,
 		retryBackoff: opts.RetryBackoff,
 		httpClient:   opts.HTTPClient,
 		clientOpts:   opts.ClientOptions,
@@ -123,6 +144,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			NodeID:      metaview.NotANode,
 			MinBackoff:  opts.WatchMinBackoff,
 			MaxBackoff:  opts.WatchMaxBackoff,
+			Notify:      g.applySecurity,
 			Logger:      logger,
 		})
 	}()
@@ -165,6 +187,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			HTTPClient:    p.HTTPClient(),
 			ClientOptions: []connect.ClientOption{p.ConnectOption()},
 			Logger:        p.Logger(),
+			Guard:         p.Guard(),
 		})
 		if err != nil {
 			return nil, err

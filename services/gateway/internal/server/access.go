@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+	"slices"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/metaview"
+)
+
+// The gateway checks its caller itself, by the table in
+// docs/design/gateway.md#security, then calls the controller, the
+// coordinators and the storage nodes under its own service identity,
+// which they allow. So every handler asks the guard before it calls
+// upstream, and lists are filtered here, not upstream.
+
+// applySecurity is the metadata watch's Notify: it hands the guard the
+// users, ACLs and quotas of v when they changed. A snapshot or a delta
+// that carries security state replaces the pointer; a delta without it
+// keeps the previous one, so most messages cost a pointer comparison.
+// It runs on the watch goroutine only.
+func (g *Gateway) applySecurity(v *metaview.View) {
+	if v.Security == g.security {
+		return
+	}
+	g.security = v.Security
+	g.guard.Apply(v.Security)
+}
+
+// authenticated refuses a request that carries no principal when the
+// guard enforces. The guard's middleware already refuses those before
+// any handler runs; this keeps the handlers that grant something to any
+// caller (InitProducerId, WhoAmI) closed if the handler is ever mounted
+// without it.
+func (g *Gateway) authenticated(ctx context.Context) error {
+	if !g.guard.Enforcing() || !guard.Principal(ctx).IsZero() {
+		return nil
+	}
+	return apierr.New(connect.CodeUnauthenticated, commonv1.Reason_REASON_UNSPECIFIED,
+		"unauthenticated: no credentials: send a bearer token (STRATA_TOKEN) or a client certificate")
+}
+
+// authorizeCluster allows op on the cluster resource.
+func (g *Gateway) authorizeCluster(ctx context.Context, op acl.Operation) error {
+	return g.guard.Authorize(ctx, op, acl.Cluster, acl.ClusterName)
+}
+
+// authorizeTopics allows op on every named topic, or returns the refusal
+// of the first that is not allowed.
+func (g *Gateway) authorizeTopics(ctx context.Context, op acl.Operation, names ...string) error {
+	for _, name := range names {
+		if err := g.guard.Authorize(ctx, op, acl.Topic, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// authorizeCreateTopic allows creating the topic with create on it or,
+// as in Kafka, create on the cluster. The refusal names the topic.
+func (g *Gateway) authorizeCreateTopic(ctx context.Context, name string) error {
+	err := g.guard.Authorize(ctx, acl.Create, acl.Topic, name)
+	if err != nil && g.guard.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
+		return nil
+	}
+	return err
+}
+
+// visible drops the items whose resource (named by name) the caller may
+// not describe. It filters s in place and returns it.
+func visible[T any](ctx context.Context, g *Gateway, rt acl.ResourceType, s []T, name func(T) string) []T {
+	if !g.guard.Enforcing() {
+		return s
+	}
+	return slices.DeleteFunc(s, func(v T) bool { return !g.guard.Allowed(ctx, acl.Describe, rt, name(v)) })
+}
