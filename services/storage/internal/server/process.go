@@ -116,6 +116,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
 			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
 			Logger:            p.Logger(),
+			Guard:             p.Guard(),
 		})
 		if err != nil {
 			return nil, err
