@@ -91,6 +91,20 @@ func (c *Cluster) UpdateTopicConfigs(topicName string, fn func(configs map[strin
 	c.bumpLocked()
 }
 
+// SetSecurity replaces the users, ACLs and quotas the metadata stream
+// carries, as the controller publishes them after CreateAcls, SetQuota
+// and the like: every watcher gets them whole in the next delta. nil is
+// sent as an empty state once one was set.
+func (c *Cluster) SetSecurity(st *commonv1.SecurityState) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st == nil {
+		st = &commonv1.SecurityState{}
+	}
+	c.security = proto.Clone(st).(*commonv1.SecurityState)
+	c.bumpLocked()
+}
+
 // Partition returns a copy of a partition's record, or nil.
 func (c *Cluster) Partition(topicName string, part int32) *commonv1.PartitionMetadata {
 	c.mu.Lock()
@@ -157,7 +171,7 @@ func (h *controller) Heartbeat(_ context.Context, req *connect.Request[controlle
 
 // watchStateLocked renders the whole metadata: every topic and node.
 func (c *Cluster) watchStateLocked() *controllerv1.MetadataSnapshot {
-	snap := &controllerv1.MetadataSnapshot{ClusterId: "fake"}
+	snap := &controllerv1.MetadataSnapshot{ClusterId: "fake", Security: c.security}
 	for _, name := range slices.Sorted(maps.Keys(c.topics)) {
 		snap.Topics = append(snap.Topics, c.topics[name].metadata())
 	}
@@ -169,8 +183,9 @@ func (c *Cluster) watchStateLocked() *controllerv1.MetadataSnapshot {
 
 // WatchMetadata sends a snapshot, whatever from_version asks, then on
 // every change a delta that carries every topic and node whole (which a
-// delta may do: its elements replace the client's copy) and names the
-// topics and nodes gone since the last message.
+// delta may do: its elements replace the client's copy), the security
+// state once SetSecurity has set one, and names the topics and nodes gone
+// since the last message.
 func (h *controller) WatchMetadata(ctx context.Context, _ *connect.Request[controllerv1.WatchMetadataRequest], stream *connect.ServerStream[controllerv1.WatchMetadataResponse]) error {
 	c := h.c
 	c.mu.Lock()
@@ -194,7 +209,7 @@ func (h *controller) WatchMetadata(ctx context.Context, _ *connect.Request[contr
 		next := c.watchStateLocked()
 		version, moved = c.version, c.metaMoved
 		c.mu.Unlock()
-		d := &controllerv1.MetadataDelta{Topics: next.GetTopics(), Nodes: next.GetNodes()}
+		d := &controllerv1.MetadataDelta{Topics: next.GetTopics(), Nodes: next.GetNodes(), Security: next.GetSecurity()}
 		for _, t := range snap.GetTopics() {
 			if !slices.ContainsFunc(next.GetTopics(), func(n *commonv1.TopicMetadata) bool { return n.GetTopicId() == t.GetTopicId() }) {
 				d.DeletedTopics = append(d.DeletedTopics, &controllerv1.DeletedTopic{Name: t.GetName(), TopicId: t.GetTopicId()})

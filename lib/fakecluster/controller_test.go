@@ -127,3 +127,35 @@ func TestWatchMetadataFollowsTheCluster(t *testing.T) {
 		return nil
 	})
 }
+
+// SetSecurity reaches watchers whole, and clearing it sends an empty
+// state rather than nothing, so a revoke of the last ACL applies.
+func TestWatchMetadataCarriesSecurity(t *testing.T) {
+	c := New(0)
+	defer c.Close()
+	cache := metaview.NewCache()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		metaview.Watch(ctx, cache, metaview.WatchConfig{
+			Controllers: []controllerv1connect.ControllerServiceClient{controllerv1connect.NewControllerServiceClient(http.DefaultClient, c.ControllerURL())},
+			NodeID:      metaview.NotANode, Logger: slog.New(slog.DiscardHandler),
+		})
+	}()
+	defer func() { cancel(); <-done }()
+	c.SetSecurity(&commonv1.SecurityState{Acls: []*commonv1.AclBinding{{Principal: "User:alice", ResourceName: "orders"}}})
+	testwait.Until(t, 30*time.Second, "the ACL in the view", func() error {
+		if v := cache.Load(); v == nil || len(v.Security.GetAcls()) != 1 {
+			return fmt.Errorf("view %v", v)
+		}
+		return nil
+	})
+	c.SetSecurity(nil)
+	testwait.Until(t, 30*time.Second, "the ACL gone from the view", func() error {
+		if v := cache.Load(); v.Security == nil || len(v.Security.GetAcls()) != 0 {
+			return fmt.Errorf("security %v", v.Security)
+		}
+		return nil
+	})
+}

@@ -87,14 +87,18 @@ type Grant struct {
 
 // Member is one live member. Exported fields are persisted.
 type Member struct {
-	ID                 string
-	InstanceID         string   `json:",omitempty"`
-	ClientID           string   `json:",omitempty"`
-	ClientHost         string   `json:",omitempty"`
-	RackID             string   `json:",omitempty"`
-	Epoch              int32    // current member epoch
-	PrevEpoch          int32    // epoch before the last bump; heartbeats with it are still answered
-	Topics             []string // subscription
+	ID         string
+	InstanceID string   `json:",omitempty"`
+	ClientID   string   `json:",omitempty"`
+	ClientHost string   `json:",omitempty"`
+	RackID     string   `json:",omitempty"`
+	Epoch      int32    // current member epoch
+	PrevEpoch  int32    // epoch before the last bump; heartbeats with it are still answered
+	Topics     []string // subscription
+	// Hidden are the topics of Topics the member may not be assigned (its
+	// principal may not describe them, as of its last heartbeat), sorted;
+	// the assignor leaves them out.
+	Hidden             []string `json:",omitempty"`
 	RebalanceTimeoutMs int32
 	Held               []Grant `json:",omitempty"` // partitions the member may own, Revoking included, sorted
 	Revoking           []TP    `json:",omitempty"` // held partitions it was told to give up
@@ -208,8 +212,15 @@ type Heartbeat struct {
 	ClientID           string
 	ClientHost         string
 	RebalanceTimeoutMs int32
-	Topics             []string
-	Owned              []TP
+	// Topics is the subscription; empty leaves it as it was.
+	Topics []string
+	// Hidden are the topics of the subscription (Topics, or the one in
+	// force when Topics is empty) that must not be assigned to the member:
+	// the coordinator names those its principal may not describe. A
+	// change rebalances the group like a change of subscription. Empty
+	// hides nothing.
+	Hidden []string
+	Owned  []TP
 }
 
 // Response is the answer to a heartbeat.
@@ -280,6 +291,15 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		m.Topics = topics
 		subsChanged, dirty = true, true
 	}
+	hidden := slices.Clone(h.Hidden)
+	slices.Sort(hidden)
+	if hidden = slices.Compact(hidden); len(hidden) == 0 {
+		hidden = nil
+	}
+	if !slices.Equal(hidden, m.Hidden) {
+		m.Hidden = hidden
+		subsChanged, dirty = true, true
+	}
 	if subsChanged || g.rebalanceNeeded(parts) {
 		g.rebalance(parts)
 		dirty = true
@@ -343,7 +363,7 @@ func (g *Group) rebalanceNeeded(parts map[string]int32) bool {
 func (g *Group) subscribedParts(parts map[string]int32) map[string]int32 {
 	out := map[string]int32{}
 	for _, m := range g.Members {
-		for _, t := range m.Topics {
+		for _, t := range m.assignable() {
 			if n, ok := parts[t]; ok {
 				out[t] = n
 			}
@@ -352,13 +372,24 @@ func (g *Group) subscribedParts(parts map[string]int32) map[string]int32 {
 	return out
 }
 
+// assignable is the member's subscription without its hidden topics.
+func (m *Member) assignable() []string {
+	if len(m.Hidden) == 0 {
+		return m.Topics
+	}
+	return slices.DeleteFunc(slices.Clone(m.Topics), func(t string) bool {
+		_, hidden := slices.BinarySearch(m.Hidden, t)
+		return hidden
+	})
+}
+
 // rebalance bumps the group epoch and computes a new target.
 func (g *Group) rebalance(parts map[string]int32) {
 	g.Epoch++
 	g.Parts = g.subscribedParts(parts)
 	ms := make([]assignor.Member, 0, len(g.Members))
 	for _, m := range g.Members {
-		ms = append(ms, assignor.Member{ID: m.ID, Topics: m.Topics})
+		ms = append(ms, assignor.Member{ID: m.ID, Topics: m.assignable()})
 	}
 	g.Target = assignor.Uniform(ms, g.Parts, g.Target)
 	g.AssignmentEpoch = g.Epoch

@@ -22,6 +22,8 @@ type sim struct {
 	next  map[string][]TP // assignment received, applied before the next heartbeat
 	has   map[string]bool
 	where string // prefix of failure messages
+	// hidden are the topics each member's heartbeats hide (Heartbeat.Hidden).
+	hidden map[string][]string
 }
 
 func newSim(t *testing.T, parts int32) *sim {
@@ -35,7 +37,7 @@ func (s *sim) hb(id string) error {
 		s.owned[id] = s.next[id]
 		s.has[id] = false
 	}
-	resp, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: s.epoch[id], Topics: []string{"orders"}, Owned: s.owned[id]}, s.parts, s.now)
+	resp, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: s.epoch[id], Topics: []string{"orders"}, Hidden: s.hidden[id], Owned: s.owned[id]}, s.parts, s.now)
 	if err != nil {
 		return err
 	}
@@ -101,6 +103,32 @@ func TestJoinAndBalance(t *testing.T) {
 				t.Fatalf("%d partitions owned; want 12", total)
 			}
 		})
+	}
+}
+
+// A member whose heartbeats hide its subscribed topic (its principal may
+// not describe it) is assigned none of it, and gets its share once the
+// topic is no longer hidden.
+func TestHiddenTopicsAreNotAssigned(t *testing.T) {
+	s := newSim(t, 4)
+	s.hidden = map[string][]string{"b": {"orders"}}
+	s.settle([]string{"a", "b"})
+	if len(s.owned["a"]) != 4 || len(s.owned["b"]) != 0 {
+		t.Fatalf("a owns %v, b owns %v; want all for a, nothing for b", s.owned["a"], s.owned["b"])
+	}
+	if m := s.g.Members["b"]; !slices.Equal(m.Topics, []string{"orders"}) || !slices.Equal(m.Hidden, []string{"orders"}) {
+		t.Fatalf("b's subscription %v hidden %v; the subscription must stay as sent", m.Topics, m.Hidden)
+	}
+	delete(s.hidden, "b")
+	s.settle([]string{"a", "b"})
+	if len(s.owned["a"]) != 2 || len(s.owned["b"]) != 2 {
+		t.Fatalf("a owns %v, b owns %v once the topic is visible; want two each", s.owned["a"], s.owned["b"])
+	}
+	// Hiding it again takes b's partitions back.
+	s.hidden["b"] = []string{"orders"}
+	s.settle([]string{"a", "b"})
+	if len(s.owned["b"]) != 0 {
+		t.Fatalf("b still owns %v after its topic was hidden again", s.owned["b"])
 	}
 }
 

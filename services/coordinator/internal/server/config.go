@@ -27,8 +27,8 @@ type Config struct {
 	// Must be unique among live instances sharing one offsets database.
 	InstanceID string
 	// AdvertiseURL is the Connect base URL clients and other instances use
-	// to reach this instance (--advertise-url). Default http:// plus the
-	// bound --listen address.
+	// to reach this instance (--advertise-url). Default the bound --listen
+	// URL (https:// with TLS).
 	AdvertiseURL string
 	// AdvertiseListeners are further named addresses, NAME=URL
 	// comma-separated (--advertise-listeners), for clients on other
@@ -44,6 +44,12 @@ type Config struct {
 	// Gateway is the gateway base URL the coordinator reads topic metadata
 	// from (--gateway). Default DefaultGateway.
 	Gateway string
+	// Controller lists the controllers' base URLs, comma-separated
+	// (--controller). When set, the coordinator watches their metadata
+	// stream for the users, ACLs and quotas its guard enforces
+	// (security.go), and is not ready before the first snapshot. Required
+	// with --require-auth. Default empty: no watch.
+	Controller string
 	// SessionTimeout removes members silent for this long
 	// (--session-timeout). Default 45s, as Kafka.
 	SessionTimeout time.Duration
@@ -64,11 +70,12 @@ type Config struct {
 // RegisterFlags declares the coordinator's flags.
 func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "unique id of this instance among those sharing the offsets database; empty: host name and listen port")
-	f.StringVar(&c.AdvertiseURL, "advertise-url", c.AdvertiseURL, "Connect base URL clients use to reach this instance; empty: http:// and the bound --listen address")
+	f.StringVar(&c.AdvertiseURL, "advertise-url", c.AdvertiseURL, "Connect base URL clients use to reach this instance; empty: the bound --listen URL (https with TLS)")
 	f.StringVar(&c.AdvertiseListeners, "advertise-listeners", c.AdvertiseListeners, "further named addresses for clients on other networks, NAME=URL comma-separated (e.g. external=http://coordinator-0.example.com:31094)")
 	f.SecretVar(&c.DSN, "dsn", c.DSN, "Postgres connection string for offsets and group state; empty: embedded SQLite at --data-dir/offsets.db")
 	f.StringVar(&c.DataDir, "data-dir", or(c.DataDir, "./data/coordinator"), "directory of offsets.db when --dsn is empty")
 	f.StringVar(&c.Gateway, "gateway", or(c.Gateway, DefaultGateway), "gateway base URL to read topic metadata from")
+	f.StringVar(&c.Controller, "controller", c.Controller, "controller base URLs, comma-separated, whose metadata stream brings the ACLs to enforce; required with --require-auth")
 	f.DurationVar(&c.SessionTimeout, "session-timeout", orDur(c.SessionTimeout, DefaultSessionTimeout), "members silent for this long are removed from their group")
 	f.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "heartbeat interval told to members; 0: a fifth of --session-timeout, at most 5s")
 	f.DurationVar(&c.OwnershipLease, "ownership-lease", orDur(c.OwnershipLease, DefaultOwnershipLease), "group ownership lease; a dead instance's groups move to another after it")
@@ -92,6 +99,11 @@ func (c *Config) Validate() error {
 	var err error
 	if c.listeners, err = serve.ParseListeners(c.AdvertiseListeners); err != nil {
 		p.Flag("advertise-listeners", c.AdvertiseListeners, err.Error())
+	}
+	if urls, err := serve.ParseURLs(c.Controller); err != nil {
+		p.Flag("controller", c.Controller, err.Error())
+	} else if len(urls) == 0 && c.RequireAuth {
+		p.Flag("controller", c.Controller, "required with --require-auth: the ACLs to enforce come from the controller's metadata stream")
 	}
 	if c.SessionTimeout < 100*time.Millisecond || c.SessionTimeout > time.Hour {
 		p.Flag("session-timeout", c.SessionTimeout, "must be 100ms..1h")

@@ -14,6 +14,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -29,6 +30,8 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
@@ -45,6 +48,8 @@ type Coordinator struct {
 	store   offsetstore.Store
 	meta    *metaSource
 	log     *slog.Logger
+	guard   *guard.Guard
+	view    *metaview.Cache // the controllers' metadata, for its security state; nil without --controller
 
 	claimMu sync.Mutex // serializes claims, so one instance never claims a group twice at once
 	mu      sync.Mutex
@@ -75,11 +80,20 @@ type owned struct {
 
 // Options are the coordinator's dependencies.
 type Options struct {
-	Store      offsetstore.Store
+	Store offsetstore.Store
+	// HTTPClient makes every call the coordinator sends (gateway metadata,
+	// storage ListOffsets, the controllers' metadata stream);
+	// strata-coordinator gives the process's, which presents its
+	// certificate (mutual TLS) when TLS is on. Required.
 	HTTPClient connect.HTTPClient
 	ClientOpts []connect.ClientOption
 	Logger     *slog.Logger
 	Meter      metric.Meter // nil: no metrics
+	// Guard authorizes requests (security.go); the coordinator keeps it
+	// current from the controllers' metadata stream when Config.Controller
+	// is set. strata-coordinator gives the process's (lib/serve). Default a
+	// guard that does not enforce: everything allowed.
+	Guard *guard.Guard
 }
 
 // Setup is the serve.SetupFunc of strata-coordinator.
@@ -102,6 +116,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		c, err := Start(ctx, cfg, p.Addr().String(), Options{
 			Store: store, HTTPClient: p.HTTPClient(), ClientOpts: []connect.ClientOption{p.ConnectOption()},
 			Logger: p.Logger(), Meter: p.Telemetry().Meter("github.com/strata-mq/strata/services/coordinator"),
+			Guard: p.Guard(),
 		})
 		if err != nil {
 			return nil, err
@@ -115,14 +130,25 @@ func Setup(cfg *Config) serve.SetupFunc {
 }
 
 // Start builds the coordinator and starts its background loops (lease
-// renewal, session expiry, lag), which run until ctx ends or Close.
+// renewal, session expiry, lag, and the controllers' metadata stream when
+// cfg.Controller is set), which run until ctx ends or Close.
 func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*Coordinator, error) {
 	if opts.Store == nil || opts.HTTPClient == nil {
 		return nil, errors.New("coordinator: Options.Store and Options.HTTPClient are required")
 	}
+	controllers, err := serve.ParseURLs(cfg.Controller)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: --controller: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
+	}
+	g := opts.Guard
+	if g == nil {
+		if g, err = guard.New(ctx, guard.Config{Logger: log}); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
 	}
 	addr := cfg.AdvertiseURL
 	if addr == "" {
@@ -130,8 +156,11 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	}
 	c := &Coordinator{
 		cfg: cfg, id: cfg.instanceID(listenAddr), address: addr, store: opts.Store,
-		meta: newMetaSource(cfg.Gateway, opts.HTTPClient, opts.ClientOpts), log: log,
+		meta: newMetaSource(cfg.Gateway, opts.HTTPClient, opts.ClientOpts), log: log, guard: g,
 		groups: map[string]*owned{}, lag: map[lagKey]int64{},
+	}
+	if len(controllers) > 0 {
+		c.view = metaview.NewCache()
 	}
 	if opts.Meter != nil {
 		if _, err := opts.Meter.Int64ObservableGauge("strata.coordinator.group.lag",
@@ -153,6 +182,13 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	c.loop(ctx, c.cfg.OwnershipLease/3, c.renew)
 	c.loop(ctx, min(c.cfg.SessionTimeout/10, 500*time.Millisecond), c.expire)
 	c.loop(ctx, c.cfg.LagInterval, c.refreshLag)
+	if c.view != nil {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.watchSecurity(ctx, controllers, opts.HTTPClient, opts.ClientOpts) // security.go
+		}()
+	}
 	return c, nil
 }
 
@@ -176,12 +212,16 @@ func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handl
 // ID is this instance's id.
 func (c *Coordinator) ID() string { return c.id }
 
-// Ready is the readiness check: nil until Close begins. The offsets
-// database is not asked; a call that needs it fails with UNAVAILABLE when
-// it is down.
+// Ready is the readiness check: nil once the first metadata snapshot has
+// arrived (with --controller: the ACLs to enforce come with it) and until
+// Close begins. The offsets database is not asked; a call that needs it
+// fails with UNAVAILABLE when it is down. It does no I/O.
 func (c *Coordinator) Ready(context.Context) error {
 	if c.closing.Load() {
 		return errors.New("coordinator: closing")
+	}
+	if c.view != nil && !c.view.Ready() {
+		return errors.New("coordinator: waiting for the first metadata snapshot from the controller")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
@@ -41,6 +42,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 	if m.GetMemberId() == "" {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "member_id is empty")
 	}
+	if err := c.authorizeGroup(ctx, acl.Read, m.GetGroupId()); err != nil { // security.go
+		return nil, err
+	}
 	og, err := c.acquire(ctx, m.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -57,7 +61,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 	resp, dirty, err := og.g.Heartbeat(group.Heartbeat{
 		MemberID: m.GetMemberId(), Epoch: m.GetMemberEpoch(), InstanceID: m.GetInstanceId(), RackID: m.GetRackId(),
 		ClientID: m.GetClientId(), ClientHost: req.Peer().Addr, RebalanceTimeoutMs: m.GetRebalanceTimeoutMs(),
-		Topics: m.GetSubscribedTopicNames(), Owned: tps(m.GetOwnedPartitions()),
+		Topics: m.GetSubscribedTopicNames(), Hidden: c.hiddenTopics(ctx, topics), Owned: tps(m.GetOwnedPartitions()),
 	}, parts, time.Now())
 	if err != nil {
 		return nil, groupErr(err)
@@ -79,6 +83,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 
 // LeaveGroup implements CoordinatorService.
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *connect.Request[coordinatorv1.LeaveGroupRequest]) (*connect.Response[coordinatorv1.LeaveGroupResponse], error) {
+	if err := c.authorizeGroup(ctx, acl.Read, req.Msg.GetGroupId()); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, req.Msg.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -104,11 +111,15 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *connect.Request[coord
 // OffsetCommit implements CoordinatorService.
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coordinatorv1.OffsetCommitRequest]) (*connect.Response[coordinatorv1.OffsetCommitResponse], error) {
 	m := req.Msg
+	if err := c.authorizeGroup(ctx, acl.Read, m.GetGroupId()); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, m.GetGroupId())
 	if err != nil {
 		return nil, err
 	}
 	defer og.mu.Unlock()
+	denied := c.topicRefusals(ctx, acl.Read) // each topic committed needs read
 	list := make([]group.CommitPartition, len(m.GetPartitions()))
 	for i, p := range m.GetPartitions() {
 		list[i] = group.CommitPartition{TP: group.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}, Epoch: p.GetMemberEpoch()}
@@ -121,7 +132,9 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 	var offs []offsetstore.Offset
 	for i, p := range m.GetPartitions() {
 		r := &coordinatorv1.OffsetCommitPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition()}
-		switch {
+		switch d := denied.of(p.GetTopic()); {
+		case d != nil:
+			r.Error = d
 		case p.GetCommittedOffset() < 0:
 			r.Error = apierr.Detail(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "committed offset %d is negative", p.GetCommittedOffset())
 		case len(p.GetMetadata()) > maxMetadataBytes:
@@ -144,6 +157,19 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 
 // OffsetFetch implements CoordinatorService.
 func (c *Coordinator) OffsetFetch(ctx context.Context, req *connect.Request[coordinatorv1.OffsetFetchRequest]) (*connect.Response[coordinatorv1.OffsetFetchResponse], error) {
+	// Describe on the group, and on each topic named; asked for every
+	// committed offset, the topics the caller may not describe are left
+	// out, as Kafka does.
+	if err := c.authorizeGroup(ctx, acl.Describe, req.Msg.GetGroupId()); err != nil {
+		return nil, err
+	}
+	var named []string
+	for _, t := range req.Msg.GetTopics() {
+		named = append(named, t.GetTopic())
+	}
+	if err := c.authorizeTopics(ctx, acl.Describe, named); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, req.Msg.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -167,8 +193,11 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *connect.Request[coor
 			CommittedLeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimeMs: o.CommitTime.UnixMilli()}
 	}
 	if len(req.Msg.GetTopics()) == 0 {
+		hidden := c.topicRefusals(ctx, acl.Describe)
 		for _, o := range all {
-			out.Offsets = append(out.Offsets, conv(group.TP{Topic: o.Topic, Partition: o.Partition}))
+			if hidden.of(o.Topic) == nil {
+				out.Offsets = append(out.Offsets, conv(group.TP{Topic: o.Topic, Partition: o.Partition}))
+			}
 		}
 	} else {
 		for _, t := range req.Msg.GetTopics() {
@@ -223,7 +252,7 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *connect.Request[coord
 			}
 			og.mu.Unlock()
 		}
-		if len(want) > 0 && !want[st] {
+		if len(want) > 0 && !want[st] || !c.guard.Allowed(ctx, acl.Describe, acl.Group, g.GroupID) {
 			continue
 		}
 		out.Groups = append(out.Groups, &coordinatorv1.GroupListing{GroupId: g.GroupID, State: st, MemberCount: n})
@@ -246,6 +275,9 @@ func (c *Coordinator) exists(ctx context.Context, og *owned) (bool, error) {
 // DescribeGroup implements CoordinatorService.
 func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[coordinatorv1.DescribeGroupRequest]) (*connect.Response[coordinatorv1.DescribeGroupResponse], error) {
 	id := req.Msg.GetGroupId()
+	if err := c.authorizeGroup(ctx, acl.Describe, id); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, id)
 	if err != nil {
 		return nil, err
@@ -353,6 +385,18 @@ func (c *Coordinator) lagRows(ctx context.Context, id string, topics []string, o
 // ResetOffsets implements CoordinatorService.
 func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coordinatorv1.ResetOffsetsRequest]) (*connect.Response[coordinatorv1.ResetOffsetsResponse], error) {
 	m := req.Msg
+	// Read on the group and on every topic reset, all checked before
+	// anything moves.
+	if err := c.authorizeGroup(ctx, acl.Read, m.GetGroupId()); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, t := range m.GetTopics() {
+		names = append(names, t.GetTopic())
+	}
+	if err := c.authorizeTopics(ctx, acl.Read, names); err != nil {
+		return nil, err
+	}
 	if m.GetSpec() == coordinatorv1.ResetSpec_RESET_SPEC_UNSPECIFIED {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "spec is unset")
 	}
@@ -367,10 +411,6 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coo
 	if len(og.g.Members) > 0 {
 		return nil, apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
 			"group %q has %d live members; stop them before resetting offsets", m.GetGroupId(), len(og.g.Members))
-	}
-	var names []string
-	for _, t := range m.GetTopics() {
-		names = append(names, t.GetTopic())
 	}
 	md := c.meta.lookup(ctx, names)
 	prev, err := c.store.FetchOffsets(ctx, m.GetGroupId())
@@ -451,6 +491,9 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coo
 // DeleteGroup implements CoordinatorService.
 func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coordinatorv1.DeleteGroupRequest]) (*connect.Response[coordinatorv1.DeleteGroupResponse], error) {
 	id := req.Msg.GetGroupId()
+	if err := c.authorizeGroup(ctx, acl.Delete, id); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, id)
 	if err != nil {
 		return nil, err
@@ -484,6 +527,11 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 // LocateGroup implements CoordinatorService.
 func (c *Coordinator) LocateGroup(ctx context.Context, req *connect.Request[coordinatorv1.LocateGroupRequest]) (*connect.Response[coordinatorv1.LocateGroupResponse], error) {
 	id := req.Msg.GetGroupId()
+	// The gateway's FindCoordinator asks under its service identity,
+	// which passes; a user asking directly needs describe on the group.
+	if err := c.authorizeGroup(ctx, acl.Describe, id); err != nil {
+		return nil, err
+	}
 	og, err := c.acquire(ctx, id)
 	if err == nil {
 		epoch := og.fence.OwnerEpoch

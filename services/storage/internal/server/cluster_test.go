@@ -20,6 +20,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/fakecluster"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
@@ -38,6 +39,9 @@ type testCluster struct {
 	wrap func(id int32, h http.Handler) http.Handler
 	// fs, when set, is each node's filesystem (Config.FS).
 	fs func(id int32) vfs.FS
+	// requireAuth gives each node a guard that enforces, as
+	// --require-auth does (security_test.go).
+	requireAuth bool
 
 	mu          sync.Mutex
 	logFailures []string // "node N: topic-partition", from Config.OnLogFailure
@@ -66,8 +70,15 @@ func newWrappedCluster(t *testing.T, n int, lag time.Duration, wrap func(id int3
 // filesystem chosen; nil leaves either as it is.
 func newClusterWith(t *testing.T, n int, lag time.Duration, wrap func(id int32, h http.Handler) http.Handler, fs func(id int32) vfs.FS) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, ctrl: fakecluster.New(0), lag: lag, client: serve.NewHTTPClient(), wrap: wrap, fs: fs,
-		nodes: map[int32]*testNode{}, dirs: map[int32]string{}}
+	return newClusterOf(t, n, lag, &testCluster{wrap: wrap, fs: fs})
+}
+
+// newClusterOf starts the cluster c's options (wrap, fs, requireAuth)
+// describe.
+func newClusterOf(t *testing.T, n int, lag time.Duration, c *testCluster) *testCluster {
+	t.Helper()
+	c.t, c.ctrl, c.lag, c.client = t, fakecluster.New(0), lag, serve.NewHTTPClient()
+	c.nodes, c.dirs = map[int32]*testNode{}, map[int32]string{}
 	for id := int32(1); id <= int32(n); id++ {
 		c.dirs[id] = t.TempDir() // before the cleanup below, so removed after it
 	}
@@ -113,10 +124,16 @@ func (c *testCluster) start(id int32) {
 	if c.fs != nil {
 		fs = c.fs(id)
 	}
+	var g *guard.Guard
+	if c.requireAuth {
+		if g, err = guard.New(context.Background(), guard.Config{RequireAuth: true, Logger: logger}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
 	node, err := Start(context.Background(), Config{
 		NodeID: id, Advertise: url, DataDir: c.dirs[id], Controllers: []string{c.ctrlURL},
 		ReplicaLagTime: c.lag, ISRCheckInterval: 50 * time.Millisecond, ReplicaMaxWait: 200 * time.Millisecond,
-		HTTPClient: c.client, Logger: logger, FS: fs,
+		HTTPClient: c.client, Logger: logger, FS: fs, Guard: g,
 		OnLogFailure: func(topic string, partition int32, err error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()

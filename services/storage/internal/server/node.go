@@ -22,6 +22,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/serve"
@@ -67,14 +68,24 @@ type Config struct {
 	// stops the process (fail-stop, as Kafka stops a broker whose last log
 	// directory fails): leadership moves when its lease expires, and
 	// recovery runs at the next start. Default: only logged.
-	OnLogFailure   func(topic string, partition int32, err error)
-	HTTPClient     *http.Client // for calls to the controller and leaders
+	OnLogFailure func(topic string, partition int32, err error)
+	// HTTPClient makes every call the node sends: to the controller, to
+	// the leaders it follows and to tiering. strata-storage gives the
+	// process's client, which presents the node's certificate (mutual TLS)
+	// when TLS is on. Default http.DefaultClient.
+	HTTPClient     *http.Client
 	ClientOptions  []connect.ClientOption
 	HandlerOptions []connect.HandlerOption
 	Logger         *slog.Logger // default slog.Default()
 	// Clock is the time source for leases and replica lag. Default
 	// clock.System.
 	Clock clock.Clock
+	// Guard authorizes and throttles requests (security.go); the node
+	// keeps it current with the users, ACLs and quotas of its metadata
+	// view. strata-storage gives the process's (lib/serve). Default a
+	// guard that does not enforce: everything allowed, no quotas until
+	// the metadata stream brings some.
+	Guard *guard.Guard
 }
 
 type tpKey struct {
@@ -115,6 +126,8 @@ type Node struct {
 	throttle *moveThrottle // replication throttle of partition moves (throttle.go)
 
 	straysChecked bool // removeStrays ran (strays.go); reconcile's goroutine only
+
+	security *commonv1.SecurityState // last applied to cfg.Guard (security.go); reconcile's goroutine only
 }
 
 // Start validates cfg and starts the node: registration, heartbeats and the
@@ -157,6 +170,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.FS == nil {
 		cfg.FS = vfs.Default
+	}
+	if cfg.Guard == nil {
+		g, err := guard.New(ctx, guard.Config{Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		cfg.Guard = g
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
@@ -282,6 +302,7 @@ func (n *Node) reconcile(v *metaview.View) {
 	}
 	n.view = v
 	n.mu.Unlock()
+	n.applySecurity(v) // security.go
 	n.throttle.update(v)
 
 	nodeEpochs := make(map[int32]int64, len(v.Nodes))

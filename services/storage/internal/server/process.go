@@ -92,12 +92,7 @@ func (c *ProcessConfig) Validate() error {
 // (Start), registers its shutdown and readiness, and serves StorageService.
 func Setup(cfg *ProcessConfig) serve.SetupFunc {
 	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
-		advertise := cfg.Advertise
-		if advertise == "" {
-			advertise = p.URL()
-		} else if !hasScheme(advertise) {
-			advertise = "http://" + advertise
-		}
+		advertise := advertiseURL(cfg.Advertise, p.URL(), cfg.TLSEnabled())
 		listeners, _ := serve.ParseListeners(cfg.Listeners) // checked by Validate
 		var adv []*commonv1.Listener
 		for _, l := range listeners {
@@ -121,6 +116,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
 			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
 			Logger:            p.Logger(),
+			Guard:             p.Guard(),
 		})
 		if err != nil {
 			return nil, err
@@ -165,6 +161,21 @@ func setupFaults(cfg *ProcessConfig, p *serve.Process, kill func()) (*diskFaults
 	p.Logger().Warn("fault injection is on: /debug/faults on the admin port fails disk I/O and cuts the power on request; for fault tests only, never in production",
 		"admin", p.AdminAddr().String())
 	return d, nil
+}
+
+// advertiseURL is the URL the node registers: --advertise, given the
+// scheme its listener speaks (https with TLS) when it has none, or the
+// listener's own URL.
+func advertiseURL(advertise, listenURL string, tls bool) string {
+	switch {
+	case advertise == "":
+		return listenURL
+	case hasScheme(advertise):
+		return advertise
+	case tls:
+		return "https://" + advertise
+	}
+	return "http://" + advertise
 }
 
 func hasScheme(s string) bool {

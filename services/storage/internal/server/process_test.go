@@ -71,6 +71,26 @@ func TestProcessConfigFaultInjection(t *testing.T) {
 	}
 }
 
+// A node registers the scheme its listener speaks: peers and clients
+// dial what it registers.
+func TestAdvertiseURL(t *testing.T) {
+	for _, tc := range []struct {
+		advertise string
+		tls       bool
+		want      string
+	}{
+		{"", false, "http://127.0.0.1:9102"},
+		{"node-1:9102", false, "http://node-1:9102"},
+		{"node-1:9102", true, "https://node-1:9102"},
+		{"http://node-1:9102", true, "http://node-1:9102"},
+		{"https://node-1:9102", false, "https://node-1:9102"},
+	} {
+		if got := advertiseURL(tc.advertise, "http://127.0.0.1:9102", tc.tls); got != tc.want {
+			t.Errorf("advertiseURL(%q, tls %v) = %q, want %q", tc.advertise, tc.tls, got, tc.want)
+		}
+	}
+}
+
 // A failed partition log stops the process once, with one line naming the
 // partition, however many logs fail.
 func TestHaltOnLogFailure(t *testing.T) {

@@ -11,8 +11,10 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
@@ -122,6 +124,12 @@ var errNodeFenced = errors.New("server: this node is fenced by the controller")
 
 func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
+	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
+		return nil, err
+	}
+	if err := s.hold(ctx, quota.Produce); err != nil { // security.go
+		return nil, err
+	}
 	r := s.n.replica(m.GetTopic(), m.GetPartition())
 	if r == nil {
 		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
@@ -148,7 +156,8 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, err))
 	}
 	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
-	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate}
+	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
+		ThrottleTimeMs: s.throttleTime(ctx, quota.Produce, len(m.GetRecords()))}
 	if acks == replica.AcksNone {
 		out.BaseOffset = -1
 	}
@@ -180,6 +189,18 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	if len(m.GetPartitions()) == 0 || m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("fetch needs partitions and non-negative limits"))
 	}
+	// Partitions of topics the principal may not read are answered with
+	// PERMISSION_DENIED and the others served (security.go). A refusal
+	// does not cut the long poll short, as Kafka's does not: waiting
+	// again would not change it.
+	access := s.topicAccess(ctx, acl.Read)
+	refused := make([]*commonv1.ErrorDetail, len(m.GetPartitions()))
+	for i, p := range m.GetPartitions() {
+		refused[i] = access.check(p.GetTopic())
+	}
+	if err := s.hold(ctx, quota.Fetch); err != nil {
+		return nil, err
+	}
 	maxBytes := int(m.GetMaxBytes())
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
@@ -191,7 +212,10 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	bufs := make([][]byte, len(m.GetPartitions()))
 	for {
 		var chans []<-chan struct{}
-		for _, p := range m.GetPartitions() {
+		for i, p := range m.GetPartitions() {
+			if refused[i] != nil {
+				continue
+			}
 			if r := s.n.replica(p.GetTopic(), p.GetPartition()); r != nil {
 				chans = append(chans, r.Changed())
 			}
@@ -199,15 +223,19 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		out := &storagev1.FetchResponse{}
 		total, failed := 0, false
 		for i, p := range m.GetPartitions() {
+			if refused[i] != nil {
+				out.Partitions = append(out.Partitions, &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(),
+					HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, Error: refused[i]})
+				continue
+			}
 			res := s.fetchOne(ctx, p, maxBytes-total, &bufs[i])
 			total += len(res.Records)
 			failed = failed || res.Error != nil
 			out.Partitions = append(out.Partitions, res)
 		}
-		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 {
-			return connect.NewResponse(out), nil
-		}
-		if !s.waitChange(ctx, chans, deadline) {
+		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 ||
+			!s.waitChange(ctx, chans, deadline) {
+			out.ThrottleTimeMs = s.throttleTime(ctx, quota.Fetch, total)
 			return connect.NewResponse(out), nil
 		}
 	}
@@ -250,9 +278,13 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("offset spec is unset"))
 		}
 	}
+	access := s.topicAccess(ctx, acl.Describe) // security.go
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: -1, TimestampMs: -1, LeaderEpoch: -1}
 		out.Partitions = append(out.Partitions, res)
+		if res.Error = access.check(p.GetTopic()); res.Error != nil {
+			continue
+		}
 		r := s.n.replica(p.GetTopic(), p.GetPartition())
 		if r == nil {
 			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
@@ -299,6 +331,11 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 
 func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
 	m := req.Msg
+	// Only storage node replica_id itself replicates as replica_id: its
+	// fetches move the ISR and the high watermark.
+	if err := s.n.cfg.Guard.RequireStorageNode(ctx, m.GetReplicaId()); err != nil {
+		return nil, err
+	}
 	if m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("negative limits"))
 	}
@@ -375,10 +412,25 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 }
 
 func (s *service) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[storagev1.OffsetForLeaderEpochRequest]) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {
+	// A follower (replica_id >= 0) must be that storage node; a consumer
+	// needs describe on each topic.
+	var access *topicAccess
+	if id := req.Msg.GetReplicaId(); id >= 0 {
+		if err := s.n.cfg.Guard.RequireStorageNode(ctx, id); err != nil {
+			return nil, err
+		}
+	} else {
+		access = s.topicAccess(ctx, acl.Describe)
+	}
 	out := &storagev1.OffsetForLeaderEpochResponse{}
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
 		out.Partitions = append(out.Partitions, res)
+		if access != nil {
+			if res.Error = access.check(p.GetTopic()); res.Error != nil {
+				continue
+			}
+		}
 		r := s.n.replica(p.GetTopic(), p.GetPartition())
 		if r == nil {
 			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
@@ -394,6 +446,9 @@ func (s *service) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request
 }
 
 func (s *service) DescribeLog(ctx context.Context, req *connect.Request[storagev1.DescribeLogRequest]) (*connect.Response[storagev1.DescribeLogResponse], error) {
+	if err := s.n.cfg.Guard.Authorize(ctx, acl.Describe, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
 	out := &storagev1.DescribeLogResponse{NodeId: s.n.cfg.NodeID}
 	var tps []*commonv1.TopicPartition
 	if len(req.Msg.GetPartitions()) > 0 {

@@ -10,7 +10,8 @@ import (
 )
 
 // Setup returns the serve.SetupFunc of strata-tiering: it starts the
-// instance (Start) with the process's HTTP client, otelconnect and logger,
+// instance (Start) with the process's HTTP client, otelconnect, logger and
+// guard,
 // registers its readiness and shutdown, and serves TieringService.
 func Setup(cfg *Config) serve.SetupFunc {
 	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
@@ -18,6 +19,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			HTTPClient:    p.HTTPClient(),
 			ClientOptions: []connect.ClientOption{p.ConnectOption()},
 			Logger:        p.Logger(),
+			Guard:         p.Guard(),
 		})
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/services/tiering/internal/compactor"
 	"github.com/strata-mq/strata/services/tiering/internal/embeds3"
 	"github.com/strata-mq/strata/services/tiering/internal/manifest"
@@ -26,12 +27,17 @@ import (
 // Options are what a Tiering takes from the process that runs it.
 type Options struct {
 	// HTTPClient reaches the controllers or the gateway for topic
-	// metadata. Required.
+	// metadata. strata-tiering gives the process's, which presents its
+	// certificate (mutual TLS) when TLS is on. Required.
 	HTTPClient *http.Client
 	// ClientOptions instrument those calls. Default none.
 	ClientOptions []connect.ClientOption
 	// Logger is the tiering logger. Default slog.Default().
 	Logger *slog.Logger
+	// Guard admits only Strata services to TieringService (security.go).
+	// strata-tiering gives the process's (lib/serve). Default a guard that
+	// does not enforce: every call allowed.
+	Guard *guard.Guard
 }
 
 // Tiering is one tiering instance: the embedded S3 server when configured,
@@ -42,6 +48,7 @@ type Tiering struct {
 	logger  *slog.Logger
 	s3      *embeds3.Server // nil without --embedded-s3-listen
 	service *Service
+	guard   *guard.Guard
 
 	stop     context.CancelFunc
 	loops    sync.WaitGroup
@@ -63,12 +70,17 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Tiering, err erro
 	if logger == nil {
 		logger = slog.Default()
 	}
-	t := &Tiering{cfg: cfg, logger: logger}
+	t := &Tiering{cfg: cfg, logger: logger, guard: opts.Guard}
 	defer func() {
 		if err != nil {
 			t.Close()
 		}
 	}()
+	if t.guard == nil {
+		if t.guard, err = guard.New(ctx, guard.Config{Logger: logger}); err != nil {
+			return nil, fmt.Errorf("tiering: %w", err)
+		}
+	}
 	endpoint, pathStyle, create := cfg.S3Endpoint, cfg.S3PathStyle, cfg.S3CreateBucket
 	access, secret := cfg.S3AccessKey, cfg.S3SecretKey
 	if cfg.EmbeddedS3Listen != "" {
@@ -134,8 +146,11 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Tiering, err erro
 	return t, nil
 }
 
-// Handler returns the TieringService path and handler.
+// Handler returns the TieringService path and handler. Every call must
+// come from a Strata service (security.go); the check runs inside opts'
+// interceptors, so tracing sees refusals too.
 func (t *Tiering) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(serviceOnly{t.guard}))
 	return tieringv1connect.NewTieringServiceHandler(t.service, opts...)
 }
 
