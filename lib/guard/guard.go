@@ -162,12 +162,17 @@ func (g *Guard) Authorize(ctx context.Context, op acl.Operation, rt acl.Resource
 	if !g.require {
 		return nil
 	}
-	d := g.authz.Allowed(Principal(ctx), op, rt, name)
+	p := Principal(ctx)
+	d := g.authz.Allowed(p, op, rt, name)
 	if d.Allowed {
 		return nil
 	}
 	g.logger.DebugContext(ctx, "request refused", "principal", d.Principal.String(), "operation", op.String(),
 		"resource", d.Resource.String(), "reason", d.Reason)
+	if p.IsZero() {
+		// A request that skipped authentication (an internal call).
+		return Denied(fmt.Sprintf("permission denied: a caller without a principal may not %s %s", op, d.Resource))
+	}
 	return Denied(d.Message())
 }
 
