@@ -95,6 +95,10 @@ type Consumer struct {
 	// round succeeded.
 	failingSince time.Time
 	failures     int
+	// refusal is a partition's refusal (ErrPermissionDenied) that came
+	// with other partitions' records; the next Poll returns it. Owned by
+	// Poll.
+	refusal error
 
 	closeOnce sync.Once
 }
@@ -109,7 +113,9 @@ type cursor struct {
 }
 
 // NewConsumer returns a consumer that bootstraps from the gateway at the
-// given base URL. It validates the options and does no I/O.
+// given base URL (http:// or https://). It validates the options and
+// reads the TLS files they name (TLSCA, ClientCertificate), and makes no
+// call.
 func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -120,6 +126,9 @@ func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	}
 	if gateway == "" {
 		return nil, errors.New("client: no gateway address")
+	}
+	if err := cfg.openTransport(); err != nil {
+		return nil, err
 	}
 	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{}),
 		fetches: map[string]*pendingFetch{}, fetchDone: make(chan struct{}, 1)}
@@ -265,6 +274,8 @@ func (c *Consumer) Close() {
 // (*UnknownTopicError), a batch that cannot be decoded
 // (*CorruptBatchError, unless SkipCorruptBatches), a position the log does
 // not hold although it lies within the log's range (ErrOffsetOutOfRange),
+// credentials or permissions the cluster refuses (ErrUnauthenticated,
+// ErrPermissionDenied),
 // calls that kept failing for longer than DeliveryTimeout when one is set
 // (ErrDeliveryTimeout), or a closed consumer. OnRetry is told about each
 // retry.
@@ -283,6 +294,10 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		changed := c.changed
 		c.mu.Unlock()
+		if err := c.refusal; err != nil {
+			c.refusal = nil
+			return nil, err
+		}
 		if len(curs) == 0 {
 			select {
 			case <-ctx.Done():
@@ -308,6 +323,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		recs, ferr := c.fetch(ctx, curs)
 		if len(recs) > 0 {
+			if ferr != nil && refused(ferr) {
+				c.refusal = ferr
+			}
 			c.failingSince, c.failures = time.Time{}, 0
 			c.tracing.received(ctx, start, recs)
 			return recs, nil
@@ -355,7 +373,7 @@ func (c *Consumer) fatal(err error) error {
 	if errors.As(err, &cbe) {
 		return cbe
 	}
-	if errors.Is(err, ErrOffsetOutOfRange) {
+	if errors.Is(err, ErrOffsetOutOfRange) || refused(err) {
 		return err
 	}
 	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrCorrupt) ||

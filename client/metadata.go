@@ -59,7 +59,10 @@ type partInfo struct {
 }
 
 func newCluster(gateway string, cfg *config) *cluster {
-	httpc := cfg.client()
+	httpc := cfg.httpc
+	if httpc == nil { // a cluster built without NewProducer or NewConsumer (tests)
+		httpc = newHTTPClient(nil)
+	}
 	copts := cfg.connectOptions() // trace context on every RPC (tracing.go)
 	c := &cluster{
 		gatewayURL: gateway,
@@ -79,9 +82,13 @@ func newCluster(gateway string, cfg *config) *cluster {
 	return c
 }
 
-// close stops the periodic refresh. Safe to call twice.
+// close stops the periodic refresh and the TLS files' watcher. Safe to
+// call twice.
 func (c *cluster) close() {
-	c.closeOnce.Do(c.cancel)
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.cfg.closeTransport()
+	})
 	<-c.done
 }
 
@@ -204,7 +211,8 @@ func (c *cluster) partInfoLocked(p *commonv1.PartitionMetadata, nodes []*commonv
 // topic returns a topic's routing, asking the gateway when it is not
 // cached. A topic the gateway does not know is asked for again for up to
 // UnknownTopicWait before *UnknownTopicError is returned. A gateway that
-// never answered fails at once, so a wrong address is reported quickly.
+// never answered fails at once, so a wrong address is reported quickly, and
+// so does a refusal of the caller's credentials or permissions.
 func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 	deadline := time.Now().Add(c.cfg.unknownTopicWait)
 	bo := newBackoff(c.cfg)
@@ -227,7 +235,7 @@ func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 			return t, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case err != nil && !answered:
+		case err != nil && (!answered || refused(err)):
 			return nil, err
 		case time.Now().After(deadline):
 			if err != nil && !missing {

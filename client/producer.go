@@ -84,9 +84,10 @@ type promise struct {
 }
 
 // NewProducer returns a producer that bootstraps from the gateway at the
-// given base URL (for example "http://127.0.0.1:9092"). It validates the
-// options and does no I/O: the first Produce fetches metadata and, with
-// idempotence, a producer id.
+// given base URL (for example "http://127.0.0.1:9092", or an https://
+// URL for a cluster run with TLS). It validates the options and reads the
+// TLS files they name (TLSCA, ClientCertificate), and makes no call: the
+// first Produce fetches metadata and, with idempotence, a producer id.
 func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -97,6 +98,9 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	}
 	if gateway == "" {
 		return nil, errors.New("client: no gateway address")
+	}
+	if err := cfg.openTransport(); err != nil {
+		return nil, err
 	}
 	p := &Producer{
 		cfg:    cfg,
