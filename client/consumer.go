@@ -71,7 +71,10 @@ func (o Offset) String() string {
 // consumer refreshes its metadata and goes on from its own position on the
 // new leader: nothing is skipped or returned twice. A position outside the
 // log (retention deleted it, or an unclean election truncated it) moves to
-// the nearest end of the log that the leader reports.
+// the nearest end of the log that the leader reports. A leader that
+// answers with a throttle time (the principal is over its fetch quota) is
+// not asked again until it has passed; partitions led by other nodes are
+// fetched meanwhile.
 //
 // Assign, Unassign, Position and HighWatermark are safe to call
 // concurrently with Poll; Poll itself must not be called concurrently.
@@ -461,6 +464,10 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 			}
 			req.Partitions = append(req.Partitions, lp)
 		}
+		if err := c.cl.waitThrottle(ctx, g.addr); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
 		resp, err := c.cl.storage(g.addr).ListOffsets(rctx, connect.NewRequest(req))
 		cancel()
@@ -613,9 +620,10 @@ func (c *Consumer) fetch(ctx context.Context, curs []*cursor) ([]*Record, error)
 	}
 }
 
-// startFetchLocked sends g's Fetch. It runs on until it is answered, it
-// times out, it is replaced, or the consumer closes; Poll's ctx gives it
-// its values (trace context) but not its end. The caller holds c.mu.
+// startFetchLocked sends g's Fetch, once the node's throttle (throttle.go)
+// has passed. It runs on until it is answered, it times out, it is
+// replaced, or the consumer closes; Poll's ctx gives it its values (trace
+// context) but not its end. The caller holds c.mu.
 func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendingFetch {
 	req := &storagev1.FetchRequest{
 		MaxWaitMs: int32(c.cfg.fetchMaxWait / time.Millisecond),
@@ -628,16 +636,25 @@ func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendin
 			CurrentLeaderEpoch: g.epoch[i], MaxBytes: int32(c.cfg.fetchMaxPartitionBytes),
 		})
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(c.ctx, cancel) // Close
 	p := &pendingFetch{g: g, req: req, cancel: cancel, done: make(chan struct{})}
 	stor := c.cl.storage(g.addr)
 	go func() {
 		defer cancel()
 		defer stop()
-		resp, err := stor.Fetch(fctx, connect.NewRequest(req))
+		// A throttled node is asked once its throttle has passed; the
+		// timeout starts then.
+		err := c.cl.waitThrottle(base, g.addr)
 		if err == nil {
-			p.resp = resp.Msg
+			fctx, fcancel := context.WithTimeout(base, c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+			var resp *connect.Response[storagev1.FetchResponse]
+			resp, err = stor.Fetch(fctx, connect.NewRequest(req))
+			fcancel()
+			if err == nil {
+				p.resp = resp.Msg
+				c.cl.throttle(g.addr, resp.Msg.GetThrottleTimeMs())
+			}
 		}
 		p.err = err
 		close(p.done)

@@ -36,8 +36,9 @@ type cluster struct {
 	missing    map[string]bool // topics the last answer listed as unknown
 	interest   map[string]struct{}
 	storages   map[string]storagev1connect.StorageServiceClient
-	refreshing chan struct{} // closed when the running refresh ends; nil when none runs
-	refreshErr error         // result of the last refresh
+	refreshing chan struct{}        // closed when the running refresh ends; nil when none runs
+	refreshErr error                // result of the last refresh
+	throttled  map[string]time.Time // node address -> no request before (throttle.go)
 
 	ctx       context.Context // canceled by close
 	cancel    context.CancelFunc
@@ -75,6 +76,7 @@ func newCluster(gateway string, cfg *config) *cluster {
 		missing:    map[string]bool{},
 		interest:   map[string]struct{}{},
 		storages:   map[string]storagev1connect.StorageServiceClient{},
+		throttled:  map[string]time.Time{},
 		done:       make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
