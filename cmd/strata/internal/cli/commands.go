@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 )
 
 // builtin is the command table. To add a top-level command implemented in
@@ -46,9 +48,17 @@ func builtin() []*Command {
 // requestTimeout bounds each admin call.
 const requestTimeout = 30 * time.Second
 
-// gateway returns a Connect client for the gateway.
+// gateway returns a Connect client for the gateway, with the credentials.
 func (e *Env) gateway() gatewayv1connect.GatewayServiceClient {
-	return gatewayv1connect.NewGatewayServiceClient(httpClient(), e.gatewayURL())
+	t := e.transport()
+	return gatewayv1connect.NewGatewayServiceClient(t.http, e.gatewayURL(), t.opts...)
+}
+
+// storage returns a Connect client for the storage node at addr, with the
+// credentials.
+func (e *Env) storage(addr string) storagev1connect.StorageServiceClient {
+	t := e.transport()
+	return storagev1connect.NewStorageServiceClient(t.http, strings.TrimRight(addr, "/"), t.opts...)
 }
 
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

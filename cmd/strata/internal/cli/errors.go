@@ -72,6 +72,12 @@ func (e *Env) explainCause(err error) string {
 		}
 		return fmt.Sprintf("cannot reach the storage node at %s: %s", addr, reason)
 	}
+	if reason, addr, ok := tlsFailure(err); ok { // credentials.go
+		if addr == "" {
+			addr = e.gatewayURL()
+		}
+		return fmt.Sprintf("TLS with %s failed: %s", addr, reason)
+	}
 	var ute *client.UnknownTopicError
 	if errors.As(err, &ute) {
 		return fmt.Sprintf("topic %q does not exist", ute.Topic)
