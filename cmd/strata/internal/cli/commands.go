@@ -42,6 +42,21 @@ func builtin() []*Command {
 			{Name: "drain", Summary: "move everything off a node before removing it", Run: nodeDrain},
 			{Name: "undrain", Summary: "let a drained node take replicas again", Run: nodeUndrain},
 		}},
+		{Name: "user", Summary: "create, list and delete users with bearer tokens", Sub: []*Command{
+			{Name: "create", Summary: "create a user and print its token", Run: userCreate},
+			{Name: "list", Summary: "list users", Run: userList},
+			{Name: "delete", Summary: "delete a user; its token stops working", Run: userDelete},
+		}},
+		{Name: "acl", Summary: "allow and deny principals operations on topics, groups and the cluster", Sub: []*Command{
+			{Name: "create", Summary: "create ACLs", Run: aclCreate},
+			{Name: "list", Summary: "list ACLs", Run: aclList},
+			{Name: "delete", Summary: "delete ACLs", Run: aclDelete},
+		}},
+		{Name: "quota", Summary: "cap principals' produce and fetch byte rates", Sub: []*Command{
+			{Name: "set", Summary: "set a principal's quota", Run: quotaSet},
+			{Name: "list", Summary: "list quotas", Run: quotaList},
+		}},
+		{Name: "whoami", Summary: "print the principal the cluster takes you for", Run: whoami},
 	}
 }
 
