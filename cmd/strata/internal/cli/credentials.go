@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"connectrpc.com/connect"
 
@@ -227,4 +229,30 @@ func tlsFailure(err error) (reason, addr string, ok bool) {
 		return oneLine(strings.TrimPrefix(msg[strings.Index(msg, "tlsconfig: server"):], "tlsconfig: ")), addr, true
 	}
 	return "", addr, false
+}
+
+// plainToTLS recognizes an http:// URL whose server speaks TLS (or no
+// HTTP/2 at all): a TLS server drops a connection that opens with the
+// HTTP/2 cleartext preface (the client sees a reset, an EOF or a
+// connection that could not be set up, by timing), and an HTTP/1.1
+// server answers it with an error page the client reads as a bad frame. addr is the server's
+// host:port when the error names it. A reset counts only from the gateway
+// at an http:// URL, so a storage node killed under a call is not taken
+// for one.
+func plainToTLS(err error, gateway string) (addr string, ok bool) {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Scheme == "http" {
+			addr = u.Host
+		}
+	}
+	fromGateway := (addr == "" || sameHost(addr, gateway)) && strings.HasPrefix(gateway, "http://")
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "frame header looked like an HTTP/1.1 header"):
+		return addr, true
+	case fromGateway && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		strings.Contains(msg, "http2: client conn could not be established")):
+		return addr, true
+	}
+	return "", false
 }

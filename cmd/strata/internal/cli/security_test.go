@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -86,6 +88,7 @@ func startSecureGateway(t *testing.T) *secureGateway {
 		inner.ServeHTTP(w, r)
 	}))
 	srv.EnableHTTP2 = true
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are the tests' own
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{gw.TLS()}, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: ca.Pool()}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -286,6 +289,10 @@ func TestCredentialsFromEnvAndFlags(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "nope.pem")
 	wantOneLine(t, runEnv(t, with(sg.adminEnv(), "STRATA_TLS_CA", missing), "", "whoami"),
 		`strata: --tls-ca "`+missing+`": no such file`)
+	// An http:// URL to a TLS server says to use https.
+	plain := "http://" + strings.TrimPrefix(sg.url, "https://")
+	wantOneLine(t, runEnv(t, with(sg.adminEnv(), "STRATA_GATEWAY", plain), "", "topic", "list"),
+		"strata: no HTTP/2 cleartext answer from the gateway at "+plain+": if it serves TLS, use an https:// URL (strata dev --secure: source DIR/admin.env)")
 	// The wrong CA is refused, in one line saying so.
 	r = runEnv(t, with(sg.adminEnv(), "STRATA_TLS_CA", sg.file("other-ca.pem")), "", "topic", "list")
 	wantOneLine(t, r, "strata: TLS with "+sg.url+" failed: its certificate is signed by an authority the CLI does not trust (is --tls-ca, STRATA_TLS_CA, the cluster's CA?)")
