@@ -235,6 +235,10 @@ type Coordinator struct {
 	DataDir string
 	// Gateway is --gateway, the gateway it reads topic metadata from.
 	Gateway string
+	// Controllers are the controllers' base URLs (--controller), whose
+	// metadata stream brings the ACLs it enforces; needed with
+	// --require-auth.
+	Controllers []string
 	// SessionTimeout is --session-timeout.
 	SessionTimeout time.Duration
 	// HeartbeatInterval is --heartbeat-interval.
@@ -252,6 +256,7 @@ func (c Coordinator) Argv() []string {
 		a.str("--advertise-url", c.AdvertiseURL)
 		a.str("--data-dir", c.DataDir)
 		a.str("--gateway", c.Gateway)
+		a.list("--controller", c.Controllers)
 		a.dur("--session-timeout", c.SessionTimeout)
 		a.dur("--heartbeat-interval", c.HeartbeatInterval)
 		a.dur("--ownership-lease", c.OwnershipLease)

@@ -43,6 +43,9 @@ func TestArgv(t *testing.T) {
 			OwnershipLease: 2 * time.Second, LagInterval: time.Second}.Argv(),
 			"/bin/co --instance-id co-1 --advertise-url http://co --data-dir /d/co --gateway http://g --session-timeout 3s " +
 				"--heartbeat-interval 200ms --ownership-lease 2s --lag-interval 1s"},
+		{"coordinator with controllers", Coordinator{Process: Process{Bin: "/bin/co"}, Gateway: "https://g",
+			Controllers: []string{"https://c1", "https://c2"}}.Argv(),
+			"/bin/co --gateway https://g --controller https://c1,https://c2"},
 		{"tiering", Tiering{Process: Process{Bin: "/bin/t"}, EmbeddedS3Listen: "127.0.0.1:4", EmbeddedS3Dir: "/d/s3",
 			SpoolDir: "/d/spool", Controllers: []string{"http://c"}}.Argv(),
 			"/bin/t --embedded-s3-listen 127.0.0.1:4 --embedded-s3-dir /d/s3 --spool-dir /d/spool --controller http://c"},
