@@ -5,7 +5,6 @@ import (
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/strata-mq/strata/lib/launch"
 )
@@ -288,19 +287,19 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// directory (no DSN): nothing to install for a dev cluster. It reads
 	// topic metadata from gateway 1.
 	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
-	coordProc := common(pl.coordinator, devCORSOrigins)
-	if secure {
-		// With --require-auth the coordinator watches the controllers'
-		// metadata stream for the ACLs it enforces.
-		coordProc.Extra = append(coordProc.Extra, "--controller", strings.Join(ctrlURLs, ","))
-	}
-	pl.coordinator.argv = launch.Coordinator{
-		Process:      coordProc,
+	coord := launch.Coordinator{
+		Process:      common(pl.coordinator, devCORSOrigins),
 		InstanceID:   "coordinator-1",
 		AdvertiseURL: url(l.coordinator()),
 		DataDir:      pl.coordinator.dataDir,
 		Gateway:      url(l.gateway()),
-	}.Argv()
+	}
+	if secure {
+		// With --require-auth the coordinator watches the controllers'
+		// metadata stream for the ACLs it enforces.
+		coord.Controllers = ctrlURLs
+	}
+	pl.coordinator.argv = coord.Argv()
 
 	// Tiering serves the embedded S3-compatible store on P+4 from its own
 	// process, backed by a directory, so tiered storage needs nothing

@@ -145,7 +145,7 @@ func TestSecurePlanArgv(t *testing.T) {
 			" --controller https://127.0.0.1:9093 --coordinator https://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text " + sec("coordinator-1") +
 			" --instance-id coordinator-1 --advertise-url https://127.0.0.1:9094 --data-dir /d/coordinator-1 --gateway https://127.0.0.1:9092" +
-			" --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:* --controller https://127.0.0.1:9093",
+			" --controller https://127.0.0.1:9093 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text " + sec("tiering-1") +
 			" --embedded-s3-listen 127.0.0.1:9096 --embedded-s3-dir /d/s3 --spool-dir /d/tiering-1/spool --controller https://127.0.0.1:9093",
 	}
