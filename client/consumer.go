@@ -71,7 +71,10 @@ func (o Offset) String() string {
 // consumer refreshes its metadata and goes on from its own position on the
 // new leader: nothing is skipped or returned twice. A position outside the
 // log (retention deleted it, or an unclean election truncated it) moves to
-// the nearest end of the log that the leader reports.
+// the nearest end of the log that the leader reports. A leader that
+// answers with a throttle time (the principal is over its fetch quota) is
+// not asked again until it has passed; partitions led by other nodes are
+// fetched meanwhile.
 //
 // Assign, Unassign, Position and HighWatermark are safe to call
 // concurrently with Poll; Poll itself must not be called concurrently.
@@ -95,6 +98,10 @@ type Consumer struct {
 	// round succeeded.
 	failingSince time.Time
 	failures     int
+	// refusal is a partition's refusal (ErrPermissionDenied) that came
+	// with other partitions' records; the next Poll returns it. Owned by
+	// Poll.
+	refusal error
 
 	closeOnce sync.Once
 }
@@ -109,7 +116,9 @@ type cursor struct {
 }
 
 // NewConsumer returns a consumer that bootstraps from the gateway at the
-// given base URL. It validates the options and does no I/O.
+// given base URL (http:// or https://). It validates the options and
+// reads the TLS files they name (TLSCA, ClientCertificate), and makes no
+// call.
 func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -120,6 +129,9 @@ func NewConsumer(gateway string, opts ...ConsumerOpt) (*Consumer, error) {
 	}
 	if gateway == "" {
 		return nil, errors.New("client: no gateway address")
+	}
+	if err := cfg.openTransport(); err != nil {
+		return nil, err
 	}
 	c := &Consumer{cfg: cfg, cursors: map[topicPartition]*cursor{}, changed: make(chan struct{}),
 		fetches: map[string]*pendingFetch{}, fetchDone: make(chan struct{}, 1)}
@@ -265,6 +277,8 @@ func (c *Consumer) Close() {
 // (*UnknownTopicError), a batch that cannot be decoded
 // (*CorruptBatchError, unless SkipCorruptBatches), a position the log does
 // not hold although it lies within the log's range (ErrOffsetOutOfRange),
+// credentials or permissions the cluster refuses (ErrUnauthenticated,
+// ErrPermissionDenied),
 // calls that kept failing for longer than DeliveryTimeout when one is set
 // (ErrDeliveryTimeout), or a closed consumer. OnRetry is told about each
 // retry.
@@ -283,6 +297,10 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		changed := c.changed
 		c.mu.Unlock()
+		if err := c.refusal; err != nil {
+			c.refusal = nil
+			return nil, err
+		}
 		if len(curs) == 0 {
 			select {
 			case <-ctx.Done():
@@ -308,6 +326,9 @@ func (c *Consumer) Poll(ctx context.Context) ([]*Record, error) {
 		}
 		recs, ferr := c.fetch(ctx, curs)
 		if len(recs) > 0 {
+			if ferr != nil && refused(ferr) {
+				c.refusal = ferr
+			}
 			c.failingSince, c.failures = time.Time{}, 0
 			c.tracing.received(ctx, start, recs)
 			return recs, nil
@@ -355,7 +376,7 @@ func (c *Consumer) fatal(err error) error {
 	if errors.As(err, &cbe) {
 		return cbe
 	}
-	if errors.Is(err, ErrOffsetOutOfRange) {
+	if errors.Is(err, ErrOffsetOutOfRange) || refused(err) {
 		return err
 	}
 	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrCorrupt) ||
@@ -442,6 +463,10 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 				lp.Spec = storagev1.OffsetSpec_OFFSET_SPEC_LATEST
 			}
 			req.Partitions = append(req.Partitions, lp)
+		}
+		if err := c.cl.waitThrottle(ctx, g.addr); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.requestTimeout)
 		resp, err := c.cl.storage(g.addr).ListOffsets(rctx, connect.NewRequest(req))
@@ -595,9 +620,10 @@ func (c *Consumer) fetch(ctx context.Context, curs []*cursor) ([]*Record, error)
 	}
 }
 
-// startFetchLocked sends g's Fetch. It runs on until it is answered, it
-// times out, it is replaced, or the consumer closes; Poll's ctx gives it
-// its values (trace context) but not its end. The caller holds c.mu.
+// startFetchLocked sends g's Fetch, once the node's throttle (throttle.go)
+// has passed. It runs on until it is answered, it times out, it is
+// replaced, or the consumer closes; Poll's ctx gives it its values (trace
+// context) but not its end. The caller holds c.mu.
 func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendingFetch {
 	req := &storagev1.FetchRequest{
 		MaxWaitMs: int32(c.cfg.fetchMaxWait / time.Millisecond),
@@ -610,16 +636,25 @@ func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendin
 			CurrentLeaderEpoch: g.epoch[i], MaxBytes: int32(c.cfg.fetchMaxPartitionBytes),
 		})
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(c.ctx, cancel) // Close
 	p := &pendingFetch{g: g, req: req, cancel: cancel, done: make(chan struct{})}
 	stor := c.cl.storage(g.addr)
 	go func() {
 		defer cancel()
 		defer stop()
-		resp, err := stor.Fetch(fctx, connect.NewRequest(req))
+		// A throttled node is asked once its throttle has passed; the
+		// timeout starts then.
+		err := c.cl.waitThrottle(base, g.addr)
 		if err == nil {
-			p.resp = resp.Msg
+			fctx, fcancel := context.WithTimeout(base, c.cfg.requestTimeout+c.cfg.fetchMaxWait)
+			var resp *connect.Response[storagev1.FetchResponse]
+			resp, err = stor.Fetch(fctx, connect.NewRequest(req))
+			fcancel()
+			if err == nil {
+				p.resp = resp.Msg
+				c.cl.throttle(g.addr, resp.Msg.GetThrottleTimeMs())
+			}
 		}
 		p.err = err
 		close(p.done)

@@ -32,7 +32,7 @@ func (l *acceptLog) RoundTrip(r *http.Request) (*http.Response, error) {
 // client's Produce and Fetch calls do not ask storage nodes for gzip.
 func TestDataPathAsksForNoCompression(t *testing.T) {
 	fc := newFake(t, 1, "t", 1)
-	l := &acceptLog{next: newHTTPClient().Transport, seen: map[string][]string{}}
+	l := &acceptLog{next: newHTTPClient(nil).Transport, seen: map[string][]string{}}
 	hc := &http.Client{Transport: l}
 	p := newProducer(t, fc, HTTPClient(hc))
 	if err := p.ProduceSync(ctxT(t), &Record{Topic: "t", Value: []byte(strings.Repeat("a", 4096))}); err != nil {
@@ -93,7 +93,7 @@ func TestConsumerDoesNotStarveSlowLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Transport: &slowNode{next: newHTTPClient().Transport, host: u.Host, delay: 20 * time.Millisecond}}
+	hc := &http.Client{Transport: &slowNode{next: newHTTPClient(nil).Transport, host: u.Host, delay: 20 * time.Millisecond}}
 	// Each Fetch of partition 0 carries about one record.
 	c := newConsumer(t, fc, HTTPClient(hc), FetchMaxPartitionBytes(1))
 	c.Assign(map[string]map[int32]Offset{"t": {0: StartOffset(), 1: StartOffset()}})

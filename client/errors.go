@@ -41,6 +41,20 @@ var (
 	// fetching the same offset again. A position below the log start or
 	// above the high watermark moves there instead.
 	ErrOffsetOutOfRange = errors.New("client: offset out of range")
+	// ErrUnauthenticated is matched (errors.Is) by an *Error a service
+	// answered with UNAUTHENTICATED: the cluster requires credentials
+	// (Token, ClientCertificate) and the call had none, or ones it does
+	// not accept (an unknown or revoked token). The *Error's Message is
+	// the service's one line ("unauthenticated: unknown or revoked
+	// token"). Never retried: the same credentials fail again.
+	ErrUnauthenticated = errors.New("client: unauthenticated")
+	// ErrPermissionDenied is matched (errors.Is) by an *Error a service
+	// answered with PERMISSION_DENIED: the caller's principal has no ACL
+	// allowing the operation. The *Error's Message is the service's one
+	// line, naming the principal, the operation and the resource
+	// ("permission denied: User:alice may not write topic orders"). Never
+	// retried; a grant takes effect for the next call.
+	ErrPermissionDenied = errors.New("client: permission denied")
 )
 
 // UnknownTopicError says the gateway does not know a topic.
@@ -80,6 +94,28 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.cause }
 
+// Is makes errors.Is(err, ErrUnauthenticated) and
+// errors.Is(err, ErrPermissionDenied) true for the matching codes.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthenticated:
+		return e.Code == connect.CodeUnauthenticated
+	case ErrPermissionDenied:
+		return e.Code == connect.CodePermissionDenied
+	}
+	return false
+}
+
+// refused reports whether err is a refusal of the caller's credentials
+// or permissions, which retrying cannot change.
+func refused(err error) bool {
+	if errors.Is(err, ErrUnauthenticated) || errors.Is(err, ErrPermissionDenied) {
+		return true
+	}
+	code := connect.CodeOf(err)
+	return code == connect.CodeUnauthenticated || code == connect.CodePermissionDenied
+}
+
 // DetailOf returns the ErrorDetail attached to a Connect error, or nil.
 func DetailOf(err error) *commonv1.ErrorDetail { return apierr.DetailOf(err) }
 
@@ -96,10 +132,14 @@ func ReasonOf(err error) commonv1.Reason {
 	return commonv1.Reason_REASON_UNSPECIFIED
 }
 
-// fromConnect turns a whole-request failure into an *Error.
+// fromConnect turns a whole-request failure into an *Error; an *Error is
+// returned as it is.
 func fromConnect(err error) error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := err.(*Error); ok {
+		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// Keep context errors recognizable for callers.
@@ -148,6 +188,10 @@ func classify(err error) action {
 		return actRefresh
 	}
 	if errors.Is(err, context.Canceled) {
+		return actFail
+	}
+	if refused(err) {
+		// The same credentials are refused again.
 		return actFail
 	}
 	if connectionBroke(err) {

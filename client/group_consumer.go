@@ -626,10 +626,10 @@ func (g *GroupConsumer) coordCall(ctx context.Context, call func(context.Context
 				}
 				g.mu.Unlock()
 			default:
-				return err
+				return fromConnect(err)
 			}
 		} else if c := connect.CodeOf(err); c != connect.CodeUnavailable && c != connect.CodeUnknown && c != connect.CodeDeadlineExceeded {
-			return err
+			return fromConnect(err)
 		}
 		if attempt >= 20 {
 			return err
@@ -674,7 +674,15 @@ func (g *GroupConsumer) heartbeatLoop(ctx context.Context) {
 			if failingSince.IsZero() {
 				failingSince = time.Now()
 			}
-			if cfg.deliveryTimeoutSet && time.Now().Add(wait).After(failingSince.Add(cfg.deliveryTimeout)) {
+			if refused(err) {
+				// Credentials or ACLs refused: Poll reports it at once.
+				// Heartbeats go on at the backoff, so a grant made
+				// meanwhile lets the member join.
+				g.mu.Lock()
+				g.coordErr = fromConnect(err)
+				g.wakeLocked()
+				g.mu.Unlock()
+			} else if cfg.deliveryTimeoutSet && time.Now().Add(wait).After(failingSince.Add(cfg.deliveryTimeout)) {
 				g.mu.Lock()
 				g.coordErr = fmt.Errorf("%w: group %q: heartbeat: %w", ErrDeliveryTimeout, g.group, fromConnect(err))
 				g.wakeLocked()

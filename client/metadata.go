@@ -36,8 +36,9 @@ type cluster struct {
 	missing    map[string]bool // topics the last answer listed as unknown
 	interest   map[string]struct{}
 	storages   map[string]storagev1connect.StorageServiceClient
-	refreshing chan struct{} // closed when the running refresh ends; nil when none runs
-	refreshErr error         // result of the last refresh
+	refreshing chan struct{}        // closed when the running refresh ends; nil when none runs
+	refreshErr error                // result of the last refresh
+	throttled  map[string]time.Time // node address -> no request before (throttle.go)
 
 	ctx       context.Context // canceled by close
 	cancel    context.CancelFunc
@@ -59,7 +60,10 @@ type partInfo struct {
 }
 
 func newCluster(gateway string, cfg *config) *cluster {
-	httpc := cfg.client()
+	httpc := cfg.httpc
+	if httpc == nil { // a cluster built without NewProducer or NewConsumer (tests)
+		httpc = newHTTPClient(nil)
+	}
 	copts := cfg.connectOptions() // trace context on every RPC (tracing.go)
 	c := &cluster{
 		gatewayURL: gateway,
@@ -72,6 +76,7 @@ func newCluster(gateway string, cfg *config) *cluster {
 		missing:    map[string]bool{},
 		interest:   map[string]struct{}{},
 		storages:   map[string]storagev1connect.StorageServiceClient{},
+		throttled:  map[string]time.Time{},
 		done:       make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -79,9 +84,13 @@ func newCluster(gateway string, cfg *config) *cluster {
 	return c
 }
 
-// close stops the periodic refresh. Safe to call twice.
+// close stops the periodic refresh and the TLS files' watcher. Safe to
+// call twice.
 func (c *cluster) close() {
-	c.closeOnce.Do(c.cancel)
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.cfg.closeTransport()
+	})
 	<-c.done
 }
 
@@ -204,7 +213,8 @@ func (c *cluster) partInfoLocked(p *commonv1.PartitionMetadata, nodes []*commonv
 // topic returns a topic's routing, asking the gateway when it is not
 // cached. A topic the gateway does not know is asked for again for up to
 // UnknownTopicWait before *UnknownTopicError is returned. A gateway that
-// never answered fails at once, so a wrong address is reported quickly.
+// never answered fails at once, so a wrong address is reported quickly, and
+// so does a refusal of the caller's credentials or permissions.
 func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 	deadline := time.Now().Add(c.cfg.unknownTopicWait)
 	bo := newBackoff(c.cfg)
@@ -227,7 +237,7 @@ func (c *cluster) topic(ctx context.Context, name string) (*topicInfo, error) {
 			return t, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
-		case err != nil && !answered:
+		case err != nil && (!answered || refused(err)):
 			return nil, err
 		case time.Now().After(deadline):
 			if err != nil && !missing {

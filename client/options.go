@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 // Opt configures both producers and consumers: the transport and metadata
@@ -143,6 +145,17 @@ type config struct {
 	// tracing (tracing.go)
 	tracerProvider trace.TracerProvider          // nil: the global provider
 	propagator     propagation.TextMapPropagator // nil: W3C trace context
+
+	// security (security.go)
+	tlsFiles      tlsconfig.Files // TLSCA and ClientCertificate
+	clientCertSet bool            // ClientCertificate was given
+	tlsConfig     *tls.Config     // TLSConfig; nil: none
+	token         secret          // Token; unset: none
+
+	// the transport, from openTransport: the HTTP client every call uses,
+	// and the TLS files' watcher it started (nil when none).
+	httpc     connect.HTTPClient
+	tlsSource *tlsconfig.Source
 }
 
 func defaultConfig() config {
@@ -215,6 +228,7 @@ func (c *config) validate() error {
 	if c.idempotentSet && c.idempotent && c.acks != AcksAll {
 		errs = append(errs, fmt.Errorf("client: option Idempotent(true) needs Acks(AcksAll), not %v", c.acks))
 	}
+	errs = append(errs, c.validateSecurity()...)
 	if c.acks != AcksAll {
 		c.idempotent = false // idempotence is on by default only where it can work
 	}
@@ -223,7 +237,9 @@ func (c *config) validate() error {
 
 // HTTPClient sets the HTTP client for every call. The default speaks HTTP/2
 // cleartext with prior knowledge on http:// URLs (what Strata services
-// serve) and HTTP/2 over TLS on https:// URLs; nil keeps the default.
+// serve) and HTTP/2 over TLS on https:// URLs, configured by TLSCA,
+// ClientCertificate or TLSConfig, which cannot be combined with this
+// option; nil keeps the default. Token applies to either.
 func HTTPClient(hc connect.HTTPClient) Opt {
 	return commonOpt(func(c *config) { c.httpClient = hc })
 }
@@ -391,13 +407,4 @@ func SkipCorruptBatches(report func(*CorruptBatchError)) ConsumerOpt {
 			c.onCorrupt = func(*CorruptBatchError) {}
 		}
 	})
-}
-
-// client is the HTTP client calls use: the one given with HTTPClient, else
-// newHTTPClient's.
-func (c *config) client() connect.HTTPClient {
-	if c.httpClient != nil {
-		return c.httpClient
-	}
-	return newHTTPClient()
 }

@@ -33,7 +33,10 @@ import (
 // connection that breaks under a request (its leader killed) is retried
 // the same way. Without idempotence a batch is sent again only when it
 // certainly was not written; one whose outcome is unknown fails with
-// ErrOutcomeUnknown rather than risk a duplicate.
+// ErrOutcomeUnknown rather than risk a duplicate. A leader that answers
+// with a throttle time (the principal is over its produce quota) gets no
+// request from this producer until it has passed; the other leaders are
+// not held up.
 //
 // A Producer is safe for concurrent use. Close it to release its
 // goroutines and connections.
@@ -84,9 +87,10 @@ type promise struct {
 }
 
 // NewProducer returns a producer that bootstraps from the gateway at the
-// given base URL (for example "http://127.0.0.1:9092"). It validates the
-// options and does no I/O: the first Produce fetches metadata and, with
-// idempotence, a producer id.
+// given base URL (for example "http://127.0.0.1:9092", or an https://
+// URL for a cluster run with TLS). It validates the options and reads the
+// TLS files they name (TLSCA, ClientCertificate), and makes no call: the
+// first Produce fetches metadata and, with idempotence, a producer id.
 func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -97,6 +101,9 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	}
 	if gateway == "" {
 		return nil, errors.New("client: no gateway address")
+	}
+	if err := cfg.openTransport(); err != nil {
+		return nil, err
 	}
 	p := &Producer{
 		cfg:    cfg,
@@ -552,6 +559,16 @@ func (s *sink) send(batch []*promise) {
 			_ = p.cl.refresh(ctx)
 			continue
 		}
+		if err := p.cl.waitThrottle(ctx, info.addr); err != nil {
+			// The node's throttle (its quota for this principal) outlasts
+			// the delivery timeout.
+			held := fmt.Errorf("client: produce to %s/%d: held back by the leader's throttle (over the produce quota)", s.tp.topic, s.tp.partition)
+			if lastErr != nil {
+				held = lastErr
+			}
+			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, held))
+			return
+		}
 		rctx, rcancel := context.WithTimeout(ctx, cfg.requestTimeout+5*time.Second)
 		resp, err := stor.Produce(rctx, connect.NewRequest(&storagev1.ProduceRequest{
 			Topic:       s.tp.topic,
@@ -563,6 +580,7 @@ func (s *sink) send(batch []*promise) {
 		}))
 		rcancel()
 		if err == nil {
+			p.cl.throttle(info.addr, resp.Msg.GetThrottleTimeMs())
 			s.succeed(batch, resp.Msg)
 			return
 		}

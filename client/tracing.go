@@ -293,16 +293,21 @@ const traceHeadersSize = 10 + len("traceparent") + 55 + 64
 
 // connectOptions are the Connect options of every client: the
 // application's (ConnectOptions), inside an interceptor that writes the
-// caller's trace context into the request headers. So a Produce RPC
-// carries its record's send span to the leader even when the application
-// adds no otelconnect interceptor; one that it adds runs inside and
-// writes its own client span's context over it.
+// caller's trace context into the request headers and, with Token, one
+// that adds the bearer token. So a Produce RPC carries its record's send
+// span to the leader even when the application adds no otelconnect
+// interceptor; one that it adds runs inside and writes its own client
+// span's context over it.
 func (c *config) connectOptions() []connect.ClientOption {
 	prop := c.propagator
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	return append([]connect.ClientOption{connect.WithInterceptors(propagateInterceptor{prop})}, c.connectOpts...)
+	ics := []connect.Interceptor{propagateInterceptor{prop}}
+	if c.token.set() {
+		ics = append(ics, newBearerInterceptor(c.token))
+	}
+	return append([]connect.ClientOption{connect.WithInterceptors(ics...)}, c.connectOpts...)
 }
 
 // propagateInterceptor writes the trace context of a call's context into

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"net"
 	"net/http"
 	"time"
@@ -10,10 +11,10 @@ import (
 // knowledge on http:// URLs, as every Strata service serves (see
 // lib/serve.NewHTTPClient, whose settings it copies without pulling the
 // service telemetry stack into the client module), HTTP/2 over TLS on
-// https://, large flow-control windows for fetch responses, and PINGs that
-// notice a dead node in about 30 seconds. It has no overall timeout: each
-// call is bounded by its context.
-func newHTTPClient() *http.Client {
+// https:// with tlsCfg (nil: Go's defaults), large flow-control windows
+// for fetch responses, and PINGs that notice a dead node in about 30
+// seconds. It has no overall timeout: each call is bounded by its context.
+func newHTTPClient(tlsCfg *tls.Config) *http.Client {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
 	protos.SetHTTP2(true)
@@ -31,6 +32,7 @@ func newHTTPClient() *http.Client {
 				KeepAlive: 30 * time.Second,
 			}).DialContext,
 			IdleConnTimeout:     5 * time.Minute,
+			TLSClientConfig:     tlsCfg,
 			TLSHandshakeTimeout: 10 * time.Second,
 			ForceAttemptHTTP2:   true,
 		},

@@ -39,9 +39,32 @@ type Process struct {
 	// origins (patterns with *) answered with CORS headers. Written last
 	// before Extra.
 	CORSAllowedOrigins string
+	// Security is the transport security and authentication every
+	// service takes (lib/serve's Security); the zero value is the plain
+	// cluster: no TLS, anonymous requests.
+	Security Security
 	// Extra are further flags appended at the end, for flags this package
 	// does not name (fault injection, listeners for other networks).
 	Extra []string
+}
+
+// Security holds the security flags every service binary takes, written
+// after the common flags. Zero fields are left off.
+type Security struct {
+	// TLSCert is --tls-cert, the PEM certificate (chain) the process
+	// serves and presents to the services it calls.
+	TLSCert string
+	// TLSKey is --tls-key, the private key of TLSCert.
+	TLSKey string
+	// TLSClientCA is --tls-client-ca, the PEM CA bundle that verifies
+	// client certificates and the services the process calls.
+	TLSClientCA string
+	// RequireAuth is --require-auth: every request authenticates and
+	// ACLs apply. It needs TLSCert and TLSKey.
+	RequireAuth bool
+	// SuperUsers is --super-users, principals allowed everything
+	// ("User:admin"), written comma-separated.
+	SuperUsers []string
 }
 
 // args accumulates a command line, leaving out flags whose value is zero.
@@ -71,14 +94,25 @@ func (a *args) list(flag string, vs []string) {
 	}
 }
 
-// argv builds bin and the common flags, then the service's own (body),
-// then CORS and Extra.
+func (a *args) security(s Security) {
+	a.str("--tls-cert", s.TLSCert)
+	a.str("--tls-key", s.TLSKey)
+	a.str("--tls-client-ca", s.TLSClientCA)
+	if s.RequireAuth {
+		*a = append(*a, "--require-auth")
+	}
+	a.list("--super-users", s.SuperUsers)
+}
+
+// argv builds bin and the common flags (security included), then the
+// service's own (body), then CORS and Extra.
 func (p Process) argv(body func(a *args)) []string {
 	a := args{p.Bin}
 	a.str("--listen", p.Listen)
 	a.str("--admin-listen", p.AdminListen)
 	a.str("--log-format", p.LogFormat)
 	a.dur("--drain-timeout", p.DrainTimeout)
+	a.security(p.Security)
 	body(&a)
 	a.str("--cors-allowed-origins", p.CORSAllowedOrigins)
 	return append(a, p.Extra...)

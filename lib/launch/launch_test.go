@@ -159,3 +159,26 @@ func TestWaitReadyEndsWhenTheProcessIsGone(t *testing.T) {
 		t.Errorf("canceled ctx: err %v", err)
 	}
 }
+
+// TestArgvSecurity: the security flags come after the common ones, and
+// only those set.
+func TestArgvSecurity(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want string
+	}{
+		{"secure storage", Storage{Process: Process{Bin: "/bin/s", Listen: "127.0.0.1:1", Security: Security{
+			TLSCert: "/d/tls/storage-2.pem", TLSKey: "/d/tls/storage-2-key.pem", TLSClientCA: "/d/tls/ca.pem",
+			RequireAuth: true, SuperUsers: []string{"User:admin", "User:ops"}}}, NodeID: 2}.Argv(),
+			"/bin/s --listen 127.0.0.1:1 --tls-cert /d/tls/storage-2.pem --tls-key /d/tls/storage-2-key.pem " +
+				"--tls-client-ca /d/tls/ca.pem --require-auth --super-users User:admin,User:ops --node-id 2"},
+		{"tls without authentication", Gateway{Process: Process{Bin: "/bin/g", Security: Security{
+			TLSCert: "/c.pem", TLSKey: "/k.pem"}}}.Argv(),
+			"/bin/g --tls-cert /c.pem --tls-key /k.pem"},
+	} {
+		if got := strings.Join(tc.got, " "); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}

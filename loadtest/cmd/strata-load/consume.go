@@ -30,7 +30,7 @@ type e2eConsumer struct {
 // the consumer has read the warm-up records, so it is connected to every
 // leader before the first stamped record is sent.
 func (r *runner) startE2EConsumer(ctx context.Context, w workload, topic string, lat *latency) (*e2eConsumer, error) {
-	c, err := client.NewConsumer(r.gateway)
+	c, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +185,7 @@ type group struct {
 func (r *runner) formGroup(ctx context.Context, w workload, topic string, members int) (*group, error) {
 	g := &group{name: fmt.Sprintf("%s-g%d", topic, members)}
 	for range members {
-		m, err := client.NewGroupConsumer(r.gateway, g.name, []string{topic})
+		m, err := client.NewGroupConsumer(r.gateway, g.name, []string{topic}, client.GroupConsumerOptions(r.consumerOpts()...))
 		if err != nil {
 			g.close(ctx)
 			return nil, err
@@ -286,7 +286,7 @@ func (r *runner) runConsume(ctx context.Context, w workload, topic string, g *gr
 	for p := range w.Partitions {
 		parts = append(parts, p)
 	}
-	probe, err := client.NewConsumer(r.gateway)
+	probe, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
 	if err != nil {
 		return res, err
 	}
@@ -299,7 +299,7 @@ func (r *runner) runConsume(ctx context.Context, w workload, topic string, g *gr
 
 	var readers []poller
 	if g == nil {
-		c, err := client.NewConsumer(r.gateway)
+		c, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
 		if err != nil {
 			return res, err
 		}

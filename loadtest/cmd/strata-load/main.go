@@ -43,7 +43,6 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
-	"github.com/strata-mq/strata/lib/serve"
 )
 
 // options are the parsed command line.
@@ -56,6 +55,7 @@ type options struct {
 	jsonFile    string
 	peersFile   string
 	profileDir  string
+	creds       credentials // credentials.go
 }
 
 func main() {
@@ -94,8 +94,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	gw := gatewayv1connect.NewGatewayServiceClient(serve.NewHTTPClient(), opts.gateway)
+	hc, closeTLS, err := opts.creds.adminHTTPClient(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "strata-load: %v\n", err)
+		return 2
+	}
+	defer closeTLS()
+	gw := gatewayv1connect.NewGatewayServiceClient(hc, opts.gateway)
 	r := newRunner(opts.gateway, gw, opts.set, meter, stderr)
+	r.copts = opts.creds.clientOpts()
+	if opts.creds.files().Enabled() {
+		r.admin, r.adminScheme = hc, "https"
+	}
 
 	runErr := runMatrix(ctx, r, opts.matrix, &rep.Results)
 	if runErr != nil {
@@ -264,6 +274,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.output, "output", "text", "text (a table) or json")
 	fs.StringVar(&o.jsonFile, "json-file", "", "also write the JSON report to this file")
 	fs.StringVar(&o.peersFile, "peers", "", "output of the peer-systems benchmark to print beside the results, with ratios")
+	fs.StringVar(&o.creds.token, "token", "", "bearer token sent on every call (default $STRATA_TOKEN; never printed)")
+	fs.StringVar(&o.creds.tlsCA, "tls-ca", envOr("STRATA_TLS_CA", ""), "PEM CA bundle that verifies the cluster's https:// servers (env STRATA_TLS_CA)")
+	fs.StringVar(&o.creds.tlsCert, "tls-cert", envOr("STRATA_TLS_CERT", ""), "PEM client certificate presented to the cluster (env STRATA_TLS_CERT)")
+	fs.StringVar(&o.creds.tlsKey, "tls-key", envOr("STRATA_TLS_KEY", ""), "private key of --tls-cert (env STRATA_TLS_KEY)")
 	fs.StringVar(&o.profileDir, "profile", "", "after the matrix, profile the first workload's max run: CPU profiles of every cluster process and of strata-load into this directory (needs --cluster-json)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -273,6 +287,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["token"] {
+		// Read here, not as the flag's default, so --help cannot show it.
+		o.creds.token = os.Getenv("STRATA_TOKEN")
+	}
 
 	var problems []error
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
@@ -346,6 +364,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.output != "text" && o.output != "json" {
 		bad("--output %q: text or json", o.output)
+	}
+	if o.creds.files().Enabled() {
+		if err := o.creds.files().ValidateClient(); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	if strings.ContainsFunc(o.creds.token, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+		bad("--token (STRATA_TOKEN) has spaces or characters an HTTP header cannot carry")
 	}
 	if o.profileDir != "" && o.clusterJSON == "" {
 		bad("--profile needs --cluster-json (it profiles the processes listed there)")

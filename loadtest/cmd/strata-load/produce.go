@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,17 @@ type settings struct {
 
 // runner makes the runs against one cluster.
 type runner struct {
-	gateway  string
-	gw       gatewayv1connect.GatewayServiceClient
-	set      settings
-	cpu      *cpuMeter
-	progress io.Writer
+	gateway string
+	copts   []client.Opt // the credentials, for every producer and consumer
+	// admin asks the processes' admin ports for profiles: plain HTTP, or
+	// with --tls-ca (a cluster run with TLS, whose admin ports speak it
+	// too) https with the credentials' client.
+	admin       *http.Client
+	adminScheme string
+	gw          gatewayv1connect.GatewayServiceClient
+	set         settings
+	cpu         *cpuMeter
+	progress    io.Writer
 	// origin is the zero of the send times stamped into rate-run values,
 	// taken from the monotonic clock so a wall-clock step cannot skew
 	// end-to-end latency (producer and consumer share this process).
@@ -44,7 +51,8 @@ type runner struct {
 }
 
 func newRunner(gateway string, gw gatewayv1connect.GatewayServiceClient, set settings, cpu *cpuMeter, progress io.Writer) *runner {
-	r := &runner{gateway: gateway, gw: gw, set: set, cpu: cpu, progress: progress, origin: time.Now()}
+	r := &runner{gateway: gateway, gw: gw, set: set, cpu: cpu, progress: progress, origin: time.Now(),
+		admin: http.DefaultClient, adminScheme: "http"}
 	for i := range set.keys {
 		r.keys = append(r.keys, fmt.Appendf(nil, "key-%d", i))
 	}
@@ -83,8 +91,8 @@ const warmUpRecords = 4
 // a run measures none of that. The warm-up records are one byte long, so
 // rate-run consumers can tell them from stamped values.
 func (r *runner) newProducer(ctx context.Context, w workload, topic string) (*client.Producer, error) {
-	p, err := client.NewProducer(r.gateway, client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
-		client.Idempotent(w.Durability.Acks == client.AcksAll))
+	p, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
+		client.Idempotent(w.Durability.Acks == client.AcksAll))...)
 	if err != nil {
 		return nil, err
 	}

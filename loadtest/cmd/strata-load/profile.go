@@ -41,11 +41,11 @@ func (r *runner) profileRun(ctx context.Context, w workload, d time.Duration, di
 			continue
 		}
 		path := filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", p.Service, p.ID))
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.AdminAddress, secs)
+		url := fmt.Sprintf("%s://%s/debug/pprof/profile?seconds=%d", r.adminScheme, p.AdminAddress, secs)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := fetchTo(ctx, url, path, d+30*time.Second)
+			err := fetchTo(ctx, r.admin, url, path, d+30*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -71,14 +71,14 @@ func (r *runner) profileRun(ctx context.Context, w workload, d time.Duration, di
 	return paths, errors.Join(append(errs, runErr)...)
 }
 
-func fetchTo(ctx context.Context, url, path string, timeout time.Duration) error {
+func fetchTo(ctx context.Context, hc *http.Client, url, path string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

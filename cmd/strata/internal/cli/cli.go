@@ -54,6 +54,8 @@ type Env struct {
 	Path string
 
 	gatewaySet bool
+	creds      credentials // --token, --tls-ca, --tls-cert, --tls-key (credentials.go)
+	tr         *transport  // built from creds once the command's flags are parsed
 }
 
 var (
@@ -109,6 +111,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if g := getenv("STRATA_GATEWAY"); g != "" {
 		e.Gateway = g
 	}
+	e.creds.fromEnv(getenv)
 	cmds := allCommands()
 	var group *Command
 	for {
@@ -147,6 +150,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 			stopTracing := startTracing(ctx, e) // telemetry.go
 			err := cmd.Run(ctx, e, args)
 			stopTracing()
+			e.closeTransport()
 			if errors.Is(err, errHelp) {
 				return exitOK
 			}
@@ -164,7 +168,7 @@ func (e *Env) globals(args []string) ([]string, error) {
 	for len(args) > 0 {
 		a := args[0]
 		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") || (name != "gateway" && name != "output") {
+		if !strings.HasPrefix(a, "-") || (name != "gateway" && name != "output" && !isCredentialFlag(name)) {
 			return args, nil
 		}
 		if !hasVal {
@@ -191,6 +195,10 @@ func (e *Env) setGlobal(name, val string) error {
 			return usagef("--output must be text or json, not %q", val)
 		}
 		e.Output = val
+	default:
+		if isCredentialFlag(name) {
+			e.creds.set(name, val)
+		}
 	}
 	return nil
 }
@@ -216,6 +224,11 @@ func printCommands(w io.Writer, path string, cmds []*Command) {
 	fmt.Fprintf(w, "\nGlobal flags (before or after the command):\n%s\nRun '%s COMMAND --help' for a command's flags and an example.\n", globalHelp, path)
 }
 
+// globalHelp never shows a credential's value, only where it comes from.
 const globalHelp = `  --gateway URL        gateway base URL (default $STRATA_GATEWAY, else ` + DefaultGateway + `)
   --output text|json   output format (default text)
+  --token TOKEN        bearer token sent on every call (default $STRATA_TOKEN)
+  --tls-ca FILE        PEM CA bundle that verifies the cluster's https:// servers (default $STRATA_TLS_CA)
+  --tls-cert FILE      PEM client certificate; the cluster knows you as User:<its CN> (default $STRATA_TLS_CERT)
+  --tls-key FILE       private key of --tls-cert (default $STRATA_TLS_KEY)
 `

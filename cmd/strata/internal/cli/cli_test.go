@@ -58,6 +58,8 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	for _, path := range [][]string{
 		{"topic", "create"}, {"topic", "list"}, {"topic", "describe"}, {"topic", "alter"}, {"topic", "delete"},
 		{"produce"}, {"consume"}, {"group", "list"}, {"group", "describe"}, {"group", "reset"}, {"cluster", "status"},
+		{"user", "create"}, {"user", "list"}, {"user", "delete"}, {"acl", "create"}, {"acl", "list"}, {"acl", "delete"},
+		{"quota", "set"}, {"quota", "list"}, {"whoami"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			r := run(t, "http://127.0.0.1:1", "", append(path, h)...)

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 )
 
 // builtin is the command table. To add a top-level command implemented in
@@ -40,15 +42,38 @@ func builtin() []*Command {
 			{Name: "drain", Summary: "move everything off a node before removing it", Run: nodeDrain},
 			{Name: "undrain", Summary: "let a drained node take replicas again", Run: nodeUndrain},
 		}},
+		{Name: "user", Summary: "create, list and delete users with bearer tokens", Sub: []*Command{
+			{Name: "create", Summary: "create a user and print its token", Run: userCreate},
+			{Name: "list", Summary: "list users", Run: userList},
+			{Name: "delete", Summary: "delete a user; its token stops working", Run: userDelete},
+		}},
+		{Name: "acl", Summary: "allow and deny principals operations on topics, groups and the cluster", Sub: []*Command{
+			{Name: "create", Summary: "create ACLs", Run: aclCreate},
+			{Name: "list", Summary: "list ACLs", Run: aclList},
+			{Name: "delete", Summary: "delete ACLs", Run: aclDelete},
+		}},
+		{Name: "quota", Summary: "cap principals' produce and fetch byte rates", Sub: []*Command{
+			{Name: "set", Summary: "set a principal's quota", Run: quotaSet},
+			{Name: "list", Summary: "list quotas", Run: quotaList},
+		}},
+		{Name: "whoami", Summary: "print the principal the cluster takes you for", Run: whoami},
 	}
 }
 
 // requestTimeout bounds each admin call.
 const requestTimeout = 30 * time.Second
 
-// gateway returns a Connect client for the gateway.
+// gateway returns a Connect client for the gateway, with the credentials.
 func (e *Env) gateway() gatewayv1connect.GatewayServiceClient {
-	return gatewayv1connect.NewGatewayServiceClient(httpClient(), e.gatewayURL())
+	t := e.transport()
+	return gatewayv1connect.NewGatewayServiceClient(t.http, e.gatewayURL(), t.opts...)
+}
+
+// storage returns a Connect client for the storage node at addr, with the
+// credentials.
+func (e *Env) storage(addr string) storagev1connect.StorageServiceClient {
+	t := e.transport()
+	return storagev1connect.NewStorageServiceClient(t.http, strings.TrimRight(addr, "/"), t.opts...)
 }
 
 func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -99,7 +99,7 @@ more when another reason appears. When no fetch has succeeded for
 
 	wait := newWaitNotice(e, deliveryTimeout, "")
 	c, err := client.NewConsumer(e.gatewayURL(),
-		append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))...)
+		e.consumerOpts(append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))...)...)
 	if err != nil {
 		return err
 	}
@@ -218,7 +218,7 @@ func flagGiven(args []string, names ...string) bool {
 func consumeGroup(ctx context.Context, e *Env, topic, group string, off client.Offset, count int, exitAtEnd, asJSON bool, out *outputFormat,
 	wait *waitNotice, opts []client.ConsumerOpt) error {
 	gc, err := client.NewGroupConsumer(e.gatewayURL(), group, []string{topic}, client.StartWhenNoCommit(off), client.ClientID("strata-cli"),
-		client.GroupConsumerOptions(opts...))
+		client.GroupConsumerOptions(e.consumerOpts(opts...)...))
 	if err != nil {
 		return err
 	}

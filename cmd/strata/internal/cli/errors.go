@@ -72,6 +72,19 @@ func (e *Env) explainCause(err error) string {
 		}
 		return fmt.Sprintf("cannot reach the storage node at %s: %s", addr, reason)
 	}
+	if addr, ok := plainToTLS(err, e.gatewayURL()); ok { // credentials.go
+		what := "the server at http://" + addr
+		if addr == "" || sameHost(addr, e.gatewayURL()) {
+			what = "the gateway at " + e.gatewayURL()
+		}
+		return "no HTTP/2 cleartext answer from " + what + ": if it serves TLS, use an https:// URL (strata dev --secure: source DIR/admin.env)"
+	}
+	if reason, addr, ok := tlsFailure(err); ok { // credentials.go
+		if addr == "" {
+			addr = e.gatewayURL()
+		}
+		return fmt.Sprintf("TLS with %s failed: %s", addr, reason)
+	}
 	var ute *client.UnknownTopicError
 	if errors.As(err, &ute) {
 		return fmt.Sprintf("topic %q does not exist", ute.Topic)

@@ -33,6 +33,9 @@ func newFlags(e *Env, usage, summary, example string) *flagSet {
 	f.fs.BoolVar(&f.help, "help", false, "")
 	f.fs.Func("gateway", "", func(s string) error { return e.setGlobal("gateway", s) })
 	f.fs.Func("output", "", func(s string) error { return e.setGlobal("output", s) })
+	for name := range credentialEnv {
+		f.fs.Func(name, "", func(s string) error { return e.setGlobal(name, s) })
+	}
 	return f
 }
 
@@ -93,7 +96,8 @@ func (f *flagSet) List(p *[]string, short, long, meta, usage string) {
 // positional ones, which must be exactly the arguments names (in that
 // order; names are what the usage error calls a missing one). Everything
 // after "--" is positional. With -h or --help it prints the help and
-// returns errHelp.
+// returns errHelp. Once the flags are parsed it builds the transport from
+// the credential flags, whose problems it returns.
 func (f *flagSet) parse(args []string, names ...string) ([]string, error) {
 	var tail []string
 	for i, a := range args {
@@ -124,6 +128,9 @@ func (f *flagSet) parse(args []string, names ...string) ([]string, error) {
 	}
 	pos = append(pos, tail...)
 	if err := f.needArgs(pos, names...); err != nil {
+		return nil, err
+	}
+	if err := f.e.prepareTransport(); err != nil {
 		return nil, err
 	}
 	return pos, nil

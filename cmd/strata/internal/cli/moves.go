@@ -17,7 +17,6 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 )
 
 // What the partition-move commands (cluster rebalance, node drain, topic
@@ -113,7 +112,7 @@ func nodeAddrs(ctx context.Context, e *Env) (map[int32]string, []*controllerv1.N
 
 // describeLogs asks nodes (all replicas each holds) for their logs, all at
 // once, with a short timeout; a node that does not answer is missing.
-func describeLogs(ctx context.Context, addrs map[int32]string, nodes []int32) map[int32][]*storagev1.DescribeLogPartitionResult {
+func describeLogs(ctx context.Context, e *Env, addrs map[int32]string, nodes []int32) map[int32][]*storagev1.DescribeLogPartitionResult {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	out := map[int32][]*storagev1.DescribeLogPartitionResult{}
@@ -125,7 +124,7 @@ func describeLogs(ctx context.Context, addrs map[int32]string, nodes []int32) ma
 			continue
 		}
 		wg.Go(func() {
-			resp, err := storagev1connect.NewStorageServiceClient(httpClient(), addr).DescribeLog(ctx, connect.NewRequest(&storagev1.DescribeLogRequest{}))
+			resp, err := e.storage(addr).DescribeLog(ctx, connect.NewRequest(&storagev1.DescribeLogRequest{}))
 			if err != nil {
 				return
 			}
@@ -172,7 +171,7 @@ func progressOf(ctx context.Context, e *Env, parts []*controllerv1.PartitionChan
 	for id := range need {
 		ids = append(ids, id)
 	}
-	logs := describeLogs(ctx, addrs, ids)
+	logs := describeLogs(ctx, e, addrs, ids)
 	size := func(node int32, topic string, part int32) (int64, bool) {
 		for _, r := range logs[node] {
 			if r.GetTopic() == topic && r.GetPartition() == part && r.GetError() == nil {

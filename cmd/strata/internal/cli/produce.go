@@ -77,8 +77,8 @@ literal ends at a newline.`,
 	}
 
 	wait := newWaitNotice(e, deliveryTimeout, "")
-	opts := []client.ProducerOpt{client.WithAcks(level), client.WithCompression(codec),
-		client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry)}
+	opts := e.producerOpts(client.WithAcks(level), client.WithCompression(codec),
+		client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))
 	if partition >= 0 {
 		opts = append(opts, client.ManualPartitioning())
 	}

@@ -64,7 +64,7 @@ func nodeRows(ctx context.Context, e *Env) ([]nodeRowJSON, error) {
 			live = append(live, n.GetNode().GetNodeId())
 		}
 	}
-	logs := describeLogs(ctx, addrs, live)
+	logs := describeLogs(ctx, e, addrs, live)
 	rows := []nodeRowJSON{}
 	for _, n := range nodes {
 		id := n.GetNode().GetNodeId()

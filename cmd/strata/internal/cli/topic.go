@@ -15,7 +15,6 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 )
 
 // parseConfigs turns KEY=VALUE flags into a map.
@@ -301,7 +300,7 @@ func addLogExtents(ctx context.Context, e *Env, topic string, d *topicJSON) {
 			for _, i := range idx {
 				req.Partitions = append(req.Partitions, &commonv1.TopicPartition{Topic: topic, Partition: d.Partitions[i].Partition})
 			}
-			resp, err := storagev1connect.NewStorageServiceClient(httpClient(), strings.TrimRight(addr, "/")).DescribeLog(ctx, connect.NewRequest(req))
+			resp, err := e.storage(addr).DescribeLog(ctx, connect.NewRequest(req))
 			if err != nil {
 				return
 			}
@@ -334,7 +333,7 @@ func setLogExtent(p *partitionJSON, r *storagev1.DescribeLogPartitionResult) {
 // the offsets out (the text output shows "-", JSON null) with the error.
 func leaderOffsets(ctx context.Context, e *Env, topic string, n int) map[int32]*gatewayv1.PartitionOffsets {
 	out := map[int32]*gatewayv1.PartitionOffsets{}
-	c, err := client.NewConsumer(e.gatewayURL(), client.UnknownTopicWait(0), client.RequestTimeout(10*time.Second))
+	c, err := client.NewConsumer(e.gatewayURL(), e.consumerOpts(client.UnknownTopicWait(0), client.RequestTimeout(10*time.Second))...)
 	if err != nil {
 		return out
 	}

@@ -34,6 +34,16 @@ type clusterFile struct {
 	// Control is the Unix socket `strata dev scale` reaches this strata dev
 	// at (control.go); empty until the cluster is up, and after it stops.
 	Control string `json:"control,omitempty"`
+	// Secure is true for a cluster started with --secure: every URL is
+	// https:// and every request must authenticate.
+	Secure bool `json:"secure,omitempty"`
+	// TLSCA is the dev CA's certificate (DIR/tls/ca.pem) that verifies
+	// every process of a secure cluster; absent for a plain one. Only
+	// paths are written here, never a key or a token.
+	TLSCA string `json:"tls_ca,omitempty"`
+	// AdminEnv is DIR/admin.env of a secure cluster, the file to source
+	// for the admin's credentials; absent for a plain one.
+	AdminEnv string `json:"admin_env,omitempty"`
 	// Processes are the processes started so far, in start order:
 	// controllers, storage nodes, gateway, coordinator, tiering (which also
 	// serves the embedded S3).

@@ -161,7 +161,7 @@ func (c *cluster) scaleTo(ctx context.Context, n int, say func(string, ...any)) 
 		say("strata dev: already %d storage node(s)", n)
 		return nil
 	case n > have:
-		pl := makePlan(c.opts.dir, c.opts.basePort, c.opts.controllers, n, c.opts.gateways, c.bins)
+		pl := makePlan(c.opts.dir, c.opts.basePort, c.opts.controllers, n, c.opts.gateways, c.bins, c.plan.secure)
 		specs := pl.storage[have:]
 		for _, s := range specs {
 			for _, pu := range s.ports() {
@@ -177,13 +177,18 @@ func (c *cluster) scaleTo(ctx context.Context, n int, say func(string, ...any)) 
 			// A node of this id started before (and stopped) leaves its
 			// entry for the new one.
 			c.procs = slices.DeleteFunc(c.procs, func(p *proc) bool { return p.name() == s.name() && !p.running })
+			if c.ca != nil {
+				if err := ensureServiceCert(c.opts.dir, c.ca, s); err != nil {
+					return err
+				}
+			}
 			p, err := c.startProc(s)
 			if err != nil {
 				return err
 			}
 			started = append(started, p)
 			c.plan.storage = append(c.plan.storage, s)
-			say("  %-13s %-24s admin %s  pid %d  log %s", p.name(), httpURL(p.port), hostPort(p.adminPort), p.pid, p.log)
+			say("  %-13s %-24s admin %s  pid %d  log %s", p.name(), c.plan.url(p.port), hostPort(p.adminPort), p.pid, p.log)
 		}
 		if err := c.writeClusterFile(); err != nil {
 			return err

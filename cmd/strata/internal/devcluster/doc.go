@@ -9,6 +9,12 @@
 // storage nodes and the gateway, waits for them, and then supervises them in
 // the foreground until SIGINT, SIGTERM or the end of its context.
 //
+// Plain, the cluster has no TLS and no authentication, for local use only,
+// and says so. With --secure (secure.go) it runs as a secured deployment
+// would: a dev CA and a certificate per process under DIR/tls, TLS and
+// mutual TLS everywhere, authentication and ACLs required, and
+// DIR/admin.env, whose export lines make the CLI the cluster's admin.
+//
 // DIR/cluster.json describes the running cluster (clusterfile.go). Its field
 // names are a contract with tests outside this module: add fields, never
 // rename or remove one.

@@ -1,6 +1,7 @@
 package devcluster
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -37,8 +38,14 @@ func TestMain(m *testing.M) {
 // exits 0 on SIGTERM, like lib/serve does.
 func fakeService(argv []string) int {
 	flags := map[string]string{}
-	for i := 1; i+1 < len(argv); i += 2 {
-		flags[strings.TrimPrefix(argv[i], "--")] = argv[i+1]
+	for i := 1; i < len(argv); i++ {
+		name := strings.TrimPrefix(argv[i], "--")
+		if i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "--") {
+			flags[name] = argv[i+1]
+			i++
+		} else {
+			flags[name] = "true" // a boolean flag: --require-auth
+		}
 	}
 	service := strings.TrimPrefix(filepath.Base(argv[0]), "strata-")
 	id := flags["id"] + flags["node-id"]
@@ -72,6 +79,17 @@ func fakeService(argv []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if flags["tls-cert"] != "" {
+		// A secure cluster's process: both listeners speak TLS with the
+		// certificate strata dev issued it, as lib/serve's do.
+		pair, err := tls.LoadX509KeyPair(flags["tls-cert"], flags["tls-key"])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		cfg := &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}
+		api, adm = tls.NewListener(api, cfg), tls.NewListener(adm, cfg)
 	}
 	go http.Serve(api, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, name) }))
 	mux := http.NewServeMux()

@@ -100,6 +100,7 @@ func admin(port int) int { return port + offAdmin }
 
 func hostPort(port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 func httpURL(port int) string  { return "http://" + hostPort(port) }
+func httpsURL(port int) string { return "https://" + hostPort(port) }
 
 // procSpec is one process of the plan: what to run and where it listens.
 type procSpec struct {
@@ -141,6 +142,19 @@ type plan struct {
 	coordinator procSpec
 	tiering     procSpec
 	s3Port      int // the embedded S3 server, served by the tiering process
+	// secure is --secure: every process serves TLS with its certificate
+	// from DIR/tls (secure.go) and requires authentication, so every
+	// API and admin URL is https://.
+	secure bool
+}
+
+// url is the base URL of the API or admin listener on port: https:// in a
+// secure cluster.
+func (pl plan) url(port int) string {
+	if pl.secure {
+		return httpsURL(port)
+	}
+	return httpURL(port)
 }
 
 // all returns the processes in start order: controllers, then the data
@@ -164,7 +178,7 @@ func (pl plan) dataPlane() []procSpec {
 func (pl plan) gatewayURLs() []string {
 	var out []string
 	for _, g := range pl.gateways {
-		out = append(out, httpURL(g.port))
+		out = append(out, pl.url(g.port))
 	}
 	return out
 }
@@ -173,7 +187,7 @@ func (pl plan) gatewayURLs() []string {
 func (pl plan) controllerURLs() []string {
 	var out []string
 	for _, c := range pl.controllers {
-		out = append(out, httpURL(c.port))
+		out = append(out, pl.url(c.port))
 	}
 	return out
 }
@@ -183,13 +197,17 @@ func binaryName(service string) string { return "strata-" + service }
 
 // makePlan builds the processes of a cluster in dir (absolute) with the
 // given counts (gateways >= 1) and base port, running the binaries in bins (service name to
-// absolute path). It is pure: it starts nothing and touches no file.
+// absolute path). With secure, every process gets its certificate from
+// DIR/tls, the dev CA as --tls-client-ca, --require-auth and the admin as
+// super user, and every URL is https:// (secure.go makes the files). It
+// is pure: it starts nothing and touches no file.
 //
 // The flags passed to each service are written by lib/launch, which the
 // test harness shares.
-func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bins map[string]string) plan {
+func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bins map[string]string, secure bool) plan {
 	l := layout{basePort}
-	var pl plan
+	pl := plan{secure: secure}
+	url := pl.url
 	spec := func(service string, id, port int, withData bool) procSpec {
 		s := procSpec{
 			service:   service,
@@ -206,13 +224,17 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// common is every process's flags; cors is --cors-allowed-origins,
 	// empty for processes no web page calls (controllers, tiering).
 	common := func(s procSpec, cors string) launch.Process {
-		return launch.Process{
+		p := launch.Process{
 			Bin:                bins[s.service],
 			Listen:             hostPort(s.port),
 			AdminListen:        hostPort(s.adminPort),
 			LogFormat:          "text",
 			CORSAllowedOrigins: cors,
 		}
+		if secure {
+			p.Security = processSecurity(dir, s)
+		}
+		return p
 	}
 
 	var peers []string
@@ -241,10 +263,10 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		s.argv = launch.Storage{
 			Process:     common(s, devCORSOrigins),
 			NodeID:      id,
-			Advertise:   httpURL(s.port),
+			Advertise:   url(s.port),
 			DataDir:     s.dataDir,
 			Controllers: ctrlURLs,
-			Tiering:     httpURL(l.tiering()),
+			Tiering:     url(l.tiering()),
 		}.Argv()
 		pl.storage = append(pl.storage, s)
 	}
@@ -256,7 +278,7 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		s.argv = launch.Gateway{
 			Process:      common(s, devCORSOrigins),
 			Controllers:  ctrlURLs,
-			Coordinators: []string{httpURL(l.coordinator())},
+			Coordinators: []string{url(l.coordinator())},
 		}.Argv()
 		pl.gateways = append(pl.gateways, s)
 	}
@@ -265,13 +287,19 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// directory (no DSN): nothing to install for a dev cluster. It reads
 	// topic metadata from gateway 1.
 	pl.coordinator = spec(serviceCoordinator, 1, l.coordinator(), true)
-	pl.coordinator.argv = launch.Coordinator{
+	coord := launch.Coordinator{
 		Process:      common(pl.coordinator, devCORSOrigins),
 		InstanceID:   "coordinator-1",
-		AdvertiseURL: httpURL(l.coordinator()),
+		AdvertiseURL: url(l.coordinator()),
 		DataDir:      pl.coordinator.dataDir,
-		Gateway:      httpURL(l.gateway()),
-	}.Argv()
+		Gateway:      url(l.gateway()),
+	}
+	if secure {
+		// With --require-auth the coordinator watches the controllers'
+		// metadata stream for the ACLs it enforces.
+		coord.Controllers = ctrlURLs
+	}
+	pl.coordinator.argv = coord.Argv()
 
 	// Tiering serves the embedded S3-compatible store on P+4 from its own
 	// process, backed by a directory, so tiered storage needs nothing

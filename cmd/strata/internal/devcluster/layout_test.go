@@ -55,7 +55,7 @@ func TestLayoutPorts(t *testing.T) {
 // every extra port, is distinct and within base..base+maxOffset.
 func TestLayoutNoCollisions(t *testing.T) {
 	const base = 30000
-	pl := makePlan("/d", base, maxControllers, maxStorageNodes, maxGateways, map[string]string{})
+	pl := makePlan("/d", base, maxControllers, maxStorageNodes, maxGateways, map[string]string{}, false)
 	seen := map[int]string{}
 	add := func(port int, what string) {
 		if prev, dup := seen[port]; dup {
@@ -89,7 +89,7 @@ func TestPlanArgv(t *testing.T) {
 		serviceCoordinator: "/bin/strata-coordinator",
 		serviceTiering:     "/bin/strata-tiering",
 	}
-	pl := makePlan("/dev-dir", 9092, 3, 2, 2, bins)
+	pl := makePlan("/dev-dir", 9092, 3, 2, 2, bins, false)
 	var got []string
 	for _, s := range pl.all() {
 		got = append(got, s.name()+": "+strings.Join(s.argv, " "))
@@ -113,5 +113,49 @@ func TestPlanArgv(t *testing.T) {
 	}
 	if got := pl.gatewayURLs(); !slices.Equal(got, []string{"http://127.0.0.1:9092", "http://127.0.0.1:9124"}) {
 		t.Errorf("gateway URLs %v", got)
+	}
+}
+
+// TestSecurePlanArgv: with --secure every process gets its certificate
+// from DIR/tls, the dev CA, --require-auth and the admin as super user, and
+// every URL between the services is https (etcd's peer URLs stay its own).
+func TestSecurePlanArgv(t *testing.T) {
+	bins := map[string]string{
+		serviceController:  "/bin/strata-controller",
+		serviceStorage:     "/bin/strata-storage",
+		serviceGateway:     "/bin/strata-gateway",
+		serviceCoordinator: "/bin/strata-coordinator",
+		serviceTiering:     "/bin/strata-tiering",
+	}
+	pl := makePlan("/d", 9092, 1, 1, 1, bins, true)
+	sec := func(name string) string {
+		return "--tls-cert /d/tls/" + name + ".pem --tls-key /d/tls/" + name + "-key.pem --tls-client-ca /d/tls/ca.pem --require-auth --super-users User:admin"
+	}
+	var got []string
+	for _, s := range pl.all() {
+		got = append(got, s.name()+": "+strings.Join(s.argv, " "))
+	}
+	want := []string{
+		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text " + sec("controller-1") +
+			" --id 1 --data-dir /d/controller-1 --peers 1=http://127.0.0.1:9293 --etcd-client-port 9303",
+		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text " + sec("storage-1") +
+			" --node-id 1 --advertise https://127.0.0.1:9103 --data-dir /d/storage-1 --controller https://127.0.0.1:9093 --tiering https://127.0.0.1:9095" +
+			" --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text " + sec("gateway-1") +
+			" --controller https://127.0.0.1:9093 --coordinator https://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text " + sec("coordinator-1") +
+			" --instance-id coordinator-1 --advertise-url https://127.0.0.1:9094 --data-dir /d/coordinator-1 --gateway https://127.0.0.1:9092" +
+			" --controller https://127.0.0.1:9093 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text " + sec("tiering-1") +
+			" --embedded-s3-listen 127.0.0.1:9096 --embedded-s3-dir /d/s3 --spool-dir /d/tiering-1/spool --controller https://127.0.0.1:9093",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("argv:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if got := pl.gatewayURLs(); !slices.Equal(got, []string{"https://127.0.0.1:9092"}) {
+		t.Errorf("gateway URLs %v", got)
+	}
+	if got := pl.controllerURLs(); !slices.Equal(got, []string{"https://127.0.0.1:9093"}) {
+		t.Errorf("controller URLs %v", got)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/strata-mq/strata/lib/tlsconfig/devca"
 )
 
 // Defaults of the flags.
@@ -36,6 +38,7 @@ type options struct {
 	clean        bool          // --clean: delete dir first
 	readyTimeout time.Duration // --ready-timeout: per start phase
 	otlp         string        // --otlp: OTLP endpoint for every process; empty: the OTEL_* environment decides
+	secure       bool          // --secure: TLS, mutual TLS, authentication and ACLs (secure.go)
 }
 
 // Exit codes of Main.
@@ -51,6 +54,11 @@ Runs a whole Strata cluster on this machine, each service its own process,
 in the foreground. Ctrl-C stops it. DIR/cluster.json lists every process
 with its pid, addresses and argv; DIR/logs/ holds their logs. A DIR from an
 earlier run is reused with its data; --clean starts from nothing.
+
+Plain, it has no TLS and no authentication: anyone who can reach its
+loopback ports may do anything, which is for local use only. With --secure
+every process serves TLS and requires authentication; 'source DIR/admin.env'
+then makes the CLI the cluster's admin.
 
 Ports from --base-port P: gateway P, controller 1 P+1, storage node i P+10+i,
 controller i>=2 P+20+i, gateway i>=2 P+30+i, admin ports +100. See docs/design/dev-cluster.md.
@@ -84,12 +92,22 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
 	}
-	pl := makePlan(o.dir, o.basePort, o.controllers, o.storageNodes, o.gateways, bins)
+	pl := makePlan(o.dir, o.basePort, o.controllers, o.storageNodes, o.gateways, bins, o.secure)
 	if err := checkPorts(pl); err != nil {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
 	}
 	if err := prepareDir(o.dir, o.clean); err != nil {
+		fmt.Fprintf(stderr, "strata dev: %v\n", err)
+		return exitError
+	}
+	var ca *devca.CA
+	if o.secure {
+		ca, err = prepareSecure(o.dir, pl, pl.gatewayURLs()[0])
+	} else {
+		err = removeAdminEnv(o.dir)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
 	}
@@ -122,6 +140,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	c := newCluster(o, pl, stdout, stderr)
 	c.bins = bins
+	c.ca = ca
 	return c.run(ctx, kill)
 }
 
@@ -139,6 +158,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs.IntVar(&o.basePort, "base-port", DefaultBasePort, fmt.Sprintf("first port of the cluster (the gateway's); the cluster uses ports up to base-port+%d", maxOffset))
 	fs.BoolVar(&o.clean, "clean", false, "delete DIR (a dev cluster's directory) before starting, discarding its data")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", DefaultReadyTimeout, "how long each start phase may take before the processes not ready are reported and all stop")
+	fs.BoolVar(&o.secure, "secure", false, "run with security on: a dev CA and a certificate per process under DIR/tls, TLS on every listener, mutual TLS between services, authentication and ACLs required (User:admin is a super user), and DIR/admin.env (mode 0600) to source for the CLI")
 	fs.StringVar(&o.otlp, "otlp", "", "OpenTelemetry collector (OTLP) every process exports traces to, e.g. http://127.0.0.1:4318; sets OTEL_EXPORTER_OTLP_ENDPOINT for them (other OTEL_* variables pass through as they are)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -52,7 +52,7 @@ func TestHelp(t *testing.T) {
 	if code := Main(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
-	for _, want := range []string{"Usage: strata dev", "--dir string", "--storage-nodes int", "--controllers int", "--base-port int", "--clean", "(default 9092)"} {
+	for _, want := range []string{"Usage: strata dev", "--dir string", "--storage-nodes int", "--controllers int", "--base-port int", "--clean", "(default 9092)", "--secure", "admin.env"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stdout.String())
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/tlsconfig/devca"
 )
 
 // stopTimeout is how long a stop phase waits after SIGTERM before it kills
@@ -64,6 +65,10 @@ type cluster struct {
 	requests    chan *pendingRequest
 	controlLn   net.Listener
 	controlPath string
+	// ca is the dev CA of a secure cluster (--secure), nil for a plain
+	// one: it issues the certificates of storage nodes `scale` adds and
+	// verifies /readyz.
+	ca *devca.CA
 }
 
 func newCluster(o options, pl plan, stdout, stderr io.Writer) *cluster {
@@ -92,6 +97,11 @@ func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 	c.start = time.Now()
 	fmt.Fprintf(c.stdout, "strata dev: starting %d controller(s), %d storage node(s), %d gateway(s), a coordinator and tiering in %s\n",
 		c.opts.controllers, c.opts.storageNodes, len(c.plan.gateways), c.opts.dir)
+	if c.plan.secure {
+		fmt.Fprintf(c.stdout, "strata dev: secure: TLS and mutual TLS with the dev CA in %s, authentication and ACLs required\n", tlsDir(c.opts.dir))
+	} else {
+		fmt.Fprintln(c.stdout, "strata dev: no authentication and no TLS: anyone who can reach these ports may do anything; for local use only (--secure turns them on)")
+	}
 
 	err := c.startAll(ctx)
 	if err != nil && !errors.Is(err, errInterrupted) {
@@ -151,7 +161,7 @@ func (c *cluster) startPhase(specs []procSpec) ([]*proc, error) {
 		}
 		started = append(started, p)
 		fmt.Fprintf(c.stdout, "  %-13s %-24s admin %s  pid %d  log %s\n",
-			p.name(), httpURL(p.port), hostPort(p.adminPort), p.pid, p.log)
+			p.name(), c.plan.url(p.port), hostPort(p.adminPort), p.pid, p.log)
 	}
 	return started, c.writeClusterFile()
 }
@@ -203,10 +213,10 @@ func (c *cluster) waitReady(ctx context.Context, ps []*proc, other func(*proc)) 
 	defer wg.Wait()
 	defer cancelPolls()
 	readyc := make(chan *proc, len(ps))
-	client := &http.Client{Timeout: time.Second}
+	client := readyClient(c.ca) // secure.go
 	for _, p := range ps {
 		wg.Go(func() {
-			if pollReady(pollCtx, client, p) {
+			if pollReady(pollCtx, client, c.plan.url(p.adminPort), p) {
 				readyc <- p
 			}
 		})
@@ -234,8 +244,8 @@ func (c *cluster) waitReady(ctx context.Context, ps []*proc, other func(*proc)) 
 			var lines []string
 			for _, p := range ps {
 				if !p.ready {
-					lines = append(lines, fmt.Sprintf("%s (GET http://%s/readyz: %s; log: %s)",
-						p.name(), hostPort(p.adminPort), p.lastReadyz, p.log))
+					lines = append(lines, fmt.Sprintf("%s (GET %s/readyz: %s; log: %s)",
+						p.name(), c.plan.url(p.adminPort), p.lastReadyz, p.log))
 				}
 			}
 			return fmt.Errorf("not ready after %s: %s", c.opts.readyTimeout, strings.Join(lines, "; "))
@@ -246,10 +256,10 @@ func (c *cluster) waitReady(ctx context.Context, ps []*proc, other func(*proc)) 
 	return nil
 }
 
-// pollReady asks p's /readyz until it answers 200 (true) or ctx ends
-// (false), keeping the last answer in p.lastReadyz.
-func pollReady(ctx context.Context, client *http.Client, p *proc) bool {
-	err := launch.WaitReady(ctx, client, httpURL(p.adminPort), nil)
+// pollReady asks p's /readyz at adminURL until it answers 200 (true) or
+// ctx ends (false), keeping the last answer in p.lastReadyz.
+func pollReady(ctx context.Context, client *http.Client, adminURL string, p *proc) bool {
+	err := launch.WaitReady(ctx, client, adminURL, nil)
 	if nr, ok := errors.AsType[*launch.NotReadyError](err); ok {
 		p.lastReadyz = nr.Last
 	}
@@ -366,13 +376,18 @@ func (c *cluster) writeClusterFile() error {
 	f := &clusterFile{
 		Dir:         c.opts.dir,
 		BasePort:    c.opts.basePort,
-		Gateway:     httpURL(c.plan.gateways[0].port),
+		Gateway:     c.plan.url(c.plan.gateways[0].port),
 		Gateways:    c.plan.gatewayURLs(),
 		Controllers: c.plan.controllerURLs(),
 		PID:         os.Getpid(),
 		Ready:       c.ready,
 		Control:     c.controlPath,
 		Processes:   []processEntry{},
+	}
+	if c.plan.secure {
+		f.Secure = true
+		f.TLSCA, _ = caFiles(c.opts.dir)
+		f.AdminEnv = filepath.Join(c.opts.dir, adminEnvName)
 	}
 	for _, p := range c.procs {
 		f.Processes = append(f.Processes, processEntry{
@@ -382,7 +397,7 @@ func (c *cluster) writeClusterFile() error {
 			Running:      p.running,
 			Exit:         p.exit,
 			Address:      hostPort(p.port),
-			URL:          httpURL(p.port),
+			URL:          c.plan.url(p.port),
 			AdminAddress: hostPort(p.adminPort),
 			DataDir:      p.dataDir,
 			Argv:         p.argv,
@@ -395,7 +410,7 @@ func (c *cluster) writeClusterFile() error {
 // printReady prints the block that ends a successful start.
 func (c *cluster) printReady() {
 	w := c.stdout
-	gw := httpURL(c.plan.gateways[0].port)
+	gw := c.plan.url(c.plan.gateways[0].port)
 	fmt.Fprintf(w, "\nstrata dev: ready after %s\n", c.elapsed())
 	fmt.Fprintf(w, "  gateway       %s\n", gw)
 	for _, g := range c.plan.gatewayURLs()[1:] {
@@ -406,7 +421,11 @@ func (c *cluster) printReady() {
 	if dir, ok := strataNotOnPath(); ok {
 		fmt.Fprintf(w, "  export PATH=%s:$PATH\n", dir)
 	}
-	if c.opts.basePort != DefaultBasePort {
+	switch {
+	case c.plan.secure:
+		fmt.Fprintf(w, "  source %s   # the admin's credentials: STRATA_GATEWAY, STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY\n",
+			shellQuote(filepath.Join(c.opts.dir, adminEnvName)))
+	case c.opts.basePort != DefaultBasePort:
 		fmt.Fprintf(w, "  export STRATA_GATEWAY=%s\n", gw)
 	}
 	fmt.Fprintf(w, "  strata topic create orders -p 12 -r %d\n", min(3, c.opts.storageNodes))

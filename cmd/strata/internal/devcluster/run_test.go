@@ -52,7 +52,7 @@ func freeBasePort(t *testing.T, controllers, storageNodes int) int {
 	t.Helper()
 	for range 50 {
 		p := 20000 + rand.IntN(12000)
-		pl := makePlan(t.TempDir(), p, controllers, storageNodes, 2, map[string]string{})
+		pl := makePlan(t.TempDir(), p, controllers, storageNodes, 2, map[string]string{}, false)
 		if checkPorts(pl) == nil {
 			return p
 		}
@@ -98,8 +98,14 @@ type devRun struct {
 
 func startDev(t *testing.T, args ...string) *devRun {
 	t.Helper()
+	return startDevIn(t, t.TempDir(), args...)
+}
+
+// startDevIn is startDev with --dir dir.
+func startDevIn(t *testing.T, dir string, args ...string) *devRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &devRun{dir: t.TempDir(), stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	r := &devRun{dir: dir, stdout: &syncBuffer{}, stderr: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
 	go func() { r.code <- Main(ctx, append([]string{"--dir", r.dir}, args...), r.stdout, r.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -130,9 +136,20 @@ func (r *devRun) exited() (int, bool) {
 // exits saying a port is in use; then it starts again on another base.
 func startDevOnFreePorts(t *testing.T, controllers, storageNodes int, args ...string) (*devRun, int) {
 	t.Helper()
+	return startDevOnFreePortsIn(t, "", controllers, storageNodes, args...)
+}
+
+// startDevOnFreePortsIn is startDevOnFreePorts with --dir dir; "" is a new
+// temporary directory.
+func startDevOnFreePortsIn(t *testing.T, dir string, controllers, storageNodes int, args ...string) (*devRun, int) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		base := freeBasePort(t, controllers, storageNodes)
-		r := startDev(t, append(args, "--base-port", strconv.Itoa(base))...)
+		d := dir
+		if d == "" {
+			d = t.TempDir()
+		}
+		r := startDevIn(t, d, append(args, "--base-port", strconv.Itoa(base))...)
 		waitFor(t, 60*time.Second, "strata dev to be ready or to exit", func() bool {
 			if _, done := r.exited(); done {
 				return true

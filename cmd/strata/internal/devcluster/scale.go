@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 const scaleUsage = `Usage: strata dev scale --dir DIR --storage-nodes N [--force]
@@ -110,7 +112,13 @@ func scale(ctx context.Context, o scaleOptions, stdout io.Writer) error {
 				running = append(running, p.ID)
 			}
 		}
-		if err := checkEmpty(ctx, f.Gateway, running); err != nil {
+		hc, done, err := gatewayClient(ctx, dir, &f)
+		if err != nil {
+			return err
+		}
+		err = checkEmpty(ctx, hc, f.Gateway, running)
+		done()
+		if err != nil {
 			return err
 		}
 	}
@@ -119,15 +127,33 @@ func scale(ctx context.Context, o scaleOptions, stdout io.Writer) error {
 	})
 }
 
+// gatewayClient is the HTTP client scale asks the gateway of the cluster
+// in f with: HTTP/2 cleartext, or, for a secure cluster, mutual TLS as the
+// admin (DIR/tls's admin certificate, verified against the dev CA). done
+// releases it.
+func gatewayClient(ctx context.Context, dir string, f *clusterFile) (hc *http.Client, done func(), err error) {
+	var protos http.Protocols
+	protos.SetUnencryptedHTTP2(true)
+	protos.SetHTTP2(true)
+	tr := &http.Transport{Protocols: &protos}
+	if !f.Secure {
+		return &http.Client{Transport: tr}, func() {}, nil
+	}
+	cert, key := certFiles(dir, adminUser)
+	src, err := tlsconfig.Load(ctx, tlsconfig.Files{Cert: cert, Key: key, CA: f.TLSCA}, tlsconfig.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the admin's credentials: %v", err)
+	}
+	tr.TLSClientConfig = src.ClientConfig()
+	return &http.Client{Transport: tr}, func() { src.Close() }, nil
+}
+
 // checkEmpty fails naming the first of nodes that still holds a replica,
-// asked from the gateway.
-func checkEmpty(ctx context.Context, gateway string, nodes []int) error {
+// asked from the gateway with hc.
+func checkEmpty(ctx context.Context, hc *http.Client, gateway string, nodes []int) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	var protos http.Protocols
-	protos.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: &protos}}
 	gw := gatewayv1connect.NewGatewayServiceClient(hc, gateway)
 	list, err := gw.ListTopics(ctx, connect.NewRequest(&gatewayv1.ListTopicsRequest{IncludeInternal: true}))
 	if err != nil {
