@@ -12,6 +12,10 @@
 #   BENCH_PEERS     0 skips the peers
 #   BENCH_OUT       output directory (default bench-out)
 #   BENCH_FLAGS     more strata-load flags
+#   BENCH_SECURE    0 skips the second run of the matrix on a secure
+#                   cluster (strata dev --secure: TLS everywhere, mutual
+#                   TLS between services, authentication and ACLs on),
+#                   whose table shows what security costs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${BENCH_OUT:-bench-out}
@@ -32,4 +36,11 @@ if [ "${BENCH_PEERS:-1}" != 0 ]; then
 fi
 # shellcheck disable=SC2086 # BENCH_FLAGS is a list of flags
 loadtest/run-local.sh "${args[@]}" ${BENCH_FLAGS:-} | tee "$out/bench-$stamp.txt"
+if [ "${BENCH_SECURE:-1}" != 0 ]; then
+  echo "bench-cluster: the same matrix on a secure cluster (TLS, mutual TLS, authentication, ACLs)" >&2
+  secure=(--matrix "${BENCH_MATRIX:-bench}" --records 0 --duration "${BENCH_DURATION:-15s}" --inflight "$inflight"
+    --json-file "$out/bench-secure-$stamp.json")
+  # shellcheck disable=SC2086 # BENCH_FLAGS is a list of flags
+  LOAD_SECURE=1 loadtest/run-local.sh "${secure[@]}" ${BENCH_FLAGS:-} | tee "$out/bench-secure-$stamp.txt"
+fi
 echo "bench-cluster: done in $((SECONDS - started))s; table, JSON and profiles in $out/ (*-$stamp*)" >&2
