@@ -1,4 +1,4 @@
-// Admin calls through the gateway: topics and groups.
+// Admin calls through the gateway: topics, groups and who the client is.
 
 import { coordinator, type controller } from "./api.js";
 import type { ResolvedConfig } from "./config.js";
@@ -88,6 +88,16 @@ export class Admin {
   /** disconnect releases the admin's timers (kafkajs compatibility). */
   async disconnect(): Promise<void> {
     this.cluster.close();
+  }
+
+  /**
+   * whoAmI returns the principal the gateway authenticated this client as
+   * ("User:alice"; "User:ANONYMOUS" on a cluster without authentication) and
+   * how ("certificate", "token", "oidc" or "anonymous").
+   */
+  async whoAmI(): Promise<{ principal: string; method: string }> {
+    const r = await this.call(() => this.cluster.gw.whoAmI({}, this.opts));
+    return { principal: r.principal, method: r.method };
   }
 
   /** createTopic creates a topic; rejects with reason TOPIC_ALREADY_EXISTS when it exists. */

@@ -1,10 +1,15 @@
 // Client-wide options: what `new Strata({...})` takes, with defaults.
 
 import type { Transport } from "@connectrpc/connect";
+import { checkToken, checkTlsShape, Credentials, type TlsOptions, type TokenSource } from "./credentials.js";
+import { platform } from "./platform.js";
 
 /** Options of `new Strata(...)`. Every duration is in milliseconds. */
 export interface StrataConfig {
-  /** Base URL of a gateway, for example "http://127.0.0.1:9092". Required. */
+  /**
+   * Base URL of a gateway, for example "http://127.0.0.1:9092", or
+   * "https://gateway.example.com:9092" for a cluster with TLS. Required.
+   */
   gateway: string;
   /** Reported to the group coordinator (DescribeGroup). Default "strata-ts". */
   clientId?: string;
@@ -20,8 +25,25 @@ export interface StrataConfig {
    * Makes the Connect transport for a base URL (gateway, storage node or
    * coordinator), for example to add interceptors. Default: HTTP/2 in Node
    * (@connectrpc/connect-node), fetch in browsers (@connectrpc/connect-web).
+   * The token is added to the transports it makes; `tls` is not given to it.
    */
   transport?: (baseUrl: string) => Transport;
+  /**
+   * Bearer token (`strata user create`, or an OIDC JWT), sent as
+   * `Authorization: Bearer <token>` on every request: the gateway, storage
+   * nodes and coordinators. A function is asked once per request, for tokens
+   * that are renewed. Never logged or put in an error. Default none. Over
+   * an http:// URL the token travels in clear: use https.
+   */
+  token?: TokenSource;
+  /**
+   * Node only: TLS for https URLs: `ca` (PEM) for a cluster whose
+   * certificates a private CA signs, `cert` and `key` (PEM) for mutual TLS
+   * with a client certificate (principal `User:<CN>`). Default: Node's
+   * public roots, no client certificate. Browsers use their own TLS and
+   * trust store and refuse this option: give them a token.
+   */
+  tls?: TlsOptions;
 }
 
 /** Resolved client config. */
@@ -34,6 +56,8 @@ export interface ResolvedConfig {
   metadataMaxAge: number;
   unknownTopicWait: number;
   transport?: (baseUrl: string) => Transport;
+  /** Token and TLS material; prints redacted. */
+  credentials: Credentials;
 }
 
 /** resolveConfig applies defaults and checks every option, reporting all problems at once. */
@@ -47,8 +71,13 @@ export function resolveConfig(c: StrataConfig): ResolvedConfig {
     metadataMaxAge: c?.metadataMaxAge ?? 300_000,
     unknownTopicWait: c?.unknownTopicWait ?? 2_000,
     transport: c?.transport,
+    credentials: new Credentials(c?.token, c?.tls),
   };
   const problems: string[] = [];
+  checkToken(problems, c?.token);
+  const shape = problems.length;
+  checkTlsShape(problems, c?.tls);
+  if (c?.tls !== undefined && problems.length === shape) problems.push(...platform().checkTls(c.tls));
   if (!/^https?:\/\//.test(r.gateway)) problems.push(`gateway ${JSON.stringify(c?.gateway)}: want a base URL such as http://127.0.0.1:9092`);
   positive(problems, "requestTimeout", r.requestTimeout);
   positive(problems, "retry.initialRetryTime", r.retryBackoff);

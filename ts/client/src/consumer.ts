@@ -27,6 +27,7 @@ import {
   FencedError,
   fromConnect,
   fromDetail,
+  isAuthError,
   StrataError,
   UnknownTopicError,
   UnsupportedCodecError,
@@ -211,6 +212,7 @@ export class Consumer {
   };
   private readonly listeners = new Map<string, Listener[]>();
   private closed = false;
+  private crashed = false;
 
   /** @internal use strata.consumer() */
   constructor(
@@ -472,14 +474,31 @@ export class Consumer {
         }
       } catch (e) {
         if (!this.running) break;
-        if (e instanceof UnknownTopicError || e instanceof CorruptBatchError || e instanceof UnsupportedCodecError) {
-          await this.emit(ConsumerEvents.CRASH, { error: e, groupId: this.cfg.groupId, restart: false });
-          this.running = false;
+        if (e instanceof UnknownTopicError || e instanceof CorruptBatchError || e instanceof UnsupportedCodecError || isAuthError(e)) {
+          await this.crash(e);
           break;
         }
         await sleep(bo.next());
       }
     }
+  }
+
+  /**
+   * crash stops consuming for an error no retry can fix (kafkajs' crash
+   * without restart): an unknown topic, a corrupt batch, or a refusal
+   * (StrataAuthenticationError, StrataAuthorizationError). The run loop and
+   * the heartbeats stop, so the coordinator gives this member's partitions
+   * to the others once its session times out; disconnect() still commits
+   * what was processed and leaves the group.
+   */
+  private async crash(error: unknown): Promise<void> {
+    if (this.crashed) return;
+    this.crashed = true;
+    this.running = false;
+    this.hbAbort.abort();
+    this.hbKick?.();
+    this.wake();
+    await this.emit(ConsumerEvents.CRASH, { error, groupId: this.cfg.groupId, restart: false });
   }
 
   /** handle delivers one partition's fetched messages; false when a handler threw (redelivery after a backoff). */
@@ -635,6 +654,7 @@ export class Consumer {
   /** resolveStarts sets the position of partitions without a committed offset (log start or end). */
   private async resolveStarts(parts: OwnedPartition[]): Promise<void> {
     const groups = await this.byLeader(parts);
+    let refused: StrataError | undefined;
     await Promise.all(
       [...groups].map(async ([addr, g]) => {
         try {
@@ -652,14 +672,22 @@ export class Consumer {
           resp.partitions.forEach((r, i) => {
             const op = g[i]?.op;
             if (!op) return;
-            if (r.error) return void this.partitionError(op, fromDetail(r.error));
+            if (r.error) {
+              const e = fromDetail(r.error);
+              if (isAuthError(e)) refused ??= e;
+              else this.partitionError(op, e);
+              return;
+            }
             if (op.pos < 0) op.pos = Number(r.offset);
           });
-        } catch (e) {
-          await this.cluster.refresh().catch(() => undefined);
+        } catch (e0) {
+          const e = fromConnect(e0);
+          if (isAuthError(e)) refused ??= e;
+          else await this.cluster.refresh().catch(() => undefined);
         }
       }),
     );
+    if (refused) throw refused;
   }
 
   private async byLeader(parts: OwnedPartition[]): Promise<Map<string, { op: OwnedPartition; epoch: number }[]>> {
@@ -708,11 +736,15 @@ export class Consumer {
     this.round = round;
     const out: { op: OwnedPartition; asked: number; records: KafkaMessage[]; next: number }[] = [];
     let failures = 0;
+    let refused: StrataError | undefined;
     await Promise.all(
       [...groups].map(async ([addr, g]) => {
         const asked = g.map(({ op }) => op.pos);
         let resp: storage.FetchResponse;
         try {
+          // A node that throttled this consumer (its fetch quota) is asked
+          // again only once the time it gave has passed.
+          await this.cluster.throttles.wait(addr, round.signal);
           resp = await this.cluster.storage(addr).fetch(
             {
               maxWaitMs: this.cfg.maxWaitTimeInMs,
@@ -728,20 +760,25 @@ export class Consumer {
             },
             { signal: round.signal, timeoutMs: this.client.requestTimeout + this.cfg.maxWaitTimeInMs },
           );
-        } catch (e) {
-          if (!round.signal.aborted) {
+        } catch (e0) {
+          const e = fromConnect(e0);
+          if (isAuthError(e)) refused ??= e;
+          else if (!round.signal.aborted) {
             failures++;
             await this.cluster.refresh().catch(() => undefined);
           }
           return;
         }
+        this.cluster.throttles.note(addr, resp.throttleTimeMs);
         let any = false;
         for (let i = 0; i < resp.partitions.length && i < g.length; i++) {
           const pr = resp.partitions[i]!;
           const op = g[i]!.op;
           if (op.pos !== asked[i] || op.stale) continue;
           if (pr.error) {
-            this.partitionError(op, fromDetail(pr.error));
+            const e = fromDetail(pr.error);
+            if (isAuthError(e)) refused ??= e; // a partition this principal may not read
+            else this.partitionError(op, e);
             continue;
           }
           op.hw = Number(pr.highWatermark);
@@ -755,6 +792,7 @@ export class Consumer {
       }),
     );
     if (this.round === round) this.round = undefined;
+    if (refused) throw refused;
     if (failures > 0 && out.length === 0) throw new StrataError("fetch failed", { retriable: true });
     return out;
   }
@@ -897,7 +935,11 @@ export class Consumer {
       try {
         wait = await this.heartbeat();
         bo.reset();
-      } catch {
+      } catch (e) {
+        if (isAuthError(e)) {
+          void this.crash(e); // the same credentials are refused again
+          return;
+        }
         wait = bo.next();
       }
       if (this.hbAbort.signal.aborted) return;

@@ -100,6 +100,33 @@ export class FencedError extends StrataError {
   override name = "FencedError";
 }
 
+/**
+ * StrataAuthenticationError: the cluster did not accept the client's
+ * credentials (code unauthenticated): none given, a token it does not know
+ * or that was revoked, an expired OIDC token, a certificate it does not
+ * trust. `message` is the server's one line, which never contains the
+ * token. Never retried: the same credentials fail again.
+ */
+export class StrataAuthenticationError extends StrataError {
+  override name = "StrataAuthenticationError";
+}
+
+/**
+ * StrataAuthorizationError: the principal may not do this (code
+ * permission_denied); `message` is the server's one line naming the
+ * principal, the operation and the resource, for example
+ * "permission denied: User:alice may not write topic orders". Never
+ * retried: an ACL must change first.
+ */
+export class StrataAuthorizationError extends StrataError {
+  override name = "StrataAuthorizationError";
+}
+
+/** isAuthError reports a failure that credentials or ACLs must fix, which no retry can. */
+export function isAuthError(e: unknown): e is StrataAuthenticationError | StrataAuthorizationError {
+  return e instanceof StrataAuthenticationError || e instanceof StrataAuthorizationError;
+}
+
 /** Kinds of CorruptBatchError, as the Go codec's sentinels. */
 export type CorruptKind = "short" | "length" | "magic" | "crc" | "codec" | "corrupt" | "too-large";
 
@@ -167,7 +194,7 @@ export function fromConnect(err: unknown): unknown {
   if (err instanceof StrataError) return err;
   if (err instanceof ConnectError) {
     const d = err.findDetails(ErrorDetailSchema)[0];
-    const e = new StrataError(d?.message || err.rawMessage || codeName(err.code), {
+    const e = newError(d?.message || err.rawMessage || codeName(err.code), {
       code: err.code,
       reason: d?.reason ?? Reason.UNSPECIFIED,
       detail: d,
@@ -179,9 +206,16 @@ export function fromConnect(err: unknown): unknown {
   return err;
 }
 
+/** newError makes the StrataError class that fits the code: the auth errors get their own. */
+function newError(message: string, opts: StrataErrorOptions): StrataError {
+  if (opts.code === Code.Unauthenticated) return new StrataAuthenticationError(message, opts);
+  if (opts.code === Code.PermissionDenied) return new StrataAuthorizationError(message, opts);
+  return new StrataError(message, opts);
+}
+
 /** fromDetail turns a per-partition ErrorDetail into a StrataError. */
 export function fromDetail(d: ErrorDetail): StrataError {
-  const e = new StrataError(d.message || codeName(d.code as number as Code), {
+  const e = newError(d.message || codeName(d.code as number as Code), {
     code: d.code as number as Code,
     reason: d.reason,
     detail: d,
@@ -201,7 +235,7 @@ export enum Action {
 /** classify maps an error to an Action, as the Go client's classify (client/errors.go). */
 export function classify(err: unknown): Action {
   if (err instanceof NoLeaderError) return Action.Refresh;
-  if (err instanceof UnknownTopicError || err instanceof ClosedError || err instanceof CorruptBatchError) {
+  if (err instanceof UnknownTopicError || err instanceof ClosedError || err instanceof CorruptBatchError || isAuthError(err)) {
     return Action.Fail;
   }
   let code: Code;

@@ -1,6 +1,7 @@
 // The public API, shared by the Node (index.ts) and browser (browser.ts) entry points.
 export { Strata } from "./strata.js";
 export type { StrataConfig } from "./config.js";
+export type { Pem, TlsOptions, TokenSource } from "./credentials.js";
 export { Producer } from "./producer.js";
 export type { Acks, HeaderValue, Message, ProducerConfig, ProducerRecord, RecordMetadata } from "./producer.js";
 export { Consumer, ConsumerEvents } from "./consumer.js";
@@ -21,6 +22,8 @@ export {
   DeliveryTimeoutError,
   FencedError,
   NoLeaderError,
+  StrataAuthenticationError,
+  StrataAuthorizationError,
   StrataError,
   UnknownTopicError,
   UnsupportedCodecError,

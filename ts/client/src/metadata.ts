@@ -3,13 +3,16 @@
 // leader, leader epoch and leader address, from the gateway's Metadata. A
 // refresh already in flight is joined; an answer older than the cache
 // (gateways behind a load balancer may lag one another) only adds topics;
-// NOT_LEADER hints with a newer epoch update the cache directly.
+// NOT_LEADER hints with a newer epoch update the cache directly. Every
+// transport it makes carries the client's credentials, and it keeps the
+// throttle times the nodes asked for (throttle.ts).
 
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { gateway, storage, common } from "./api.js";
 import type { ResolvedConfig } from "./config.js";
-import { detailOf, fromConnect, NoLeaderError, UnknownTopicError } from "./errors.js";
+import { detailOf, fromConnect, NoLeaderError, StrataAuthenticationError, StrataAuthorizationError, UnknownTopicError } from "./errors.js";
 import { platform } from "./platform.js";
+import { Throttles } from "./throttle.js";
 import { Backoff, sleep, unrefTimer } from "./util.js";
 
 /** One partition's routing. */
@@ -41,8 +44,12 @@ export class Cluster {
   private readonly topics = new Map<string, TopicInfo>();
   private readonly missing = new Set<string>();
   private readonly interest = new Set<string>();
+  /** Topics the last refresh that asked for them was refused, with the refusal; topic() takes them out. */
+  private readonly refused = new Map<string, StrataAuthorizationError>();
   private refreshing: Promise<void> | undefined;
   private timer: ReturnType<typeof setInterval> | undefined;
+  /** How long each node asked this client to hold its next request (quota throttling). */
+  readonly throttles = new Throttles();
 
   constructor(readonly cfg: ResolvedConfig) {
     this.gw = createClient(gateway.GatewayService, this.transport(cfg.gateway));
@@ -52,11 +59,13 @@ export class Cluster {
     unrefTimer(this.timer);
   }
 
-  /** transport returns the shared transport to a base URL. */
+  /** transport returns the shared transport to a base URL, with the client's credentials. */
   transport(baseUrl: string): Transport {
     let t = this.transports.get(baseUrl);
     if (!t) {
-      t = this.cfg.transport ? { transport: this.cfg.transport(baseUrl), close: () => undefined } : platform().transport(baseUrl);
+      const creds = this.cfg.credentials;
+      const made = this.cfg.transport ? { transport: this.cfg.transport(baseUrl), close: () => undefined } : platform().transport(baseUrl, creds.tls());
+      t = { transport: creds.authorize(made.transport), close: made.close };
       this.transports.set(baseUrl, t);
     }
     return t.transport;
@@ -81,23 +90,54 @@ export class Cluster {
     this.storages.clear();
   }
 
-  /** refresh asks the gateway for every topic of interest; joins a refresh in flight. */
+  /**
+   * refresh asks the gateway for every topic of interest; joins a refresh in
+   * flight. The gateway refuses a whole Metadata call that names one topic
+   * the principal may not describe, so on that refusal each topic is asked
+   * for alone: the refused ones leave the interest (topic() reports them),
+   * the others stay routable.
+   */
   refresh(): Promise<void> {
     if (this.refreshing) return this.refreshing;
     const topics = [...this.interest];
     const p = (async () => {
       if (topics.length === 0) return;
+      const ask = async (names: string[]) => {
+        try {
+          this.apply(await this.gw.metadata({ topics: names }, { timeoutMs: this.cfg.requestTimeout }));
+        } catch (e) {
+          throw fromConnect(e);
+        }
+      };
       try {
-        const resp = await this.gw.metadata({ topics }, { timeoutMs: this.cfg.requestTimeout });
-        this.apply(resp);
+        await ask(topics);
+        return;
       } catch (e) {
-        throw fromConnect(e);
+        if (!(e instanceof StrataAuthorizationError)) throw e;
+        if (topics.length === 1) {
+          this.refuse(topics[0]!, e);
+          throw e;
+        }
+      }
+      for (const t of topics) {
+        try {
+          await ask([t]);
+        } catch (e) {
+          if (!(e instanceof StrataAuthorizationError)) throw e;
+          this.refuse(t, e);
+        }
       }
     })().finally(() => {
       this.refreshing = undefined;
     });
     this.refreshing = p;
     return p;
+  }
+
+  /** refuse records that the gateway refused to describe a topic to this principal, and stops asking for it. */
+  private refuse(name: string, e: StrataAuthorizationError): void {
+    this.interest.delete(name);
+    this.refused.set(name, e);
   }
 
   private apply(m: gateway.MetadataResponse): void {
@@ -139,7 +179,8 @@ export class Cluster {
   /**
    * topic returns a topic's routing, asking the gateway when it is not cached.
    * An unknown topic is asked for again for unknownTopicWait before
-   * UnknownTopicError; a gateway that never answered fails at once.
+   * UnknownTopicError; a gateway that never answered fails at once, and
+   * so does a refusal (StrataAuthenticationError, StrataAuthorizationError).
    */
   async topic(name: string, signal?: AbortSignal): Promise<TopicInfo> {
     const deadline = Date.now() + this.cfg.unknownTopicWait;
@@ -148,10 +189,16 @@ export class Cluster {
       const t = this.topics.get(name);
       if (t) return t;
       this.interest.add(name);
+      this.refused.delete(name);
       try {
         await this.refresh();
       } catch (e) {
-        if (!this.answered) throw e;
+        if (e instanceof StrataAuthenticationError || !this.answered) throw e;
+      }
+      const refused = this.refused.get(name);
+      if (refused) {
+        this.refused.delete(name);
+        throw refused;
       }
       const t2 = this.topics.get(name);
       if (t2) return t2;

@@ -37,6 +37,9 @@ export const webPlatform: Platform = {
     // fetch pools connections per origin itself; nothing to release.
     return { transport: createConnectTransport({ baseUrl, useBinaryFormat: true }), close: () => undefined };
   },
+  checkTls() {
+    return ["tls: not supported in browsers, which use their own TLS and trust store; authenticate with a token"];
+  },
   gzip(data) {
     return pipe(data, new CompressionStream("gzip"), Number.MAX_SAFE_INTEGER);
   },

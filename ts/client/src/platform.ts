@@ -5,15 +5,22 @@
 // browser.ts install one Platform before anything else runs.
 
 import type { Transport } from "@connectrpc/connect";
+import type { TlsMaterial, TlsOptions } from "./credentials.js";
 
 /** The runtime services the client needs. */
 export interface Platform {
   /**
    * transport returns a Connect transport to a base URL, speaking the binary
    * protobuf Connect protocol, and a close function that releases its
-   * connections.
+   * connections. tls applies to https URLs (Node only).
    */
-  transport(baseUrl: string): { transport: Transport; close(): void };
+  transport(baseUrl: string, tls?: TlsMaterial): { transport: Transport; close(): void };
+  /**
+   * checkTls returns the problems with a tls option, one line each (never
+   * quoting a key): unreadable PEM, a key that does not match its
+   * certificate, or (browsers) that the option is not supported.
+   */
+  checkTls(tls: TlsOptions): string[];
   /** gzip compresses a records section (one gzip member). */
   gzip(data: Uint8Array): Promise<Uint8Array>;
   /** gunzip decompresses one or more gzip members, refusing output past limit bytes. */

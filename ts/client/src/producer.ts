@@ -6,6 +6,10 @@
 // flight and a batch is retried (the same bytes, so the leader's idempotence
 // check recognizes a duplicate) until it succeeds, fails for good or its
 // delivery timeout passes, so a partition's records land in send order.
+// A leader that answers with a throttle time (the principal's produce
+// quota) gets no produce from this producer until that time has passed;
+// a refusal (StrataAuthenticationError, StrataAuthorizationError) fails the
+// batch at once.
 
 import { Code } from "@connectrpc/connect";
 import { common } from "./api.js";
@@ -488,7 +492,15 @@ class Sink {
         await this.cluster.refresh().catch(() => undefined);
         continue;
       }
+      // A node that throttled this producer (its produce quota) gets
+      // nothing more until the time it asked for has passed.
+      try {
+        await this.cluster.throttles.wait(info.addr, p.abort.signal);
+      } catch (e) {
+        return fail(e);
+      }
       const timeLeft = deadline - Date.now();
+      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`throttled by ${info.addr} past the delivery timeout`)));
       try {
         const resp = await client.produce(
           {
@@ -501,6 +513,7 @@ class Sink {
           },
           { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)) },
         );
+        this.cluster.throttles.note(info.addr, resp.throttleTimeMs);
         this.succeed(batch, resp.baseOffset, resp.logAppendTimeMs);
         return;
       } catch (e0) {
