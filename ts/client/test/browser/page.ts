@@ -1,18 +1,18 @@
 // Runs in the browser page of the Chromium test: the client's browser build
 // (fetch transport, CompressionStream) produces and consumes through a dev
 // cluster on another origin, which works only because the cluster answers
-// CORS.
+// CORS (a token, when given, rides in the Authorization header CORS allows).
 import { Strata } from "../../src/browser.js";
 
 declare global {
   interface Window {
-    strataTest: (gateway: string, topic: string) => Promise<{ acks: number; consumed: string[]; error?: string }>;
+    strataTest: (gateway: string, topic: string, token?: string) => Promise<{ acks: number; consumed: string[]; error?: string }>;
   }
 }
 
-window.strataTest = async (gateway, topic) => {
+window.strataTest = async (gateway, topic, token) => {
   try {
-    const strata = new Strata({ gateway, clientId: "chromium" });
+    const strata = new Strata({ gateway, clientId: "chromium", token });
     const producer = strata.producer({ compression: "gzip" });
     const acks = await producer.send({
       topic,

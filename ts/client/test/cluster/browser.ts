@@ -15,7 +15,14 @@ import { chromium } from "playwright-core";
 const here = dirname(fileURLToPath(import.meta.url));
 export const chromiumPath = process.env.STRATA_CHROMIUM ?? "/usr/bin/chromium";
 
-export async function runBrowserTest(gateway: string, topic: string): Promise<{ acks: number; consumed: string[]; error?: string }> {
+/**
+ * runBrowserTest runs test/browser/page.ts in Chromium against gateway:
+ * 20 records produced to topic and consumed again by group browser-group.
+ * A token is given to the page's client; an https gateway's certificate is
+ * accepted without a trust store (the browser's TLS is the browser's: a
+ * real page relies on a CA the browser trusts).
+ */
+export async function runBrowserTest(gateway: string, topic: string, token?: string): Promise<{ acks: number; consumed: string[]; error?: string }> {
   if (!existsSync(chromiumPath)) throw new Error(`${chromiumPath} is missing: install Debian's chromium (apt-get install -y chromium)`);
   const bundle = await build({
     entryPoints: [join(here, "..", "browser", "page.js")],
@@ -54,13 +61,13 @@ export async function runBrowserTest(gateway: string, topic: string): Promise<{ 
     ],
   });
   try {
-    const page = await browser.newPage();
+    const page = await browser.newPage({ ignoreHTTPSErrors: gateway.startsWith("https:") });
     const logs: string[] = [];
     page.on("console", (m) => logs.push(m.text()));
     page.on("pageerror", (e) => logs.push(String(e)));
     await page.goto(`http://127.0.0.1:${port}/`);
     await page.waitForFunction(() => typeof window.strataTest === "function", undefined, { timeout: 30_000 });
-    const r = await page.evaluate(([g, t]) => window.strataTest(g!, t!), [gateway, topic]);
+    const r = await page.evaluate(([g, t, k]) => window.strataTest(g!, t!, k || undefined), [gateway, topic, token ?? ""]);
     if (r.error) r.error += "\nbrowser console:\n" + logs.join("\n");
     return r;
   } finally {

@@ -100,6 +100,25 @@ export class DevCluster {
     return this.file().gateway;
   }
 
+  /**
+   * adminEnv reads DIR/admin.env, which `strata dev --secure` writes: the
+   * variables its `export NAME=value` lines set (STRATA_GATEWAY,
+   * STRATA_TLS_CA, STRATA_TLS_CERT, STRATA_TLS_KEY), unquoted as a shell
+   * would.
+   */
+  adminEnv(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const line of readFileSync(join(this.dir, "admin.env"), "utf8").split("\n")) {
+      const m = /^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+      if (!m) continue;
+      let v = m[2]!.trim();
+      if (v.startsWith("'") && v.endsWith("'") && v.length >= 2) v = v.slice(1, -1).replaceAll("'\\''", "'");
+      else if (v.startsWith('"') && v.endsWith('"') && v.length >= 2) v = v.slice(1, -1).replace(/\\(["\\$`])/g, "$1");
+      out[m[1]!] = v;
+    }
+    return out;
+  }
+
   /** strata runs the CLI against this cluster and returns its stdout; throws on a non-zero exit. */
   strata(args: string[], input?: string, env?: Record<string, string>): string {
     const r = spawnSync(join(binDir, "strata"), ["--gateway", this.gateway, ...args], {
