@@ -7,7 +7,7 @@
 //   k6 run loadtest/k6/consume.js
 //   k6 run -e STRATA_GATEWAY=http://localhost:9092 -e RATE=100 loadtest/k6/consume.js
 import { Counter, Trend } from 'k6/metrics';
-import { createTopic, fetch, partitions, produce } from './lib/strata.js';
+import { createTopic, fetch, partitions, produce, tlsAuth } from './lib/strata.js';
 
 const rate = Number(__ENV.RATE || 50);
 const duration = __ENV.DURATION || '30s';
@@ -17,6 +17,7 @@ const endToEnd = new Trend('strata_end_to_end_ms', true);
 
 /** @type {import('k6/options').Options} */
 export const options = {
+  tlsAuth,
   scenarios: {
     producers: {
       executor: 'constant-arrival-rate',

@@ -7,7 +7,7 @@
 //   k6 run loadtest/k6/produce.js
 //   k6 run -e STRATA_GATEWAY=http://localhost:9092 -e RATE=200 -e DURATION=1m loadtest/k6/produce.js
 import { Counter } from 'k6/metrics';
-import { createTopic, produce } from './lib/strata.js';
+import { createTopic, produce, tlsAuth } from './lib/strata.js';
 
 const rate = Number(__ENV.RATE || 50);
 const duration = __ENV.DURATION || '30s';
@@ -15,6 +15,7 @@ const recordsProduced = new Counter('strata_records_produced');
 
 /** @type {import('k6/options').Options} */
 export const options = {
+  tlsAuth,
   scenarios: {
     produce_json: {
       executor: 'constant-arrival-rate',

@@ -5,13 +5,14 @@
 //   k6 run loadtest/k6/spike.js
 //   k6 run -e STRATA_GATEWAY=http://localhost:9092 -e RATE=20 loadtest/k6/spike.js
 import { Counter } from 'k6/metrics';
-import { createTopic, produce } from './lib/strata.js';
+import { createTopic, produce, tlsAuth } from './lib/strata.js';
 
 const base = Number(__ENV.RATE || 20);
 const recordsProduced = new Counter('strata_records_produced');
 
 /** @type {import('k6/options').Options} */
 export const options = {
+  tlsAuth,
   scenarios: {
     spike: {
       executor: 'ramping-arrival-rate',

@@ -1,13 +1,38 @@
 // @ts-check
-// Shared by the k6 scripts: where the gateway is, the request bodies (read
-// from ../fixtures, which tests/k6_test.go sends too), and the calls with
-// the checks the Go test mirrors. Change a check's name here and there
-// together: the Go test looks for each name in these files.
+// Shared by the k6 scripts: where the gateway is, the credentials for a
+// secure cluster, the request bodies (read from ../fixtures, which
+// tests/k6_test.go sends too), and the calls with the checks the Go test
+// mirrors. Change a check's name here and there together: the Go test looks
+// for each name in these files.
 import http from 'k6/http';
 import { check } from 'k6';
 
 /** Gateway base URL: STRATA_GATEWAY, as the CLI reads it. */
 export const gateway = (__ENV.STRATA_GATEWAY || 'http://127.0.0.1:9092').replace(/\/+$/, '');
+
+/**
+ * Bearer token: STRATA_TOKEN, as the CLI reads it (`strata user create`
+ * prints it). When set, every request carries `Authorization: Bearer
+ * <token>`; the token is never printed.
+ */
+/** @type {Record<string, string>} */
+const auth = __ENV.STRATA_TOKEN ? { Authorization: `Bearer ${__ENV.STRATA_TOKEN}` } : {};
+
+/** The gateway's host as TLS sees it (no port, no IPv6 brackets). */
+const gatewayHost = (/^https?:\/\/(?:\[([^\]]+)\]|([^:/]+))/.exec(gateway) || []).slice(1).find(Boolean) || '';
+
+/**
+ * A client certificate for the gateway (mutual TLS, principal User:<CN>)
+ * when STRATA_TLS_CERT and STRATA_TLS_KEY name PEM files, as admin.env of
+ * `strata dev --secure` exports them; each script passes it as its tlsAuth
+ * option. k6 has no option for a private CA: point SSL_CERT_FILE at it
+ * (k6 reads the trust store as Go does).
+ * @type {import('k6/options').Certificate[] | undefined}
+ */
+export const tlsAuth =
+  __ENV.STRATA_TLS_CERT && __ENV.STRATA_TLS_KEY
+    ? [{ domains: [gatewayHost], cert: open(__ENV.STRATA_TLS_CERT), key: open(__ENV.STRATA_TLS_KEY) }]
+    : undefined;
 
 /** @param {string} name @returns {any} a fixture, parsed (k6 `open` runs in the init context). */
 function fixture(name) {
@@ -25,10 +50,10 @@ export const partitions = Number(topicFixture.partitions);
 
 const rpc = (/** @type {string} */ method) => `${gateway}/strata.gateway.v1.GatewayService/${method}`;
 
-/** A plain JSON POST, as curl sends it. */
-const jsonHeaders = { 'Content-Type': 'application/json' };
+/** A plain JSON POST, as curl sends it (with the token when there is one). */
+const jsonHeaders = { 'Content-Type': 'application/json', ...auth };
 /** The Connect protocol's unary JSON: the same POST with its version and a deadline. */
-const connectHeaders = { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', 'Connect-Timeout-Ms': '10000' };
+const connectHeaders = { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1', 'Connect-Timeout-Ms': '10000', ...auth };
 
 /**
  * Creates the topic unless it exists (setup of every script).
