@@ -25,17 +25,24 @@ var repoRoot = func() string {
 
 // binaryFor maps a container image name to the binary its Dockerfile
 // target runs (strata/gateway:dev -> strata-gateway). ok is false for an
-// image that is not Strata's.
+// image that runs none of servicePkgs' binaries (another project's, or
+// strata/certs, the compose cluster's certificate step).
 func binaryFor(image string) (string, bool) {
 	name, _, _ := strings.Cut(image, ":")
 	svc, ok := strings.CutPrefix(name, "strata/")
 	if !ok {
 		return "", false
 	}
+	bin := "strata-" + svc
 	if svc == "strata" {
-		return "strata", true
+		bin = "strata"
 	}
-	return "strata-" + svc, true
+	for _, pkg := range servicePkgs {
+		if filepath.Base(pkg) == bin {
+			return bin, true
+		}
+	}
+	return "", false
 }
 
 // testVersion is stamped into the binaries the tests build.
@@ -83,6 +90,9 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
+	}
+	if composeCertsRun.dir != "" {
+		os.RemoveAll(composeCertsRun.dir)
 	}
 	os.Exit(code)
 }

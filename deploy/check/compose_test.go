@@ -72,14 +72,10 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
-// TestCompose parses deploy/compose/compose.yaml as Docker Compose does and
-// checks it: every Strata service is built by the Dockerfile's matching
-// target and passes only flags and STRATA_* variables its binary declares
-// (health checks included); the load balancer is the only service with
-// published ports and publishes every external address a service
-// advertises; every file mounted exists; haproxy accepts the configs the
-// load balancer loads.
-func TestCompose(t *testing.T) {
+// loadCompose parses deploy/compose/compose.yaml as Docker Compose does,
+// every profile included and nothing taken from this environment.
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
 	dir := filepath.Join(repoRoot, "deploy", "compose")
 	details, err := loader.LoadConfigFiles(context.Background(), []string{filepath.Join(dir, "compose.yaml")}, dir)
 	if err != nil {
@@ -93,12 +89,24 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compose.yaml: %v", err)
 	}
+	return project
+}
+
+// TestCompose parses deploy/compose/compose.yaml as Docker Compose does and
+// checks it: every Strata service is built by the Dockerfile's matching
+// target and passes only flags and STRATA_* variables its binary declares
+// (health checks included); the load balancer is the only service with
+// published ports and publishes every external address a service
+// advertises; every file mounted exists; haproxy accepts the configs the
+// load balancer loads.
+func TestCompose(t *testing.T) {
+	project := loadCompose(t)
 	targets := dockerTargets(t)
 	dockerfile := filepath.Join(repoRoot, "deploy", "docker", "Dockerfile")
 
 	var published []string
 	advertised := map[string]string{} // external port -> service
-	external := regexp.MustCompile(`external=http://localhost:(\d+)`)
+	external := regexp.MustCompile(`external=https?://localhost:(\d+)`)
 	seen := map[string]bool{}
 	for name, svc := range project.Services {
 		for _, p := range svc.Ports {
@@ -142,8 +150,10 @@ func TestCompose(t *testing.T) {
 			continue
 		}
 		_, adminPort, _ := strings.Cut(flagValue(svc.Command, "admin-listen"), ":")
-		if want := "http://127.0.0.1:" + adminPort + "/readyz"; hc.Test[3] != want {
-			t.Errorf("service %s: health check probes %s, want %s (its --admin-listen)", name, hc.Test[3], want)
+		// https: the admin port speaks TLS (the cluster is secure), and
+		// the probe reads the TLS files from the service's environment.
+		if want := "https://127.0.0.1:" + adminPort + "/readyz"; hc.Test[3] != want {
+			t.Errorf("service %s: health check probes %s, want %s (its --admin-listen, over TLS)", name, hc.Test[3], want)
 		}
 		checkArgs(t, "compose service "+name+" health check", bin, hc.Test[2:], nil)
 	}
@@ -167,12 +177,24 @@ func TestCompose(t *testing.T) {
 // checkHAProxy runs haproxy -c on the configs the load balancer service
 // loads (each -f of its command), read from the files mounted there, in
 // the same order: deploy/haproxy/gateways.cfg, then compose's haproxy.cfg.
+// The certificate volume it mounts (the CA of its TLS health checks) is
+// what certs.sh makes: haproxy -c loads the CA, so the configs are checked
+// with the container's path to it replaced by the files certs.sh wrote here.
 func checkHAProxy(t *testing.T, lb types.ServiceConfig) {
 	t.Helper()
 	mounted := map[string]string{} // path in the container -> file here
+	volumes := map[string]string{} // directory in the container -> certs.sh's directory here
 	for _, v := range lb.Volumes {
-		if v.Type == types.VolumeTypeBind {
+		switch v.Type {
+		case types.VolumeTypeBind:
 			mounted[v.Target] = v.Source
+		case types.VolumeTypeVolume:
+			dir, ok := strings.CutPrefix(v.Source, "tls-")
+			if !ok {
+				t.Errorf("the load balancer mounts volume %s, which certs.sh does not fill", v.Source)
+				continue
+			}
+			volumes[v.Target] = filepath.Join(composeCerts(t), dir)
 		}
 	}
 	args := []string{"-c"}
@@ -185,10 +207,27 @@ func checkHAProxy(t *testing.T, lb types.ServiceConfig) {
 			t.Errorf("the load balancer loads %s, which is not mounted", lb.Command[i+1])
 			continue
 		}
-		args = append(args, "-f", src)
+		if len(args) == 1 {
+			if want := filepath.Join(repoRoot, "deploy", "haproxy", "gateways.cfg"); src != want {
+				t.Errorf("the load balancer must load %s first (the balancer's settings), loads %s", want, src)
+			}
+		}
+		cfg, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(cfg)
+		for target, here := range volumes {
+			text = strings.ReplaceAll(text, target, here)
+		}
+		local := filepath.Join(t.TempDir(), filepath.Base(src))
+		if err := os.WriteFile(local, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", local)
 	}
-	if want := filepath.Join(repoRoot, "deploy", "haproxy", "gateways.cfg"); len(args) < 3 || args[2] != want {
-		t.Errorf("the load balancer must load %s first (the balancer's settings), loads %v", want, args[1:])
+	if len(args) < 3 {
+		t.Errorf("the load balancer loads no config: %v", lb.Command)
 	}
 	haproxy, err := exec.LookPath("haproxy")
 	if err != nil {

@@ -1,18 +1,14 @@
 package check
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/compose-spec/compose-go/v2/loader"
-	"github.com/compose-spec/compose-go/v2/types"
 	"sigs.k8s.io/yaml"
 )
 
@@ -239,7 +235,8 @@ func TestAlertRules(t *testing.T) {
 
 // TestPrometheusScrapeConfig checks deploy/prometheus/prometheus.yaml
 // against the compose cluster: it loads the alert rules, and scrapes every
-// Strata service of compose.yaml at its admin port.
+// Strata service of compose.yaml at its admin port, over https verified
+// with the cluster's CA.
 func TestPrometheusScrapeConfig(t *testing.T) {
 	src, err := readFile("prometheus/prometheus.yaml")
 	if err != nil {
@@ -249,7 +246,11 @@ func TestPrometheusScrapeConfig(t *testing.T) {
 		Global        map[string]string `json:"global"`
 		RuleFiles     []string          `json:"rule_files"`
 		ScrapeConfigs []struct {
-			JobName       string `json:"job_name"`
+			JobName   string `json:"job_name"`
+			Scheme    string `json:"scheme"`
+			TLSConfig struct {
+				CAFile string `json:"ca_file"`
+			} `json:"tls_config"`
 			StaticConfigs []struct {
 				Targets []string `json:"targets"`
 			} `json:"static_configs"`
@@ -263,6 +264,10 @@ func TestPrometheusScrapeConfig(t *testing.T) {
 	}
 	scraped := map[string]bool{}
 	for _, sc := range cfg.ScrapeConfigs {
+		// The admin ports speak TLS: scrape them over https, verified.
+		if sc.Scheme != "https" || sc.TLSConfig.CAFile == "" {
+			t.Errorf("job %s must scrape https with the cluster's CA (tls_config.ca_file), has scheme %q ca_file %q", sc.JobName, sc.Scheme, sc.TLSConfig.CAFile)
+		}
 		for _, st := range sc.StaticConfigs {
 			for _, tg := range st.Targets {
 				scraped[tg] = true
@@ -270,19 +275,7 @@ func TestPrometheusScrapeConfig(t *testing.T) {
 		}
 	}
 
-	dir := filepath.Join(repoRoot, "deploy", "compose")
-	details, err := loader.LoadConfigFiles(context.Background(), []string{filepath.Join(dir, "compose.yaml")}, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	details.Environment = types.Mapping{}
-	project, err := loader.LoadWithContext(context.Background(), *details, func(o *loader.Options) {
-		o.SetProjectName("strata", true)
-		o.Profiles = []string{"*"}
-	})
-	if err != nil {
-		t.Fatalf("compose.yaml: %v", err)
-	}
+	project := loadCompose(t)
 	adminFlag := regexp.MustCompile(`^--admin-listen=[^:]*:(\d+)$`)
 	want := map[string]bool{}
 	for name, svc := range project.Services {
