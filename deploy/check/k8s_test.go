@@ -32,6 +32,8 @@ type rendered struct {
 	deployments  []*appsv1.Deployment
 	pdbs         []*policyv1.PodDisruptionBudget
 	hpas         []*autoscalingv2.HorizontalPodAutoscaler
+	certificates []*certificate
+	issuers      []*issuer
 }
 
 // render builds the kustomization at dir (relative to deploy/) with the
@@ -90,6 +92,14 @@ func render(t *testing.T, dir string) *rendered {
 			o := &autoscalingv2.HorizontalPodAutoscaler{}
 			strict(o)
 			r.hpas = append(r.hpas, o)
+		case "cert-manager.io/v1 Certificate":
+			o := &certificate{}
+			strict(o)
+			r.certificates = append(r.certificates, o)
+		case "cert-manager.io/v1 Issuer":
+			o := &issuer{}
+			strict(o)
+			r.issuers = append(r.issuers, o)
 		default:
 			t.Errorf("%s: kind %s is not checked here; add it to render", what, gvk)
 		}
@@ -128,10 +138,13 @@ var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
 // checkWorkloads holds for every overlay: selectors match templates; every
 // container has probes, resources and a non-root security context; every
-// Strata container probes /readyz and /healthz on its admin port, passes
-// only flags and STRATA_* variables its binary declares, and refers only
-// to variables it defines; every Strata workload has a disruption budget
-// and a Service with a "metrics" port.
+// Strata container probes /readyz and /healthz on its admin port over
+// HTTPS (the admin port speaks TLS; the kubelet asks without a client
+// certificate, which the admin port does not need), passes only flags and
+// STRATA_* variables its binary declares, and refers only to variables it
+// defines; every Strata workload has a disruption budget and a Service
+// with a "metrics" port. checkSecurity (k8s_security_test.go) holds the
+// TLS and authentication settings.
 func checkWorkloads(t *testing.T, r *rendered) {
 	for _, w := range r.workloads() {
 		what := fmt.Sprintf("%s: %s %s", r.path, w.kind, w.name)
@@ -184,8 +197,9 @@ func checkWorkloads(t *testing.T, r *rendered) {
 				probe *corev1.Probe
 				path  string
 			}{{c.ReadinessProbe, "/readyz"}, {c.LivenessProbe, "/healthz"}} {
-				if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port != intstr.FromString("metrics") {
-					t.Errorf("%s: probe should GET %s on the metrics (admin) port, is %+v", cw, p.path, p.probe)
+				if p.probe == nil || p.probe.HTTPGet == nil || p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port != intstr.FromString("metrics") ||
+					p.probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+					t.Errorf("%s: probe should GET %s over HTTPS on the metrics (admin) port, is %+v", cw, p.path, p.probe)
 				}
 			}
 		}
@@ -284,6 +298,7 @@ func containerPortIn(pod *corev1.PodTemplateSpec, name string) int32 {
 func TestKubernetesBase(t *testing.T) {
 	r := render(t, "k8s/base")
 	checkWorkloads(t, r)
+	checkSecurity(t, r)
 	for _, name := range []string{"controller", "storage"} {
 		var ss *appsv1.StatefulSet
 		for _, s := range r.statefulSets {
@@ -343,9 +358,12 @@ func TestKubernetesBase(t *testing.T) {
 func TestKubernetesDevOverlay(t *testing.T) {
 	r := render(t, "k8s/overlays/dev")
 	checkWorkloads(t, r)
+	checkSecurity(t, r)
+	checkCertificates(t, r)
 	has := func(kind, name string) bool {
 		if kind == "Secret" {
-			return slices.ContainsFunc(r.secrets, func(s *corev1.Secret) bool { return s.Name == name })
+			return slices.ContainsFunc(r.secrets, func(s *corev1.Secret) bool { return s.Name == name }) ||
+				slices.ContainsFunc(r.certificates, func(c *certificate) bool { return c.Spec.SecretName == name })
 		}
 		return slices.ContainsFunc(r.configMaps, func(c *corev1.ConfigMap) bool { return c.Name == name })
 	}
@@ -364,6 +382,33 @@ func TestKubernetesDevOverlay(t *testing.T) {
 				if cm := e.ValueFrom.ConfigMapKeyRef; cm != nil && !has("ConfigMap", cm.Name) {
 					t.Errorf("%s %s reads ConfigMap %s, which the overlay does not create", w.kind, w.name, cm.Name)
 				}
+			}
+		}
+		for _, s := range mountedSecrets(w.pod) {
+			if !has("Secret", s) {
+				t.Errorf("%s %s mounts Secret %s, which the overlay neither creates nor has cert-manager issue", w.kind, w.name, s)
+			}
+		}
+	}
+	// The CA: a self-signed bootstrap writes the Secret the CA Issuer reads.
+	for _, is := range r.issuers {
+		if is.Spec.CA == nil {
+			continue
+		}
+		ca := certBySecret(r, is.Spec.CA.SecretName)
+		if ca == nil || !ca.Spec.IsCA || issuerOf(r, ca) == nil || issuerOf(r, ca).Spec.SelfSigned == nil {
+			t.Errorf("Issuer %s signs with Secret %s, which no self-signed CA Certificate of the dev overlay writes", is.Metadata.Name, is.Spec.CA.SecretName)
+		}
+	}
+	// What the host reaches through kind's port mappings (the gateway's
+	// NodePort, the external listeners) is verified for localhost.
+	for _, w := range r.workloads() {
+		if w.name != "gateway" {
+			continue
+		}
+		for _, c := range certsOf(t, r, w) {
+			if !slices.Contains(c.Spec.DNSNames, "localhost") {
+				t.Errorf("Certificate %s (the gateway's, reached at localhost:9092 on kind) does not name localhost: %v", c.Name(), c.Spec.DNSNames)
 			}
 		}
 	}
