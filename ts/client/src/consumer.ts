@@ -492,7 +492,7 @@ export class Consumer {
    * what was processed and leaves the group.
    */
   private async crash(error: unknown): Promise<void> {
-    if (this.crashed) return;
+    if (this.crashed || this.stopping) return; // a refusal while disconnecting is disconnect's to report
     this.crashed = true;
     this.running = false;
     this.hbAbort.abort();
