@@ -79,7 +79,7 @@ ts: $(TS_STAMP) ## Install the TypeScript workspace (npm ci) and build @strata-m
 	cd ts && npm run build
 
 .PHONY: ts-test
-ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium, two gateways behind HAProxy)
+ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, a local HTTP/2 server (tokens, TLS, refusals, throttling), then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium, two gateways behind HAProxy) and strata dev --secure
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm test
 
 .PHONY: test-stress

@@ -3,9 +3,6 @@
 // connects with the certificate DIR/admin.env names; a user created with
 // `strata user create` connects with its token and the CA, and is held to
 // its ACLs and its quota; the browser build sends the token over CORS.
-//
-// Runs only with STRATA_SECURE_TESTS=1 (make ts-test sets it once strata
-// dev has --secure); otherwise the suite is reported as skipped.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { after, before, describe, test } from "node:test";
@@ -23,9 +20,7 @@ import { makePKI } from "../unit/tlsfiles.js";
 import { runBrowserTest } from "./browser.js";
 import { DevCluster, waitFor } from "./devcluster.js";
 
-const enabled = process.env.STRATA_SECURE_TESTS === "1";
-
-describe("against strata dev --secure", { skip: !enabled && "set STRATA_SECURE_TESTS=1 to run (needs strata dev --secure)" }, () => {
+describe("against strata dev --secure", () => {
   let cluster: DevCluster;
   let env: Record<string, string>;
   let ca: string;
