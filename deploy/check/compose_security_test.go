@@ -143,6 +143,16 @@ func TestComposeSecurity(t *testing.T) {
 			}
 		}
 		if bin == "strata" {
+			// The CLI as the admin: the CA and the admin's certificate.
+			for k, v := range map[string]string{
+				"STRATA_TLS_CA":   composeTLSDir + "/ca.crt",
+				"STRATA_TLS_CERT": composeTLSDir + "/tls.crt",
+				"STRATA_TLS_KEY":  composeTLSDir + "/tls.key",
+			} {
+				if got := envOf(svc, k); got != v {
+					t.Errorf("%s: %s is %q, want %q", what, k, got, v)
+				}
+			}
 			continue
 		}
 		for k, v := range map[string]string{
@@ -160,6 +170,12 @@ func TestComposeSecurity(t *testing.T) {
 		}
 		if d, ok := svc.DependsOn["certs"]; !ok || d.Condition != types.ServiceConditionCompletedSuccessfully {
 			t.Errorf("%s: must start after the certs service completed, depends on %v", what, svc.DependsOn)
+		}
+		// The ACLs reach every service but the controller through the
+		// controllers' metadata stream (the coordinator needs --controller
+		// for it with --require-auth).
+		if bin != "strata-controller" && flagValue(svc.Command, "controller") == "" {
+			t.Errorf("%s: has no --controller, so no ACLs to enforce", what)
 		}
 		for _, f := range strataURLFlags {
 			for _, u := range urlsOf(f, flagValue(svc.Command, f)) {

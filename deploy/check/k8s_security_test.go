@@ -116,9 +116,9 @@ func urlsOf(flag, value string) []string {
 // checkSecurity holds for the base and every overlay: every Strata
 // container runs with TLS (--tls-cert, --tls-key, --tls-client-ca, all
 // three files from one Secret-backed volume mounted read-only, readable by
-// no one but the owner and the pod's group), with --require-auth and
-// User:admin among --super-users, and every URL it is given or advertises
-// is https.
+// no one but the owner and the pod's group), with --require-auth,
+// User:admin among --super-users and the controllers whose metadata stream
+// brings the ACLs, and every URL it is given or advertises is https.
 func checkSecurity(t *testing.T, r *rendered) {
 	t.Helper()
 	for _, w := range r.workloads() {
@@ -129,6 +129,11 @@ func checkSecurity(t *testing.T, r *rendered) {
 			}
 			if supers := strings.Split(flagValue(c.Args, "super-users"), ","); !slices.Contains(supers, superUser) {
 				t.Errorf("%s: --super-users %q does not name %s", cw, flagValue(c.Args, "super-users"), superUser)
+			}
+			// The ACLs reach every service but the controller through the
+			// controllers' metadata stream.
+			if bin != "strata-controller" && flagValue(c.Args, "controller") == "" {
+				t.Errorf("%s: has no --controller, so no ACLs to enforce", cw)
 			}
 			var dirs []string
 			for _, f := range tlsFileFlags {
