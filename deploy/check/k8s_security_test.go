@@ -113,7 +113,8 @@ func urlsOf(flag, value string) []string {
 	return out
 }
 
-// checkSecurity holds for the base and every overlay: every Strata
+// checkSecurity holds for the base and every overlay: no Service that
+// reaches outside the cluster carries an admin port, and every Strata
 // container runs with TLS (--tls-cert, --tls-key, --tls-client-ca, all
 // three files from one Secret-backed volume mounted read-only, readable by
 // no one but the owner and the pod's group), with --require-auth,
@@ -121,6 +122,17 @@ func urlsOf(flag, value string) []string {
 // brings the ACLs, and every URL it is given or advertises is https.
 func checkSecurity(t *testing.T, r *rendered) {
 	t.Helper()
+	// Admin ports ask for no credentials: they stay inside the cluster.
+	for _, s := range r.services {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer && s.Spec.Type != corev1.ServiceTypeNodePort {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if p.Name == "metrics" || p.TargetPort.StrVal == "metrics" {
+				t.Errorf("%s: %s Service %s exposes the admin port (%s) outside the cluster", r.path, s.Spec.Type, s.Name, p.Name)
+			}
+		}
+	}
 	for _, w := range r.workloads() {
 		for c, bin := range strataContainers(w) {
 			cw := fmt.Sprintf("%s: %s %s container %s", r.path, w.kind, w.name, c.Name)
