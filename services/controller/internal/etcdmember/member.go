@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -49,6 +50,30 @@ type Config struct {
 	// ClusterToken separates independent quorums sharing hosts. Default
 	// "strata-controller".
 	ClusterToken string
+	// PeerTLS, when set, makes the peer listener and the calls to the
+	// other members speak mutual TLS with these files (the controller's
+	// own --tls-cert, --tls-key and --tls-client-ca): peers must present a
+	// certificate from the CA. Every peer URL is then https (an http://
+	// one in Peers is taken as https://, so one --peers value serves both
+	// modes). The client listener stays plain: it binds loopback only and
+	// only this process uses it. Default nil: plain http.
+	PeerTLS *PeerTLS
+}
+
+// PeerTLS names the PEM files of the member's peer TLS.
+type PeerTLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
+// withScheme returns peer URL u with the scheme the member's peer
+// traffic uses.
+func (c *Config) withScheme(u string) string {
+	if c.PeerTLS != nil {
+		if rest, ok := strings.CutPrefix(u, "http://"); ok {
+			return "https://" + rest
+		}
+	}
+	return u
 }
 
 // ParsePeers reads "1=http://127.0.0.1:2380,2=http://127.0.0.1:2381".
@@ -64,8 +89,8 @@ func ParsePeers(s string) (map[string]string, error) {
 			return nil, fmt.Errorf("peer %q: want ID=URL", part)
 		}
 		pu, err := url.Parse(u)
-		if err != nil || pu.Scheme != "http" || pu.Port() == "" {
-			return nil, fmt.Errorf("peer %q: want an http://host:port URL", part)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Port() == "" {
+			return nil, fmt.Errorf("peer %q: want an http:// or https://host:port URL", part)
 		}
 		if _, dup := out[id]; dup {
 			return nil, fmt.Errorf("peer id %q given twice", id)
@@ -95,6 +120,13 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientPort < 0 || c.ClientPort > 65535 {
 		errs = append(errs, fmt.Errorf("etcdmember: bad client port %d", c.ClientPort))
+	}
+	if c.PeerTLS == nil {
+		for id, u := range c.Peers {
+			if strings.HasPrefix(u, "https://") {
+				errs = append(errs, fmt.Errorf("etcdmember: peer %s is https but the member has no TLS (--tls-cert)", id))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -142,7 +174,11 @@ func Start(cfg Config) (*Member, error) {
 	ec.AutoCompactionRetention = "1h"
 	ec.ListenMetricsUrls = nil
 
-	peerURL, err := url.Parse(cfg.Peers[cfg.Name])
+	if t := cfg.PeerTLS; t != nil {
+		// With a CA, peers must present a certificate from it.
+		ec.PeerTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.CAFile, ClientCertAuth: t.CAFile != ""}
+	}
+	peerURL, err := url.Parse(cfg.withScheme(cfg.Peers[cfg.Name]))
 	if err != nil {
 		return nil, fmt.Errorf("etcdmember: peer url: %w", err)
 	}
@@ -162,7 +198,7 @@ func Start(cfg Config) (*Member, error) {
 	sort.Strings(ids)
 	var ic []string
 	for _, id := range ids {
-		ic = append(ic, id+"="+cfg.Peers[id])
+		ic = append(ic, id+"="+cfg.withScheme(cfg.Peers[id]))
 	}
 	ec.InitialCluster = strings.Join(ic, ",")
 

@@ -41,7 +41,7 @@ func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.id, "id", "1", "this controller's id (its etcd member name); must be a key of --peers")
 	f.StringVar(&c.dataDir, "data-dir", "", "directory of the embedded etcd member's data (required)")
 	f.StringVar(&c.peers, "peers", "1=http://127.0.0.1:2380",
-		"every controller's etcd peer URL, ID=URL comma-separated; 1, 3 or 5 members, the same on every controller")
+		"every controller's etcd peer URL, ID=URL comma-separated; 1, 3 or 5 members, the same on every controller; with --tls-cert peer traffic is mutual TLS with the controller's certificate (http:// URLs are taken as https://)")
 	f.StringVar(&c.etcdPeerListen, "etcd-peer-listen", "",
 		"host:port the embedded etcd's peer listener binds; empty: the host:port of this controller's --peers URL (etcd binds IPs only: set 0.0.0.0:PORT when --peers names DNS names)")
 	f.IntVar(&c.etcdClientPort, "etcd-client-port", 0, "loopback port of the embedded etcd's client listener; 0 picks a free port")
@@ -110,6 +110,15 @@ func (c *ProcessConfig) Validate() error {
 	return p.Err()
 }
 
+// peerTLS is the embedded etcd's peer TLS: the controller's own TLS files,
+// so that peer traffic is as protected as the API; nil without TLS.
+func (c *ProcessConfig) peerTLS() *etcdmember.PeerTLS {
+	if !c.TLSEnabled() {
+		return nil
+	}
+	return &etcdmember.PeerTLS{CertFile: c.TLS.Cert, KeyFile: c.TLS.Key, CAFile: c.TLS.CA}
+}
+
 // Setup returns the serve.SetupFunc of strata-controller: it starts the
 // member (Start), hands a drain signal on, registers shutdown and readiness,
 // and serves ControllerService.
@@ -119,6 +128,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			Member: etcdmember.Config{
 				Name: cfg.id, Dir: cfg.dataDir, Peers: cfg.parsedPeers,
 				PeerListen: cfg.etcdPeerListen, ClientPort: cfg.etcdClientPort, LogLevel: cfg.etcdLogLevel,
+				PeerTLS: cfg.peerTLS(),
 			},
 			Address:            p.URL(),
 			NodeSessionTimeout: cfg.nodeSessionTimeout,
