@@ -642,6 +642,22 @@ func (s *secureCluster) testRefusals(t *testing.T) {
 		t.Errorf("strata produce with describe: exit %d, stderr %q; want exit 1 and %q", r.code, r.stderr, want)
 	}
 	wantCLIRefused(t, "strata consume with describe", cli(bob, "", "consume", topic, "-e"), "permission denied", denied(p, acl.Read, acl.Topic, topic))
+	goJoin := func() error {
+		gc, err := client.NewGroupConsumer(s.gw.URL, group, []string{topic}, client.GroupConsumerOptions(asConsumerOpts(opts)...))
+		if err != nil {
+			return err
+		}
+		defer gc.Close(context.Background())
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for {
+			recs, err := gc.Poll(pctx)
+			if err != nil || len(recs) > 0 {
+				return err
+			}
+		}
+	}
+	wantRefused(t, "Go group consumer", goJoin(), connect.CodePermissionDenied, denied(p, acl.Describe, acl.Group, group))
 
 	// Read on the group, not on the topic: bob joins, and his commit of
 	// the topic's offset is refused partition by partition.
@@ -660,6 +676,9 @@ func (s *secureCluster) testRefusals(t *testing.T) {
 		GroupId: group, MemberId: "bob-1", MemberEpoch: 0, RebalanceTimeoutMs: 5000, SubscribedTopicNames: []string{topic}})); err != nil {
 		t.Errorf("join with read on the group: %v", err)
 	}
+	// The Go group consumer joins and is assigned the topic's partition,
+	// whose records it may not read.
+	wantRefused(t, "Go group consumer with read on the group", goJoin(), connect.CodePermissionDenied, denied(p, acl.Read, acl.Topic, topic))
 	// Nothing bob was refused happened.
 	if d, err := s.c.Describe(ctx, topic); err != nil || len(d.GetPartitions()) != 1 {
 		t.Errorf("%s after bob's refused calls: %v, err %v; want it with its 1 partition", topic, d, err)
@@ -920,11 +939,12 @@ func (s *secureCluster) testQuota(t *testing.T) {
 		return err
 	})
 
-	// run produces records of quotaRecord bytes as cr until end, every
-	// interval (0: as fast as the producer takes them), and returns the
-	// acknowledged value bytes in [from, end) and the errors.
+	// run produces records of quotaRecord bytes as cr from start until
+	// end, offering rate bytes per second (0: as fast as the producer
+	// takes them), and returns the acknowledged value bytes in [from,
+	// end) and the errors.
 	value := bytes.Repeat([]byte("v"), quotaRecord)
-	run := func(cr harness.Credentials, from, end time.Time, interval time.Duration, perTick int) (acked int64, failed []error) {
+	run := func(cr harness.Credentials, start, from, end time.Time, rate int) (acked int64, failed []error) {
 		opts := append(asProducerOpts(cr.ClientOpts()), client.MaxBatchBytes(16<<10), client.MaxBufferedRecords(64), client.WithCompression(client.NoCompression))
 		pr, err := client.NewProducer(s.gw.URL, opts...)
 		if err != nil {
@@ -944,15 +964,19 @@ func (s *secureCluster) testQuota(t *testing.T) {
 		}
 		pctx, cancel := context.WithDeadline(ctx, end)
 		defer cancel()
-		for pctx.Err() == nil {
-			for range max(perTick, 1) {
+		for sent := 0; pctx.Err() == nil; {
+			if rate == 0 {
+				pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
+				continue
+			}
+			// Pacing, not an assertion: catch up to the offered rate,
+			// then pause, so a late wake-up does not lower the rate.
+			for due := int(time.Since(start).Seconds() * float64(rate) / quotaRecord); sent < due && pctx.Err() == nil; sent++ {
 				pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
 			}
-			if interval > 0 {
-				select { // pacing: the offered rate, not an assertion
-				case <-pctx.Done():
-				case <-time.After(interval):
-				}
+			select {
+			case <-pctx.Done():
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 		pr.Close()
@@ -974,8 +998,8 @@ func (s *secureCluster) testQuota(t *testing.T) {
 	var slowBytes, fastBytes int64
 	var slowErrs, fastErrs []error
 	var wg sync.WaitGroup
-	wg.Go(func() { slowBytes, slowErrs = run(slow, from, end, 0, 1) })
-	wg.Go(func() { fastBytes, fastErrs = run(fast, from, end, 10*time.Millisecond, fastRate/100/quotaRecord) })
+	wg.Go(func() { slowBytes, slowErrs = run(slow, start, from, end, 0) })
+	wg.Go(func() { fastBytes, fastErrs = run(fast, start, from, end, fastRate) })
 	wg.Wait()
 	for _, err := range slices.Concat(slowErrs, fastErrs) {
 		t.Errorf("produce: %v", err)
