@@ -872,15 +872,10 @@ func (s *secureCluster) testGrantRevokeDelay(t *testing.T) {
 			t.Fatalf("%s before the grant: allowed %v, error %v; want refused", pr.service, o.allowed, o.err)
 		}
 	}
-	grant := bindings(t, acl.Spec{Principal: p, Allow: "read,write", Topic: topic}, acl.Spec{Principal: p, Allow: "read", Group: group})
-	if _, err := s.c.Ctl().CreateAcls(ctx, connect.NewRequest(&controllerv1.CreateAclsRequest{Acls: grant})); err != nil {
-		t.Fatal(err)
-	}
+	// Each clock starts when the controller has answered.
+	createACLs(ctx, t, s.c, acl.Spec{Principal: p, Allow: "read,write", Topic: topic}, acl.Spec{Principal: p, Allow: "read", Group: group})
 	report("the grant", measure(time.Now(), true))
-
-	if _, err := s.c.Ctl().DeleteAcls(ctx, connect.NewRequest(&controllerv1.DeleteAclsRequest{Filter: &controllerv1.AclFilter{Principal: p}})); err != nil {
-		t.Fatal(err)
-	}
+	deleteACLs(ctx, t, s.c, p)
 	report("the revoke", measure(time.Now(), false))
 }
 
