@@ -26,6 +26,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// plainAndSecure runs body twice, as subtests "plain" (the cluster of make
+// run) and "secure" (harness ClusterConfig.Secure: TLS, mutual TLS,
+// authentication and ACLs on every process), for the real-process tests
+// that must also pass with security on (issue 22).
+func plainAndSecure(t *testing.T, body func(t *testing.T, secure bool)) {
+	t.Run("plain", func(t *testing.T) { body(t, false) })
+	t.Run("secure", func(t *testing.T) { body(t, true) })
+}
+
 // describeErr renders an error with its code and reason, for logs.
 func describeErr(err error) string {
 	if d := apierr.DetailOf(err); d != nil {

@@ -12,6 +12,8 @@ import (
 	"github.com/strata-mq/strata/client"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
 	"github.com/strata-mq/strata/tests/harness"
@@ -26,9 +28,14 @@ type member struct {
 	done chan struct{}
 }
 
-func startMember(t *testing.T, ctx context.Context, gateway, group string) *member {
-	gc, err := client.NewGroupConsumer(gateway, group, []string{"orders"},
-		client.GroupConsumerOptions(client.FetchMaxWait(200*time.Millisecond), client.RetryBackoff(50*time.Millisecond)))
+// startMember starts a member of group reading "orders" through gateway,
+// with opts (credentials) added to its consumer options.
+func startMember(t *testing.T, ctx context.Context, gateway, group string, opts ...client.Opt) *member {
+	copts := []client.ConsumerOpt{client.FetchMaxWait(200 * time.Millisecond), client.RetryBackoff(50 * time.Millisecond)}
+	for _, o := range opts {
+		copts = append(copts, o)
+	}
+	gc, err := client.NewGroupConsumer(gateway, group, []string{"orders"}, client.GroupConsumerOptions(copts...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,8 +68,14 @@ func (m *member) read() map[[2]int64]int {
 	return out
 }
 
-func produceN(t *testing.T, gateway string, from, n int) {
-	p, err := client.NewProducer(gateway)
+// produceN produces records from..from+n-1 to "orders" through gateway,
+// with opts (credentials), and fails the test on any error.
+func produceN(t *testing.T, gateway string, from, n int, opts ...client.Opt) {
+	popts := make([]client.ProducerOpt, len(opts))
+	for i, o := range opts {
+		popts[i] = o
+	}
+	p, err := client.NewProducer(gateway, popts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,21 +114,45 @@ func waitAssigned(t *testing.T, ms []*member, total int) time.Duration {
 	return time.Since(start)
 }
 
-func TestConsumerGroupsOnPostgres(t *testing.T) {
+// TestConsumerGroupsOnPostgres runs two groups on two coordinators sharing
+// Postgres: every member of each group reads every record, the coordinator
+// owning a group is killed and the other takes it over without moving a
+// committed offset back, and a member's leaving rebalances its partitions.
+// It runs on a plain cluster and on a secure one, where the producer and
+// the members are User:app with a token and only the ACLs they need
+// (read and write on the topic, read on every group), so the coordinator
+// that takes over enforces them too.
+func TestConsumerGroupsOnPostgres(t *testing.T) { plainAndSecure(t, testConsumerGroupsOnPostgres) }
+
+func testConsumerGroupsOnPostgres(t *testing.T, secure bool) {
 	dsn := pgtest.NewDatabase(t)
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
-	gs := harness.StartGroupServices(t, c, harness.GroupConfig{Coordinators: 2, DSN: dsn})
-	gw := gs.Gateway.URL
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1, Secure: secure})
 	ctx := harness.Deadline(t, 100*time.Second)
 	c.CreateTopic(ctx, "orders", 12, 1, nil)
-	produceN(t, gw, 0, 240)
+	var app []client.Opt
+	if secure {
+		// Granted before the group services start: they are ready only
+		// once they hold the security state (coordinators watch the
+		// controllers), so only the storage node is waited for.
+		cr := c.CreateUser(ctx, "app")
+		createACLs(ctx, t, c, acl.Spec{Principal: "User:app", Allow: "read,write", Topic: "orders"},
+			acl.Spec{Principal: "User:app", Allow: "read", Group: "*"})
+		st := storagev1connect.NewStorageServiceClient(c.HTTPClientAs(cr), c.Storage(1).URL)
+		waitAllowed(t, c.Storage(1).Name()+" to let User:app describe orders", func(ctx context.Context) error {
+			return listOffsets(ctx, st, "orders", 0)
+		})
+		app = cr.ClientOpts()
+	}
+	gs := harness.StartGroupServices(t, c, harness.GroupConfig{Coordinators: 2, DSN: dsn})
+	gw := gs.Gateway.URL
+	produceN(t, gw, 0, 240, app...)
 
 	mctx, stop := context.WithCancel(ctx)
 	defer stop()
-	billing := []*member{startMember(t, mctx, gw, "billing"), startMember(t, mctx, gw, "billing"), startMember(t, mctx, gw, "billing")}
+	billing := []*member{startMember(t, mctx, gw, "billing", app...), startMember(t, mctx, gw, "billing", app...), startMember(t, mctx, gw, "billing", app...)}
 	took := waitAssigned(t, billing, 12)
 	t.Logf("rebalance: 12 partitions over 3 members assigned in %v", took)
-	analytics := []*member{startMember(t, mctx, gw, "analytics")}
+	analytics := []*member{startMember(t, mctx, gw, "analytics", app...)}
 	waitAssigned(t, analytics, 12)
 
 	// Both groups see every record.
@@ -137,7 +174,7 @@ func TestConsumerGroupsOnPostgres(t *testing.T) {
 	waitAll(billing, 240, "billing")
 	waitAll(analytics, 240, "analytics")
 
-	gwc := gatewayv1connect.NewGatewayServiceClient(harness.H2CClient(), gw)
+	gwc := gatewayv1connect.NewGatewayServiceClient(c.HTTPClient(), gw)
 	committed := func(group string) map[int32]int64 {
 		resp, err := gwc.DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: group}))
 		if err != nil {
@@ -165,7 +202,7 @@ func TestConsumerGroupsOnPostgres(t *testing.T) {
 	}
 	before := committed("billing")
 	owner.Kill()
-	produceN(t, gw, 240, 120)
+	produceN(t, gw, 240, 120, app...)
 	waitAll(billing, 360, "billing after the coordinator was killed")
 	after := committed("billing")
 	for p, off := range before {

@@ -15,10 +15,12 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -167,9 +169,13 @@ func waitProgress(t *testing.T, producers []*keyProducer, n int64, timeout time.
 //
 // and finally that the three replicas of every partition hold
 // byte-identical logs on disk (read with partlog after the nodes are
-// killed).
-func TestAcksAllSurvivesLeaderKill(t *testing.T) {
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
+// killed). It runs on a plain cluster and on a secure one (the test's
+// calls are the admin's; producer ids are asked for as the gateway, since
+// the controller hands them to services only).
+func TestAcksAllSurvivesLeaderKill(t *testing.T) { plainAndSecure(t, testAcksAllSurvivesLeaderKill) }
+
+func testAcksAllSurvivesLeaderKill(t *testing.T, secure bool) {
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, Secure: secure})
 	ctx := harness.Deadline(t, 150*time.Second)
 	const topic = "orders"
 	const partitions = 3
@@ -177,7 +183,11 @@ func TestAcksAllSurvivesLeaderKill(t *testing.T) {
 	c.WaitFullISR(ctx, topic, partitions)
 	rc := checkReplication(t, c, topic, partitions)
 
-	ids, err := c.Ctl().AllocateProducerIds(ctx, connect.NewRequest(&controllerv1.AllocateProducerIdsRequest{Requester: t.Name(), Count: 6}))
+	ctl := c.Ctl()
+	if secure {
+		ctl = controllerv1connect.NewControllerServiceClient(c.HTTPClientAs(c.ServiceCert(tlsconfig.RoleGateway, "1")), c.Controller(1).URL)
+	}
+	ids, err := ctl.AllocateProducerIds(ctx, connect.NewRequest(&controllerv1.AllocateProducerIdsRequest{Requester: t.Name(), Count: 6}))
 	if err != nil {
 		t.Fatalf("allocate producer ids: %v", err)
 	}

@@ -148,10 +148,14 @@ func checkManifest(ctx context.Context, t *testing.T, tr *harness.Tiering, topic
 // retention keeps it on disk, then local.retention.ms=0 lets every node
 // delete its tiered segments, and a second read from offset 0 (now mostly
 // from the tier) is byte-for-byte identical. DescribeLog reports the
-// tiered start 0 below the moved local start.
-func TestTieredReadsMatchLocal(t *testing.T) {
+// tiered start 0 below the moved local start. It runs on a plain cluster
+// and on a secure one, where storage nodes upload to and read from tiering
+// over mutual TLS.
+func TestTieredReadsMatchLocal(t *testing.T) { plainAndSecure(t, testTieredReadsMatchLocal) }
+
+func testTieredReadsMatchLocal(t *testing.T, secure bool) {
 	ctx := harness.Deadline(t, 120*time.Second)
-	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
+	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2, Secure: secure}, harness.TieringConfig{})
 	const topic = "tiered-reads"
 	c.CreateTopic(ctx, topic, 1, 2, tieredConfigs())
 	c.WaitFullISR(ctx, topic, 1)

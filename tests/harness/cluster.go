@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 // Import paths of the service binaries a Cluster runs.
@@ -82,6 +83,14 @@ type ClusterConfig struct {
 	// before it starts (see StartWith): to start it in a cgroup of its own,
 	// say, or to prepare its data directory. Default none.
 	Setup func(n *Node, cmd *exec.Cmd)
+	// Secure runs the cluster as a secured deployment (security.go): a
+	// dev CA in the test's temp dir, a certificate per process with its
+	// spiffe://strata identity, TLS and mutual TLS everywhere,
+	// --require-auth and --super-users User:admin on every process, the
+	// services started in front of the cluster included; every URL is
+	// https://, and the harness calls as the admin. Default off: plain
+	// h2c, anonymous.
+	Secure bool
 	// StorageArgsFor, when set, gives further flags for storage node id,
 	// whose API listens on apiAddr (host:port), appended after
 	// StorageArgs; for example an --advertise-listeners address of a
@@ -118,16 +127,19 @@ type Cluster struct {
 	t           testing.TB
 	cfg         ClusterConfig
 	bins        Binaries
-	http        *http.Client
-	controllers []*Node // index id-1
-	storage     []*Node // index id-1
+	http        *http.Client     // the harness's calls: h2c, or TLS as the admin
+	ready       *http.Client     // /readyz
+	sec         *clusterSecurity // nil for a plain cluster
+	controllers []*Node          // index id-1
+	storage     []*Node          // index id-1
+	services    []*Node          // started in front: gateways, coordinators, tiering
 }
 
 // Node is one process of a Cluster.
 type Node struct {
-	Service  string // "controller" or "storage"
+	Service  string // "controller", "storage", "gateway", "coordinator" or "tiering"
 	ID       int    // controller id or storage node id, from 1
-	URL      string // Connect base URL
+	URL      string // Connect base URL (https:// in a secure cluster)
 	AdminURL string // base URL of /healthz and /readyz
 	DataDir  string
 	// PeerURL is a controller's etcd peer URL; empty for other services.
@@ -153,8 +165,15 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	t.Helper()
 	cfg = cfg.withDefaults()
 	bins := BuildServices(t)
+	var sec *clusterSecurity
+	if cfg.Secure {
+		var err error
+		if sec, err = newClusterSecurity(filepath.Join(t.TempDir(), "tls")); err != nil {
+			t.Fatalf("harness: secure cluster: %v", err)
+		}
+	}
 	for attempt := 1; ; attempt++ {
-		c, err := tryStartCluster(t, bins, cfg)
+		c, err := tryStartCluster(t, bins, cfg, sec)
 		if err == nil {
 			return c
 		}
@@ -166,9 +185,16 @@ func StartCluster(t testing.TB, cfg ClusterConfig) *Cluster {
 	}
 }
 
-func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster, err error) {
-	c := &Cluster{t: t, cfg: cfg, bins: bins, http: H2CClient()}
+func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig, sec *clusterSecurity) (_ *Cluster, err error) {
+	c := &Cluster{t: t, cfg: cfg, bins: bins, sec: sec}
+	if c.http, err = httpClientAs(c.Admin()); err != nil {
+		return nil, err
+	}
+	if c.ready, err = newReadyClient(sec); err != nil {
+		return nil, err
+	}
 	t.Cleanup(c.http.CloseIdleConnections)
+	t.Cleanup(c.ready.CloseIdleConnections)
 	defer func() {
 		if err != nil {
 			for _, n := range slices.Concat(c.controllers, c.storage) {
@@ -194,14 +220,14 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig) (_ *Cluster
 		id := i + 1
 		dir := filepath.Join(root, fmt.Sprintf("controller-%d", id))
 		argv := launch.Controller{
-			Process:            processFlags(bins.Controller, a.api, a.admin),
+			Process:            c.process(bins.Controller, a.api, a.admin, tlsconfig.RoleController, id),
 			ID:                 id,
 			DataDir:            dir,
 			Peers:              peers,
 			NodeSessionTimeout: cfg.NodeSessionTimeout,
 			SessionTimeout:     cfg.ControllerSessionTimeout,
 		}.Argv()
-		n := &Node{Service: "controller", ID: id, URL: "http://" + a.api, AdminURL: "http://" + a.admin, DataDir: dir, PeerURL: peers[i], c: c}
+		n := &Node{Service: "controller", ID: id, URL: c.scheme() + a.api, AdminURL: c.scheme() + a.admin, DataDir: dir, PeerURL: peers[i], c: c}
 		c.start(n, fmt.Sprintf("controller-%d", id), argv)
 		c.controllers = append(c.controllers, n)
 	}
@@ -241,7 +267,7 @@ func processFlags(bin, api, admin string) launch.Process {
 // returns it without waiting for it.
 func (c *Cluster) startStorage(id int, api, admin, dir string) *Node {
 	spec := launch.Storage{
-		Process:        processFlags(c.bins.Storage, api, admin),
+		Process:        c.process(c.bins.Storage, api, admin, tlsconfig.RoleStorage, id),
 		NodeID:         id,
 		DataDir:        dir,
 		Controllers:    c.ControllerURLs(),
@@ -249,10 +275,10 @@ func (c *Cluster) startStorage(id int, api, admin, dir string) *Node {
 		Tiering:        c.cfg.Tiering,
 		TierInterval:   c.cfg.TierInterval,
 	}
-	n := &Node{Service: "storage", ID: id, URL: "http://" + api, AdminURL: "http://" + admin, DataDir: dir, c: c}
+	n := &Node{Service: "storage", ID: id, URL: c.scheme() + api, AdminURL: c.scheme() + admin, DataDir: dir, c: c}
 	if c.cfg.StorageProxies {
 		n.Proxy = StartProxy(c.t, api)
-		spec.Advertise = "http://" + n.Proxy.Addr()
+		spec.Advertise = c.scheme() + n.Proxy.Addr()
 	}
 	spec.Extra = slices.Clone(c.cfg.StorageArgs)
 	if c.cfg.StorageArgsFor != nil {
@@ -282,7 +308,8 @@ func (c *Cluster) ControllerURLs() []string {
 
 // H2CClient returns an HTTP client speaking HTTP/2 cleartext with prior
 // knowledge only, as Strata's Connect servers expect from services. Bound
-// calls with their context: it has no overall timeout.
+// calls with their context: it has no overall timeout. It reaches a plain
+// cluster only; Cluster.HTTPClient reaches either.
 func H2CClient() *http.Client {
 	var protos http.Protocols
 	protos.SetUnencryptedHTTP2(true)
@@ -366,6 +393,10 @@ func (c *Cluster) Storage(id int) *Node { return c.storage[id-1] }
 // StorageNodes returns every storage node, by id.
 func (c *Cluster) StorageNodes() []*Node { return slices.Clone(c.storage) }
 
+// Services returns the processes started in front of the cluster
+// (StartGroupServices, StartGateway, StartTieredCluster), in start order.
+func (c *Cluster) Services() []*Node { return slices.Clone(c.services) }
+
 // Ctl returns a controller client for the lowest-id controller whose
 // process is running. Any controller serves every RPC.
 func (c *Cluster) Ctl() controllerv1connect.ControllerServiceClient {
@@ -422,7 +453,7 @@ func (n *Node) Restart() {
 // Ready waits until the process answers /readyz with 200 and returns nil,
 // or returns what happened instead: it exited, or ctx ended. For waits
 // that must not fail the test from another goroutine (a fault schedule).
-func (n *Node) Ready(ctx context.Context) error { return waitReady(ctx, n.AdminURL, n.Proc) }
+func (n *Node) Ready(ctx context.Context) error { return waitReady(ctx, n.c.ready, n.AdminURL, n.Proc) }
 
 // WaitReady waits until the process answers /readyz with 200, failing the
 // test with the tail of its stderr when it exits first or the cluster's
@@ -437,7 +468,7 @@ func (n *Node) WaitReady() {
 func (n *Node) waitReady(timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return waitReady(ctx, n.AdminURL, n.Proc)
+	return waitReady(ctx, n.c.ready, n.AdminURL, n.Proc)
 }
 
 // WaitReadyz waits until the process p, whose admin listener is adminURL,
@@ -446,19 +477,19 @@ func (n *Node) waitReady(timeout time.Duration) error {
 // with WaitReady.
 func WaitReadyz(ctx context.Context, t testing.TB, adminURL string, p *Process) {
 	t.Helper()
-	if err := waitReady(ctx, adminURL, p); err != nil {
+	if err := waitReady(ctx, &http.Client{Timeout: 2 * time.Second}, adminURL, p); err != nil {
 		t.Fatalf("harness: %v", err)
 	}
 }
 
-// waitReady waits for p's /readyz (lib/launch). Its error names what
-// happened: p exited (with errPortInUse when its stderr says a port was
-// taken) or ctx ended, with how long it waited, the last answer and p's
-// stderr tail.
-func waitReady(ctx context.Context, adminURL string, p *Process) error {
+// waitReady waits for p's /readyz (lib/launch), asked with hc. Its error
+// names what happened: p exited (with errPortInUse when its stderr says a
+// port was taken) or ctx ended, with how long it waited, the last answer
+// and p's stderr tail.
+func waitReady(ctx context.Context, hc *http.Client, adminURL string, p *Process) error {
 	start := time.Now()
 	errExited := errors.New("exited before it was ready")
-	err := launch.WaitReady(ctx, &http.Client{Timeout: 2 * time.Second}, adminURL, func() error {
+	err := launch.WaitReady(ctx, hc, adminURL, func() error {
 		if p.Exited() {
 			return errExited
 		}

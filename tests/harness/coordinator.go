@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 // Import paths of the group-side binaries.
@@ -45,7 +46,10 @@ type GroupConfig struct {
 
 // StartGroupServices starts cfg.Coordinators coordinators and one gateway
 // (whose --coordinator lists them all) in front of c, and waits until
-// each answers /readyz. When a chosen port is taken before a process
+// each answers /readyz. In a secure cluster each runs with its
+// certificate (gateway-1, coordinator-N) and the security flags, and the
+// coordinators watch the controllers (--controller) for the ACLs they
+// enforce. When a chosen port is taken before a process
 // binds it, they are all started again on new ports (up to three
 // attempts).
 func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupServices {
@@ -82,7 +86,7 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	gw := &Node{Service: "gateway", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), c: c}
+	gw := &Node{Service: "gateway", ID: 1, URL: c.scheme() + addr(0), AdminURL: c.scheme() + addr(1), c: c}
 	var coURLs []string
 	s := &GroupServices{Gateway: gw}
 	defer func() {
@@ -98,11 +102,11 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 	for i := range cfg.Coordinators {
 		api, admin := addr(2+2*i), addr(3+2*i)
 		id := i + 1
-		n := &Node{Service: "coordinator", ID: id, URL: "http://" + api, AdminURL: "http://" + admin,
+		n := &Node{Service: "coordinator", ID: id, URL: c.scheme() + api, AdminURL: c.scheme() + admin,
 			DataDir: filepath.Join(root, fmt.Sprintf("coordinator-%d", id)), c: c}
 		coURLs = append(coURLs, n.URL)
 		spec := launch.Coordinator{
-			Process:           processFlags(coBin, api, admin),
+			Process:           c.process(coBin, api, admin, tlsconfig.RoleCoordinator, id),
 			InstanceID:        fmt.Sprintf("coordinator-%d", id),
 			DataDir:           n.DataDir,
 			Gateway:           gw.URL,
@@ -110,6 +114,11 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 			HeartbeatInterval: cfg.HeartbeatInterval,
 			OwnershipLease:    cfg.OwnershipLease,
 			LagInterval:       time.Second,
+		}
+		if c.Secure() {
+			// With --require-auth the coordinator enforces the ACLs the
+			// controllers' metadata stream brings.
+			spec.Controllers = c.ControllerURLs()
 		}
 		if cfg.CoordinatorArgsFor != nil {
 			spec.Extra = cfg.CoordinatorArgsFor(id, api)
@@ -125,7 +134,7 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 		s.Coordinators = append(s.Coordinators, n)
 	}
 	c.start(gw, "gateway", launch.Gateway{
-		Process:      processFlags(gwBin, addr(0), addr(1)),
+		Process:      c.process(gwBin, addr(0), addr(1), tlsconfig.RoleGateway, 1),
 		Controllers:  c.ControllerURLs(),
 		Coordinators: coURLs,
 	}.Argv())
@@ -134,5 +143,7 @@ func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coB
 			return nil, err
 		}
 	}
+	c.services = append(c.services, s.Coordinators...)
+	c.services = append(c.services, gw)
 	return s, nil
 }

@@ -3,7 +3,9 @@
 // with SIGKILL, pause with SIGSTOP, and restart with the same argv.
 // StartCluster (cluster.go) runs a whole controller quorum and storage
 // nodes on loopback ports and gives Connect clients and partition-state
-// helpers for them.
+// helpers for them; with ClusterConfig.Secure every process runs with
+// TLS, authentication and ACLs, and tests call as the principals
+// security.go makes.
 package harness
 
 import (

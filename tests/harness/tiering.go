@@ -18,6 +18,7 @@ import (
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 const tieringPkg = "github.com/strata-mq/strata/services/tiering/cmd/strata-tiering"
@@ -47,6 +48,8 @@ type Tiering struct {
 	// S3Proxy is the proxy tiering reaches S3 through
 	// (TieringConfig.S3Proxy); nil otherwise.
 	S3Proxy *Proxy
+
+	http *http.Client // Client's: the harness's, or storage node 1's in a secure cluster
 }
 
 // StartTieredCluster starts a Cluster (see StartCluster) whose storage
@@ -54,7 +57,9 @@ type Tiering struct {
 // process with --embedded-s3-listen and --embedded-s3-dir and --controller
 // naming the cluster's controllers, and waits for its /readyz. Storage
 // nodes start before tiering exists; they keep local segments until it
-// answers. The tiering ports are chosen before the cluster starts, since
+// answers. In a secure cluster (cfg.Secure) tiering runs as tiering-1 with
+// the security flags, and the storage nodes reach it over https://. The
+// tiering ports are chosen before the cluster starts, since
 // the storage nodes name them; when one is taken before strata-tiering
 // binds it, the whole cluster is started again on new ports (up to three
 // attempts).
@@ -86,12 +91,16 @@ func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, 
 		t.Fatal(err)
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	cfg.Tiering, cfg.TierInterval = "http://"+addr(0), tcfg.TierInterval
+	scheme := "http://"
+	if cfg.Secure {
+		scheme = "https://"
+	}
+	cfg.Tiering, cfg.TierInterval = scheme+addr(0), tcfg.TierInterval
 	c := StartCluster(t, cfg)
 	dir := filepath.Join(t.TempDir(), "tiering")
-	n := &Node{Service: "tiering", ID: 1, URL: "http://" + addr(0), AdminURL: "http://" + addr(1), DataDir: dir, c: c}
+	n := &Node{Service: "tiering", ID: 1, URL: c.scheme() + addr(0), AdminURL: c.scheme() + addr(1), DataDir: dir, c: c}
 	spec := launch.Tiering{
-		Process:          processFlags(bin, addr(0), addr(1)),
+		Process:          c.process(bin, addr(0), addr(1), tlsconfig.RoleTiering, 1),
 		EmbeddedS3Listen: addr(2),
 		EmbeddedS3Dir:    filepath.Join(dir, "s3"),
 		SpoolDir:         dir,
@@ -112,12 +121,21 @@ func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, 
 		n.Proc.Kill()
 		return c, nil, err
 	}
-	return c, &Tiering{Node: n, S3URL: "http://" + addr(2), S3Proxy: proxy}, nil
+	c.services = append(c.services, n)
+	tr := &Tiering{Node: n, S3URL: "http://" + addr(2), S3Proxy: proxy, http: c.http}
+	if c.Secure() {
+		// Tiering serves Strata services only (a user, even the admin, is
+		// refused), so the harness asks it as its usual caller, a storage
+		// node.
+		tr.http = c.HTTPClientAs(c.ServiceCert(tlsconfig.RoleStorage, "1"))
+	}
+	return c, tr, nil
 }
 
-// Client is a Connect client for the tiering service.
+// Client is a Connect client for the tiering service; in a secure
+// cluster it calls as storage node 1 (tiering serves only services).
 func (tr *Tiering) Client() tieringv1connect.TieringServiceClient {
-	return tieringv1connect.NewTieringServiceClient(tr.c.http, tr.URL)
+	return tieringv1connect.NewTieringServiceClient(tr.http, tr.URL)
 }
 
 // State returns the tiering service's state of one partition.
