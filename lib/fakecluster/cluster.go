@@ -413,6 +413,10 @@ type Fault struct {
 	Range       *commonv1.OffsetRangeHint
 
 	NotEnoughReplicas *commonv1.NotEnoughReplicasHint
+	// Message, when set, is the refusal's message instead of "injected
+	// fault: <reason>" (a server's one line, as a permission refusal
+	// carries).
+	Message string
 
 	fired int
 }
@@ -463,6 +467,9 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 			d := detail(f.Code, f.Reason, fmt.Sprintf("injected fault: %v", f.Reason))
 			d.Hint = &commonv1.ErrorDetail_NotEnoughReplicas{NotEnoughReplicas: proto.Clone(f.NotEnoughReplicas).(*commonv1.NotEnoughReplicasHint)}
 			return asError(d)
+		}
+		if f.Message != "" {
+			return asError(detail(f.Code, f.Reason, f.Message))
 		}
 		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)
 	}

@@ -160,6 +160,10 @@ loop:
 	if readErr != nil {
 		return fmt.Errorf("reading stdin: %v", readErr)
 	}
+	if err := rep.refusal(); err != nil {
+		// Refused for who the caller is, not for the records: one line.
+		return err
+	}
 	if f := rep.failures(); f > 0 {
 		return fmt.Errorf("%d of %d records failed", f, i)
 	}
@@ -175,6 +179,17 @@ type reporter struct {
 	next            int
 	done            map[int]report
 	failed          int
+	// refused is the first refusal of the caller itself (no credentials,
+	// no permission): every record meets it, so it is said once, as the
+	// command's error, rather than once per record.
+	refused error
+}
+
+// refusal is the refusal every record met, or nil.
+func (r *reporter) refusal() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
 }
 
 type report struct {
@@ -207,6 +222,12 @@ func (r *reporter) print(i int, rp report) {
 	e := r.e
 	if rp.err != nil {
 		r.failed++
+		if errors.Is(rp.err, client.ErrPermissionDenied) || errors.Is(rp.err, client.ErrUnauthenticated) {
+			if r.refused == nil {
+				r.refused = rp.err
+			}
+			return
+		}
 		what := fmt.Sprintf("record %d", i+1)
 		if rp.rec.Key != nil {
 			what += fmt.Sprintf(" (key %q)", rp.rec.Key)

@@ -243,3 +243,26 @@ func TestWaitNotice(t *testing.T) {
 		}
 	}
 }
+
+// A refusal of the caller itself (no permission, no credentials) meets
+// every record: produce says it once, as one line, not once per record.
+func TestProduceRefusalIsOneLine(t *testing.T) {
+	fc := fake(t)
+	if err := fc.CreateTopic("orders", 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		code connect.Code
+		msg  string
+	}{
+		{connect.CodePermissionDenied, "permission denied: User:bob may not write topic orders"},
+		{connect.CodeUnauthenticated, "unauthenticated: unknown or revoked token"},
+	} {
+		f := fc.AddFault(&fakecluster.Fault{Method: "Produce", Topic: "orders", Partition: 0, Code: tc.code, Message: tc.msg})
+		r := run(t, fc.GatewayURL(), "a\nb\nc\n", "produce", "orders")
+		if want := "strata: " + tc.msg + "\n"; r.code != 1 || r.stdout != "" || r.stderr != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 and %q", tc.code, r.code, r.stdout, r.stderr, want)
+		}
+		fc.RemoveFault(f)
+	}
+}
