@@ -47,6 +47,7 @@ type groupConfig struct {
 	start            Offset
 	onAssigned       func(context.Context, []TopicPartition)
 	onRevoked        func(context.Context, []TopicPartition)
+	startOffsets     StartOffsetsFunc
 	clientID         string
 	rebalanceTimeout time.Duration
 }
@@ -75,6 +76,28 @@ func StartWhenNoCommit(o Offset) GroupOpt { return func(c *groupConfig) { c.star
 // none.
 func OnAssigned(fn func(ctx context.Context, partitions []TopicPartition)) GroupOpt {
 	return func(c *groupConfig) { c.onAssigned = fn }
+}
+
+// StartOffsetsFunc decides where partitions a member gained start; see
+// StartOffsets.
+type StartOffsetsFunc func(ctx context.Context, memberEpoch int32, partitions []TopicPartition) (map[TopicPartition]int64, error)
+
+// StartOffsets makes fn, rather than the group's committed offsets, say
+// where the partitions the member gains start: an application that keeps
+// its offsets with its own data (in the same database transaction as its
+// writes) starts from those. fn is called from Poll with the partitions
+// gained (sorted) and the member epoch they are assigned at, before any of
+// their records is read and before OnAssigned; Poll waits until it
+// returns. A partition it maps to an offset of 0 or more starts there
+// (AtOffset); one it leaves out, or maps to a negative offset, starts at
+// the group's committed offset, else at StartWhenNoCommit. An error makes
+// Poll return it (wrapped) without starting any of the partitions, and
+// the next Poll calls fn again for them. Records Poll returns from these
+// partitions carry a MemberEpoch of at least memberEpoch, and records read
+// under an earlier assignment of a partition carry a smaller one. Default
+// none: the group's committed offsets.
+func StartOffsets(fn StartOffsetsFunc) GroupOpt {
+	return func(c *groupConfig) { c.startOffsets = fn }
 }
 
 // OnRevoked is called from Poll with partitions the member must give up
@@ -232,6 +255,31 @@ func (g *GroupConsumer) Position(topic string, partition int32) (int64, bool) {
 	return g.inner.Position(topic, partition)
 }
 
+// Seek moves the position of a partition this member owns: the next Poll
+// returns its records from offset on (or from the nearest end of the log,
+// when offset is outside it), and Commit commits no further than offset
+// until Poll has returned records past it. Records earlier Polls returned
+// are not affected, and a fetch answer in flight for the old position is
+// dropped. It fails when the member does not own the partition. An
+// application uses it to read again what it could not process (a failed
+// database transaction, say). Safe to call from any goroutine; called
+// while a Poll runs, that Poll may still return records from the old
+// position, so call it between Polls for the next one to start at offset.
+func (g *GroupConsumer) Seek(tp TopicPartition, offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("client: seek %s to %d: negative offset", tp, offset)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.owned[tp] {
+		return fmt.Errorf("client: seek %s: partition not owned by this member", tp)
+	}
+	pos := position{next: offset, leaderEpoch: -1, memberEpoch: g.epoch}
+	g.delivered[tp], g.processed[tp] = pos, pos
+	g.inner.AddAssignment(map[string]map[int32]Offset{tp.Topic: {tp.Partition: AtOffset(offset)}})
+	return nil
+}
+
 // HighWatermark returns the last high watermark seen for a partition.
 func (g *GroupConsumer) HighWatermark(topic string, partition int32) (int64, bool) {
 	return g.inner.HighWatermark(topic, partition)
@@ -331,6 +379,7 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 	lost := g.lost
 	g.lost = nil
 	var revoked, added []TopicPartition
+	epoch := g.epoch // the member epoch the added partitions are assigned at
 	if g.targetNew {
 		for tp := range g.owned {
 			if !g.target[tp] {
@@ -362,9 +411,8 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		if g.cfg.onRevoked != nil {
 			g.cfg.onRevoked(ctx, revoked)
 		}
-		for _, tp := range revoked {
-			g.inner.Unassign(tp.Topic, tp.Partition)
-		}
+		// Dropped from owned before the consumer stops reading them, so
+		// a Seek meanwhile cannot start them again.
 		g.mu.Lock()
 		for _, tp := range revoked {
 			delete(g.owned, tp)
@@ -373,9 +421,12 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 			delete(g.processed, tp)
 		}
 		g.mu.Unlock()
+		for _, tp := range revoked {
+			g.inner.Unassign(tp.Topic, tp.Partition)
+		}
 	}
 	if len(added) > 0 {
-		start, err := g.committed(ctx, added)
+		start, err := g.startOffsets(ctx, epoch, added)
 		if err != nil {
 			// Try again on the next reconcile.
 			g.mu.Lock()
@@ -420,6 +471,37 @@ func (g *GroupConsumer) kickHeartbeat() {
 	case g.kick <- struct{}{}:
 	default:
 	}
+}
+
+// startOffsets returns where each of the added partitions starts: the
+// StartOffsets hook's offset, else the group's committed one; -1 when
+// neither has one.
+func (g *GroupConsumer) startOffsets(ctx context.Context, epoch int32, added []TopicPartition) (map[TopicPartition]int64, error) {
+	start := map[TopicPartition]int64{}
+	need := added
+	if fn := g.cfg.startOffsets; fn != nil {
+		got, err := fn(ctx, epoch, slices.Clone(added))
+		if err != nil {
+			return nil, fmt.Errorf("client: start offsets of %d partitions gained: %w", len(added), err)
+		}
+		need = nil
+		for _, tp := range added {
+			if o, ok := got[tp]; ok && o >= 0 {
+				start[tp] = o
+			} else {
+				need = append(need, tp)
+			}
+		}
+	}
+	if len(need) == 0 {
+		return start, nil
+	}
+	committed, err := g.committed(ctx, need)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(start, committed)
+	return start, nil
 }
 
 // committed fetches the group's committed offsets of tps; -1 when none.
