@@ -44,6 +44,11 @@ type clusterFile struct {
 	// AdminEnv is DIR/admin.env of a secure cluster, the file to source
 	// for the admin's credentials; absent for a plain one.
 	AdminEnv string `json:"admin_env,omitempty"`
+	// Postgres is true for a cluster started with --postgres: the
+	// coordinator keeps group offsets in that PostgreSQL database. Its
+	// argv does not carry the DSN (a password would show in process
+	// listings and here): restart it with STRATA_DSN set.
+	Postgres bool `json:"postgres,omitempty"`
 	// Processes are the processes started so far, in start order:
 	// controllers, storage nodes, gateway, coordinator, tiering (which also
 	// serves the embedded S3).

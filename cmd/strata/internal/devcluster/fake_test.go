@@ -21,7 +21,7 @@ import (
 // services.
 const (
 	fakeEnv         = "DEVCLUSTER_FAKE_SERVICE"   // "1": run as a fake service
-	fakeArgvDirEnv  = "DEVCLUSTER_FAKE_ARGV_DIR"  // the fake writes <pid>.json with its argv here
+	fakeArgvDirEnv  = "DEVCLUSTER_FAKE_ARGV_DIR"  // the fake writes <pid>.json with its argv here, and <pid>.dsn with its STRATA_DSN
 	fakeFailEnv     = "DEVCLUSTER_FAKE_FAIL"      // process name ("controller-1") that exits 2 at start
 	fakeNotReadyEnv = "DEVCLUSTER_FAKE_NOT_READY" // process name whose /readyz stays 503
 )
@@ -66,6 +66,10 @@ func fakeService(argv []string) int {
 	if dir := os.Getenv(fakeArgvDirEnv); dir != "" {
 		b, _ := json.Marshal(argv)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.json", os.Getpid())), b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%d.dsn", os.Getpid())), []byte(os.Getenv("STRATA_DSN")), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

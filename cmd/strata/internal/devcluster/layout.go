@@ -111,6 +111,10 @@ type procSpec struct {
 	dataDir   string // DIR/<service>-<id>; empty for a service without data
 	log       string // DIR/logs/<service>-<id>.log
 	argv      []string
+	// env is added to the process's environment (after strata dev's own),
+	// for what must stay out of argv and cluster.json: the coordinator's
+	// STRATA_DSN with --postgres. Empty for most.
+	env []string
 	// extraPorts are ports the process binds besides port and adminPort
 	// (a controller's etcd ports), each with what it is for.
 	extraPorts []portUse
@@ -146,6 +150,9 @@ type plan struct {
 	// from DIR/tls (secure.go) and requires authentication, so every
 	// API and admin URL is https://.
 	secure bool
+	// postgres is true with --postgres: the coordinator's offsets are in
+	// PostgreSQL (postgres.go).
+	postgres bool
 }
 
 // url is the base URL of the API or admin listener on port: https:// in a

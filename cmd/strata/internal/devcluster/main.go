@@ -39,6 +39,7 @@ type options struct {
 	readyTimeout time.Duration // --ready-timeout: per start phase
 	otlp         string        // --otlp: OTLP endpoint for every process; empty: the OTEL_* environment decides
 	secure       bool          // --secure: TLS, mutual TLS, authentication and ACLs (secure.go)
+	postgres     string        // --postgres: the coordinator's offsets database (postgres.go); empty: embedded SQLite
 }
 
 // Exit codes of Main.
@@ -59,6 +60,10 @@ Plain, it has no TLS and no authentication: anyone who can reach its
 loopback ports may do anything, which is for local use only. With --secure
 every process serves TLS and requires authentication; 'source DIR/admin.env'
 then makes the CLI the cluster's admin.
+
+The coordinator keeps group offsets in embedded SQLite under DIR; with
+--postgres DSN it keeps them in that PostgreSQL database instead (the DSN
+reaches it as STRATA_DSN and is never written to cluster.json).
 
 Ports from --base-port P: gateway P, controller 1 P+1, storage node i P+10+i,
 controller i>=2 P+20+i, gateway i>=2 P+30+i, admin ports +100. See docs/design/dev-cluster.md.
@@ -93,6 +98,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	pl := makePlan(o.dir, o.basePort, o.controllers, o.storageNodes, o.gateways, bins, o.secure)
+	pl = pl.withPostgres(o.postgres)
 	if err := checkPorts(pl); err != nil {
 		fmt.Fprintf(stderr, "strata dev: %v\n", err)
 		return exitError
@@ -159,6 +165,7 @@ func parse(args []string, stdout io.Writer) (options, error) {
 	fs.BoolVar(&o.clean, "clean", false, "delete DIR (a dev cluster's directory) before starting, discarding its data")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", DefaultReadyTimeout, "how long each start phase may take before the processes not ready are reported and all stop")
 	fs.BoolVar(&o.secure, "secure", false, "run with security on: a dev CA and a certificate per process under DIR/tls, TLS on every listener, mutual TLS between services, authentication and ACLs required (User:admin is a super user), and DIR/admin.env (mode 0600) to source for the CLI")
+	fs.StringVar(&o.postgres, "postgres", "", "PostgreSQL DSN (postgres://USER@HOST:PORT/DB?sslmode=disable, or key=value pairs) of the database the coordinator keeps group offsets in, instead of embedded SQLite under DIR; the database must exist")
 	fs.StringVar(&o.otlp, "otlp", "", "OpenTelemetry collector (OTLP) every process exports traces to, e.g. http://127.0.0.1:4318; sets OTEL_EXPORTER_OTLP_ENDPOINT for them (other OTEL_* variables pass through as they are)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -211,6 +218,9 @@ func (o options) validate() error {
 	}
 	if err := checkOTLP(o.otlp); err != nil {
 		bad("otlp", o.otlp, err.Error())
+	}
+	if err := checkPostgres(o.postgres); err != nil {
+		bad("postgres", redactDSN(o.postgres), err.Error())
 	}
 	if len(problems) > 0 {
 		return errors.New("bad flags: " + strings.Join(problems, "; "))

@@ -27,6 +27,8 @@ func TestBadFlagsOneLine(t *testing.T) {
 		{[]string{"--dir", ""}, "strata dev: bad flags: --dir \"\": must not be empty\n"},
 		{[]string{"--ready-timeout", "0s"}, "strata dev: bad flags: --ready-timeout 0s: must be positive\n"},
 		{[]string{"--otlp", "127.0.0.1:4318"}, "strata dev: bad flags: --otlp 127.0.0.1:4318: must be an http:// or https:// URL of an OTLP receiver, such as http://127.0.0.1:4318\n"},
+		{[]string{"--postgres", "strata_demo"}, "strata dev: bad flags: --postgres strata_demo: must be a postgres:// URL or libpq key=value pairs (host=127.0.0.1 dbname=strata_demo)\n"},
+		{[]string{"--postgres", "postgres://u:secret@/db"}, "strata dev: bad flags: --postgres postgres://u:xxxxx@/db: must be a postgres:// URL with a host, such as postgres://postgres@127.0.0.1:5432/strata_demo?sslmode=disable\n"},
 		{[]string{"--storage-nodes", "three"}, "strata dev: invalid value \"three\" for flag -storage-nodes: parse error\n"},
 		{[]string{"--nodes", "3"}, "strata dev: flag provided but not defined: -nodes\n"},
 		{[]string{"extra"}, "strata dev: unexpected argument \"extra\" (strata dev takes flags only; see --help)\n"},
@@ -52,7 +54,7 @@ func TestHelp(t *testing.T) {
 	if code := Main(context.Background(), []string{"--help"}, &stdout, &stderr); code != 0 {
 		t.Errorf("exit code %d", code)
 	}
-	for _, want := range []string{"Usage: strata dev", "--dir string", "--storage-nodes int", "--controllers int", "--base-port int", "--clean", "(default 9092)", "--secure", "admin.env"} {
+	for _, want := range []string{"Usage: strata dev", "--dir string", "--storage-nodes int", "--controllers int", "--base-port int", "--clean", "(default 9092)", "--secure", "admin.env", "--postgres string", "STRATA_DSN"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, stdout.String())
 		}

@@ -102,6 +102,9 @@ func (c *cluster) run(ctx context.Context, kill <-chan struct{}) int {
 	} else {
 		fmt.Fprintln(c.stdout, "strata dev: no authentication and no TLS: anyone who can reach these ports may do anything; for local use only (--secure turns them on)")
 	}
+	if c.plan.postgres {
+		fmt.Fprintf(c.stdout, "strata dev: the coordinator keeps group offsets in PostgreSQL at %s\n", redactDSN(c.opts.postgres))
+	}
 
 	err := c.startAll(ctx)
 	if err != nil && !errors.Is(err, errInterrupted) {
@@ -389,6 +392,7 @@ func (c *cluster) writeClusterFile() error {
 		f.TLSCA, _ = caFiles(c.opts.dir)
 		f.AdminEnv = filepath.Join(c.opts.dir, adminEnvName)
 	}
+	f.Postgres = c.plan.postgres
 	for _, p := range c.procs {
 		f.Processes = append(f.Processes, processEntry{
 			Service:      p.service,

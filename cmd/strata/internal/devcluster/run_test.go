@@ -381,3 +381,49 @@ func TestDevClusterPortInUse(t *testing.T) {
 		t.Errorf("stdout = %q, want nothing", r.stdout)
 	}
 }
+
+// TestDevClusterPostgres: --postgres hands the coordinator, and only it,
+// the DSN as STRATA_DSN; argv, cluster.json and stdout never show the
+// password, and cluster.json says the offsets are in PostgreSQL.
+func TestDevClusterPostgres(t *testing.T) {
+	fakeBinDir(t)
+	argvDir := t.TempDir()
+	t.Setenv(fakeArgvDirEnv, argvDir)
+	t.Setenv("STRATA_DSN", "")
+	const dsn = "postgres://demo:s3cret@127.0.0.1:5432/strata_demo?sslmode=disable"
+	r, _ := startDevOnFreePorts(t, 1, 1, "--storage-nodes", "1", "--postgres", dsn)
+	var f *clusterFile
+	waitFor(t, 60*time.Second, "cluster.json with ready true", func() bool {
+		var ok bool
+		f, ok = readClusterFile(t, r.dir)
+		return ok && f.Ready
+	})
+	if !f.Postgres {
+		t.Error("cluster.json does not say postgres")
+	}
+	raw, err := os.ReadFile(filepath.Join(r.dir, clusterFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"cluster.json": string(raw), "stdout": r.stdout.String()} {
+		if strings.Contains(text, "s3cret") {
+			t.Errorf("%s shows the password:\n%s", what, text)
+		}
+	}
+	if want := "strata dev: the coordinator keeps group offsets in PostgreSQL at postgres://demo:xxxxx@127.0.0.1:5432/strata_demo?sslmode=disable\n"; !strings.Contains(r.stdout.String(), want) {
+		t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+	}
+	for _, p := range f.Processes {
+		got, err := os.ReadFile(filepath.Join(argvDir, fmt.Sprintf("%d.dsn", p.PID)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if p.Service == serviceCoordinator {
+			want = dsn
+		}
+		if string(got) != want {
+			t.Errorf("%s-%d: STRATA_DSN %q, want %q", p.Service, p.ID, got, want)
+		}
+	}
+}

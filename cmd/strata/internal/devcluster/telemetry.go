@@ -14,7 +14,10 @@ import (
 //     exports its traces to one collector;
 //   - service.instance.id=<service>-<id> in OTEL_RESOURCE_ATTRIBUTES
 //     (after any the caller set), so the spans of storage-1 and storage-2
-//     can be told apart in a trace.
+//     can be told apart in a trace;
+//
+// and then the process's own (procSpec.env: the coordinator's STRATA_DSN
+// with --postgres), last so that it wins.
 func (c *cluster) procEnv(s procSpec) []string {
 	env := os.Environ()
 	if c.opts.otlp != "" {
@@ -26,7 +29,8 @@ func (c *cluster) procEnv(s procSpec) []string {
 	} else if have != "" {
 		attrs = have
 	}
-	return append(env, "OTEL_RESOURCE_ATTRIBUTES="+attrs)
+	env = append(env, "OTEL_RESOURCE_ATTRIBUTES="+attrs)
+	return append(env, s.env...)
 }
 
 // checkOTLP validates --otlp: empty, or an http(s) URL with a host.
