@@ -49,8 +49,9 @@ func NewConsumer(ctx context.Context, db DB, gateway, group string, topics []str
 // partitions gained, run inside it.
 func (c *Consumer) Poll(ctx context.Context) ([]*client.Record, error) { return c.gc.Poll(ctx) }
 
-// Apply applies recs exactly once (Sink.Apply): fn makes the application's
-// writes in the transaction that moves the sink's offsets. Once the
+// Apply applies recs exactly once (Sink.Apply, whose Result it returns):
+// fn makes the application's writes in the transaction that moves the
+// sink's offsets. Once the
 // transaction has committed, the AfterCommit hook runs and the offsets
 // are committed to the group coordinator, best effort
 // (OnGroupCommitError hears of a failure; Apply still returns nil).
@@ -60,11 +61,11 @@ func (c *Consumer) Poll(ctx context.Context) ([]*client.Record, error) { return 
 // the rest were applied. Any other error means nothing was applied: the
 // partitions of recs are moved back to their first record, so Poll
 // returns them again.
-func (c *Consumer) Apply(ctx context.Context, recs []*client.Record, fn ApplyFunc) error {
+func (c *Consumer) Apply(ctx context.Context, recs []*client.Record, fn ApplyFunc) (Result, error) {
 	res, fenced, err := c.sink.apply(ctx, recs, fn)
 	if err != nil {
 		c.rewind(recs)
-		return err
+		return Result{}, err
 	}
 	if len(res.Applied) > 0 {
 		if c.cfg.afterCommit != nil {
@@ -72,7 +73,7 @@ func (c *Consumer) Apply(ctx context.Context, recs []*client.Record, fn ApplyFun
 		}
 		c.commitGroup(ctx, res.Applied)
 	}
-	return fenced
+	return res, fenced
 }
 
 // rewind seeks each partition of recs that this member still holds back

@@ -171,7 +171,7 @@ func TestConsumerStartsAtSinkOffsets(t *testing.T) {
 	if rs[0].Offset != 6 {
 		t.Fatalf("the new member started at %d; want 6, the sink's offset (the group's is 2)", rs[0].Offset)
 	}
-	if err := c.Apply(ctx, rs, writeEffects("next", &got)); err != nil {
+	if _, err := c.Apply(ctx, rs, writeEffects("next", &got)); err != nil {
 		t.Fatal(err)
 	}
 	committed, n := co.state()
@@ -195,7 +195,7 @@ func TestConsumerReadsAgainAfterFailedApply(t *testing.T) {
 	c := newConsumerT(t, db, fc)
 	rs := pollAll(t, ctx, c, 4)
 	boom := errors.New("deadlock detected")
-	err := c.Apply(ctx, rs, func(context.Context, pgx.Tx, []*client.Record) error { return boom })
+	_, err := c.Apply(ctx, rs, func(context.Context, pgx.Tx, []*client.Record) error { return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("Apply = %v; want fn's error", err)
 	}
@@ -207,7 +207,7 @@ func TestConsumerReadsAgainAfterFailedApply(t *testing.T) {
 		t.Fatalf("after the failed Apply, Poll returned %d records from %d; want 5 from 0", len(again), again[0].Offset)
 	}
 	var got []*client.Record
-	if err := c.Apply(ctx, again, writeEffects("m", &got)); err != nil {
+	if _, err := c.Apply(ctx, again, writeEffects("m", &got)); err != nil {
 		t.Fatal(err)
 	}
 	if e, w := effects(t, db, tp0), want("m", 0, 4); !slices.Equal(e, w) {

@@ -10,7 +10,7 @@
 //	for {
 //		recs, err := c.Poll(ctx)
 //		...
-//		err = c.Apply(ctx, recs, func(ctx context.Context, tx pgx.Tx, recs []*client.Record) error {
+//		_, err = c.Apply(ctx, recs, func(ctx context.Context, tx pgx.Tx, recs []*client.Record) error {
 //			// the application's writes, in tx
 //		})
 //	}
