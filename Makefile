@@ -139,6 +139,17 @@ bench-peers: ## Benchmark NATS JetStream and Redis Streams on the same workload,
 run: build ## Start a local 3-node cluster on embedded defaults (strata dev; Ctrl-C stops it)
 	bin/strata dev --dir strata-dev --storage-nodes 3
 
+# make demo: the orders story's programs, built beside the services (which
+# strata dev needs) into bin/orders/. DEMOFLAGS go to the demo driver
+# (--duration, --rate, --dsn, --keep; `bin/orders/demo --help`).
+DEMO_PROGRAMS := shop billing analytics demo
+
+.PHONY: demo
+demo: build ## Run the orders story on strata dev --postgres (shop, billing exactly once into Postgres, analytics; a billing member and a storage node killed midway) and print its report; last line demo ok/FAILED (DEMOFLAGS)
+	@mkdir -p bin/orders
+	$(GO) build -o bin/orders/ $(DEMO_PROGRAMS:%=./examples/orders/%)
+	bin/orders/demo $(DEMOFLAGS)
+
 .PHONY: clean
 clean: ## Remove build output and local tools
 	rm -rf bin .tmp
