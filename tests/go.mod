@@ -6,6 +6,8 @@ go 1.26.0
 // selects the same directories; these make the module build on its own).
 require (
 	github.com/strata-mq/strata/client v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/client/pgsink v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/examples/orders v0.0.0-00010101000000-000000000000
 	github.com/strata-mq/strata/gen v0.0.0-00010101000000-000000000000
 	github.com/strata-mq/strata/lib v0.0.0-00010101000000-000000000000
 	github.com/strata-mq/strata/services/coordinator v0.0.0-00010101000000-000000000000
@@ -29,6 +31,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -38,6 +41,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
@@ -47,6 +51,8 @@ require (
 
 replace (
 	github.com/strata-mq/strata/client => ../client
+	github.com/strata-mq/strata/client/pgsink => ../client/pgsink
+	github.com/strata-mq/strata/examples/orders => ../examples/orders
 	github.com/strata-mq/strata/gen => ../gen
 	github.com/strata-mq/strata/lib => ../lib
 	github.com/strata-mq/strata/services/controller => ../services/controller

@@ -51,16 +51,24 @@ type DevProcess struct {
 	Argv         []string `json:"argv"`
 }
 
+// BuildDev builds every binary `strata dev` runs, and the strata CLI
+// beside them (Binary's shared directory), and returns the CLI's path: a
+// program that starts strata dev itself finds the services next to it.
+func BuildDev(t testing.TB) string {
+	t.Helper()
+	for _, pkg := range devPkgs {
+		Binary(t, pkg)
+	}
+	return Binary(t, StrataPkg)
+}
+
 // StartDev builds every binary and runs `strata dev` with args (for
 // example "--gateways", "2") on a random base port, trying another when
 // the range is taken, and waits until it is ready. The cluster stops when
 // the test ends.
 func StartDev(t testing.TB, args ...string) *Dev {
 	t.Helper()
-	for _, pkg := range devPkgs {
-		Binary(t, pkg)
-	}
-	d := &Dev{Dir: t.TempDir(), Strata: Binary(t, StrataPkg)}
+	d := &Dev{Dir: t.TempDir(), Strata: BuildDev(t)}
 	for attempt := 0; ; attempt++ {
 		// Below the kernel's ephemeral range (32768 and up on Linux), where
 		// outgoing connections take ports at random.

@@ -86,7 +86,7 @@ func run(ctx context.Context, f *member.Flags, table string, batch int, flush ti
 				defer cancel()
 			}
 			res, err := c.Apply(actx, pending, load)
-			f.Report(err)
+			f.Report(res, err)
 			pending = nil
 			if len(res.Applied) > 0 {
 				loads++

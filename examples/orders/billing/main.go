@@ -79,7 +79,7 @@ func run(ctx context.Context, f *member.Flags, progress time.Duration, crashAfte
 			continue
 		}
 		res, err := c.Apply(ctx, recs, store.ApplyInvoices)
-		f.Report(err)
+		f.Report(res, err)
 		applied += len(res.Applied)
 		if time.Since(last) >= progress {
 			last = time.Now()

@@ -78,10 +78,15 @@ func (f *Flags) Open(ctx context.Context, opts ...pgsink.Opt) (*pgxpool.Pool, *p
 	return pool, c, nil
 }
 
-// Report handles an Apply's error: a fence is told and passed over (the
-// partitions' new owner applies those records), anything else is told
-// (the sink moved the partitions back, so the records come again).
-func (f *Flags) Report(err error) {
+// Report tells what an Apply left out: records applied before (which a
+// member reads again only after a transaction whose outcome it did not
+// learn), partitions it was fenced from (their new owner applies those
+// records), and a failure (the sink moved the partitions back, so the
+// records come again).
+func (f *Flags) Report(res pgsink.Result, err error) {
+	if res.Skipped > 0 {
+		f.Logf("skipped %d records applied before", res.Skipped)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, client.ErrFenced):
