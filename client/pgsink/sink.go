@@ -229,6 +229,9 @@ func (s *Sink) Apply(ctx context.Context, recs []*client.Record, fn ApplyFunc) (
 // apply is Apply with the fence (records left out, others committed) and
 // a failure (nothing committed) told apart.
 func (s *Sink) apply(ctx context.Context, recs []*client.Record, fn ApplyFunc) (res Result, fenced, err error) {
+	if fn == nil {
+		return res, nil, errors.New("pgsink: Apply without an ApplyFunc")
+	}
 	why := map[client.TopicPartition]string{}
 	toks := map[client.TopicPartition]token{}
 	var cands []*client.Record

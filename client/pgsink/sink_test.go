@@ -427,6 +427,9 @@ func TestOptions(t *testing.T) {
 	if _, err := s.Assign(ctx, 1, []client.TopicPartition{tp0}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Apply(ctx, recs("orders", 0, 0, 0, 1), nil); err == nil {
+		t.Error("Apply without an ApplyFunc succeeded")
+	}
 	var n int
 	if err := db.QueryRow(ctx, "SELECT count(*) FROM sinks.offsets").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("rows in sinks.offsets: %d, %v; want 1", n, err)
