@@ -424,7 +424,7 @@ async function decompress(codec: CodecName, data: Uint8Array): Promise<Uint8Arra
     }
   } catch (e) {
     if (e instanceof CorruptBatchError || e instanceof UnsupportedCodecError) throw e;
-    throw new CorruptBatchError("corrupt", `${codec}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new CorruptBatchError("corrupt", `${codec}: ${e instanceof Error ? e.message : String(e)}`, e);
   }
 }
 
