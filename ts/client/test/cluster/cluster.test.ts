@@ -332,8 +332,7 @@ describe("against strata dev", () => {
         assert.ok(first <= lastProcessed + 1, `partition ${p}: resumed at ${first}, skipping past ${lastProcessed + 1}`);
         checked++;
       }
-      if (checked === 0) (await import("node:fs")).writeFileSync("/tmp/group-events.json", JSON.stringify({ killedAt, events }));
-      assert.ok(checked > 0, "at least one partition of the killed member was resumed from its commit");
+      assert.ok(checked > 0, `at least one partition of the killed member was resumed from its commit; events: ${JSON.stringify(events.filter((e) => e.member === "a" && e.ev !== "processed"))}`);
     } finally {
       for (const m of members) if (m.p.exitCode === null) m.p.kill("SIGKILL");
     }
