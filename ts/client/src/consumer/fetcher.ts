@@ -278,6 +278,7 @@ export class Fetcher {
       groups.set(info.addr, g);
     }
     if (unroutable) this.refreshSoon();
+    if (groups.size === 0) return; // nothing asked: the refresh wakes the loop
     await Promise.all(
       [...groups].map(async ([addr, g]) => {
         try {
