@@ -705,7 +705,7 @@ class Sink {
         return fail(closed() ?? e);
       }
       const timeLeft = deadline - Date.now();
-      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`throttled by ${info.addr} past the delivery timeout`)));
+      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`no time left to produce to ${info.addr} before the delivery timeout`, { code: Code.DeadlineExceeded })));
       try {
         const resp = await client.produce(
           {
