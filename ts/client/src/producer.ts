@@ -446,7 +446,10 @@ export class Producer {
       this.abort.abort(new ClosedError("producer"));
       const closed = new ClosedError("producer");
       for (const w of this.roomWaiters.splice(0)) w.fail(closed);
-      for (const s of this.sinks.values()) s.failBuffered(closed);
+      for (const s of this.sinks.values()) {
+        s.abort.abort(closed);
+        s.failBuffered(closed);
+      }
     }
     this.cluster.close();
   }
@@ -559,6 +562,12 @@ export class Producer {
 
 /** One partition's buffer and sender. */
 class Sink {
+  /**
+   * Aborted by close: ends this sink's waits and its call in flight. One
+   * per sink rather than the producer's signal, so a signal never carries
+   * more than a listener or two, however many partitions are in flight.
+   */
+  readonly abort = new AbortController();
   private buf: Pending[] = [];
   private bytes = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -653,7 +662,7 @@ class Sink {
       for (const b of batch) b.op.fail(e);
       p.done(batch.length, size);
     };
-    const closed = () => (p.abort.signal.aborted ? new ClosedError("producer") : undefined);
+    const closed = () => (this.abort.signal.aborted ? new ClosedError("producer") : undefined);
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) {
         if (attempt > cfg.maxRetries) return fail(lastErr);
@@ -661,7 +670,7 @@ class Sink {
         if (Date.now() + d > deadline) return fail(new DeliveryTimeoutError(lastErr));
         this.log.debug("produce failed; retrying", { topic: this.topic, partition: this.partition, attempt, retryInMs: Math.round(d), error: lastErr });
         try {
-          await sleep(d, p.abort.signal);
+          await sleep(d, this.abort.signal);
         } catch {
           return fail(closed() ?? new DeliveryTimeoutError(lastErr));
         }
@@ -700,7 +709,7 @@ class Sink {
       // A node that throttled this producer (its produce quota) gets
       // nothing more until the time it asked for has passed.
       try {
-        await this.cluster.throttles.wait(info.addr, p.abort.signal);
+        await this.cluster.throttles.wait(info.addr, this.abort.signal);
       } catch (e) {
         return fail(closed() ?? e);
       }
@@ -716,13 +725,13 @@ class Sink {
             leaderEpoch: info.epoch,
             records: bytes,
           },
-          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)), signal: p.abort.signal },
+          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)), signal: this.abort.signal },
         );
         this.cluster.throttles.note(info.addr, resp.throttleTimeMs);
         this.succeed(batch, size, resp.baseOffset, resp.logAppendTimeMs);
         return;
       } catch (e0) {
-        if (isAbort(e0) || p.abort.signal.aborted) return fail(closed() ?? e0);
+        if (isAbort(e0) || this.abort.signal.aborted) return fail(closed() ?? e0);
         const e = fromConnect(e0, info.addr);
         lastErr = e;
         if (Date.now() >= deadline) return fail(new DeliveryTimeoutError(e));

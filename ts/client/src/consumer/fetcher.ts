@@ -49,6 +49,11 @@ export class Fetcher {
   private loop: Promise<void> | undefined;
   private wakeFn: (() => void) | undefined;
   private wakePending = false;
+  /**
+   * One abort signal per leader for its calls, all aborted by stop: a
+   * signal shared by every call would gather a listener per call in flight.
+   */
+  private readonly aborts = new Map<string, AbortController>();
   /** Leaders (base URLs) with a Fetch in flight. */
   private readonly inFlight = new Set<string>();
   /** Leaders whose last Fetch failed: Date.now() before which they are not asked again, and their backoff. */
@@ -79,9 +84,21 @@ export class Fetcher {
     const loop = this.loop;
     if (!loop) return;
     this.abort?.abort();
+    for (const a of this.aborts.values()) a.abort();
+    this.aborts.clear();
     this.wake();
     await loop;
     this.loop = undefined;
+  }
+
+  /** signalFor returns the abort signal of calls to a leader. */
+  private signalFor(addr: string): AbortSignal {
+    let a = this.aborts.get(addr);
+    if (!a) {
+      a = new AbortController();
+      this.aborts.set(addr, a);
+    }
+    return a.signal;
   }
 
   /** wake looks for partitions to fetch now (an assignment, a resume, a seek, a chunk handled). */
@@ -162,7 +179,9 @@ export class Fetcher {
   }
 
   /** fetch sends one Fetch to a leader and turns its answer into chunks. */
-  private async fetch(addr: string, g: { op: OwnedPartition; epoch: number }[], signal: AbortSignal): Promise<void> {
+  private async fetch(addr: string, g: { op: OwnedPartition; epoch: number }[], loopSignal: AbortSignal): Promise<void> {
+    if (loopSignal.aborted) return;
+    const signal = this.signalFor(addr);
     this.inFlight.add(addr);
     const asked = g.map(({ op }) => ({ pos: op.fetchPos, gen: op.gen }));
     for (const { op } of g) op.inFlight = true;
@@ -262,7 +281,8 @@ export class Fetcher {
   }
 
   /** resolveStarts sets the position of partitions without a committed offset (log start or end). */
-  private async resolveStarts(parts: OwnedPartition[], signal: AbortSignal): Promise<void> {
+  private async resolveStarts(parts: OwnedPartition[], loopSignal: AbortSignal): Promise<void> {
+    if (loopSignal.aborted) return;
     const groups = new Map<string, { op: OwnedPartition; epoch: number; gen: number }[]>();
     let unroutable = false;
     for (const op of parts) {
@@ -281,6 +301,7 @@ export class Fetcher {
     if (groups.size === 0) return; // nothing asked: the refresh wakes the loop
     await Promise.all(
       [...groups].map(async ([addr, g]) => {
+        const signal = this.signalFor(addr);
         try {
           let resp: storage.ListOffsetsResponse;
           try {
