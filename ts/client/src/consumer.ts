@@ -2,191 +2,88 @@
 // style, docs/design/coordinator.md), as the Go client's GroupConsumer
 // (client/group_consumer.go) with kafkajs' run/eachMessage/eachBatch shape.
 //
-// A background heartbeat reports the subscription and the partitions this
-// member owns (plus those assigned and not yet started, so the coordinator
-// never frees a partition this member may still start on). The run loop
-// reconciles a new assignment between fetch rounds: revoked partitions stop,
-// have what was processed committed, and only then stop being reported, so
-// no two members own a partition at once. Commits carry the member epoch and
-// are fenced by the coordinator.
-//
-// Per-partition state lives in OwnedPartition and the two requests that
-// carry it are built in one place each (heartbeatRequest, commitRequest), so
-// a per-partition field of the protocol (an assignment epoch, say) is added
-// there and nowhere else.
+// The Consumer wires four collaborators, each in its own file under
+// consumer/: the Membership (heartbeats, assignments, fences, leaving), the
+// Fetcher (one Fetch in flight per leader), the Dispatcher (handlers, their
+// retries and the dead-letter callback) and the Committer (OffsetCommit and
+// OffsetFetch). What is left here is the control loop that applies each new
+// assignment between them: revoked partitions stop being handled, have
+// what was processed committed, and only then stop being reported, so no
+// two members own a partition at once; added partitions start at their
+// committed offset. A crash (a refusal, a corrupt batch, a handler failing
+// past its retries) stops all four, commits what was processed, leaves the
+// group and emits consumer.crash; restartOnFailure decides whether it
+// joins again.
 
-import { Code, createClient, type Client } from "@connectrpc/connect";
-import { coordinator, storage, type common } from "./api.js";
-import { positive, type ResolvedConfig } from "./config.js";
-import {
-  Action,
-  ClosedError,
-  classify,
-  CorruptBatchError,
-  detailOf,
-  FencedError,
-  fromConnect,
-  fromDetail,
-  isAuthError,
-  StrataError,
-  UnknownTopicError,
-  UnsupportedCodecError,
-} from "./errors.js";
+import { Code } from "@connectrpc/connect";
+import { common } from "./api.js";
+import { positive, resolveRetry, type ResolvedConfig, type ResolvedRetry } from "./config.js";
+import { ClosedError, FencedError, fromConnect, isAuthError, parseOffset, StrataError } from "./errors.js";
+import type { Logger } from "./logger.js";
 import { Cluster } from "./metadata.js";
-import { common as commonNs } from "./api.js";
-import { decodeBatch, isControl, isLogAppendTime, nextOffset, peekSize } from "./recordbatch.js";
+import { Committer } from "./consumer/committer.js";
+import { CoordinatorLink } from "./consumer/coordinator.js";
+import { Dispatcher, type ResolvedRunConfig } from "./consumer/dispatcher.js";
+import { ConsumerEvents, Emitter, type ConsumerEventName, type ConsumerListener } from "./consumer/events.js";
+import { Fetcher, type FetchLimits } from "./consumer/fetcher.js";
+import { Membership } from "./consumer/membership.js";
+import { byTopic, OwnedPartition, sortTPs, tpOf } from "./consumer/partition.js";
+import type { ConsumerConfig, ConsumerRunConfig, ConsumerSubscribeTopics, EachBatchPayload, TopicPartition } from "./consumer/types.js";
 import { Backoff, sleep, tpKey, unrefTimer } from "./util.js";
 
-const { Reason } = commonNs;
+export { ConsumerEvents } from "./consumer/events.js";
+export type {
+  BatchEventPayload,
+  ConsumerEventName,
+  ConsumerEventPayloads,
+  ConsumerListener,
+  InstrumentationEvent,
+  TopicOffsets,
+} from "./consumer/events.js";
+export type {
+  Batch,
+  ConsumerConfig,
+  ConsumerRetryOptions,
+  ConsumerRunConfig,
+  ConsumerSubscribeTopics,
+  DeadLetterPayload,
+  EachBatchPayload,
+  EachMessagePayload,
+  KafkaMessage,
+  TopicPartition,
+  TopicPartitionOffset,
+} from "./consumer/types.js";
 
-type CoordinatorClient = Client<typeof coordinator.CoordinatorService>;
+const { Reason } = common;
 
-/** A consumed message, as kafkajs' KafkaMessage. Bytes are Buffers in Node, Uint8Arrays in browsers. */
-export interface KafkaMessage {
-  key: Uint8Array | null;
-  value: Uint8Array | null;
-  /** Unix ms as a decimal string (the log append time when the topic uses it). */
-  timestamp: string;
-  /** Offset as a decimal string. */
-  offset: string;
-  /** Headers by key; a key that repeats gives an array. */
-  headers: Record<string, Uint8Array | null | (Uint8Array | null)[]>;
-  /** Leader epoch of the batch the message came from. */
-  leaderEpoch: number;
-  /** Size of key and value in bytes. */
-  size: number;
-  attributes: number;
-}
-
-/** A batch of one partition's messages, as kafkajs' Batch. */
-export interface Batch {
-  topic: string;
-  partition: number;
-  highWatermark: string;
-  messages: KafkaMessage[];
-  isEmpty(): boolean;
-  firstOffset(): string | null;
-  lastOffset(): string;
-  offsetLag(): string;
-}
-
-/** What eachMessage receives. */
-export interface EachMessagePayload {
-  topic: string;
-  partition: number;
-  message: KafkaMessage;
-  /** Heartbeats now (the background heartbeat runs anyway). */
-  heartbeat(): Promise<void>;
-  /** Pauses this partition; returns a function that resumes it. */
-  pause(): () => void;
-}
-
-/** What eachBatch receives. */
-export interface EachBatchPayload {
-  batch: Batch;
-  /** Marks messages up to and including offset processed (committed by autoCommit or commitOffsetsIfNecessary). */
-  resolveOffset(offset: string): void;
-  heartbeat(): Promise<void>;
-  /** Commits processed offsets now when autoCommit's interval has passed (always when autoCommit is off). */
-  commitOffsetsIfNecessary(): Promise<void>;
-  /** False once the consumer is stopping. */
-  isRunning(): boolean;
-  /** True once this partition was revoked or lost: stop processing the batch. */
-  isStale(): boolean;
-  pause(): () => void;
-}
-
-/** Options of consumer.run. Durations in ms. */
-export interface ConsumerRunConfig {
-  /** Commit processed offsets every autoCommitInterval, before a revocation and on disconnect. Default true. */
-  autoCommit?: boolean;
-  /** Default 5000. */
-  autoCommitInterval?: number;
-  /** eachBatch: resolve the batch's last offset when the handler returns. Default true. */
-  eachBatchAutoResolve?: boolean;
-  /** Called for each message, in offset order per partition. A throw redelivers the message after a backoff. */
-  eachMessage?: (payload: EachMessagePayload) => Promise<void>;
-  /** Called for each fetched batch of one partition. A throw redelivers from the first unresolved offset. */
-  eachBatch?: (payload: EachBatchPayload) => Promise<void>;
-}
-
-/** Options of `strata.consumer(...)`. Durations in ms. */
-export interface ConsumerConfig {
-  /** Group id. Required. */
+interface ResolvedConsumerConfig extends FetchLimits {
   groupId: string;
-  /** How long the member may take to give up revoked partitions before the coordinator removes it. Default 300000. */
-  rebalanceTimeout?: number;
-  /** Long-poll wait of one fetch. Default 500. */
-  maxWaitTimeInMs?: number;
-  /** Bytes per fetch response. Default 50 MiB. */
-  maxBytes?: number;
-  /** Bytes per partition per fetch. Default 1 MiB. */
-  maxBytesPerPartition?: number;
+  groupInstanceId: string;
+  rebalanceTimeout: number;
+  retry: ResolvedRetry;
+  restartOnFailure: (e: Error) => Promise<boolean>;
 }
 
-/** A topic and partition. */
-export interface TopicPartition {
-  topic: string;
-  partition: number;
-}
+type State = "idle" | "running" | "crashed" | "stopping" | "closed";
 
-/** Events the consumer emits (kafkajs names where kafkajs has one). */
-export const ConsumerEvents = {
-  GROUP_JOIN: "consumer.group_join",
-  /** Partitions gained: payload {partitions}; listeners are awaited before the partitions are fetched. */
-  PARTITIONS_ASSIGNED: "consumer.partitions_assigned",
-  /** Partitions given up or lost: payload {partitions, lost}; listeners are awaited before release. */
-  PARTITIONS_REVOKED: "consumer.partitions_revoked",
-  COMMIT_OFFSETS: "consumer.commit_offsets",
-  CRASH: "consumer.crash",
-} as const;
-
-type Listener = (payload: unknown) => unknown;
-
-/** OwnedPartition is this member's state of one partition it owns. */
-class OwnedPartition {
-  /** Next offset to fetch; -1 until resolved. */
-  pos = -1;
-  /** Next offset to commit (one past the last processed message); -1 when nothing processed. */
-  processed = -1;
-  /** Offset last committed by this member; -1 when none. */
-  committed = -1;
-  /** Leader epoch of the last processed message; -1 when unknown. */
-  leaderEpoch = -1;
-  /** Last high watermark seen; -1 before the first fetch. */
-  hw = -1;
-  paused = false;
-  /** Set once revoked or lost: handlers stop, commits skip it. */
-  stale = false;
-  /** Bumped by seek so a batch being handled stops. */
-  seekGen = 0;
-  constructor(
-    readonly topic: string,
-    readonly partition: number,
-    /**
-     * Member epoch the partition was granted under. Every record handled through this object
-     * was read under it, so commits carry it and the coordinator refuses them once the
-     * partition has been granted again (records read before a fence never move it back).
-     */
-    readonly grantEpoch: number,
-  ) {}
-  get key(): string {
-    return tpKey(this.topic, this.partition);
-  }
-}
-
-/** Consumer is one member of a consumer group. Create it with `strata.consumer({groupId})`. */
+/** Consumer is one member of a consumer group. Create it with `strata.consumer({groupId})`. Not safe to run twice at once. */
 export class Consumer {
-  private readonly cfg: Required<ConsumerConfig>;
-  private readonly cluster: Cluster;
+  /** The member id, a UUID kept for the consumer's lifetime (rejoins included). */
   readonly memberId: string;
-  private topics: string[] = [];
-  private fromBeginning = false;
+  /** Event names (kafkajs' consumer.events). */
+  readonly events = ConsumerEvents;
+  private readonly cfg: ResolvedConsumerConfig;
+  private readonly cluster: Cluster;
+  private readonly log: Logger;
+  private readonly emitter: Emitter;
+  private readonly membership: Membership;
+  private readonly committer: Committer;
+  private fetcher: Fetcher | undefined;
+  private dispatcher: Dispatcher | undefined;
+  private runCfg: ResolvedRunConfig | undefined;
 
-  private epoch = 0;
-  private interval = 1_000;
-  private coordAddr = "";
-  private readonly coords = new Map<string, CoordinatorClient>();
+  /** Subscribed topic -> fromBeginning. */
+  private readonly subscriptions = new Map<string, boolean>();
   private readonly owned = new Map<string, OwnedPartition>();
   private target: Map<string, TopicPartition> | undefined;
   private targetNew = false;
@@ -194,135 +91,226 @@ export class Consumer {
   private readonly pausedKeys = new Set<string>();
   private readonly pendingSeeks = new Map<string, number>();
 
-  private running = false;
-  private stopping = false;
-  private loopDone: Promise<void> | undefined;
-  private hbDone: Promise<void> | undefined;
-  private hbKick: (() => void) | undefined;
-  private hbKickPending = false; // a kick arrived while a heartbeat was in flight
-  private readonly hbAbort = new AbortController();
-  private round: AbortController | undefined;
-  private wakeResolvers: (() => void)[] = [];
-  private commitChain: Promise<unknown> = Promise.resolve();
-  private lastCommit = Date.now();
-  private runCfg: Required<Omit<ConsumerRunConfig, "eachMessage" | "eachBatch">> & ConsumerRunConfig = {
-    autoCommit: true,
-    autoCommitInterval: 5_000,
-    eachBatchAutoResolve: true,
-  };
-  private readonly listeners = new Map<string, Listener[]>();
-  private closed = false;
-  private crashed = false;
+  private state: State = "idle";
+  /** Bumped whenever consuming starts or ends, so a loop of an earlier run stops. */
+  private runGen = 0;
+  private control: Promise<void> | undefined;
+  private controlWake: (() => void) | undefined;
+  private controlPending = false;
+  private restartAbort = new AbortController();
+  private restarts = 0;
+  private joinedAt = 0;
 
   /** @internal use strata.consumer() */
   constructor(
+    /** @internal */
     readonly client: ResolvedConfig,
     cfg: ConsumerConfig,
   ) {
     const problems: string[] = [];
     if (!cfg || typeof cfg.groupId !== "string" || cfg.groupId === "") problems.push("groupId: required");
+    if (cfg?.groupInstanceId !== undefined && (typeof cfg.groupInstanceId !== "string" || cfg.groupInstanceId === "")) problems.push("groupInstanceId: want a non-empty string");
+    const restartOnFailure = cfg?.retry?.restartOnFailure ?? (async () => true);
+    if (typeof restartOnFailure !== "function") problems.push("retry.restartOnFailure: want a function");
     this.cfg = {
       groupId: cfg?.groupId,
+      groupInstanceId: cfg?.groupInstanceId ?? "",
       rebalanceTimeout: cfg?.rebalanceTimeout ?? 300_000,
       maxWaitTimeInMs: cfg?.maxWaitTimeInMs ?? 500,
+      minBytes: cfg?.minBytes ?? 1,
       maxBytes: cfg?.maxBytes ?? 50 << 20,
       maxBytesPerPartition: cfg?.maxBytesPerPartition ?? 1 << 20,
+      retry: resolveRetry(problems, "retry", cfg?.retry, client.retry),
+      restartOnFailure,
     };
     positive(problems, "rebalanceTimeout", this.cfg.rebalanceTimeout);
     positive(problems, "maxBytes", this.cfg.maxBytes);
     positive(problems, "maxBytesPerPartition", this.cfg.maxBytesPerPartition);
     if (!(this.cfg.maxWaitTimeInMs >= 0)) problems.push(`maxWaitTimeInMs ${this.cfg.maxWaitTimeInMs}: must not be negative`);
+    if (!(Number.isInteger(this.cfg.minBytes) && this.cfg.minBytes >= 0)) problems.push(`minBytes ${this.cfg.minBytes}: want a whole number, 0 or more`);
     if (problems.length) throw new TypeError(`@strata-mq/client: bad consumer config: ${problems.join("; ")}`);
-    this.cluster = new Cluster(client);
     this.memberId = newMemberId();
+    this.log = client.logger.namespace("Consumer");
+    this.cluster = new Cluster(client, "Consumer.Cluster");
+    this.emitter = new Emitter(this.log);
+    const link = new CoordinatorLink(this.cluster, this.cfg.groupId, client.requestTimeout, this.cfg.retry, this.log);
+    this.membership = new Membership(
+      {
+        groupId: this.cfg.groupId,
+        memberId: this.memberId,
+        instanceId: this.cfg.groupInstanceId,
+        clientId: client.clientId,
+        rebalanceTimeout: this.cfg.rebalanceTimeout,
+        topics: () => [...this.subscriptions.keys()],
+        reported: () => this.reported(),
+        onAssignment: (t) => this.onAssignment(t),
+        onFenced: () => this.onFenced(),
+        onFatal: (e) => void this.crash(e, false),
+      },
+      link,
+      this.emitter,
+      client.requestTimeout,
+      () => Backoff.of(client.retry),
+      this.log,
+    );
+    this.committer = new Committer(
+      { groupId: this.cfg.groupId, memberId: this.memberId, epoch: () => this.membership.epoch, owned: (k) => this.owned.get(k) },
+      link,
+      this.emitter,
+      this.log,
+    );
   }
 
-  /** Connects (kafkajs compatibility): checks that the gateway answers. */
+  /** connect checks that the gateway answers (kafkajs compatibility; run does not need it). */
   async connect(): Promise<void> {
     try {
       await this.cluster.gw.metadata({ topics: [] }, { timeoutMs: this.client.requestTimeout });
     } catch (e) {
-      throw fromConnect(e);
+      throw fromConnect(e, this.cluster.gatewayUrl);
     }
+    await this.emitter.emit(ConsumerEvents.CONNECT, {});
   }
 
   /**
-   * subscribe adds topics to the subscription. fromBeginning: where a
-   * partition the group has no committed offset for starts (true: the log
-   * start; false, the default as in kafkajs: the end).
+   * subscribe adds topics to the subscription: names, or regular
+   * expressions matched against the cluster's topics now (a topic created
+   * later is not added; subscribe again). fromBeginning applies to the
+   * topics of this call: where a partition the group has no committed
+   * offset for starts (true: the log start; false, the default as in
+   * kafkajs: the end). A named topic that does not exist rejects with
+   * UnknownTopicError.
    */
-  async subscribe(s: { topics?: string[]; topic?: string; fromBeginning?: boolean }): Promise<void> {
-    const add = [...(s.topics ?? []), ...(s.topic ? [s.topic] : [])];
-    if (add.length === 0) throw new TypeError("@strata-mq/client: subscribe needs {topics: [...]}");
-    for (const t of add) {
-      if (typeof t !== "string" || t === "") throw new TypeError(`@strata-mq/client: bad topic ${JSON.stringify(t)}`);
-      await this.cluster.topic(t); // UnknownTopicError now rather than an empty assignment later
-      if (!this.topics.includes(t)) this.topics.push(t);
-    }
-    this.fromBeginning = s.fromBeginning ?? this.fromBeginning;
-    this.kickHeartbeat();
-  }
-
-  /** on adds an event listener (ConsumerEvents); returns a function that removes it. */
-  on(event: string, listener: Listener): () => void {
-    const l = this.listeners.get(event) ?? [];
-    l.push(listener);
-    this.listeners.set(event, l);
-    return () => {
-      const cur = this.listeners.get(event) ?? [];
-      this.listeners.set(event, cur.filter((x) => x !== listener));
-    };
-  }
-
-  private async emit(event: string, payload: object): Promise<void> {
-    for (const l of this.listeners.get(event) ?? []) {
-      try {
-        await l({ type: event, timestamp: Date.now(), payload });
-      } catch {
-        // a listener's failure must not break the group protocol
+  async subscribe(s: ConsumerSubscribeTopics): Promise<void> {
+    if (this.state === "closed") throw new ClosedError("consumer");
+    const given = [...(s?.topics ?? []), ...(s?.topic !== undefined ? [s.topic] : [])];
+    if (given.length === 0) throw new TypeError("@strata-mq/client: subscribe needs {topics: [...]}");
+    const names: string[] = [];
+    let all: string[] | undefined;
+    for (const t of given) {
+      if (t instanceof RegExp) {
+        if (!all) {
+          try {
+            all = (await this.cluster.gw.listTopics({}, { timeoutMs: this.client.requestTimeout })).topics.map((x) => x.name);
+          } catch (e) {
+            throw fromConnect(e, this.cluster.gatewayUrl);
+          }
+        }
+        const matched = all.filter((n) => new RegExp(t.source, t.flags.replace("g", "")).test(n));
+        if (matched.length === 0) this.log.warn("a subscription pattern matches no topic", { pattern: String(t) });
+        names.push(...matched);
+        continue;
       }
+      if (typeof t !== "string" || t === "") throw new TypeError(`@strata-mq/client: bad topic ${JSON.stringify(t)}`);
+      names.push(t);
     }
+    for (const t of names) await this.cluster.topic(t); // UnknownTopicError now rather than an empty assignment later
+    for (const t of names) this.subscriptions.set(t, s.fromBeginning ?? false);
+    this.membership.kick();
+  }
+
+  /**
+   * on adds an event listener; returns a function that removes it. A
+   * listener that throws is logged and does not stop the others. Listeners
+   * of partitions_assigned and partitions_revoked are awaited before the
+   * partitions are fetched or released.
+   */
+  on<E extends ConsumerEventName>(event: E, listener: ConsumerListener<E>): () => void {
+    return this.emitter.on(event, listener);
   }
 
   /**
    * run joins the group and starts consuming in the background; it resolves
-   * once started (as kafkajs). Handlers run one at a time, in offset order per
-   * partition.
+   * once started (as kafkajs). Handlers of one partition run one at a time,
+   * in offset order; up to partitionsConsumedConcurrently partitions at once.
    */
   async run(cfg: ConsumerRunConfig): Promise<void> {
-    if (this.closed) throw new ClosedError("consumer");
-    if (this.running) throw new StrataError("consumer is already running");
+    if (this.state === "closed") throw new ClosedError("consumer");
+    if (this.state !== "idle") throw new StrataError("consumer is already running", { code: Code.FailedPrecondition });
     if (!cfg || (!cfg.eachMessage && !cfg.eachBatch)) throw new TypeError("@strata-mq/client: run needs eachMessage or eachBatch");
-    if (this.topics.length === 0) throw new TypeError("@strata-mq/client: subscribe before run");
-    this.runCfg = { ...this.runCfg, ...cfg };
-    if (cfg.autoCommitInterval !== undefined) {
-      const p: string[] = [];
-      positive(p, "autoCommitInterval", cfg.autoCommitInterval);
-      if (p.length) throw new TypeError(`@strata-mq/client: bad run config: ${p.join("; ")}`);
+    if (this.subscriptions.size === 0) throw new TypeError("@strata-mq/client: subscribe before run");
+    const rc: ResolvedRunConfig = {
+      autoCommit: cfg.autoCommit ?? true,
+      autoCommitInterval: cfg.autoCommitInterval ?? 5_000,
+      eachBatchAutoResolve: cfg.eachBatchAutoResolve ?? true,
+      partitionsConsumedConcurrently: cfg.partitionsConsumedConcurrently ?? 1,
+      eachMessage: cfg.eachMessage,
+      eachBatch: cfg.eachBatch,
+      deadLetter: cfg.deadLetter,
+    };
+    const p: string[] = [];
+    positive(p, "autoCommitInterval", rc.autoCommitInterval);
+    if (!(Number.isInteger(rc.partitionsConsumedConcurrently) && rc.partitionsConsumedConcurrently >= 1)) {
+      p.push(`partitionsConsumedConcurrently ${rc.partitionsConsumedConcurrently}: want a whole number, 1 or more`);
     }
-    this.running = true;
-    if (!this.hbDone) this.hbDone = this.heartbeatLoop();
-    this.loopDone = this.loop();
+    if (rc.deadLetter !== undefined && typeof rc.deadLetter !== "function") p.push("deadLetter: want a function");
+    if (p.length) throw new TypeError(`@strata-mq/client: bad run config: ${p.join("; ")}`);
+    this.runCfg = rc;
+    this.fetcher = new Fetcher(
+      {
+        parts: () => this.owned.values(),
+        fromBeginning: (t) => this.subscriptions.get(t) ?? false,
+        onChunk: () => this.dispatcher?.schedule(),
+        onFatal: (e) => void this.crash(e, false),
+      },
+      this.cluster,
+      this.cfg,
+      this.client.requestTimeout,
+      this.client.retry,
+      this.emitter,
+      this.log,
+    );
+    this.dispatcher = new Dispatcher(
+      {
+        parts: () => this.owned.values(),
+        running: () => this.state === "running",
+        pause: (op) => {
+          this.pause([{ topic: op.topic, partitions: [op.partition] }]);
+          return () => this.resume([{ topic: op.topic, partitions: [op.partition] }]);
+        },
+        heartbeat: () => this.membership.beat(),
+        commitOffsetsIfNecessary: () => this.commitOffsetsIfNecessary(),
+        uncommittedOffsets: () => this.uncommittedOffsets(),
+        onHandled: () => this.fetcher?.wake(),
+        onExhausted: (e) => void this.crash(e, true),
+      },
+      rc,
+      this.cfg.retry,
+      this.emitter,
+      this.log,
+    );
+    this.restartAbort = new AbortController();
+    this.start();
+  }
+
+  /** start begins (or, after a crash, resumes) consuming: heartbeats, fetches, handlers and the control loop. */
+  private start(): void {
+    this.state = "running";
+    const gen = ++this.runGen;
+    if (this.membership.epoch < 0) this.membership.rejoin();
+    this.joinedAt = Date.now();
+    this.membership.start();
+    this.fetcher!.start();
+    this.dispatcher!.start();
+    this.control = this.controlLoop(gen);
   }
 
   /** assignment returns the partitions this member owns now, sorted. */
   assignment(): TopicPartition[] {
-    return sortTPs([...this.owned.values()].map((o) => ({ topic: o.topic, partition: o.partition })));
+    return sortTPs([...this.owned.values()].map(tpOf));
   }
 
-  /** The member epoch last granted (0 before joining). */
+  /** The member epoch last granted (0 before joining, -1 after leaving). */
   memberEpoch(): number {
-    return this.epoch;
+    return this.membership.epoch;
   }
 
-  /** pause stops fetching the given partitions (all of a topic when partitions is omitted). */
+  /** pause stops fetching and handling the given partitions (all of a topic when partitions is omitted). */
   pause(tps: { topic: string; partitions?: number[] }[]): void {
     for (const k of this.expand(tps)) {
       this.pausedKeys.add(k);
       const o = this.owned.get(k);
       if (o) o.paused = true;
     }
-    this.wake();
   }
 
   /** resume undoes pause. */
@@ -332,12 +320,13 @@ export class Consumer {
       const o = this.owned.get(k);
       if (o) o.paused = false;
     }
-    this.wake();
+    this.fetcher?.wake();
+    this.dispatcher?.schedule();
   }
 
   /** paused lists paused partitions this member owns. */
   paused(): TopicPartition[] {
-    return sortTPs([...this.owned.values()].filter((o) => o.paused).map((o) => ({ topic: o.topic, partition: o.partition })));
+    return sortTPs([...this.owned.values()].filter((o) => o.paused).map(tpOf));
   }
 
   private expand(tps: { topic: string; partitions?: number[] }[]): string[] {
@@ -354,653 +343,189 @@ export class Consumer {
 
   /**
    * seek moves a partition's position to offset (a decimal string or
-   * number); the next message delivered is the one at that offset, and with
-   * autoCommit the offset is committed as processed. A partition not owned
-   * yet starts there when it is assigned.
+   * number; InvalidOffsetError otherwise): the next message delivered is the
+   * one at that offset, and with autoCommit the offset is committed as
+   * processed. A partition not owned yet starts there when it is assigned.
    */
   seek(s: { topic: string; partition: number; offset: string | number }): void {
-    const off = Number(s.offset);
-    if (!Number.isSafeInteger(off) || off < 0) throw new TypeError(`@strata-mq/client: bad seek offset ${JSON.stringify(s.offset)}`);
+    const off = parseOffset(s?.offset);
     const k = tpKey(s.topic, s.partition);
     const o = this.owned.get(k);
     if (o) {
-      o.pos = off;
+      o.seek(off);
       o.processed = off;
-      o.seekGen++;
     } else this.pendingSeeks.set(k, off);
-    this.wake();
+    this.fetcher?.wake();
   }
 
-  /** commitOffsets commits explicit offsets (the next offset to consume) of partitions this member owns. */
+  /**
+   * commitOffsets commits explicit offsets (the next offset to consume) of
+   * partitions this member owns; FencedError for one it does not own,
+   * InvalidOffsetError for an offset that is not one.
+   */
   async commitOffsets(offsets: { topic: string; partition: number; offset: string | number }[]): Promise<void> {
     const parts: OwnedPartition[] = [];
     const values = new Map<string, number>();
     for (const o of offsets) {
+      const v = parseOffset(o.offset);
       const k = tpKey(o.topic, o.partition);
       const own = this.owned.get(k);
       if (!own) throw new FencedError(`${o.topic}/${o.partition} is not owned by this member; not committed`, { code: Code.Aborted, reason: Reason.FENCED_MEMBER_EPOCH });
       parts.push(own);
-      values.set(k, Number(o.offset));
+      values.set(k, v);
     }
-    await this.commit(parts, values);
+    await this.committer.commit(parts, values);
   }
 
-  /** disconnect stops consuming, commits what was processed (with autoCommit), leaves the group and releases connections. Safe twice. */
-  async disconnect(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.stopping = true;
-    this.running = false;
-    this.round?.abort();
-    this.wake();
-    await this.loopDone?.catch(() => undefined);
+  /** commitOffsetsIfNecessary commits processed offsets when autoCommit's interval has passed, or always without autoCommit. */
+  private async commitOffsetsIfNecessary(): Promise<void> {
+    const rc = this.runCfg;
+    if (!rc) return;
+    if (!rc.autoCommit || Date.now() - this.committer.lastCommit >= rc.autoCommitInterval) await this.committer.commitProcessed(this.liveParts());
+  }
+
+  private uncommittedOffsets(): ReturnType<EachBatchPayload["uncommittedOffsets"]> {
+    const byT = new Map<string, { partition: number; offset: string }[]>();
+    for (const o of this.owned.values()) {
+      if (o.processed < 0 || o.processed === o.committed || o.stale) continue;
+      const l = byT.get(o.topic) ?? [];
+      l.push({ partition: o.partition, offset: String(o.processed) });
+      byT.set(o.topic, l);
+    }
+    return { topics: [...byT].map(([topic, partitions]) => ({ topic, partitions })) };
+  }
+
+  private liveParts(): OwnedPartition[] {
+    return [...this.owned.values()].filter((o) => !o.stale);
+  }
+
+  /**
+   * stop stops consuming, commits what was processed (with autoCommit) and
+   * leaves the group; run may be called again. Safe to call when not running.
+   */
+  async stop(): Promise<void> {
+    if (this.state === "idle" || this.state === "closed" || this.state === "stopping") return;
+    this.state = "stopping";
+    this.runGen++;
+    this.restartAbort.abort();
+    this.wakeControl();
+    await this.halt();
     let err: unknown;
-    if (this.runCfg.autoCommit && this.epoch > 0) {
+    if (this.runCfg?.autoCommit && this.membership.epoch > 0) {
       try {
-        await this.commit([...this.owned.values()]);
+        await this.committer.commitProcessed(this.liveParts());
       } catch (e) {
         err = e;
       }
     }
-    this.hbAbort.abort();
-    this.hbKick?.();
-    await this.hbDone?.catch(() => undefined);
-    if (this.epoch > 0) {
-      try {
-        await this.coordCall((c, timeoutMs) =>
-          c.consumerGroupHeartbeat({ groupId: this.cfg.groupId, memberId: this.memberId, memberEpoch: -1 }, { timeoutMs }),
-        );
-      } catch (e) {
-        err ??= e;
-      }
-      this.epoch = -1;
+    try {
+      await this.membership.leave();
+    } catch (e) {
+      err ??= e;
     }
-    this.owned.clear();
-    this.cluster.close();
+    this.release();
+    this.state = "idle";
+    await this.emitter.emit(ConsumerEvents.STOP, {});
     if (err) throw err;
   }
 
-  /** stop is disconnect (kafkajs' stop also keeps the connection; here both release everything). */
-  stop(): Promise<void> {
-    return this.disconnect();
-  }
-
-  // ---- the run loop ----
-
-  private wake(): void {
-    this.round?.abort();
-    const w = this.wakeResolvers;
-    this.wakeResolvers = [];
-    for (const f of w) f();
-  }
-
-  private waitWake(ms: number): Promise<void> {
-    return new Promise((r) => {
-      const t = setTimeout(r, ms);
-      this.wakeResolvers.push(() => {
-        clearTimeout(t);
-        r();
-      });
-    });
-  }
-
-  private async loop(): Promise<void> {
-    const bo = new Backoff(this.client.retryBackoff, this.client.maxRetryBackoff);
-    while (this.running) {
-      try {
-        await this.reconcile();
-        if (this.runCfg.autoCommit && Date.now() - this.lastCommit >= this.runCfg.autoCommitInterval) {
-          await this.commitProcessed().catch(() => undefined); // retried at the next interval
-        }
-        const parts = [...this.owned.values()].filter((o) => !o.paused && !o.stale);
-        if (parts.length === 0) {
-          await this.waitWake(this.targetNew ? 0 : 200);
-          continue;
-        }
-        const unresolved = parts.filter((o) => o.pos < 0);
-        if (unresolved.length) await this.resolveStarts(unresolved);
-        const got = await this.fetchRound(parts.filter((o) => o.pos >= 0));
-        for (const g of got) {
-          // A new assignment or a fence is applied before the next
-          // partition's messages: revocations must not wait for a whole
-          // round. Positions of partitions not handled did not move.
-          if (!this.running || this.targetNew || this.lost.length > 0) break;
-          const ok = await this.handle(g.op, g.asked, g.records, g.next);
-          if (!ok) {
-            await sleep(bo.next());
-            break;
-          }
-          bo.reset();
-        }
-      } catch (e) {
-        if (!this.running) break;
-        if (e instanceof UnknownTopicError || e instanceof CorruptBatchError || e instanceof UnsupportedCodecError || isAuthError(e)) {
-          await this.crash(e);
-          break;
-        }
-        await sleep(bo.next());
-      }
+  /** disconnect stops consuming (see stop) and releases the connections. Safe twice. */
+  async disconnect(): Promise<void> {
+    if (this.state === "closed") return;
+    let err: unknown;
+    try {
+      await this.stop();
+    } catch (e) {
+      err = e;
     }
+    this.state = "closed";
+    this.cluster.close();
+    await this.emitter.emit(ConsumerEvents.DISCONNECT, {});
+    if (err) throw err;
+  }
+
+  /** halt stops the fetcher, the dispatcher (waiting for running handlers) and the control loop. */
+  private async halt(): Promise<void> {
+    await this.fetcher?.stop();
+    await this.dispatcher?.stop();
+    await this.control;
+    this.control = undefined;
+  }
+
+  /** release drops every partition (nothing more is handled or committed for them). */
+  private release(): void {
+    for (const o of this.owned.values()) o.stale = true;
+    this.owned.clear();
+    this.target = undefined;
+    this.targetNew = false;
+    this.lost = [];
   }
 
   /**
-   * crash stops consuming for an error no retry can fix (kafkajs' crash
-   * without restart): an unknown topic, a corrupt batch, or a refusal
-   * (StrataAuthenticationError, StrataAuthorizationError). The run loop and
-   * the heartbeats stop, so the coordinator gives this member's partitions
-   * to the others once its session times out; disconnect() still commits
-   * what was processed and leaves the group.
+   * crash stops consuming after an error: it commits what was processed
+   * (with autoCommit), leaves the group, so the coordinator gives the
+   * partitions to the other members at once, and emits consumer.crash. A
+   * restartable error (a handler past its retries) asks restartOnFailure,
+   * and on true joins again after a backoff; refusals, corrupt batches and
+   * unknown topics do not restart.
    */
-  private async crash(error: unknown): Promise<void> {
-    if (this.crashed || this.stopping) return; // a refusal while disconnecting is disconnect's to report
-    this.crashed = true;
-    this.running = false;
-    this.hbAbort.abort();
-    this.hbKick?.();
-    this.wake();
-    await this.emit(ConsumerEvents.CRASH, { error, groupId: this.cfg.groupId, restart: false });
-  }
-
-  /** handle delivers one partition's fetched messages; false when a handler threw (redelivery after a backoff). */
-  private async handle(op: OwnedPartition, asked: number, msgs: KafkaMessage[], next: number): Promise<boolean> {
-    if (op.stale || op.pos !== asked || this.owned.get(op.key) !== op) return true;
-    const gen = op.seekGen;
-    const live = () => this.running && !op.stale && op.seekGen === gen;
-    const pause = () => {
-      this.pause([{ topic: op.topic, partitions: [op.partition] }]);
-      return () => this.resume([{ topic: op.topic, partitions: [op.partition] }]);
-    };
-    const heartbeat = async () => this.kickHeartbeat();
-    if (this.runCfg.eachBatch) {
-      let resolved = -1;
-      let resolvedEpoch = -1;
-      const batch: Batch = {
-        topic: op.topic,
-        partition: op.partition,
-        highWatermark: String(op.hw),
-        messages: msgs,
-        isEmpty: () => msgs.length === 0,
-        firstOffset: () => (msgs.length ? msgs[0]!.offset : null),
-        lastOffset: () => (msgs.length ? msgs[msgs.length - 1]!.offset : String(next - 1)),
-        offsetLag: () => String(Math.max(0, op.hw - 1 - (msgs.length ? Number(msgs[msgs.length - 1]!.offset) : next - 1))),
-      };
-      const resolveOffset = (offset: string) => {
-        const o = Number(offset);
-        if (o + 1 > resolved) {
-          resolved = o + 1;
-          resolvedEpoch = msgs.find((m) => m.offset === offset)?.leaderEpoch ?? resolvedEpoch;
-          if (live()) {
-            op.processed = resolved;
-            op.leaderEpoch = resolvedEpoch;
-          }
-        }
-      };
+  private async crash(error: unknown, restartable: boolean): Promise<void> {
+    if (this.state !== "running") return; // a refusal while stopping is stop's to report
+    this.state = "crashed";
+    this.runGen++;
+    this.wakeControl();
+    const err = error instanceof Error ? error : new StrataError(String(error), { cause: error });
+    this.log.error("consumer crashed", { groupId: this.cfg.groupId, error: err });
+    await this.halt();
+    if (this.runCfg?.autoCommit && this.membership.epoch > 0) await this.committer.commitQuietly(this.liveParts(), "after a crash");
+    try {
+      await this.membership.leave();
+    } catch (e) {
+      this.log.warn("leaving the group after a crash failed; the coordinator removes this member when its session times out", { groupId: this.cfg.groupId, error: e });
+    }
+    this.release();
+    let restart = false;
+    if (restartable && !isAuthError(err)) {
       try {
-        await this.runCfg.eachBatch({
-          batch,
-          resolveOffset,
-          heartbeat,
-          commitOffsetsIfNecessary: async () => {
-            if (!this.runCfg.autoCommit || Date.now() - this.lastCommit >= this.runCfg.autoCommitInterval) await this.commitProcessed();
-          },
-          isRunning: () => this.running,
-          isStale: () => op.stale || op.seekGen !== gen,
-          pause,
-        });
+        restart = (await this.cfg.restartOnFailure(err)) === true;
       } catch (e) {
-        if (live()) op.pos = resolved >= 0 ? resolved : asked;
-        await this.emit(ConsumerEvents.CRASH, { error: e, groupId: this.cfg.groupId, restart: true });
-        return false;
-      }
-      if (!live()) return true;
-      if (this.runCfg.eachBatchAutoResolve && msgs.length) resolveOffset(msgs[msgs.length - 1]!.offset);
-      if (op.paused && resolved >= 0) op.pos = resolved;
-      else op.pos = this.runCfg.eachBatchAutoResolve ? next : resolved >= 0 ? resolved : next;
-      return true;
-    }
-    for (const m of msgs) {
-      if (!live()) return true;
-      if (op.paused) {
-        op.pos = Number(m.offset);
-        return true;
-      }
-      try {
-        await this.runCfg.eachMessage!({ topic: op.topic, partition: op.partition, message: m, heartbeat, pause });
-      } catch (e) {
-        if (live()) op.pos = Number(m.offset);
-        await this.emit(ConsumerEvents.CRASH, { error: e, groupId: this.cfg.groupId, restart: true });
-        return false;
-      }
-      if (!live()) return true;
-      op.processed = Number(m.offset) + 1;
-      op.leaderEpoch = m.leaderEpoch;
-    }
-    if (live() && !op.paused) op.pos = next;
-    return true;
-  }
-
-  /** reconcile applies the latest assignment: revoke (commit first), then assign. */
-  private async reconcile(): Promise<void> {
-    const lost = this.lost;
-    this.lost = [];
-    if (lost.length) await this.emit(ConsumerEvents.PARTITIONS_REVOKED, { partitions: lost, lost: true });
-    if (!this.targetNew || !this.target) return;
-    this.targetNew = false;
-    const target = this.target;
-    const revoked = [...this.owned.values()].filter((o) => !target.has(o.key));
-    const added = [...target.entries()].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp);
-    if (revoked.length) {
-      if (this.runCfg.autoCommit) await this.commit(revoked).catch(() => undefined);
-      for (const o of revoked) o.stale = true;
-      await this.emit(ConsumerEvents.PARTITIONS_REVOKED, { partitions: sortTPs(revoked.map(tpOf)), lost: false });
-      for (const o of revoked) this.owned.delete(o.key);
-    }
-    if (added.length) {
-      let committed: Map<string, number>;
-      try {
-        committed = await this.fetchCommitted(added);
-      } catch (e) {
-        this.targetNew = true; // try again next round
-        throw e;
-      }
-      if (this.target !== target) {
-        this.targetNew = true;
-      }
-      const now: TopicPartition[] = [];
-      for (const tp of added) {
-        const k = tpKey(tp.topic, tp.partition);
-        if (!this.target?.has(k) || this.owned.has(k)) continue;
-        const o = new OwnedPartition(tp.topic, tp.partition, this.epoch);
-        const c = committed.get(k) ?? -1;
-        if (c >= 0) {
-          o.pos = c;
-          o.processed = c;
-          o.committed = c;
-        }
-        const seek = this.pendingSeeks.get(k);
-        if (seek !== undefined) {
-          o.pos = seek;
-          o.processed = seek;
-          this.pendingSeeks.delete(k);
-        }
-        o.paused = this.pausedKeys.has(k);
-        this.owned.set(k, o);
-        now.push(tp);
-      }
-      if (now.length) {
-        await this.emit(ConsumerEvents.PARTITIONS_ASSIGNED, { partitions: sortTPs(now) });
-        await this.emit(ConsumerEvents.GROUP_JOIN, {
-          groupId: this.cfg.groupId,
-          memberId: this.memberId,
-          memberEpoch: this.epoch,
-          memberAssignment: Object.fromEntries(byTopic(this.assignment())),
-        });
+        this.log.error("restartOnFailure failed; not restarting", { error: e });
       }
     }
-    if (revoked.length || added.length) this.kickHeartbeat();
-  }
-
-  private async fetchCommitted(tps: TopicPartition[]): Promise<Map<string, number>> {
-    const byT = new Map<string, number[]>();
-    for (const tp of tps) byT.set(tp.topic, [...(byT.get(tp.topic) ?? []), tp.partition]);
-    const resp = await this.coordCall((c, timeoutMs) =>
-      c.offsetFetch({ groupId: this.cfg.groupId, topics: [...byT].map(([topic, partitions]) => ({ topic, partitions })) }, { timeoutMs }),
-    );
-    const out = new Map<string, number>();
-    for (const o of resp.offsets) out.set(tpKey(o.topic, o.partition), Number(o.committedOffset));
-    return out;
-  }
-
-  /** resolveStarts sets the position of partitions without a committed offset (log start or end). */
-  private async resolveStarts(parts: OwnedPartition[]): Promise<void> {
-    const groups = await this.byLeader(parts);
-    let refused: StrataError | undefined;
-    await Promise.all(
-      [...groups].map(async ([addr, g]) => {
-        try {
-          const resp = await this.cluster.storage(addr).listOffsets(
-            {
-              partitions: g.map(({ op, epoch }) => ({
-                topic: op.topic,
-                partition: op.partition,
-                currentLeaderEpoch: epoch,
-                spec: this.fromBeginning ? storage.OffsetSpec.EARLIEST : storage.OffsetSpec.LATEST,
-              })),
-            },
-            { timeoutMs: this.client.requestTimeout },
-          );
-          resp.partitions.forEach((r, i) => {
-            const op = g[i]?.op;
-            if (!op) return;
-            if (r.error) {
-              const e = fromDetail(r.error);
-              if (isAuthError(e)) refused ??= e;
-              else this.partitionError(op, e);
-              return;
-            }
-            if (op.pos < 0) op.pos = Number(r.offset);
-          });
-        } catch (e0) {
-          const e = fromConnect(e0);
-          if (isAuthError(e)) refused ??= e;
-          else await this.cluster.refresh().catch(() => undefined);
-        }
-      }),
-    );
-    if (refused) throw refused;
-  }
-
-  private async byLeader(parts: OwnedPartition[]): Promise<Map<string, { op: OwnedPartition; epoch: number }[]>> {
-    const groups = new Map<string, { op: OwnedPartition; epoch: number }[]>();
-    let refresh = false;
-    for (const op of parts) {
-      try {
-        const { info } = await this.cluster.leader(op.topic, op.partition);
-        const g = groups.get(info.addr) ?? [];
-        g.push({ op, epoch: info.epoch });
-        groups.set(info.addr, g);
-      } catch (e) {
-        if (e instanceof UnknownTopicError) throw e;
-        refresh = true;
-      }
+    await this.emitter.emit(ConsumerEvents.CRASH, { error: err, groupId: this.cfg.groupId, restart });
+    if (!restart || this.state !== "crashed") return;
+    const bo = Backoff.of(this.cfg.retry);
+    let wait = 0;
+    for (let i = 0; i <= this.restarts; i++) wait = bo.next();
+    this.restarts++;
+    this.log.info("restarting after a crash", { groupId: this.cfg.groupId, inMs: Math.round(wait) });
+    try {
+      await sleep(wait, this.restartAbort.signal);
+    } catch {
+      return; // stopped meanwhile
     }
-    if (refresh) await this.cluster.refresh().catch(() => undefined);
-    return groups;
+    if (this.state === "crashed") this.start();
   }
 
-  /** partitionError handles a per-partition fetch or ListOffsets failure. */
-  private partitionError(op: OwnedPartition, e: StrataError): void {
-    if (e.reasonCode === Reason.OFFSET_OUT_OF_RANGE && e.detail?.hint.case === "offsetRange") {
-      const h = e.detail.hint.value;
-      const lso = Number(h.logStartOffset);
-      const hw = Number(h.highWatermark);
-      if (op.pos >= 0 && op.pos < lso) op.pos = lso;
-      else if (op.pos > hw) op.pos = hw;
-      return;
-    }
-    if (classify(e) === Action.Refresh && !this.cluster.applyHint(e)) void this.cluster.refresh().catch(() => undefined);
-  }
+  // ---- assignments ----
 
-  /** fetchRound long-polls every leader at once and returns the answers with messages (the first cancels the rest). */
-  private async fetchRound(parts: OwnedPartition[]): Promise<{ op: OwnedPartition; asked: number; records: KafkaMessage[]; next: number }[]> {
-    if (parts.length === 0) {
-      await this.waitWake(this.client.retryBackoff);
-      return [];
-    }
-    const groups = await this.byLeader(parts);
-    if (groups.size === 0) {
-      await this.waitWake(this.client.retryBackoff);
-      return [];
-    }
-    const round = new AbortController();
-    this.round = round;
-    const out: { op: OwnedPartition; asked: number; records: KafkaMessage[]; next: number }[] = [];
-    let failures = 0;
-    let refused: StrataError | undefined;
-    await Promise.all(
-      [...groups].map(async ([addr, g]) => {
-        const asked = g.map(({ op }) => op.pos);
-        let resp: storage.FetchResponse;
-        try {
-          // A node that throttled this consumer (its fetch quota) is asked
-          // again only once the time it gave has passed.
-          await this.cluster.throttles.wait(addr, round.signal);
-          resp = await this.cluster.storage(addr).fetch(
-            {
-              maxWaitMs: this.cfg.maxWaitTimeInMs,
-              minBytes: 1,
-              maxBytes: this.cfg.maxBytes,
-              partitions: g.map(({ op, epoch }, i) => ({
-                topic: op.topic,
-                partition: op.partition,
-                fetchOffset: BigInt(asked[i]!),
-                currentLeaderEpoch: epoch,
-                maxBytes: this.cfg.maxBytesPerPartition,
-              })),
-            },
-            { signal: round.signal, timeoutMs: this.client.requestTimeout + this.cfg.maxWaitTimeInMs },
-          );
-        } catch (e0) {
-          const e = fromConnect(e0);
-          if (isAuthError(e)) refused ??= e;
-          else if (!round.signal.aborted) {
-            failures++;
-            await this.cluster.refresh().catch(() => undefined);
-          }
-          return;
-        }
-        this.cluster.throttles.note(addr, resp.throttleTimeMs);
-        let any = false;
-        for (let i = 0; i < resp.partitions.length && i < g.length; i++) {
-          const pr = resp.partitions[i]!;
-          const op = g[i]!.op;
-          if (op.pos !== asked[i] || op.stale) continue;
-          if (pr.error) {
-            const e = fromDetail(pr.error);
-            if (isAuthError(e)) refused ??= e; // a partition this principal may not read
-            else this.partitionError(op, e);
-            continue;
-          }
-          op.hw = Number(pr.highWatermark);
-          const { msgs, next } = await decodeFrom(pr.records, asked[i]!);
-          if (next !== asked[i]) {
-            out.push({ op, asked: asked[i]!, records: msgs, next });
-            if (msgs.length) any = true;
-          }
-        }
-        if (any) round.abort(); // take what arrived; the other polls' positions did not move
-      }),
-    );
-    if (this.round === round) this.round = undefined;
-    if (refused) throw refused;
-    if (failures > 0 && out.length === 0) throw new StrataError("fetch failed", { retriable: true });
-    return out;
-  }
-
-  // ---- commits ----
-
-  private commitProcessed(): Promise<void> {
-    this.lastCommit = Date.now();
-    return this.commit([...this.owned.values()]);
-  }
-
-  /** commitRequest builds the OffsetCommit of the given partitions (their processed offsets, or explicit values). */
-  private commitRequest(parts: OwnedPartition[], values?: Map<string, number>): coordinator.OffsetCommitRequest | undefined {
-    const partitions: { topic: string; partition: number; committedOffset: bigint; committedLeaderEpoch: number; memberEpoch: number }[] = [];
-    for (const o of parts) {
-      const v = values?.get(o.key) ?? o.processed;
-      if (v < 0 || o.stale || (values === undefined && v === o.committed)) continue;
-      partitions.push({ topic: o.topic, partition: o.partition, committedOffset: BigInt(v), committedLeaderEpoch: values ? -1 : o.leaderEpoch, memberEpoch: o.grantEpoch });
-    }
-    if (partitions.length === 0) return undefined;
-    partitions.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
-    return { groupId: this.cfg.groupId, memberId: this.memberId, memberEpoch: this.epoch, partitions } as unknown as coordinator.OffsetCommitRequest;
-  }
-
-  /** commit sends one commit at a time (in order), fenced by the member epoch. */
-  private commit(parts: OwnedPartition[], values?: Map<string, number>): Promise<void> {
-    const run = async () => {
-      const req = this.commitRequest(parts, values);
-      if (!req) return;
-      let resp: coordinator.OffsetCommitResponse;
-      try {
-        resp = await this.coordCall((c, timeoutMs) => c.offsetCommit(req, { timeoutMs }));
-      } catch (e) {
-        const r = detailOf(e)?.reason;
-        if (r === Reason.FENCED_MEMBER_EPOCH || r === Reason.UNKNOWN_MEMBER_ID) {
-          throw new FencedError(`commit rejected: ${(e as Error).message}`, { code: Code.Aborted, reason: r, detail: detailOf(e), cause: e });
-        }
-        throw e;
-      }
-      const errs: StrataError[] = [];
-      resp.partitions.forEach((p, i) => {
-        const sent = req.partitions[i];
-        if (p.error) {
-          const e = fromDetail(p.error);
-          errs.push(
-            p.error.reason === Reason.FENCED_MEMBER_EPOCH
-              ? new FencedError(`commit ${p.topic}/${p.partition}: ${p.error.message}`, { code: Code.Aborted, reason: p.error.reason, detail: p.error })
-              : e,
-          );
-        } else if (sent) {
-          const o = this.owned.get(tpKey(sent.topic, sent.partition));
-          if (o && Number(sent.committedOffset) > o.committed) o.committed = Number(sent.committedOffset);
-        }
-      });
-      void this.emit(ConsumerEvents.COMMIT_OFFSETS, {
-        groupId: this.cfg.groupId,
-        memberId: this.memberId,
-        topics: req.partitions.map((p) => ({ topic: p.topic, partition: p.partition, offset: String(p.committedOffset) })),
-      });
-      if (errs.length) throw errs[0];
-    };
-    const p = this.commitChain.then(run, run);
-    this.commitChain = p.catch(() => undefined);
-    return p;
-  }
-
-  // ---- coordinator ----
-
-  private async coordinator(): Promise<{ c: CoordinatorClient; addr: string }> {
-    let addr = this.coordAddr;
-    if (addr === "") {
-      try {
-        const r = await this.cluster.gw.findCoordinator({ groupId: this.cfg.groupId }, { timeoutMs: this.client.requestTimeout });
-        addr = r.address;
-      } catch (e) {
-        throw fromConnect(e);
-      }
-      this.coordAddr = addr;
-    }
-    let c = this.coords.get(addr);
-    if (!c) {
-      c = createClient(coordinator.CoordinatorService, this.cluster.transport(addr));
-      this.coords.set(addr, c);
-    }
-    return { c, addr };
-  }
-
-  /** coordCall runs call against the group's coordinator, following NOT_COORDINATOR and finding it again when unreachable. */
-  private async coordCall<T>(call: (c: CoordinatorClient, timeoutMs: number) => Promise<T>): Promise<T> {
-    const bo = new Backoff(this.client.retryBackoff, this.client.maxRetryBackoff);
-    for (let attempt = 1; ; attempt++) {
-      let err: unknown;
-      let addr = "";
-      try {
-        const co = await this.coordinator();
-        addr = co.addr;
-        return await call(co.c, this.client.requestTimeout);
-      } catch (e0) {
-        err = fromConnect(e0);
-      }
-      const d = detailOf(err);
-      const code = err instanceof StrataError ? err.code : Code.Unknown;
-      if (d?.reason === Reason.NOT_COORDINATOR) {
-        if (this.coordAddr === addr) this.coordAddr = d.hint.case === "coordinator" ? d.hint.value.address : "";
-      } else if (code === Code.Unavailable || code === Code.Unknown || code === Code.DeadlineExceeded || code === Code.Internal) {
-        if (this.coordAddr === addr) this.coordAddr = "";
-      } else throw err;
-      if (attempt >= 20) throw err;
-      await sleep(bo.next());
-    }
-  }
-
-  // ---- heartbeats ----
-
-  private kickHeartbeat(): void {
-    if (this.hbKick) this.hbKick();
-    else this.hbKickPending = true;
-  }
-
-  /** heartbeatRequest builds the member's heartbeat: subscription and owned partitions. */
-  private heartbeatRequest(): coordinator.ConsumerGroupHeartbeatRequest {
+  /** reported is what heartbeats report as owned: owned now, and assigned but not started. */
+  private reported(): TopicPartition[] {
     const own = new Map<string, TopicPartition>();
     for (const o of this.owned.values()) own.set(o.key, tpOf(o));
     for (const [k, tp] of this.target ?? []) if (!own.has(k)) own.set(k, tp);
-    return {
-      groupId: this.cfg.groupId,
-      memberId: this.memberId,
-      memberEpoch: this.epoch,
-      subscribedTopicNames: [...this.topics],
-      clientId: this.client.clientId,
-      rebalanceTimeoutMs: this.cfg.rebalanceTimeout,
-      ownedPartitions: [...byTopic(sortTPs([...own.values()]))].map(([topic, partitions]) => ({ topic, partitions })),
-    } as unknown as coordinator.ConsumerGroupHeartbeatRequest;
+    return [...own.values()];
   }
 
-  private async heartbeatLoop(): Promise<void> {
-    const bo = new Backoff(this.client.retryBackoff, this.client.maxRetryBackoff);
-    while (!this.hbAbort.signal.aborted) {
-      let wait: number;
-      try {
-        wait = await this.heartbeat();
-        bo.reset();
-      } catch (e) {
-        if (isAuthError(e)) {
-          void this.crash(e); // the same credentials are refused again
-          return;
-        }
-        wait = bo.next();
-      }
-      if (this.hbAbort.signal.aborted) return;
-      if (this.hbKickPending) {
-        // Something changed while the last heartbeat was in flight (a
-        // revocation done, say): report it now, not an interval later.
-        this.hbKickPending = false;
-        continue;
-      }
-      await new Promise<void>((r) => {
-        const t = setTimeout(r, wait);
-        this.hbKick = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      this.hbKick = undefined;
-    }
+  private onAssignment(t: Map<string, TopicPartition>): void {
+    if (this.state !== "running") return;
+    this.target = t;
+    this.targetNew = true;
+    this.wakeControl();
   }
 
-  private async heartbeat(): Promise<number> {
-    if (this.topics.length === 0) return 200;
-    const req = this.heartbeatRequest();
-    let co: { c: CoordinatorClient; addr: string };
-    try {
-      co = await this.coordinator();
-    } catch (e) {
-      throw e;
-    }
-    let resp: coordinator.ConsumerGroupHeartbeatResponse;
-    try {
-      resp = await co.c.consumerGroupHeartbeat(req, { timeoutMs: this.client.requestTimeout, signal: this.hbAbort.signal });
-    } catch (e0) {
-      const e = fromConnect(e0);
-      const d = detailOf(e);
-      if (d?.reason === Reason.FENCED_MEMBER_EPOCH || d?.reason === Reason.UNKNOWN_MEMBER_ID) {
-        this.fenced();
-        return 0; // rejoin at once
-      }
-      if (d?.reason === Reason.NOT_COORDINATOR) {
-        if (this.coordAddr === co.addr) this.coordAddr = d.hint.case === "coordinator" ? d.hint.value.address : "";
-      } else if (e instanceof StrataError && [Code.Unavailable, Code.Unknown, Code.DeadlineExceeded, Code.Internal].includes(e.code)) {
-        if (this.coordAddr === co.addr) this.coordAddr = "";
-      }
-      throw e;
-    }
-    if (req.memberEpoch !== this.epoch || this.stopping) return this.interval; // fenced or leaving meanwhile
-    this.epoch = resp.memberEpoch;
-    if (resp.heartbeatIntervalMs > 0) this.interval = resp.heartbeatIntervalMs;
-    if (resp.assignment) {
-      const t = new Map<string, TopicPartition>();
-      for (const tps of resp.assignment.partitions) for (const p of tps.partitions) t.set(tpKey(tps.topic, p), { topic: tps.topic, partition: p });
-      this.target = t;
-      this.targetNew = true;
-      this.wake();
-    }
-    return this.interval;
-  }
-
-  /** fenced drops every partition at once and makes the next heartbeat a join. */
-  private fenced(): void {
+  /** onFenced drops every partition at once and makes the next heartbeat a join. */
+  private onFenced(): void {
     const lost: TopicPartition[] = [];
     for (const o of this.owned.values()) {
       o.stale = true;
@@ -1010,67 +535,131 @@ export class Consumer {
     this.lost.push(...sortTPs(lost));
     this.target = undefined;
     this.targetNew = false;
-    this.epoch = 0;
-    this.wake();
+    this.joinedAt = Date.now();
+    this.wakeControl();
   }
-}
 
-// decodeFrom decodes whole batches and returns the messages at or after
-// from and the position after them; a batch cut short at the end is left
-// for the next fetch; control batches move the position without messages.
-async function decodeFrom(b: Uint8Array, from: number): Promise<{ msgs: KafkaMessage[]; next: number }> {
-  let pos = from;
-  const msgs: KafkaMessage[] = [];
-  while (b.length > 0) {
-    let size: number;
-    try {
-      size = peekSize(b);
-    } catch {
-      break;
-    }
-    if (size > b.length) break;
-    const { header: h, records } = await decodeBatch(b.subarray(0, size));
-    b = b.subarray(size);
-    if (!isControl(h)) {
-      const lat = isLogAppendTime(h);
-      for (const r of records) {
-        if (r.offset < pos) continue;
-        const headers: Record<string, Uint8Array | null | (Uint8Array | null)[]> = {};
-        for (const hd of r.headers) {
-          const cur = headers[hd.key];
-          if (cur === undefined) headers[hd.key] = hd.value;
-          else if (Array.isArray(cur)) cur.push(hd.value);
-          else headers[hd.key] = [cur, hd.value];
+  private wakeControl(): void {
+    if (this.controlWake) this.controlWake();
+    else this.controlPending = true;
+  }
+
+  /** controlLoop applies assignments and auto-commits until this run ends. */
+  private async controlLoop(gen: number): Promise<void> {
+    const bo = Backoff.of(this.client.retry);
+    const rc = this.runCfg!;
+    while (this.runGen === gen) {
+      try {
+        await this.reconcile(gen);
+        bo.reset();
+      } catch (e) {
+        if (this.runGen !== gen) break;
+        if (isAuthError(e)) {
+          void this.crash(e, false);
+          break;
         }
-        msgs.push({
-          key: r.key,
-          value: r.value,
-          timestamp: String(lat ? h.maxTimestamp : r.timestamp),
-          offset: String(r.offset),
-          headers,
-          leaderEpoch: h.partitionLeaderEpoch,
-          size: (r.key?.length ?? 0) + (r.value?.length ?? 0),
-          attributes: 0,
+        const wait = bo.next();
+        this.log.warn("applying the assignment failed; retrying", { groupId: this.cfg.groupId, retryInMs: Math.round(wait), error: e });
+        await this.waitControl(wait);
+        continue;
+      }
+      if (this.runGen !== gen) break;
+      if (rc.autoCommit && Date.now() - this.committer.lastCommit >= rc.autoCommitInterval) {
+        await this.committer.commitQuietly(this.liveParts(), "auto-commit; retried at the next interval");
+        continue;
+      }
+      if (this.controlPending) {
+        this.controlPending = false;
+        continue;
+      }
+      const untilCommit = rc.autoCommit ? this.committer.lastCommit + rc.autoCommitInterval - Date.now() : 60_000;
+      await this.waitControl(Math.max(untilCommit, 1));
+    }
+  }
+
+  private waitControl(ms: number): Promise<void> {
+    return new Promise((r) => {
+      const t = setTimeout(() => {
+        this.controlWake = undefined;
+        r();
+      }, ms);
+      unrefTimer(t);
+      this.controlWake = () => {
+        clearTimeout(t);
+        this.controlWake = undefined;
+        r();
+      };
+    });
+  }
+
+  /** reconcile applies the latest assignment: revoke (handlers stopped, then commit), then assign. */
+  private async reconcile(gen: number): Promise<void> {
+    const lost = this.lost;
+    this.lost = [];
+    if (lost.length) await this.emitter.emit(ConsumerEvents.PARTITIONS_REVOKED, { partitions: lost, lost: true });
+    if (!this.targetNew || !this.target) return;
+    this.targetNew = false;
+    const target = this.target;
+    const revoked = [...this.owned.values()].filter((o) => !target.has(o.key));
+    const added = [...target.entries()].filter(([k]) => !this.owned.has(k)).map(([, tp]) => tp);
+    if (revoked.length || added.length) await this.emitter.emit(ConsumerEvents.REBALANCING, { groupId: this.cfg.groupId, memberId: this.memberId });
+    if (revoked.length) {
+      for (const o of revoked) o.revoking = true;
+      await Promise.all(revoked.map((o) => o.idle()));
+      if (this.runCfg?.autoCommit) await this.committer.commitQuietly(revoked, "before giving partitions up");
+      for (const o of revoked) o.stale = true;
+      await this.emitter.emit(ConsumerEvents.PARTITIONS_REVOKED, { partitions: sortTPs(revoked.map(tpOf)), lost: false });
+      for (const o of revoked) if (this.owned.get(o.key) === o) this.owned.delete(o.key);
+    }
+    if (added.length) {
+      let committed: Awaited<ReturnType<Committer["fetchCommitted"]>>;
+      try {
+        committed = await this.committer.fetchCommitted(added);
+      } catch (e) {
+        this.targetNew = true; // try again
+        throw e;
+      }
+      if (this.runGen !== gen) return;
+      if (this.target !== target) this.targetNew = true;
+      const now: TopicPartition[] = [];
+      const epoch = this.membership.epoch;
+      for (const tp of added) {
+        const k = tpKey(tp.topic, tp.partition);
+        if (!this.target?.has(k) || this.owned.has(k)) continue;
+        const o = new OwnedPartition(tp.topic, tp.partition, epoch);
+        const c = committed.get(k)?.offset ?? -1;
+        if (c >= 0) {
+          o.fetchPos = c;
+          o.processed = c;
+          o.committed = c;
+        }
+        const seek = this.pendingSeeks.get(k);
+        if (seek !== undefined) {
+          o.fetchPos = seek;
+          o.processed = seek;
+          this.pendingSeeks.delete(k);
+        }
+        o.paused = this.pausedKeys.has(k);
+        this.owned.set(k, o);
+        now.push(tp);
+      }
+      if (now.length) {
+        await this.emitter.emit(ConsumerEvents.PARTITIONS_ASSIGNED, { partitions: sortTPs(now) });
+        await this.emitter.emit(ConsumerEvents.GROUP_JOIN, {
+          groupId: this.cfg.groupId,
+          memberId: this.memberId,
+          memberEpoch: epoch,
+          memberAssignment: Object.fromEntries(byTopic(this.assignment())),
+          duration: Date.now() - this.joinedAt,
         });
       }
     }
-    pos = Math.max(pos, nextOffset(h));
+    if (revoked.length || added.length) {
+      this.membership.kick();
+      this.fetcher?.wake();
+      this.dispatcher?.schedule();
+    }
   }
-  return { msgs, next: pos };
-}
-
-function tpOf(o: OwnedPartition): TopicPartition {
-  return { topic: o.topic, partition: o.partition };
-}
-
-function sortTPs(l: TopicPartition[]): TopicPartition[] {
-  return l.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
-}
-
-function byTopic(l: TopicPartition[]): Map<string, number[]> {
-  const m = new Map<string, number[]>();
-  for (const tp of l) m.set(tp.topic, [...(m.get(tp.topic) ?? []), tp.partition]);
-  return m;
 }
 
 function newMemberId(): string {
@@ -1083,5 +672,3 @@ function newMemberId(): string {
   const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
-
-export type { common };

@@ -59,12 +59,81 @@ export class StrataError extends Error {
   }
 }
 
-/** UnknownTopicError: the cluster does not know the topic. */
+/** UnknownTopicError: the cluster does not know the topic (the gateway answered, and listed it as unknown). */
 export class UnknownTopicError extends StrataError {
   override name = "UnknownTopicError";
   constructor(readonly topic: string) {
     super(`topic "${topic}" does not exist`, { code: Code.NotFound, reason: Reason.UNKNOWN_TOPIC_OR_PARTITION });
   }
+}
+
+/**
+ * UnknownPartitionError: the client's metadata has fewer partitions than
+ * asked for, as after partitions were added and before a refresh shows
+ * them. Retriable: the caller refreshes metadata and tries again.
+ */
+export class UnknownPartitionError extends StrataError {
+  override name = "UnknownPartitionError";
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+  ) {
+    super(`topic "${topic}" has no partition ${partition} in the client's metadata`, { code: Code.NotFound, reason: Reason.UNKNOWN_TOPIC_OR_PARTITION, retriable: true });
+  }
+}
+
+/**
+ * StrataConnectionError: a node could not be reached (refused, reset, timed
+ * out connecting, DNS), as kafkajs' KafkaJSConnectionError. `address` is the
+ * base URL that failed and `cause` the runtime's error. Retriable; a gateway
+ * outage is reported as this, never as an unknown topic.
+ */
+export class StrataConnectionError extends StrataError {
+  override name = "StrataConnectionError";
+  constructor(
+    readonly address: string,
+    message: string,
+    cause?: unknown,
+  ) {
+    super(`${address}: ${message}`, { code: Code.Unavailable, retriable: true, cause });
+  }
+}
+
+/** InvalidOffsetError: an offset given to the client is not a non-negative integer (as a number or decimal string). */
+export class InvalidOffsetError extends StrataError {
+  override name = "InvalidOffsetError";
+  constructor(readonly offset: unknown) {
+    super(`bad offset ${JSON.stringify(typeof offset === "bigint" ? String(offset) : offset)}: want a non-negative integer or its decimal string`, { code: Code.InvalidArgument });
+  }
+}
+
+/**
+ * HandlerError: a consumer's eachMessage or eachBatch kept throwing for one
+ * partition after its retries. `cause` is the handler's last error; the
+ * partition's position stayed at `offset`. It reaches restartOnFailure and
+ * the crash event.
+ */
+export class HandlerError extends StrataError {
+  override name = "HandlerError";
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly offset: string,
+    readonly attempts: number,
+    cause: unknown,
+  ) {
+    super(`handler failed ${attempts} time(s) at ${topic}/${partition} offset ${offset}: ${messageOf(cause)}`, { cause, retriable: true });
+  }
+}
+
+/** parseOffset reads an offset the application gave (number, bigint or decimal string); InvalidOffsetError when it is none. */
+export function parseOffset(v: unknown): number {
+  let n = NaN;
+  if (typeof v === "number") n = v;
+  else if (typeof v === "bigint") n = v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : NaN;
+  else if (typeof v === "string" && /^[0-9]+$/.test(v.trim())) n = Number(v.trim());
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidOffsetError(v);
+  return n;
 }
 
 /** ClosedError: the producer or consumer was closed. */
@@ -133,8 +202,8 @@ export type CorruptKind = "short" | "length" | "magic" | "crc" | "codec" | "corr
 /** CorruptBatchError: bytes that are not a valid RecordBatch v2; never retried. */
 export class CorruptBatchError extends StrataError {
   override name = "CorruptBatchError";
-  constructor(readonly kind: CorruptKind, message: string) {
-    super(`recordbatch: ${message}`, { code: Code.DataLoss, reason: Reason.CORRUPT_RECORD });
+  constructor(readonly kind: CorruptKind, message: string, cause?: unknown) {
+    super(`recordbatch: ${message}`, { code: Code.DataLoss, reason: Reason.CORRUPT_RECORD, cause });
   }
 }
 
@@ -142,7 +211,7 @@ export class CorruptBatchError extends StrataError {
 export class UnsupportedCodecError extends StrataError {
   override name = "UnsupportedCodecError";
   constructor(readonly codec: string) {
-    super(`recordbatch: codec ${codec} is not supported by this client (supported: none, gzip, snappy, zstd)`, {
+    super(`recordbatch: codec ${codec} is not supported by this client (supported: none, gzip, snappy, lz4, zstd)`, {
       code: Code.Unimplemented,
     });
   }
@@ -188,11 +257,16 @@ export function detailOf(err: unknown): ErrorDetail | undefined {
 
 /**
  * fromConnect turns a failed call into a StrataError with the server's code,
- * reason and message. Aborts (the caller's signal) pass through unchanged.
+ * reason and message; a call that never reached the server at address
+ * becomes a StrataConnectionError. Aborts (the caller's signal) pass
+ * through unchanged; any other error is wrapped, so callers always get a
+ * StrataError with the original as its cause.
  */
-export function fromConnect(err: unknown): unknown {
+export function fromConnect(err: unknown, address?: string): unknown {
   if (err instanceof StrataError) return err;
+  if (isAbort(err)) return err;
   if (err instanceof ConnectError) {
+    if (address !== undefined && isTransportFailure(err)) return new StrataConnectionError(address, transportMessage(err), err);
     const d = err.findDetails(ErrorDetailSchema)[0];
     const e = newError(d?.message || err.rawMessage || codeName(err.code), {
       code: err.code,
@@ -203,7 +277,32 @@ export function fromConnect(err: unknown): unknown {
     (e as { retriable: boolean }).retriable = classify(e) !== Action.Fail;
     return e;
   }
-  return err;
+  if (err instanceof TypeError && /token function/.test(err.message)) return err; // the application's own mistake, said as such
+  return new StrataError(messageOf(err), { cause: err });
+}
+
+/** isAbort reports an abort by the caller's own signal (not a failure). */
+export function isAbort(err: unknown): boolean {
+  return err instanceof Error && err.name === "AbortError";
+}
+
+/**
+ * isTransportFailure reports a call that failed below Connect: no answer
+ * from a server, only the runtime's error (Node's ECONNREFUSED and kin,
+ * HTTP/2 session errors, a browser's failed fetch).
+ */
+export function isTransportFailure(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  if (err.findDetails(ErrorDetailSchema).length > 0) return false;
+  if (err.code !== Code.Unavailable && err.code !== Code.Unknown && err.code !== Code.Internal && err.code !== Code.DeadlineExceeded && err.code !== Code.Canceled) return false;
+  const c = err.cause as { code?: unknown; name?: unknown; message?: unknown } | undefined;
+  if (c && typeof c.code === "string" && /^(E[A-Z]+|ERR_HTTP2_|ERR_SSL|ERR_TLS|UND_ERR|CERT_|DEPTH_|UNABLE_TO_|SELF_SIGNED|ERR_STREAM_PREMATURE)/.test(c.code)) return true;
+  if (c && c.name === "TypeError" && typeof c.message === "string" && /fetch|network/i.test(c.message)) return true;
+  return false;
+}
+
+function transportMessage(err: ConnectError): string {
+  return err.rawMessage || codeName(err.code);
 }
 
 /** newError makes the StrataError class that fits the code: the auth errors get their own. */
@@ -234,8 +333,8 @@ export enum Action {
 
 /** classify maps an error to an Action, as the Go client's classify (client/errors.go). */
 export function classify(err: unknown): Action {
-  if (err instanceof NoLeaderError) return Action.Refresh;
-  if (err instanceof UnknownTopicError || err instanceof ClosedError || err instanceof CorruptBatchError || isAuthError(err)) {
+  if (err instanceof NoLeaderError || err instanceof UnknownPartitionError || err instanceof StrataConnectionError) return Action.Refresh;
+  if (err instanceof UnknownTopicError || err instanceof ClosedError || err instanceof CorruptBatchError || err instanceof UnsupportedCodecError || err instanceof InvalidOffsetError || isAuthError(err)) {
     return Action.Fail;
   }
   let code: Code;

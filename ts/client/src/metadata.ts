@@ -10,7 +10,17 @@
 import { createClient, type Client, type Transport } from "@connectrpc/connect";
 import { gateway, storage, common } from "./api.js";
 import type { ResolvedConfig } from "./config.js";
-import { detailOf, fromConnect, NoLeaderError, StrataAuthenticationError, StrataAuthorizationError, UnknownTopicError } from "./errors.js";
+import {
+  detailOf,
+  fromConnect,
+  isTransportFailure,
+  NoLeaderError,
+  StrataAuthenticationError,
+  StrataAuthorizationError,
+  UnknownPartitionError,
+  UnknownTopicError,
+} from "./errors.js";
+import type { Logger } from "./logger.js";
 import { platform } from "./platform.js";
 import { Throttles } from "./throttle.js";
 import { Backoff, sleep, unrefTimer } from "./util.js";
@@ -35,7 +45,11 @@ export type StorageClient = Client<typeof storage.StorageService>;
 
 /** Cluster is the metadata cache and the pool of Connect clients of one producer, consumer or admin. */
 export class Cluster {
+  /** The gateway client: it bootstraps from the gateway list, moving on when one cannot be reached. */
   readonly gw: GatewayClient;
+  readonly log: Logger;
+  /** Index in cfg.gateways of the gateway calls go to. */
+  private gwIndex = 0;
   private readonly transports = new Map<string, { transport: Transport; close(): void }>();
   private readonly storages = new Map<string, StorageClient>();
   private version = -1n;
@@ -51,12 +65,56 @@ export class Cluster {
   /** How long each node asked this client to hold its next request (quota throttling). */
   readonly throttles = new Throttles();
 
-  constructor(readonly cfg: ResolvedConfig) {
-    this.gw = createClient(gateway.GatewayService, this.transport(cfg.gateway));
+  constructor(
+    readonly cfg: ResolvedConfig,
+    namespace = "Cluster",
+  ) {
+    this.log = cfg.logger.namespace(namespace);
+    this.gw = createClient(gateway.GatewayService, this.gatewayTransport());
     this.timer = setInterval(() => {
-      if (this.interest.size > 0) this.refresh().catch(() => undefined); // errors surface on the data path
+      if (this.interest.size > 0) void this.refreshQuietly("periodic metadata refresh");
     }, cfg.metadataMaxAge);
     unrefTimer(this.timer);
+  }
+
+  /** The gateway calls go to now. */
+  get gatewayUrl(): string {
+    return this.cfg.gateways[this.gwIndex] ?? this.cfg.gateway;
+  }
+
+  /**
+   * gatewayTransport sends each call to the current gateway; a call that
+   * cannot reach it (refused, reset, no connection in time) is sent to the
+   * next gateway of the list, each tried once per call, and the one that
+   * answered becomes the current one. A failure is a StrataConnectionError
+   * naming the last gateway tried, with the runtime's error as its cause.
+   */
+  private gatewayTransport(): Transport {
+    const n = this.cfg.gateways.length;
+    const attempt = async <T>(call: (t: Transport) => Promise<T>): Promise<T> => {
+      let last: unknown;
+      for (let i = 0; i < n; i++) {
+        const idx = (this.gwIndex + i) % n;
+        const url = this.cfg.gateways[idx]!;
+        try {
+          const r = await call(this.transport(url));
+          if (idx !== this.gwIndex) {
+            this.log.info("gateway changed", { from: this.gatewayUrl, to: url });
+            this.gwIndex = idx;
+          }
+          return r;
+        } catch (e) {
+          if (!isTransportFailure(e)) throw e;
+          last = fromConnect(e, url);
+          if (n > 1) this.log.warn("gateway unreachable, trying the next", { gateway: url, error: last });
+        }
+      }
+      throw last;
+    };
+    return {
+      unary: (method, signal, timeoutMs, header, input, ctx) => attempt((t) => t.unary(method, signal, timeoutMs, header, input, ctx)),
+      stream: (method, signal, timeoutMs, header, input, ctx) => attempt((t) => t.stream(method, signal, timeoutMs, header, input, ctx)),
+    };
   }
 
   /** transport returns the shared transport to a base URL, with the client's credentials. */
@@ -64,7 +122,9 @@ export class Cluster {
     let t = this.transports.get(baseUrl);
     if (!t) {
       const creds = this.cfg.credentials;
-      const made = this.cfg.transport ? { transport: this.cfg.transport(baseUrl), close: () => undefined } : platform().transport(baseUrl, creds.tls());
+      const made = this.cfg.transport
+        ? { transport: this.cfg.transport(baseUrl), close: () => undefined }
+        : platform().transport(baseUrl, { tls: creds.tls(), connectionTimeout: this.cfg.connectionTimeout });
       t = { transport: creds.authorize(made.transport), close: made.close };
       this.transports.set(baseUrl, t);
     }
@@ -88,6 +148,19 @@ export class Cluster {
     for (const t of this.transports.values()) t.close();
     this.transports.clear();
     this.storages.clear();
+  }
+
+  /**
+   * refreshQuietly refreshes for a caller that goes on either way (the
+   * answer it waits for comes on its next try): a failure is logged with
+   * its cause, at WARN, and the promise never rejects.
+   */
+  async refreshQuietly(why: string): Promise<void> {
+    try {
+      await this.refresh();
+    } catch (e) {
+      this.log.warn(`metadata refresh failed (${why})`, { error: e });
+    }
   }
 
   /**
@@ -178,22 +251,27 @@ export class Cluster {
 
   /**
    * topic returns a topic's routing, asking the gateway when it is not cached.
-   * An unknown topic is asked for again for unknownTopicWait before
-   * UnknownTopicError; a gateway that never answered fails at once, and
-   * so does a refusal (StrataAuthenticationError, StrataAuthorizationError).
+   * A topic the gateway lists as unknown is asked for again for
+   * unknownTopicWait before UnknownTopicError. A gateway that never
+   * answered fails at once, and so does a refusal
+   * (StrataAuthenticationError, StrataAuthorizationError); when the gateway
+   * stops answering, the last failure (a StrataConnectionError, say) is
+   * what is thrown, never UnknownTopicError.
    */
   async topic(name: string, signal?: AbortSignal): Promise<TopicInfo> {
     const deadline = Date.now() + this.cfg.unknownTopicWait;
-    const bo = new Backoff(this.cfg.retryBackoff, this.cfg.maxRetryBackoff);
+    const bo = Backoff.of(this.cfg.retry);
     for (;;) {
       const t = this.topics.get(name);
       if (t) return t;
       this.interest.add(name);
       this.refused.delete(name);
+      let failed: unknown;
       try {
         await this.refresh();
       } catch (e) {
         if (e instanceof StrataAuthenticationError || !this.answered) throw e;
+        failed = e;
       }
       const refused = this.refused.get(name);
       if (refused) {
@@ -204,17 +282,27 @@ export class Cluster {
       if (t2) return t2;
       if (Date.now() >= deadline) {
         this.interest.delete(name);
+        if (failed !== undefined) throw failed;
         throw new UnknownTopicError(name);
       }
       await sleep(Math.min(bo.next(), Math.max(deadline - Date.now(), 1)), signal);
     }
   }
 
-  /** leader returns a partition's routing and its leader's client; NoLeaderError when none. */
+  /**
+   * leader returns a partition's routing and its leader's client;
+   * NoLeaderError when it has none. A partition beyond the cached count
+   * (partitions were added) refreshes the metadata once; still beyond it,
+   * UnknownPartitionError, which is retriable.
+   */
   async leader(topic: string, partition: number, signal?: AbortSignal): Promise<{ info: PartInfo; client: StorageClient }> {
-    const t = await this.topic(topic, signal);
+    let t = await this.topic(topic, signal);
+    if (partition >= t.parts.length) {
+      await this.refresh();
+      t = await this.topic(topic, signal);
+    }
     const info = t.parts[partition];
-    if (!info) throw new UnknownTopicError(`${topic}/${partition}`);
+    if (!info) throw new UnknownPartitionError(topic, partition);
     if (info.leader < 0 || info.addr === "") throw new NoLeaderError(topic, partition);
     return { info, client: this.storage(info.addr) };
   }

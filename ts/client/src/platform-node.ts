@@ -4,20 +4,22 @@
 // certificate), gzip from node:zlib, and Buffers for decoded bytes.
 
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import type { Transport } from "@connectrpc/connect";
+import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import type { SecureClientSessionOptions } from "node:http2";
 import { X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
+import * as zlib from "node:zlib";
 import { gunzip, gzip } from "node:zlib";
 import { promisify } from "node:util";
 import type { Pem, TlsMaterial } from "./credentials.js";
-import type { Platform } from "./platform.js";
+import type { Platform, TransportOptions } from "./platform.js";
 
 const gzipAsync = promisify(gzip);
 const gunzipAsync = promisify(gunzip);
 
 export const nodePlatform: Platform = {
-  transport(baseUrl: string, tls?: TlsMaterial): { transport: Transport; close(): void } {
+  transport(baseUrl: string, opts?: TransportOptions): { transport: Transport; close(): void } {
+    const tls = opts?.tls;
     const secure = tls && baseUrl.startsWith("https:") ? secureOptions(tls) : undefined;
     const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 }, secure);
     const transport = createConnectTransport({
@@ -29,7 +31,37 @@ export const nodePlatform: Platform = {
       acceptCompression: [],
       sessionManager,
     });
-    return { transport, close: () => sessionManager.abort() };
+    const limit = opts?.connectionTimeout;
+    if (!limit) return { transport, close: () => sessionManager.abort() };
+    // Opening the connection gets its own, shorter deadline: a node that
+    // does not answer at all is reported in connectionTimeout, not after a
+    // whole requestTimeout.
+    const ready = async () => {
+      const st = sessionManager.state();
+      if (st === "open" || st === "idle") return;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = new Promise<"timeout">((r) => (timer = setTimeout(() => r("timeout"), limit)));
+      const got = await Promise.race([sessionManager.connect(), timedOut]);
+      clearTimeout(timer);
+      if (got === "timeout") {
+        sessionManager.abort();
+        const cause = Object.assign(new Error(`connection not established within ${limit} ms`), { code: "ETIMEDOUT" });
+        throw new ConnectError(cause.message, Code.Unavailable, undefined, undefined, cause);
+      }
+    };
+    return {
+      transport: {
+        unary: async (...a) => {
+          await ready();
+          return transport.unary(...a);
+        },
+        stream: async (...a) => {
+          await ready();
+          return transport.stream(...a);
+        },
+      },
+      close: () => sessionManager.abort(),
+    };
   },
   checkTls(tls) {
     const problems: string[] = [];
@@ -58,6 +90,13 @@ export const nodePlatform: Platform = {
       problems.push(`tls: ${oneLine(e)}`);
     }
     return problems;
+  },
+  zstd(data) {
+    // node:zlib has zstd from Node 22.15 and 23.8 on.
+    const z = zlib as unknown as { zstdCompress?: (b: Uint8Array, cb: (e: Error | null, r: Buffer) => void) => void };
+    if (typeof z.zstdCompress !== "function") return undefined;
+    const compress = z.zstdCompress;
+    return new Promise<Uint8Array>((resolve, reject) => compress(data, (e, r) => (e ? reject(e) : resolve(r))));
   },
   async gzip(data) {
     return await gzipAsync(data);

@@ -9,20 +9,30 @@ import type { Platform } from "./platform.js";
 
 async function pipe(data: Uint8Array, stream: GenericTransformStream, limit: number): Promise<Uint8Array> {
   const writer = stream.writable.getWriter();
-  void writer.write(new Uint8Array(data)).then(() => writer.close()).catch(() => undefined);
+  const written = writer.write(new Uint8Array(data)).then(() => writer.close());
   const reader = (stream.readable as ReadableStream<Uint8Array>).getReader();
   const parts: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) {
-      await reader.cancel();
-      throw new CorruptBatchError("too-large", `gzip section inflates past ${limit} bytes`);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+      if (total > limit) {
+        await reader.cancel();
+        throw new CorruptBatchError("too-large", `gzip section inflates past ${limit} bytes`);
+      }
+      parts.push(value);
     }
-    parts.push(value);
+  } catch (e) {
+    // The write fails with the same error as the read; the read's is the one to report.
+    await written.then(
+      () => undefined,
+      () => undefined,
+    );
+    throw e;
   }
+  await written;
   const out = new Uint8Array(total);
   let o = 0;
   for (const p of parts) {
@@ -34,6 +44,7 @@ async function pipe(data: Uint8Array, stream: GenericTransformStream, limit: num
 
 export const webPlatform: Platform = {
   transport(baseUrl: string): { transport: Transport; close(): void } {
+    // connectionTimeout does not apply: fetch opens connections itself.
     // fetch pools connections per origin itself; nothing to release.
     return { transport: createConnectTransport({ baseUrl, useBinaryFormat: true }), close: () => undefined };
   },

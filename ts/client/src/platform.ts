@@ -7,20 +7,35 @@
 import type { Transport } from "@connectrpc/connect";
 import type { TlsMaterial, TlsOptions } from "./credentials.js";
 
+/** What a platform transport is made with. */
+export interface TransportOptions {
+  /** TLS material for https URLs (Node only). */
+  tls?: TlsMaterial;
+  /** Longest wait for a new connection, in ms (Node only); default none. */
+  connectionTimeout?: number;
+}
+
 /** The runtime services the client needs. */
 export interface Platform {
   /**
    * transport returns a Connect transport to a base URL, speaking the binary
    * protobuf Connect protocol, and a close function that releases its
-   * connections. tls applies to https URLs (Node only).
+   * connections. opts.tls applies to https URLs and opts.connectionTimeout
+   * to opening a connection (both Node only).
    */
-  transport(baseUrl: string, tls?: TlsMaterial): { transport: Transport; close(): void };
+  transport(baseUrl: string, opts?: TransportOptions): { transport: Transport; close(): void };
   /**
    * checkTls returns the problems with a tls option, one line each (never
    * quoting a key): unreadable PEM, a key that does not match its
    * certificate, or (browsers) that the option is not supported.
    */
   checkTls(tls: TlsOptions): string[];
+  /**
+   * zstd compresses a records section as one zstd frame with the runtime's
+   * own encoder, or returns undefined when the runtime has none (the
+   * client's portable encoder is used then).
+   */
+  zstd?(data: Uint8Array): Promise<Uint8Array> | undefined;
   /** gzip compresses a records section (one gzip member). */
   gzip(data: Uint8Array): Promise<Uint8Array>;
   /** gunzip decompresses one or more gzip members, refusing output past limit bytes. */

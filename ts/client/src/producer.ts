@@ -9,7 +9,10 @@
 // A leader that answers with a throttle time (the principal's produce
 // quota) gets no produce from this producer until that time has passed;
 // a refusal (StrataAuthenticationError, StrataAuthorizationError) fails the
-// batch at once.
+// batch at once. Buffered records are bounded (maxBufferedBytes): a send
+// that finds no room waits for acknowledgements to free it, within its
+// delivery timeout. Each send may set its own acks and compression; a
+// batch only carries records of one setting.
 
 import { Code } from "@connectrpc/connect";
 import { common } from "./api.js";
@@ -20,14 +23,16 @@ import {
   classify,
   DeliveryTimeoutError,
   fromConnect,
+  isAbort,
   StrataError,
   UnknownTopicError,
 } from "./errors.js";
+import type { Logger } from "./logger.js";
 import { Cluster, type TopicInfo } from "./metadata.js";
 import { partitionForKey } from "./murmur2.js";
-import { buildBatch, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
+import { buildBatch, Codec, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
 import { traceHeaders, type TracePropagator } from "./tracing.js";
-import { Backoff, sleep, toBytes, tpKey } from "./util.js";
+import { Backoff, sleep, toBytes, tpKey, unrefTimer } from "./util.js";
 
 /** When a produce is acknowledged: "all" in-sync replicas (-1), the "leader" (1), or "none" (0). */
 export type Acks = "all" | "leader" | "none" | -1 | 1 | 0;
@@ -53,7 +58,54 @@ export interface Message {
 export interface ProducerRecord {
   topic: string;
   messages: Message[];
+  /** This send's acks; default the producer's. An idempotent producer takes only "all". */
+  acks?: Acks;
+  /** This send's compression; default the producer's. */
+  compression?: CodecName;
 }
+
+/** What a partitioner is asked (kafkajs' shape). */
+export interface PartitionerArgs {
+  topic: string;
+  /** Every partition of the topic with its leader (-1 when it has none). */
+  partitionMetadata: { partitionId: number; leader: number }[];
+  message: Message;
+}
+
+/** Picks a message's partition: an integer in [0, partitions). */
+export type Partitioner = (args: PartitionerArgs) => number;
+
+/** Makes a partitioner (kafkajs' createPartitioner); called once per producer. */
+export type PartitionerFactory = () => Partitioner;
+
+/**
+ * Built-in partitioners. DefaultPartitioner is Kafka's: murmur2 of the key,
+ * and for records without a key one partition per batch (sticky), so the
+ * same key lands where the Java, Go and librdkafka clients put it.
+ * RoundRobinPartitioner puts keyed records where the default does and
+ * unkeyed ones on each partition in turn.
+ */
+export const Partitioners: { DefaultPartitioner: PartitionerFactory; RoundRobinPartitioner: PartitionerFactory } = {
+  DefaultPartitioner: () => {
+    // Used as a value only: the producer recognizes this factory and runs
+    // its own sticky partitioner, which needs to know when a batch leaves.
+    return ({ partitionMetadata, message }) => {
+      const key = toBytes(message.key);
+      return key === null ? Math.floor(Math.random() * partitionMetadata.length) : partitionForKey(key, partitionMetadata.length);
+    };
+  },
+  RoundRobinPartitioner: () => {
+    const next = new Map<string, number>();
+    return ({ topic, partitionMetadata, message }) => {
+      const n = partitionMetadata.length;
+      const key = toBytes(message.key);
+      if (key !== null) return partitionForKey(key, n);
+      const p = (next.get(topic) ?? Math.floor(Math.random() * n)) % n;
+      next.set(topic, p + 1);
+      return p;
+    };
+  },
+};
 
 /** Where one message landed. `offset` is a decimal string ("-1" with acks none). */
 export interface RecordMetadata {
@@ -74,12 +126,22 @@ export interface ProducerConfig {
   linger?: number;
   /** Uncompressed record bytes per batch; a bigger record goes alone. Default 1 MiB. */
   maxBatchBytes?: number;
-  /** Batch compression: "none" or "gzip". Default "none". */
+  /** Batch compression: "none", "gzip", "snappy", "lz4" or "zstd". Default "none". */
   compression?: CodecName;
-  /** Bound from send to acknowledgement, retries included. Default 120000. */
+  /** Bound from send to acknowledgement, retries and a wait for buffer room included. Default 120000. */
   deliveryTimeout?: number;
   /** Retries per batch within the delivery timeout. Default Infinity. */
   maxRetries?: number;
+  /**
+   * Bytes of records buffered or in flight, not yet acknowledged. A send
+   * that would go past it waits until acknowledgements free room (a send
+   * bigger than the whole buffer waits until the buffer is empty), and
+   * fails with DeliveryTimeoutError when its delivery timeout passes first.
+   * Default 64 MiB.
+   */
+  maxBufferedBytes?: number;
+  /** Picks partitions (kafkajs' createPartitioner). Default Partitioners.DefaultPartitioner. */
+  createPartitioner?: PartitionerFactory;
   /**
    * Writes the caller's trace context (W3C traceparent, tracestate) into each
    * message's headers; see tracing.ts. Default none: records carry no trace
@@ -88,7 +150,8 @@ export interface ProducerConfig {
   propagator?: TracePropagator;
 }
 
-interface ResolvedProducerConfig {
+/** The producer's options with defaults applied. */
+export interface ResolvedProducerConfig {
   acks: common.Acks;
   idempotent: boolean;
   linger: number;
@@ -96,21 +159,37 @@ interface ResolvedProducerConfig {
   compression: CodecName;
   deliveryTimeout: number;
   maxRetries: number;
+  maxBufferedBytes: number;
   propagator: TracePropagator | undefined;
+  /** The custom partitioner; undefined for the default (sticky) one. */
+  partitioner: Partitioner | undefined;
+}
+
+/** acksOf reads an Acks option; undefined when it is none of the accepted values. */
+function acksOf(a: Acks): common.Acks | undefined {
+  if (a === "all" || a === -1) return common.Acks.ALL;
+  if (a === "leader" || a === 1) return common.Acks.LEADER;
+  if (a === "none" || a === 0) return common.Acks.NONE;
+  return undefined;
+}
+
+function isCodec(c: unknown): c is CodecName {
+  return typeof c === "string" && Object.hasOwn(Codec, c);
 }
 
 function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
   const problems: string[] = [];
   const acksIn = c.acks ?? "all";
-  const acks =
-    acksIn === "all" || acksIn === -1
-      ? common.Acks.ALL
-      : acksIn === "leader" || acksIn === 1
-        ? common.Acks.LEADER
-        : acksIn === "none" || acksIn === 0
-          ? common.Acks.NONE
-          : (problems.push(`acks ${JSON.stringify(acksIn)}: want "all", "leader" or "none"`), common.Acks.ALL);
+  const acks = acksOf(acksIn) ?? (problems.push(`acks ${JSON.stringify(acksIn)}: want "all", "leader" or "none"`), common.Acks.ALL);
   if (c.idempotent === true && acks !== common.Acks.ALL) problems.push(`idempotent: needs acks "all"`);
+  let partitioner: Partitioner | undefined;
+  if (c.createPartitioner !== undefined && c.createPartitioner !== Partitioners.DefaultPartitioner) {
+    if (typeof c.createPartitioner !== "function") problems.push("createPartitioner: want a function returning a partitioner");
+    else {
+      partitioner = c.createPartitioner();
+      if (typeof partitioner !== "function") problems.push("createPartitioner: returned no function");
+    }
+  }
   const r: ResolvedProducerConfig = {
     acks,
     idempotent: c.idempotent ?? acks === common.Acks.ALL,
@@ -119,14 +198,17 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
     compression: c.compression ?? "none",
     deliveryTimeout: c.deliveryTimeout ?? 120_000,
     maxRetries: c.maxRetries ?? Infinity,
+    maxBufferedBytes: c.maxBufferedBytes ?? 64 << 20,
     propagator: c.propagator,
+    partitioner,
   };
   if (!(r.linger >= 0)) problems.push(`linger ${r.linger}: must not be negative`);
   positive(problems, "maxBatchBytes", r.maxBatchBytes);
   positive(problems, "deliveryTimeout", r.deliveryTimeout);
   if (!(r.maxRetries >= 0)) problems.push(`maxRetries ${r.maxRetries}: must not be negative`);
   if (r.propagator !== undefined && typeof r.propagator?.inject !== "function") problems.push("propagator: needs an inject(carrier) method");
-  if (r.compression !== "none" && r.compression !== "gzip") problems.push(`compression ${JSON.stringify(r.compression)}: want "none" or "gzip"`);
+  positive(problems, "maxBufferedBytes", r.maxBufferedBytes);
+  if (!isCodec(r.compression)) problems.push(`compression ${JSON.stringify(r.compression)}: want "none", "gzip", "snappy", "lz4" or "zstd"`);
   if (problems.length) throw new TypeError(`@strata-mq/client: bad producer config: ${problems.join("; ")}`);
   return r;
 }
@@ -169,6 +251,16 @@ interface Pending {
   op: SendOp;
   index: number;
   topic: string;
+  /** This record's acks and codec: a batch carries records of one setting only. */
+  acks: common.Acks;
+  codec: CodecName;
+}
+
+/** A send waiting for buffer room. */
+interface RoomWaiter {
+  bytes: number;
+  go: () => void;
+  fail: (e: unknown) => void;
 }
 
 interface ProducerId {
@@ -181,23 +273,31 @@ interface ProducerId {
 export class Producer {
   private readonly cfg: ResolvedProducerConfig;
   private readonly cluster: Cluster;
+  private readonly log: Logger;
   private readonly sinks = new Map<string, Sink>();
   private readonly sticky = new Map<string, number>();
   private closed = false;
   private outstanding = 0;
   private idleWaiters: (() => void)[] = [];
+  /** Bytes of records taken in and not yet acknowledged or failed. */
+  private buffered = 0;
+  private roomWaiters: RoomWaiter[] = [];
+  /** @internal flushes in progress: batches leave at once while it is above 0. */
   flushing = 0;
   private pid: Promise<ProducerId> | undefined;
   private pidGen = 0;
+  /** @internal aborted by close: waits and calls in flight end with ClosedError. */
   readonly abort = new AbortController();
 
   /** @internal use strata.producer() */
   constructor(
+    /** @internal */
     readonly client: ResolvedConfig,
     cfg?: ProducerConfig,
   ) {
     this.cfg = resolveProducerConfig(cfg);
-    this.cluster = new Cluster(client);
+    this.log = client.logger.namespace("Producer");
+    this.cluster = new Cluster(client, "Producer.Cluster");
   }
 
   /** The resolved options (for inspection). */
@@ -210,14 +310,15 @@ export class Producer {
     try {
       await this.cluster.gw.metadata({ topics: [] }, { timeoutMs: this.client.requestTimeout });
     } catch (e) {
-      throw fromConnect(e);
+      throw fromConnect(e, this.cluster.gatewayUrl);
     }
   }
 
   /**
    * send buffers the messages and resolves once every one is acknowledged,
    * with one RecordMetadata per message in order; it rejects with the first
-   * failure (the other messages of the call may still have landed).
+   * failure (the other messages of the call may still have landed). When
+   * the buffer is full it waits for room first (see maxBufferedBytes).
    */
   send(record: ProducerRecord): Promise<RecordMetadata[]> {
     return new Promise((resolve, reject) => {
@@ -230,12 +331,30 @@ export class Producer {
         reject(new TypeError("@strata-mq/client: send needs {topic, messages: [...]}"));
         return;
       }
+      const acks = record.acks === undefined ? this.cfg.acks : acksOf(record.acks);
+      if (acks === undefined) {
+        reject(new TypeError(`@strata-mq/client: send: acks ${JSON.stringify(record.acks)}: want "all", "leader" or "none"`));
+        return;
+      }
+      if (this.cfg.idempotent && acks !== common.Acks.ALL) {
+        reject(new TypeError(`@strata-mq/client: send: acks ${JSON.stringify(record.acks)} on an idempotent producer: it needs acks "all" (make the producer with idempotent: false)`));
+        return;
+      }
+      const codec = record.compression ?? this.cfg.compression;
+      if (!isCodec(codec)) {
+        reject(new TypeError(`@strata-mq/client: send: compression ${JSON.stringify(codec)}: want "none", "gzip", "snappy", "lz4" or "zstd"`));
+        return;
+      }
       const op = new SendOp(messages.length, resolve, reject);
       const now = Date.now();
       const recs: RecordInput[] = new Array(messages.length);
+      let bytes = 0;
       try {
         const trace = traceHeaders(this.cfg.propagator); // tracing.ts
-        for (let i = 0; i < messages.length; i++) recs[i] = toRecord(messages[i]!, now, trace);
+        for (let i = 0; i < messages.length; i++) {
+          recs[i] = toRecord(messages[i]!, now, trace);
+          bytes += recordSize(recs[i]!);
+        }
       } catch (e) {
         reject(e);
         return;
@@ -248,26 +367,51 @@ export class Producer {
           try {
             part = this.partitionFor(topic, messages[i]!, rec, t);
           } catch (e) {
-            this.done(1);
+            this.done(1, recordSize(rec));
             op.fail(e);
             continue;
           }
-          this.sinkFor(topic, part).add({ rec, size: recordSize(rec), at: now, op, index: i, topic });
+          this.sinkFor(topic, part).add({ rec, size: recordSize(rec), at: now, op, index: i, topic, acks, codec });
         }
       };
-      const known = this.cluster.known(topic);
-      if (known) route(known);
-      else
-        this.cluster.topic(topic).then(route, (e) => {
-          this.done(messages.length);
-          op.fail(e);
-        });
+      const failAll = (e: unknown) => {
+        this.done(messages.length, bytes);
+        op.fail(e);
+      };
+      const go = () => {
+        const known = this.cluster.known(topic);
+        if (known) route(known);
+        else this.cluster.topic(topic).then(route, failAll);
+      };
+      this.buffered += bytes;
+      if (this.roomWaiters.length === 0 && (this.buffered === bytes || this.buffered <= this.cfg.maxBufferedBytes)) {
+        go();
+        return;
+      }
+      // No room: wait for acknowledgements, within the delivery timeout.
+      const w: RoomWaiter = { bytes, go: () => undefined, fail: () => undefined };
+      const timer = setTimeout(() => {
+        this.roomWaiters = this.roomWaiters.filter((x) => x !== w);
+        failAll(new DeliveryTimeoutError(new StrataError(`no room in the producer's buffer (maxBufferedBytes ${this.cfg.maxBufferedBytes}) within the delivery timeout`, { code: Code.ResourceExhausted })));
+        this.releaseRoom();
+      }, this.cfg.deliveryTimeout);
+      unrefTimer(timer);
+      w.go = () => {
+        clearTimeout(timer);
+        go();
+      };
+      w.fail = (e) => {
+        clearTimeout(timer);
+        failAll(e);
+      };
+      this.roomWaiters.push(w);
+      this.log.debug("send waits for buffer room", { topic, bytes, buffered: this.buffered - bytes });
     });
   }
 
   /** sendBatch sends to several topics (kafkajs compatibility); results in order, topic by topic. */
-  async sendBatch(batch: { topicMessages: ProducerRecord[] }): Promise<RecordMetadata[]> {
-    const all = await Promise.all(batch.topicMessages.map((tm) => this.send(tm)));
+  async sendBatch(batch: { topicMessages: ProducerRecord[]; acks?: Acks; compression?: CodecName }): Promise<RecordMetadata[]> {
+    const all = await Promise.all(batch.topicMessages.map((tm) => this.send({ acks: batch.acks, compression: batch.compression, ...tm })));
     return all.flat();
   }
 
@@ -282,11 +426,31 @@ export class Producer {
     }
   }
 
-  /** close flushes, then stops; later sends reject with ClosedError. Safe to call twice. */
-  async close(): Promise<void> {
+  /**
+   * close flushes, then stops; later sends reject with ClosedError. With a
+   * timeout (ms), records not acknowledged by then fail with ClosedError
+   * (those in flight may still land) and close resolves. Safe to call twice.
+   */
+  async close(opts?: { timeout?: number }): Promise<void> {
     this.closed = true;
-    await this.flush();
-    this.abort.abort(new ClosedError("producer"));
+    const timeout = opts?.timeout;
+    if (timeout !== undefined && !(timeout >= 0)) throw new TypeError(`@strata-mq/client: close: timeout ${timeout}: must not be negative`);
+    if (timeout === undefined) await this.flush();
+    else {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const flushed = await Promise.race([this.flush().then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeout)))]);
+      clearTimeout(timer);
+      if (!flushed) this.log.warn("closing with records not acknowledged; they fail with ClosedError", { outstanding: this.outstanding });
+    }
+    if (!this.abort.signal.aborted) {
+      this.abort.abort(new ClosedError("producer"));
+      const closed = new ClosedError("producer");
+      for (const w of this.roomWaiters.splice(0)) w.fail(closed);
+      for (const s of this.sinks.values()) {
+        s.abort.abort(closed);
+        s.failBuffered(closed);
+      }
+    }
     this.cluster.close();
   }
 
@@ -300,13 +464,26 @@ export class Producer {
     return (await this.cluster.topic(topic)).parts.length;
   }
 
-  /** @internal */
-  done(n: number): void {
+  /** @internal n records of `bytes` bytes are done (acknowledged or failed). */
+  done(n: number, bytes: number): void {
     this.outstanding -= n;
+    this.buffered -= bytes;
+    this.releaseRoom();
     if (this.outstanding === 0) {
       const w = this.idleWaiters;
       this.idleWaiters = [];
       for (const f of w) f();
+    }
+  }
+
+  /** releaseRoom lets waiting sends go, in order, while there is room (or the buffer is empty). */
+  private releaseRoom(): void {
+    while (this.roomWaiters.length) {
+      const w = this.roomWaiters[0]!;
+      const before = this.buffered - this.roomWaiters.reduce((a, x) => a + x.bytes, 0);
+      if (before > 0 && before + w.bytes > this.cfg.maxBufferedBytes) return;
+      this.roomWaiters.shift();
+      w.go();
     }
   }
 
@@ -318,6 +495,11 @@ export class Producer {
         throw new StrataError(`topic "${topic}" has no partition ${m.partition}`, { code: Code.InvalidArgument });
       }
       return m.partition;
+    }
+    if (this.cfg.partitioner) {
+      const p = this.cfg.partitioner({ topic, partitionMetadata: t.parts.map((x, i) => ({ partitionId: i, leader: x.leader })), message: m });
+      if (!Number.isInteger(p) || p < 0 || p >= n) throw new StrataError(`the partitioner chose partition ${p} of topic "${topic}", which has ${n}`, { code: Code.InvalidArgument });
+      return p;
     }
     if (rec.key !== null) return partitionForKey(rec.key, n);
     let p = this.sticky.get(topic);
@@ -347,7 +529,7 @@ export class Producer {
     const k = tpKey(topic, partition);
     let s = this.sinks.get(k);
     if (!s) {
-      s = new Sink(this, this.cluster, this.cfg, topic, partition);
+      s = new Sink(this, this.cluster, this.cfg, this.log, topic, partition);
       this.sinks.set(k, s);
     }
     return s;
@@ -361,7 +543,7 @@ export class Producer {
         (r) => ({ id: r.producerId, epoch: r.producerEpoch, gen }),
         (e) => {
           if (this.pid === p) this.pid = undefined;
-          throw fromConnect(e);
+          throw fromConnect(e, this.cluster.gatewayUrl);
         },
       );
       this.pid = p;
@@ -380,6 +562,12 @@ export class Producer {
 
 /** One partition's buffer and sender. */
 class Sink {
+  /**
+   * Aborted by close: ends this sink's waits and its call in flight. One
+   * per sink rather than the producer's signal, so a signal never carries
+   * more than a listener or two, however many partitions are in flight.
+   */
+  readonly abort = new AbortController();
   private buf: Pending[] = [];
   private bytes = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
@@ -391,11 +579,17 @@ class Sink {
     private readonly p: Producer,
     private readonly cluster: Cluster,
     private readonly cfg: ResolvedProducerConfig,
+    private readonly log: Logger,
     readonly topic: string,
     readonly partition: number,
   ) {}
 
   add(pr: Pending): void {
+    if (this.p.abort.signal.aborted) {
+      pr.op.fail(new ClosedError("producer"));
+      this.p.done(1, pr.size);
+      return;
+    }
     this.buf.push(pr);
     this.bytes += pr.size;
     if (this.sending) return;
@@ -422,13 +616,28 @@ class Sink {
     });
   }
 
+  /** failBuffered fails every record not yet taken into a batch (close with a timeout). */
+  failBuffered(e: unknown): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const buf = this.buf;
+    this.buf = [];
+    this.bytes = 0;
+    for (const b of buf) {
+      b.op.fail(e);
+      this.p.done(1, b.size);
+    }
+  }
+
+  /** take cuts the next batch: records of the first one's acks and codec, up to maxBatchBytes. */
   private take(): Pending[] {
     let n = 0;
     let size = 0;
+    const first = this.buf[0]!;
     while (n < this.buf.length) {
-      const s = this.buf[n]!.size;
-      if (n > 0 && size + s > this.cfg.maxBatchBytes) break;
-      size += s;
+      const b = this.buf[n]!;
+      if (n > 0 && (size + b.size > this.cfg.maxBatchBytes || b.acks !== first.acks || b.codec !== first.codec)) break;
+      size += b.size;
       n++;
     }
     const batch = this.buf.splice(0, n);
@@ -441,40 +650,45 @@ class Sink {
     const cfg = this.cfg;
     const deadline = batch[0]!.at + cfg.deliveryTimeout;
     const recs = batch.map((b) => b.rec);
-    const bo = new Backoff(p.client.retryBackoff, p.client.maxRetryBackoff);
+    const { acks, codec } = batch[0]!;
+    const size = batch.reduce((a, b) => a + b.size, 0);
+    const idempotent = cfg.idempotent && acks === common.Acks.ALL;
+    const bo = Backoff.of(p.client.retry);
     let bytes: Uint8Array | undefined;
     let builtAt = -1; // producer id generation the bytes carry
     let lastErr: unknown;
     const fail = (e: unknown) => {
-      if (cfg.idempotent && builtAt >= 0) p.dropProducerId(builtAt); // sequences spent, outcome unknown
+      if (idempotent && builtAt >= 0) p.dropProducerId(builtAt); // sequences spent, outcome unknown
       for (const b of batch) b.op.fail(e);
-      p.done(batch.length);
+      p.done(batch.length, size);
     };
+    const closed = () => (this.abort.signal.aborted ? new ClosedError("producer") : undefined);
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) {
         if (attempt > cfg.maxRetries) return fail(lastErr);
         const d = bo.next();
         if (Date.now() + d > deadline) return fail(new DeliveryTimeoutError(lastErr));
-        await sleep(d);
-        if (p.abort.signal.aborted) return fail(new DeliveryTimeoutError(lastErr));
+        this.log.debug("produce failed; retrying", { topic: this.topic, partition: this.partition, attempt, retryInMs: Math.round(d), error: lastErr });
+        try {
+          await sleep(d, this.abort.signal);
+        } catch {
+          return fail(closed() ?? new DeliveryTimeoutError(lastErr));
+        }
       }
       try {
         let pid: ProducerId | undefined;
-        if (cfg.idempotent) pid = await p.producerId();
+        if (idempotent) pid = await p.producerId();
         if (!bytes || (pid && pid.gen !== builtAt)) {
           if (pid) {
             if (this.seqGen !== pid.gen) {
               this.seq = 0;
               this.seqGen = pid.gen;
             }
-            bytes = await buildBatch(
-              { codec: cfg.compression, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: this.seq },
-              recs,
-            );
+            bytes = await buildBatch({ codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: this.seq }, recs);
             this.seq = (this.seq + recs.length) % 0x80000000;
             builtAt = pid.gen;
           } else {
-            bytes = await buildBatch({ codec: cfg.compression }, recs);
+            bytes = await buildBatch({ codec }, recs);
           }
         }
       } catch (e) {
@@ -489,35 +703,36 @@ class Sink {
       } catch (e) {
         lastErr = e;
         if (e instanceof UnknownTopicError || classify(e) === Action.Fail) return fail(e);
-        await this.cluster.refresh().catch(() => undefined);
+        await this.cluster.refreshQuietly(`no leader for ${this.topic}/${this.partition}`);
         continue;
       }
       // A node that throttled this producer (its produce quota) gets
       // nothing more until the time it asked for has passed.
       try {
-        await this.cluster.throttles.wait(info.addr, p.abort.signal);
+        await this.cluster.throttles.wait(info.addr, this.abort.signal);
       } catch (e) {
-        return fail(e);
+        return fail(closed() ?? e);
       }
       const timeLeft = deadline - Date.now();
-      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`throttled by ${info.addr} past the delivery timeout`)));
+      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`no time left to produce to ${info.addr} before the delivery timeout`, { code: Code.DeadlineExceeded })));
       try {
         const resp = await client.produce(
           {
             topic: this.topic,
             partition: this.partition,
-            acks: cfg.acks,
+            acks,
             timeoutMs: p.client.requestTimeout,
             leaderEpoch: info.epoch,
             records: bytes,
           },
-          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)) },
+          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)), signal: this.abort.signal },
         );
         this.cluster.throttles.note(info.addr, resp.throttleTimeMs);
-        this.succeed(batch, resp.baseOffset, resp.logAppendTimeMs);
+        this.succeed(batch, size, resp.baseOffset, resp.logAppendTimeMs);
         return;
       } catch (e0) {
-        const e = fromConnect(e0);
+        if (isAbort(e0) || this.abort.signal.aborted) return fail(closed() ?? e0);
+        const e = fromConnect(e0, info.addr);
         lastErr = e;
         if (Date.now() >= deadline) return fail(new DeliveryTimeoutError(e));
         switch (classify(e)) {
@@ -527,7 +742,7 @@ class Sink {
             p.dropProducerId(builtAt);
             break;
           case Action.Refresh:
-            if (!this.cluster.applyHint(e)) await this.cluster.refresh().catch(() => undefined);
+            if (!this.cluster.applyHint(e)) await this.cluster.refreshQuietly(`produce to ${this.topic}/${this.partition} failed`);
             if (this.cluster.isMissing(this.topic)) return fail(new UnknownTopicError(this.topic));
             break;
         }
@@ -535,7 +750,7 @@ class Sink {
     }
   }
 
-  private succeed(batch: Pending[], base: bigint, appendTime: bigint): void {
+  private succeed(batch: Pending[], size: number, base: bigint, appendTime: bigint): void {
     const b = Number(base);
     for (let i = 0; i < batch.length; i++) {
       const pr = batch[i]!;
@@ -546,7 +761,7 @@ class Sink {
         timestamp: String(appendTime > 0n ? Number(appendTime) : pr.rec.timestamp),
       });
     }
-    this.p.done(batch.length);
+    this.p.done(batch.length, size);
   }
 }
 

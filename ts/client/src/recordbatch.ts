@@ -12,6 +12,8 @@
 
 import { decompress as zstdDecompress } from "fzstd";
 import snappy from "snappyjs";
+import { lz4Compress, lz4Decompress } from "./codecs/lz4.js";
+import { zstdCompress } from "./codecs/zstd.js";
 import { crc32c } from "./crc32c.js";
 import { CorruptBatchError, UnsupportedCodecError } from "./errors.js";
 import { platform } from "./platform.js";
@@ -196,7 +198,7 @@ function writeRecords(w: Writer, sized: Sized[]): void {
 export async function buildBatch(opts: BuildOptions, records: RecordInput[]): Promise<Uint8Array> {
   if (records.length === 0) throw new RangeError("recordbatch: build: no records");
   const codec = opts.codec ?? "none";
-  if (codec !== "none" && codec !== "gzip") throw new UnsupportedCodecError(codec);
+  if (!Object.hasOwn(Codec, codec)) throw new UnsupportedCodecError(String(codec));
   const base = records[0]!.timestamp;
   let maxTS = base;
   let size = 0;
@@ -220,7 +222,7 @@ export async function buildBatch(opts: BuildOptions, records: RecordInput[]): Pr
   } else {
     const body = new Uint8Array(size);
     writeRecords(new Writer(body), sized);
-    const z = await platform().gzip(body);
+    const z = await compress(codec, body);
     b = new Uint8Array(HEADER_SIZE + z.length);
     b.set(z, HEADER_SIZE);
   }
@@ -345,8 +347,7 @@ export interface DecodedBatch {
 
 /**
  * decodeBatch verifies and decodes exactly one batch. It throws
- * CorruptBatchError (kind as the Go sentinels) for bad bytes and
- * UnsupportedCodecError for lz4.
+ * CorruptBatchError (kind as the Go sentinels) for bad bytes.
  */
 export async function decodeBatch(b: Uint8Array): Promise<DecodedBatch> {
   const header = parseHeader(b);
@@ -407,6 +408,27 @@ function decodeRecords(h: BatchHeader, section: Uint8Array): DecodedRecord[] {
 
 const XERIAL_MAGIC = [0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00];
 
+/**
+ * compress compresses a records section: gzip with the runtime's zlib,
+ * snappy as one raw block (as the Go codec, franz-go and librdkafka write
+ * it; Java reads it), lz4 as one frame of independent 64 KiB blocks, zstd
+ * as one frame (the runtime's encoder where it has one).
+ */
+async function compress(codec: CodecName, data: Uint8Array): Promise<Uint8Array> {
+  switch (codec) {
+    case "gzip":
+      return platform().gzip(data);
+    case "snappy":
+      return snappy.compress(plain(data));
+    case "lz4":
+      return lz4Compress(data);
+    case "zstd":
+      return (await platform().zstd?.(data)) ?? zstdCompress(data);
+    default:
+      throw new UnsupportedCodecError(codec);
+  }
+}
+
 async function decompress(codec: CodecName, data: Uint8Array): Promise<Uint8Array> {
   try {
     switch (codec) {
@@ -414,6 +436,8 @@ async function decompress(codec: CodecName, data: Uint8Array): Promise<Uint8Arra
         return await platform().gunzip(data, MAX_DECOMPRESSED_SIZE);
       case "snappy":
         return snappyDecode(plain(data));
+      case "lz4":
+        return lz4Decompress(data, MAX_DECOMPRESSED_SIZE);
       case "zstd": {
         const out = zstdDecompress(plain(data));
         if (out.length > MAX_DECOMPRESSED_SIZE) throw new CorruptBatchError("too-large", "zstd section inflates past the limit");
@@ -424,7 +448,7 @@ async function decompress(codec: CodecName, data: Uint8Array): Promise<Uint8Arra
     }
   } catch (e) {
     if (e instanceof CorruptBatchError || e instanceof UnsupportedCodecError) throw e;
-    throw new CorruptBatchError("corrupt", `${codec}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new CorruptBatchError("corrupt", `${codec}: ${e instanceof Error ? e.message : String(e)}`, e);
   }
 }
 

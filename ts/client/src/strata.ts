@@ -3,6 +3,7 @@
 
 import { Admin } from "./admin.js";
 import { resolveConfig, type ResolvedConfig, type StrataConfig } from "./config.js";
+import type { Logger } from "./logger.js";
 import { Consumer, type ConsumerConfig } from "./consumer.js";
 import { Producer, type ProducerConfig } from "./producer.js";
 
@@ -11,6 +12,10 @@ export class Strata {
   private readonly cfg: ResolvedConfig;
   constructor(config: StrataConfig) {
     this.cfg = resolveConfig(config);
+  }
+  /** logger returns the client's logger (kafkajs' kafka.logger()), writing where logCreator says. */
+  logger(): Logger {
+    return this.cfg.logger;
   }
   /** admin returns an admin client (topics, groups). */
   admin(): Admin {

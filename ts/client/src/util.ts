@@ -24,19 +24,25 @@ export function unrefTimer(t: unknown): void {
   (t as { unref?: () => void }).unref?.();
 }
 
-/** Backoff doubles from initial to max, with up to 20% jitter. */
+/** Backoff grows from initial by multiplier up to max, less up to `factor` of random jitter. Not shared between loops. */
 export class Backoff {
   private cur: number;
   constructor(
     private readonly initial: number,
     private readonly max: number,
+    private readonly factor = 0.2,
+    private readonly multiplier = 2,
   ) {
     this.cur = initial;
   }
+  /** of makes a Backoff from retry options. */
+  static of(r: { initialRetryTime: number; maxRetryTime: number; factor: number; multiplier: number }): Backoff {
+    return new Backoff(r.initialRetryTime, r.maxRetryTime, r.factor, r.multiplier);
+  }
   next(): number {
     const d = this.cur;
-    this.cur = Math.min(this.cur * 2, this.max);
-    return d * (0.8 + Math.random() * 0.2);
+    this.cur = Math.min(this.cur * this.multiplier, this.max);
+    return d * (1 - this.factor + Math.random() * this.factor);
   }
   reset(): void {
     this.cur = this.initial;

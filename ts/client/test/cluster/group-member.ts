@@ -14,7 +14,7 @@ const strata = new Strata({ gateway, clientId: name });
 const consumer = strata.consumer({ groupId, maxWaitTimeInMs: 200, maxBytesPerPartition: 4096 });
 consumer.on(ConsumerEvents.PARTITIONS_ASSIGNED, (e) => out({ ev: "assigned", partitions: (e as { payload: { partitions: unknown } }).payload.partitions }));
 consumer.on(ConsumerEvents.PARTITIONS_REVOKED, (e) => out({ ev: "revoked", partitions: (e as { payload: { partitions: unknown } }).payload.partitions }));
-consumer.on(ConsumerEvents.COMMIT_OFFSETS, (e) => out({ ev: "committed", topics: (e as { payload: { topics: unknown } }).payload.topics }));
+consumer.on(ConsumerEvents.COMMIT_OFFSETS, (e) => out({ ev: "committed", topics: e.payload.topics.flatMap((t) => t.partitions) }));
 await consumer.subscribe({ topics: [topic], fromBeginning: true });
 await consumer.run({
   autoCommitInterval: 100,

@@ -153,7 +153,7 @@ describe("against strata dev --secure", () => {
     // The client's own transport, counting the throttle times the node answered with.
     let throttled = 0;
     const transport = (baseUrl: string): Transport => {
-      const t = nodePlatform.transport(baseUrl, { ca });
+      const t = nodePlatform.transport(baseUrl, { tls: { ca } });
       closers.push(t.close);
       return {
         unary: async (method, ...rest) => {
