@@ -29,6 +29,7 @@ import (
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/gateway/internal/console"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
 )
 
@@ -84,6 +85,11 @@ type Gateway struct {
 	clientOpts []connect.ClientOption
 	storageMu  sync.Mutex
 	storage    map[string]storagev1connect.StorageServiceClient // by node address
+
+	// changes is signalled after every metadata message (WatchCluster
+	// waits on it); logs shares DescribeLog samples between streams.
+	changes changeSignal
+	logs    sampler
 
 	cancel    context.CancelFunc
 	watchDone chan struct{}
@@ -144,7 +150,10 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			NodeID:      metaview.NotANode,
 			MinBackoff:  opts.WatchMinBackoff,
 			MaxBackoff:  opts.WatchMaxBackoff,
-			Notify:      g.applySecurity,
+			Notify: func(v *metaview.View) {
+				g.applySecurity(v)
+				g.changes.signal()
+			},
 			Logger:      logger,
 		})
 	}()
@@ -196,6 +205,9 @@ func Setup(cfg *Config) serve.SetupFunc {
 		p.AddReadinessCheck("metadata", g.Ready)
 		mux := http.NewServeMux()
 		mux.Handle(g.Handler(p.ConnectOption()))
+		// The console's files carry no cluster data; the page calls the
+		// API above with the user's credentials.
+		p.HandlePublic(console.Path, console.Handler())
 		return mux, nil
 	}
 }
