@@ -154,7 +154,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 				g.applySecurity(v)
 				g.changes.signal()
 			},
-			Logger:      logger,
+			Logger: logger,
 		})
 	}()
 	return g, nil
