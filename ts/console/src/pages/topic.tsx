@@ -52,7 +52,7 @@ export function TopicPage({ name, tab }: { name: string; tab: string }) {
           <p>Every message of <strong>{name}</strong> is deleted, on the storage nodes and in the tier. This cannot be undone.</p>
         </Confirm>
       )}
-      <div role="group" className="tabs">
+      <div className="tabs">
         <Link href={base} className={tab === "partitions" ? "active" : ""}>Partitions</Link>
         <Link href={`${base}/messages`} className={tab === "messages" ? "active" : ""} data-testid="tab-messages">Messages</Link>
         <Link href={`${base}/config`} className={tab === "config" ? "active" : ""} data-testid="tab-config">Configuration</Link>
