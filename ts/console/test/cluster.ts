@@ -38,14 +38,15 @@ export class DevCluster {
   private readonly restarted: ChildProcess[] = [];
   private constructor(readonly dir: string, private readonly proc: ChildProcess, private readonly output: string[]) {}
 
-  static async start(storageNodes = 3): Promise<DevCluster> {
+  /** start runs `strata dev` with args added and resolves once cluster.json says ready. */
+  static async start(storageNodes = 3, args: string[] = []): Promise<DevCluster> {
     const strata = join(binDir, "strata");
     if (!existsSync(strata)) throw new Error(`${strata} is missing: run 'make build' (or set STRATA_BIN)`);
     for (let attempt = 0; attempt < 8; attempt++) {
       const base = 20_000 + Math.floor(Math.random() * 4_000) * 10;
       const dir = mkdtempSync(join(tmpdir(), "strata-console-"));
       const output: string[] = [];
-      const proc = spawn(strata, ["dev", "--dir", dir, "--base-port", String(base), "--storage-nodes", String(storageNodes)], { stdio: ["ignore", "pipe", "pipe"] });
+      const proc = spawn(strata, ["dev", "--dir", dir, "--base-port", String(base), "--storage-nodes", String(storageNodes), ...args], { stdio: ["ignore", "pipe", "pipe"] });
       proc.stdout!.on("data", (d) => output.push(String(d)));
       proc.stderr!.on("data", (d) => output.push(String(d)));
       let code: number | undefined;
@@ -77,14 +78,30 @@ export class DevCluster {
     return this.file().gateway;
   }
 
+  /**
+   * adminEnv reads the variables DIR/admin.env (written by `strata dev
+   * --secure`) exports: the admin's gateway, CA, certificate and key.
+   */
+  adminEnv(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const line of readFileSync(join(this.dir, "admin.env"), "utf8").split("\n")) {
+      const m = /^\s*export\s+([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(line);
+      if (!m) continue;
+      let v = m[2]!.trim();
+      if (v.startsWith("'") && v.endsWith("'") && v.length >= 2) v = v.slice(1, -1).replaceAll("'\\''", "'");
+      out[m[1]!] = v;
+    }
+    return out;
+  }
+
   /** logs is what strata dev printed. */
   logs(): string {
     return this.output.join("");
   }
 
   /** strata runs the CLI against this cluster and returns its stdout; throws on a non-zero exit. */
-  strata(args: string[], input?: string): string {
-    const r = spawnSync(join(binDir, "strata"), ["--gateway", this.gateway, ...args], { input, encoding: "utf8", timeout: 60_000 });
+  strata(args: string[], input?: string, env?: Record<string, string>): string {
+    const r = spawnSync(join(binDir, "strata"), ["--gateway", this.gateway, ...args], { input, encoding: "utf8", timeout: 60_000, env: env ? { ...process.env, ...env } : undefined });
     if (r.status !== 0) throw new Error(`strata ${args.join(" ")}: exit ${r.status}: ${r.stderr}`);
     return r.stdout;
   }

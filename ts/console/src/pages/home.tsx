@@ -36,12 +36,13 @@ function Overview() {
         <span className={healthy ? "badge good" : "badge bad"} data-testid="health">{healthy ? "healthy" : "degraded"}</span>
       </h2>
       <div className="grid figures">
-        <Figure label="Storage nodes up" value={`${o.nodes.filter((n) => n.state === NodeState.ALIVE).length} / ${o.nodes.length}`} />
+        {o.controllers && <Figure label="Storage nodes up" value={`${o.nodes.filter((n) => n.state === NodeState.ALIVE).length} / ${o.nodes.length}`} />}
         <Figure label="Under-replicated partitions" value={num(o.underReplicatedPartitions)} bad={o.underReplicatedPartitions > 0} testid="under-replicated" />
         <Figure label="Offline partitions" value={num(o.offlinePartitions)} bad={o.offlinePartitions > 0} testid="offline" />
         <Figure label="Tiering lag (offsets)" value={num(o.tieringLagOffsets)} testid="tiering-lag" />
         <Figure label="Metadata version" value={String(o.metadataVersion)} />
       </div>
+      {!o.controllers && <p className="muted" data-testid="no-cluster-access">Controllers and storage nodes are shown to users allowed to describe the cluster.</p>}
       {o.controllers && (
         <>
           <h3>Controllers</h3>
