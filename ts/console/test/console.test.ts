@@ -142,8 +142,8 @@ test("a killed storage node shows as down and its partitions under-replicated, t
   await page.getByTestId("node-3").waitFor();
   const killed = cluster.kill("storage", 3);
   const t0 = Date.now();
-  await waitFor("node 3 down", async () => (await page.getByTestId("node-3").getAttribute("data-state")) === "down", 30_000);
-  await waitFor("under-replicated partitions", async () => Number(await page.getByTestId("under-replicated").innerText()) > 0, 30_000);
+  await waitFor("node 3 down", async () => (await page.getByTestId("node-3").getAttribute("data-state")) === "down", 60_000);
+  await waitFor("under-replicated partitions", async () => Number(await page.getByTestId("under-replicated").innerText()) > 0, 60_000);
   const downAfter = Date.now() - t0;
   await shot("node-down");
   cluster.restart(killed);

@@ -242,6 +242,8 @@ func (g *Gateway) WatchCluster(ctx context.Context, _ *connect.Request[gatewayv1
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-g.draining:
+			return nil
 		case <-changed:
 		case <-tick.C:
 		}

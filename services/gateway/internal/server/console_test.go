@@ -268,3 +268,41 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.base.RoundTrip(r)
 }
+
+// A draining gateway ends its WatchCluster streams, so shutdown does not
+// wait for them.
+func TestWatchClusterEndsWhenDraining(t *testing.T) {
+	cl := newFakeCluster(t, 1)
+	fc := newFakeController()
+	fc.scripts <- sendThenHold(make(chan struct{}), cl.snapshot(1, nil))
+	cfg := &Config{Controllers: fc.start(t), ProducerIDBlockSize: DefaultProducerIDBlockSize}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	draining := make(chan struct{})
+	g, err := Start(context.Background(), cfg, Options{HTTPClient: serve.NewHTTPClient(), Draining: draining})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	mux := http.NewServeMux()
+	mux.Handle(g.Handler())
+	gc := gatewayv1connect.NewGatewayServiceClient(serve.NewHTTPClient(), serveOn(t, mux))
+	waitReady(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := gc.WatchCluster(ctx, connect.NewRequest(&gatewayv1.WatchClusterRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("no first message: %v", stream.Err())
+	}
+	close(draining)
+	for stream.Receive() {
+	}
+	if err := stream.Err(); err != nil || ctx.Err() != nil {
+		t.Errorf("stream ended with %v (context %v); want a clean end on drain", err, ctx.Err())
+	}
+}

@@ -53,6 +53,11 @@ type Options struct {
 	// WatchMinBackoff and WatchMaxBackoff bound the metadata watch's
 	// reconnect waits. Zero means the metaview defaults (100ms, 5s).
 	WatchMinBackoff, WatchMaxBackoff time.Duration
+	// Draining, when closed, ends every WatchCluster stream so a graceful
+	// shutdown does not wait for them (services pass
+	// serve.Process.Draining()); clients reconnect, to another gateway
+	// behind a load balancer. Nil means never.
+	Draining <-chan struct{}
 	// RetryBackoff is the first wait before a data-path retry on another
 	// leader; it doubles per attempt up to 1s, each wait spread ±20% at
 	// random. Zero means 50ms.
@@ -88,8 +93,9 @@ type Gateway struct {
 
 	// changes is signalled after every metadata message (WatchCluster
 	// waits on it); logs shares DescribeLog samples between streams.
-	changes changeSignal
-	logs    sampler
+	changes  changeSignal
+	logs     sampler
+	draining <-chan struct{}
 
 	cancel    context.CancelFunc
 	watchDone chan struct{}
@@ -124,6 +130,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		cache:        metaview.NewCache(),
 		guard:        gd,
 		retryBackoff: opts.RetryBackoff,
+		draining:     opts.Draining,
 		httpClient:   opts.HTTPClient,
 		clientOpts:   opts.ClientOptions,
 		storage:      make(map[string]storagev1connect.StorageServiceClient),
@@ -197,6 +204,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			ClientOptions: []connect.ClientOption{p.ConnectOption()},
 			Logger:        p.Logger(),
 			Guard:         p.Guard(),
+			Draining:      p.Draining(),
 		})
 		if err != nil {
 			return nil, err
