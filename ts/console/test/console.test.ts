@@ -98,13 +98,33 @@ test("a topic created and a message produced from the forms is in the message br
   assert.equal(await page.getByTestId("records").locator("tbody tr").first().getAttribute("data-testid"), `record-${offset}`);
   await page.getByTestId("browse-format").selectOption("json");
   await page.getByTestId(`record-${offset}`).locator("details.json").first().waitFor();
+
+  // From a time an hour back: the whole partition, which search narrows
+  // to the one message.
+  const hourAgo = new Date(Date.now() - 3600_000);
+  const local = new Date(hourAgo.getTime() - hourAgo.getTimezoneOffset() * 60_000).toISOString().slice(0, 19);
+  await page.getByTestId("browse-from").selectOption("timestamp");
+  await page.getByTestId("browse-time").fill(local);
+  await page.getByTestId("browse-load").click();
+  await page.getByTestId("record-0").waitFor();
+  assert.equal(await page.getByTestId("records").locator("tbody tr").count(), 4);
+  await page.getByTestId("browse-search").fill("order-17");
+  await waitFor("search to leave one message", async () => (await page.getByTestId("records").locator("tbody tr").count()) === 1);
+  await page.getByTestId("browse-search").fill("");
+
+  // Live tail: a message produced with the CLI appears without a click.
+  await page.getByTestId("browse-tail").check();
+  cluster.strata(["produce", "payments", "-p", "1"], "tailed\n");
+  await page.getByTestId("record-4").waitFor();
+  assert.match(await page.getByTestId("record-4").innerText(), /tailed/);
+  await page.getByTestId("browse-tail").uncheck();
   await shot("messages");
 
   cluster.strata(["produce", "payments", "-p", "0"], "x\ny\n");
   cluster.strata(["produce", "payments", "-p", "2"], "z\n");
   // The partitions tab shows the new high watermark.
   await page.goto(`${cluster.gateway}/console/topics/payments`);
-  await waitFor("partition 1's high watermark of 4", async () => (await page.getByTestId("hw-1").innerText()) === "4");
+  await waitFor("partition 1's high watermark of 5", async () => (await page.getByTestId("hw-1").innerText()) === "5");
   await shot("topic");
 });
 
