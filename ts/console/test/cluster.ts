@@ -53,19 +53,16 @@ export class DevCluster {
       proc.on("exit", (c) => (code = c ?? -1));
       const c = new DevCluster(dir, proc, output);
       try {
-        await waitFor("strata dev to be ready", () => {
-          if (code !== undefined) throw new Error(`strata dev exited ${code}: ${output.join("")}`);
-          return c.file().ready;
-        }, 120_000);
-        return c;
+        // An exit ends the wait at once (waitFor would retry past a throw).
+        await waitFor("strata dev to be ready or to exit", () => code !== undefined || c.file().ready, 120_000);
       } catch (e) {
-        if (code !== undefined && /in use/.test(output.join(""))) {
-          rmSync(dir, { recursive: true, force: true });
-          continue;
-        }
         await c.stop();
         throw e;
       }
+      if (code === undefined) return c;
+      rmSync(dir, { recursive: true, force: true });
+      if (!/in use/.test(output.join(""))) throw new Error(`strata dev exited ${code}: ${output.join("")}`);
+      // Another process holds one of the ports: try another base.
     }
     throw new Error("no free base port found for strata dev");
   }
