@@ -166,7 +166,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
         {shown.length} of {records.length} loaded messages shown{hw !== undefined ? `; high watermark ${num(hw)}` : ""}{tail ? "; following new messages" : ""}
       </p>
       <table className="striped records" data-testid="records">
-        <thead><tr><th>Offset</th><th>Time</th><th>Key</th><th>Value</th><th>Headers</th></tr></thead>
+        <thead><tr><th>Offset</th><th>Time (UTC)</th><th>Key</th><th>Value</th><th>Headers</th></tr></thead>
         <tbody>
           {shown.map((r) => (
             <tr key={String(r.offset)} data-testid={`record-${r.offset}`}>
