@@ -1,6 +1,6 @@
 import "@picocss/pico/css/pico.min.css";
 import "./style.css";
-import { StrictMode, useEffect, useState, type FormEvent } from "react";
+import { lazy, StrictMode, Suspense, useEffect, useState, type FormEvent } from "react";
 import { createRoot } from "react-dom/client";
 import { Link, Route, Router, Switch } from "wouter";
 import { errorText, gateway, getToken, isUnauthenticated, setToken } from "./api";
@@ -8,7 +8,8 @@ import { ClusterProvider, useCluster } from "./cluster";
 import { HomePage } from "./pages/home";
 import { TopicPage } from "./pages/topic";
 import { GroupsPage } from "./pages/groups";
-import { GroupPage } from "./pages/group";
+// The group page carries the chart library; it loads when first opened.
+const GroupPage = lazy(() => import("./pages/group").then((m) => ({ default: m.GroupPage })));
 
 /** Auth asks who the gateway takes the page for; it asks for a token when the gateway wants one. */
 function Auth() {
@@ -87,7 +88,7 @@ function Shell({ who, signOut }: { who: string; signOut?: () => void }) {
           <Route path="/" component={HomePage} />
           <Route path="/topics/:name/:tab?">{(p) => <TopicPage name={decodeURIComponent(p.name)} tab={p.tab ?? "partitions"} />}</Route>
           <Route path="/groups" component={GroupsPage} />
-          <Route path="/groups/:id">{(p) => <GroupPage id={decodeURIComponent(p.id)} />}</Route>
+          <Route path="/groups/:id">{(p) => <Suspense fallback={<p aria-busy="true">Loading…</p>}><GroupPage id={decodeURIComponent(p.id)} /></Suspense>}</Route>
           <Route><p>Nothing here. <Link href="/">Back to the overview</Link></p></Route>
         </Switch>
       </main>
