@@ -128,6 +128,29 @@ test("a topic created and a message produced from the forms is in the message br
   await shot("topic");
 });
 
+test("a topic's configuration is changed and reset, and the topic deleted after confirmation", async () => {
+  cluster.strata(["topic", "create", "scratch", "-p", "1", "-r", "3"]);
+  await page.goto(`${cluster.gateway}/console/topics/scratch/config`);
+  const row = page.getByTestId("config-retention.ms");
+  await row.waitFor();
+  assert.match(await row.innerText(), /default/);
+  await page.getByTestId("alter-config").locator("textarea").fill("retention.ms=3600000");
+  await page.getByTestId("alter-config").locator("button[type=submit]").click();
+  await waitFor("retention.ms overridden", async () => /3600000\s+topic override/.test(await row.innerText()));
+  assert.match(cluster.strata(["topic", "describe", "scratch", "--output", "json"]), /3600000/);
+  await row.getByText("reset to default").click();
+  await waitFor("retention.ms back to its default", async () => /604800000\s+default/.test(await row.innerText()));
+
+  await page.getByTestId("delete-topic").click();
+  await page.getByTestId("confirm").waitFor();
+  assert.equal(await page.getByTestId("confirm-button").isDisabled(), true);
+  await page.getByTestId("confirm-input").fill("scratch");
+  await page.getByTestId("confirm-button").click();
+  await page.getByTestId("topics").waitFor();
+  await waitFor("scratch gone from the list", async () => (await page.getByTestId("topic-scratch").count()) === 0);
+  assert.doesNotMatch(cluster.strata(["topic", "list"]), /scratch/);
+});
+
 test("an error is shown in words with the server's reason", async () => {
   await page.goto(`${cluster.gateway}/console/`);
   await page.getByTestId("new-topic").click();
