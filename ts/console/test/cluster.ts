@@ -103,6 +103,13 @@ export class DevCluster {
     return r.stdout;
   }
 
+  /** background runs the CLI against this cluster without waiting; stop ends it with SIGTERM if it still runs. */
+  background(args: string[]): ChildProcess {
+    const child = spawn(join(binDir, "strata"), ["--gateway", this.gateway, ...args], { stdio: "ignore" });
+    this.restarted.push(child);
+    return child;
+  }
+
   /** kill SIGKILLs one process of the cluster. */
   kill(service: string, id: number): ProcessInfo {
     const p = this.file().processes.find((x) => x.service === service && x.id === id);

@@ -173,6 +173,13 @@ test("a group's lag appears, and falls to 0 after a CLI consume", async () => {
   await waitFor("billing's total lag of 6 on its page", async () => (await page.getByTestId("group-total-lag").innerText()) === "6");
   cluster.strata(["consume", "events", "-g", "billing", "-e"]);
   await waitFor("billing's total lag of 0", async () => (await page.getByTestId("group-total-lag").innerText()) === "0");
+  // A live member shows with its assignment, and offsets cannot be reset
+  // until it has left.
+  const member = cluster.background(["consume", "events", "-g", "billing"]);
+  await waitFor("a member owning both partitions", async () => /events: 0, 1/.test(await page.getByTestId("members").innerText()));
+  assert.equal(await page.getByTestId("reset").count(), 0);
+  await shot("group-member");
+  member.kill("SIGTERM");
   await page.getByTestId("reset-dry-run").click();
   await page.getByTestId("reset-plan").waitFor();
   await shot("group");
