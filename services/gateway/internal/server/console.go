@@ -99,7 +99,9 @@ func (g *Gateway) sampleLogs(ctx context.Context, st *metaview.View) *logSample 
 			continue
 		}
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, logSampleTimeout)
+			// The sample serves every stream: one caller going away must
+			// not cut it short for the others.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logSampleTimeout)
 			defer cancel()
 			res, err := g.storageClient(addr).DescribeLog(ctx, connect.NewRequest(&storagev1.DescribeLogRequest{}))
 			if err != nil {
