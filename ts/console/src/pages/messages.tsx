@@ -36,6 +36,9 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
   const [tail, setTail] = useState(false);
   const nextRef = useRef<bigint | undefined>(undefined);
   nextRef.current = next;
+  // Each load takes a number; an answer to an older one (a partition
+  // switched, Load clicked again) is dropped, never shown over a newer one.
+  const loadSeq = useRef(0);
 
   const fetchFrom = async (start: bigint, signal?: AbortSignal) => {
     let at = start;
@@ -53,6 +56,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
 
   const load = async (e?: FormEvent) => {
     e?.preventDefault();
+    const my = ++loadSeq.current;
     setBusy(true);
     setError(undefined);
     try {
@@ -69,28 +73,31 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
         start = (await gateway.offsetForTimestamp({ topic, partition, timestampMs: BigInt(ms) })).offset;
       }
       const r = await fetchFrom(start);
+      if (my !== loadSeq.current) return;
       setRecords(r.got);
       setNext(r.next);
       setHw(r.high);
     } catch (err) {
-      setError(errorText(err));
+      if (my === loadSeq.current) setError(errorText(err));
     } finally {
-      setBusy(false);
+      if (my === loadSeq.current) setBusy(false);
     }
   };
 
   const more = async () => {
     if (next === undefined) return;
+    const my = ++loadSeq.current;
     setBusy(true);
     try {
       const r = await fetchFrom(next);
+      if (my !== loadSeq.current) return;
       setRecords((old) => [...old, ...r.got].slice(-windowLimit));
       setNext(r.next);
       setHw(r.high);
     } catch (err) {
-      setError(errorText(err));
+      if (my === loadSeq.current) setError(errorText(err));
     } finally {
-      setBusy(false);
+      if (my === loadSeq.current) setBusy(false);
     }
   };
 
