@@ -36,7 +36,7 @@ before(async () => {
     }),
   ]);
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-  page.setDefaultTimeout(20_000);
+  page.setDefaultTimeout(30_000);
   page.on("pageerror", (e) => pageErrors.push(String(e)));
 });
 

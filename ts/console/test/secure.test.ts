@@ -39,7 +39,7 @@ test("with --secure the console asks for a token and shows only what the user ma
   cli(["acl", "create", "--principal", "User:alice", "--allow", "describe", "--topic", "visible"]);
 
   const page = await browser.newPage({ ignoreHTTPSErrors: true, viewport: { width: 1400, height: 900 } });
-  page.setDefaultTimeout(20_000);
+  page.setDefaultTimeout(30_000);
   const errors: string[] = [];
   page.on("pageerror", (e) => errors.push(String(e)));
   await page.goto(`${env.STRATA_GATEWAY}/console/`);
