@@ -127,7 +127,7 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 	t.tracerProvider, t.tracing = tp, tracing
 	logger.Info("telemetry", slog.String("traces", where), slog.String("metrics", "prometheus on the admin listener at /metrics"))
 
-	ic, err := otelconnect.NewInterceptor(
+	common := []otelconnect.Option{
 		otelconnect.WithTracerProvider(t.tracing),
 		otelconnect.WithMeterProvider(t.meterProvider),
 		otelconnect.WithPropagator(t.propagator),
@@ -136,12 +136,29 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 		// starting a new one linked to it (otelconnect's default, meant
 		// for servers facing the internet).
 		otelconnect.WithTrustRemote(),
-	)
+	}
+	// Streams: otelconnect's spans and metrics. Unary calls (the data
+	// path): otelconnect's spans, and the duration metrics from
+	// rpcmetrics.go, which builds each attribute set once instead of per
+	// call.
+	streams, err := otelconnect.NewInterceptor(append(common,
+		otelconnect.WithFilter(func(_ context.Context, s connect.Spec) bool { return s.StreamType != connect.StreamTypeUnary }))...)
 	if err != nil {
 		_ = t.Shutdown(ctx)
 		return nil, fmt.Errorf("serve: otelconnect: %w", err)
 	}
-	t.connectOpt = connect.WithInterceptors(ic)
+	unary, err := otelconnect.NewInterceptor(append(common, otelconnect.WithoutMetrics(),
+		otelconnect.WithFilter(func(_ context.Context, s connect.Spec) bool { return s.StreamType == connect.StreamTypeUnary }))...)
+	if err != nil {
+		_ = t.Shutdown(ctx)
+		return nil, fmt.Errorf("serve: otelconnect: %w", err)
+	}
+	rm, err := newRPCMetrics(t.meterProvider.Meter(rpcMetricsScope))
+	if err != nil {
+		_ = t.Shutdown(ctx)
+		return nil, fmt.Errorf("serve: rpc metrics: %w", err)
+	}
+	t.connectOpt = connect.WithInterceptors(streams, unary, rm)
 	return t, nil
 }
 
