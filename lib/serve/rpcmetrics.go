@@ -34,12 +34,12 @@ type rpcMetrics struct {
 const rpcMetricsScope = "github.com/strata-mq/strata/lib/serve"
 
 type rpcKey struct {
-	client     bool
-	procedure  string
-	protocol   string
-	peer       string // client side: the server's host:port
-	code       connect.Code
-	failed     bool
+	client      bool
+	procedure   string
+	protocol    string
+	peer        string // client side: the server's host:port
+	code        connect.Code
+	failed      bool
 	notModified bool
 }
 
