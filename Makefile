@@ -132,9 +132,9 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
 .PHONY: bench
-bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path) and print figures
+bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path, the acks=all round trip) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./services/storage/internal/replica/
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./services/storage/internal/replica/ ./services/storage/internal/server/
 
 .PHONY: load
 load: build ## Load a throwaway 3-node cluster: produce, open-loop latency, consume; RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)

@@ -102,13 +102,17 @@ func StartServerTLS(ln net.Listener, h http.Handler, cfg *tls.Config) *Server {
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelWarn),
 	}
 	s.srv.TLSConfig = cfg
+	serveLn := ln
+	if cfg == nil {
+		serveLn = bufferedListener{ln} // bufconn.go
+	}
 	go func() {
 		defer close(s.done)
 		var err error
 		if cfg != nil {
 			err = s.srv.ServeTLS(ln, "", "") // the certificate comes from cfg
 		} else {
-			err = s.srv.Serve(ln)
+			err = s.srv.Serve(serveLn)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.err = err

@@ -57,11 +57,14 @@ type TelemetryConfig struct {
 // Methods are safe for concurrent use; Shutdown may be called twice.
 type Telemetry struct {
 	tracerProvider *sdktrace.TracerProvider
-	meterProvider  *sdkmetric.MeterProvider
-	propagator     propagation.TextMapPropagator
-	registry       *prometheus.Registry
-	connectOpt     connect.Option
-	logger         *slog.Logger
+	// tracing is what the process traces with: tracerProvider when spans
+	// are exported, else a provider of non-recording spans with ids.
+	tracing       trace.TracerProvider
+	meterProvider *sdkmetric.MeterProvider
+	propagator    propagation.TextMapPropagator
+	registry      *prometheus.Registry
+	connectOpt    connect.Option
+	logger        *slog.Logger
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -116,16 +119,16 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 	)
 
 	// Traces (tracing.go).
-	tp, where, err := NewTracerProvider(ctx, res)
+	tp, tracing, where, err := newTracerProvider(ctx, res)
 	if err != nil {
 		_ = t.meterProvider.Shutdown(ctx)
 		return nil, err
 	}
-	t.tracerProvider = tp
+	t.tracerProvider, t.tracing = tp, tracing
 	logger.Info("telemetry", slog.String("traces", where), slog.String("metrics", "prometheus on the admin listener at /metrics"))
 
-	ic, err := otelconnect.NewInterceptor(
-		otelconnect.WithTracerProvider(t.tracerProvider),
+	common := []otelconnect.Option{
+		otelconnect.WithTracerProvider(t.tracing),
 		otelconnect.WithMeterProvider(t.meterProvider),
 		otelconnect.WithPropagator(t.propagator),
 		// Strata's callers are its own services and clients, so an
@@ -133,12 +136,29 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 		// starting a new one linked to it (otelconnect's default, meant
 		// for servers facing the internet).
 		otelconnect.WithTrustRemote(),
-	)
+	}
+	// Streams: otelconnect's spans and metrics. Unary calls (the data
+	// path): otelconnect's spans, and the duration metrics from
+	// rpcmetrics.go, which builds each attribute set once instead of per
+	// call.
+	streams, err := otelconnect.NewInterceptor(append(common,
+		otelconnect.WithFilter(func(_ context.Context, s connect.Spec) bool { return s.StreamType != connect.StreamTypeUnary }))...)
 	if err != nil {
 		_ = t.Shutdown(ctx)
 		return nil, fmt.Errorf("serve: otelconnect: %w", err)
 	}
-	t.connectOpt = connect.WithInterceptors(ic)
+	unary, err := otelconnect.NewInterceptor(append(common, otelconnect.WithoutMetrics(),
+		otelconnect.WithFilter(func(_ context.Context, s connect.Spec) bool { return s.StreamType == connect.StreamTypeUnary }))...)
+	if err != nil {
+		_ = t.Shutdown(ctx)
+		return nil, fmt.Errorf("serve: otelconnect: %w", err)
+	}
+	rm, err := newRPCMetrics(t.meterProvider.Meter(rpcMetricsScope))
+	if err != nil {
+		_ = t.Shutdown(ctx)
+		return nil, fmt.Errorf("serve: rpc metrics: %w", err)
+	}
+	t.connectOpt = connect.WithInterceptors(streams, unary, rm)
 	return t, nil
 }
 
@@ -146,7 +166,7 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 // libraries that use otel.Tracer / otel.Meter report here, and routes SDK
 // errors to the logger. A process calls it once; [Main] does.
 func (t *Telemetry) SetGlobal() {
-	otel.SetTracerProvider(t.tracerProvider)
+	otel.SetTracerProvider(t.tracing)
 	otel.SetMeterProvider(t.meterProvider)
 	otel.SetTextMapPropagator(t.propagator)
 	logger := t.logger
@@ -155,8 +175,10 @@ func (t *Telemetry) SetGlobal() {
 	}))
 }
 
-// TracerProvider returns the SDK tracer provider.
-func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tracerProvider }
+// TracerProvider returns the tracer provider: the SDK's when spans are
+// exported; otherwise one whose spans carry ids and sampling decisions
+// (for logs and for the context passed on) but record nothing.
+func (t *Telemetry) TracerProvider() trace.TracerProvider { return t.tracing }
 
 // MeterProvider returns the SDK meter provider.
 func (t *Telemetry) MeterProvider() metric.MeterProvider { return t.meterProvider }
@@ -167,7 +189,7 @@ func (t *Telemetry) Propagator() propagation.TextMapPropagator { return t.propag
 
 // Tracer returns a tracer named for the instrumenting package, such as
 // "github.com/strata-mq/strata/services/storage/replica".
-func (t *Telemetry) Tracer(name string) trace.Tracer { return t.tracerProvider.Tracer(name) }
+func (t *Telemetry) Tracer(name string) trace.Tracer { return t.tracing.Tracer(name) }
 
 // Meter returns a meter named for the instrumenting package.
 func (t *Telemetry) Meter(name string) metric.Meter { return t.meterProvider.Meter(name) }

@@ -133,22 +133,33 @@ func samplerFromEnv() (sdktrace.Sampler, error) {
 //
 // The CLI uses it directly; services get it through [NewTelemetry].
 func NewTracerProvider(ctx context.Context, res *resource.Resource) (*sdktrace.TracerProvider, string, error) {
+	tp, _, where, err := newTracerProvider(ctx, res)
+	return tp, where, err
+}
+
+// newTracerProvider is NewTracerProvider that also returns the provider
+// to trace with: the SDK's when spans are exported, else one whose spans
+// carry ids and sampling decisions but record nothing (tracing_ids.go).
+func newTracerProvider(ctx context.Context, res *resource.Resource) (*sdktrace.TracerProvider, trace.TracerProvider, string, error) {
 	base, err := samplerFromEnv()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(NewQuietSampler(base, QuietProcedures...))}
+	sampler := NewQuietSampler(base, QuietProcedures...)
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler)}
 	if res != nil {
 		opts = append(opts, sdktrace.WithResource(res))
 	}
 	exp, where, err := traceExporter(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	if exp != nil {
-		opts = append(opts, sdktrace.WithBatcher(exp))
+	if exp == nil {
+		return sdktrace.NewTracerProvider(opts...), newIDsOnlyProvider(sampler), where, nil
 	}
-	return sdktrace.NewTracerProvider(opts...), where, nil
+	opts = append(opts, sdktrace.WithBatcher(exp))
+	tp := sdktrace.NewTracerProvider(opts...)
+	return tp, tp, where, nil
 }
 
 // traceExporter picks the span exporter from the standard variables and

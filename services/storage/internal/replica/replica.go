@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/vfs"
@@ -177,6 +179,8 @@ type Replica struct {
 	tierEnd  int64         // largest tiered end offset applied (MoveToTieredEnd)
 	changed  chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
 	closed   bool
+
+	spanAttrs trace.SpanStartOption // the partition's span attributes, made once (tracing.go)
 }
 
 // Open opens (or creates) the log of a partition replica in dir. The
@@ -205,6 +209,7 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 		state:     State{LeaderID: -1, LeaderEpoch: -1, PartitionEpoch: -1},
 		followers: make(map[int32]*followerState),
 		changed:   make(chan struct{}),
+		spanAttrs: spanAttrs(topic, partition),
 	}
 	return r, nil
 }

@@ -24,17 +24,19 @@ import (
 // Under an unsampled request each costs one small allocation.
 var tracer = otel.Tracer("github.com/strata-mq/strata/services/storage/replica")
 
-func (r *Replica) spanAttrs() trace.SpanStartOption {
+// spanAttrs are the attributes of a partition's spans, made once per
+// replica rather than per request.
+func spanAttrs(topic string, partition int32) trace.SpanStartOption {
 	return trace.WithAttributes(
 		attribute.String("messaging.system", "strata"),
-		attribute.String("messaging.destination.name", r.Topic),
-		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
+		attribute.String("messaging.destination.name", topic),
+		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(partition))),
 	)
 }
 
 // tracedAppend is appendAsLeader inside a strata.storage.append span.
 func (r *Replica) tracedAppend(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32) (ProduceResult, leadership, error) {
-	ctx, span := tracer.Start(ctx, "strata.storage.append", r.spanAttrs())
+	ctx, span := tracer.Start(ctx, "strata.storage.append", r.spanAttrs)
 	res, at, err := r.appendAsLeader(ctx, batches, hdrs, acks, epoch)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("messaging.batch.message_count", recordCount(hdrs)),
@@ -48,7 +50,7 @@ func (r *Replica) tracedAppend(ctx context.Context, batches []byte, hdrs []recor
 // tracedWaitCommitted is waitCommitted inside a
 // strata.storage.replication.wait span.
 func (r *Replica) tracedWaitCommitted(ctx context.Context, last int64, at leadership, timeout time.Duration) error {
-	ctx, span := tracer.Start(ctx, "strata.storage.replication.wait", r.spanAttrs(),
+	ctx, span := tracer.Start(ctx, "strata.storage.replication.wait", r.spanAttrs,
 		trace.WithAttributes(attribute.Int64("strata.last_offset", last)))
 	err := r.waitCommitted(ctx, last, at, timeout)
 	if span.IsRecording() {

@@ -30,7 +30,7 @@ import (
 // testCluster is a fake controller (lib/fakecluster with no fake nodes)
 // and real storage nodes on loopback.
 type testCluster struct {
-	t       *testing.T
+	t       testing.TB
 	ctrl    *fakecluster.Cluster
 	ctrlURL string
 	lag     time.Duration
@@ -75,7 +75,7 @@ func newClusterWith(t *testing.T, n int, lag time.Duration, wrap func(id int32, 
 
 // newClusterOf starts the cluster c's options (wrap, fs, requireAuth)
 // describe.
-func newClusterOf(t *testing.T, n int, lag time.Duration, c *testCluster) *testCluster {
+func newClusterOf(t testing.TB, n int, lag time.Duration, c *testCluster) *testCluster {
 	t.Helper()
 	c.t, c.ctrl, c.lag, c.client = t, fakecluster.New(0), lag, serve.NewHTTPClient()
 	c.nodes, c.dirs = map[int32]*testNode{}, map[int32]string{}
@@ -178,7 +178,7 @@ func (c *testCluster) storage(id int32) storagev1connect.StorageServiceClient {
 	return storagev1connect.NewStorageServiceClient(c.client, c.node(id).url)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w *testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -53,8 +54,34 @@ func mustHistogram(name, unit, desc string) metric.Float64Histogram {
 	return h
 }
 
-func topicAttr(topic string) metric.MeasurementOption {
-	return metric.WithAttributes(attribute.String("topic", topic))
+// topicAttrs caches each topic's attribute set: building one (a sorted,
+// hashed copy) per measurement was most of what counting a request cost.
+// The options are kept as the slice Add takes, so passing them does not
+// allocate a new variadic slice per call either.
+var topicAttrs = struct {
+	sync.RWMutex
+	m map[string][]metric.AddOption
+}{m: map[string][]metric.AddOption{}}
+
+// maxTopicAttrs bounds the cache; past it the cache starts over, so topics
+// created and deleted over a node's life do not pile up.
+const maxTopicAttrs = 4096
+
+func topicAttr(topic string) []metric.AddOption {
+	topicAttrs.RLock()
+	o, ok := topicAttrs.m[topic]
+	topicAttrs.RUnlock()
+	if ok {
+		return o
+	}
+	o = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("topic", topic)))}
+	topicAttrs.Lock()
+	if len(topicAttrs.m) >= maxTopicAttrs {
+		clear(topicAttrs.m)
+	}
+	topicAttrs.m[topic] = o
+	topicAttrs.Unlock()
+	return o
 }
 
 // countProduced counts an acknowledged produce request.
@@ -63,8 +90,9 @@ func countProduced(topic string, res replica.ProduceResult, bytes int) {
 		return
 	}
 	ctx := context.Background()
-	producedBytes.Add(ctx, int64(bytes), topicAttr(topic))
-	producedRecords.Add(ctx, res.LastOffset-res.BaseOffset+1, topicAttr(topic))
+	attrs := topicAttr(topic)
+	producedBytes.Add(ctx, int64(bytes), attrs...)
+	producedRecords.Add(ctx, res.LastOffset-res.BaseOffset+1, attrs...)
 }
 
 // countFetched counts the batches a consumer's fetch returns: their bytes,
@@ -87,8 +115,9 @@ func countFetched(topic string, batches []byte) {
 		b = b[next:]
 	}
 	ctx := context.Background()
-	fetchedBytes.Add(ctx, int64(len(batches)), topicAttr(topic))
-	fetchedRecords.Add(ctx, records, topicAttr(topic))
+	attrs := topicAttr(topic)
+	fetchedBytes.Add(ctx, int64(len(batches)), attrs...)
+	fetchedRecords.Add(ctx, records, attrs...)
 }
 
 // registerMetrics registers the node's per-partition gauges, read at each
@@ -174,7 +203,7 @@ func (n *Node) timedUpload(ctx context.Context, r *replica.Replica, epoch int32,
 	start := time.Now()
 	res, err := n.uploadSegment(ctx, r, epoch, s, last)
 	if err == nil {
-		uploadDuration.Record(ctx, time.Since(start).Seconds(), topicAttr(r.Topic))
+		uploadDuration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("topic", r.Topic)))
 	}
 	endSpan(span, err)
 	return res, err
