@@ -58,6 +58,10 @@ type API struct {
 	MinVersion, MaxVersion int16
 	// Handle answers the requests.
 	Handle HandlerFunc
+	// Hidden leaves the API out of ApiVersions' answer while still
+	// answering it: for APIs a client may send unasked (the transaction
+	// APIs) that are refused with an error code. Default false.
+	Hidden bool
 }
 
 // Config is a Server's configuration.
@@ -135,6 +139,9 @@ func NewServer(cfg Config) (*Server, error) {
 func (s *Server) Versions() []kmsg.ApiVersionsResponseApiKey {
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(s.apis))
 	for _, a := range s.apis {
+		if a.Hidden {
+			continue
+		}
 		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.Key.Int16(), MinVersion: a.MinVersion, MaxVersion: a.MaxVersion})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })

@@ -1,0 +1,84 @@
+package kafkabridge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/kafkawire"
+)
+
+// Config is what a Bridge answers from.
+type Config struct {
+	// Gateway answers metadata, producer ids, FindCoordinator and the
+	// admin calls. Required.
+	Gateway gatewayv1connect.GatewayServiceClient
+	// Storage is this storage node's own StorageService: with it the
+	// bridge serves Produce, Fetch and ListOffsets. Nil on the gateway and
+	// the coordinator, whose listeners clients never send data to (they
+	// are not partition leaders in Metadata).
+	Storage storagev1connect.StorageServiceClient
+	// Logger is for errors that reach no client. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Bridge turns Kafka requests into calls on Strata's services. Safe for
+// concurrent use.
+type Bridge struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and returns a Bridge.
+func New(cfg Config) (*Bridge, error) {
+	if cfg.Gateway == nil {
+		return nil, errors.New("kafkabridge: Config.Gateway is required")
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Logger}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	return b, nil
+}
+
+// handler adapts a typed handler to kafkawire's.
+func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req Req) (kmsg.Response, error)) kafkawire.HandlerFunc {
+	return func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+		return fn(ctx, r.Version, r.Body.(Req))
+	}
+}
+
+// APIs returns the served APIs and their versions, by what the bridge was
+// given: every bridge answers metadata, admin and producer-id requests;
+// Storage adds the data path, Coordinator the group APIs. The table is
+// docs/kafka.md's.
+func (b *Bridge) APIs() []kafkawire.API {
+	apis := []kafkawire.API{
+		{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: handler(b.metadata)},
+		{Key: kmsg.DescribeCluster, MinVersion: 0, MaxVersion: 1, Handle: handler(b.describeCluster)},
+		{Key: kmsg.InitProducerID, MinVersion: 0, MaxVersion: 4, Handle: handler(b.initProducerID)},
+		{Key: kmsg.CreateTopics, MinVersion: 0, MaxVersion: 7, Handle: handler(b.createTopics)},
+		{Key: kmsg.DeleteTopics, MinVersion: 0, MaxVersion: 6, Handle: handler(b.deleteTopics)},
+		{Key: kmsg.CreatePartitions, MinVersion: 0, MaxVersion: 3, Handle: handler(b.createPartitions)},
+		{Key: kmsg.DescribeConfigs, MinVersion: 0, MaxVersion: 4, Handle: handler(b.describeConfigs)},
+		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
+		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
+	}
+	apis = append(apis, refusedAPIs()...)
+	if b.cfg.Storage != nil {
+		apis = append(apis,
+			kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
+			kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
+			kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
+		)
+	}
+	return apis
+}
+
+// adminTimeout bounds an admin call whose request carries no timeout.
+const adminTimeout = 30 * time.Second
