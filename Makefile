@@ -119,6 +119,10 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-run '^(TestScaleOutUnderLoad|TestDrainUnderLoad|TestLeadersReturnToPreferred|TestMoveSurvives.*|TestMoveTargetKillRollsBack|TestMeasureRebalance)$$' . \
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
+.PHONY: test-kafka
+test-kafka: ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, consumer groups with a member killed); the short one (franz-go, kadm, kcat, interop) is in make test
+	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
+
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
