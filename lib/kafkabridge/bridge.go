@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
@@ -23,6 +24,10 @@ type Config struct {
 	// the coordinator, whose listeners clients never send data to (they
 	// are not partition leaders in Metadata).
 	Storage storagev1connect.StorageServiceClient
+	// HTTPClient and ClientOptions make the clients of the coordinator
+	// instances that own groups (found through Gateway). Required.
+	HTTPClient    connect.HTTPClient
+	ClientOptions []connect.ClientOption
 	// Logger is for errors that reach no client. Nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -30,8 +35,9 @@ type Config struct {
 // Bridge turns Kafka requests into calls on Strata's services. Safe for
 // concurrent use.
 type Bridge struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	groups *classicGroups
 }
 
 // New checks cfg and returns a Bridge.
@@ -39,7 +45,10 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Gateway == nil {
 		return nil, errors.New("kafkabridge: Config.Gateway is required")
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger}
+	if cfg.HTTPClient == nil {
+		return nil, errors.New("kafkabridge: Config.HTTPClient is required")
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups()}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
@@ -69,6 +78,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
 		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
 	}
+	apis = append(apis, b.groupAPIs()...)
 	apis = append(apis, refusedAPIs()...)
 	if b.cfg.Storage != nil {
 		apis = append(apis,

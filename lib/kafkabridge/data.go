@@ -124,7 +124,10 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		return resp, nil
 	}
 	out, err := b.cfg.Storage.Fetch(ctx, connect.NewRequest(sreq))
-	results := out.Msg.GetPartitions()
+	var results []*storagev1.FetchPartitionResult
+	if err == nil {
+		results = out.Msg.GetPartitions()
+	}
 	if err == nil && len(results) != len(sreq.Partitions) {
 		err = connect.NewError(connect.CodeInternal, nil)
 	}
@@ -191,7 +194,9 @@ func (b *Bridge) listOffsets(ctx context.Context, version int16, req *kmsg.ListO
 	if len(sreq.Partitions) > 0 {
 		var out *connect.Response[storagev1.ListOffsetsResponse]
 		out, err = b.cfg.Storage.ListOffsets(ctx, connect.NewRequest(sreq))
-		results = out.Msg.GetPartitions()
+		if err == nil {
+			results = out.Msg.GetPartitions()
+		}
 		if err == nil && len(results) != len(sreq.Partitions) {
 			err = connect.NewError(connect.CodeInternal, nil)
 		}

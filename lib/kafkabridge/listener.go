@@ -113,6 +113,10 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger()
 	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = p.HTTPClient()
+		cfg.ClientOptions = append(cfg.ClientOptions, p.ConnectOption())
+	}
 	b, err := New(cfg)
 	if err != nil {
 		l.ln.Close()
