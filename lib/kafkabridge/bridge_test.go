@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/apierr"
@@ -88,5 +89,24 @@ func TestSamePartitions(t *testing.T) {
 	b := []*commonv1.TopicPartitions{{Topic: "u", Partitions: []int32{1}}, {Topic: "t", Partitions: []int32{0, 2}}}
 	if !samePartitions(a, b) || samePartitions(a, b[:1]) || !samePartitions(nil, []*commonv1.TopicPartitions{{Topic: "t"}}) {
 		t.Fatal("samePartitions")
+	}
+}
+
+func TestConsumerMetadata(t *testing.T) {
+	full := kmsg.ConsumerMemberMetadata{Version: 1, Topics: []string{"a", "b"},
+		OwnedPartitions: []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "a", Partitions: []int32{3}}}}
+	m, ok := consumerMetadata(full.AppendTo(nil))
+	if !ok || len(m.Topics) != 2 || len(m.OwnedPartitions) != 1 {
+		t.Fatalf("%+v %v", m, ok)
+	}
+	// Version 1 without owned partitions, as segmentio/kafka-go sends it.
+	v0 := kmsg.ConsumerMemberMetadata{Version: 0, Topics: []string{"c"}}
+	b := v0.AppendTo(nil)
+	b[1] = 1
+	if m, ok := consumerMetadata(b); !ok || len(m.Topics) != 1 || m.Topics[0] != "c" {
+		t.Fatalf("%+v %v", m, ok)
+	}
+	if _, ok := consumerMetadata([]byte{0, 1, 0xff}); ok {
+		t.Fatal("garbage accepted")
 	}
 }

@@ -219,6 +219,25 @@ func (b *Bridge) beat(ctx context.Context, group string, m *classicMember, owned
 	return nil
 }
 
+// consumerMetadata decodes a member's consumer protocol metadata. Some
+// clients (segmentio/kafka-go) label version 1 metadata that ends after
+// the user data, without the owned partitions; it is read as version 0.
+func consumerMetadata(b []byte) (kmsg.ConsumerMemberMetadata, bool) {
+	var meta kmsg.ConsumerMemberMetadata
+	if err := meta.ReadFrom(b); err == nil {
+		return meta, true
+	}
+	if len(b) < 2 {
+		return meta, false
+	}
+	v0 := append([]byte{0, 0}, b[2:]...)
+	meta = kmsg.ConsumerMemberMetadata{}
+	if err := meta.ReadFrom(v0); err != nil {
+		return meta, false
+	}
+	return meta, true
+}
+
 // partitionsOf is a consumer protocol's owned list in Strata's shape.
 func partitionsOf(owned []kmsg.ConsumerMemberMetadataOwnedPartition) []*commonv1.TopicPartitions {
 	var out []*commonv1.TopicPartitions
@@ -250,8 +269,8 @@ func (b *Bridge) joinGroup(ctx context.Context, version int16, req *kmsg.JoinGro
 		resp.ErrorCode = errInconsistentGroupProtocol
 		return resp, nil
 	}
-	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(req.Protocols[0].Metadata); err != nil {
+	meta, ok := consumerMetadata(req.Protocols[0].Metadata)
+	if !ok {
 		resp.ErrorCode = errInconsistentGroupProtocol
 		return resp, nil
 	}

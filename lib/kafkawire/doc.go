@@ -6,9 +6,11 @@
 // decoded by github.com/twmb/franz-go/pkg/kmsg; nothing here knows what a
 // Produce or a Fetch means (that is lib/kafkabridge).
 //
-// One connection's requests may be pipelined: they are decoded in order,
-// handled concurrently (up to Config.MaxInFlight at once), and answered in
-// the order they arrived, as Kafka requires. A handler that returns a nil
+// One connection's requests may be pipelined: they are read ahead (up to
+// Config.MaxInFlight), handled one at a time in the order they arrived and
+// answered in that order, as a Kafka broker does; an idempotent
+// producer's pipelined batches depend on it. Clients open separate
+// connections for what must not wait behind a long poll. A handler that returns a nil
 // response sends none (Produce with acks=0).
 //
 // Errors close the connection, as a Kafka broker does: a frame larger than

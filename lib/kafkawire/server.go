@@ -22,8 +22,8 @@ const (
 	// DefaultMaxRequestBytes is the largest request frame accepted
 	// (Kafka's socket.request.max.bytes).
 	DefaultMaxRequestBytes = 100 << 20
-	// DefaultMaxInFlight is how many requests of one connection are
-	// handled at once; further ones wait to be read.
+	// DefaultMaxInFlight is how many requests of one connection are read
+	// ahead of their answers; further ones wait to be read.
 	DefaultMaxInFlight = 16
 )
 
@@ -75,8 +75,8 @@ type Config struct {
 	// MaxRequestBytes bounds a request frame; 0 means
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int32
-	// MaxInFlight bounds the requests of one connection handled at once;
-	// 0 means DefaultMaxInFlight.
+	// MaxInFlight bounds the requests of one connection read ahead of
+	// their answers; 0 means DefaultMaxInFlight.
 	MaxInFlight int
 }
 
@@ -255,6 +255,12 @@ func (s *Server) serveConn(c net.Conn) {
 		}
 	}()
 	r := bufio.NewReaderSize(c, 64<<10)
+	// prev is closed when the previous request's handler has returned:
+	// requests are handled one at a time in arrival order, as a Kafka
+	// broker does, so an idempotent producer's pipelined batches reach the
+	// log in sequence order.
+	prev := make(chan struct{})
+	close(prev)
 	for {
 		frame, err := readFrame(r, s.cfg.MaxRequestBytes)
 		if err != nil {
@@ -275,7 +281,13 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 			continue
 		}
-		go func() { slot <- s.handle(ctx, req) }()
+		done := make(chan struct{})
+		go func(prev <-chan struct{}) {
+			defer close(done)
+			<-prev
+			slot <- s.handle(ctx, req)
+		}(prev)
+		prev = done
 	}
 	close(pending)
 	<-writerDone

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -159,8 +161,7 @@ func TestApiVersionsTooNew(t *testing.T) {
 	}
 }
 
-// Pipelined requests are answered in the order they were sent even when
-// a later one finishes first.
+// Pipelined requests are answered in the order they were sent.
 func TestResponsesInOrder(t *testing.T) {
 	release := map[string]chan struct{}{"first": make(chan struct{})}
 	s, c := startServer(t, Config{APIs: []API{metadataAPI(release)}})
@@ -288,5 +289,53 @@ func TestNewServerChecks(t *testing.T) {
 		if _, err := NewServer(Config{APIs: apis}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+// Pipelined requests are handled one at a time in arrival order: the
+// second does not start before the first returns (an idempotent
+// producer's batches depend on it).
+func TestRequestsHandledInOrder(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	release := make(chan struct{})
+	api := API{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: func(ctx context.Context, req *Request) (kmsg.Response, error) {
+		name := *req.Body.(*kmsg.MetadataRequest).Topics[0].Topic
+		mu.Lock()
+		events = append(events, "start "+name)
+		mu.Unlock()
+		if name == "first" {
+			<-release
+		}
+		mu.Lock()
+		events = append(events, "end "+name)
+		mu.Unlock()
+		resp := kmsg.NewPtrMetadataResponse()
+		resp.ClusterID = &name
+		return resp, nil
+	}}
+	_, c := startServer(t, Config{APIs: []API{api}})
+	c.Write(encodeRequest(1, metadataRequest(12, "first")))
+	c.Write(encodeRequest(2, metadataRequest(12, "second")))
+	// Both are read; only the first may have started.
+	mu.Lock()
+	n := len(events)
+	mu.Unlock()
+	if n > 1 {
+		t.Fatalf("events before release: %v", events)
+	}
+	close(release)
+	r := bufio.NewReader(c)
+	for _, want := range []int32{1, 2} {
+		m := kmsg.NewPtrMetadataResponse()
+		m.SetVersion(12)
+		if corr := readResponse(t, r, m, true); corr != want {
+			t.Fatalf("corr %d, want %d", corr, want)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"start first", "end first", "start second", "end second"}; !slices.Equal(events, want) {
+		t.Fatalf("events %v, want %v", events, want)
 	}
 }
