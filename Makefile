@@ -120,8 +120,9 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
 .PHONY: test-kafka
-test-kafka: ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, consumer groups with a member killed); the short one (franz-go, kadm, kcat, interop) is in make test
+test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, a group with a member killed, sarama, segmentio/kafka-go, kafkajs); the short one (franz-go, kadm, kcat, interop) is in make test
 	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
+	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm run test:kafka
 
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path) and print figures

@@ -19,10 +19,10 @@ type Config struct {
 	// Gateway answers metadata, producer ids, FindCoordinator and the
 	// admin calls. Required.
 	Gateway gatewayv1connect.GatewayServiceClient
-	// Storage is this storage node's own StorageService: with it the
-	// bridge serves Produce, Fetch and ListOffsets. Nil on the gateway and
-	// the coordinator, whose listeners clients never send data to (they
-	// are not partition leaders in Metadata).
+	// Storage is this storage node's own StorageService, which answers
+	// Produce, Fetch and ListOffsets. Nil on the gateway and the
+	// coordinator: they lead no partition, so those requests are answered
+	// NOT_LEADER_OR_FOLLOWER (clients send them to leaders anyway).
 	Storage storagev1connect.StorageServiceClient
 	// HTTPClient and ClientOptions make the clients of the coordinator
 	// instances that own groups (found through Gateway). Required.
@@ -62,10 +62,9 @@ func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req R
 	}
 }
 
-// APIs returns the served APIs and their versions, by what the bridge was
-// given: every bridge answers metadata, admin and producer-id requests;
-// Storage adds the data path, Coordinator the group APIs. The table is
-// docs/kafka.md's.
+// APIs returns the served APIs and their versions, the same on every
+// listener; the data path is answered from Storage where there is one.
+// The table is docs/kafka.md's.
 func (b *Bridge) APIs() []kafkawire.API {
 	apis := []kafkawire.API{
 		{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: handler(b.metadata)},
@@ -80,13 +79,14 @@ func (b *Bridge) APIs() []kafkawire.API {
 	}
 	apis = append(apis, b.groupAPIs()...)
 	apis = append(apis, refusedAPIs()...)
-	if b.cfg.Storage != nil {
-		apis = append(apis,
-			kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
-			kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
-			kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
-		)
-	}
+	// Every listener offers the data path at the same versions, since
+	// some clients (kafkajs) take the bootstrap's ApiVersions for every
+	// broker; without Storage it answers NOT_LEADER_OR_FOLLOWER.
+	apis = append(apis,
+		kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
+		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
+		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
+	)
 	return apis
 }
 

@@ -9,12 +9,17 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // errFetchSessionIDNotFound answers an incremental fetch: the bridge
 // never creates fetch sessions (it answers session id 0, which tells a
 // client to send full fetches), so no session id is known.
 const errFetchSessionIDNotFound int16 = 70
+
+// errNoStorage answers the data path on a listener that is not a storage
+// node's: it leads no partition.
+var errNoStorage error = apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this listener leads no partition; ask the leader in Metadata")
 
 // acksOf maps Kafka's acks to Strata's.
 func acksOf(acks int16) commonv1.Acks {
@@ -34,15 +39,19 @@ func acksOf(acks int16) commonv1.Acks {
 // offsets). With acks=0 nothing is answered.
 func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
-	if req.TransactionID != nil {
+	if req.TransactionID != nil || b.cfg.Storage == nil {
+		code := errTransactionalIDAuthFailed
+		if b.cfg.Storage == nil {
+			code = errNotLeaderOrFollower
+		}
 		// Transactional batches need the transaction coordinator Strata
-		// does not have yet.
+		// does not have yet; a listener without Storage leads nothing.
 		for _, t := range req.Topics {
 			rt := kmsg.NewProduceResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, errTransactionalIDAuthFailed
+				rp.Partition, rp.ErrorCode = p.Partition, code
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -123,8 +132,12 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 	if len(sreq.Partitions) == 0 {
 		return resp, nil
 	}
-	out, err := b.cfg.Storage.Fetch(ctx, connect.NewRequest(sreq))
+	var out *connect.Response[storagev1.FetchResponse]
 	var results []*storagev1.FetchPartitionResult
+	var err error = errNoStorage
+	if b.cfg.Storage != nil {
+		out, err = b.cfg.Storage.Fetch(ctx, connect.NewRequest(sreq))
+	}
 	if err == nil {
 		results = out.Msg.GetPartitions()
 	}
@@ -191,7 +204,9 @@ func (b *Bridge) listOffsets(ctx context.Context, version int16, req *kmsg.ListO
 	}
 	var results []*storagev1.ListOffsetsPartitionResult
 	var err error
-	if len(sreq.Partitions) > 0 {
+	if len(sreq.Partitions) > 0 && b.cfg.Storage == nil {
+		err = errNoStorage
+	} else if len(sreq.Partitions) > 0 {
 		var out *connect.Response[storagev1.ListOffsetsResponse]
 		out, err = b.cfg.Storage.ListOffsets(ctx, connect.NewRequest(sreq))
 		if err == nil {
