@@ -152,6 +152,10 @@ func (d *crashDialer) crash() {
 // read and commit everything; kadm then lists and describes the group,
 // and deletes it once it is empty.
 func TestKafkaGroupMemberKilled(t *testing.T) {
+	// A short coordinator session timeout (only the coordinator has
+	// --session-timeout), so the killed member's partitions move within
+	// seconds: classic members live as long as the coordinator's session.
+	t.Setenv("STRATA_SESSION_TIMEOUT", "6s")
 	d, cli := kafkaDev(t)
 	ctx := harness.Deadline(t, 5*time.Minute)
 	if _, err := cli("", "topic", "create", "grp", "-p", "6", "-r", "3"); err != nil {
