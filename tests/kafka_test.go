@@ -284,6 +284,19 @@ func TestKafkaClients(t *testing.T) {
 		}
 	})
 
+	// Transactions are refused with the protocol's error, not a hang or a
+	// closed connection.
+	t.Run("transactions refused", func(t *testing.T) {
+		tx := kafkaClient(t, d, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("k2c"))
+		err := tx.BeginTransaction() // franz-go initializes the transactional producer id here
+		if err == nil {
+			err = tx.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+		}
+		if !errors.Is(err, kerr.UnsupportedVersion) && !strings.Contains(fmt.Sprint(err), "UNSUPPORTED_VERSION") {
+			t.Fatalf("transactional producer: %v, want UNSUPPORTED_VERSION", err)
+		}
+	})
+
 	// kcat: librdkafka's metadata, producer and consumer.
 	t.Run("kcat", func(t *testing.T) {
 		kcat, err := exec.LookPath("kcat")
