@@ -60,23 +60,36 @@ modules-check: ## Build and vet each module on its own (GOWORK=off), so each go.
 	done
 
 .PHONY: test
-test: ## Run the fast test suite (units, fuzz seeds, fault injection, the fault suite's short schedule) with the race detector, then the TypeScript client's (ts-test)
+test: ## Run the fast test suite (units, fuzz seeds, fault injection, the fault suite's short schedule) with the race detector, then the TypeScript client's (ts-test) and the console's browser tests (console-test)
 	$(GO) vet $(PKGS)
 	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -v '/tests/nemesis$$')
 	$(GO) test $(TESTFLAGS) $(NEMESIS_PKG)
 	$(MAKE) ts-test
+	$(MAKE) console-test
 
 # The TypeScript workspace (ts/): npm ci only when the lockfile or a
 # package.json changed, so `make ts` is cheap to repeat.
 TS_STAMP := ts/node_modules/.strata-installed
 
-$(TS_STAMP): ts/package.json ts/package-lock.json ts/client/package.json
+$(TS_STAMP): ts/package.json ts/package-lock.json ts/client/package.json ts/console/package.json
 	cd ts && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
 .PHONY: ts
 ts: $(TS_STAMP) ## Install the TypeScript workspace (npm ci) and build @strata-mq/client (ESM + .d.ts in ts/client/dist)
 	cd ts && npm run build
+
+# The console (ts/console) is built into the gateway's embed directory,
+# which is committed like gen/, so `make build` and `make run` need only Go.
+CONSOLE_DIST := services/gateway/internal/console/dist
+
+.PHONY: console
+console: $(TS_STAMP) ## Rebuild the Strata Console (ts/console, React + Vite) into services/gateway/internal/console/dist, which the gateway embeds
+	cd ts/console && npm run build
+
+.PHONY: console-test
+console-test: $(TS_STAMP) build ## Run the console's browser tests: headless Chromium against a real strata dev cluster (screenshots in tests/console/screenshots/)
+	cd ts/console && STRATA_BIN=$(CURDIR)/bin npm test
 
 .PHONY: ts-test
 ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, a local HTTP/2 server (tokens, TLS, refusals, throttling), then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium, two gateways behind HAProxy) and strata dev --secure

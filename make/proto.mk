@@ -11,7 +11,8 @@
 #   tools          install the pinned buf and Go plugins into .tmp/bin
 #   generate       delete gen/strata and gen/ts/strata, run buf generate (Go and TypeScript), require in gen/go.mod the exact
 #                  protobuf and connect versions the plugins were built from, go mod tidy
-#   checkgenerate  generate, then fail if gen/ differs from what is committed
+#   checkgenerate  generate and rebuild the console bundle, then fail if gen/ or the bundle differs
+#                  from what is committed
 #   buflint        buf lint and buf format check of proto/
 
 PROTO_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
@@ -53,10 +54,17 @@ generate: tools ## Regenerate gen/ from proto/: delete gen/strata and gen/ts/str
 	@pins="$$(GOWORK=off go list -C $(PROTO_ROOT)/tools -m -f '{{.Path}}@{{.Version}}' google.golang.org/protobuf connectrpc.com/connect)" && \
 		cd $(PROTO_ROOT)/gen && GOWORK=off go get $$pins && GOWORK=off go mod tidy
 
-checkgenerate: generate ## Fail if gen/ is not exactly what `make generate` produces (stale or untracked files)
+checkgenerate: generate ## Fail if gen/ is not exactly what `make generate` produces, or the console bundle not what `make console` builds (stale or untracked files)
 	@status="$$(cd $(PROTO_ROOT) && git status --porcelain --untracked-files=all -- gen/)"; \
 	if [ -n "$$status" ]; then \
 		echo "error: gen/ is out of date with proto/ or tools/; run 'make generate' and commit gen/:" >&2; \
+		echo "$$status" >&2; \
+		exit 1; \
+	fi
+	@$(MAKE) --no-print-directory -C $(PROTO_ROOT) console >/dev/null
+	@status="$$(cd $(PROTO_ROOT) && git status --porcelain --untracked-files=all -- services/gateway/internal/console/dist/)"; \
+	if [ -n "$$status" ]; then \
+		echo "error: the console bundle is out of date with ts/console or gen/ts; run 'make console' and commit services/gateway/internal/console/dist/:" >&2; \
 		echo "$$status" >&2; \
 		exit 1; \
 	fi

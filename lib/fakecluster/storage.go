@@ -2,6 +2,7 @@ package fakecluster
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -278,7 +279,18 @@ func (s *storage) DescribeLog(ctx context.Context, req *connect.Request[storagev
 	defer c.mu.Unlock()
 	c.calls["DescribeLog"]++
 	resp := &storagev1.DescribeLogResponse{NodeId: s.id}
-	for _, tp := range req.Msg.GetPartitions() {
+	asked := req.Msg.GetPartitions()
+	if len(asked) == 0 {
+		// None named: every replica this node holds, by topic and partition.
+		for _, name := range slices.Sorted(maps.Keys(c.topics)) {
+			for i, p := range c.topics[name].parts {
+				if slices.Contains(p.md.GetReplicas(), s.id) {
+					asked = append(asked, &commonv1.TopicPartition{Topic: name, Partition: int32(i)})
+				}
+			}
+		}
+	}
+	for _, tp := range asked {
 		r := &storagev1.DescribeLogPartitionResult{Topic: tp.GetTopic(), Partition: tp.GetPartition(), TieredEndOffset: -1}
 		resp.Partitions = append(resp.Partitions, r)
 		if err := c.faultLocked(s.id, "DescribeLog", tp.GetTopic(), tp.GetPartition(), false); err != nil {

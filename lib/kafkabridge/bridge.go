@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/kafkawire"
@@ -18,7 +19,7 @@ import (
 type Config struct {
 	// Gateway answers metadata, producer ids, FindCoordinator and the
 	// admin calls. Required.
-	Gateway gatewayv1connect.GatewayServiceClient
+	Gateway Gateway
 	// Storage is this storage node's own StorageService, which answers
 	// Produce, Fetch and ListOffsets. Nil on the gateway and the
 	// coordinator: they lead no partition, so those requests are answered
@@ -31,6 +32,25 @@ type Config struct {
 	// Logger is for errors that reach no client. Nil means slog.Default().
 	Logger *slog.Logger
 }
+
+// Gateway is the part of GatewayService the bridge calls: a
+// gatewayv1connect.GatewayServiceClient, or the gateway's own handler
+// in-process (every method here is unary, so both have them).
+type Gateway interface {
+	Metadata(context.Context, *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error)
+	FindCoordinator(context.Context, *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error)
+	InitProducerId(context.Context, *connect.Request[gatewayv1.InitProducerIdRequest]) (*connect.Response[gatewayv1.InitProducerIdResponse], error)
+	CreateTopic(context.Context, *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error)
+	DeleteTopic(context.Context, *connect.Request[gatewayv1.DeleteTopicRequest]) (*connect.Response[gatewayv1.DeleteTopicResponse], error)
+	DescribeTopics(context.Context, *connect.Request[gatewayv1.DescribeTopicsRequest]) (*connect.Response[gatewayv1.DescribeTopicsResponse], error)
+	AlterTopicConfig(context.Context, *connect.Request[gatewayv1.AlterTopicConfigRequest]) (*connect.Response[gatewayv1.AlterTopicConfigResponse], error)
+	CreatePartitions(context.Context, *connect.Request[gatewayv1.CreatePartitionsRequest]) (*connect.Response[gatewayv1.CreatePartitionsResponse], error)
+	ListGroups(context.Context, *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error)
+	DescribeGroup(context.Context, *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error)
+	DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error)
+}
+
+var _ Gateway = gatewayv1connect.GatewayServiceClient(nil)
 
 // Bridge turns Kafka requests into calls on Strata's services. Safe for
 // concurrent use.

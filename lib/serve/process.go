@@ -216,6 +216,10 @@ type Process struct {
 	adminMux *http.ServeMux // nil when the admin listener is disabled
 	api      *Server
 
+	// public are the handlers Setup registered with HandlePublic, by
+	// pattern; served on the API listener outside the guard.
+	public map[string]http.Handler
+
 	mu        sync.Mutex
 	hooks     []shutdownHook
 	hooksDone bool
@@ -281,6 +285,37 @@ func (p *Process) HandleAdmin(pattern string, h http.Handler) error {
 	}
 	p.adminMux.Handle(pattern, h)
 	return nil
+}
+
+// HandlePublic serves h at pattern (an [http.ServeMux] pattern, such as
+// "/console/") on the API listener without authentication, even when the
+// guard enforces: for static files that carry no data of the cluster (a
+// web page that then calls the API with the user's credentials). Every
+// other path still goes through the guard. Call it from Setup only; a
+// pattern that conflicts with another panics, as with [http.ServeMux.Handle].
+func (p *Process) HandlePublic(pattern string, h http.Handler) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.public == nil {
+		p.public = map[string]http.Handler{}
+	}
+	p.public[pattern] = h
+}
+
+// apiHandler is h behind the guard, with the public handlers beside it.
+func (p *Process) apiHandler(h http.Handler) http.Handler {
+	guarded := p.guard.Wrap(h)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.public) == 0 {
+		return guarded
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", guarded)
+	for pattern, ph := range p.public {
+		mux.Handle(pattern, ph)
+	}
+	return mux
 }
 
 // AddReadinessCheck registers a check behind /readyz; see [Health.AddCheck].
@@ -370,7 +405,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		h = http.NotFoundHandler()
 	}
 	origins, _ := ParseCORSOrigins(base.CORSAllowedOrigins) // checked by validate
-	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.guard.Wrap(h)), apiTLS)
+	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.apiHandler(h)), apiTLS)
 	p.health.SetServing()
 	attrs := []any{slog.String("listen", p.Addr().String())}
 	if a := p.AdminAddr(); a != nil {

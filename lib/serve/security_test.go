@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,9 @@ func TestRunWithTLSAndRequiredAuth(t *testing.T) {
 				func(ctx context.Context, req *connect.Request[wrapperspb.StringValue]) (*connect.Response[wrapperspb.StringValue], error) {
 					return connect.NewResponse(wrapperspb.String(guard.Principal(ctx).String())), nil
 				}))
+			p.HandlePublic("/public/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, "public "+r.URL.Path)
+			}))
 			return mux, nil
 		})
 	p := r.p
@@ -115,6 +119,19 @@ func TestRunWithTLSAndRequiredAuth(t *testing.T) {
 		CallUnary(context.Background(), connect.NewRequest(wrapperspb.String("")))
 	if connect.CodeOf(err) != connect.CodeUnauthenticated || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("call without credentials: %v", err)
+	}
+	// HandlePublic's paths answer without credentials; every other path
+	// still needs them.
+	for path, want := range map[string]int{"/public/page": http.StatusOK, "/elsewhere": http.StatusUnauthorized} {
+		resp, err := anon.Get(p.URL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK && string(body) != "public /public/page") {
+			t.Errorf("GET %s without credentials: %d %q; want %d", path, resp.StatusCode, body, want)
+		}
 	}
 }
 

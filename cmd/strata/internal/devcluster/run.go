@@ -426,6 +426,7 @@ func (c *cluster) printReady() {
 	for _, g := range c.plan.gatewayURLs()[1:] {
 		fmt.Fprintf(w, "  gateway       %s\n", g)
 	}
+	fmt.Fprintf(w, "  console       %s/console/\n", gw)
 	fmt.Fprintf(w, "  cluster.json  %s\n", c.opts.dir+string(os.PathSeparator)+clusterFileName)
 	fmt.Fprintf(w, "\nnext steps, in another terminal:\n")
 	if dir, ok := strataNotOnPath(); ok {

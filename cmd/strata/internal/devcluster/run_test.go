@@ -199,6 +199,7 @@ func TestDevClusterRealProcesses(t *testing.T) {
 		fmt.Sprintf("embedded s3 http://127.0.0.1:%d", base+4),
 		"strata dev: ready after",
 		fmt.Sprintf("export STRATA_GATEWAY=http://127.0.0.1:%d", base),
+		fmt.Sprintf("  console       http://127.0.0.1:%d/console/\n", base),
 		"strata topic create orders -p 12 -r 2",
 		"seq 10 | strata produce orders",
 		"strata consume orders -e",

@@ -687,8 +687,11 @@ type DescribeTopicsRequest struct {
 	Names []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
 	// Also ask each partition leader for its log start offset and high watermark.
 	IncludeOffsets bool `protobuf:"varint,2,opt,name=include_offsets,json=includeOffsets,proto3" json:"include_offsets,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Also ask each partition leader (DescribeLog) for the local and tiered extent of its log:
+	// fills partition_offsets, the fields of include_offsets included.
+	IncludeLogExtents bool `protobuf:"varint,3,opt,name=include_log_extents,json=includeLogExtents,proto3" json:"include_log_extents,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DescribeTopicsRequest) Reset() {
@@ -731,6 +734,13 @@ func (x *DescribeTopicsRequest) GetNames() []string {
 func (x *DescribeTopicsRequest) GetIncludeOffsets() bool {
 	if x != nil {
 		return x.IncludeOffsets
+	}
+	return false
+}
+
+func (x *DescribeTopicsRequest) GetIncludeLogExtents() bool {
+	if x != nil {
+		return x.IncludeLogExtents
 	}
 	return false
 }
@@ -804,8 +814,19 @@ type PartitionOffsets struct {
 	LogStartOffset int64 `protobuf:"varint,4,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// One past the last committed offset: the log end offset as consumers see it.
 	HighWatermark int64 `protobuf:"varint,5,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// With include_log_extents: first offset held on the leader's disk.
+	LocalLogStartOffset int64 `protobuf:"varint,6,opt,name=local_log_start_offset,json=localLogStartOffset,proto3" json:"local_log_start_offset,omitempty"`
+	// With include_log_extents: one past the last offset in the leader's log.
+	LogEndOffset int64 `protobuf:"varint,7,opt,name=log_end_offset,json=logEndOffset,proto3" json:"log_end_offset,omitempty"`
+	// With include_log_extents: one past the last offset durable in the tier, or -1 when
+	// nothing is tiered.
+	TieredEndOffset int64 `protobuf:"varint,8,opt,name=tiered_end_offset,json=tieredEndOffset,proto3" json:"tiered_end_offset,omitempty"`
+	// With include_log_extents: bytes of segment files on the leader's disk.
+	LocalSizeBytes int64 `protobuf:"varint,9,opt,name=local_size_bytes,json=localSizeBytes,proto3" json:"local_size_bytes,omitempty"`
+	// With include_log_extents: bytes held in the tier.
+	TieredSizeBytes int64 `protobuf:"varint,10,opt,name=tiered_size_bytes,json=tieredSizeBytes,proto3" json:"tiered_size_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PartitionOffsets) Reset() {
@@ -869,6 +890,41 @@ func (x *PartitionOffsets) GetLogStartOffset() int64 {
 func (x *PartitionOffsets) GetHighWatermark() int64 {
 	if x != nil {
 		return x.HighWatermark
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetLocalLogStartOffset() int64 {
+	if x != nil {
+		return x.LocalLogStartOffset
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetLogEndOffset() int64 {
+	if x != nil {
+		return x.LogEndOffset
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetTieredEndOffset() int64 {
+	if x != nil {
+		return x.TieredEndOffset
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetLocalSizeBytes() int64 {
+	if x != nil {
+		return x.LocalSizeBytes
+	}
+	return 0
+}
+
+func (x *PartitionOffsets) GetTieredSizeBytes() int64 {
+	if x != nil {
+		return x.TieredSizeBytes
 	}
 	return 0
 }
@@ -1309,7 +1365,10 @@ func (x *ServiceStatus) GetMessage() string {
 type ListGroupsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only groups in these states; empty means every state.
-	States        []v12.GroupState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.GroupState" json:"states,omitempty"`
+	States []v12.GroupState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.GroupState" json:"states,omitempty"`
+	// Also describe every listed group (DescribeGroup on its coordinator) and report its total
+	// lag in lags. Not sent upstream.
+	IncludeLag    bool `protobuf:"varint,2,opt,name=include_lag,json=includeLag,proto3" json:"include_lag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1351,11 +1410,20 @@ func (x *ListGroupsRequest) GetStates() []v12.GroupState {
 	return nil
 }
 
-// ListGroupsResponse mirrors strata.coordinator.v1.ListGroupsResponse.
+func (x *ListGroupsRequest) GetIncludeLag() bool {
+	if x != nil {
+		return x.IncludeLag
+	}
+	return false
+}
+
+// ListGroupsResponse mirrors strata.coordinator.v1.ListGroupsResponse, plus lag.
 type ListGroupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Groups sorted by id.
-	Groups        []*v12.GroupListing `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []*v12.GroupListing `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// With include_lag: one entry per listed group, in the order of groups.
+	Lags          []*GroupLag `protobuf:"bytes,2,rep,name=lags,proto3" json:"lags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1397,6 +1465,95 @@ func (x *ListGroupsResponse) GetGroups() []*v12.GroupListing {
 	return nil
 }
 
+func (x *ListGroupsResponse) GetLags() []*GroupLag {
+	if x != nil {
+		return x.Lags
+	}
+	return nil
+}
+
+// GroupLag is the total lag of one group.
+type GroupLag struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Sum of the known partition lags.
+	TotalLag int64 `protobuf:"varint,2,opt,name=total_lag,json=totalLag,proto3" json:"total_lag,omitempty"`
+	// Partitions of the subscribed topics.
+	Partitions int32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Partitions whose lag is unknown (their leader could not be asked).
+	UnknownPartitions int32 `protobuf:"varint,4,opt,name=unknown_partitions,json=unknownPartitions,proto3" json:"unknown_partitions,omitempty"`
+	// Unset on success; otherwise why the group could not be described.
+	Error         *v1.ErrorDetail `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupLag) Reset() {
+	*x = GroupLag{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupLag) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupLag) ProtoMessage() {}
+
+func (x *GroupLag) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupLag.ProtoReflect.Descriptor instead.
+func (*GroupLag) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GroupLag) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *GroupLag) GetTotalLag() int64 {
+	if x != nil {
+		return x.TotalLag
+	}
+	return 0
+}
+
+func (x *GroupLag) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *GroupLag) GetUnknownPartitions() int32 {
+	if x != nil {
+		return x.UnknownPartitions
+	}
+	return 0
+}
+
+func (x *GroupLag) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // DescribeGroupRequest mirrors strata.coordinator.v1.DescribeGroupRequest field for field.
 type DescribeGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1408,7 +1565,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1577,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[24]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1590,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{24}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeGroupRequest) GetGroupId() string {
@@ -1454,7 +1611,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1623,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[25]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1636,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{25}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DescribeGroupResponse) GetGroup() *v12.GroupDescription {
@@ -1510,7 +1667,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1679,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[26]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1692,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ResetOffsetsRequest) GetGroupId() string {
@@ -1591,7 +1748,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1760,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1773,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResetOffsetsResponse) GetPartitions() []*v12.ResetOffsetsPartitionResult {
@@ -1637,7 +1794,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1806,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1819,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteGroupRequest) GetGroupId() string {
@@ -1681,7 +1838,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1850,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1863,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 // ProduceJSONRequest appends JSON records to a topic.
@@ -1727,7 +1884,7 @@ type ProduceJSONRequest struct {
 
 func (x *ProduceJSONRequest) Reset() {
 	*x = ProduceJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1896,7 @@ func (x *ProduceJSONRequest) String() string {
 func (*ProduceJSONRequest) ProtoMessage() {}
 
 func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1909,7 @@ func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONRequest.ProtoReflect.Descriptor instead.
 func (*ProduceJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ProduceJSONRequest) GetTopic() string {
@@ -1813,7 +1970,7 @@ type JSONRecord struct {
 
 func (x *JSONRecord) Reset() {
 	*x = JSONRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1982,7 @@ func (x *JSONRecord) String() string {
 func (*JSONRecord) ProtoMessage() {}
 
 func (x *JSONRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +1995,7 @@ func (x *JSONRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONRecord.ProtoReflect.Descriptor instead.
 func (*JSONRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *JSONRecord) GetPartition() int32 {
@@ -1966,7 +2123,7 @@ type JSONHeader struct {
 
 func (x *JSONHeader) Reset() {
 	*x = JSONHeader{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2135,7 @@ func (x *JSONHeader) String() string {
 func (*JSONHeader) ProtoMessage() {}
 
 func (x *JSONHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2148,7 @@ func (x *JSONHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONHeader.ProtoReflect.Descriptor instead.
 func (*JSONHeader) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *JSONHeader) GetKey() string {
@@ -2058,7 +2215,7 @@ type ProduceJSONResponse struct {
 
 func (x *ProduceJSONResponse) Reset() {
 	*x = ProduceJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2227,7 @@ func (x *ProduceJSONResponse) String() string {
 func (*ProduceJSONResponse) ProtoMessage() {}
 
 func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2240,7 @@ func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResponse.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProduceJSONResponse) GetResults() []*ProduceJSONResult {
@@ -2117,7 +2274,7 @@ type ProduceJSONResult struct {
 
 func (x *ProduceJSONResult) Reset() {
 	*x = ProduceJSONResult{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2286,7 @@ func (x *ProduceJSONResult) String() string {
 func (*ProduceJSONResult) ProtoMessage() {}
 
 func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2299,7 @@ func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResult.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResult) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ProduceJSONResult) GetPartition() int32 {
@@ -2196,7 +2353,7 @@ type FetchJSONRequest struct {
 
 func (x *FetchJSONRequest) Reset() {
 	*x = FetchJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2365,7 @@ func (x *FetchJSONRequest) String() string {
 func (*FetchJSONRequest) ProtoMessage() {}
 
 func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2378,7 @@ func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONRequest.ProtoReflect.Descriptor instead.
 func (*FetchJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FetchJSONRequest) GetTopic() string {
@@ -2294,7 +2451,7 @@ type FetchJSONResponse struct {
 
 func (x *FetchJSONResponse) Reset() {
 	*x = FetchJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2306,7 +2463,7 @@ func (x *FetchJSONResponse) String() string {
 func (*FetchJSONResponse) ProtoMessage() {}
 
 func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2319,7 +2476,7 @@ func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONResponse.ProtoReflect.Descriptor instead.
 func (*FetchJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FetchJSONResponse) GetRecords() []*JSONFetchedRecord {
@@ -2393,7 +2550,7 @@ type JSONFetchedRecord struct {
 
 func (x *JSONFetchedRecord) Reset() {
 	*x = JSONFetchedRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2562,7 @@ func (x *JSONFetchedRecord) String() string {
 func (*JSONFetchedRecord) ProtoMessage() {}
 
 func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2575,7 @@ func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONFetchedRecord.ProtoReflect.Descriptor instead.
 func (*JSONFetchedRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JSONFetchedRecord) GetTopic() string {
@@ -2563,7 +2720,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2732,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2745,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v11.PartitionReassignment {
@@ -2617,7 +2774,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2786,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2799,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*v11.PartitionReassignmentResult {
@@ -2664,7 +2821,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2833,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2846,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -2713,7 +2870,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2882,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2895,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v11.PartitionChange {
@@ -2768,7 +2925,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +2937,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +2950,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -2829,7 +2986,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2998,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3011,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RebalanceResponse) GetMoves() []*v11.PlannedMove {
@@ -2907,7 +3064,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3076,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3089,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -2971,7 +3128,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +3140,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +3153,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DrainNodeResponse) GetNode() *v11.NodeStatus {
@@ -3035,7 +3192,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3204,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3217,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -3095,7 +3252,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3264,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3277,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *v11.TopicDescription {
@@ -3143,7 +3300,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3155,7 +3312,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3168,7 +3325,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() v11.ElectionType {
@@ -3196,7 +3353,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3365,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3378,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*v11.ElectLeadersResult {
@@ -3242,7 +3399,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3411,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3424,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreateUserRequest) GetName() string {
@@ -3290,7 +3447,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3459,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3472,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{51}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateUserResponse) GetUser() *v1.UserCredential {
@@ -3343,7 +3500,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3355,7 +3512,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3368,7 +3525,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{52}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteUserRequest) GetName() string {
@@ -3387,7 +3544,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3556,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3569,7 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{53}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{54}
 }
 
 // ListUsersRequest mirrors strata.controller.v1.ListUsersRequest.
@@ -3424,7 +3581,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3436,7 +3593,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3449,7 +3606,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{54}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{55}
 }
 
 // ListUsersResponse mirrors strata.controller.v1.ListUsersResponse.
@@ -3463,7 +3620,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3632,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3645,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{55}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
@@ -3509,7 +3666,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3678,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +3691,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{56}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
@@ -3553,7 +3710,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3722,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3735,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{57}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{58}
 }
 
 // DeleteAclsRequest mirrors strata.controller.v1.DeleteAclsRequest.
@@ -3592,7 +3749,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3604,7 +3761,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3617,7 +3774,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{58}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *DeleteAclsRequest) GetFilter() *v11.AclFilter {
@@ -3638,7 +3795,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3807,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3820,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
@@ -3684,7 +3841,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3853,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3866,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{60}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *v11.AclFilter {
@@ -3730,7 +3887,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +3899,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +3912,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
@@ -3776,7 +3933,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3788,7 +3945,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3801,7 +3958,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{62}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetQuotaRequest) GetQuota() *v1.Quota {
@@ -3820,7 +3977,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3832,7 +3989,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3845,7 +4002,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{63}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{64}
 }
 
 // ListQuotasRequest mirrors strata.controller.v1.ListQuotasRequest.
@@ -3857,7 +4014,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +4026,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +4039,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{64}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{65}
 }
 
 // ListQuotasResponse mirrors strata.controller.v1.ListQuotasResponse.
@@ -3896,7 +4053,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4065,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4078,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{65}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
@@ -3929,6 +4086,500 @@ func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
 		return x.Quotas
 	}
 	return nil
+}
+
+// WatchClusterRequest has no parameters.
+type WatchClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClusterRequest) Reset() {
+	*x = WatchClusterRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClusterRequest) ProtoMessage() {}
+
+func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClusterRequest.ProtoReflect.Descriptor instead.
+func (*WatchClusterRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{67}
+}
+
+// WatchClusterResponse is the whole overview at one moment; each message replaces the last.
+type WatchClusterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Cluster id (UUID text).
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Metadata version (etcd revision) the overview reflects.
+	MetadataVersion int64 `protobuf:"varint,2,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
+	// Controller quorum and the active controller; unset without describe on the cluster.
+	Controllers *v11.ControllerQuorum `protobuf:"bytes,3,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	// Every registered storage node, sorted by id; empty without describe on the cluster.
+	Nodes []*NodeOverview `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Topics the caller may describe, sorted by name; internal topics left out.
+	Topics []*TopicOverview `protobuf:"bytes,5,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Partitions of the listed topics without a live leader.
+	OfflinePartitions int32 `protobuf:"varint,6,opt,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
+	// Partitions of the listed topics whose ISR is smaller than their replica set.
+	UnderReplicatedPartitions int32 `protobuf:"varint,7,opt,name=under_replicated_partitions,json=underReplicatedPartitions,proto3" json:"under_replicated_partitions,omitempty"`
+	// Sum over the listed topics of tiering_lag_offsets.
+	TieringLagOffsets int64 `protobuf:"varint,8,opt,name=tiering_lag_offsets,json=tieringLagOffsets,proto3" json:"tiering_lag_offsets,omitempty"`
+	// Time the disk figures were gathered, in Unix ms; 0 before the first gathering.
+	SampledAtMs   int64 `protobuf:"varint,9,opt,name=sampled_at_ms,json=sampledAtMs,proto3" json:"sampled_at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchClusterResponse) Reset() {
+	*x = WatchClusterResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchClusterResponse) ProtoMessage() {}
+
+func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchClusterResponse.ProtoReflect.Descriptor instead.
+func (*WatchClusterResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *WatchClusterResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *WatchClusterResponse) GetMetadataVersion() int64 {
+	if x != nil {
+		return x.MetadataVersion
+	}
+	return 0
+}
+
+func (x *WatchClusterResponse) GetControllers() *v11.ControllerQuorum {
+	if x != nil {
+		return x.Controllers
+	}
+	return nil
+}
+
+func (x *WatchClusterResponse) GetNodes() []*NodeOverview {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *WatchClusterResponse) GetTopics() []*TopicOverview {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *WatchClusterResponse) GetOfflinePartitions() int32 {
+	if x != nil {
+		return x.OfflinePartitions
+	}
+	return 0
+}
+
+func (x *WatchClusterResponse) GetUnderReplicatedPartitions() int32 {
+	if x != nil {
+		return x.UnderReplicatedPartitions
+	}
+	return 0
+}
+
+func (x *WatchClusterResponse) GetTieringLagOffsets() int64 {
+	if x != nil {
+		return x.TieringLagOffsets
+	}
+	return 0
+}
+
+func (x *WatchClusterResponse) GetSampledAtMs() int64 {
+	if x != nil {
+		return x.SampledAtMs
+	}
+	return 0
+}
+
+// NodeOverview is one storage node in WatchClusterResponse.
+type NodeOverview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node's id, address and rack.
+	Node *v1.Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Liveness and eligibility.
+	State v11.NodeState `protobuf:"varint,2,opt,name=state,proto3,enum=strata.controller.v1.NodeState" json:"state,omitempty"`
+	// True while the node is drained.
+	Drained bool `protobuf:"varint,3,opt,name=drained,proto3" json:"drained,omitempty"`
+	// Replicas the node holds by the metadata.
+	Replicas int32 `protobuf:"varint,4,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// Partitions the node leads.
+	Leaders int32 `protobuf:"varint,5,opt,name=leaders,proto3" json:"leaders,omitempty"`
+	// Bytes of segment files on the node's disk, from its DescribeLog; -1 when it did not answer.
+	DiskBytes int64 `protobuf:"varint,6,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Time of the last heartbeat, in Unix ms, or -1 if none.
+	LastHeartbeatMs int64 `protobuf:"varint,7,opt,name=last_heartbeat_ms,json=lastHeartbeatMs,proto3" json:"last_heartbeat_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NodeOverview) Reset() {
+	*x = NodeOverview{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeOverview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeOverview) ProtoMessage() {}
+
+func (x *NodeOverview) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeOverview.ProtoReflect.Descriptor instead.
+func (*NodeOverview) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *NodeOverview) GetNode() *v1.Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *NodeOverview) GetState() v11.NodeState {
+	if x != nil {
+		return x.State
+	}
+	return v11.NodeState(0)
+}
+
+func (x *NodeOverview) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *NodeOverview) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *NodeOverview) GetLeaders() int32 {
+	if x != nil {
+		return x.Leaders
+	}
+	return 0
+}
+
+func (x *NodeOverview) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *NodeOverview) GetLastHeartbeatMs() int64 {
+	if x != nil {
+		return x.LastHeartbeatMs
+	}
+	return 0
+}
+
+// TopicOverview is one topic in WatchClusterResponse.
+type TopicOverview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Number of partitions.
+	Partitions int32 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// Replicas per partition.
+	ReplicationFactor int32 `protobuf:"varint,3,opt,name=replication_factor,json=replicationFactor,proto3" json:"replication_factor,omitempty"`
+	// Bytes on the leaders' disks (one copy of each partition).
+	LocalBytes int64 `protobuf:"varint,4,opt,name=local_bytes,json=localBytes,proto3" json:"local_bytes,omitempty"`
+	// Bytes held in the tier.
+	TieredBytes int64 `protobuf:"varint,5,opt,name=tiered_bytes,json=tieredBytes,proto3" json:"tiered_bytes,omitempty"`
+	// Sum of the partitions' high watermarks as their leaders reported them: the topic's
+	// messages ever written, so its rate of change is the topic's throughput.
+	EndOffsets int64 `protobuf:"varint,6,opt,name=end_offsets,json=endOffsets,proto3" json:"end_offsets,omitempty"`
+	// Partitions whose ISR is smaller than their replica set.
+	UnderReplicatedPartitions int32 `protobuf:"varint,7,opt,name=under_replicated_partitions,json=underReplicatedPartitions,proto3" json:"under_replicated_partitions,omitempty"`
+	// Partitions without a live leader.
+	OfflinePartitions int32 `protobuf:"varint,8,opt,name=offline_partitions,json=offlinePartitions,proto3" json:"offline_partitions,omitempty"`
+	// Offsets below the high watermark not yet durable in the tier, summed over partitions
+	// (the active segment included, which is tiered once it rolls); 0 when tiering is off.
+	TieringLagOffsets int64 `protobuf:"varint,9,opt,name=tiering_lag_offsets,json=tieringLagOffsets,proto3" json:"tiering_lag_offsets,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *TopicOverview) Reset() {
+	*x = TopicOverview{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicOverview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicOverview) ProtoMessage() {}
+
+func (x *TopicOverview) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicOverview.ProtoReflect.Descriptor instead.
+func (*TopicOverview) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *TopicOverview) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TopicOverview) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetReplicationFactor() int32 {
+	if x != nil {
+		return x.ReplicationFactor
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetLocalBytes() int64 {
+	if x != nil {
+		return x.LocalBytes
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetTieredBytes() int64 {
+	if x != nil {
+		return x.TieredBytes
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetEndOffsets() int64 {
+	if x != nil {
+		return x.EndOffsets
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetUnderReplicatedPartitions() int32 {
+	if x != nil {
+		return x.UnderReplicatedPartitions
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetOfflinePartitions() int32 {
+	if x != nil {
+		return x.OfflinePartitions
+	}
+	return 0
+}
+
+func (x *TopicOverview) GetTieringLagOffsets() int64 {
+	if x != nil {
+		return x.TieringLagOffsets
+	}
+	return 0
+}
+
+// OffsetForTimestampRequest names a partition and a time.
+type OffsetForTimestampRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Time to search for, in Unix ms.
+	TimestampMs   int64 `protobuf:"varint,3,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetForTimestampRequest) Reset() {
+	*x = OffsetForTimestampRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetForTimestampRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetForTimestampRequest) ProtoMessage() {}
+
+func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetForTimestampRequest.ProtoReflect.Descriptor instead.
+func (*OffsetForTimestampRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *OffsetForTimestampRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetForTimestampRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampRequest) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
+}
+
+// OffsetForTimestampResponse is the offset found.
+type OffsetForTimestampResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First offset whose timestamp is at or after timestamp_ms; the high watermark when none.
+	Offset int64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Timestamp of the record at offset, in Unix ms, or -1 when no record matched.
+	TimestampMs   int64 `protobuf:"varint,2,opt,name=timestamp_ms,json=timestampMs,proto3" json:"timestamp_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetForTimestampResponse) Reset() {
+	*x = OffsetForTimestampResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetForTimestampResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetForTimestampResponse) ProtoMessage() {}
+
+func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetForTimestampResponse.ProtoReflect.Descriptor instead.
+func (*OffsetForTimestampResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *OffsetForTimestampResponse) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *OffsetForTimestampResponse) GetTimestampMs() int64 {
+	if x != nil {
+		return x.TimestampMs
+	}
+	return 0
 }
 
 var File_strata_gateway_v1_gateway_proto protoreflect.FileDescriptor
@@ -3976,19 +4627,26 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\"0\n" +
 	"\x13DeleteTopicResponse\x12\x19\n" +
-	"\btopic_id\x18\x01 \x01(\tR\atopicId\"V\n" +
+	"\btopic_id\x18\x01 \x01(\tR\atopicId\"\x86\x01\n" +
 	"\x15DescribeTopicsRequest\x12\x14\n" +
 	"\x05names\x18\x01 \x03(\tR\x05names\x12'\n" +
-	"\x0finclude_offsets\x18\x02 \x01(\bR\x0eincludeOffsets\"\xaa\x01\n" +
+	"\x0finclude_offsets\x18\x02 \x01(\bR\x0eincludeOffsets\x12.\n" +
+	"\x13include_log_extents\x18\x03 \x01(\bR\x11includeLogExtents\"\xaa\x01\n" +
 	"\x16DescribeTopicsResponse\x12>\n" +
 	"\x06topics\x18\x01 \x03(\v2&.strata.controller.v1.TopicDescriptionR\x06topics\x12P\n" +
-	"\x11partition_offsets\x18\x02 \x03(\v2#.strata.gateway.v1.PartitionOffsetsR\x10partitionOffsets\"\xcc\x01\n" +
+	"\x11partition_offsets\x18\x02 \x03(\v2#.strata.gateway.v1.PartitionOffsetsR\x10partitionOffsets\"\xa9\x03\n" +
 	"\x10PartitionOffsets\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
 	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12%\n" +
-	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\">\n" +
+	"\x0ehigh_watermark\x18\x05 \x01(\x03R\rhighWatermark\x123\n" +
+	"\x16local_log_start_offset\x18\x06 \x01(\x03R\x13localLogStartOffset\x12$\n" +
+	"\x0elog_end_offset\x18\a \x01(\x03R\flogEndOffset\x12*\n" +
+	"\x11tiered_end_offset\x18\b \x01(\x03R\x0ftieredEndOffset\x12(\n" +
+	"\x10local_size_bytes\x18\t \x01(\x03R\x0elocalSizeBytes\x12*\n" +
+	"\x11tiered_size_bytes\x18\n" +
+	" \x01(\x03R\x0ftieredSizeBytes\">\n" +
 	"\x11ListTopicsRequest\x12)\n" +
 	"\x10include_internal\x18\x01 \x01(\bR\x0fincludeInternal\"P\n" +
 	"\x12ListTopicsResponse\x12:\n" +
@@ -4019,11 +4677,22 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
 	"\ahealthy\x18\x03 \x01(\bR\ahealthy\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"N\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"o\n" +
 	"\x11ListGroupsRequest\x129\n" +
-	"\x06states\x18\x01 \x03(\x0e2!.strata.coordinator.v1.GroupStateR\x06states\"Q\n" +
+	"\x06states\x18\x01 \x03(\x0e2!.strata.coordinator.v1.GroupStateR\x06states\x12\x1f\n" +
+	"\vinclude_lag\x18\x02 \x01(\bR\n" +
+	"includeLag\"\x82\x01\n" +
 	"\x12ListGroupsResponse\x12;\n" +
-	"\x06groups\x18\x01 \x03(\v2#.strata.coordinator.v1.GroupListingR\x06groups\"1\n" +
+	"\x06groups\x18\x01 \x03(\v2#.strata.coordinator.v1.GroupListingR\x06groups\x12/\n" +
+	"\x04lags\x18\x02 \x03(\v2\x1b.strata.gateway.v1.GroupLagR\x04lags\"\xc6\x01\n" +
+	"\bGroupLag\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\ttotal_lag\x18\x02 \x01(\x03R\btotalLag\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x03 \x01(\x05R\n" +
+	"partitions\x12-\n" +
+	"\x12unknown_partitions\x18\x04 \x01(\x05R\x11unknownPartitions\x123\n" +
+	"\x05error\x18\x05 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"1\n" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"V\n" +
 	"\x15DescribeGroupResponse\x12=\n" +
@@ -4183,7 +4852,49 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x10SetQuotaResponse\"\x13\n" +
 	"\x11ListQuotasRequest\"E\n" +
 	"\x12ListQuotasResponse\x12/\n" +
-	"\x06quotas\x18\x01 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas2\xfc\x16\n" +
+	"\x06quotas\x18\x01 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas\"\x15\n" +
+	"\x13WatchClusterRequest\"\xde\x03\n" +
+	"\x14WatchClusterResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12)\n" +
+	"\x10metadata_version\x18\x02 \x01(\x03R\x0fmetadataVersion\x12H\n" +
+	"\vcontrollers\x18\x03 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\x125\n" +
+	"\x05nodes\x18\x04 \x03(\v2\x1f.strata.gateway.v1.NodeOverviewR\x05nodes\x128\n" +
+	"\x06topics\x18\x05 \x03(\v2 .strata.gateway.v1.TopicOverviewR\x06topics\x12-\n" +
+	"\x12offline_partitions\x18\x06 \x01(\x05R\x11offlinePartitions\x12>\n" +
+	"\x1bunder_replicated_partitions\x18\a \x01(\x05R\x19underReplicatedPartitions\x12.\n" +
+	"\x13tiering_lag_offsets\x18\b \x01(\x03R\x11tieringLagOffsets\x12\"\n" +
+	"\rsampled_at_ms\x18\t \x01(\x03R\vsampledAtMs\"\x8c\x02\n" +
+	"\fNodeOverview\x12*\n" +
+	"\x04node\x18\x01 \x01(\v2\x16.strata.common.v1.NodeR\x04node\x125\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x1f.strata.controller.v1.NodeStateR\x05state\x12\x18\n" +
+	"\adrained\x18\x03 \x01(\bR\adrained\x12\x1a\n" +
+	"\breplicas\x18\x04 \x01(\x05R\breplicas\x12\x18\n" +
+	"\aleaders\x18\x05 \x01(\x05R\aleaders\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x06 \x01(\x03R\tdiskBytes\x12*\n" +
+	"\x11last_heartbeat_ms\x18\a \x01(\x03R\x0flastHeartbeatMs\"\xf6\x02\n" +
+	"\rTopicOverview\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x02 \x01(\x05R\n" +
+	"partitions\x12-\n" +
+	"\x12replication_factor\x18\x03 \x01(\x05R\x11replicationFactor\x12\x1f\n" +
+	"\vlocal_bytes\x18\x04 \x01(\x03R\n" +
+	"localBytes\x12!\n" +
+	"\ftiered_bytes\x18\x05 \x01(\x03R\vtieredBytes\x12\x1f\n" +
+	"\vend_offsets\x18\x06 \x01(\x03R\n" +
+	"endOffsets\x12>\n" +
+	"\x1bunder_replicated_partitions\x18\a \x01(\x05R\x19underReplicatedPartitions\x12-\n" +
+	"\x12offline_partitions\x18\b \x01(\x05R\x11offlinePartitions\x12.\n" +
+	"\x13tiering_lag_offsets\x18\t \x01(\x03R\x11tieringLagOffsets\"r\n" +
+	"\x19OffsetForTimestampRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\"W\n" +
+	"\x1aOffsetForTimestampResponse\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs2\xd2\x18\n" +
 	"\x0eGatewayService\x12S\n" +
 	"\bMetadata\x12\".strata.gateway.v1.MetadataRequest\x1a#.strata.gateway.v1.MetadataResponse\x12h\n" +
 	"\x0fFindCoordinator\x12).strata.gateway.v1.FindCoordinatorRequest\x1a*.strata.gateway.v1.FindCoordinatorResponse\x12e\n" +
@@ -4221,7 +4932,9 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\fDescribeAcls\x12&.strata.gateway.v1.DescribeAclsRequest\x1a'.strata.gateway.v1.DescribeAclsResponse\x12S\n" +
 	"\bSetQuota\x12\".strata.gateway.v1.SetQuotaRequest\x1a#.strata.gateway.v1.SetQuotaResponse\x12Y\n" +
 	"\n" +
-	"ListQuotas\x12$.strata.gateway.v1.ListQuotasRequest\x1a%.strata.gateway.v1.ListQuotasResponseB\xc8\x01\n" +
+	"ListQuotas\x12$.strata.gateway.v1.ListQuotasRequest\x1a%.strata.gateway.v1.ListQuotasResponse\x12a\n" +
+	"\fWatchCluster\x12&.strata.gateway.v1.WatchClusterRequest\x1a'.strata.gateway.v1.WatchClusterResponse0\x01\x12q\n" +
+	"\x12OffsetForTimestamp\x12,.strata.gateway.v1.OffsetForTimestampRequest\x1a-.strata.gateway.v1.OffsetForTimestampResponseB\xc8\x01\n" +
 	"\x15com.strata.gateway.v1B\fGatewayProtoP\x01Z;github.com/strata-mq/strata/gen/strata/gateway/v1;gatewayv1\xa2\x02\x03SGX\xaa\x02\x11Strata.Gateway.V1\xca\x02\x11Strata\\Gateway\\V1\xe2\x02\x1dStrata\\Gateway\\V1\\GPBMetadata\xea\x02\x13Strata::Gateway::V1b\x06proto3"
 
 var (
@@ -4236,7 +4949,7 @@ func file_strata_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_strata_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 	(*WhoAmIRequest)(nil),                       // 0: strata.gateway.v1.WhoAmIRequest
 	(*WhoAmIResponse)(nil),                      // 1: strata.gateway.v1.WhoAmIResponse
@@ -4262,192 +4975,211 @@ var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 	(*ServiceStatus)(nil),                       // 21: strata.gateway.v1.ServiceStatus
 	(*ListGroupsRequest)(nil),                   // 22: strata.gateway.v1.ListGroupsRequest
 	(*ListGroupsResponse)(nil),                  // 23: strata.gateway.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),                // 24: strata.gateway.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),               // 25: strata.gateway.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),                 // 26: strata.gateway.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),                // 27: strata.gateway.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),                  // 28: strata.gateway.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                 // 29: strata.gateway.v1.DeleteGroupResponse
-	(*ProduceJSONRequest)(nil),                  // 30: strata.gateway.v1.ProduceJSONRequest
-	(*JSONRecord)(nil),                          // 31: strata.gateway.v1.JSONRecord
-	(*JSONHeader)(nil),                          // 32: strata.gateway.v1.JSONHeader
-	(*ProduceJSONResponse)(nil),                 // 33: strata.gateway.v1.ProduceJSONResponse
-	(*ProduceJSONResult)(nil),                   // 34: strata.gateway.v1.ProduceJSONResult
-	(*FetchJSONRequest)(nil),                    // 35: strata.gateway.v1.FetchJSONRequest
-	(*FetchJSONResponse)(nil),                   // 36: strata.gateway.v1.FetchJSONResponse
-	(*JSONFetchedRecord)(nil),                   // 37: strata.gateway.v1.JSONFetchedRecord
-	(*AlterPartitionReassignmentsRequest)(nil),  // 38: strata.gateway.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 39: strata.gateway.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 40: strata.gateway.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 41: strata.gateway.v1.ListPartitionReassignmentsResponse
-	(*RebalanceRequest)(nil),                    // 42: strata.gateway.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),                   // 43: strata.gateway.v1.RebalanceResponse
-	(*DrainNodeRequest)(nil),                    // 44: strata.gateway.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                   // 45: strata.gateway.v1.DrainNodeResponse
-	(*CreatePartitionsRequest)(nil),             // 46: strata.gateway.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 47: strata.gateway.v1.CreatePartitionsResponse
-	(*ElectLeadersRequest)(nil),                 // 48: strata.gateway.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 49: strata.gateway.v1.ElectLeadersResponse
-	(*CreateUserRequest)(nil),                   // 50: strata.gateway.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),                  // 51: strata.gateway.v1.CreateUserResponse
-	(*DeleteUserRequest)(nil),                   // 52: strata.gateway.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),                  // 53: strata.gateway.v1.DeleteUserResponse
-	(*ListUsersRequest)(nil),                    // 54: strata.gateway.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),                   // 55: strata.gateway.v1.ListUsersResponse
-	(*CreateAclsRequest)(nil),                   // 56: strata.gateway.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 57: strata.gateway.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                   // 58: strata.gateway.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                  // 59: strata.gateway.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),                 // 60: strata.gateway.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                // 61: strata.gateway.v1.DescribeAclsResponse
-	(*SetQuotaRequest)(nil),                     // 62: strata.gateway.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                    // 63: strata.gateway.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),                   // 64: strata.gateway.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                  // 65: strata.gateway.v1.ListQuotasResponse
-	nil,                                         // 66: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 67: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                             // 68: strata.common.v1.Node
-	(*v1.TopicMetadata)(nil),                    // 69: strata.common.v1.TopicMetadata
-	(*v11.TopicDescription)(nil),                // 70: strata.controller.v1.TopicDescription
-	(*v1.ErrorDetail)(nil),                      // 71: strata.common.v1.ErrorDetail
-	(*v11.TopicListing)(nil),                    // 72: strata.controller.v1.TopicListing
-	(*v11.ConfigEntry)(nil),                     // 73: strata.controller.v1.ConfigEntry
-	(*v11.ControllerQuorum)(nil),                // 74: strata.controller.v1.ControllerQuorum
-	(*v11.NodeStatus)(nil),                      // 75: strata.controller.v1.NodeStatus
-	(v12.GroupState)(0),                         // 76: strata.coordinator.v1.GroupState
-	(*v12.GroupListing)(nil),                    // 77: strata.coordinator.v1.GroupListing
-	(*v12.GroupDescription)(nil),                // 78: strata.coordinator.v1.GroupDescription
-	(*v1.TopicPartitions)(nil),                  // 79: strata.common.v1.TopicPartitions
-	(v12.ResetSpec)(0),                          // 80: strata.coordinator.v1.ResetSpec
-	(*v12.ResetOffsetsPartitionResult)(nil),     // 81: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(v1.Acks)(0),                                // 82: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                      // 83: strata.common.v1.IsolationLevel
-	(*v11.PartitionReassignment)(nil),           // 84: strata.controller.v1.PartitionReassignment
-	(*v11.PartitionReassignmentResult)(nil),     // 85: strata.controller.v1.PartitionReassignmentResult
-	(*v11.PartitionChange)(nil),                 // 86: strata.controller.v1.PartitionChange
-	(*v11.PlannedMove)(nil),                     // 87: strata.controller.v1.PlannedMove
-	(*v11.NodeLoad)(nil),                        // 88: strata.controller.v1.NodeLoad
-	(v11.ElectionType)(0),                       // 89: strata.controller.v1.ElectionType
-	(*v11.ElectLeadersResult)(nil),              // 90: strata.controller.v1.ElectLeadersResult
-	(*v1.UserCredential)(nil),                   // 91: strata.common.v1.UserCredential
-	(*v1.AclBinding)(nil),                       // 92: strata.common.v1.AclBinding
-	(*v11.AclFilter)(nil),                       // 93: strata.controller.v1.AclFilter
-	(*v1.Quota)(nil),                            // 94: strata.common.v1.Quota
+	(*GroupLag)(nil),                            // 24: strata.gateway.v1.GroupLag
+	(*DescribeGroupRequest)(nil),                // 25: strata.gateway.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),               // 26: strata.gateway.v1.DescribeGroupResponse
+	(*ResetOffsetsRequest)(nil),                 // 27: strata.gateway.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),                // 28: strata.gateway.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),                  // 29: strata.gateway.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                 // 30: strata.gateway.v1.DeleteGroupResponse
+	(*ProduceJSONRequest)(nil),                  // 31: strata.gateway.v1.ProduceJSONRequest
+	(*JSONRecord)(nil),                          // 32: strata.gateway.v1.JSONRecord
+	(*JSONHeader)(nil),                          // 33: strata.gateway.v1.JSONHeader
+	(*ProduceJSONResponse)(nil),                 // 34: strata.gateway.v1.ProduceJSONResponse
+	(*ProduceJSONResult)(nil),                   // 35: strata.gateway.v1.ProduceJSONResult
+	(*FetchJSONRequest)(nil),                    // 36: strata.gateway.v1.FetchJSONRequest
+	(*FetchJSONResponse)(nil),                   // 37: strata.gateway.v1.FetchJSONResponse
+	(*JSONFetchedRecord)(nil),                   // 38: strata.gateway.v1.JSONFetchedRecord
+	(*AlterPartitionReassignmentsRequest)(nil),  // 39: strata.gateway.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 40: strata.gateway.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 41: strata.gateway.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 42: strata.gateway.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 43: strata.gateway.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                   // 44: strata.gateway.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 45: strata.gateway.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 46: strata.gateway.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 47: strata.gateway.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 48: strata.gateway.v1.CreatePartitionsResponse
+	(*ElectLeadersRequest)(nil),                 // 49: strata.gateway.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 50: strata.gateway.v1.ElectLeadersResponse
+	(*CreateUserRequest)(nil),                   // 51: strata.gateway.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 52: strata.gateway.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 53: strata.gateway.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 54: strata.gateway.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 55: strata.gateway.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 56: strata.gateway.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 57: strata.gateway.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 58: strata.gateway.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 59: strata.gateway.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 60: strata.gateway.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 61: strata.gateway.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 62: strata.gateway.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 63: strata.gateway.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 64: strata.gateway.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 65: strata.gateway.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 66: strata.gateway.v1.ListQuotasResponse
+	(*WatchClusterRequest)(nil),                 // 67: strata.gateway.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                // 68: strata.gateway.v1.WatchClusterResponse
+	(*NodeOverview)(nil),                        // 69: strata.gateway.v1.NodeOverview
+	(*TopicOverview)(nil),                       // 70: strata.gateway.v1.TopicOverview
+	(*OffsetForTimestampRequest)(nil),           // 71: strata.gateway.v1.OffsetForTimestampRequest
+	(*OffsetForTimestampResponse)(nil),          // 72: strata.gateway.v1.OffsetForTimestampResponse
+	nil,                                         // 73: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 74: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Node)(nil),                             // 75: strata.common.v1.Node
+	(*v1.TopicMetadata)(nil),                    // 76: strata.common.v1.TopicMetadata
+	(*v11.TopicDescription)(nil),                // 77: strata.controller.v1.TopicDescription
+	(*v1.ErrorDetail)(nil),                      // 78: strata.common.v1.ErrorDetail
+	(*v11.TopicListing)(nil),                    // 79: strata.controller.v1.TopicListing
+	(*v11.ConfigEntry)(nil),                     // 80: strata.controller.v1.ConfigEntry
+	(*v11.ControllerQuorum)(nil),                // 81: strata.controller.v1.ControllerQuorum
+	(*v11.NodeStatus)(nil),                      // 82: strata.controller.v1.NodeStatus
+	(v12.GroupState)(0),                         // 83: strata.coordinator.v1.GroupState
+	(*v12.GroupListing)(nil),                    // 84: strata.coordinator.v1.GroupListing
+	(*v12.GroupDescription)(nil),                // 85: strata.coordinator.v1.GroupDescription
+	(*v1.TopicPartitions)(nil),                  // 86: strata.common.v1.TopicPartitions
+	(v12.ResetSpec)(0),                          // 87: strata.coordinator.v1.ResetSpec
+	(*v12.ResetOffsetsPartitionResult)(nil),     // 88: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(v1.Acks)(0),                                // 89: strata.common.v1.Acks
+	(v1.IsolationLevel)(0),                      // 90: strata.common.v1.IsolationLevel
+	(*v11.PartitionReassignment)(nil),           // 91: strata.controller.v1.PartitionReassignment
+	(*v11.PartitionReassignmentResult)(nil),     // 92: strata.controller.v1.PartitionReassignmentResult
+	(*v11.PartitionChange)(nil),                 // 93: strata.controller.v1.PartitionChange
+	(*v11.PlannedMove)(nil),                     // 94: strata.controller.v1.PlannedMove
+	(*v11.NodeLoad)(nil),                        // 95: strata.controller.v1.NodeLoad
+	(v11.ElectionType)(0),                       // 96: strata.controller.v1.ElectionType
+	(*v11.ElectLeadersResult)(nil),              // 97: strata.controller.v1.ElectLeadersResult
+	(*v1.UserCredential)(nil),                   // 98: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 99: strata.common.v1.AclBinding
+	(*v11.AclFilter)(nil),                       // 100: strata.controller.v1.AclFilter
+	(*v1.Quota)(nil),                            // 101: strata.common.v1.Quota
+	(v11.NodeState)(0),                          // 102: strata.controller.v1.NodeState
 }
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
-	68, // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
-	69, // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
-	66, // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	70, // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	70, // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	14, // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	71, // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	72, // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	67, // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	73, // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	74, // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	75, // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	21, // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	76, // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	77, // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	78, // 15: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	79, // 16: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	80, // 17: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	81, // 18: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	31, // 19: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	82, // 20: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
-	32, // 21: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	34, // 22: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	71, // 23: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	83, // 24: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	37, // 25: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
-	32, // 26: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	84, // 27: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	85, // 28: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	86, // 29: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	87, // 30: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	88, // 31: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	88, // 32: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	75, // 33: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	87, // 34: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	70, // 35: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	89, // 36: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	79, // 37: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	90, // 38: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	91, // 39: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	91, // 40: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	92, // 41: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	93, // 42: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	92, // 43: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	93, // 44: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	92, // 45: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	94, // 46: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	94, // 47: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	2,  // 48: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	4,  // 49: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	6,  // 50: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	8,  // 51: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	10, // 52: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	12, // 53: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	15, // 54: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	17, // 55: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	19, // 56: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	22, // 57: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	24, // 58: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	26, // 59: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	28, // 60: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	30, // 61: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	35, // 62: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	38, // 63: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
-	40, // 64: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
-	42, // 65: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
-	44, // 66: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
-	46, // 67: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
-	48, // 68: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
-	0,  // 69: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
-	50, // 70: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
-	52, // 71: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
-	54, // 72: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
-	56, // 73: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
-	58, // 74: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
-	60, // 75: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
-	62, // 76: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
-	64, // 77: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
-	3,  // 78: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	5,  // 79: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	7,  // 80: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	9,  // 81: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	11, // 82: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	13, // 83: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	16, // 84: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	18, // 85: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	20, // 86: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	23, // 87: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	25, // 88: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	27, // 89: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	29, // 90: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	33, // 91: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	36, // 92: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	39, // 93: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
-	41, // 94: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
-	43, // 95: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
-	45, // 96: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
-	47, // 97: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
-	49, // 98: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
-	1,  // 99: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
-	51, // 100: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
-	53, // 101: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
-	55, // 102: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
-	57, // 103: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
-	59, // 104: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
-	61, // 105: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
-	63, // 106: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
-	65, // 107: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
-	78, // [78:108] is the sub-list for method output_type
-	48, // [48:78] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	75,  // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
+	76,  // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
+	73,  // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	77,  // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	77,  // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	14,  // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
+	78,  // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	79,  // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	74,  // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	80,  // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	81,  // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	82,  // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	21,  // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
+	83,  // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	84,  // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	24,  // 15: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
+	78,  // 16: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
+	85,  // 17: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	86,  // 18: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	87,  // 19: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	88,  // 20: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	32,  // 21: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
+	89,  // 22: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	33,  // 23: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	35,  // 24: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
+	78,  // 25: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	90,  // 26: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	38,  // 27: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
+	33,  // 28: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	91,  // 29: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	92,  // 30: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	93,  // 31: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	94,  // 32: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	95,  // 33: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	95,  // 34: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	82,  // 35: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	94,  // 36: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	77,  // 37: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	96,  // 38: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	86,  // 39: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	97,  // 40: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	98,  // 41: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	98,  // 42: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	99,  // 43: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	100, // 44: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	99,  // 45: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	100, // 46: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	99,  // 47: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	101, // 48: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	101, // 49: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	81,  // 50: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	69,  // 51: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
+	70,  // 52: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
+	75,  // 53: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
+	102, // 54: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
+	2,   // 55: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	4,   // 56: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	6,   // 57: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	8,   // 58: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	10,  // 59: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	12,  // 60: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	15,  // 61: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	17,  // 62: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	19,  // 63: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	22,  // 64: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	25,  // 65: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	27,  // 66: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	29,  // 67: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	31,  // 68: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	36,  // 69: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	39,  // 70: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	41,  // 71: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	43,  // 72: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	45,  // 73: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	47,  // 74: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	49,  // 75: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	0,   // 76: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
+	51,  // 77: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
+	53,  // 78: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
+	55,  // 79: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
+	57,  // 80: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
+	59,  // 81: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
+	61,  // 82: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
+	63,  // 83: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
+	65,  // 84: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
+	67,  // 85: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
+	71,  // 86: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
+	3,   // 87: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	5,   // 88: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	7,   // 89: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	9,   // 90: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	11,  // 91: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	13,  // 92: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	16,  // 93: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	18,  // 94: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	20,  // 95: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	23,  // 96: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	26,  // 97: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	28,  // 98: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	30,  // 99: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	34,  // 100: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	37,  // 101: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	40,  // 102: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	42,  // 103: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	44,  // 104: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	46,  // 105: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	48,  // 106: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	50,  // 107: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	1,   // 108: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
+	52,  // 109: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
+	54,  // 110: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
+	56,  // 111: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
+	58,  // 112: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
+	60,  // 113: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
+	62,  // 114: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
+	64,  // 115: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
+	66,  // 116: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
+	68,  // 117: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
+	72,  // 118: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
+	87,  // [87:119] is the sub-list for method output_type
+	55,  // [55:87] is the sub-list for method input_type
+	55,  // [55:55] is the sub-list for extension type_name
+	55,  // [55:55] is the sub-list for extension extendee
+	0,   // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }
@@ -4455,17 +5187,17 @@ func file_strata_gateway_v1_gateway_proto_init() {
 	if File_strata_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[31].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
 		(*JSONRecord_Key)(nil),
 		(*JSONRecord_KeyBytes)(nil),
 		(*JSONRecord_Value)(nil),
 		(*JSONRecord_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[33].OneofWrappers = []any{
 		(*JSONHeader_Value)(nil),
 		(*JSONHeader_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[37].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[38].OneofWrappers = []any{
 		(*JSONFetchedRecord_Key)(nil),
 		(*JSONFetchedRecord_KeyBytes)(nil),
 		(*JSONFetchedRecord_Value)(nil),
@@ -4477,7 +5209,7 @@ func file_strata_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_gateway_v1_gateway_proto_rawDesc), len(file_strata_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   68,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -117,7 +117,20 @@ func (g *Gateway) DescribeTopics(ctx context.Context, req *connect.Request[gatew
 	}
 	out := &gatewayv1.DescribeTopicsResponse{Topics: visible(ctx, g, acl.Topic, res.GetTopics(), (*controllerv1.TopicDescription).GetName)}
 	if req.Msg.GetIncludeOffsets() {
-		out.PartitionOffsets = g.partitionOffsets(ctx, res.GetTopics())
+		out.PartitionOffsets = g.partitionOffsets(ctx, out.Topics)
+	}
+	if req.Msg.GetIncludeLogExtents() {
+		if out.PartitionOffsets == nil {
+			for _, t := range out.Topics {
+				for _, p := range t.GetPartitions() {
+					out.PartitionOffsets = append(out.PartitionOffsets, &gatewayv1.PartitionOffsets{Topic: t.GetName(), Partition: p.GetPartition()})
+				}
+			}
+			slices.SortStableFunc(out.PartitionOffsets, func(a, b *gatewayv1.PartitionOffsets) int {
+				return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+			})
+		}
+		g.partitionExtents(ctx, out.PartitionOffsets, req.Msg.GetIncludeOffsets())
 	}
 	return connect.NewResponse(out), nil
 }

@@ -109,7 +109,15 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 		res, err := unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
 		if err == nil {
 			groups := visible(ctx, g, acl.Group, res.GetGroups(), (*coordinatorv1.GroupListing).GetGroupId)
-			return connect.NewResponse(&gatewayv1.ListGroupsResponse{Groups: groups}), nil
+			out := &gatewayv1.ListGroupsResponse{Groups: groups}
+			if req.Msg.GetIncludeLag() {
+				ids := make([]string, len(groups))
+				for i, gr := range groups {
+					ids[i] = gr.GetGroupId()
+				}
+				out.Lags = g.groupLags(ctx, ids)
+			}
+			return connect.NewResponse(out), nil
 		}
 		lastErr = err
 		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/gateway/internal/console"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
 )
 
@@ -53,6 +54,11 @@ type Options struct {
 	// WatchMinBackoff and WatchMaxBackoff bound the metadata watch's
 	// reconnect waits. Zero means the metaview defaults (100ms, 5s).
 	WatchMinBackoff, WatchMaxBackoff time.Duration
+	// Draining, when closed, ends every WatchCluster stream so a graceful
+	// shutdown does not wait for them (services pass
+	// serve.Process.Draining()); clients reconnect, to another gateway
+	// behind a load balancer. Nil means never.
+	Draining <-chan struct{}
 	// RetryBackoff is the first wait before a data-path retry on another
 	// leader; it doubles per attempt up to 1s, each wait spread ±20% at
 	// random. Zero means 50ms.
@@ -85,6 +91,12 @@ type Gateway struct {
 	clientOpts []connect.ClientOption
 	storageMu  sync.Mutex
 	storage    map[string]storagev1connect.StorageServiceClient // by node address
+
+	// changes is signalled after every metadata message (WatchCluster
+	// waits on it); logs shares DescribeLog samples between streams.
+	changes  changeSignal
+	logs     sampler
+	draining <-chan struct{}
 
 	cancel    context.CancelFunc
 	watchDone chan struct{}
@@ -119,6 +131,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		cache:        metaview.NewCache(),
 		guard:        gd,
 		retryBackoff: opts.RetryBackoff,
+		draining:     opts.Draining,
 		httpClient:   opts.HTTPClient,
 		clientOpts:   opts.ClientOptions,
 		storage:      make(map[string]storagev1connect.StorageServiceClient),
@@ -145,8 +158,11 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			NodeID:      metaview.NotANode,
 			MinBackoff:  opts.WatchMinBackoff,
 			MaxBackoff:  opts.WatchMaxBackoff,
-			Notify:      g.applySecurity,
-			Logger:      logger,
+			Notify: func(v *metaview.View) {
+				g.applySecurity(v)
+				g.changes.signal()
+			},
+			Logger: logger,
 		})
 	}()
 	return g, nil
@@ -189,6 +205,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			ClientOptions: []connect.ClientOption{p.ConnectOption()},
 			Logger:        p.Logger(),
 			Guard:         p.Guard(),
+			Draining:      p.Draining(),
 		})
 		if err != nil {
 			return nil, err
@@ -208,6 +225,9 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		mux := http.NewServeMux()
 		mux.Handle(g.Handler(p.ConnectOption()))
+		// The console's files carry no cluster data; the page calls the
+		// API above with the user's credentials.
+		p.HandlePublic(console.Path, console.Handler())
 		return mux, nil
 	}
 }

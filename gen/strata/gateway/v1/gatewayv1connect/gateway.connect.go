@@ -130,6 +130,12 @@ const (
 	// GatewayServiceListQuotasProcedure is the fully-qualified name of the GatewayService's ListQuotas
 	// RPC.
 	GatewayServiceListQuotasProcedure = "/strata.gateway.v1.GatewayService/ListQuotas"
+	// GatewayServiceWatchClusterProcedure is the fully-qualified name of the GatewayService's
+	// WatchCluster RPC.
+	GatewayServiceWatchClusterProcedure = "/strata.gateway.v1.GatewayService/WatchCluster"
+	// GatewayServiceOffsetForTimestampProcedure is the fully-qualified name of the GatewayService's
+	// OffsetForTimestamp RPC.
+	GatewayServiceOffsetForTimestampProcedure = "/strata.gateway.v1.GatewayService/OffsetForTimestamp"
 )
 
 // GatewayServiceClient is a client for the strata.gateway.v1.GatewayService service.
@@ -218,6 +224,20 @@ type GatewayServiceClient interface {
 	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
 	// ListQuotas passes through to the controller's ListQuotas.
 	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
+	// WatchCluster streams the cluster as an operator's console shows it: controllers, storage
+	// nodes with their replica and leader counts and disk usage, per-topic sizes, partition
+	// health and tiering lag. The first message comes at once; another follows whenever the
+	// metadata changes and, at most every two seconds, when the disk figures change, plus one
+	// every fifteen seconds as a keep-alive. The caller sees only the topics it may describe;
+	// controllers and nodes need describe on the cluster and are left out without it.
+	// Errors: UNAVAILABLE while the gateway has not yet received a metadata snapshot.
+	WatchCluster(context.Context, *connect.Request[v1.WatchClusterRequest]) (*connect.ServerStreamForClient[v1.WatchClusterResponse], error)
+	// OffsetForTimestamp answers the first offset of a partition whose record timestamp is at
+	// or after a time, asked from the leader; the high watermark when no record is that late.
+	// It needs describe on the topic.
+	// Errors: NOT_FOUND for an unknown topic or partition; UNAVAILABLE when the partition has
+	// no reachable leader.
+	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
 }
 
 // NewGatewayServiceClient constructs a client for the strata.gateway.v1.GatewayService service. By
@@ -411,6 +431,18 @@ func NewGatewayServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(gatewayServiceMethods.ByName("ListQuotas")),
 			connect.WithClientOptions(opts...),
 		),
+		watchCluster: connect.NewClient[v1.WatchClusterRequest, v1.WatchClusterResponse](
+			httpClient,
+			baseURL+GatewayServiceWatchClusterProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("WatchCluster")),
+			connect.WithClientOptions(opts...),
+		),
+		offsetForTimestamp: connect.NewClient[v1.OffsetForTimestampRequest, v1.OffsetForTimestampResponse](
+			httpClient,
+			baseURL+GatewayServiceOffsetForTimestampProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("OffsetForTimestamp")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -446,6 +478,8 @@ type gatewayServiceClient struct {
 	describeAcls                *connect.Client[v1.DescribeAclsRequest, v1.DescribeAclsResponse]
 	setQuota                    *connect.Client[v1.SetQuotaRequest, v1.SetQuotaResponse]
 	listQuotas                  *connect.Client[v1.ListQuotasRequest, v1.ListQuotasResponse]
+	watchCluster                *connect.Client[v1.WatchClusterRequest, v1.WatchClusterResponse]
+	offsetForTimestamp          *connect.Client[v1.OffsetForTimestampRequest, v1.OffsetForTimestampResponse]
 }
 
 // Metadata calls strata.gateway.v1.GatewayService.Metadata.
@@ -598,6 +632,16 @@ func (c *gatewayServiceClient) ListQuotas(ctx context.Context, req *connect.Requ
 	return c.listQuotas.CallUnary(ctx, req)
 }
 
+// WatchCluster calls strata.gateway.v1.GatewayService.WatchCluster.
+func (c *gatewayServiceClient) WatchCluster(ctx context.Context, req *connect.Request[v1.WatchClusterRequest]) (*connect.ServerStreamForClient[v1.WatchClusterResponse], error) {
+	return c.watchCluster.CallServerStream(ctx, req)
+}
+
+// OffsetForTimestamp calls strata.gateway.v1.GatewayService.OffsetForTimestamp.
+func (c *gatewayServiceClient) OffsetForTimestamp(ctx context.Context, req *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
+	return c.offsetForTimestamp.CallUnary(ctx, req)
+}
+
 // GatewayServiceHandler is an implementation of the strata.gateway.v1.GatewayService service.
 type GatewayServiceHandler interface {
 	// Metadata returns topics with their partitions' leaders, replicas, ISR and leader epochs,
@@ -684,6 +728,20 @@ type GatewayServiceHandler interface {
 	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
 	// ListQuotas passes through to the controller's ListQuotas.
 	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
+	// WatchCluster streams the cluster as an operator's console shows it: controllers, storage
+	// nodes with their replica and leader counts and disk usage, per-topic sizes, partition
+	// health and tiering lag. The first message comes at once; another follows whenever the
+	// metadata changes and, at most every two seconds, when the disk figures change, plus one
+	// every fifteen seconds as a keep-alive. The caller sees only the topics it may describe;
+	// controllers and nodes need describe on the cluster and are left out without it.
+	// Errors: UNAVAILABLE while the gateway has not yet received a metadata snapshot.
+	WatchCluster(context.Context, *connect.Request[v1.WatchClusterRequest], *connect.ServerStream[v1.WatchClusterResponse]) error
+	// OffsetForTimestamp answers the first offset of a partition whose record timestamp is at
+	// or after a time, asked from the leader; the high watermark when no record is that late.
+	// It needs describe on the topic.
+	// Errors: NOT_FOUND for an unknown topic or partition; UNAVAILABLE when the partition has
+	// no reachable leader.
+	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
 }
 
 // NewGatewayServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -873,6 +931,18 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 		connect.WithSchema(gatewayServiceMethods.ByName("ListQuotas")),
 		connect.WithHandlerOptions(opts...),
 	)
+	gatewayServiceWatchClusterHandler := connect.NewServerStreamHandler(
+		GatewayServiceWatchClusterProcedure,
+		svc.WatchCluster,
+		connect.WithSchema(gatewayServiceMethods.ByName("WatchCluster")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceOffsetForTimestampHandler := connect.NewUnaryHandler(
+		GatewayServiceOffsetForTimestampProcedure,
+		svc.OffsetForTimestamp,
+		connect.WithSchema(gatewayServiceMethods.ByName("OffsetForTimestamp")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.gateway.v1.GatewayService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case GatewayServiceMetadataProcedure:
@@ -935,6 +1005,10 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 			gatewayServiceSetQuotaHandler.ServeHTTP(w, r)
 		case GatewayServiceListQuotasProcedure:
 			gatewayServiceListQuotasHandler.ServeHTTP(w, r)
+		case GatewayServiceWatchClusterProcedure:
+			gatewayServiceWatchClusterHandler.ServeHTTP(w, r)
+		case GatewayServiceOffsetForTimestampProcedure:
+			gatewayServiceOffsetForTimestampHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1062,4 +1136,12 @@ func (UnimplementedGatewayServiceHandler) SetQuota(context.Context, *connect.Req
 
 func (UnimplementedGatewayServiceHandler) ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ListQuotas is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) WatchCluster(context.Context, *connect.Request[v1.WatchClusterRequest], *connect.ServerStream[v1.WatchClusterResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.WatchCluster is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.OffsetForTimestamp is not implemented"))
 }
