@@ -106,6 +106,7 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecodeIndex$$' -fuzztime $(FUZZTIME) ./partlog/
 	cd services/tiering && $(GO) test -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME) ./internal/manifest/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kafkawire/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 # The fault suite's random schedules (tests/nemesis, build tag nemesis):
@@ -130,6 +131,11 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 	cd tests && $(GO) test -tags scale -count=1 -timeout 120m -v \
 		-run '^(TestScaleOutUnderLoad|TestDrainUnderLoad|TestLeadersReturnToPreferred|TestMoveSurvives.*|TestMoveTargetKillRollsBack|TestMeasureRebalance)$$' . \
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
+
+.PHONY: test-kafka
+test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, a group with a member killed, sarama, segmentio/kafka-go, kafkajs); the short one (franz-go, kadm, kcat, interop) is in make test
+	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
+	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm run test:kafka
 
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path, the acks=all round trip) and print figures

@@ -22,6 +22,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
+require github.com/twmb/franz-go/pkg/kmsg v1.15.1
+
 require (
 	connectrpc.com/connect/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

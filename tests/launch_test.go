@@ -24,6 +24,11 @@ func TestLaunchFlagsAreTheBinariesFlags(t *testing.T) {
 		return launch.Process{Bin: bin(service), Listen: "127.0.0.1:1", AdminListen: "127.0.0.1:2", LogFormat: "text",
 			DrainTimeout: time.Second, CORSAllowedOrigins: "http://localhost:*"}
 	}
+	// The Kafka listener's flags, on the services that take them.
+	kafka := func(p launch.Process) launch.Process {
+		p.KafkaListener = "127.0.0.1:10"
+		return p
+	}
 	dir := t.TempDir()
 	for _, tc := range []struct {
 		service string
@@ -31,12 +36,12 @@ func TestLaunchFlagsAreTheBinariesFlags(t *testing.T) {
 	}{
 		{"controller", launch.Controller{Process: proc("controller"), ID: 1, DataDir: dir, Peers: []string{"http://127.0.0.1:3"},
 			EtcdClientPort: 4, NodeSessionTimeout: time.Second, SessionTimeout: time.Second}.Argv()},
-		{"storage", launch.Storage{Process: proc("storage"), NodeID: 1, Advertise: "http://127.0.0.1:1", DataDir: dir,
+		{"storage", launch.Storage{Process: kafka(proc("storage")), Gateway: "http://127.0.0.1:8", NodeID: 1, Advertise: "http://127.0.0.1:1", DataDir: dir,
 			Controllers: []string{"http://127.0.0.1:5"}, Tiering: "http://127.0.0.1:6", TierInterval: time.Second,
 			ReplicaLagTime: time.Second}.Argv()},
-		{"gateway", launch.Gateway{Process: proc("gateway"), Controllers: []string{"http://127.0.0.1:5"},
+		{"gateway", launch.Gateway{Process: kafka(proc("gateway")), Controllers: []string{"http://127.0.0.1:5"},
 			Coordinators: []string{"http://127.0.0.1:7"}, ClientListener: "external"}.Argv()},
-		{"coordinator", launch.Coordinator{Process: proc("coordinator"), InstanceID: "c1", AdvertiseURL: "http://127.0.0.1:1",
+		{"coordinator", launch.Coordinator{Process: kafka(proc("coordinator")), InstanceID: "c1", AdvertiseURL: "http://127.0.0.1:1",
 			DataDir: dir, Gateway: "http://127.0.0.1:8", SessionTimeout: time.Second, HeartbeatInterval: time.Second / 5,
 			OwnershipLease: time.Second, LagInterval: time.Second}.Argv()},
 		{"tiering", launch.Tiering{Process: proc("tiering"), EmbeddedS3Listen: "127.0.0.1:9", EmbeddedS3Dir: dir, SpoolDir: dir,

@@ -27,6 +27,10 @@ type Process struct {
 	Bin string
 	// Listen is --listen, the API's host:port.
 	Listen string
+	// KafkaListener is --kafka-listener, the host:port of a Kafka
+	// protocol listener (storage nodes, gateways and coordinators); empty
+	// opens none. The address it binds is also the one it advertises.
+	KafkaListener string
 	// AdminListen is --admin-listen, the host:port of /healthz, /readyz
 	// and /metrics.
 	AdminListen string
@@ -109,6 +113,7 @@ func (a *args) security(s Security) {
 func (p Process) argv(body func(a *args)) []string {
 	a := args{p.Bin}
 	a.str("--listen", p.Listen)
+	a.str("--kafka-listener", p.KafkaListener)
 	a.str("--admin-listen", p.AdminListen)
 	a.str("--log-format", p.LogFormat)
 	a.dur("--drain-timeout", p.DrainTimeout)
@@ -175,6 +180,9 @@ type Storage struct {
 	// ReplicaLagTime is --replica-lag-time: a follower not caught up for
 	// this long leaves the ISR.
 	ReplicaLagTime time.Duration
+	// Gateway is --gateway, the gateway its Kafka listener asks for
+	// metadata and admin calls; needed with KafkaListener.
+	Gateway string
 	// FaultInjection is --fault-injection: the node's partition logs run
 	// over a filesystem whose I/O errors and power cut are driven through
 	// /debug/faults on the admin port. For fault tests only; it needs
@@ -192,6 +200,7 @@ func (s Storage) Argv() []string {
 		a.str("--tiering", s.Tiering)
 		a.dur("--tier-interval", s.TierInterval)
 		a.dur("--replica-lag-time", s.ReplicaLagTime)
+		a.str("--gateway", s.Gateway)
 		if s.FaultInjection {
 			*a = append(*a, "--fault-injection")
 		}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"strings"
@@ -54,6 +55,9 @@ func ParseListeners(s string) ([]Listener, error) {
 		if err := CheckListenerName(name); err != nil {
 			return nil, err
 		}
+		if name == KafkaListenerName {
+			return nil, fmt.Errorf("listener name %q is reserved for --kafka-listener", name)
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("listener %q named twice", name)
 		}
@@ -67,4 +71,28 @@ func ParseListeners(s string) ([]Listener, error) {
 		out = append(out, Listener{Name: name, URL: u})
 	}
 	return out, nil
+}
+
+// KafkaListenerName is the advertised listener under which a storage node
+// registers the address of its Kafka protocol listener (--kafka-listener),
+// as KafkaScheme + host:port. Connect clients ignore it; the Kafka bridge
+// (lib/kafkabridge) hands it out in Kafka's Metadata.
+const KafkaListenerName = "kafka"
+
+// KafkaScheme prefixes a Kafka listener's host:port in a registration.
+const KafkaScheme = "kafka://"
+
+// CheckKafkaURL reports what is wrong with a registered Kafka listener
+// address (KafkaScheme + host:port with a host and a non-zero port), or
+// nil.
+func CheckKafkaURL(s string) error {
+	hp, ok := strings.CutPrefix(s, KafkaScheme)
+	if !ok {
+		return fmt.Errorf("%q is not %shost:port", s, KafkaScheme)
+	}
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil || host == "" || port == "0" || port == "" {
+		return fmt.Errorf("%q is not %shost:port", s, KafkaScheme)
+	}
+	return nil
 }

@@ -39,6 +39,8 @@ type DevClusterFile struct {
 	Gateway   string       `json:"gateway"`
 	Gateways  []string     `json:"gateways"`
 	Processes []DevProcess `json:"processes"`
+	// KafkaBootstrap is gateway 1's Kafka listener (host:port).
+	KafkaBootstrap string `json:"kafka_bootstrap"`
 }
 
 // DevProcess is one process in cluster.json.
@@ -49,6 +51,7 @@ type DevProcess struct {
 	URL          string   `json:"url"`
 	AdminAddress string   `json:"admin_address"`
 	Argv         []string `json:"argv"`
+	KafkaAddress string   `json:"kafka_address"`
 }
 
 // BuildDev builds every binary `strata dev` runs, and the strata CLI

@@ -23,6 +23,10 @@ type clusterFile struct {
 	// Gateways are every gateway's base URL in id order (--gateways);
 	// the first is Gateway.
 	Gateways []string `json:"gateways"`
+	// KafkaBootstrap is the host:port Kafka clients bootstrap from
+	// (gateway 1's Kafka listener, P+5); absent when the cluster has no
+	// Kafka listeners (--secure).
+	KafkaBootstrap string `json:"kafka_bootstrap,omitempty"`
 	// Controllers are the controllers' API base URLs in id order.
 	Controllers []string `json:"controllers"`
 	// PID is the pid of `strata dev` itself: SIGTERM to it stops the cluster.
@@ -77,6 +81,9 @@ type processEntry struct {
 	URL string `json:"url"`
 	// AdminAddress is the host:port serving /healthz, /readyz and /metrics.
 	AdminAddress string `json:"admin_address"`
+	// KafkaAddress is the host:port of the process's Kafka protocol
+	// listener (docs/kafka.md); absent for a process without one.
+	KafkaAddress string `json:"kafka_address,omitempty"`
 	// DataDir is the process's data directory; empty for the gateway.
 	DataDir string `json:"data_dir,omitempty"`
 	// Argv is the full command line; Argv[0] is the binary's absolute path.

@@ -29,6 +29,9 @@ const (
 	offCoordinator = 2   // coordinator P+2
 	offTiering     = 3   // tiering P+3
 	offS3          = 4   // embedded S3 P+4
+	offKafkaGW     = 5   // gateway 1's Kafka listener P+5 (the Kafka bootstrap)
+	offKafkaCoord  = 6   // the coordinator's Kafka listener P+6
+	offKafkaStore  = 40  // storage node i's Kafka listener at P+40+i
 	offStorage     = 10  // storage node i at P+10+i, i = 1..9
 	offController  = 20  // controller i >= 2 at P+20+i (P+22..P+25)
 	offGateways    = 30  // gateway i >= 2 at P+30+i (P+32..P+39)
@@ -70,6 +73,13 @@ func (l layout) gateway() int     { return l.base + offGateway }
 func (l layout) coordinator() int { return l.base + offCoordinator }
 func (l layout) tiering() int     { return l.base + offTiering }
 func (l layout) s3() int          { return l.base + offS3 }
+
+// Kafka protocol listeners (docs/kafka.md): gateway 1's is the bootstrap.
+func (l layout) kafkaGateway() int     { return l.base + offKafkaGW }
+func (l layout) kafkaCoordinator() int { return l.base + offKafkaCoord }
+func (l layout) kafkaStorage(id int) int {
+	return l.base + offKafkaStore + id
+}
 
 // storage is the API port of storage node id (1..9).
 func (l layout) storage(id int) int { return l.base + offStorage + id }
@@ -118,6 +128,10 @@ type procSpec struct {
 	// extraPorts are ports the process binds besides port and adminPort
 	// (a controller's etcd ports), each with what it is for.
 	extraPorts []portUse
+	// kafkaPort is the port of the process's Kafka protocol listener; 0
+	// for none (controllers, tiering, gateways after the first, and every
+	// process of a secure cluster: the listener has no TLS yet).
+	kafkaPort int
 }
 
 // name is how the process is called in messages and file names.
@@ -188,6 +202,15 @@ func (pl plan) gatewayURLs() []string {
 		out = append(out, pl.url(g.port))
 	}
 	return out
+}
+
+// kafkaBootstrap is the host:port Kafka clients bootstrap from (gateway
+// 1's Kafka listener), or "" when the cluster has none.
+func (pl plan) kafkaBootstrap() string {
+	if len(pl.gateways) == 0 || pl.gateways[0].kafkaPort == 0 {
+		return ""
+	}
+	return hostPort(pl.gateways[0].kafkaPort)
 }
 
 // controllerURLs lists the controllers' API base URLs in id order.
@@ -265,16 +288,31 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	}
 	ctrlURLs := pl.controllerURLs()
 
+	// withKafka gives s a Kafka listener on port, except in a secure
+	// cluster.
+	withKafka := func(s *procSpec, p *launch.Process, port int) {
+		if secure {
+			return
+		}
+		s.kafkaPort = port
+		s.extraPorts = append(s.extraPorts, portUse{port, s.name() + " kafka"})
+		p.KafkaListener = hostPort(port)
+	}
 	for id := 1; id <= storageNodes; id++ {
 		s := spec(serviceStorage, id, l.storage(id), true)
-		s.argv = launch.Storage{
+		st := launch.Storage{
 			Process:     common(s, devCORSOrigins),
 			NodeID:      id,
 			Advertise:   url(s.port),
 			DataDir:     s.dataDir,
 			Controllers: ctrlURLs,
 			Tiering:     url(l.tiering()),
-		}.Argv()
+		}
+		withKafka(&s, &st.Process, l.kafkaStorage(id))
+		if st.KafkaListener != "" {
+			st.Gateway = url(l.gateway())
+		}
+		s.argv = st.Argv()
 		pl.storage = append(pl.storage, s)
 	}
 
@@ -282,11 +320,15 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	// All are alike, so any of them can stand behind a load balancer.
 	for id := 1; id <= max(gateways, 1); id++ {
 		s := spec(serviceGateway, id, l.gatewayN(id), false)
-		s.argv = launch.Gateway{
+		gw := launch.Gateway{
 			Process:      common(s, devCORSOrigins),
 			Controllers:  ctrlURLs,
 			Coordinators: []string{url(l.coordinator())},
-		}.Argv()
+		}
+		if id == 1 {
+			withKafka(&s, &gw.Process, l.kafkaGateway())
+		}
+		s.argv = gw.Argv()
 		pl.gateways = append(pl.gateways, s)
 	}
 
@@ -306,6 +348,7 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		// metadata stream for the ACLs it enforces.
 		coord.Controllers = ctrlURLs
 	}
+	withKafka(&pl.coordinator, &coord.Process, l.kafkaCoordinator())
 	pl.coordinator.argv = coord.Argv()
 
 	// Tiering serves the embedded S3-compatible store on P+4 from its own

@@ -98,11 +98,11 @@ func TestPlanArgv(t *testing.T) {
 		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text --id 1 --data-dir /dev-dir/controller-1 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9303",
 		"controller-2: /bin/strata-controller --listen 127.0.0.1:9114 --admin-listen 127.0.0.1:9214 --log-format text --id 2 --data-dir /dev-dir/controller-2 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9304",
 		"controller-3: /bin/strata-controller --listen 127.0.0.1:9115 --admin-listen 127.0.0.1:9215 --log-format text --id 3 --data-dir /dev-dir/controller-3 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9305",
-		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --kafka-listener 127.0.0.1:9133 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --kafka-listener 127.0.0.1:9134 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --kafka-listener 127.0.0.1:9097 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"gateway-2: /bin/strata-gateway --listen 127.0.0.1:9124 --admin-listen 127.0.0.1:9224 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text --instance-id coordinator-1 --advertise-url http://127.0.0.1:9094 --data-dir /dev-dir/coordinator-1 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --kafka-listener 127.0.0.1:9098 --admin-listen 127.0.0.1:9194 --log-format text --instance-id coordinator-1 --advertise-url http://127.0.0.1:9094 --data-dir /dev-dir/coordinator-1 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text --embedded-s3-listen 127.0.0.1:9096 --embedded-s3-dir /dev-dir/s3 --spool-dir /dev-dir/tiering-1/spool --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115",
 	}
 	if !slices.Equal(got, want) {
@@ -157,5 +157,36 @@ func TestSecurePlanArgv(t *testing.T) {
 	}
 	if got := pl.controllerURLs(); !slices.Equal(got, []string{"https://127.0.0.1:9093"}) {
 		t.Errorf("controller URLs %v", got)
+	}
+}
+
+// TestKafkaPorts checks the contract's Kafka listeners: gateway 1 at P+5
+// (the bootstrap), the coordinator at P+6, storage node i at P+40+i, and
+// none in a secure cluster (the listener has no TLS yet).
+func TestKafkaPorts(t *testing.T) {
+	const base = 9092
+	pl := makePlan("/d", base, 1, 3, 2, map[string]string{}, false)
+	if got := pl.kafkaBootstrap(); got != "127.0.0.1:9097" {
+		t.Errorf("bootstrap %q, want 127.0.0.1:9097", got)
+	}
+	if got := pl.gateways[1].kafkaPort; got != 0 {
+		t.Errorf("gateway-2 has a Kafka listener on %d", got)
+	}
+	if got := pl.coordinator.kafkaPort; got != base+6 {
+		t.Errorf("coordinator Kafka port %d, want %d", got, base+6)
+	}
+	for i, s := range pl.storage {
+		if want := base + 40 + i + 1; s.kafkaPort != want {
+			t.Errorf("%s Kafka port %d, want %d", s.name(), s.kafkaPort, want)
+		}
+	}
+	secure := makePlan("/d", base, 1, 3, 1, map[string]string{}, true)
+	for _, s := range secure.all() {
+		if s.kafkaPort != 0 || slices.Contains(s.argv, "--kafka-listener") {
+			t.Errorf("secure %s has a Kafka listener", s.name())
+		}
+	}
+	if secure.kafkaBootstrap() != "" {
+		t.Errorf("secure cluster has a Kafka bootstrap")
 	}
 }

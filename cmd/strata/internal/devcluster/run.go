@@ -393,8 +393,14 @@ func (c *cluster) writeClusterFile() error {
 		f.AdminEnv = filepath.Join(c.opts.dir, adminEnvName)
 	}
 	f.Postgres = c.plan.postgres
+	f.KafkaBootstrap = c.plan.kafkaBootstrap()
 	for _, p := range c.procs {
+		var kafka string
+		if p.kafkaPort != 0 {
+			kafka = hostPort(p.kafkaPort)
+		}
 		f.Processes = append(f.Processes, processEntry{
+			KafkaAddress: kafka,
 			Service:      p.service,
 			ID:           p.id,
 			PID:          p.pid,
@@ -436,6 +442,9 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "  strata topic create orders -p 12 -r %d\n", min(3, c.opts.storageNodes))
 	fmt.Fprintf(w, "  seq 10 | strata produce orders\n")
 	fmt.Fprintf(w, "  strata consume orders -e\n")
+	if kb := c.plan.kafkaBootstrap(); kb != "" {
+		fmt.Fprintf(w, "  kcat -b %s -L            # Kafka clients bootstrap from %s\n", kb, kb)
+	}
 	fmt.Fprintf(w, "\nCtrl-C stops the cluster.\n")
 }
 

@@ -84,6 +84,7 @@ func TestDevScale(t *testing.T) {
 		// and data directory.
 		swap := strings.NewReplacer(
 			strconv.Itoa(base+11), strconv.Itoa(base+10+p.ID), strconv.Itoa(base+111), strconv.Itoa(base+110+p.ID),
+			strconv.Itoa(base+41), strconv.Itoa(base+40+p.ID),
 			"storage-1", fmt.Sprintf("storage-%d", p.ID))
 		want := make([]string, len(ref))
 		for i, a := range ref {

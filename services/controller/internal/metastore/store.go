@@ -91,7 +91,11 @@ func (s *Store) RegisterNode(ctx context.Context, node *commonv1.Node, incarnati
 			return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "node %d: listener %q named twice", node.GetNodeId(), l.GetName())
 		}
 		names[l.GetName()] = true
-		if err := serve.CheckBaseURL(l.GetAddress()); err != nil {
+		check := serve.CheckBaseURL
+		if l.GetName() == serve.KafkaListenerName {
+			check = serve.CheckKafkaURL // the node's Kafka protocol listener
+		}
+		if err := check(l.GetAddress()); err != nil {
 			return 0, errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "node %d: listener %q: %v", node.GetNodeId(), l.GetName(), err)
 		}
 	}

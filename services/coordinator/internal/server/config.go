@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -63,6 +64,10 @@ type Config struct {
 	// LagInterval is how often the lag metric is refreshed for owned
 	// groups (--lag-interval). Default 15s.
 	LagInterval time.Duration
+	// Kafka is the coordinator's Kafka protocol listener
+	// (--kafka-listener, --kafka-advertise), the group coordinator of
+	// Kafka clients; it asks --gateway for metadata. Default none.
+	Kafka kafkabridge.ListenerConfig
 
 	listeners []serve.Listener // parsed AdvertiseListeners; set by Validate
 }
@@ -80,6 +85,7 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "heartbeat interval told to members; 0: a fifth of --session-timeout, at most 5s")
 	f.DurationVar(&c.OwnershipLease, "ownership-lease", orDur(c.OwnershipLease, DefaultOwnershipLease), "group ownership lease; a dead instance's groups move to another after it")
 	f.DurationVar(&c.LagInterval, "lag-interval", orDur(c.LagInterval, DefaultLagInterval), "how often the lag metric of owned groups is refreshed")
+	c.Kafka.RegisterFlags(f, false)
 }
 
 // Validate checks every field and reports all problems at once.
@@ -120,6 +126,7 @@ func (c *Config) Validate() error {
 	if strings.ContainsAny(c.InstanceID, " \t\n") {
 		p.Flag("instance-id", c.InstanceID, "must not contain spaces")
 	}
+	c.Kafka.Validate(&p, &c.Security, false)
 	return p.Err()
 }
 

@@ -29,8 +29,10 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
@@ -123,6 +125,18 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		p.OnShutdown("coordinator", func(context.Context) error { return c.Close() })
 		p.AddReadinessCheck("coordinator", c.Ready)
+		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		if kafka != nil {
+			err := kafka.Serve(p, kafkabridge.Config{
+				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Gateway, p.ConnectOption()),
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
 		mux := http.NewServeMux()
 		mux.Handle(c.Handler(p.ConnectOption()))
 		return mux, nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -34,6 +35,10 @@ type Config struct {
 	// endpoint's default address. Run one set of gateways per network:
 	// internal ones without it, external ones with, e.g., "external".
 	ClientListener string
+	// Kafka is the gateway's Kafka protocol listener (--kafka-listener,
+	// --kafka-advertise): the bootstrap address of Kafka clients, answered
+	// from this gateway in-process. Default none.
+	Kafka kafkabridge.ListenerConfig
 
 	controllerURLs  []string
 	coordinatorURLs []string
@@ -49,6 +54,7 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 		"advertised listener whose addresses clients of this gateway get (e.g. external); empty: the default addresses")
 	f.IntVar(&c.ProducerIDBlockSize, "producer-id-block-size", orInt(c.ProducerIDBlockSize, DefaultProducerIDBlockSize),
 		"producer ids asked from the controller per block for InitProducerId (1..10000)")
+	c.Kafka.RegisterFlags(f, false)
 }
 
 // Validate checks every field and reports all problems at once.
@@ -71,6 +77,7 @@ func (c *Config) Validate() error {
 	if c.ProducerIDBlockSize < 1 || c.ProducerIDBlockSize > 10000 {
 		p.Flag("producer-id-block-size", c.ProducerIDBlockSize, "must be 1..10000")
 	}
+	c.Kafka.Validate(&p, &c.Security, false)
 	return p.Err()
 }
 

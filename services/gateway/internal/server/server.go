@@ -27,6 +27,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/gateway/internal/console"
@@ -211,6 +212,17 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		p.OnShutdown("gateway", func(context.Context) error { return g.Close() })
 		p.AddReadinessCheck("metadata", g.Ready)
+		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		if kafka != nil {
+			// The bridge calls this gateway in-process: a Kafka client's
+			// bootstrap costs no extra hop.
+			if err := kafka.Serve(p, kafkabridge.Config{Gateway: g}); err != nil {
+				return nil, err
+			}
+		}
 		mux := http.NewServeMux()
 		mux.Handle(g.Handler(p.ConnectOption()))
 		// The console's files carry no cluster data; the page calls the

@@ -12,6 +12,9 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -39,6 +42,9 @@ type ProcessConfig struct {
 	// are driven through /debug/faults on the admin port (faults.go).
 	// Default false: the OS filesystem, no wrapper, no endpoint.
 	FaultInjection bool
+	// Kafka is the node's Kafka protocol listener (--kafka-listener,
+	// --kafka-advertise, --gateway); default none.
+	Kafka kafkabridge.ListenerConfig
 }
 
 // RegisterFlags declares the storage node's own flags.
@@ -53,6 +59,7 @@ func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
 	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
 	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often retention.ms and retention.bytes delete old segments (tiered topics: see --tier-interval)")
+	c.Kafka.RegisterFlags(f, true)
 	f.BoolVar(&c.FaultInjection, "fault-injection", false, "FOR FAULT TESTS ONLY, never in production: serve /debug/faults on the admin port, which fails disk writes and fsyncs on demand and cuts the power (dropping what was not fsynced, then SIGKILL); needs --admin-listen")
 }
 
@@ -82,6 +89,7 @@ func (c *ProcessConfig) Validate() error {
 	if c.RetentionInterval <= 0 {
 		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
 	}
+	c.Kafka.Validate(&p, &c.Security, true)
 	if c.FaultInjection && !c.AdminEnabled() {
 		p.Flag("fault-injection", c.FaultInjection, "needs --admin-listen, where /debug/faults is served")
 	}
@@ -99,6 +107,15 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			adv = append(adv, &commonv1.Listener{Name: l.Name, Address: l.URL})
 		}
 		controllers, _ := serve.ParseURLs(cfg.Controller) // checked by Validate
+		// The Kafka listener is bound before the node registers, so its
+		// address is in the registration Kafka's Metadata answers from.
+		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		if kafka != nil {
+			adv = append(adv, &commonv1.Listener{Name: serve.KafkaListenerName, Address: serve.KafkaScheme + kafka.Advertise()})
+		}
 		faults, err := setupFaults(cfg, p, killSelf)
 		if err != nil {
 			return nil, err
@@ -122,6 +139,15 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			return nil, err
 		}
 		p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
+		if kafka != nil {
+			err := kafka.Serve(p, kafkabridge.Config{
+				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Kafka.GatewayURL(), p.ConnectOption()),
+				Storage: storagev1connect.NewStorageServiceClient(p.HTTPClient(), p.URL(), serve.DataPathClientOption(), p.ConnectOption()),
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
 		p.AddReadinessCheck("metadata", node.Ready)
 		mux := http.NewServeMux()
 		mux.Handle(node.Handler())

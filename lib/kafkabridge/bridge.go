@@ -1,0 +1,114 @@
+package kafkabridge
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/kafkawire"
+)
+
+// Config is what a Bridge answers from.
+type Config struct {
+	// Gateway answers metadata, producer ids, FindCoordinator and the
+	// admin calls. Required.
+	Gateway Gateway
+	// Storage is this storage node's own StorageService, which answers
+	// Produce, Fetch and ListOffsets. Nil on the gateway and the
+	// coordinator: they lead no partition, so those requests are answered
+	// NOT_LEADER_OR_FOLLOWER (clients send them to leaders anyway).
+	Storage storagev1connect.StorageServiceClient
+	// HTTPClient and ClientOptions make the clients of the coordinator
+	// instances that own groups (found through Gateway). Required.
+	HTTPClient    connect.HTTPClient
+	ClientOptions []connect.ClientOption
+	// Logger is for errors that reach no client. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Gateway is the part of GatewayService the bridge calls: a
+// gatewayv1connect.GatewayServiceClient, or the gateway's own handler
+// in-process (every method here is unary, so both have them).
+type Gateway interface {
+	Metadata(context.Context, *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error)
+	FindCoordinator(context.Context, *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error)
+	InitProducerId(context.Context, *connect.Request[gatewayv1.InitProducerIdRequest]) (*connect.Response[gatewayv1.InitProducerIdResponse], error)
+	CreateTopic(context.Context, *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error)
+	DeleteTopic(context.Context, *connect.Request[gatewayv1.DeleteTopicRequest]) (*connect.Response[gatewayv1.DeleteTopicResponse], error)
+	DescribeTopics(context.Context, *connect.Request[gatewayv1.DescribeTopicsRequest]) (*connect.Response[gatewayv1.DescribeTopicsResponse], error)
+	AlterTopicConfig(context.Context, *connect.Request[gatewayv1.AlterTopicConfigRequest]) (*connect.Response[gatewayv1.AlterTopicConfigResponse], error)
+	CreatePartitions(context.Context, *connect.Request[gatewayv1.CreatePartitionsRequest]) (*connect.Response[gatewayv1.CreatePartitionsResponse], error)
+	ListGroups(context.Context, *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error)
+	DescribeGroup(context.Context, *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error)
+	DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error)
+}
+
+var _ Gateway = gatewayv1connect.GatewayServiceClient(nil)
+
+// Bridge turns Kafka requests into calls on Strata's services. Safe for
+// concurrent use.
+type Bridge struct {
+	cfg    Config
+	log    *slog.Logger
+	groups *classicGroups
+}
+
+// New checks cfg and returns a Bridge.
+func New(cfg Config) (*Bridge, error) {
+	if cfg.Gateway == nil {
+		return nil, errors.New("kafkabridge: Config.Gateway is required")
+	}
+	if cfg.HTTPClient == nil {
+		return nil, errors.New("kafkabridge: Config.HTTPClient is required")
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups()}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	return b, nil
+}
+
+// handler adapts a typed handler to kafkawire's.
+func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req Req) (kmsg.Response, error)) kafkawire.HandlerFunc {
+	return func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+		return fn(ctx, r.Version, r.Body.(Req))
+	}
+}
+
+// APIs returns the served APIs and their versions, the same on every
+// listener; the data path is answered from Storage where there is one.
+// The table is docs/kafka.md's.
+func (b *Bridge) APIs() []kafkawire.API {
+	apis := []kafkawire.API{
+		{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: handler(b.metadata)},
+		{Key: kmsg.DescribeCluster, MinVersion: 0, MaxVersion: 1, Handle: handler(b.describeCluster)},
+		{Key: kmsg.InitProducerID, MinVersion: 0, MaxVersion: 4, Handle: handler(b.initProducerID)},
+		{Key: kmsg.CreateTopics, MinVersion: 0, MaxVersion: 7, Handle: handler(b.createTopics)},
+		{Key: kmsg.DeleteTopics, MinVersion: 0, MaxVersion: 6, Handle: handler(b.deleteTopics)},
+		{Key: kmsg.CreatePartitions, MinVersion: 0, MaxVersion: 3, Handle: handler(b.createPartitions)},
+		{Key: kmsg.DescribeConfigs, MinVersion: 0, MaxVersion: 4, Handle: handler(b.describeConfigs)},
+		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
+		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
+	}
+	apis = append(apis, b.groupAPIs()...)
+	apis = append(apis, refusedAPIs()...)
+	// Every listener offers the data path at the same versions, since
+	// some clients (kafkajs) take the bootstrap's ApiVersions for every
+	// broker; without Storage it answers NOT_LEADER_OR_FOLLOWER.
+	apis = append(apis,
+		kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
+		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
+		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
+	)
+	return apis
+}
+
+// adminTimeout bounds an admin call whose request carries no timeout.
+const adminTimeout = 30 * time.Second

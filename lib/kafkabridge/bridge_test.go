@@ -1,0 +1,112 @@
+package kafkabridge
+
+import (
+	"errors"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+func TestKafkaCode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		p    plane
+		want int16
+	}{
+		{"nil", nil, dataPlane, errNone},
+		{"not leader", apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "x"), dataPlane, errNotLeaderOrFollower},
+		{"out of range", apierr.New(connect.CodeOutOfRange, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE, "x"), dataPlane, errOffsetOutOfRange},
+		{"sequence", apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE, "x"), dataPlane, errOutOfOrderSequence},
+		{"not enough replicas", apierr.New(connect.CodeUnavailable, commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS, "x"), dataPlane, errNotEnoughReplicas},
+		{"topic exists", apierr.New(connect.CodeAlreadyExists, commonv1.Reason_REASON_TOPIC_ALREADY_EXISTS, "x"), adminPlane, errTopicAlreadyExists},
+		{"group not found", apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNSPECIFIED, "x"), groupPlane, errGroupIDNotFound},
+		{"topic not found", apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_UNSPECIFIED, "x"), dataPlane, errUnknownTopicOrPartition},
+		{"denied topic", apierr.New(connect.CodePermissionDenied, commonv1.Reason_REASON_UNSPECIFIED, "x"), dataPlane, errTopicAuthorizationFailed},
+		{"denied group", apierr.New(connect.CodePermissionDenied, commonv1.Reason_REASON_UNSPECIFIED, "x"), groupPlane, errGroupAuthorizationFailed},
+		{"unavailable data", connect.NewError(connect.CodeUnavailable, errors.New("down")), dataPlane, errLeaderNotAvailable},
+		{"unavailable group", connect.NewError(connect.CodeUnavailable, errors.New("down")), groupPlane, errCoordinatorNotAvailable},
+		// A call that never reached its service is retriable.
+		{"transport data", connect.NewError(connect.CodeUnknown, errors.New("connection refused")), dataPlane, errNotLeaderOrFollower},
+		{"plain error", errors.New("boom"), adminPlane, errRequestTimedOut},
+		{"internal with detail", apierr.New(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "bug"), dataPlane, errUnknownServer},
+	} {
+		if got := kafkaCode(tc.err, tc.p); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBrokersAndGroupBroker(t *testing.T) {
+	listener := func(addr string) []*commonv1.Listener {
+		return []*commonv1.Listener{{Name: "external", Address: "http://x:1"}, {Name: serve.KafkaListenerName, Address: serve.KafkaScheme + addr}}
+	}
+	nodes := []*commonv1.Node{
+		{NodeId: 3, Listeners: listener("h3:9003"), Rack: "r3"},
+		{NodeId: 1, Listeners: listener("h1:9001")},
+		{NodeId: 2}, // no Kafka listener: not a broker
+		{NodeId: 4, Listeners: listener("bad")},
+	}
+	bs := brokers(nodes)
+	if len(bs) != 2 || bs[0].id != 1 || bs[0].host != "h1" || bs[0].port != 9001 || bs[1].id != 3 || *bs[1].rack != "r3" {
+		t.Fatalf("brokers %+v", bs)
+	}
+	// Every bridge names the same broker for a group; groups spread.
+	seen := map[int32]bool{}
+	for _, g := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		b1, ok1 := groupBroker(bs, g)
+		b2, ok2 := groupBroker(brokers(nodes), g)
+		if !ok1 || !ok2 || b1.id != b2.id {
+			t.Fatalf("group %s: %v %v", g, b1, b2)
+		}
+		seen[b1.id] = true
+	}
+	if len(seen) != 2 {
+		t.Errorf("8 groups all on brokers %v", seen)
+	}
+	if _, ok := groupBroker(nil, "a"); ok {
+		t.Error("a broker with no brokers")
+	}
+}
+
+func TestTopicID(t *testing.T) {
+	id := topicID("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+	if id[0] != 0x0f || id[15] != 0xf0 {
+		t.Fatalf("%x", id)
+	}
+	if topicID("not a uuid") != ([16]byte{}) {
+		t.Fatal("garbage parsed")
+	}
+}
+
+func TestSamePartitions(t *testing.T) {
+	a := []*commonv1.TopicPartitions{{Topic: "t", Partitions: []int32{2, 0}}, {Topic: "u", Partitions: []int32{1}}}
+	b := []*commonv1.TopicPartitions{{Topic: "u", Partitions: []int32{1}}, {Topic: "t", Partitions: []int32{0, 2}}}
+	if !samePartitions(a, b) || samePartitions(a, b[:1]) || !samePartitions(nil, []*commonv1.TopicPartitions{{Topic: "t"}}) {
+		t.Fatal("samePartitions")
+	}
+}
+
+func TestConsumerMetadata(t *testing.T) {
+	full := kmsg.ConsumerMemberMetadata{Version: 1, Topics: []string{"a", "b"},
+		OwnedPartitions: []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "a", Partitions: []int32{3}}}}
+	m, ok := consumerMetadata(full.AppendTo(nil))
+	if !ok || len(m.Topics) != 2 || len(m.OwnedPartitions) != 1 {
+		t.Fatalf("%+v %v", m, ok)
+	}
+	// Version 1 without owned partitions, as segmentio/kafka-go sends it.
+	v0 := kmsg.ConsumerMemberMetadata{Version: 0, Topics: []string{"c"}}
+	b := v0.AppendTo(nil)
+	b[1] = 1
+	if m, ok := consumerMetadata(b); !ok || len(m.Topics) != 1 || m.Topics[0] != "c" {
+		t.Fatalf("%+v %v", m, ok)
+	}
+	if _, ok := consumerMetadata([]byte{0, 1, 0xff}); ok {
+		t.Fatal("garbage accepted")
+	}
+}

@@ -1,0 +1,245 @@
+package kafkabridge
+
+import (
+	"context"
+	"sync"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
+)
+
+// errFetchSessionIDNotFound answers an incremental fetch: the bridge
+// never creates fetch sessions (it answers session id 0, which tells a
+// client to send full fetches), so no session id is known.
+const errFetchSessionIDNotFound int16 = 70
+
+// errNoStorage answers the data path on a listener that is not a storage
+// node's: it leads no partition.
+var errNoStorage error = apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this listener leads no partition; ask the leader in Metadata")
+
+// acksOf maps Kafka's acks to Strata's.
+func acksOf(acks int16) commonv1.Acks {
+	switch acks {
+	case 0:
+		return commonv1.Acks_ACKS_NONE
+	case 1:
+		return commonv1.Acks_ACKS_LEADER
+	}
+	return commonv1.Acks_ACKS_ALL
+}
+
+// produce appends each partition's batches through this node's
+// StorageService, every partition at once. The batches are passed on as
+// the bytes the client sent; the storage node checks them and assigns
+// offsets (and answers a retried idempotent batch with its first
+// offsets). With acks=0 nothing is answered.
+func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrProduceResponse()
+	if req.TransactionID != nil || b.cfg.Storage == nil {
+		code := errTransactionalIDAuthFailed
+		if b.cfg.Storage == nil {
+			code = errNotLeaderOrFollower
+		}
+		// Transactional batches need the transaction coordinator Strata
+		// does not have yet; a listener without Storage leads nothing.
+		for _, t := range req.Topics {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if req.Acks == 0 {
+			return nil, nil
+		}
+		return resp, nil
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	throttle := int32(0)
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for i, p := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := b.cfg.Storage.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
+					Topic: t.Topic, Partition: p.Partition, Acks: acksOf(req.Acks),
+					TimeoutMs: req.TimeoutMillis, LeaderEpoch: -1, Records: p.Records,
+				}))
+				if err != nil {
+					rp.ErrorCode, rp.ErrorMessage = kafkaCode(err, dataPlane), message(err)
+					rp.BaseOffset = -1
+					return
+				}
+				rp.BaseOffset = out.Msg.GetBaseOffset()
+				rp.LogAppendTime = out.Msg.GetLogAppendTimeMs()
+				rp.LogStartOffset = out.Msg.GetLogStartOffset()
+				mu.Lock()
+				throttle = max(throttle, out.Msg.GetThrottleTimeMs())
+				mu.Unlock()
+			}()
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	wg.Wait()
+	resp.ThrottleMillis = throttle
+	if req.Acks == 0 {
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// fetch reads every requested partition through this node's
+// StorageService in one long poll. Fetch sessions (KIP-227) are not
+// created: the answer's session id 0 makes clients send full fetches.
+func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrFetchResponse()
+	if req.SessionID != 0 {
+		resp.ErrorCode = errFetchSessionIDNotFound
+		return resp, nil
+	}
+	sreq := &storagev1.FetchRequest{
+		MaxWaitMs: req.MaxWaitMillis, MinBytes: req.MinBytes, MaxBytes: req.MaxBytes,
+		IsolationLevel: commonv1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED,
+	}
+	if req.IsolationLevel == 1 {
+		sreq.IsolationLevel = commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+	}
+	if sreq.MaxBytes < 0 {
+		sreq.MaxBytes = 0
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			sreq.Partitions = append(sreq.Partitions, &storagev1.FetchPartition{
+				Topic: t.Topic, Partition: p.Partition, FetchOffset: p.FetchOffset,
+				CurrentLeaderEpoch: p.CurrentLeaderEpoch, MaxBytes: max(p.PartitionMaxBytes, 0),
+			})
+		}
+	}
+	if len(sreq.Partitions) == 0 {
+		return resp, nil
+	}
+	var out *connect.Response[storagev1.FetchResponse]
+	var results []*storagev1.FetchPartitionResult
+	var err error = errNoStorage
+	if b.cfg.Storage != nil {
+		out, err = b.cfg.Storage.Fetch(ctx, connect.NewRequest(sreq))
+	}
+	if err == nil {
+		results = out.Msg.GetPartitions()
+	}
+	if err == nil && len(results) != len(sreq.Partitions) {
+		err = connect.NewError(connect.CodeInternal, nil)
+	}
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			// Empty, not null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
+			if err != nil {
+				rp.ErrorCode = kafkaCode(err, dataPlane)
+			} else {
+				r := results[i]
+				rp.ErrorCode = detailCode(r.GetError(), dataPlane, nil)
+				if rp.ErrorCode == errNone {
+					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.GetHighWatermark(), r.GetLastStableOffset(), r.GetLogStartOffset()
+					if recs := r.GetRecords(); len(recs) > 0 {
+						rp.RecordBatches = recs
+					}
+				}
+			}
+			i++
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if err == nil {
+		resp.ThrottleMillis = out.Msg.GetThrottleTimeMs()
+	}
+	return resp, nil
+}
+
+// listOffsets answers earliest (-2), latest (-1) and by-timestamp lookups
+// through this node's StorageService.
+func (b *Bridge) listOffsets(ctx context.Context, version int16, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrListOffsetsResponse()
+	sreq := &storagev1.ListOffsetsRequest{IsolationLevel: commonv1.IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED}
+	if req.IsolationLevel == 1 {
+		sreq.IsolationLevel = commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if p.Timestamp < -2 {
+				continue
+			}
+			sp := &storagev1.ListOffsetsPartition{Topic: t.Topic, Partition: p.Partition, CurrentLeaderEpoch: p.CurrentLeaderEpoch}
+			switch p.Timestamp {
+			case -2:
+				sp.Spec = storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST
+			case -1:
+				sp.Spec = storagev1.OffsetSpec_OFFSET_SPEC_LATEST
+			default:
+				sp.Spec, sp.TimestampMs = storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP, p.Timestamp
+			}
+			sreq.Partitions = append(sreq.Partitions, sp)
+		}
+	}
+	var results []*storagev1.ListOffsetsPartitionResult
+	var err error
+	if len(sreq.Partitions) > 0 && b.cfg.Storage == nil {
+		err = errNoStorage
+	} else if len(sreq.Partitions) > 0 {
+		var out *connect.Response[storagev1.ListOffsetsResponse]
+		out, err = b.cfg.Storage.ListOffsets(ctx, connect.NewRequest(sreq))
+		if err == nil {
+			results = out.Msg.GetPartitions()
+		}
+		if err == nil && len(results) != len(sreq.Partitions) {
+			err = connect.NewError(connect.CodeInternal, nil)
+		}
+	}
+	i := 0
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.Timestamp = p.Partition, -1, -1
+			switch {
+			case p.Timestamp < -2:
+				// -3 (max timestamp, v7) and the tiered specs (KIP-1005)
+				// are not served at the versions answered.
+				rp.ErrorCode = errUnsupportedVersion
+			case err != nil:
+				rp.ErrorCode = kafkaCode(err, dataPlane)
+			default:
+				r := results[i]
+				i++
+				if rp.ErrorCode = detailCode(r.GetError(), dataPlane, nil); rp.ErrorCode == errNone {
+					rp.Offset, rp.Timestamp, rp.LeaderEpoch = r.GetOffset(), r.GetTimestampMs(), r.GetLeaderEpoch()
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}

@@ -1,0 +1,22 @@
+// Package kafkabridge answers Kafka's protocol (lib/kafkawire) from
+// Strata's own Connect services, so a Kafka client, kcat or a connector
+// works against the same logs, topics and groups as Strata's clients.
+//
+// A Bridge is built by each service that opens a --kafka-listener, with
+// the upstreams it has: every bridge asks a gateway (GatewayService) for
+// metadata, producer ids and admin calls; a storage node's bridge also
+// sends Produce, Fetch and ListOffsets to its own StorageService, so a
+// partition it does not lead is answered NOT_LEADER_OR_FOLLOWER as a
+// Kafka broker would; the coordinator's bridge serves the group APIs.
+//
+// Record batches pass through as bytes: a Produce request's RecordBatch v2
+// is what the storage node validates and appends, and a Fetch returns the
+// stored bytes.
+//
+// The files: bridge.go (configuration and the served API table),
+// errors.go (Strata's error details as Kafka error codes), metadata.go
+// (Metadata, DescribeCluster, the brokers' Kafka addresses), data.go
+// (Produce, Fetch, ListOffsets), admin.go (topics and configs, producer
+// ids) and refused.go (the transaction APIs, answered
+// UNSUPPORTED_VERSION). The API and version table is in docs/kafka.md.
+package kafkabridge

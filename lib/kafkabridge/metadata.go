@@ -1,0 +1,206 @@
+package kafkabridge
+
+import (
+	"context"
+	"encoding/hex"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+// broker is one Kafka broker of the Metadata answer: a storage node with
+// a Kafka listener.
+type broker struct {
+	id   int32
+	host string
+	port int32
+	rack *string
+}
+
+// brokers returns the nodes of a gateway Metadata answer that advertise a
+// Kafka listener, sorted by id, as Kafka brokers.
+func brokers(nodes []*commonv1.Node) []broker {
+	var out []broker
+	for _, n := range nodes {
+		addr := KafkaAddress(n)
+		if addr == "" {
+			continue
+		}
+		host, port, ok := splitHostPort(addr)
+		if !ok {
+			continue
+		}
+		b := broker{id: n.GetNodeId(), host: host, port: port}
+		if r := n.GetRack(); r != "" {
+			b.rack = &r
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b broker) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+// KafkaAddress returns the host:port of the Kafka listener a node
+// advertises (its listener named serve.KafkaListenerName), or "" when it
+// has none.
+func KafkaAddress(n *commonv1.Node) string {
+	for _, l := range n.GetListeners() {
+		if l.GetName() == serve.KafkaListenerName {
+			return strings.TrimPrefix(l.GetAddress(), serve.KafkaScheme)
+		}
+	}
+	return ""
+}
+
+func splitHostPort(addr string) (string, int32, bool) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, false
+	}
+	return host, int32(port), true
+}
+
+// topicID parses a topic id's canonical UUID text into Kafka's 16 bytes;
+// zero when it does not parse.
+func topicID(s string) [16]byte {
+	var id [16]byte
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err == nil && len(b) == 16 {
+		copy(id[:], b)
+	}
+	return id
+}
+
+// clusterMetadata asks the gateway for the named topics (all when none).
+func (b *Bridge) clusterMetadata(ctx context.Context, names []string) (*gatewayv1.MetadataResponse, error) {
+	resp, err := b.cfg.Gateway.Metadata(ctx, connect.NewRequest(&gatewayv1.MetadataRequest{Topics: names}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// controllerID is the broker id Kafka's admin clients send controller
+// requests to (CreateTopics, DeleteTopics, ...): the lowest broker, since
+// every bridge passes them to the controller through the gateway.
+func controllerID(bs []broker) int32 {
+	if len(bs) == 0 {
+		return -1
+	}
+	return bs[0].id
+}
+
+func (b *Bridge) metadata(ctx context.Context, version int16, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrMetadataResponse()
+	// Topics nil (v1+) or empty (v0) asks for every topic; an empty
+	// list from v1 on asks for the brokers alone.
+	all := req.Topics == nil || (version == 0 && len(req.Topics) == 0)
+	var names []string
+	for _, t := range req.Topics {
+		if t.Topic == nil || *t.Topic == "" {
+			names = nil // a topic named by id: ask for all to resolve it
+			break
+		}
+		names = append(names, *t.Topic)
+	}
+	md, err := b.clusterMetadata(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	bs := brokers(md.GetNodes())
+	for _, br := range bs {
+		kb := kmsg.NewMetadataResponseBroker()
+		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
+		resp.Brokers = append(resp.Brokers, kb)
+	}
+	cid := md.GetClusterId()
+	resp.ClusterID = &cid
+	resp.ControllerID = controllerID(bs)
+	live := map[int32]bool{}
+	for _, br := range bs {
+		live[br.id] = true
+	}
+	found := map[string]*commonv1.TopicMetadata{}
+	ids := map[[16]byte]*commonv1.TopicMetadata{}
+	for _, t := range md.GetTopics() {
+		found[t.GetName()] = t
+		ids[topicID(t.GetTopicId())] = t
+	}
+	add := func(t *commonv1.TopicMetadata) {
+		kt := kmsg.NewMetadataResponseTopic()
+		name := t.GetName()
+		kt.Topic, kt.TopicID, kt.IsInternal = &name, topicID(t.GetTopicId()), t.GetInternal()
+		for _, p := range t.GetPartitions() {
+			kp := kmsg.NewMetadataResponseTopicPartition()
+			kp.Partition, kp.Leader, kp.LeaderEpoch = p.GetPartition(), p.GetLeaderId(), p.GetLeaderEpoch()
+			kp.Replicas, kp.ISR, kp.OfflineReplicas = p.GetReplicas(), p.GetIsr(), p.GetOfflineReplicas()
+			if kp.Replicas == nil {
+				kp.Replicas = []int32{}
+			}
+			if kp.ISR == nil {
+				kp.ISR = []int32{}
+			}
+			if !live[kp.Leader] {
+				kp.ErrorCode, kp.Leader = errLeaderNotAvailable, -1
+			}
+			kt.Partitions = append(kt.Partitions, kp)
+		}
+		resp.Topics = append(resp.Topics, kt)
+	}
+	switch {
+	case all:
+		for _, t := range md.GetTopics() {
+			add(t)
+		}
+	default:
+		for _, rt := range req.Topics {
+			var t *commonv1.TopicMetadata
+			if rt.Topic != nil && *rt.Topic != "" {
+				t = found[*rt.Topic]
+			} else {
+				t = ids[rt.TopicID]
+			}
+			if t != nil {
+				add(t)
+				continue
+			}
+			kt := kmsg.NewMetadataResponseTopic()
+			kt.Topic, kt.TopicID, kt.ErrorCode = rt.Topic, rt.TopicID, errUnknownTopicOrPartition
+			if rt.Topic == nil || *rt.Topic == "" {
+				kt.ErrorCode = errUnknownTopicID
+			}
+			resp.Topics = append(resp.Topics, kt)
+		}
+	}
+	return resp, nil
+}
+
+func (b *Bridge) describeCluster(ctx context.Context, version int16, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	md, err := b.clusterMetadata(ctx, nil)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = kafkaCode(err, adminPlane), message(err)
+		return resp, nil
+	}
+	resp.ClusterID = md.GetClusterId()
+	bs := brokers(md.GetNodes())
+	resp.ControllerID = controllerID(bs)
+	for _, br := range bs {
+		kb := kmsg.NewDescribeClusterResponseBroker()
+		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
+		resp.Brokers = append(resp.Brokers, kb)
+	}
+	return resp, nil
+}

@@ -1,0 +1,479 @@
+package kafkawire
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"reflect"
+	"runtime/debug"
+	"sort"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Defaults of Config's zero fields.
+const (
+	// DefaultMaxRequestBytes is the largest request frame accepted
+	// (Kafka's socket.request.max.bytes).
+	DefaultMaxRequestBytes = 100 << 20
+	// DefaultMaxInFlight is how many requests of one connection are read
+	// ahead of their answers; further ones wait to be read.
+	DefaultMaxInFlight = 16
+)
+
+// Kafka error codes this package answers with.
+const (
+	codeUnsupportedVersion int16 = 35
+	codeInvalidRequest     int16 = 42
+)
+
+// Request is one decoded request as a handler sees it.
+type Request struct {
+	Header
+	// Body is the decoded request, its version set to Header.Version.
+	Body kmsg.Request
+	// RemoteAddr is the client's address, for logs.
+	RemoteAddr string
+}
+
+// HandlerFunc answers one request. The response's version is set by the
+// server to the request's. A nil response with a nil error sends nothing
+// (the client expects no answer, as for Produce with acks=0); an error
+// closes the connection. ctx ends when the connection or the server
+// closes.
+type HandlerFunc func(ctx context.Context, req *Request) (kmsg.Response, error)
+
+// API is one served API key and the versions served for it.
+type API struct {
+	// Key is the API key (kmsg.Produce, kmsg.Fetch, ...).
+	Key kmsg.Key
+	// MinVersion and MaxVersion bound the versions served, inclusive.
+	// MaxVersion is lowered to what kmsg can encode when it is higher.
+	MinVersion, MaxVersion int16
+	// Handle answers the requests.
+	Handle HandlerFunc
+	// Hidden leaves the API out of ApiVersions' answer while still
+	// answering it: for APIs a client may send unasked (the transaction
+	// APIs) that are refused with an error code. Default false.
+	Hidden bool
+}
+
+// Config is a Server's configuration.
+type Config struct {
+	// APIs are the served APIs. ApiVersions is served by the server
+	// itself and must not be listed.
+	APIs []API
+	// Logger receives one line per connection closed on an error. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+	// MaxRequestBytes bounds a request frame; 0 means
+	// DefaultMaxRequestBytes.
+	MaxRequestBytes int32
+	// MaxInFlight bounds the requests of one connection read ahead of
+	// their answers; 0 means DefaultMaxInFlight.
+	MaxInFlight int
+}
+
+// Server serves Kafka's protocol on any number of listeners. Safe for
+// concurrent use; Close is safe to call twice.
+type Server struct {
+	cfg  Config
+	apis map[kmsg.Key]API
+	log  *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[net.Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+}
+
+// NewServer checks cfg and returns a server that serves nothing until
+// Serve is called.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	apis := map[kmsg.Key]API{}
+	for _, a := range cfg.APIs {
+		req := a.Key.Request()
+		switch {
+		case req == nil:
+			return nil, fmt.Errorf("kafkawire: unknown API key %d", a.Key)
+		case a.Key == kmsg.ApiVersions:
+			return nil, errors.New("kafkawire: ApiVersions is served by the server itself")
+		case a.Handle == nil:
+			return nil, fmt.Errorf("kafkawire: %s has no handler", a.Key.Name())
+		case a.MinVersion < 0 || a.MinVersion > a.MaxVersion:
+			return nil, fmt.Errorf("kafkawire: %s: versions %d to %d", a.Key.Name(), a.MinVersion, a.MaxVersion)
+		case apis[a.Key].Handle != nil:
+			return nil, fmt.Errorf("kafkawire: %s listed twice", a.Key.Name())
+		}
+		a.MaxVersion = min(a.MaxVersion, req.MaxVersion())
+		apis[a.Key] = a
+	}
+	apis[kmsg.ApiVersions] = API{Key: kmsg.ApiVersions, MinVersion: 0, MaxVersion: min(3, kmsg.NewPtrApiVersionsRequest().MaxVersion())}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, apis: apis, log: log, ctx: ctx, cancel: cancel,
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}, nil
+}
+
+// Versions returns the served API keys and version ranges, sorted by key:
+// what ApiVersions answers.
+func (s *Server) Versions() []kmsg.ApiVersionsResponseApiKey {
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(s.apis))
+	for _, a := range s.apis {
+		if a.Hidden {
+			continue
+		}
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: a.Key.Int16(), MinVersion: a.MinVersion, MaxVersion: a.MaxVersion})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ApiKey < out[j].ApiKey })
+	return out
+}
+
+// Serve accepts connections on ln until ln fails or the server closes; it
+// then returns nil after Close and the accept error otherwise. ln is
+// closed by Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			delete(s.listeners, ln)
+			s.mu.Unlock()
+			if closed {
+				return nil
+			}
+			return err
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops every listener and connection and waits for the
+// connections' goroutines to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// outcome is what one request produced: a frame to write (nil for none)
+// and whether the connection closes after it.
+type outcome struct {
+	frame []byte
+	close bool
+	err   error
+}
+
+func (s *Server) serveConn(c net.Conn) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	defer c.Close()
+	remote := c.RemoteAddr().String()
+	pending := make(chan chan outcome, s.cfg.MaxInFlight)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		defer cancel()
+		w := bufio.NewWriter(c)
+		for slot := range pending {
+			o := <-slot
+			if o.frame != nil {
+				if _, err := w.Write(o.frame); err != nil {
+					c.Close()
+					return
+				}
+			}
+			if len(pending) == 0 || o.close {
+				if err := w.Flush(); err != nil {
+					c.Close()
+					return
+				}
+			}
+			if o.close {
+				if o.err != nil {
+					s.log.Warn("kafka: closing connection", "remote", remote, "err", o.err)
+				}
+				c.Close()
+				return
+			}
+		}
+	}()
+	r := bufio.NewReaderSize(c, 64<<10)
+	// prev is closed when the previous request's handler has returned:
+	// requests are handled one at a time in arrival order, as a Kafka
+	// broker does, so an idempotent producer's pipelined batches reach the
+	// log in sequence order.
+	prev := make(chan struct{})
+	close(prev)
+	for {
+		frame, err := readFrame(r, s.cfg.MaxRequestBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				s.push(ctx, pending, outcome{close: true, err: err})
+			}
+			break
+		}
+		slot := make(chan outcome, 1)
+		if !s.pushSlot(ctx, pending, slot) {
+			break
+		}
+		req, o := s.decode(frame, remote)
+		if o != nil {
+			slot <- *o
+			if o.close {
+				break
+			}
+			continue
+		}
+		done := make(chan struct{})
+		go func(prev <-chan struct{}) {
+			defer close(done)
+			<-prev
+			slot <- s.handle(ctx, req)
+		}(prev)
+		prev = done
+	}
+	close(pending)
+	<-writerDone
+}
+
+func (s *Server) push(ctx context.Context, pending chan chan outcome, o outcome) {
+	slot := make(chan outcome, 1)
+	slot <- o
+	s.pushSlot(ctx, pending, slot)
+}
+
+func (s *Server) pushSlot(ctx context.Context, pending chan chan outcome, slot chan outcome) bool {
+	select {
+	case pending <- slot:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// readFrame reads one size-prefixed request.
+func readFrame(r io.Reader, max int32) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || n > max {
+		return nil, fmt.Errorf("kafkawire: request of %d bytes (limit %d)", n, max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// Decode parses one request frame (without its size prefix) as the
+// server does: the header, the version check against the served APIs,
+// and the body. On an error after the header was read, the returned
+// request holds the header alone. It never panics (FuzzDecode).
+func (s *Server) Decode(frame []byte) (*Request, error) {
+	h, rest, err := parseHeader(frame)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := s.apis[h.Key]
+	if !ok {
+		return &Request{Header: h}, fmt.Errorf("kafkawire: API key %d is not served", h.Key)
+	}
+	if h.Version < a.MinVersion || h.Version > a.MaxVersion {
+		return &Request{Header: h}, errUnsupportedVersion{h}
+	}
+	body := h.Key.Request()
+	body.SetVersion(h.Version)
+	if body.IsFlexible() {
+		if rest, err = skipTags(rest); err != nil {
+			return &Request{Header: h}, err
+		}
+	}
+	if err := readBody(body, rest); err != nil {
+		return &Request{Header: h}, fmt.Errorf("kafkawire: %s v%d does not decode: %w", h.Key.Name(), h.Version, err)
+	}
+	return &Request{Header: h, Body: body}, nil
+}
+
+// readBody decodes with the panic of a decoder bug turned into an error.
+func readBody(body kmsg.Request, b []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v", r)
+		}
+	}()
+	return body.ReadFrom(b)
+}
+
+type errUnsupportedVersion struct{ h Header }
+
+func (e errUnsupportedVersion) Error() string {
+	return fmt.Sprintf("kafkawire: %s version %d is not served", e.h.Key.Name(), e.h.Version)
+}
+
+// decode returns the request, or the outcome that answers and closes.
+func (s *Server) decode(frame []byte, remote string) (*Request, *outcome) {
+	req, err := s.Decode(frame)
+	if err == nil {
+		req.RemoteAddr = remote
+		return req, nil
+	}
+	if req == nil {
+		return nil, &outcome{close: true, err: err}
+	}
+	h := req.Header
+	var uv errUnsupportedVersion
+	if errors.As(err, &uv) && h.Key == kmsg.ApiVersions {
+		// KIP-511: answer at v0 with the served ranges, so the client
+		// retries with a version we speak. The connection stays open.
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.ErrorCode = codeUnsupportedVersion
+		resp.ApiKeys = s.Versions()
+		return nil, &outcome{frame: encodeResponse(h, 0, false, resp)}
+	}
+	code := codeInvalidRequest
+	if errors.As(err, &uv) {
+		code = codeUnsupportedVersion
+	}
+	o := &outcome{close: true, err: err}
+	if resp := errorResponse(h, code); resp != nil {
+		o.frame = encodeResponse(h, h.Version, resp.IsFlexible(), resp)
+	}
+	return nil, o
+}
+
+// handle runs a request's handler and encodes what it returns.
+func (s *Server) handle(ctx context.Context, req *Request) (o outcome) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("kafka: handler panic", "api", req.Key.Name(), "panic", r, "stack", string(debug.Stack()))
+			o = outcome{close: true, err: fmt.Errorf("kafkawire: %s handler failed", req.Key.Name())}
+		}
+	}()
+	var resp kmsg.Response
+	var err error
+	if req.Key == kmsg.ApiVersions {
+		r := kmsg.NewPtrApiVersionsResponse()
+		r.ApiKeys = s.Versions()
+		resp = r
+	} else {
+		resp, err = s.apis[req.Key].Handle(ctx, req)
+	}
+	if err != nil {
+		return outcome{close: true, err: fmt.Errorf("%s: %w", req.Key.Name(), err)}
+	}
+	if resp == nil {
+		return outcome{}
+	}
+	resp.SetVersion(req.Version)
+	// ApiVersions answers with response header v0 at every version, so
+	// a client that does not yet know our versions can read it.
+	flexHeader := resp.IsFlexible() && req.Key != kmsg.ApiVersions
+	return outcome{frame: encodeResponse(req.Header, req.Version, flexHeader, resp)}
+}
+
+// encodeResponse frames resp at version with the response header
+// (correlation id, and an empty tag section for header v1).
+func encodeResponse(h Header, version int16, flexHeader bool, resp kmsg.Response) []byte {
+	resp.SetVersion(version)
+	b := make([]byte, 8, 64)
+	binary.BigEndian.PutUint32(b[4:], uint32(h.CorrelationID))
+	if flexHeader {
+		b = append(b, 0)
+	}
+	b = resp.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	return b
+}
+
+// errorResponse is the response to h's request with code in its
+// top-level error code, or nil when the response type has none (then the
+// connection is closed without an answer).
+func errorResponse(h Header, code int16) kmsg.Response {
+	resp := h.Key.Response()
+	if resp == nil || h.Version < 0 || h.Version > resp.MaxVersion() {
+		return nil
+	}
+	resp.SetVersion(h.Version)
+	if !SetErrorCode(resp, code) {
+		return nil
+	}
+	return resp
+}
+
+// SetErrorCode sets resp's top-level ErrorCode field to code and reports
+// whether it has one.
+func SetErrorCode(resp kmsg.Response, code int16) bool {
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	f := v.Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 || !f.CanSet() {
+		return false
+	}
+	f.SetInt(int64(code))
+	return true
+}

@@ -1,0 +1,297 @@
+//go:build kafka
+
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// The Kafka protocol's long suite (make test-kafka, build tag kafka):
+// failover under a producer and consumer groups with a member killed.
+
+// TestKafkaFailover kills the leader of a partition with SIGKILL while a
+// franz-go idempotent producer with acks=all writes to it, restarts the
+// node, and checks that every acknowledged record is read back once, at
+// the offset it was acknowledged at, in order.
+func TestKafkaFailover(t *testing.T) {
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 3*time.Minute)
+	if _, err := cli("", "topic", "create", "fo", "-p", "1", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(kafkaClient(t, d))
+	var leader int32 = -1
+	testwait.Until(t, 30*time.Second, "a leader for fo-0", func() error {
+		md, err := adm.Metadata(ctx, "fo")
+		if err != nil {
+			return err
+		}
+		if p := md.Topics["fo"].Partitions[0]; p.Leader > 0 && len(p.ISR) == 3 {
+			leader = p.Leader
+			return nil
+		}
+		return fmt.Errorf("partition %+v", md.Topics["fo"].Partitions[0])
+	})
+	pr := kafkaClient(t, d, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("fo"),
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.MetadataMinAge(100*time.Millisecond))
+	var mu sync.Mutex
+	acked := map[int]int64{} // sequence -> offset
+	var failed []error
+	produce := func(from, to int) {
+		var wg sync.WaitGroup
+		for i := from; i < to; i++ {
+			wg.Add(1)
+			pr.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprint(i))}, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed = append(failed, err)
+					return
+				}
+				acked[i] = r.Offset
+			})
+		}
+		wg.Wait()
+	}
+	produce(0, 200)
+	victim := d.Process(t, "storage", int(leader))
+	done := make(chan struct{})
+	go func() { defer close(done); produce(200, 600) }()
+	d.Kill(t, "storage", int(leader))
+	<-done
+	harness.Start(t, fmt.Sprintf("storage-%d-again", leader), victim.Argv)
+	produce(600, 700)
+	if len(failed) > 0 {
+		t.Logf("%d records failed (allowed: they were never acknowledged), first: %v", len(failed), failed[0])
+	}
+	if len(acked) < 300 {
+		t.Fatalf("only %d records acknowledged", len(acked))
+	}
+	maxOffset := int64(-1)
+	for _, off := range acked {
+		maxOffset = max(maxOffset, off)
+	}
+	got := consumeUntil(t, d, "fo", fmt.Sprintf("offset %d", maxOffset), func(got []*kgo.Record) bool {
+		return len(got) > 0 && got[len(got)-1].Offset >= maxOffset
+	})
+	offsets := map[int64]int{}
+	last := -1
+	for _, r := range got {
+		var seq int
+		fmt.Sscan(string(r.Value), &seq)
+		if prev, dup := offsets[r.Offset]; dup {
+			t.Fatalf("offset %d read twice (%d, %d)", r.Offset, prev, seq)
+		}
+		offsets[r.Offset] = seq
+		if seq <= last {
+			t.Fatalf("record %d after %d: out of order or duplicated", seq, last)
+		}
+		last = seq
+	}
+	for seq, off := range acked {
+		if offsets[off] != seq {
+			t.Fatalf("record %d acknowledged at offset %d, read there: %d", seq, off, offsets[off])
+		}
+	}
+	keys := make([]int, 0, len(acked))
+	for k := range acked {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	t.Logf("%d records acknowledged (%d..%d), all read back in order", len(acked), keys[0], keys[len(keys)-1])
+}
+
+// crashDialer dials normally until crash, then closes every connection it
+// made and refuses new ones: to the cluster, the client died.
+type crashDialer struct {
+	mu      sync.Mutex
+	conns   []net.Conn
+	crashed bool
+}
+
+func (d *crashDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.crashed {
+		return nil, errors.New("crashed")
+	}
+	c, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *crashDialer) crash() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.crashed = true
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// TestKafkaGroupMemberKilled runs a franz-go consumer group of three
+// members (the classic protocol, cooperative-sticky) over a six-partition
+// topic, kills one member (its connections cut, no LeaveGroup), produces
+// more, and checks that the two survivors take over its partitions and
+// read and commit everything; kadm then lists and describes the group,
+// and deletes it once it is empty.
+func TestKafkaGroupMemberKilled(t *testing.T) {
+	// A short coordinator session timeout (only the coordinator has
+	// --session-timeout), so the killed member's partitions move within
+	// seconds: classic members live as long as the coordinator's session.
+	t.Setenv("STRATA_SESSION_TIMEOUT", "6s")
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 5*time.Minute)
+	if _, err := cli("", "topic", "create", "grp", "-p", "6", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	pr := kafkaClient(t, d, kgo.DefaultProduceTopic("grp"))
+	produceN := func(from, to int) {
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+		}
+		if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	produceN(0, 300)
+
+	var mu sync.Mutex
+	seen := map[string]int{} // value -> times read
+	owners := map[int]map[int32]bool{}
+	type member struct {
+		cl   *kgo.Client
+		dial *crashDialer
+	}
+	var members []member
+	for i := range 3 {
+		dial := &crashDialer{}
+		owners[i] = map[int32]bool{}
+		cl := kafkaClient(t, d, kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Dialer(dial.dial),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m["grp"] {
+					owners[i][p] = true
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+				cl.CommitMarkedOffsets(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m["grp"] {
+					delete(owners[i], p)
+				}
+			}),
+			kgo.AutoCommitMarks(), kgo.AutoCommitInterval(200*time.Millisecond))
+		members = append(members, member{cl, dial})
+		go func() {
+			for ctx.Err() == nil {
+				fs := cl.PollFetches(ctx)
+				if fs.IsClientClosed() {
+					return
+				}
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+				mu.Unlock()
+				cl.MarkCommitRecords(fs.Records()...)
+			}
+		}()
+	}
+	readAll := func(n int) func() error {
+		return func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for i := range n {
+				if seen[fmt.Sprint(i)] == 0 {
+					return fmt.Errorf("record %d not read yet (%d distinct read)", i, len(seen))
+				}
+			}
+			return nil
+		}
+	}
+	testwait.Until(t, 2*time.Minute, "the group to read the first 300 records", readAll(300))
+	testwait.Until(t, time.Minute, "every member to own partitions", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range 3 {
+			if len(owners[i]) == 0 {
+				return fmt.Errorf("owners %v", owners)
+			}
+		}
+		return nil
+	})
+	t.Logf("before the kill: %v", owners)
+	members[2].dial.crash()
+	produceN(300, 600)
+	testwait.Until(t, 3*time.Minute, "the survivors to read all 600 records", readAll(600))
+	adm := kadm.NewClient(kafkaClient(t, d))
+	testwait.Until(t, time.Minute, "committed offsets at the end of every partition", func() error {
+		ends, err := adm.ListEndOffsets(ctx, "grp")
+		if err != nil {
+			return err
+		}
+		cs, err := adm.FetchOffsets(ctx, "g1")
+		if err != nil {
+			return err
+		}
+		var behind []string
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, ok := cs.Lookup("grp", o.Partition); !ok || c.At != o.Offset {
+				behind = append(behind, fmt.Sprintf("%d: committed %d end %d", o.Partition, c.At, o.Offset))
+			}
+		})
+		if len(behind) > 0 {
+			return fmt.Errorf("%v", behind)
+		}
+		return nil
+	})
+	mu.Lock()
+	t.Logf("after the kill: %v; %d records read, %d distinct", owners, func() int {
+		n := 0
+		for _, c := range seen {
+			n += c
+		}
+		return n
+	}(), len(seen))
+	mu.Unlock()
+
+	groups, err := adm.ListGroups(ctx)
+	if err != nil || !slices.Contains(groups.Groups(), "g1") {
+		t.Fatalf("list groups: %v %v", err, groups.Groups())
+	}
+	described, err := adm.DescribeGroups(ctx, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := described["g1"]; len(g.Members) != 2 {
+		t.Fatalf("describe g1: %d members, want the 2 survivors: %+v", len(g.Members), g)
+	}
+	members[0].cl.Close()
+	members[1].cl.Close()
+	testwait.Until(t, time.Minute, "g1 to be deleted once empty", func() error {
+		res, err := adm.DeleteGroup(ctx, "g1")
+		if err != nil {
+			return err
+		}
+		return res.Err
+	})
+}

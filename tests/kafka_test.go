@@ -1,0 +1,343 @@
+package tests
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// Kafka protocol tests (docs/kafka.md): clients nobody here wrote, against
+// the Kafka listeners of a real `strata dev`.
+
+// kafkaDev starts strata dev and checks that cluster.json names the Kafka
+// bootstrap at P+5.
+func kafkaDev(t *testing.T) (*harness.Dev, func(stdin string, args ...string) (string, error)) {
+	t.Helper()
+	d := harness.StartDev(t)
+	if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+5); d.File.KafkaBootstrap != want {
+		t.Fatalf("cluster.json kafka_bootstrap %q, want %q", d.File.KafkaBootstrap, want)
+	}
+	cli := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(d.Strata, append([]string{"--gateway", d.Gateways[0]}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return out.String(), fmt.Errorf("strata %s: %v: %s", strings.Join(args, " "), err, errb.String())
+		}
+		return out.String(), nil
+	}
+	return d, cli
+}
+
+// kafkaClient is a franz-go client on the dev cluster's bootstrap.
+func kafkaClient(t *testing.T, d *harness.Dev, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.File.KafkaBootstrap)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// cliRecord is one line of `strata consume -f json`.
+type cliRecord struct {
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Key       string            `json:"key"`
+	Value     string            `json:"value"`
+	Headers   map[string]string `json:"headers"`
+}
+
+func parseCLIRecords(t *testing.T, out string) []cliRecord {
+	t.Helper()
+	var recs []cliRecord
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var r cliRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("consumed line %q: %v", sc.Text(), err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// consumeAll reads topic from the start with a franz-go direct consumer
+// (no group) until want records arrived.
+func consumeAll(t *testing.T, d *harness.Dev, topic string, want int) []*kgo.Record {
+	t.Helper()
+	return consumeUntil(t, d, topic, fmt.Sprintf("%d records", want), func(got []*kgo.Record) bool { return len(got) >= want })
+}
+
+// consumeUntil reads topic from the start with a franz-go direct consumer
+// (no group) until done holds for what was read.
+func consumeUntil(t *testing.T, d *harness.Dev, topic, what string, done func([]*kgo.Record) bool) []*kgo.Record {
+	t.Helper()
+	cl := kafkaClient(t, d, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx := harness.Deadline(t, 60*time.Second)
+	var out []*kgo.Record
+	for !done(out) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d records of %s before the deadline, waiting for %s", len(out), topic, what)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			t.Logf("fetch %s-%d: %v", topic, p, err)
+		})
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// TestKafkaClients runs franz-go (produce idempotently, consume, admin
+// through kadm), kcat (-L, -P, -C) and Strata's own CLI (a Connect
+// client) against one strata dev, and checks that both protocols see the
+// same records at the same offsets with the same headers, both ways.
+func TestKafkaClients(t *testing.T) {
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 3*time.Minute)
+	kc := kafkaClient(t, d)
+	adm := kadm.NewClient(kc)
+
+	t.Run("admin", func(t *testing.T) {
+		resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "events")
+		if err != nil || resp.Err != nil {
+			t.Fatalf("create topic: %v %v", err, resp.Err)
+		}
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, "events"); err == nil {
+			resp, _ := adm.CreateTopics(ctx, 1, 1, nil, "events")
+			if !errors.Is(resp["events"].Err, kerr.TopicAlreadyExists) {
+				t.Fatalf("second create: %v, want TOPIC_ALREADY_EXISTS", resp["events"].Err)
+			}
+		}
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(md.Brokers) != 3 {
+			t.Fatalf("metadata brokers %v, want the 3 storage nodes", md.Brokers)
+		}
+		for _, b := range md.Brokers {
+			if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+40+int(b.NodeID)); fmt.Sprintf("%s:%d", b.Host, b.Port) != want {
+				t.Errorf("broker %d at %s:%d, want %s", b.NodeID, b.Host, b.Port, want)
+			}
+		}
+		td := md.Topics["events"]
+		if len(td.Partitions) != 3 {
+			t.Fatalf("events has %d partitions", len(td.Partitions))
+		}
+		for _, p := range td.Partitions {
+			if p.Leader < 1 || len(p.Replicas) != 3 {
+				t.Errorf("partition %d: leader %d replicas %v", p.Partition, p.Leader, p.Replicas)
+			}
+		}
+		rcs, err := adm.DescribeTopicConfigs(ctx, "events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range rc.Configs {
+			if c.Key == "retention.ms" {
+				found = c.MaybeValue() == "3600000" && c.Source == 1 // DYNAMIC_TOPIC_CONFIG
+			}
+		}
+		if !found {
+			t.Errorf("retention.ms override not described: %+v", rc.Configs)
+		}
+		if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: kadm.StringPtr("7200000")}}, "events"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cli("", "topic", "describe", "events", "--output", "json")
+		if err != nil || !strings.Contains(out, "7200000") {
+			t.Errorf("retention.ms altered through Kafka not seen by the CLI: %v %s", err, out)
+		}
+		if cp, err := adm.UpdatePartitions(ctx, 4, "events"); err != nil || cp["events"].Err != nil {
+			t.Fatalf("partitions to 4: %v %v", err, cp["events"].Err)
+		}
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, "doomed"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := adm.DeleteTopic(ctx, "doomed"); err != nil {
+			t.Fatal(err)
+		}
+		cluster, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, kc)
+		if err != nil || cluster.ErrorCode != 0 || len(cluster.Brokers) != 3 || cluster.ControllerID < 1 {
+			t.Fatalf("describe cluster: %v %+v", err, cluster)
+		}
+		testwait.Until(t, 30*time.Second, "events to have 4 partitions and doomed to be gone", func() error {
+			td, err := adm.ListTopics(ctx)
+			if err != nil {
+				return err
+			}
+			if td.Has("doomed") || len(td["events"].Partitions) != 4 {
+				return fmt.Errorf("topics %v", td.Names())
+			}
+			return nil
+		})
+	})
+
+	// Kafka producer -> Kafka consumer and Connect consumer.
+	t.Run("franz-go to CLI", func(t *testing.T) {
+		if _, err := cli("", "topic", "create", "k2c", "-p", "3", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+		pr := kafkaClient(t, d, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("k2c"))
+		const n = 300
+		var rs []*kgo.Record
+		for i := range n {
+			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i%7)), Value: []byte(fmt.Sprintf("v%d", i)),
+				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(fmt.Sprintf("h%d", i))}}})
+		}
+		if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		acked := map[string]*kgo.Record{}
+		for _, r := range rs {
+			acked[string(r.Value)] = r
+		}
+		got := consumeAll(t, d, "k2c", n)
+		for _, r := range got {
+			a := acked[string(r.Value)]
+			if a == nil || a.Partition != r.Partition || a.Offset != r.Offset || string(r.Headers[0].Value) != string(a.Headers[0].Value) {
+				t.Fatalf("consumed %s at %d/%d, acknowledged %+v", r.Value, r.Partition, r.Offset, a)
+			}
+		}
+		out, err := cli("", "consume", "k2c", "-o", "start", "-e", "-f", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := parseCLIRecords(t, out)
+		if len(recs) != n {
+			t.Fatalf("CLI read %d records, want %d", len(recs), n)
+		}
+		for _, r := range recs {
+			a := acked[r.Value]
+			if a == nil || a.Partition != r.Partition || a.Offset != r.Offset || string(a.Key) != r.Key || r.Headers["trace"] != string(a.Headers[0].Value) {
+				t.Fatalf("CLI read %+v, franz-go acknowledged %+v", r, a)
+			}
+		}
+	})
+
+	// Connect producer -> Kafka consumer.
+	t.Run("CLI to franz-go", func(t *testing.T) {
+		if _, err := cli("", "topic", "create", "c2k", "-p", "2", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+		var in strings.Builder
+		for i := range 50 {
+			fmt.Fprintf(&in, "k%d\tv%d\n", i%5, i)
+		}
+		out, err := cli(in.String(), "produce", "c2k", "-f", "%k\t%v\n", "-H", "origin=connect", "--output", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type report struct {
+			Partition int32  `json:"partition"`
+			Offset    int64  `json:"offset"`
+			Key       string `json:"key"`
+		}
+		var reports []report
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			var r report
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("report %q: %v", sc.Text(), err)
+			}
+			reports = append(reports, r)
+		}
+		if len(reports) != 50 {
+			t.Fatalf("%d delivery reports", len(reports))
+		}
+		got := consumeAll(t, d, "c2k", 50)
+		at := map[[2]int64]*kgo.Record{}
+		for _, r := range got {
+			at[[2]int64{int64(r.Partition), r.Offset}] = r
+			if len(r.Headers) != 1 || r.Headers[0].Key != "origin" || string(r.Headers[0].Value) != "connect" {
+				t.Fatalf("record %s headers %v", r.Value, r.Headers)
+			}
+		}
+		for _, rep := range reports {
+			r := at[[2]int64{int64(rep.Partition), rep.Offset}]
+			if r == nil || string(r.Key) != rep.Key {
+				t.Fatalf("acknowledged %+v, franz-go read %v", rep, r)
+			}
+		}
+	})
+
+	// Transactions are refused with the protocol's error, not a hang or a
+	// closed connection.
+	t.Run("transactions refused", func(t *testing.T) {
+		tx := kafkaClient(t, d, kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("k2c"))
+		err := tx.BeginTransaction() // franz-go initializes the transactional producer id here
+		if err == nil {
+			err = tx.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+		}
+		if !errors.Is(err, kerr.UnsupportedVersion) && !strings.Contains(fmt.Sprint(err), "UNSUPPORTED_VERSION") {
+			t.Fatalf("transactional producer: %v, want UNSUPPORTED_VERSION", err)
+		}
+	})
+
+	// kcat: librdkafka's metadata, producer and consumer.
+	t.Run("kcat", func(t *testing.T) {
+		kcat, err := exec.LookPath("kcat")
+		if err != nil {
+			t.Fatal("kcat is not installed (Debian package kcat; .ci/run installs it)")
+		}
+		run := func(stdin string, args ...string) string {
+			t.Helper()
+			cmd := exec.CommandContext(ctx, kcat, append([]string{"-b", d.File.KafkaBootstrap}, args...)...)
+			cmd.Stdin = strings.NewReader(stdin)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kcat %s: %v: %s", strings.Join(args, " "), err, errb.String())
+			}
+			return out.String()
+		}
+		if _, err := cli("", "topic", "create", "kc", "-p", "3", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+		md := run("", "-L", "-t", "kc")
+		for id := 1; id <= 3; id++ {
+			if want := fmt.Sprintf("broker %d at 127.0.0.1:%d", id, d.BasePort+40+id); !strings.Contains(md, want) {
+				t.Fatalf("kcat -L lacks %q:\n%s", want, md)
+			}
+		}
+		if !strings.Contains(md, `topic "kc" with 3 partitions`) {
+			t.Fatalf("kcat -L:\n%s", md)
+		}
+		run("one\ntwo\nthree\n", "-P", "-t", "kc", "-p", "1", "-H", "via=kcat")
+		out := run("", "-C", "-t", "kc", "-p", "1", "-o", "beginning", "-e", "-f", "%o %s %h\n")
+		if out != "0 one via=kcat\n1 two via=kcat\n2 three via=kcat\n" {
+			t.Fatalf("kcat -C read:\n%s", out)
+		}
+		recs, err := cli("", "consume", "kc", "-p", "1", "-o", "start", "-e", "-f", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parseCLIRecords(t, recs)
+		if len(got) != 3 || got[2].Value != "three" || got[2].Offset != 2 || got[2].Headers["via"] != "kcat" {
+			t.Fatalf("CLI read %+v", got)
+		}
+	})
+}
