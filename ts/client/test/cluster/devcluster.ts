@@ -75,19 +75,17 @@ export class DevCluster {
       void exited.then((c) => (code = c));
       const c = new DevCluster(dir, base, proc, output);
       try {
-        await waitFor("strata dev to be ready", () => {
-          if (code !== undefined) throw new Error(`strata dev exited ${code}: ${output.join("")}`);
-          return c.file().ready;
-        }, 120_000);
-        return c;
+        // An exit ends the wait at once: waitFor retries past a throw, so
+        // a condition that threw on exit would wait out the whole timeout.
+        await waitFor("strata dev to be ready or to exit", () => code !== undefined || c.file().ready, 120_000);
       } catch (e) {
-        if (code !== undefined && /in use/.test(output.join(""))) {
-          rmSync(dir, { recursive: true, force: true });
-          continue; // another run holds a port: try another base
-        }
         await c.stop();
         throw e;
       }
+      if (code === undefined) return c;
+      rmSync(dir, { recursive: true, force: true });
+      if (!/in use/.test(output.join(""))) throw new Error(`strata dev exited ${code}: ${output.join("")}`);
+      // Another run holds one of the ports: try another base.
     }
     throw new Error("no free base port found for strata dev");
   }
