@@ -70,7 +70,11 @@ type connState struct {
 // saslAPIs are the APIs the server serves itself when mechanisms are set.
 func (s *Server) saslAPIs() []API {
 	return []API{
-		{Key: kmsg.SASLHandshake, MinVersion: 1, MaxVersion: 1},
+		// v0 is listed because librdkafka detects SASL support by it,
+		// but answered UNSUPPORTED_VERSION: after a v0 handshake the SASL
+		// messages travel as raw frames (before KIP-152), which this
+		// server does not read. Every client since Kafka 1.0 uses v1.
+		{Key: kmsg.SASLHandshake, MinVersion: 0, MaxVersion: 1},
 		{Key: kmsg.SASLAuthenticate, MinVersion: 0, MaxVersion: 2},
 	}
 }
@@ -119,6 +123,10 @@ func (s *Server) saslHandshake(st *connState, req *kmsg.SASLHandshakeRequest) (k
 	resp := kmsg.NewPtrSASLHandshakeResponse()
 	for _, m := range s.cfg.Auth.Mechanisms {
 		resp.SupportedMechanisms = append(resp.SupportedMechanisms, m.Name)
+	}
+	if req.Version < 1 {
+		resp.ErrorCode = codeUnsupportedVersion
+		return resp, true
 	}
 	if s.saslDone(st) {
 		resp.ErrorCode = codeIllegalSASLState

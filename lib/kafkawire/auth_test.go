@@ -150,6 +150,17 @@ func TestSASLRequired(t *testing.T) {
 			assertClosed(t, c)
 		})
 	}
+	t.Run("handshake v0 is refused", func(t *testing.T) {
+		_, c := startServer(t, cfg())
+		req := kmsg.NewPtrSASLHandshakeRequest()
+		req.Mechanism = "TEST"
+		resp := kmsg.NewPtrSASLHandshakeResponse()
+		roundTrip(t, c, req, resp)
+		if resp.ErrorCode != codeUnsupportedVersion {
+			t.Fatalf("%+v", resp)
+		}
+		assertClosed(t, c)
+	})
 	t.Run("authenticate without a handshake", func(t *testing.T) {
 		_, c := startServer(t, cfg())
 		if r := authenticate(t, c, 1, "good:alice"); r.ErrorCode != codeIllegalSASLState {
