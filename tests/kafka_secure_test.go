@@ -31,8 +31,8 @@ import (
 // super user) produces and consumes with franz-go over SASL PLAIN; a user
 // granted read on one topic sees only that topic in Metadata, reads it,
 // and is refused TOPIC_AUTHORIZATION_FAILED when producing to it, over
-// OAUTHBEARER as over PLAIN; a wrong token fails authentication; kcat -L
-// works with SASL_SSL.
+// OAUTHBEARER as over PLAIN, and its consumer group needs read on the
+// group; a wrong token fails authentication; kcat -L works with SASL_SSL.
 func TestKafkaSecure(t *testing.T) {
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
 	ctx := harness.Deadline(t, 3*time.Minute)
@@ -125,6 +125,45 @@ func TestKafkaSecure(t *testing.T) {
 		cons := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if got := pollUntil(t, ctx, cons, 3); len(got) != 3 {
 			t.Fatalf("reader consumed %d records, want the admin's 3", len(got))
+		}
+	})
+
+	t.Run("reader's group needs read on the group", func(t *testing.T) {
+		denied := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumerGroup("ungranted"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for {
+			fs := denied.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("no GROUP_AUTHORIZATION_FAILED before the deadline")
+			}
+			if err := fs.Err0(); errors.Is(err, kerr.GroupAuthorizationFailed) {
+				break
+			} else if len(fs.Records()) > 0 {
+				t.Fatalf("group ungranted consumed %d records", len(fs.Records()))
+			}
+		}
+		denied.Close()
+		cli("acl", "create", "--principal", "User:reader", "--allow", "read", "--group", "readers")
+		var cons *kgo.Client
+		testwait.Until(t, 30*time.Second, "the group grant to apply", func() error {
+			if cons != nil {
+				cons.Close()
+			}
+			cons = client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumerGroup("readers"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			fs := cons.PollFetches(pctx)
+			if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			if n := len(fs.Records()); n == 0 {
+				return errors.New("no records yet")
+			}
+			return nil
+		})
+		if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatalf("commit as the reader: %v", err)
 		}
 	})
 
