@@ -1,8 +1,12 @@
 package kafkabridge
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/strata-mq/strata/lib/authn"
+	"github.com/strata-mq/strata/lib/token"
 )
 
 func TestParsePlain(t *testing.T) {
@@ -48,4 +52,50 @@ func FuzzSASLMessages(f *testing.F) {
 		}
 		_, _ = ParseOAuthBearer(msg)
 	})
+}
+
+// TestPlainUsername: PLAIN's password is the token, and its username
+// must be the token's user; an authorization id, when sent, the same.
+func TestPlainUsername(t *testing.T) {
+	tok, err := token.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	users, err := token.NewUsers(map[string]token.Hashed{"alice": token.Hash(tok)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := authn.New(context.Background(), authn.Config{Users: users})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := tok.Reveal()
+	ctx, err := authenticatePlain(context.Background(), a, []byte("\x00alice\x00"+pw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := authn.PrincipalFrom(ctx); p.String() != "User:alice" {
+		t.Fatalf("principal %v", p)
+	}
+	for name, msg := range map[string]string{
+		"another username":      "\x00bob\x00" + pw,
+		"principal form":        "\x00User:alice\x00" + pw,
+		"another authorization": "bob\x00alice\x00" + pw,
+		"unknown token":         "\x00alice\x00strata_" + strings.Repeat("A", 43),
+		"empty password":        "\x00alice\x00",
+	} {
+		_, err := authenticatePlain(context.Background(), a, []byte(msg))
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if strings.Contains(err.Error(), pw) {
+			t.Errorf("%s: the error quotes the token", name)
+		}
+	}
+	ctx, err = authenticateOAuthBearer(context.Background(), a, []byte("n,,\x01auth=Bearer "+pw+"\x01\x01"))
+	if err != nil {
+		t.Fatalf("OAUTHBEARER with a token: %v", err)
+	}
+	if p, _ := authn.PrincipalFrom(ctx); p.String() != "User:alice" {
+		t.Fatalf("OAUTHBEARER with a token: %v", p)
+	}
 }
