@@ -117,9 +117,11 @@ func TestKafkaSecure(t *testing.T) {
 				}
 				return nil
 			})
-			err := cl.ProduceSync(ctx, &kgo.Record{Topic: "granted", Value: []byte("nope")}).FirstErr()
-			if !errors.Is(err, kerr.TopicAuthorizationFailed) {
-				t.Fatalf("reader's produce: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+			for _, topic := range []string{"granted", "hidden"} {
+				err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("nope")}).FirstErr()
+				if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+					t.Fatalf("reader's produce to %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+				}
 			}
 		}
 		cons := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))

@@ -85,6 +85,18 @@ type guardedGateway struct {
 }
 
 func (w guardedGateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+	if w.g.Enforcing() && len(req.Msg.GetTopics()) > 0 {
+		// Named topics the principal may not describe are not asked for
+		// (the gateway's own handler, in-process, would refuse the whole
+		// request); the bridge answers them TOPIC_AUTHORIZATION_FAILED.
+		names := slices.DeleteFunc(slices.Clone(req.Msg.GetTopics()), func(n string) bool {
+			return !w.g.Allowed(ctx, acl.Describe, acl.Topic, n)
+		})
+		if len(names) == 0 {
+			names = []string{}
+		}
+		req = connect.NewRequest(&gatewayv1.MetadataRequest{Topics: names})
+	}
 	out, err := w.Gateway.Metadata(ctx, req)
 	if err != nil || !w.g.Enforcing() {
 		return out, err
