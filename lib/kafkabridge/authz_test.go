@@ -107,3 +107,32 @@ func TestGuardedGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func (f *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
+	return connect.NewResponse(&storagev1.ProduceResponse{BaseOffset: 7}), nil
+}
+
+// TestGuardedProduceQuota: produce needs write on the topic, and a
+// principal over its produce quota is told to wait in throttle_time_ms.
+func TestGuardedProduceQuota(t *testing.T) {
+	g, ctx := readerGuard(t)
+	st := g.Applied()
+	st.Acls = append(st.Acls, &commonv1.AclBinding{
+		Principal: "User:reader", Permission: commonv1.AclPermission(acl.Allow), Operation: commonv1.AclOperation(acl.Write),
+		ResourceType: commonv1.AclResourceType(acl.Topic), ResourceName: "granted",
+	})
+	st.Quotas = []*commonv1.Quota{{Principal: "User:reader", ProduceBytesPerSecond: 100}}
+	g.Apply(st)
+	w := guardedStorage{StorageServiceClient: &fakeStorage{}, g: g}
+	_, err := w.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{Topic: "hidden", Records: []byte("x")}))
+	if c := kafkaCode(err, dataPlane); c != errTopicAuthorizationFailed {
+		t.Fatalf("produce to hidden: %v, code %d", err, c)
+	}
+	out, err := w.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{Topic: "granted", Records: make([]byte, 1000)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Msg.GetBaseOffset() != 7 || out.Msg.GetThrottleTimeMs() <= 0 {
+		t.Fatalf("1000 bytes at 100 B/s: offset %d, throttle %d ms", out.Msg.GetBaseOffset(), out.Msg.GetThrottleTimeMs())
+	}
+}
