@@ -179,6 +179,19 @@ func TestKafkaSecure(t *testing.T) {
 				t.Errorf("%s: %v, want SASL_AUTHENTICATION_FAILED", name, err)
 			}
 		}
+		// TLS without SASL or a client certificate: Metadata is refused
+		// and the connection closed.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.File.KafkaBootstrap), kgo.RequestRetries(0),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if _, err := kadm.NewClient(cl).Metadata(pctx); err == nil {
+			t.Error("Metadata without authentication answered")
+		}
 	})
 
 	t.Run("kcat -L over SASL_SSL", func(t *testing.T) {

@@ -440,13 +440,11 @@ func (s *Server) handle(st *connState, req *Request) (o outcome) {
 	var resp kmsg.Response
 	var err error
 	if !s.admit(st, req) {
-		// Refused before authentication: the top-level error when the
-		// response has one, then the connection closes.
-		o := outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
-		if r := errorResponse(req.Header, codeSASLAuthenticationFailed); r != nil {
-			o.frame = encodeResponse(req.Header, req.Version, r.IsFlexible(), r)
-		}
-		return o
+		// Refused before authentication: the connection closes without
+		// an answer, as a Kafka broker's SASL listener does. (An error
+		// response could read as success: Metadata, for one, has no
+		// error code below v13.)
+		return outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
 	}
 	switch req.Key {
 	case kmsg.ApiVersions:
