@@ -32,7 +32,8 @@ import (
 // granted read on one topic sees only that topic in Metadata, reads it,
 // and is refused TOPIC_AUTHORIZATION_FAILED when producing to it, over
 // OAUTHBEARER as over PLAIN, and its consumer group needs read on the
-// group; a wrong token fails authentication; kcat -L works with SASL_SSL.
+// group; a wrong token fails authentication; kcat -L works with SASL_SSL
+// and with the admin's certificate over SSL.
 func TestKafkaSecure(t *testing.T) {
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
 	ctx := harness.Deadline(t, 3*time.Minute)
@@ -194,24 +195,34 @@ func TestKafkaSecure(t *testing.T) {
 		}
 	})
 
-	t.Run("kcat -L over SASL_SSL", func(t *testing.T) {
+	t.Run("kcat -L over SASL_SSL and SSL", func(t *testing.T) {
 		kcat, err := exec.LookPath("kcat")
 		if err != nil {
 			t.Fatal("kcat is not installed (Debian package kcat; .ci/run installs it)")
 		}
-		kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(kctx, kcat, "-b", d.File.KafkaBootstrap, "-L",
-			"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
-			"-X", "sasl.username=admin", "-X", "sasl.password="+adminToken, "-X", "ssl.ca.location="+d.File.TLSCA)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("kcat -L: %v: %s", err, errb.String())
-		}
-		for _, want := range []string{`topic "granted"`, `topic "hidden"`, "1 brokers"} {
-			if !strings.Contains(out.String(), want) {
-				t.Fatalf("kcat -L lacks %q:\n%s", want, out.String())
+		tlsDir := filepath.Join(d.Dir, "tls")
+		for name, opts := range map[string][]string{
+			// The admin's token over SASL PLAIN.
+			"SASL_SSL": {"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
+				"-X", "sasl.username=admin", "-X", "sasl.password=" + adminToken},
+			// The admin's client certificate, as the ready block prints.
+			"SSL": {"-X", "security.protocol=SSL", "-X", "ssl.certificate.location=" + filepath.Join(tlsDir, "admin.pem"),
+				"-X", "ssl.key.location=" + filepath.Join(tlsDir, "admin-key.pem")},
+		} {
+			kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			args := append([]string{"-b", d.File.KafkaBootstrap, "-L", "-X", "ssl.ca.location=" + d.File.TLSCA}, opts...)
+			cmd := exec.CommandContext(kctx, kcat, args...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			cancel()
+			if err != nil {
+				t.Fatalf("kcat -L over %s: %v: %s", name, err, errb.String())
+			}
+			for _, want := range []string{`topic "granted"`, `topic "hidden"`, "1 brokers"} {
+				if !strings.Contains(out.String(), want) {
+					t.Fatalf("kcat -L over %s lacks %q:\n%s", name, want, out.String())
+				}
 			}
 		}
 	})
