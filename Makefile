@@ -107,6 +107,7 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd services/tiering && $(GO) test -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME) ./internal/manifest/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kafkawire/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) ./kafkabridge/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 # The fault suite's random schedules (tests/nemesis, build tag nemesis):

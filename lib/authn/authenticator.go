@@ -29,6 +29,7 @@ package authn
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -120,14 +121,8 @@ func refuse(format string, args ...any) (Info, error) {
 // documentation, or an *Error. ctx bounds how long it waits for the
 // OIDC key set when a JWT names a key id not seen yet.
 func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Info, error) {
-	if a.certPrincipal != nil && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
-		if text, ok := a.certPrincipal(r.TLS.VerifiedChains[0][0]); ok {
-			p, err := acl.ParsePrincipal(text)
-			if err != nil || p.IsWildcard() || p == acl.Anonymous {
-				return refuse("the client certificate does not name a valid principal")
-			}
-			return Info{Principal: p, Method: MethodCertificate}, nil
-		}
+	if info, ok, err := a.AuthenticateTLS(r.TLS); ok || err != nil {
+		return info, err
 	}
 	if auth := r.Header.Values("Authorization"); len(auth) > 0 {
 		if len(auth) > 1 {
@@ -140,27 +135,60 @@ func (a *Authenticator) Authenticate(ctx context.Context, r *http.Request) (Info
 		if !ok {
 			return refuse("the Authorization header is not a bearer token (Authorization: Bearer TOKEN)")
 		}
-		bearer = strings.TrimSpace(bearer)
-		switch {
-		case bearer == "":
-			return refuse("empty bearer token")
-		case token.LooksLike(bearer):
-			return a.checkToken(bearer)
-		case a.oidc != nil:
-			p, err := a.oidc.verify(ctx, bearer)
-			if err != nil {
-				return Info{}, err
-			}
-			return Info{Principal: p, Method: MethodOIDC}, nil
-		default:
-			return refuse("the bearer token is not a Strata token (strata_...), and this cluster accepts no OIDC tokens")
-		}
+		return a.AuthenticateBearer(ctx, bearer)
 	}
 	if a.anonymous {
 		return Info{Principal: acl.Anonymous, Method: MethodAnonymous}, nil
 	}
 	return refuse("no credentials: send a bearer token (STRATA_TOKEN) or a client certificate")
 }
+
+// AuthenticateTLS returns the principal of a connection's verified client
+// certificate: ok false when state is nil, carries no verified chain, or
+// its certificate names no principal (the connection's other credentials
+// then count); an *Error when it names an invalid one. For listeners
+// other than HTTP (the Kafka listener).
+func (a *Authenticator) AuthenticateTLS(state *tls.ConnectionState) (Info, bool, error) {
+	if a.certPrincipal == nil || state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return Info{}, false, nil
+	}
+	text, ok := a.certPrincipal(state.VerifiedChains[0][0])
+	if !ok {
+		return Info{}, false, nil
+	}
+	p, err := acl.ParsePrincipal(text)
+	if err != nil || p.IsWildcard() || p == acl.Anonymous {
+		info, err := refuse("the client certificate does not name a valid principal")
+		return info, true, err
+	}
+	return Info{Principal: p, Method: MethodCertificate}, true, nil
+}
+
+// AuthenticateBearer returns who a bearer credential names: a Strata
+// token (strata_...) gives its user, anything else is checked as an OIDC
+// JWT when OIDC is configured. For SASL PLAIN and OAUTHBEARER on the
+// Kafka listener as for Authorization headers.
+func (a *Authenticator) AuthenticateBearer(ctx context.Context, bearer string) (Info, error) {
+	bearer = strings.TrimSpace(bearer)
+	switch {
+	case bearer == "":
+		return refuse("empty bearer token")
+	case token.LooksLike(bearer):
+		return a.checkToken(bearer)
+	case a.oidc != nil:
+		p, err := a.oidc.verify(ctx, bearer)
+		if err != nil {
+			return Info{}, err
+		}
+		return Info{Principal: p, Method: MethodOIDC}, nil
+	default:
+		return refuse("the bearer token is not a Strata token (strata_...), and this cluster accepts no OIDC tokens")
+	}
+}
+
+// AllowsAnonymous reports whether requests without credentials pass as
+// User:ANONYMOUS.
+func (a *Authenticator) AllowsAnonymous() bool { return a.anonymous }
 
 func (a *Authenticator) checkToken(text string) (Info, error) {
 	t, err := token.Parse(text)

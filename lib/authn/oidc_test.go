@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -167,6 +169,34 @@ func TestOIDC(t *testing.T) {
 			t.Fatalf("JWT: %q, %v", got, err)
 		}
 	})
+}
+
+// TestAuthenticateBearer: the non-HTTP entry (SASL PLAIN and OAUTHBEARER
+// on the Kafka listener) accepts what an Authorization header does, with
+// the same refusals.
+func TestAuthenticateBearer(t *testing.T) {
+	iss := newIssuer(t)
+	users, toks := newUsers(t, "bob")
+	a, err := New(context.Background(), Config{Users: users, OIDC: &OIDCConfig{IssuerURL: iss.srv.URL, Audience: "strata"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if info, err := a.AuthenticateBearer(ctx, toks["bob"].Reveal()); err != nil || info.Principal.String() != "User:bob" || info.Method != MethodToken {
+		t.Fatalf("token: %+v %v", info, err)
+	}
+	jwtRaw := sign(t, iss.key, iss.kid, map[string]any{"iss": iss.srv.URL, "aud": "strata", "sub": "alice", "exp": time.Now().Add(time.Hour).Unix()})
+	if info, err := a.AuthenticateBearer(ctx, jwtRaw); err != nil || info.Principal.String() != "User:alice" || info.Method != MethodOIDC {
+		t.Fatalf("JWT: %+v %v", info, err)
+	}
+	for _, bad := range []string{"", "strata_" + strings.Repeat("A", 43), "not-a-jwt"} {
+		if _, err := a.AuthenticateBearer(ctx, bad); !errors.Is(err, ErrUnauthenticated) && !strings.Contains(fmt.Sprint(err), "unauthenticated") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if _, ok, err := a.AuthenticateTLS(nil); ok || err != nil {
+		t.Fatalf("no TLS: %v %v", ok, err)
+	}
 }
 
 func TestOIDCConfigRefused(t *testing.T) {

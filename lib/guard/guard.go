@@ -144,6 +144,10 @@ func (g *Guard) Wrap(h http.Handler) http.Handler {
 	})
 }
 
+// Authenticator is the Guard's authentication, for listeners that are not
+// HTTP (the Kafka listener's TLS client certificates and SASL).
+func (g *Guard) Authenticator() *authn.Authenticator { return g.authn }
+
 // Principal is who sent the request of ctx; the zero Principal when the
 // request did not go through Wrap (an internal call).
 func Principal(ctx context.Context) acl.Principal {

@@ -12,6 +12,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -31,6 +32,9 @@ type Config struct {
 	ClientOptions []connect.ClientOption
 	// Logger is for errors that reach no client. Nil means slog.Default().
 	Logger *slog.Logger
+	// Guard authorizes and throttles every call in the name of the Kafka
+	// connection's principal (authz.go). Nil: nothing is checked.
+	Guard *guard.Guard
 }
 
 // Gateway is the part of GatewayService the bridge calls: a
@@ -67,6 +71,12 @@ func New(cfg Config) (*Bridge, error) {
 	}
 	if cfg.HTTPClient == nil {
 		return nil, errors.New("kafkabridge: Config.HTTPClient is required")
+	}
+	if cfg.Guard != nil {
+		cfg.Gateway = guardedGateway{Gateway: cfg.Gateway, g: cfg.Guard}
+		if cfg.Storage != nil {
+			cfg.Storage = guardedStorage{StorageServiceClient: cfg.Storage, g: cfg.Guard}
+		}
 	}
 	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups()}
 	if b.log == nil {

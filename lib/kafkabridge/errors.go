@@ -102,6 +102,9 @@ func kafkaCode(err error, p plane) int16 {
 	if err == nil {
 		return errNone
 	}
+	if c, ok := deniedCode(err); ok {
+		return c
+	}
 	return detailCode(apierr.AsDetail(err), p, err)
 }
 

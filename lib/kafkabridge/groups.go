@@ -15,6 +15,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -130,6 +131,9 @@ func (b *Bridge) coordinator(ctx context.Context, group string) (coordinatorv1co
 	c := g.coords[addr]
 	if c == nil {
 		c = coordinatorv1connect.NewCoordinatorServiceClient(b.cfg.HTTPClient, addr, b.cfg.ClientOptions...)
+		if b.cfg.Guard != nil {
+			c = guardedCoordinator{CoordinatorServiceClient: c, g: b.cfg.Guard}
+		}
 		g.coords[addr] = c
 	}
 	return c, nil
@@ -165,6 +169,10 @@ func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.F
 		case req.CoordinatorType != 0:
 			// Transaction coordinators: Strata has no transactions yet.
 			c.ErrorCode = errUnsupportedVersion
+		case b.cfg.Guard != nil && !b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Group, key):
+			// As Kafka: describe on the group, as for the Connect API's
+			// FindCoordinator.
+			c.ErrorCode = errGroupAuthorizationFailed
 		case !ok:
 			c.ErrorCode = errCoordinatorNotAvailable
 		default:

@@ -2,12 +2,14 @@ package kafkabridge
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 
 	"github.com/strata-mq/strata/lib/kafkawire"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
 // ListenerConfig is a service's Kafka protocol listener: the
@@ -38,9 +40,9 @@ func (c *ListenerConfig) RegisterFlags(f *serve.Flags, withGateway bool) {
 	}
 }
 
-// Validate adds the listener's problems to p. The listener has no TLS or
-// SASL yet, so it refuses to open on a process that requires
-// authentication: it would let anyone past the ACLs.
+// Validate adds the listener's problems to p. The listener takes the
+// process's security as it is (TLS from --tls-cert, SASL and ACLs with
+// --require-auth), so sec needs no check of its own here.
 func (c *ListenerConfig) Validate(p *serve.Problems, sec *serve.Security, withGateway bool) {
 	if c.Listen == "" {
 		return
@@ -52,9 +54,6 @@ func (c *ListenerConfig) Validate(p *serve.Problems, sec *serve.Security, withGa
 		if err := serve.CheckKafkaURL(serve.KafkaScheme + c.Advertise); err != nil {
 			p.Flag("kafka-advertise", c.Advertise, "want host:port")
 		}
-	}
-	if sec.RequireAuth || sec.TLSEnabled() {
-		p.Flag("kafka-listener", c.Listen, "the Kafka listener has no TLS or SASL yet, so it cannot run with --tls-cert or --require-auth")
 	}
 	if withGateway {
 		if urls, err := serve.ParseURLs(c.Gateway); err != nil {
@@ -117,18 +116,33 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 		cfg.HTTPClient = p.HTTPClient()
 		cfg.ClientOptions = append(cfg.ClientOptions, p.ConnectOption())
 	}
+	if cfg.Guard == nil {
+		cfg.Guard = p.Guard()
+	}
 	b, err := New(cfg)
 	if err != nil {
 		l.ln.Close()
 		return err
 	}
-	srv, err := kafkawire.NewServer(kafkawire.Config{APIs: b.APIs(), Logger: cfg.Logger})
+	srv, err := kafkawire.NewServer(kafkawire.Config{APIs: b.APIs(), Logger: cfg.Logger, Auth: Auth(cfg.Guard)})
 	if err != nil {
 		l.ln.Close()
 		return err
 	}
+	// TLS from the process's certificate source, as on its Connect
+	// listener: reloads apply to new connections, and a client
+	// certificate, when given, is verified against --tls-client-ca.
+	ln := l.ln
+	if src := p.TLS(); src != nil {
+		tc, err := src.ServerConfig(tlsconfig.VerifyClientCertIfGiven)
+		if err != nil {
+			l.ln.Close()
+			return err
+		}
+		ln = tls.NewListener(l.ln, tc)
+	}
 	go func() {
-		if err := srv.Serve(l.ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
 			cfg.Logger.Error("kafka listener stopped", "err", err)
 		}
 	}()

@@ -13,6 +13,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -180,6 +181,10 @@ func (b *Bridge) metadata(ctx context.Context, version int16, req *kmsg.Metadata
 			kt.Topic, kt.TopicID, kt.ErrorCode = rt.Topic, rt.TopicID, errUnknownTopicOrPartition
 			if rt.Topic == nil || *rt.Topic == "" {
 				kt.ErrorCode = errUnknownTopicID
+			} else if g := b.cfg.Guard; g != nil && !g.Allowed(ctx, acl.Describe, acl.Topic, *rt.Topic) {
+				// As Kafka: a named topic the principal may not describe,
+				// whether it exists or not.
+				kt.ErrorCode = errTopicAuthorizationFailed
 			}
 			resp.Topics = append(resp.Topics, kt)
 		}

@@ -26,6 +26,16 @@ func FuzzDecode(f *testing.F) {
 			f.Add(encodeRequest(1, req)[4:])
 		}
 	}
+	// SaslAuthenticate carrying the messages of the mechanisms the Kafka
+	// listener offers, well formed and not.
+	for _, msg := range []string{"\x00alice\x00strata_token", "a\x00b\x00c\x00d", "", "n,,\x01auth=Bearer eyJ.x.y\x01\x01", "n,,\x01\x01"} {
+		for _, v := range []int16{0, 1, 2} {
+			sa := kmsg.NewPtrSASLAuthenticateRequest()
+			sa.SetVersion(v)
+			sa.SASLAuthBytes = []byte(msg)
+			f.Add(encodeRequest(1, sa)[4:])
+		}
+	}
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.SetVersion(3)
 	f.Add(encodeRequest(1, av)[4:])

@@ -78,6 +78,10 @@ type Config struct {
 	// MaxInFlight bounds the requests of one connection read ahead of
 	// their answers; 0 means DefaultMaxInFlight.
 	MaxInFlight int
+	// Auth authenticates connections (TLS client certificates, SASL).
+	// Nil: no SASL, and every connection is served in the server's
+	// context.
+	Auth *Auth
 }
 
 // Server serves Kafka's protocol on any number of listeners. Safe for
@@ -118,6 +122,8 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("kafkawire: unknown API key %d", a.Key)
 		case a.Key == kmsg.ApiVersions:
 			return nil, errors.New("kafkawire: ApiVersions is served by the server itself")
+		case cfg.Auth != nil && len(cfg.Auth.Mechanisms) > 0 && (a.Key == kmsg.SASLHandshake || a.Key == kmsg.SASLAuthenticate):
+			return nil, fmt.Errorf("kafkawire: %s is served by the server itself when Auth has mechanisms", a.Key.Name())
 		case a.Handle == nil:
 			return nil, fmt.Errorf("kafkawire: %s has no handler", a.Key.Name())
 		case a.MinVersion < 0 || a.MinVersion > a.MaxVersion:
@@ -130,8 +136,22 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	apis[kmsg.ApiVersions] = API{Key: kmsg.ApiVersions, MinVersion: 0, MaxVersion: min(3, kmsg.NewPtrApiVersionsRequest().MaxVersion())}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, apis: apis, log: log, ctx: ctx, cancel: cancel,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}, nil
+	s := &Server{cfg: cfg, apis: apis, log: log, ctx: ctx, cancel: cancel,
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	if cfg.Auth != nil {
+		for _, m := range cfg.Auth.Mechanisms {
+			if m.Name == "" || m.Authenticate == nil {
+				cancel()
+				return nil, errors.New("kafkawire: a SASL mechanism needs a name and Authenticate")
+			}
+		}
+		if len(cfg.Auth.Mechanisms) > 0 {
+			for _, a := range s.saslAPIs() {
+				apis[a.Key] = a
+			}
+		}
+	}
+	return s, nil
 }
 
 // Versions returns the served API keys and version ranges, sorted by key:
@@ -225,6 +245,11 @@ func (s *Server) serveConn(c net.Conn) {
 	defer cancel()
 	defer c.Close()
 	remote := c.RemoteAddr().String()
+	st, err := s.startConn(ctx, c)
+	if err != nil {
+		s.log.Debug("kafka: connection refused", "remote", remote, "err", err)
+		return
+	}
 	pending := make(chan chan outcome, s.cfg.MaxInFlight)
 	writerDone := make(chan struct{})
 	go func() {
@@ -285,7 +310,7 @@ func (s *Server) serveConn(c net.Conn) {
 		go func(prev <-chan struct{}) {
 			defer close(done)
 			<-prev
-			slot <- s.handle(ctx, req)
+			slot <- s.handle(st, req)
 		}(prev)
 		prev = done
 	}
@@ -405,7 +430,7 @@ func (s *Server) decode(frame []byte, remote string) (*Request, *outcome) {
 }
 
 // handle runs a request's handler and encodes what it returns.
-func (s *Server) handle(ctx context.Context, req *Request) (o outcome) {
+func (s *Server) handle(st *connState, req *Request) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("kafka: handler panic", "api", req.Key.Name(), "panic", r, "stack", string(debug.Stack()))
@@ -414,15 +439,44 @@ func (s *Server) handle(ctx context.Context, req *Request) (o outcome) {
 	}()
 	var resp kmsg.Response
 	var err error
-	if req.Key == kmsg.ApiVersions {
+	if !s.admit(st, req) {
+		// Refused before authentication: the connection closes without
+		// an answer, as a Kafka broker's SASL listener does. (An error
+		// response could read as success: Metadata, for one, has no
+		// error code below v13.)
+		return outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
+	}
+	switch req.Key {
+	case kmsg.ApiVersions:
 		r := kmsg.NewPtrApiVersionsResponse()
 		r.ApiKeys = s.Versions()
 		resp = r
-	} else {
-		resp, err = s.apis[req.Key].Handle(ctx, req)
+	case kmsg.SASLHandshake:
+		if s.apis[req.Key].Handle == nil {
+			var closeAfter bool
+			resp, closeAfter = s.saslHandshake(st, req.Body.(*kmsg.SASLHandshakeRequest))
+			if closeAfter {
+				err = errors.New("kafkawire: SaslHandshake after authentication (re-authentication is not offered)")
+			}
+			break
+		}
+		resp, err = s.apis[req.Key].Handle(st.ctx, req)
+	case kmsg.SASLAuthenticate:
+		if s.apis[req.Key].Handle == nil {
+			resp, err = s.saslAuthenticate(st, req.Body.(*kmsg.SASLAuthenticateRequest))
+			break
+		}
+		resp, err = s.apis[req.Key].Handle(st.ctx, req)
+	default:
+		resp, err = s.apis[req.Key].Handle(st.ctx, req)
 	}
 	if err != nil {
-		return outcome{close: true, err: fmt.Errorf("%s: %w", req.Key.Name(), err)}
+		o := outcome{close: true, err: fmt.Errorf("%s: %w", req.Key.Name(), err)}
+		if resp != nil {
+			resp.SetVersion(req.Version)
+			o.frame = encodeResponse(req.Header, req.Version, resp.IsFlexible(), resp)
+		}
+		return o
 	}
 	if resp == nil {
 		return outcome{}

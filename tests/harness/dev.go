@@ -41,6 +41,10 @@ type DevClusterFile struct {
 	Processes []DevProcess `json:"processes"`
 	// KafkaBootstrap is gateway 1's Kafka listener (host:port).
 	KafkaBootstrap string `json:"kafka_bootstrap"`
+	// KafkaSecurityProtocol is PLAINTEXT, or SASL_SSL with --secure.
+	KafkaSecurityProtocol string `json:"kafka_security_protocol"`
+	// TLSCA is the dev CA's certificate with --secure.
+	TLSCA string `json:"tls_ca"`
 }
 
 // DevProcess is one process in cluster.json.

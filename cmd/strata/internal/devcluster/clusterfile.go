@@ -25,8 +25,13 @@ type clusterFile struct {
 	Gateways []string `json:"gateways"`
 	// KafkaBootstrap is the host:port Kafka clients bootstrap from
 	// (gateway 1's Kafka listener, P+5); absent when the cluster has no
-	// Kafka listeners (--secure).
+	// Kafka listeners.
 	KafkaBootstrap string `json:"kafka_bootstrap,omitempty"`
+	// KafkaSecurityProtocol is what Kafka clients set as
+	// security.protocol: PLAINTEXT, or SASL_SSL for a secure cluster
+	// (TLS verified by TLSCA; SASL PLAIN or OAUTHBEARER, or the admin's
+	// client certificate with SSL). Absent without Kafka listeners.
+	KafkaSecurityProtocol string `json:"kafka_security_protocol,omitempty"`
 	// Controllers are the controllers' API base URLs in id order.
 	Controllers []string `json:"controllers"`
 	// PID is the pid of `strata dev` itself: SIGTERM to it stops the cluster.

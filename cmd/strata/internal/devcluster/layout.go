@@ -129,8 +129,8 @@ type procSpec struct {
 	// (a controller's etcd ports), each with what it is for.
 	extraPorts []portUse
 	// kafkaPort is the port of the process's Kafka protocol listener; 0
-	// for none (controllers, tiering, gateways after the first, and every
-	// process of a secure cluster: the listener has no TLS yet).
+	// for none (controllers, tiering, gateways after the first). In a
+	// secure cluster it speaks TLS and SASL like the process's API.
 	kafkaPort int
 }
 
@@ -288,12 +288,9 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	}
 	ctrlURLs := pl.controllerURLs()
 
-	// withKafka gives s a Kafka listener on port, except in a secure
-	// cluster.
+	// withKafka gives s a Kafka listener on port; in a secure cluster it
+	// takes the process's TLS and --require-auth (SASL_SSL).
 	withKafka := func(s *procSpec, p *launch.Process, port int) {
-		if secure {
-			return
-		}
 		s.kafkaPort = port
 		s.extraPorts = append(s.extraPorts, portUse{port, s.name() + " kafka"})
 		p.KafkaListener = hostPort(port)

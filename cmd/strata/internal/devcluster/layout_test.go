@@ -138,12 +138,12 @@ func TestSecurePlanArgv(t *testing.T) {
 	want := []string{
 		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text " + sec("controller-1") +
 			" --id 1 --data-dir /d/controller-1 --peers 1=http://127.0.0.1:9293 --etcd-client-port 9303",
-		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --admin-listen 127.0.0.1:9203 --log-format text " + sec("storage-1") +
+		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --kafka-listener 127.0.0.1:9133 --admin-listen 127.0.0.1:9203 --log-format text " + sec("storage-1") +
 			" --node-id 1 --advertise https://127.0.0.1:9103 --data-dir /d/storage-1 --controller https://127.0.0.1:9093 --tiering https://127.0.0.1:9095" +
-			" --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --admin-listen 127.0.0.1:9192 --log-format text " + sec("gateway-1") +
+			" --gateway https://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
+		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --kafka-listener 127.0.0.1:9097 --admin-listen 127.0.0.1:9192 --log-format text " + sec("gateway-1") +
 			" --controller https://127.0.0.1:9093 --coordinator https://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
-		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --admin-listen 127.0.0.1:9194 --log-format text " + sec("coordinator-1") +
+		"coordinator-1: /bin/strata-coordinator --listen 127.0.0.1:9094 --kafka-listener 127.0.0.1:9098 --admin-listen 127.0.0.1:9194 --log-format text " + sec("coordinator-1") +
 			" --instance-id coordinator-1 --advertise-url https://127.0.0.1:9094 --data-dir /d/coordinator-1 --gateway https://127.0.0.1:9092" +
 			" --controller https://127.0.0.1:9093 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"tiering-1: /bin/strata-tiering --listen 127.0.0.1:9095 --admin-listen 127.0.0.1:9195 --log-format text " + sec("tiering-1") +
@@ -180,13 +180,15 @@ func TestKafkaPorts(t *testing.T) {
 			t.Errorf("%s Kafka port %d, want %d", s.name(), s.kafkaPort, want)
 		}
 	}
+	// A secure cluster opens the same listeners; they take the
+	// process's TLS and --require-auth.
 	secure := makePlan("/d", base, 1, 3, 1, map[string]string{}, true)
-	for _, s := range secure.all() {
-		if s.kafkaPort != 0 || slices.Contains(s.argv, "--kafka-listener") {
-			t.Errorf("secure %s has a Kafka listener", s.name())
+	for _, s := range secure.storage {
+		if s.kafkaPort == 0 || !slices.Contains(s.argv, "--kafka-listener") || !slices.Contains(s.argv, "--require-auth") {
+			t.Errorf("secure %s: Kafka port %d, argv %v", s.name(), s.kafkaPort, s.argv)
 		}
 	}
-	if secure.kafkaBootstrap() != "" {
-		t.Errorf("secure cluster has a Kafka bootstrap")
+	if got := secure.kafkaBootstrap(); got != hostPort(base+5) {
+		t.Errorf("secure cluster's Kafka bootstrap %q", got)
 	}
 }

@@ -394,6 +394,12 @@ func (c *cluster) writeClusterFile() error {
 	}
 	f.Postgres = c.plan.postgres
 	f.KafkaBootstrap = c.plan.kafkaBootstrap()
+	if f.KafkaBootstrap != "" {
+		f.KafkaSecurityProtocol = "PLAINTEXT"
+		if c.plan.secure {
+			f.KafkaSecurityProtocol = "SASL_SSL"
+		}
+	}
 	for _, p := range c.procs {
 		var kafka string
 		if p.kafkaPort != 0 {
@@ -442,7 +448,15 @@ func (c *cluster) printReady() {
 	fmt.Fprintf(w, "  strata topic create orders -p 12 -r %d\n", min(3, c.opts.storageNodes))
 	fmt.Fprintf(w, "  seq 10 | strata produce orders\n")
 	fmt.Fprintf(w, "  strata consume orders -e\n")
-	if kb := c.plan.kafkaBootstrap(); kb != "" {
+	if kb := c.plan.kafkaBootstrap(); kb != "" && c.plan.secure {
+		ca, _ := caFiles(c.opts.dir)
+		cert, key := certFiles(c.opts.dir, adminUser)
+		fmt.Fprintf(w, "  kcat -b %s -X security.protocol=SSL -X ssl.ca.location=%s -X ssl.certificate.location=%s -X ssl.key.location=%s -L   # as the admin, by its certificate\n",
+			kb, shellQuote(ca), shellQuote(cert), shellQuote(key))
+		fmt.Fprintf(w, "  strata user create alice > alice.env   # then, as alice with her token (SASL PLAIN, username = the user):\n")
+		fmt.Fprintf(w, "  kcat -b %s -X security.protocol=SASL_SSL -X sasl.mechanisms=PLAIN -X sasl.username=alice -X sasl.password=\"$(cut -d= -f2- alice.env)\" -X ssl.ca.location=%s -L\n",
+			kb, shellQuote(ca))
+	} else if kb != "" {
 		fmt.Fprintf(w, "  kcat -b %s -L            # Kafka clients bootstrap from %s\n", kb, kb)
 	}
 	fmt.Fprintf(w, "\nCtrl-C stops the cluster.\n")

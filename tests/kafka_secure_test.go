@@ -1,0 +1,248 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// TestKafkaSecure runs Kafka clients against the Kafka listeners of
+// `strata dev --secure` (docs/kafka.md, "Security"): TLS verified by the
+// dev CA and SASL with Strata tokens. The admin's token (User:admin, a
+// super user) produces and consumes with franz-go over SASL PLAIN; a user
+// granted read on one topic sees only that topic in Metadata, reads it,
+// and is refused TOPIC_AUTHORIZATION_FAILED when producing to it, over
+// OAUTHBEARER as over PLAIN, and its consumer group needs read on the
+// group; a wrong token fails authentication; kcat -L works with SASL_SSL
+// and with the admin's certificate over SSL.
+func TestKafkaSecure(t *testing.T) {
+	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
+	ctx := harness.Deadline(t, 3*time.Minute)
+	if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+5); d.File.KafkaBootstrap != want || d.File.KafkaSecurityProtocol != "SASL_SSL" {
+		t.Fatalf("cluster.json: kafka_bootstrap %q, kafka_security_protocol %q; want %s, SASL_SSL", d.File.KafkaBootstrap, d.File.KafkaSecurityProtocol, want)
+	}
+	admin := readAdminEnv(t, filepath.Join(d.Dir, "admin.env"))
+	var adminEnv []string
+	for k, v := range admin {
+		adminEnv = append(adminEnv, k+"="+v)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		r := runCLIEnv(cctx, t, d.Strata, adminEnv, "", args...)
+		if r.code != 0 {
+			t.Fatalf("strata %s: exit %d, stderr %q", strings.Join(args, " "), r.code, r.stderr)
+		}
+		return r.stdout
+	}
+	tokenOf := func(user string) string {
+		return strings.TrimPrefix(strings.TrimSpace(cli("user", "create", user)), "STRATA_TOKEN=")
+	}
+	cli("topic", "create", "granted", "-p", "1", "-r", "1")
+	cli("topic", "create", "hidden", "-p", "1", "-r", "1")
+	adminToken, readerToken := tokenOf("admin"), tokenOf("reader")
+	cli("acl", "create", "--principal", "User:reader", "--allow", "read", "--topic", "granted")
+
+	caPEM, err := os.ReadFile(d.File.TLSCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("no CA in " + d.File.TLSCA)
+	}
+	client := func(mech kgo.Opt, opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(d.File.KafkaBootstrap),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}), mech}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	plainAs := func(user, token string) kgo.Opt {
+		return kgo.SASL(plain.Auth{User: user, Pass: token}.AsMechanism())
+	}
+
+	// The tokens reach the gateway within a second (metadata stream).
+	adminCl := client(plainAs("admin", adminToken))
+	testwait.Until(t, 30*time.Second, "the admin's token to authenticate on the Kafka listener", func() error {
+		return adminCl.Ping(ctx)
+	})
+	t.Run("admin produces and consumes", func(t *testing.T) {
+		for i := range 3 {
+			r := &kgo.Record{Topic: "granted", Value: fmt.Appendf(nil, "r%d", i)}
+			if err := adminCl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce as the admin: %v", err)
+			}
+		}
+		cons := client(plainAs("admin", adminToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		got := pollUntil(t, ctx, cons, 3)
+		if string(got[0].Value) != "r0" || got[2].Offset != 2 {
+			t.Fatalf("consumed %q at %d ..", got[0].Value, got[0].Offset)
+		}
+	})
+
+	t.Run("reader sees and reads one topic, may not produce", func(t *testing.T) {
+		for _, mech := range []kgo.Opt{plainAs("reader", readerToken), kgo.SASL(oauth.Auth{Token: readerToken}.AsMechanism())} {
+			cl := client(mech)
+			var topics []string
+			testwait.Until(t, 30*time.Second, "the reader's token and grant to apply", func() error {
+				md, err := kadm.NewClient(cl).Metadata(ctx)
+				if err != nil {
+					return err
+				}
+				topics = md.Topics.Names()
+				if !slices.Equal(topics, []string{"granted"}) {
+					return fmt.Errorf("metadata lists %v", topics)
+				}
+				return nil
+			})
+			for _, topic := range []string{"granted", "hidden"} {
+				err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("nope")}).FirstErr()
+				if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+					t.Fatalf("reader's produce to %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, err)
+				}
+			}
+		}
+		cons := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if got := pollUntil(t, ctx, cons, 3); len(got) != 3 {
+			t.Fatalf("reader consumed %d records, want the admin's 3", len(got))
+		}
+	})
+
+	t.Run("reader's group needs read on the group", func(t *testing.T) {
+		denied := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumerGroup("ungranted"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for {
+			fs := denied.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatal("no GROUP_AUTHORIZATION_FAILED before the deadline")
+			}
+			if err := fs.Err0(); errors.Is(err, kerr.GroupAuthorizationFailed) {
+				break
+			} else if len(fs.Records()) > 0 {
+				t.Fatalf("group ungranted consumed %d records", len(fs.Records()))
+			}
+		}
+		denied.Close()
+		cli("acl", "create", "--principal", "User:reader", "--allow", "read", "--group", "readers")
+		var cons *kgo.Client
+		testwait.Until(t, 30*time.Second, "the group grant to apply", func() error {
+			if cons != nil {
+				cons.Close()
+			}
+			cons = client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumerGroup("readers"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			fs := cons.PollFetches(pctx)
+			if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			if n := len(fs.Records()); n == 0 {
+				return errors.New("no records yet")
+			}
+			return nil
+		})
+		if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+			t.Fatalf("commit as the reader: %v", err)
+		}
+	})
+
+	t.Run("wrong credentials fail authentication", func(t *testing.T) {
+		for name, mech := range map[string]kgo.Opt{
+			"unknown token":       plainAs("reader", "strata_"+strings.Repeat("A", 43)),
+			"another user's name": plainAs("admin", readerToken),
+		} {
+			err := client(mech, kgo.RequestRetries(0)).Ping(ctx)
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+				t.Errorf("%s: %v, want SASL_AUTHENTICATION_FAILED", name, err)
+			}
+		}
+		// TLS without SASL or a client certificate: Metadata is refused
+		// and the connection closed.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.File.KafkaBootstrap), kgo.RequestRetries(0),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if _, err := kadm.NewClient(cl).Metadata(pctx); err == nil {
+			t.Error("Metadata without authentication answered")
+		}
+	})
+
+	t.Run("kcat -L over SASL_SSL and SSL", func(t *testing.T) {
+		kcat, err := exec.LookPath("kcat")
+		if err != nil {
+			t.Fatal("kcat is not installed (Debian package kcat; .ci/run installs it)")
+		}
+		tlsDir := filepath.Join(d.Dir, "tls")
+		for name, opts := range map[string][]string{
+			// The admin's token over SASL PLAIN.
+			"SASL_SSL": {"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
+				"-X", "sasl.username=admin", "-X", "sasl.password=" + adminToken},
+			// The admin's client certificate, as the ready block prints.
+			"SSL": {"-X", "security.protocol=SSL", "-X", "ssl.certificate.location=" + filepath.Join(tlsDir, "admin.pem"),
+				"-X", "ssl.key.location=" + filepath.Join(tlsDir, "admin-key.pem")},
+		} {
+			kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			args := append([]string{"-b", d.File.KafkaBootstrap, "-L", "-X", "ssl.ca.location=" + d.File.TLSCA}, opts...)
+			cmd := exec.CommandContext(kctx, kcat, args...)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			cancel()
+			if err != nil {
+				t.Fatalf("kcat -L over %s: %v: %s", name, err, errb.String())
+			}
+			for _, want := range []string{`topic "granted"`, `topic "hidden"`, "1 brokers"} {
+				if !strings.Contains(out.String(), want) {
+					t.Fatalf("kcat -L over %s lacks %q:\n%s", name, want, out.String())
+				}
+			}
+		}
+	})
+}
+
+// pollUntil polls cl until it has want records.
+func pollUntil(t *testing.T, ctx context.Context, cl *kgo.Client, want int) []*kgo.Record {
+	t.Helper()
+	var out []*kgo.Record
+	for len(out) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d records before the deadline, want %d", len(out), want)
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if errors.Is(err, kerr.TopicAuthorizationFailed) {
+				t.Fatalf("fetch %s-%d: %v", topic, p, err)
+			}
+		})
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
