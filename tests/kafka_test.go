@@ -284,6 +284,44 @@ func TestKafkaClients(t *testing.T) {
 		}
 	})
 
+	// FindCoordinator names the coordinator's own Kafka listener, as
+	// cluster.json gives it, and Metadata lists it under that broker id.
+	t.Run("FindCoordinator names the coordinator", func(t *testing.T) {
+		var want string
+		for _, p := range d.File.Processes {
+			if p.Service == "coordinator" {
+				want = p.KafkaAddress
+			}
+		}
+		if want == "" {
+			t.Fatalf("no coordinator kafka_address in cluster.json: %+v", d.File.Processes)
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys = "find-me", []string{"find-me"}
+		resp, err := req.RequestWith(ctx, kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0 {
+			t.Fatalf("FindCoordinator: %+v", resp.Coordinators)
+		}
+		c := resp.Coordinators[0]
+		if got := fmt.Sprintf("%s:%d", c.Host, c.Port); got != want {
+			t.Fatalf("FindCoordinator named %s (node %d), want the coordinator's %s", got, c.NodeID, want)
+		}
+		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := false
+		for _, b := range md.Brokers {
+			listed = listed || (b.NodeID == c.NodeID && fmt.Sprintf("%s:%d", b.Host, b.Port) == want)
+		}
+		if !listed {
+			t.Fatalf("Metadata brokers %+v lack the coordinator %d at %s", md.Brokers, c.NodeID, want)
+		}
+	})
+
 	// Transactions are refused with the protocol's error, not a hang or a
 	// closed connection.
 	t.Run("transactions refused", func(t *testing.T) {

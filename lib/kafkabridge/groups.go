@@ -17,6 +17,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/serve"
 )
 
 // Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
@@ -42,7 +43,8 @@ import (
 //
 // The member state kept here (the coordinator epoch behind a generation,
 // what the member owns) lives in the bridge the client talks to:
-// FindCoordinator names one broker per group (a storage node chosen by
+// FindCoordinator names one broker per group (the owning coordinator's
+// Kafka listener, or, when it has none, a storage node chosen by
 // the group id), so a group's classic members meet in one bridge. When
 // that bridge restarts, its members get UNKNOWN_MEMBER_ID and join again;
 // the coordinator expires their old identities after its session timeout.
@@ -139,9 +141,10 @@ func (b *Bridge) coordinator(ctx context.Context, group string) (coordinatorv1co
 	return c, nil
 }
 
-// groupBroker is the broker FindCoordinator names for a key: one of the
-// live brokers, chosen by a hash of the key, so every bridge answers
-// alike and a group's members meet in one bridge.
+// groupBroker is the broker FindCoordinator names for a key when its
+// coordinator has no Kafka listener: one of the live brokers, chosen by a
+// hash of the key, so every bridge answers alike and a group's members
+// meet in one bridge.
 func groupBroker(bs []broker, key string) (broker, bool) {
 	if len(bs) == 0 {
 		return broker{}, false
@@ -149,6 +152,19 @@ func groupBroker(bs []broker, key string) (broker, bool) {
 	h := fnv.New32a()
 	h.Write([]byte(key))
 	return bs[h.Sum32()%uint32(len(bs))], true
+}
+
+// groupCoordinator is the broker FindCoordinator names for group: the
+// Kafka listener of the coordinator instance that owns it, as the gateway
+// locates it, or else groupBroker's storage node.
+func (b *Bridge) groupCoordinator(ctx context.Context, bs []broker, group string) (broker, bool) {
+	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group, Listener: serve.KafkaListenerName}))
+	if err == nil {
+		if br, ok := coordinatorBroker(loc.Msg.GetCoordinatorId(), loc.Msg.GetAddress(), bs); ok {
+			return br, true
+		}
+	}
+	return groupBroker(bs, group)
 }
 
 func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
@@ -165,7 +181,7 @@ func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.F
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.NodeID = key, -1
-		switch br, ok := groupBroker(bs, key); {
+		switch {
 		case req.CoordinatorType != 0:
 			// Transaction coordinators: Strata has no transactions yet.
 			c.ErrorCode = errUnsupportedVersion
@@ -173,10 +189,12 @@ func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.F
 			// As Kafka: describe on the group, as for the Connect API's
 			// FindCoordinator.
 			c.ErrorCode = errGroupAuthorizationFailed
-		case !ok:
-			c.ErrorCode = errCoordinatorNotAvailable
 		default:
-			c.NodeID, c.Host, c.Port = br.id, br.host, br.port
+			if br, ok := b.groupCoordinator(ctx, bs, key); ok {
+				c.NodeID, c.Host, c.Port = br.id, br.host, br.port
+			} else {
+				c.ErrorCode = errCoordinatorNotAvailable
+			}
 		}
 		resp.Coordinators = append(resp.Coordinators, c)
 	}

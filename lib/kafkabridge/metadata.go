@@ -121,7 +121,7 @@ func (b *Bridge) metadata(ctx context.Context, version int16, req *kmsg.Metadata
 		return nil, err
 	}
 	bs := brokers(md.GetNodes())
-	for _, br := range bs {
+	for _, br := range append(slices.Clip(bs), coordinatorBrokers(md.GetKafkaCoordinators(), bs)...) {
 		kb := kmsg.NewMetadataResponseBroker()
 		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
 		resp.Brokers = append(resp.Brokers, kb)
@@ -202,7 +202,7 @@ func (b *Bridge) describeCluster(ctx context.Context, version int16, req *kmsg.D
 	resp.ClusterID = md.GetClusterId()
 	bs := brokers(md.GetNodes())
 	resp.ControllerID = controllerID(bs)
-	for _, br := range bs {
+	for _, br := range append(slices.Clip(bs), coordinatorBrokers(md.GetKafkaCoordinators(), bs)...) {
 		kb := kmsg.NewDescribeClusterResponseBroker()
 		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
 		resp.Brokers = append(resp.Brokers, kb)

@@ -189,8 +189,13 @@ type MetadataResponse struct {
 	// Metadata version (etcd revision) the answer reflects; lets a client ignore answers older
 	// than one it already has.
 	MetadataVersion int64 `protobuf:"varint,5,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Coordinator instances with a Kafka listener that this gateway has located through
+	// FindCoordinator with listener "kafka", sorted by node_id: node_id is the broker id Kafka's
+	// FindCoordinator names them by (from 2146435072 up, see docs/kafka.md) and their only
+	// listener is the one named "kafka". Kafka's Metadata lists them as brokers.
+	KafkaCoordinators []*v1.Node `protobuf:"bytes,6,rep,name=kafka_coordinators,json=kafkaCoordinators,proto3" json:"kafka_coordinators,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MetadataResponse) Reset() {
@@ -258,11 +263,22 @@ func (x *MetadataResponse) GetMetadataVersion() int64 {
 	return 0
 }
 
+func (x *MetadataResponse) GetKafkaCoordinators() []*v1.Node {
+	if x != nil {
+		return x.KafkaCoordinators
+	}
+	return nil
+}
+
 // FindCoordinatorRequest names a group.
 type FindCoordinatorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Group id.
-	GroupId       string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Name of the owning instance's listener whose address to answer; empty means the
+	// gateway's --client-listener. The Kafka bridge asks for "kafka", the coordinator's Kafka
+	// listener (kafka://host:port); an owner without that listener answers its default address.
+	Listener      string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -300,6 +316,13 @@ func (*FindCoordinatorRequest) Descriptor() ([]byte, []int) {
 func (x *FindCoordinatorRequest) GetGroupId() string {
 	if x != nil {
 		return x.GroupId
+	}
+	return ""
+}
+
+func (x *FindCoordinatorRequest) GetListener() string {
+	if x != nil {
+		return x.Listener
 	}
 	return ""
 }
@@ -4592,16 +4615,18 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\")\n" +
 	"\x0fMetadataRequest\x12\x16\n" +
-	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xea\x01\n" +
+	"\x06topics\x18\x01 \x03(\tR\x06topics\"\xb1\x02\n" +
 	"\x10MetadataResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12,\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x16.strata.common.v1.NodeR\x05nodes\x127\n" +
 	"\x06topics\x18\x03 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x12%\n" +
 	"\x0eunknown_topics\x18\x04 \x03(\tR\runknownTopics\x12)\n" +
-	"\x10metadata_version\x18\x05 \x01(\x03R\x0fmetadataVersion\"3\n" +
+	"\x10metadata_version\x18\x05 \x01(\x03R\x0fmetadataVersion\x12E\n" +
+	"\x12kafka_coordinators\x18\x06 \x03(\v2\x16.strata.common.v1.NodeR\x11kafkaCoordinators\"O\n" +
 	"\x16FindCoordinatorRequest\x12\x19\n" +
-	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"Z\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1a\n" +
+	"\blistener\x18\x02 \x01(\tR\blistener\"Z\n" +
 	"\x17FindCoordinatorResponse\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x17\n" +
@@ -5058,128 +5083,129 @@ var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
 	75,  // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
 	76,  // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
-	73,  // 2: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	77,  // 3: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	77,  // 4: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	14,  // 5: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	78,  // 6: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	79,  // 7: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	74,  // 8: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	80,  // 9: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	81,  // 10: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	82,  // 11: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	21,  // 12: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	83,  // 13: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	84,  // 14: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	24,  // 15: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
-	78,  // 16: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
-	85,  // 17: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	86,  // 18: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	87,  // 19: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	88,  // 20: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	32,  // 21: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	89,  // 22: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
-	33,  // 23: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	35,  // 24: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	78,  // 25: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	90,  // 26: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	38,  // 27: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
-	33,  // 28: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	91,  // 29: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	92,  // 30: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	93,  // 31: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	94,  // 32: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	95,  // 33: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	95,  // 34: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	82,  // 35: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	94,  // 36: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	77,  // 37: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	96,  // 38: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	86,  // 39: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	97,  // 40: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	98,  // 41: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	98,  // 42: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	99,  // 43: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	100, // 44: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	99,  // 45: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	100, // 46: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	99,  // 47: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	101, // 48: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	101, // 49: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	81,  // 50: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	69,  // 51: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
-	70,  // 52: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
-	75,  // 53: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
-	102, // 54: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
-	2,   // 55: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	4,   // 56: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	6,   // 57: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	8,   // 58: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	10,  // 59: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	12,  // 60: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	15,  // 61: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	17,  // 62: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	19,  // 63: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	22,  // 64: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	25,  // 65: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	27,  // 66: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	29,  // 67: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	31,  // 68: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	36,  // 69: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	39,  // 70: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
-	41,  // 71: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
-	43,  // 72: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
-	45,  // 73: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
-	47,  // 74: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
-	49,  // 75: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
-	0,   // 76: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
-	51,  // 77: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
-	53,  // 78: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
-	55,  // 79: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
-	57,  // 80: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
-	59,  // 81: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
-	61,  // 82: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
-	63,  // 83: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
-	65,  // 84: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
-	67,  // 85: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
-	71,  // 86: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
-	3,   // 87: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	5,   // 88: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	7,   // 89: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	9,   // 90: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	11,  // 91: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	13,  // 92: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	16,  // 93: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	18,  // 94: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	20,  // 95: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	23,  // 96: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	26,  // 97: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	28,  // 98: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	30,  // 99: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	34,  // 100: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	37,  // 101: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	40,  // 102: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
-	42,  // 103: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
-	44,  // 104: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
-	46,  // 105: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
-	48,  // 106: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
-	50,  // 107: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
-	1,   // 108: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
-	52,  // 109: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
-	54,  // 110: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
-	56,  // 111: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
-	58,  // 112: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
-	60,  // 113: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
-	62,  // 114: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
-	64,  // 115: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
-	66,  // 116: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
-	68,  // 117: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
-	72,  // 118: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
-	87,  // [87:119] is the sub-list for method output_type
-	55,  // [55:87] is the sub-list for method input_type
-	55,  // [55:55] is the sub-list for extension type_name
-	55,  // [55:55] is the sub-list for extension extendee
-	0,   // [0:55] is the sub-list for field type_name
+	75,  // 2: strata.gateway.v1.MetadataResponse.kafka_coordinators:type_name -> strata.common.v1.Node
+	73,  // 3: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	77,  // 4: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	77,  // 5: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	14,  // 6: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
+	78,  // 7: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	79,  // 8: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	74,  // 9: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	80,  // 10: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	81,  // 11: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	82,  // 12: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	21,  // 13: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
+	83,  // 14: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	84,  // 15: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	24,  // 16: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
+	78,  // 17: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
+	85,  // 18: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	86,  // 19: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	87,  // 20: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	88,  // 21: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	32,  // 22: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
+	89,  // 23: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	33,  // 24: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	35,  // 25: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
+	78,  // 26: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	90,  // 27: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	38,  // 28: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
+	33,  // 29: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	91,  // 30: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	92,  // 31: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	93,  // 32: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	94,  // 33: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	95,  // 34: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	95,  // 35: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	82,  // 36: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	94,  // 37: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	77,  // 38: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	96,  // 39: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	86,  // 40: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	97,  // 41: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	98,  // 42: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	98,  // 43: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	99,  // 44: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	100, // 45: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	99,  // 46: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	100, // 47: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	99,  // 48: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	101, // 49: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	101, // 50: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	81,  // 51: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	69,  // 52: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
+	70,  // 53: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
+	75,  // 54: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
+	102, // 55: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
+	2,   // 56: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	4,   // 57: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	6,   // 58: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	8,   // 59: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	10,  // 60: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	12,  // 61: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	15,  // 62: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	17,  // 63: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	19,  // 64: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	22,  // 65: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	25,  // 66: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	27,  // 67: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	29,  // 68: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	31,  // 69: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	36,  // 70: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	39,  // 71: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	41,  // 72: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	43,  // 73: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	45,  // 74: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	47,  // 75: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	49,  // 76: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	0,   // 77: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
+	51,  // 78: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
+	53,  // 79: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
+	55,  // 80: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
+	57,  // 81: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
+	59,  // 82: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
+	61,  // 83: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
+	63,  // 84: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
+	65,  // 85: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
+	67,  // 86: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
+	71,  // 87: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
+	3,   // 88: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	5,   // 89: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	7,   // 90: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	9,   // 91: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	11,  // 92: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	13,  // 93: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	16,  // 94: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	18,  // 95: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	20,  // 96: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	23,  // 97: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	26,  // 98: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	28,  // 99: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	30,  // 100: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	34,  // 101: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	37,  // 102: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	40,  // 103: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	42,  // 104: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	44,  // 105: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	46,  // 106: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	48,  // 107: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	50,  // 108: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	1,   // 109: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
+	52,  // 110: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
+	54,  // 111: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
+	56,  // 112: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
+	58,  // 113: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
+	60,  // 114: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
+	62,  // 115: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
+	64,  // 116: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
+	66,  // 117: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
+	68,  // 118: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
+	72,  // 119: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
+	88,  // [88:120] is the sub-list for method output_type
+	56,  // [56:88] is the sub-list for method input_type
+	56,  // [56:56] is the sub-list for extension type_name
+	56,  // [56:56] is the sub-list for extension extendee
+	0,   // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }

@@ -115,6 +115,16 @@ func Setup(cfg *Config) serve.SetupFunc {
 		if cfg.AdvertiseURL == "" {
 			cfg.AdvertiseURL = p.URL()
 		}
+		// The Kafka listener is bound first so that LocateGroup answers
+		// its address under the listener named "kafka", as storage nodes
+		// register theirs: Kafka's FindCoordinator names it.
+		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		if err != nil {
+			return nil, err
+		}
+		if kafka != nil {
+			cfg.listeners = append(cfg.listeners, serve.Listener{Name: serve.KafkaListenerName, URL: serve.KafkaScheme + kafka.Advertise()})
+		}
 		c, err := Start(ctx, cfg, p.Addr().String(), Options{
 			Store: store, HTTPClient: p.HTTPClient(), ClientOpts: []connect.ClientOption{p.ConnectOption()},
 			Logger: p.Logger(), Meter: p.Telemetry().Meter("github.com/strata-mq/strata/services/coordinator"),
@@ -125,10 +135,6 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		p.OnShutdown("coordinator", func(context.Context) error { return c.Close() })
 		p.AddReadinessCheck("coordinator", c.Ready)
-		kafka, err := kafkabridge.Listen(cfg.Kafka)
-		if err != nil {
-			return nil, err
-		}
 		if kafka != nil {
 			err := kafka.Serve(p, kafkabridge.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Gateway, p.ConnectOption()),

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"slices"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -11,6 +14,8 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/serve"
 )
 
 // maxCoordinatorHops bounds how often one group call follows a
@@ -32,22 +37,69 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 	if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
 		return nil, err
 	}
-	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), g.clientListener)
+	listener := req.Msg.GetListener()
+	if listener == "" {
+		listener = g.clientListener
+	}
+	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), listener)
 	if err != nil {
 		return nil, err
 	}
 	// Only the owner knows its own listeners: when another instance
 	// answered, ask the owner (at its default address, which the gateway
 	// reaches) for its address on the client listener.
-	for hop := 0; g.clientListener != "" && !loc.GetListenerResolved() && hop < maxCoordinatorHops; hop++ {
+	for hop := 0; listener != "" && !loc.GetListenerResolved() && hop < maxCoordinatorHops; hop++ {
 		c := coordinatorv1connect.NewCoordinatorServiceClient(g.httpClient, loc.GetAddress(), g.clientOpts...)
-		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: g.clientListener})))
+		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: listener})))
 		if err != nil {
 			return nil, apierr.Forward(err)
 		}
 		loc = next
 	}
+	if listener == serve.KafkaListenerName && loc.GetListenerResolved() {
+		g.kafkaCoords.note(loc.GetCoordinatorId(), loc.GetAddress())
+	}
 	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: loc.GetCoordinatorId(), Address: loc.GetAddress()}), nil
+}
+
+// kafkaCoordinators are the coordinator instances with a Kafka listener
+// this gateway has located (FindCoordinator with listener "kafka"), by
+// coordinator id; Metadata hands them to the Kafka bridges, which list
+// them as brokers, since Kafka clients connect only to a coordinator whose
+// broker id Metadata lists.
+type kafkaCoordinators struct {
+	mu    sync.Mutex
+	addrs map[string]string // coordinator id -> kafka://host:port
+}
+
+// note records the Kafka listener address of coordinator id, or forgets
+// it when addr is not a Kafka address (the instance has no listener).
+func (k *kafkaCoordinators) note(id, addr string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if serve.CheckKafkaURL(addr) != nil {
+		delete(k.addrs, id)
+		return
+	}
+	if k.addrs == nil {
+		k.addrs = map[string]string{}
+	}
+	k.addrs[id] = addr
+}
+
+// nodes are the known coordinators as Kafka brokers, sorted by node id.
+func (k *kafkaCoordinators) nodes() []*commonv1.Node {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []*commonv1.Node
+	for id, addr := range k.addrs {
+		out = append(out, &commonv1.Node{
+			NodeId:    kafkabridge.CoordinatorNodeID(id),
+			Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}},
+		})
+	}
+	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	return out
 }
 
 // locateGroup asks the configured coordinators in turn, moving on while
