@@ -350,23 +350,35 @@ func (b *Bridge) member(group, id string, generation int32) (*classicMember, int
 	return m, errNone
 }
 
+// beatMember finds a classic member, checks its generation and
+// heartbeats it to the coordinator with what it owns. It returns the
+// member's updated copy, not yet stored, or the error code to answer; a
+// member the coordinator no longer knows is forgotten here too.
+func (b *Bridge) beatMember(ctx context.Context, group, id string, generation int32) (*classicMember, int16) {
+	m, code := b.member(group, id, generation)
+	if code != errNone {
+		return nil, code
+	}
+	c := *m
+	if err := b.beat(ctx, group, &c, c.owned); err != nil {
+		code := memberCode(err)
+		if code == errUnknownMemberID {
+			b.groups.drop(group, m.id)
+		}
+		return nil, code
+	}
+	return &c, errNone
+}
+
 func (b *Bridge) syncGroup(ctx context.Context, version int16, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrSyncGroupResponse()
-	m, code := b.member(req.Group, req.MemberID, req.Generation)
+	c, code := b.beatMember(ctx, req.Group, req.MemberID, req.Generation)
 	if code != errNone {
 		resp.ErrorCode = code
 		return resp, nil
 	}
-	c := *m
-	if err := b.beat(ctx, req.Group, &c, c.owned); err != nil {
-		resp.ErrorCode = memberCode(err)
-		if resp.ErrorCode == errUnknownMemberID {
-			b.groups.drop(req.Group, m.id)
-		}
-		return resp, nil
-	}
 	c.owned = c.target
-	b.groups.put(req.Group, &c)
+	b.groups.put(req.Group, c)
 	var a kmsg.ConsumerMemberAssignment
 	for _, t := range c.target {
 		a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t.GetTopic(), Partitions: t.GetPartitions()})
@@ -379,20 +391,12 @@ func (b *Bridge) syncGroup(ctx context.Context, version int16, req *kmsg.SyncGro
 
 func (b *Bridge) heartbeat(ctx context.Context, version int16, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrHeartbeatResponse()
-	m, code := b.member(req.Group, req.MemberID, req.Generation)
+	c, code := b.beatMember(ctx, req.Group, req.MemberID, req.Generation)
 	if code != errNone {
 		resp.ErrorCode = code
 		return resp, nil
 	}
-	c := *m
-	if err := b.beat(ctx, req.Group, &c, c.owned); err != nil {
-		resp.ErrorCode = memberCode(err)
-		if resp.ErrorCode == errUnknownMemberID {
-			b.groups.drop(req.Group, m.id)
-		}
-		return resp, nil
-	}
-	b.groups.put(req.Group, &c)
+	b.groups.put(req.Group, c)
 	if !samePartitions(c.target, c.owned) {
 		resp.ErrorCode = errRebalanceInProgress
 	}
