@@ -295,3 +295,52 @@ func TestKafkaGroupMemberKilled(t *testing.T) {
 		return res.Err
 	})
 }
+
+// TestKafkaFetchSessionFailover consumes with fetch sessions across the
+// partitions of three leaders, kills one leader with SIGKILL while records
+// keep coming, and restarts it: its sessions are gone, the consumer moves
+// to the new leaders (and back to a fresh session wherever its old one is
+// unknown), and every acknowledged record is read at its offset.
+func TestKafkaFetchSessionFailover(t *testing.T) {
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 3*time.Minute)
+	if _, err := cli("", "topic", "create", "fsf", "-p", "9", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	pr := kafkaClient(t, d, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("fsf"),
+		kgo.RecordDeliveryTimeout(2*time.Minute), kgo.MetadataMinAge(100*time.Millisecond))
+	acked := map[[2]int64]string{}
+	produceKeyed(t, ctx, pr, acked, 0, 300)
+	cons := kafkaClient(t, d, kgo.ConsumeTopics("fsf"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(100*time.Millisecond))
+	read := map[[2]int64]string{}
+	pollInto(t, ctx, cons, read, func() error {
+		if len(read) < 300 {
+			return fmt.Errorf("%d of 300 records read", len(read))
+		}
+		if f := kafkaFetches(t, ctx, d, nil); f["incremental"] < 3 {
+			return fmt.Errorf("storage nodes' fetches by session: %v", f)
+		}
+		return nil
+	})
+	md, err := kadm.NewClient(kafkaClient(t, d)).Metadata(ctx, "fsf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := md.Topics["fsf"].Partitions[0].Leader
+	victim := d.Process(t, "storage", int(leader))
+	d.Kill(t, "storage", int(leader))
+	produceKeyed(t, ctx, pr, acked, 300, 600)
+	harness.Start(t, fmt.Sprintf("storage-%d-again", leader), victim.Argv)
+	produceKeyed(t, ctx, pr, acked, 600, 700)
+	pollInto(t, ctx, cons, read, func() error {
+		if len(read) < len(acked) {
+			return fmt.Errorf("%d of %d records read", len(read), len(acked))
+		}
+		return nil
+	})
+	checkRead(t, acked, read)
+	skip := map[string]bool{fmt.Sprintf("storage-%d", leader): true}
+	f := kafkaFetches(t, ctx, d, skip)
+	t.Logf("%d records read; the surviving nodes' fetches by session: %v", len(read), f)
+}

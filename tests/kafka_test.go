@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -322,6 +323,44 @@ func TestKafkaClients(t *testing.T) {
 		}
 	})
 
+	// A franz-go consumer across many partitions uses fetch sessions
+	// (KIP-227): each storage node opens one on the first full fetch and
+	// then serves incremental ones, which still deliver every record.
+	t.Run("fetch sessions", func(t *testing.T) {
+		if _, err := cli("", "topic", "create", "sess", "-p", "12", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+		pr := kafkaClient(t, d, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("sess"))
+		acked := map[[2]int64]string{}
+		produceKeyed(t, ctx, pr, acked, 0, 600)
+		cons := kafkaClient(t, d, kgo.ConsumeTopics("sess"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchMaxWait(200*time.Millisecond))
+		read := map[[2]int64]string{}
+		pollInto(t, ctx, cons, read, func() error {
+			if len(read) < 600 {
+				return fmt.Errorf("%d of 600 records read", len(read))
+			}
+			if f := kafkaFetches(t, ctx, d, nil); f["full"] < 1 || f["incremental"] < 3 {
+				return fmt.Errorf("storage nodes' fetches by session: %v", f)
+			}
+			return nil
+		})
+		before := kafkaFetches(t, ctx, d, nil)
+		produceKeyed(t, ctx, pr, acked, 600, 1200)
+		pollInto(t, ctx, cons, read, func() error {
+			if len(read) < len(acked) {
+				return fmt.Errorf("%d of %d records read", len(read), len(acked))
+			}
+			return nil
+		})
+		checkRead(t, acked, read)
+		after := kafkaFetches(t, ctx, d, nil)
+		if after["incremental"] <= before["incremental"] || after["error"] != 0 || after["sessions"] < 1 {
+			t.Fatalf("fetches by session before the second round %v, after %v: want more incremental ones, no session errors, a session open", before, after)
+		}
+		t.Logf("fetches by session: %v", after)
+	})
+
 	// Transactions are refused with the protocol's error, not a hang or a
 	// closed connection.
 	t.Run("transactions refused", func(t *testing.T) {
@@ -378,4 +417,78 @@ func TestKafkaClients(t *testing.T) {
 			t.Fatalf("CLI read %+v", got)
 		}
 	})
+}
+
+// produceKeyed produces records from to to (values "v<i>", keys spread
+// over the partitions) to pr's default topic and records where each was
+// acknowledged in acked.
+func produceKeyed(t *testing.T, ctx context.Context, pr *kgo.Client, acked map[[2]int64]string, from, to int) {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := from; i < to; i++ {
+		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprintf("k%d", i)), Value: []byte(fmt.Sprintf("v%d", i))})
+	}
+	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	for _, r := range rs {
+		acked[[2]int64{int64(r.Partition), r.Offset}] = string(r.Value)
+	}
+}
+
+// pollInto polls cl into read (partition and offset to value, failing on
+// an offset read twice with another value) until done returns nil.
+func pollInto(t *testing.T, ctx context.Context, cl *kgo.Client, read map[[2]int64]string, done func() error) {
+	t.Helper()
+	testwait.Until(t, 60*time.Second, "records and fetch sessions", func() error {
+		pctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		fs := cl.PollFetches(pctx)
+		for _, r := range fs.Records() {
+			at := [2]int64{int64(r.Partition), r.Offset}
+			if v, ok := read[at]; ok && v != string(r.Value) {
+				t.Fatalf("partition %d offset %d read as %s and %s", r.Partition, r.Offset, v, r.Value)
+			}
+			read[at] = string(r.Value)
+		}
+		return done()
+	})
+}
+
+// checkRead fails unless every acknowledged record was read at its
+// partition and offset.
+func checkRead(t *testing.T, acked, read map[[2]int64]string) {
+	t.Helper()
+	for at, v := range acked {
+		if read[at] != v {
+			t.Fatalf("%s acknowledged at partition %d offset %d, read there: %q", v, at[0], at[1], read[at])
+		}
+	}
+}
+
+// kafkaFetches sums the storage nodes' Kafka Fetch requests by session
+// (none, full, incremental, error; docs/kafka.md) and their open sessions
+// ("sessions"), from /metrics of every storage node not in skip.
+func kafkaFetches(t *testing.T, ctx context.Context, d *harness.Dev, skip map[string]bool) map[string]float64 {
+	t.Helper()
+	all := map[string]bool{}
+	for k := range skip {
+		all[k] = true
+	}
+	for _, p := range d.File.Processes {
+		if p.Service != "storage" {
+			all[fmt.Sprintf("%s-%d", p.Service, p.ID)] = true
+		}
+	}
+	samples, err := scrape(ctx, d, all)
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	m := metricSet(samples)
+	out := map[string]float64{}
+	for _, kind := range []string{"none", "full", "incremental", "error"} {
+		out[kind], _ = m.sum("strata_kafka_fetch_requests_total", map[string]string{"session": kind})
+	}
+	out["sessions"], _ = m.sum("strata_kafka_fetch_sessions", nil)
+	return out
 }

@@ -62,6 +62,9 @@ type Bridge struct {
 	cfg    Config
 	log    *slog.Logger
 	groups *classicGroups
+	// sessions are the listener's fetch sessions; a listener without
+	// Storage opens none.
+	sessions *fetchSessions
 }
 
 // New checks cfg and returns a Bridge.
@@ -78,7 +81,11 @@ func New(cfg Config) (*Bridge, error) {
 			cfg.Storage = guardedStorage{StorageServiceClient: cfg.Storage, g: cfg.Guard}
 		}
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups()}
+	slots := defaultFetchSessionSlots
+	if cfg.Storage == nil {
+		slots = 0
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups(), sessions: newFetchSessions(slots)}
 	if b.log == nil {
 		b.log = slog.Default()
 	}

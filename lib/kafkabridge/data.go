@@ -12,11 +12,6 @@ import (
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
-// errFetchSessionIDNotFound answers an incremental fetch: the bridge
-// never creates fetch sessions (it answers session id 0, which tells a
-// client to send full fetches), so no session id is known.
-const errFetchSessionIDNotFound int16 = 70
-
 // errNoStorage answers the data path on a listener that is not a storage
 // node's: it leads no partition.
 var errNoStorage error = apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this listener leads no partition; ask the leader in Metadata")
@@ -102,13 +97,17 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 	return resp, nil
 }
 
-// fetch reads every requested partition through this node's
-// StorageService in one long poll. Fetch sessions (KIP-227) are not
-// created: the answer's session id 0 makes clients send full fetches.
+// fetch reads every partition of the request, or of its fetch session
+// (fetchsession.go), through this node's StorageService in one long poll.
 func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrFetchResponse()
-	if req.SessionID != 0 {
-		resp.ErrorCode = errFetchSessionIDNotFound
+	plan := b.sessions.open(version, req)
+	if plan.errCode != errNone {
+		resp.ErrorCode = plan.errCode
+		return resp, nil
+	}
+	resp.SessionID = plan.sessionID
+	if len(plan.parts) == 0 {
 		return resp, nil
 	}
 	sreq := &storagev1.FetchRequest{
@@ -121,16 +120,11 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 	if sreq.MaxBytes < 0 {
 		sreq.MaxBytes = 0
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			sreq.Partitions = append(sreq.Partitions, &storagev1.FetchPartition{
-				Topic: t.Topic, Partition: p.Partition, FetchOffset: p.FetchOffset,
-				CurrentLeaderEpoch: p.CurrentLeaderEpoch, MaxBytes: max(p.PartitionMaxBytes, 0),
-			})
-		}
-	}
-	if len(sreq.Partitions) == 0 {
-		return resp, nil
+	for _, p := range plan.parts {
+		sreq.Partitions = append(sreq.Partitions, &storagev1.FetchPartition{
+			Topic: p.topic, Partition: p.partition, FetchOffset: p.offset,
+			CurrentLeaderEpoch: p.leaderEpoch, MaxBytes: p.maxBytes,
+		})
 	}
 	var out *connect.Response[storagev1.FetchResponse]
 	var results []*storagev1.FetchPartitionResult
@@ -144,32 +138,40 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 	if err == nil && len(results) != len(sreq.Partitions) {
 		err = connect.NewError(connect.CodeInternal, nil)
 	}
-	i := 0
-	for _, t := range req.Topics {
-		rt := kmsg.NewFetchResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewFetchResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
-			// Empty, not null: librdkafka refuses a null record set.
-			rp.RecordBatches = []byte{}
-			if err != nil {
-				rp.ErrorCode = kafkaCode(err, dataPlane)
-			} else {
-				r := results[i]
-				rp.ErrorCode = detailCode(r.GetError(), dataPlane, nil)
-				if rp.ErrorCode == errNone {
-					rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.GetHighWatermark(), r.GetLastStableOffset(), r.GetLogStartOffset()
-					if recs := r.GetRecords(); len(recs) > 0 {
-						rp.RecordBatches = recs
-					}
-				}
-			}
-			i++
-			rt.Partitions = append(rt.Partitions, rp)
+	read := make([]fetchResult, len(plan.parts))
+	for i := range plan.parts {
+		r := &read[i]
+		r.hw, r.lso, r.logStart = -1, -1, -1
+		if err != nil {
+			r.errCode = kafkaCode(err, dataPlane)
+			continue
 		}
-		resp.Topics = append(resp.Topics, rt)
+		res := results[i]
+		if r.errCode = detailCode(res.GetError(), dataPlane, nil); r.errCode == errNone {
+			r.hw, r.lso, r.logStart, r.records = res.GetHighWatermark(), res.GetLastStableOffset(), res.GetLogStartOffset(), res.GetRecords()
+		}
+	}
+	include := b.sessions.answer(plan, read)
+	for i, p := range plan.parts {
+		if !include[i] {
+			continue
+		}
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != p.topic {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic = p.topic
+			resp.Topics = append(resp.Topics, rt)
+		}
+		r := read[i]
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = p.partition, r.errCode
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.hw, r.lso, r.logStart
+		// Empty, not null: librdkafka refuses a null record set.
+		rp.RecordBatches = []byte{}
+		if len(r.records) > 0 {
+			rp.RecordBatches = r.records
+		}
+		rt := &resp.Topics[len(resp.Topics)-1]
+		rt.Partitions = append(rt.Partitions, rp)
 	}
 	if err == nil {
 		resp.ThrottleMillis = out.Msg.GetThrottleTimeMs()

@@ -510,6 +510,13 @@ func (b *Bridge) offsetFetch(ctx context.Context, version int16, req *kmsg.Offse
 		if resp.ErrorCode == errGroupIDNotFound {
 			// A group that never committed has no offsets, not an error.
 			resp.ErrorCode = errNone
+		} else if version < 2 {
+			// No top-level code before v2: the error goes in each
+			// partition asked for.
+			if r := kafkawire.ErrorResponseFor(version, req, resp.ErrorCode); r != nil {
+				return r, nil
+			}
+			return nil, err
 		} else {
 			return resp, nil
 		}

@@ -2,6 +2,7 @@ package kafkabridge
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -14,45 +15,20 @@ import (
 // rather than by closing the connection.
 func refusedAPIs() []kafkawire.API {
 	return []kafkawire.API{
-		{Key: kmsg.AddPartitionsToTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: handler(refuseAddPartitionsToTxn)},
-		{Key: kmsg.AddOffsetsToTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuseTopLevel},
-		{Key: kmsg.EndTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuseTopLevel},
-		{Key: kmsg.TxnOffsetCommit, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: handler(refuseTxnOffsetCommit)},
+		{Key: kmsg.AddPartitionsToTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuse},
+		{Key: kmsg.AddOffsetsToTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuse},
+		{Key: kmsg.EndTxn, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuse},
+		{Key: kmsg.TxnOffsetCommit, MinVersion: 0, MaxVersion: 3, Hidden: true, Handle: refuse},
 	}
 }
 
-func refuseTopLevel(_ context.Context, r *kafkawire.Request) (kmsg.Response, error) {
-	resp := r.Body.ResponseKind()
-	kafkawire.SetErrorCode(resp, errUnsupportedVersion)
-	return resp, nil
-}
-
-func refuseAddPartitionsToTxn(_ context.Context, _ int16, req *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrAddPartitionsToTxnResponse()
-	for _, t := range req.Topics {
-		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, errUnsupportedVersion
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
+// refuse answers UNSUPPORTED_VERSION in the response's top-level code or,
+// where its version has none, in each partition's; a request naming no
+// partition there is closed without an answer, which could only read as
+// success.
+func refuse(_ context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+	if resp := kafkawire.ErrorResponse(r, errUnsupportedVersion); resp != nil {
+		return resp, nil
 	}
-	return resp, nil
-}
-
-func refuseTxnOffsetCommit(_ context.Context, _ int16, req *kmsg.TxnOffsetCommitRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrTxnOffsetCommitResponse()
-	for _, t := range req.Topics {
-		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, errUnsupportedVersion
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return resp, nil
+	return nil, errors.New("transactions are not supported")
 }

@@ -113,8 +113,20 @@ func TestSASLRequired(t *testing.T) {
 		}
 	})
 	t.Run("a request before authentication closes", func(t *testing.T) {
+		// A named topic carries the error, then the connection closes.
 		_, c := startServer(t, cfg())
-		if _, err := c.Write(encodeRequest(1, metadataRequest(12, "x"))); err != nil {
+		resp := kmsg.NewPtrMetadataResponse()
+		roundTrip(t, c, metadataRequest(12, "x"), resp)
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != codeIllegalSASLState || len(resp.Brokers) != 0 {
+			t.Fatalf("metadata before authentication: %+v", resp)
+		}
+		assertClosed(t, c)
+		// Every topic at v12: no field could carry the error, so no
+		// answer (an empty one would read as a cluster without topics).
+		_, c = startServer(t, cfg())
+		all := kmsg.NewPtrMetadataRequest()
+		all.SetVersion(12)
+		if _, err := c.Write(encodeRequest(1, all)); err != nil {
 			t.Fatal(err)
 		}
 		if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {

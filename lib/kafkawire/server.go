@@ -440,11 +440,17 @@ func (s *Server) handle(st *connState, req *Request) (o outcome) {
 	var resp kmsg.Response
 	var err error
 	if !s.admit(st, req) {
-		// Refused before authentication: the connection closes without
-		// an answer, as a Kafka broker's SASL listener does. (An error
-		// response could read as success: Metadata, for one, has no
-		// error code below v13.)
-		return outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
+		// Refused before authentication: answered ILLEGAL_SASL_STATE
+		// where the response can say so (ErrorResponse), and closed.
+		// Where it cannot (Metadata before v13 for every topic, for
+		// one), the connection closes without an answer, as a Kafka
+		// broker's SASL listener does: any response would read as
+		// success.
+		o := outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
+		if resp := ErrorResponse(req, codeIllegalSASLState); resp != nil {
+			o.frame = encodeResponse(req.Header, req.Version, resp.IsFlexible() && req.Key != kmsg.ApiVersions, resp)
+		}
+		return o
 	}
 	switch req.Key {
 	case kmsg.ApiVersions:
@@ -502,18 +508,17 @@ func encodeResponse(h Header, version int16, flexHeader bool, resp kmsg.Response
 	return b
 }
 
-// errorResponse is the response to h's request with code in its
-// top-level error code, or nil when the response type has none (then the
-// connection is closed without an answer).
+// errorResponse is the response to h's request, whose body was not
+// decoded, with code in its top-level error code, or nil when the
+// response has none at h's version (then the connection is closed without
+// an answer: a response without the error would read as success).
 func errorResponse(h Header, code int16) kmsg.Response {
 	resp := h.Key.Response()
-	if resp == nil || h.Version < 0 || h.Version > resp.MaxVersion() {
+	if resp == nil || !topLevelErrorAt(resp, h.Version) {
 		return nil
 	}
 	resp.SetVersion(h.Version)
-	if !SetErrorCode(resp, code) {
-		return nil
-	}
+	SetErrorCode(resp, code)
 	return resp
 }
 
