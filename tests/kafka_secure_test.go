@@ -219,8 +219,8 @@ func TestKafkaSecure(t *testing.T) {
 			if err != nil {
 				t.Fatalf("kcat -L over %s: %v: %s", name, err, errb.String())
 			}
-			// Two brokers: the storage node, and the coordinator, which the
-			// consumer group above located.
+			// Two brokers: the storage node, and the coordinator, which
+			// registered with the controller.
 			for _, want := range []string{`topic "granted"`, `topic "hidden"`, "2 brokers", "broker 1 at"} {
 				if !strings.Contains(out.String(), want) {
 					t.Fatalf("kcat -L over %s lacks %q:\n%s", name, want, out.String())

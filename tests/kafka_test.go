@@ -131,11 +131,17 @@ func TestKafkaClients(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(md.Brokers) != 3 {
-			t.Fatalf("metadata brokers %v, want the 3 storage nodes", md.Brokers)
+		// The 3 storage nodes, and the coordinator, which registered with
+		// the controller: listed before any FindCoordinator.
+		if len(md.Brokers) != 4 {
+			t.Fatalf("metadata brokers %v, want the 3 storage nodes and the coordinator", md.Brokers)
 		}
 		for _, b := range md.Brokers {
-			if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+40+int(b.NodeID)); fmt.Sprintf("%s:%d", b.Host, b.Port) != want {
+			want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+40+int(b.NodeID))
+			if b.NodeID >= coordinatorNodeIDBase {
+				want = d.Process(t, "coordinator", 1).KafkaAddress
+			}
+			if fmt.Sprintf("%s:%d", b.Host, b.Port) != want {
 				t.Errorf("broker %d at %s:%d, want %s", b.NodeID, b.Host, b.Port, want)
 			}
 		}
@@ -182,7 +188,7 @@ func TestKafkaClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		cluster, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, kc)
-		if err != nil || cluster.ErrorCode != 0 || len(cluster.Brokers) != 3 || cluster.ControllerID < 1 {
+		if err != nil || cluster.ErrorCode != 0 || len(cluster.Brokers) != 4 || cluster.ControllerID < 1 {
 			t.Fatalf("describe cluster: %v %+v", err, cluster)
 		}
 		testwait.Until(t, 30*time.Second, "events to have 4 partitions and doomed to be gone", func() error {

@@ -20,8 +20,12 @@ import (
 const CoordinatorNodeIDBase int32 = math.MaxInt32 - (1<<20 - 1)
 
 // CoordinatorNodeID is the broker id of the coordinator instance named id:
-// a hash of the id into the coordinators' range, the same in every
-// process.
+// a hash of the id (FNV-1a, 32 bits, modulo 2^20) into the coordinators'
+// range, the same in every process and across restarts. The coordinator
+// registers under it, and the controller keeps it unique among live
+// coordinators (docs/kafka.md, "Groups"). Changing the hash changes every
+// coordinator's broker id: clients would follow, but only after a
+// metadata refresh.
 func CoordinatorNodeID(id string) int32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
@@ -29,8 +33,9 @@ func CoordinatorNodeID(id string) int32 {
 }
 
 // coordinatorBrokers are the coordinators with a Kafka listener that
-// Metadata lists after the storage nodes: those the gateway has located
-// whose broker id is theirs (CoordinatorNodeID) and no storage node's.
+// Metadata lists after the storage nodes: those the gateway lists
+// (registered with the controller, or located by it) whose broker id is
+// theirs (CoordinatorNodeID) and no storage node's.
 func coordinatorBrokers(nodes []*commonv1.Node, storage []broker) []broker {
 	var out []broker
 	for _, b := range brokers(nodes) {

@@ -22,7 +22,8 @@
 //     late change for a deleted topic never lands on a new topic of the
 //     same name. Partitions stay ordered by index.
 //   - Nodes are replaced whole, then removed ones dropped; the controller
-//     quorum is replaced when the delta carries one.
+//     quorum, the security state and the coordinator registry are
+//     replaced when the delta carries them.
 //   - A delta before any snapshot fails with ErrNoSnapshot.
 package metaview
 
@@ -58,6 +59,10 @@ type View struct {
 	// Security is the users, ACLs and quotas (lib/guard applies them);
 	// nil when never reported.
 	Security *commonv1.SecurityState
+	// Coordinators is the live coordinator instances that registered with
+	// the controller (RegisterCoordinator), sorted by Kafka node id; nil
+	// when never reported (a controller that predates the registry).
+	Coordinators *controllerv1.CoordinatorRegistry
 }
 
 // Partition returns the metadata of one partition, or nil when the topic
@@ -117,6 +122,8 @@ func fromSnapshot(version int64, s *controllerv1.MetadataSnapshot) *View {
 		Nodes:       make(map[int32]*controllerv1.NodeStatus, len(s.GetNodes())),
 		Controllers: s.GetControllers(),
 		Security:    s.GetSecurity(),
+
+		Coordinators: s.GetCoordinators(),
 	}
 	for _, t := range s.GetTopics() {
 		v.Topics[t.GetName()] = t
@@ -136,6 +143,8 @@ func (old *View) applyDelta(version int64, d *controllerv1.MetadataDelta) *View 
 		Nodes:       old.Nodes,
 		Controllers: old.Controllers,
 		Security:    old.Security,
+
+		Coordinators: old.Coordinators,
 	}
 	if len(d.GetTopics()) > 0 || len(d.GetPartitions()) > 0 || len(d.GetDeletedTopics()) > 0 {
 		v.Topics = maps.Clone(old.Topics)
@@ -176,6 +185,9 @@ func (old *View) applyDelta(version int64, d *controllerv1.MetadataDelta) *View 
 	}
 	if d.GetControllers() != nil {
 		v.Controllers = d.GetControllers()
+	}
+	if d.GetCoordinators() != nil {
+		v.Coordinators = d.GetCoordinators()
 	}
 	return v
 }

@@ -191,6 +191,25 @@ func TestApplyRules(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "coordinator registry replaced whole, kept when not carried",
+			msg: delta(12, &controllerv1.MetadataDelta{Coordinators: &controllerv1.CoordinatorRegistry{
+				Coordinators: []*controllerv1.CoordinatorRegistration{{CoordinatorId: "c1", KafkaNodeId: 2146435080}},
+			}}),
+			check: func(t *testing.T, v *View) {
+				if r := v.Coordinators.GetCoordinators(); len(r) != 1 || r[0].GetCoordinatorId() != "c1" {
+					t.Fatalf("coordinators %v", r)
+				}
+				v2, _ := v.Apply(delta(13, &controllerv1.MetadataDelta{}))
+				if v2.Coordinators != v.Coordinators {
+					t.Error("a delta without coordinators changed them")
+				}
+				v3, _ := v2.Apply(delta(14, &controllerv1.MetadataDelta{Coordinators: &controllerv1.CoordinatorRegistry{}}))
+				if v3.Coordinators == nil || len(v3.Coordinators.GetCoordinators()) != 0 {
+					t.Errorf("the last coordinator gone: %v", v3.Coordinators)
+				}
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,10 +7,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/strata-mq/strata/lib/launch"
 )
 
 // Import paths of every binary `strata dev` runs, and of the CLI.
@@ -142,4 +145,38 @@ func (d *Dev) Kill(t testing.TB, service string, id int) {
 	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
 		t.Fatalf("harness: kill %s-%d: %v", service, id, err)
 	}
+}
+
+// DevGateway is a gateway a test started beside a strata dev cluster.
+type DevGateway struct {
+	URL          string // API base URL
+	KafkaAddress string // its Kafka listener, host:port
+	Proc         *Process
+}
+
+// StartGateway starts one more gateway in front of d's controllers and
+// coordinator, with a Kafka listener, on free ports (plain cluster only:
+// no security flags), and waits for its /readyz. It stops with the test.
+func (d *Dev) StartGateway(t testing.TB) DevGateway {
+	t.Helper()
+	ports, err := FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctrls []string
+	for _, p := range d.File.Processes {
+		if p.Service == "controller" {
+			ctrls = append(ctrls, p.URL)
+		}
+	}
+	api, admin, kafka := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1]), "127.0.0.1:"+strconv.Itoa(ports[2])
+	proc := processFlags(Binary(t, gatewayPkg), api, admin)
+	proc.KafkaListener = kafka
+	p := Start(t, "gateway-extra", launch.Gateway{
+		Process:      proc,
+		Controllers:  ctrls,
+		Coordinators: []string{d.Process(t, "coordinator", 1).URL},
+	}.Argv())
+	WaitReadyz(Deadline(t, time.Minute), t, "http://"+admin, p)
+	return DevGateway{URL: "http://" + api, KafkaAddress: kafka, Proc: p}
 }

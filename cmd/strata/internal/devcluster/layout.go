@@ -339,11 +339,10 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 		AdvertiseURL: url(l.coordinator()),
 		DataDir:      pl.coordinator.dataDir,
 		Gateway:      url(l.gateway()),
-	}
-	if secure {
-		// With --require-auth the coordinator watches the controllers'
-		// metadata stream for the ACLs it enforces.
-		coord.Controllers = ctrlURLs
+		// The coordinator registers with the controllers, so every
+		// gateway names its Kafka listener; with --require-auth it also
+		// watches their metadata stream for the ACLs it enforces.
+		Controllers: ctrlURLs,
 	}
 	withKafka(&pl.coordinator, &coord.Process, l.kafkaCoordinator())
 	pl.coordinator.argv = coord.Argv()

@@ -483,6 +483,432 @@ func (x *HeartbeatResponse) GetShutdownReady() bool {
 	return false
 }
 
+// CoordinatorRegistration is a live coordinator instance as the metadata stream lists it.
+type CoordinatorRegistration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instance id (the coordinator's --instance-id).
+	CoordinatorId string `protobuf:"bytes,1,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// Broker id Kafka clients know the instance by (FindCoordinator, Metadata): a hash of
+	// coordinator_id into the top 2^20 ids of int32, 2146435072 to 2147483647
+	// (docs/kafka.md); unique among live registrations.
+	KafkaNodeId int32 `protobuf:"varint,2,opt,name=kafka_node_id,json=kafkaNodeId,proto3" json:"kafka_node_id,omitempty"`
+	// Connect base URL of the instance (its --advertise-url).
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// Named addresses (--advertise-listeners), and its Kafka listener as the listener named
+	// "kafka" (kafka://host:port) when it has one.
+	Listeners []*v1.Listener `protobuf:"bytes,4,rep,name=listeners,proto3" json:"listeners,omitempty"`
+	// A UUID the process generates once at start; distinguishes a restart from a retry.
+	IncarnationId string `protobuf:"bytes,5,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorRegistration) Reset() {
+	*x = CoordinatorRegistration{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorRegistration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorRegistration) ProtoMessage() {}
+
+func (x *CoordinatorRegistration) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorRegistration.ProtoReflect.Descriptor instead.
+func (*CoordinatorRegistration) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CoordinatorRegistration) GetCoordinatorId() string {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return ""
+}
+
+func (x *CoordinatorRegistration) GetKafkaNodeId() int32 {
+	if x != nil {
+		return x.KafkaNodeId
+	}
+	return 0
+}
+
+func (x *CoordinatorRegistration) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *CoordinatorRegistration) GetListeners() []*v1.Listener {
+	if x != nil {
+		return x.Listeners
+	}
+	return nil
+}
+
+func (x *CoordinatorRegistration) GetIncarnationId() string {
+	if x != nil {
+		return x.IncarnationId
+	}
+	return ""
+}
+
+// RegisterCoordinatorRequest announces a coordinator instance.
+type RegisterCoordinatorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registration.
+	Coordinator   *CoordinatorRegistration `protobuf:"bytes,1,opt,name=coordinator,proto3" json:"coordinator,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterCoordinatorRequest) Reset() {
+	*x = RegisterCoordinatorRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterCoordinatorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterCoordinatorRequest) ProtoMessage() {}
+
+func (x *RegisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterCoordinatorRequest.ProtoReflect.Descriptor instead.
+func (*RegisterCoordinatorRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RegisterCoordinatorRequest) GetCoordinator() *CoordinatorRegistration {
+	if x != nil {
+		return x.Coordinator
+	}
+	return nil
+}
+
+// RegisterCoordinatorResponse grants the registration its lease.
+type RegisterCoordinatorResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Registration id (the etcd lease id), carried by CoordinatorHeartbeat and
+	// UnregisterCoordinator.
+	RegistrationId int64 `protobuf:"varint,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	// How often to heartbeat, in milliseconds.
+	HeartbeatIntervalMs int32 `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
+	// Lease length, in milliseconds: the registration ends this long after the last heartbeat.
+	LeaseTtlMs    int32 `protobuf:"varint,3,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterCoordinatorResponse) Reset() {
+	*x = RegisterCoordinatorResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterCoordinatorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterCoordinatorResponse) ProtoMessage() {}
+
+func (x *RegisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterCoordinatorResponse.ProtoReflect.Descriptor instead.
+func (*RegisterCoordinatorResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RegisterCoordinatorResponse) GetRegistrationId() int64 {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return 0
+}
+
+func (x *RegisterCoordinatorResponse) GetHeartbeatIntervalMs() int32 {
+	if x != nil {
+		return x.HeartbeatIntervalMs
+	}
+	return 0
+}
+
+func (x *RegisterCoordinatorResponse) GetLeaseTtlMs() int32 {
+	if x != nil {
+		return x.LeaseTtlMs
+	}
+	return 0
+}
+
+// CoordinatorHeartbeatRequest renews a coordinator registration.
+type CoordinatorHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registered kafka_node_id.
+	KafkaNodeId int32 `protobuf:"varint,1,opt,name=kafka_node_id,json=kafkaNodeId,proto3" json:"kafka_node_id,omitempty"`
+	// The registration id from RegisterCoordinator.
+	RegistrationId int64 `protobuf:"varint,2,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CoordinatorHeartbeatRequest) Reset() {
+	*x = CoordinatorHeartbeatRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorHeartbeatRequest) ProtoMessage() {}
+
+func (x *CoordinatorHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*CoordinatorHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CoordinatorHeartbeatRequest) GetKafkaNodeId() int32 {
+	if x != nil {
+		return x.KafkaNodeId
+	}
+	return 0
+}
+
+func (x *CoordinatorHeartbeatRequest) GetRegistrationId() int64 {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return 0
+}
+
+// CoordinatorHeartbeatResponse confirms the lease.
+type CoordinatorHeartbeatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Lease length from now, in milliseconds.
+	LeaseTtlMs    int32 `protobuf:"varint,1,opt,name=lease_ttl_ms,json=leaseTtlMs,proto3" json:"lease_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorHeartbeatResponse) Reset() {
+	*x = CoordinatorHeartbeatResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorHeartbeatResponse) ProtoMessage() {}
+
+func (x *CoordinatorHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*CoordinatorHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CoordinatorHeartbeatResponse) GetLeaseTtlMs() int32 {
+	if x != nil {
+		return x.LeaseTtlMs
+	}
+	return 0
+}
+
+// UnregisterCoordinatorRequest ends a coordinator registration.
+type UnregisterCoordinatorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registration id from RegisterCoordinator.
+	RegistrationId int64 `protobuf:"varint,1,opt,name=registration_id,json=registrationId,proto3" json:"registration_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UnregisterCoordinatorRequest) Reset() {
+	*x = UnregisterCoordinatorRequest{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterCoordinatorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterCoordinatorRequest) ProtoMessage() {}
+
+func (x *UnregisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterCoordinatorRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterCoordinatorRequest) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UnregisterCoordinatorRequest) GetRegistrationId() int64 {
+	if x != nil {
+		return x.RegistrationId
+	}
+	return 0
+}
+
+// UnregisterCoordinatorResponse has no fields.
+type UnregisterCoordinatorResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterCoordinatorResponse) Reset() {
+	*x = UnregisterCoordinatorResponse{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterCoordinatorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterCoordinatorResponse) ProtoMessage() {}
+
+func (x *UnregisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterCoordinatorResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterCoordinatorResponse) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{10}
+}
+
+// CoordinatorRegistry is every live coordinator registration.
+type CoordinatorRegistry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registrations, sorted by kafka_node_id.
+	Coordinators  []*CoordinatorRegistration `protobuf:"bytes,1,rep,name=coordinators,proto3" json:"coordinators,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CoordinatorRegistry) Reset() {
+	*x = CoordinatorRegistry{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CoordinatorRegistry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CoordinatorRegistry) ProtoMessage() {}
+
+func (x *CoordinatorRegistry) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CoordinatorRegistry.ProtoReflect.Descriptor instead.
+func (*CoordinatorRegistry) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CoordinatorRegistry) GetCoordinators() []*CoordinatorRegistration {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
 // NodeStatus is a node with the controller's view of it.
 type NodeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -509,7 +935,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +947,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +960,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NodeStatus) GetNode() *v1.Node {
@@ -601,7 +1027,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +1039,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +1052,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -671,7 +1097,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +1109,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +1122,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -761,7 +1187,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +1199,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +1212,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -835,7 +1261,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1273,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1286,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -884,7 +1310,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1322,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1335,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -937,7 +1363,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1375,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1388,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTopicResponse) GetTopicId() string {
@@ -983,7 +1409,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1421,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1434,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -1029,7 +1455,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1467,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1480,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -1075,7 +1501,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1513,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1526,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -1129,7 +1555,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1567,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1580,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopicListing) GetName() string {
@@ -1203,7 +1629,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1641,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1654,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -1255,7 +1681,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1693,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1706,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AlterTopicConfigRequest) GetName() string {
@@ -1322,7 +1748,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1760,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1773,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AlterTopicConfigResponse) GetConfigs() []*ConfigEntry {
@@ -1372,7 +1798,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1810,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1823,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AlterPartitionRequest) GetNodeId() int32 {
@@ -1448,7 +1874,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1886,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1899,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -1538,7 +1964,7 @@ type IsrMember struct {
 
 func (x *IsrMember) Reset() {
 	*x = IsrMember{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1976,7 @@ func (x *IsrMember) String() string {
 func (*IsrMember) ProtoMessage() {}
 
 func (x *IsrMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1989,7 @@ func (x *IsrMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsrMember.ProtoReflect.Descriptor instead.
 func (*IsrMember) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *IsrMember) GetNodeId() int32 {
@@ -1591,7 +2017,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +2029,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +2042,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AlterPartitionResponse) GetPartitions() []*AlterPartitionResult {
@@ -1644,7 +2070,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +2082,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +2095,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -1714,7 +2140,7 @@ type WatchMetadataRequest struct {
 
 func (x *WatchMetadataRequest) Reset() {
 	*x = WatchMetadataRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +2152,7 @@ func (x *WatchMetadataRequest) String() string {
 func (*WatchMetadataRequest) ProtoMessage() {}
 
 func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +2165,7 @@ func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchMetadataRequest) GetNodeId() int32 {
@@ -1774,7 +2200,7 @@ type WatchMetadataResponse struct {
 
 func (x *WatchMetadataResponse) Reset() {
 	*x = WatchMetadataResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2212,7 @@ func (x *WatchMetadataResponse) String() string {
 func (*WatchMetadataResponse) ProtoMessage() {}
 
 func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2225,7 @@ func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchMetadataResponse) GetVersion() int64 {
@@ -1865,14 +2291,16 @@ type MetadataSnapshot struct {
 	Controllers *ControllerQuorum `protobuf:"bytes,4,opt,name=controllers,proto3" json:"controllers,omitempty"`
 	// Users, ACLs and quotas. The stream is open to the cluster's services only when
 	// authentication is required, since it carries the users' token hashes.
-	Security      *v1.SecurityState `protobuf:"bytes,5,opt,name=security,proto3" json:"security,omitempty"`
+	Security *v1.SecurityState `protobuf:"bytes,5,opt,name=security,proto3" json:"security,omitempty"`
+	// Live coordinator registrations (RegisterCoordinator); always set.
+	Coordinators  *CoordinatorRegistry `protobuf:"bytes,6,opt,name=coordinators,proto3" json:"coordinators,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2312,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2325,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MetadataSnapshot) GetClusterId() string {
@@ -1935,6 +2363,13 @@ func (x *MetadataSnapshot) GetSecurity() *v1.SecurityState {
 	return nil
 }
 
+func (x *MetadataSnapshot) GetCoordinators() *CoordinatorRegistry {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
 // MetadataDelta lists what changed; every element replaces the client's copy whole.
 type MetadataDelta struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1951,14 +2386,16 @@ type MetadataDelta struct {
 	// Set when the quorum or the active controller changed.
 	Controllers *ControllerQuorum `protobuf:"bytes,6,opt,name=controllers,proto3" json:"controllers,omitempty"`
 	// Set, whole, when users, ACLs or quotas changed.
-	Security      *v1.SecurityState `protobuf:"bytes,7,opt,name=security,proto3" json:"security,omitempty"`
+	Security *v1.SecurityState `protobuf:"bytes,7,opt,name=security,proto3" json:"security,omitempty"`
+	// Set, whole, when a coordinator registered, was replaced or left; nil means unchanged.
+	Coordinators  *CoordinatorRegistry `protobuf:"bytes,8,opt,name=coordinators,proto3" json:"coordinators,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MetadataDelta) Reset() {
 	*x = MetadataDelta{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2407,7 @@ func (x *MetadataDelta) String() string {
 func (*MetadataDelta) ProtoMessage() {}
 
 func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2420,7 @@ func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDelta.ProtoReflect.Descriptor instead.
 func (*MetadataDelta) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MetadataDelta) GetTopics() []*v1.TopicMetadata {
@@ -2035,6 +2472,13 @@ func (x *MetadataDelta) GetSecurity() *v1.SecurityState {
 	return nil
 }
 
+func (x *MetadataDelta) GetCoordinators() *CoordinatorRegistry {
+	if x != nil {
+		return x.Coordinators
+	}
+	return nil
+}
+
 // PartitionChange is the new state of one partition.
 type PartitionChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2050,7 +2494,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2506,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2519,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -2112,7 +2556,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2568,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2581,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeletedTopic) GetName() string {
@@ -2167,7 +2611,7 @@ type ControllerQuorum struct {
 
 func (x *ControllerQuorum) Reset() {
 	*x = ControllerQuorum{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2179,7 +2623,7 @@ func (x *ControllerQuorum) String() string {
 func (*ControllerQuorum) ProtoMessage() {}
 
 func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2192,7 +2636,7 @@ func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerQuorum.ProtoReflect.Descriptor instead.
 func (*ControllerQuorum) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ControllerQuorum) GetMembers() []*ControllerMember {
@@ -2226,7 +2670,7 @@ type ControllerMember struct {
 
 func (x *ControllerMember) Reset() {
 	*x = ControllerMember{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2682,7 @@ func (x *ControllerMember) String() string {
 func (*ControllerMember) ProtoMessage() {}
 
 func (x *ControllerMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2695,7 @@ func (x *ControllerMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerMember.ProtoReflect.Descriptor instead.
 func (*ControllerMember) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ControllerMember) GetControllerId() string {
@@ -2295,7 +2739,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2307,7 +2751,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2320,7 +2764,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AllocateProducerIdsRequest) GetRequester() string {
@@ -2350,7 +2794,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2806,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2819,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2406,7 +2850,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2862,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2875,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -2459,7 +2903,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2915,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2928,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
@@ -2513,7 +2957,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +2969,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +2982,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -2585,7 +3029,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +3041,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +3054,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 // DescribeClusterResponse is the cluster as the controller sees it.
@@ -2634,7 +3078,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +3090,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +3103,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -2719,7 +3163,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +3175,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +3188,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -2783,7 +3227,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3239,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3252,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
@@ -2836,7 +3280,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2848,7 +3292,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2861,7 +3305,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionReassignmentResult {
@@ -2888,7 +3332,7 @@ type PartitionReassignmentResult struct {
 
 func (x *PartitionReassignmentResult) Reset() {
 	*x = PartitionReassignmentResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3344,7 @@ func (x *PartitionReassignmentResult) String() string {
 func (*PartitionReassignmentResult) ProtoMessage() {}
 
 func (x *PartitionReassignmentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3357,7 @@ func (x *PartitionReassignmentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignmentResult.ProtoReflect.Descriptor instead.
 func (*PartitionReassignmentResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PartitionReassignmentResult) GetTopic() string {
@@ -2955,7 +3399,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2967,7 +3411,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2980,7 +3424,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -3003,7 +3447,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3459,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3472,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*PartitionChange {
@@ -3059,7 +3503,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3515,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3528,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -3121,7 +3565,7 @@ type PlannedMove struct {
 
 func (x *PlannedMove) Reset() {
 	*x = PlannedMove{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3577,7 @@ func (x *PlannedMove) String() string {
 func (*PlannedMove) ProtoMessage() {}
 
 func (x *PlannedMove) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3590,7 @@ func (x *PlannedMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedMove.ProtoReflect.Descriptor instead.
 func (*PlannedMove) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PlannedMove) GetTopic() string {
@@ -3201,7 +3645,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3657,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3670,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeLoad) GetNodeId() int32 {
@@ -3276,7 +3720,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3732,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3745,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RebalanceResponse) GetMoves() []*PlannedMove {
@@ -3355,7 +3799,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3367,7 +3811,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3380,7 +3824,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -3419,7 +3863,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3875,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3888,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DrainNodeResponse) GetNode() *NodeStatus {
@@ -3483,7 +3927,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3495,7 +3939,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3508,7 +3952,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -3543,7 +3987,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3999,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +4012,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -3589,7 +4033,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +4045,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +4058,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateUserRequest) GetName() string {
@@ -3637,7 +4081,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3649,7 +4093,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3662,7 +4106,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateUserResponse) GetUser() *v1.UserCredential {
@@ -3690,7 +4134,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +4146,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +4159,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteUserRequest) GetName() string {
@@ -3734,7 +4178,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +4190,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +4203,7 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{55}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{63}
 }
 
 // ListUsersRequest has no parameters.
@@ -3771,7 +4215,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +4227,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +4240,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{56}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{64}
 }
 
 // ListUsersResponse lists users by name, without their token hashes.
@@ -3810,7 +4254,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3822,7 +4266,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3835,7 +4279,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{57}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
@@ -3856,7 +4300,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3868,7 +4312,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3881,7 +4325,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{58}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
@@ -3900,7 +4344,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3912,7 +4356,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3925,7 +4369,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{59}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{67}
 }
 
 // AclFilter selects bindings: every set field must match exactly; unset fields match anything.
@@ -3949,7 +4393,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3961,7 +4405,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3974,7 +4418,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{60}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -4030,7 +4474,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4486,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4499,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{61}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteAclsRequest) GetFilter() *AclFilter {
@@ -4076,7 +4520,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4532,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4545,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{62}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
@@ -4122,7 +4566,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4134,7 +4578,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4147,7 +4591,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{63}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -4168,7 +4612,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4624,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4637,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{64}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
@@ -4214,7 +4658,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4226,7 +4670,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4239,7 +4683,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{65}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *SetQuotaRequest) GetQuota() *v1.Quota {
@@ -4258,7 +4702,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4714,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4727,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{66}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{74}
 }
 
 // ListQuotasRequest has no parameters.
@@ -4295,7 +4739,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4307,7 +4751,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4320,7 +4764,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{67}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{75}
 }
 
 // ListQuotasResponse lists every quota, by principal.
@@ -4334,7 +4778,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4790,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4803,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{68}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
@@ -4396,7 +4840,31 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\flease_ttl_ms\x18\x01 \x01(\x05R\n" +
 	"leaseTtlMs\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12%\n" +
-	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\"\xcd\x02\n" +
+	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\"\xdf\x01\n" +
+	"\x17CoordinatorRegistration\x12%\n" +
+	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\"\n" +
+	"\rkafka_node_id\x18\x02 \x01(\x05R\vkafkaNodeId\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x128\n" +
+	"\tlisteners\x18\x04 \x03(\v2\x1a.strata.common.v1.ListenerR\tlisteners\x12%\n" +
+	"\x0eincarnation_id\x18\x05 \x01(\tR\rincarnationId\"m\n" +
+	"\x1aRegisterCoordinatorRequest\x12O\n" +
+	"\vcoordinator\x18\x01 \x01(\v2-.strata.controller.v1.CoordinatorRegistrationR\vcoordinator\"\x9c\x01\n" +
+	"\x1bRegisterCoordinatorResponse\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\x03R\x0eregistrationId\x122\n" +
+	"\x15heartbeat_interval_ms\x18\x02 \x01(\x05R\x13heartbeatIntervalMs\x12 \n" +
+	"\flease_ttl_ms\x18\x03 \x01(\x05R\n" +
+	"leaseTtlMs\"j\n" +
+	"\x1bCoordinatorHeartbeatRequest\x12\"\n" +
+	"\rkafka_node_id\x18\x01 \x01(\x05R\vkafkaNodeId\x12'\n" +
+	"\x0fregistration_id\x18\x02 \x01(\x03R\x0eregistrationId\"@\n" +
+	"\x1cCoordinatorHeartbeatResponse\x12 \n" +
+	"\flease_ttl_ms\x18\x01 \x01(\x05R\n" +
+	"leaseTtlMs\"G\n" +
+	"\x1cUnregisterCoordinatorRequest\x12'\n" +
+	"\x0fregistration_id\x18\x01 \x01(\x03R\x0eregistrationId\"\x1f\n" +
+	"\x1dUnregisterCoordinatorResponse\"h\n" +
+	"\x13CoordinatorRegistry\x12Q\n" +
+	"\fcoordinators\x18\x01 \x03(\v2-.strata.controller.v1.CoordinatorRegistrationR\fcoordinators\"\xcd\x02\n" +
 	"\n" +
 	"NodeStatus\x12*\n" +
 	"\x04node\x18\x01 \x01(\v2\x16.strata.common.v1.NodeR\x04node\x12\x1d\n" +
@@ -4500,14 +4968,15 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12D\n" +
 	"\bsnapshot\x18\x02 \x01(\v2&.strata.controller.v1.MetadataSnapshotH\x00R\bsnapshot\x12;\n" +
 	"\x05delta\x18\x03 \x01(\v2#.strata.controller.v1.MetadataDeltaH\x00R\x05deltaB\b\n" +
-	"\x06change\"\xa9\x02\n" +
+	"\x06change\"\xf8\x02\n" +
 	"\x10MetadataSnapshot\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x127\n" +
 	"\x06topics\x18\x02 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x126\n" +
 	"\x05nodes\x18\x03 \x03(\v2 .strata.controller.v1.NodeStatusR\x05nodes\x12H\n" +
 	"\vcontrollers\x18\x04 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\x12;\n" +
-	"\bsecurity\x18\x05 \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\"\xc3\x03\n" +
+	"\bsecurity\x18\x05 \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\x12M\n" +
+	"\fcoordinators\x18\x06 \x01(\v2).strata.controller.v1.CoordinatorRegistryR\fcoordinators\"\x92\x04\n" +
 	"\rMetadataDelta\x127\n" +
 	"\x06topics\x18\x01 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x12E\n" +
 	"\n" +
@@ -4517,7 +4986,8 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x05nodes\x18\x04 \x03(\v2 .strata.controller.v1.NodeStatusR\x05nodes\x12(\n" +
 	"\x10removed_node_ids\x18\x05 \x03(\x05R\x0eremovedNodeIds\x12H\n" +
 	"\vcontrollers\x18\x06 \x01(\v2&.strata.controller.v1.ControllerQuorumR\vcontrollers\x12;\n" +
-	"\bsecurity\x18\a \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\"\x85\x01\n" +
+	"\bsecurity\x18\a \x01(\v2\x1f.strata.common.v1.SecurityStateR\bsecurity\x12M\n" +
+	"\fcoordinators\x18\b \x01(\v2).strata.controller.v1.CoordinatorRegistryR\fcoordinators\"\x85\x01\n" +
 	"\x0fPartitionChange\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12A\n" +
@@ -4669,10 +5139,13 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\fElectionType\x12\x1d\n" +
 	"\x19ELECTION_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ELECTION_TYPE_PREFERRED\x10\x01\x12\x19\n" +
-	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xe8\x14\n" +
+	"\x15ELECTION_TYPE_UNCLEAN\x10\x022\xe6\x17\n" +
 	"\x11ControllerService\x12e\n" +
 	"\fRegisterNode\x12).strata.controller.v1.RegisterNodeRequest\x1a*.strata.controller.v1.RegisterNodeResponse\x12\\\n" +
-	"\tHeartbeat\x12&.strata.controller.v1.HeartbeatRequest\x1a'.strata.controller.v1.HeartbeatResponse\x12b\n" +
+	"\tHeartbeat\x12&.strata.controller.v1.HeartbeatRequest\x1a'.strata.controller.v1.HeartbeatResponse\x12z\n" +
+	"\x13RegisterCoordinator\x120.strata.controller.v1.RegisterCoordinatorRequest\x1a1.strata.controller.v1.RegisterCoordinatorResponse\x12}\n" +
+	"\x14CoordinatorHeartbeat\x121.strata.controller.v1.CoordinatorHeartbeatRequest\x1a2.strata.controller.v1.CoordinatorHeartbeatResponse\x12\x80\x01\n" +
+	"\x15UnregisterCoordinator\x122.strata.controller.v1.UnregisterCoordinatorRequest\x1a3.strata.controller.v1.UnregisterCoordinatorResponse\x12b\n" +
 	"\vCreateTopic\x12(.strata.controller.v1.CreateTopicRequest\x1a).strata.controller.v1.CreateTopicResponse\x12b\n" +
 	"\vDeleteTopic\x12(.strata.controller.v1.DeleteTopicRequest\x1a).strata.controller.v1.DeleteTopicResponse\x12k\n" +
 	"\x0eDescribeTopics\x12+.strata.controller.v1.DescribeTopicsRequest\x1a,.strata.controller.v1.DescribeTopicsResponse\x12_\n" +
@@ -4717,7 +5190,7 @@ func file_strata_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(NodeState)(0),                              // 0: strata.controller.v1.NodeState
 	(ConfigSource)(0),                           // 1: strata.controller.v1.ConfigSource
@@ -4726,205 +5199,224 @@ var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(*RegisterNodeResponse)(nil),                // 4: strata.controller.v1.RegisterNodeResponse
 	(*HeartbeatRequest)(nil),                    // 5: strata.controller.v1.HeartbeatRequest
 	(*HeartbeatResponse)(nil),                   // 6: strata.controller.v1.HeartbeatResponse
-	(*NodeStatus)(nil),                          // 7: strata.controller.v1.NodeStatus
-	(*ConfigEntry)(nil),                         // 8: strata.controller.v1.ConfigEntry
-	(*TopicDescription)(nil),                    // 9: strata.controller.v1.TopicDescription
-	(*CreateTopicRequest)(nil),                  // 10: strata.controller.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                 // 11: strata.controller.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                  // 12: strata.controller.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                 // 13: strata.controller.v1.DeleteTopicResponse
-	(*DescribeTopicsRequest)(nil),               // 14: strata.controller.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 15: strata.controller.v1.DescribeTopicsResponse
-	(*ListTopicsRequest)(nil),                   // 16: strata.controller.v1.ListTopicsRequest
-	(*TopicListing)(nil),                        // 17: strata.controller.v1.TopicListing
-	(*ListTopicsResponse)(nil),                  // 18: strata.controller.v1.ListTopicsResponse
-	(*AlterTopicConfigRequest)(nil),             // 19: strata.controller.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),            // 20: strata.controller.v1.AlterTopicConfigResponse
-	(*AlterPartitionRequest)(nil),               // 21: strata.controller.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),                  // 22: strata.controller.v1.AlterPartitionItem
-	(*IsrMember)(nil),                           // 23: strata.controller.v1.IsrMember
-	(*AlterPartitionResponse)(nil),              // 24: strata.controller.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),                // 25: strata.controller.v1.AlterPartitionResult
-	(*WatchMetadataRequest)(nil),                // 26: strata.controller.v1.WatchMetadataRequest
-	(*WatchMetadataResponse)(nil),               // 27: strata.controller.v1.WatchMetadataResponse
-	(*MetadataSnapshot)(nil),                    // 28: strata.controller.v1.MetadataSnapshot
-	(*MetadataDelta)(nil),                       // 29: strata.controller.v1.MetadataDelta
-	(*PartitionChange)(nil),                     // 30: strata.controller.v1.PartitionChange
-	(*DeletedTopic)(nil),                        // 31: strata.controller.v1.DeletedTopic
-	(*ControllerQuorum)(nil),                    // 32: strata.controller.v1.ControllerQuorum
-	(*ControllerMember)(nil),                    // 33: strata.controller.v1.ControllerMember
-	(*AllocateProducerIdsRequest)(nil),          // 34: strata.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),         // 35: strata.controller.v1.AllocateProducerIdsResponse
-	(*ElectLeadersRequest)(nil),                 // 36: strata.controller.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 37: strata.controller.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 38: strata.controller.v1.ElectLeadersResult
-	(*DescribeClusterRequest)(nil),              // 39: strata.controller.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 40: strata.controller.v1.DescribeClusterResponse
-	(*PartitionReassignment)(nil),               // 41: strata.controller.v1.PartitionReassignment
-	(*AlterPartitionReassignmentsRequest)(nil),  // 42: strata.controller.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 43: strata.controller.v1.AlterPartitionReassignmentsResponse
-	(*PartitionReassignmentResult)(nil),         // 44: strata.controller.v1.PartitionReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),   // 45: strata.controller.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 46: strata.controller.v1.ListPartitionReassignmentsResponse
-	(*RebalanceRequest)(nil),                    // 47: strata.controller.v1.RebalanceRequest
-	(*PlannedMove)(nil),                         // 48: strata.controller.v1.PlannedMove
-	(*NodeLoad)(nil),                            // 49: strata.controller.v1.NodeLoad
-	(*RebalanceResponse)(nil),                   // 50: strata.controller.v1.RebalanceResponse
-	(*DrainNodeRequest)(nil),                    // 51: strata.controller.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                   // 52: strata.controller.v1.DrainNodeResponse
-	(*CreatePartitionsRequest)(nil),             // 53: strata.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 54: strata.controller.v1.CreatePartitionsResponse
-	(*CreateUserRequest)(nil),                   // 55: strata.controller.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),                  // 56: strata.controller.v1.CreateUserResponse
-	(*DeleteUserRequest)(nil),                   // 57: strata.controller.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),                  // 58: strata.controller.v1.DeleteUserResponse
-	(*ListUsersRequest)(nil),                    // 59: strata.controller.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),                   // 60: strata.controller.v1.ListUsersResponse
-	(*CreateAclsRequest)(nil),                   // 61: strata.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 62: strata.controller.v1.CreateAclsResponse
-	(*AclFilter)(nil),                           // 63: strata.controller.v1.AclFilter
-	(*DeleteAclsRequest)(nil),                   // 64: strata.controller.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                  // 65: strata.controller.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),                 // 66: strata.controller.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                // 67: strata.controller.v1.DescribeAclsResponse
-	(*SetQuotaRequest)(nil),                     // 68: strata.controller.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                    // 69: strata.controller.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),                   // 70: strata.controller.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                  // 71: strata.controller.v1.ListQuotasResponse
-	nil,                                         // 72: strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 73: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Listener)(nil),                         // 74: strata.common.v1.Listener
-	(*v1.Node)(nil),                             // 75: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),                // 76: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),                      // 77: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),                    // 78: strata.common.v1.TopicMetadata
-	(*v1.SecurityState)(nil),                    // 79: strata.common.v1.SecurityState
-	(*v1.TopicPartitions)(nil),                  // 80: strata.common.v1.TopicPartitions
-	(*v1.UserCredential)(nil),                   // 81: strata.common.v1.UserCredential
-	(*v1.AclBinding)(nil),                       // 82: strata.common.v1.AclBinding
-	(v1.AclPermission)(0),                       // 83: strata.common.v1.AclPermission
-	(v1.AclOperation)(0),                        // 84: strata.common.v1.AclOperation
-	(v1.AclResourceType)(0),                     // 85: strata.common.v1.AclResourceType
-	(v1.AclPatternType)(0),                      // 86: strata.common.v1.AclPatternType
-	(*v1.Quota)(nil),                            // 87: strata.common.v1.Quota
+	(*CoordinatorRegistration)(nil),             // 7: strata.controller.v1.CoordinatorRegistration
+	(*RegisterCoordinatorRequest)(nil),          // 8: strata.controller.v1.RegisterCoordinatorRequest
+	(*RegisterCoordinatorResponse)(nil),         // 9: strata.controller.v1.RegisterCoordinatorResponse
+	(*CoordinatorHeartbeatRequest)(nil),         // 10: strata.controller.v1.CoordinatorHeartbeatRequest
+	(*CoordinatorHeartbeatResponse)(nil),        // 11: strata.controller.v1.CoordinatorHeartbeatResponse
+	(*UnregisterCoordinatorRequest)(nil),        // 12: strata.controller.v1.UnregisterCoordinatorRequest
+	(*UnregisterCoordinatorResponse)(nil),       // 13: strata.controller.v1.UnregisterCoordinatorResponse
+	(*CoordinatorRegistry)(nil),                 // 14: strata.controller.v1.CoordinatorRegistry
+	(*NodeStatus)(nil),                          // 15: strata.controller.v1.NodeStatus
+	(*ConfigEntry)(nil),                         // 16: strata.controller.v1.ConfigEntry
+	(*TopicDescription)(nil),                    // 17: strata.controller.v1.TopicDescription
+	(*CreateTopicRequest)(nil),                  // 18: strata.controller.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 19: strata.controller.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 20: strata.controller.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 21: strata.controller.v1.DeleteTopicResponse
+	(*DescribeTopicsRequest)(nil),               // 22: strata.controller.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 23: strata.controller.v1.DescribeTopicsResponse
+	(*ListTopicsRequest)(nil),                   // 24: strata.controller.v1.ListTopicsRequest
+	(*TopicListing)(nil),                        // 25: strata.controller.v1.TopicListing
+	(*ListTopicsResponse)(nil),                  // 26: strata.controller.v1.ListTopicsResponse
+	(*AlterTopicConfigRequest)(nil),             // 27: strata.controller.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),            // 28: strata.controller.v1.AlterTopicConfigResponse
+	(*AlterPartitionRequest)(nil),               // 29: strata.controller.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),                  // 30: strata.controller.v1.AlterPartitionItem
+	(*IsrMember)(nil),                           // 31: strata.controller.v1.IsrMember
+	(*AlterPartitionResponse)(nil),              // 32: strata.controller.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),                // 33: strata.controller.v1.AlterPartitionResult
+	(*WatchMetadataRequest)(nil),                // 34: strata.controller.v1.WatchMetadataRequest
+	(*WatchMetadataResponse)(nil),               // 35: strata.controller.v1.WatchMetadataResponse
+	(*MetadataSnapshot)(nil),                    // 36: strata.controller.v1.MetadataSnapshot
+	(*MetadataDelta)(nil),                       // 37: strata.controller.v1.MetadataDelta
+	(*PartitionChange)(nil),                     // 38: strata.controller.v1.PartitionChange
+	(*DeletedTopic)(nil),                        // 39: strata.controller.v1.DeletedTopic
+	(*ControllerQuorum)(nil),                    // 40: strata.controller.v1.ControllerQuorum
+	(*ControllerMember)(nil),                    // 41: strata.controller.v1.ControllerMember
+	(*AllocateProducerIdsRequest)(nil),          // 42: strata.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 43: strata.controller.v1.AllocateProducerIdsResponse
+	(*ElectLeadersRequest)(nil),                 // 44: strata.controller.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 45: strata.controller.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 46: strata.controller.v1.ElectLeadersResult
+	(*DescribeClusterRequest)(nil),              // 47: strata.controller.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 48: strata.controller.v1.DescribeClusterResponse
+	(*PartitionReassignment)(nil),               // 49: strata.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRequest)(nil),  // 50: strata.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 51: strata.controller.v1.AlterPartitionReassignmentsResponse
+	(*PartitionReassignmentResult)(nil),         // 52: strata.controller.v1.PartitionReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 53: strata.controller.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 54: strata.controller.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 55: strata.controller.v1.RebalanceRequest
+	(*PlannedMove)(nil),                         // 56: strata.controller.v1.PlannedMove
+	(*NodeLoad)(nil),                            // 57: strata.controller.v1.NodeLoad
+	(*RebalanceResponse)(nil),                   // 58: strata.controller.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 59: strata.controller.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 60: strata.controller.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 61: strata.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 62: strata.controller.v1.CreatePartitionsResponse
+	(*CreateUserRequest)(nil),                   // 63: strata.controller.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 64: strata.controller.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 65: strata.controller.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 66: strata.controller.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 67: strata.controller.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 68: strata.controller.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 69: strata.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 70: strata.controller.v1.CreateAclsResponse
+	(*AclFilter)(nil),                           // 71: strata.controller.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                   // 72: strata.controller.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 73: strata.controller.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 74: strata.controller.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 75: strata.controller.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 76: strata.controller.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 77: strata.controller.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 78: strata.controller.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 79: strata.controller.v1.ListQuotasResponse
+	nil,                                         // 80: strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 81: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Listener)(nil),                         // 82: strata.common.v1.Listener
+	(*v1.Node)(nil),                             // 83: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),                // 84: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),                      // 85: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),                    // 86: strata.common.v1.TopicMetadata
+	(*v1.SecurityState)(nil),                    // 87: strata.common.v1.SecurityState
+	(*v1.TopicPartitions)(nil),                  // 88: strata.common.v1.TopicPartitions
+	(*v1.UserCredential)(nil),                   // 89: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 90: strata.common.v1.AclBinding
+	(v1.AclPermission)(0),                       // 91: strata.common.v1.AclPermission
+	(v1.AclOperation)(0),                        // 92: strata.common.v1.AclOperation
+	(v1.AclResourceType)(0),                     // 93: strata.common.v1.AclResourceType
+	(v1.AclPatternType)(0),                      // 94: strata.common.v1.AclPatternType
+	(*v1.Quota)(nil),                            // 95: strata.common.v1.Quota
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	74, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
-	75, // 1: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
-	0,  // 2: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
-	1,  // 3: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	76, // 4: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
-	8,  // 5: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	72, // 6: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	9,  // 7: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	9,  // 8: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	17, // 9: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	73, // 10: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	8,  // 11: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	22, // 12: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
-	23, // 13: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
-	25, // 14: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	77, // 15: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	76, // 16: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
-	28, // 17: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
-	29, // 18: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	78, // 19: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
-	7,  // 20: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
-	32, // 21: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	79, // 22: strata.controller.v1.MetadataSnapshot.security:type_name -> strata.common.v1.SecurityState
-	78, // 23: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
-	30, // 24: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
-	31, // 25: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
-	7,  // 26: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
-	32, // 27: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	79, // 28: strata.controller.v1.MetadataDelta.security:type_name -> strata.common.v1.SecurityState
-	76, // 29: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
-	33, // 30: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
-	2,  // 31: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	80, // 32: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	38, // 33: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	77, // 34: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
-	32, // 35: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	7,  // 36: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	41, // 37: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	44, // 38: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	77, // 39: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
-	76, // 40: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
-	30, // 41: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	48, // 42: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	49, // 43: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	49, // 44: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	7,  // 45: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	48, // 46: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	9,  // 47: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	81, // 48: strata.controller.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	81, // 49: strata.controller.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	82, // 50: strata.controller.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	83, // 51: strata.controller.v1.AclFilter.permission:type_name -> strata.common.v1.AclPermission
-	84, // 52: strata.controller.v1.AclFilter.operation:type_name -> strata.common.v1.AclOperation
-	85, // 53: strata.controller.v1.AclFilter.resource_type:type_name -> strata.common.v1.AclResourceType
-	86, // 54: strata.controller.v1.AclFilter.pattern_type:type_name -> strata.common.v1.AclPatternType
-	63, // 55: strata.controller.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	82, // 56: strata.controller.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	63, // 57: strata.controller.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	82, // 58: strata.controller.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	87, // 59: strata.controller.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	87, // 60: strata.controller.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	3,  // 61: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 62: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	10, // 63: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	12, // 64: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	14, // 65: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	16, // 66: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	19, // 67: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	21, // 68: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	26, // 69: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	34, // 70: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	36, // 71: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	39, // 72: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	42, // 73: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
-	45, // 74: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
-	47, // 75: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
-	51, // 76: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
-	53, // 77: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
-	55, // 78: strata.controller.v1.ControllerService.CreateUser:input_type -> strata.controller.v1.CreateUserRequest
-	57, // 79: strata.controller.v1.ControllerService.DeleteUser:input_type -> strata.controller.v1.DeleteUserRequest
-	59, // 80: strata.controller.v1.ControllerService.ListUsers:input_type -> strata.controller.v1.ListUsersRequest
-	61, // 81: strata.controller.v1.ControllerService.CreateAcls:input_type -> strata.controller.v1.CreateAclsRequest
-	64, // 82: strata.controller.v1.ControllerService.DeleteAcls:input_type -> strata.controller.v1.DeleteAclsRequest
-	66, // 83: strata.controller.v1.ControllerService.DescribeAcls:input_type -> strata.controller.v1.DescribeAclsRequest
-	68, // 84: strata.controller.v1.ControllerService.SetQuota:input_type -> strata.controller.v1.SetQuotaRequest
-	70, // 85: strata.controller.v1.ControllerService.ListQuotas:input_type -> strata.controller.v1.ListQuotasRequest
-	4,  // 86: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 87: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	11, // 88: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	13, // 89: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	15, // 90: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	18, // 91: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	20, // 92: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	24, // 93: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	27, // 94: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	35, // 95: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	37, // 96: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	40, // 97: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	43, // 98: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
-	46, // 99: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
-	50, // 100: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
-	52, // 101: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
-	54, // 102: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
-	56, // 103: strata.controller.v1.ControllerService.CreateUser:output_type -> strata.controller.v1.CreateUserResponse
-	58, // 104: strata.controller.v1.ControllerService.DeleteUser:output_type -> strata.controller.v1.DeleteUserResponse
-	60, // 105: strata.controller.v1.ControllerService.ListUsers:output_type -> strata.controller.v1.ListUsersResponse
-	62, // 106: strata.controller.v1.ControllerService.CreateAcls:output_type -> strata.controller.v1.CreateAclsResponse
-	65, // 107: strata.controller.v1.ControllerService.DeleteAcls:output_type -> strata.controller.v1.DeleteAclsResponse
-	67, // 108: strata.controller.v1.ControllerService.DescribeAcls:output_type -> strata.controller.v1.DescribeAclsResponse
-	69, // 109: strata.controller.v1.ControllerService.SetQuota:output_type -> strata.controller.v1.SetQuotaResponse
-	71, // 110: strata.controller.v1.ControllerService.ListQuotas:output_type -> strata.controller.v1.ListQuotasResponse
-	86, // [86:111] is the sub-list for method output_type
-	61, // [61:86] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	82, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
+	82, // 1: strata.controller.v1.CoordinatorRegistration.listeners:type_name -> strata.common.v1.Listener
+	7,  // 2: strata.controller.v1.RegisterCoordinatorRequest.coordinator:type_name -> strata.controller.v1.CoordinatorRegistration
+	7,  // 3: strata.controller.v1.CoordinatorRegistry.coordinators:type_name -> strata.controller.v1.CoordinatorRegistration
+	83, // 4: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	0,  // 5: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
+	1,  // 6: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
+	84, // 7: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	16, // 8: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
+	80, // 9: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	17, // 10: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	17, // 11: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	25, // 12: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	81, // 13: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	16, // 14: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	30, // 15: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
+	31, // 16: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
+	33, // 17: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
+	85, // 18: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	84, // 19: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	36, // 20: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
+	37, // 21: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
+	86, // 22: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	15, // 23: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
+	40, // 24: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	87, // 25: strata.controller.v1.MetadataSnapshot.security:type_name -> strata.common.v1.SecurityState
+	14, // 26: strata.controller.v1.MetadataSnapshot.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
+	86, // 27: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	38, // 28: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
+	39, // 29: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
+	15, // 30: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
+	40, // 31: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	87, // 32: strata.controller.v1.MetadataDelta.security:type_name -> strata.common.v1.SecurityState
+	14, // 33: strata.controller.v1.MetadataDelta.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
+	84, // 34: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	41, // 35: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
+	2,  // 36: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	88, // 37: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	46, // 38: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	85, // 39: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	40, // 40: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	15, // 41: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	49, // 42: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	52, // 43: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	85, // 44: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
+	84, // 45: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
+	38, // 46: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	56, // 47: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	57, // 48: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	57, // 49: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	15, // 50: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	56, // 51: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	17, // 52: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	89, // 53: strata.controller.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	89, // 54: strata.controller.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	90, // 55: strata.controller.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	91, // 56: strata.controller.v1.AclFilter.permission:type_name -> strata.common.v1.AclPermission
+	92, // 57: strata.controller.v1.AclFilter.operation:type_name -> strata.common.v1.AclOperation
+	93, // 58: strata.controller.v1.AclFilter.resource_type:type_name -> strata.common.v1.AclResourceType
+	94, // 59: strata.controller.v1.AclFilter.pattern_type:type_name -> strata.common.v1.AclPatternType
+	71, // 60: strata.controller.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	90, // 61: strata.controller.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	71, // 62: strata.controller.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	90, // 63: strata.controller.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	95, // 64: strata.controller.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	95, // 65: strata.controller.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	3,  // 66: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 67: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	8,  // 68: strata.controller.v1.ControllerService.RegisterCoordinator:input_type -> strata.controller.v1.RegisterCoordinatorRequest
+	10, // 69: strata.controller.v1.ControllerService.CoordinatorHeartbeat:input_type -> strata.controller.v1.CoordinatorHeartbeatRequest
+	12, // 70: strata.controller.v1.ControllerService.UnregisterCoordinator:input_type -> strata.controller.v1.UnregisterCoordinatorRequest
+	18, // 71: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	20, // 72: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	22, // 73: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	24, // 74: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	27, // 75: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	29, // 76: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	34, // 77: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	42, // 78: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	44, // 79: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	47, // 80: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	50, // 81: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
+	53, // 82: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
+	55, // 83: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
+	59, // 84: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
+	61, // 85: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
+	63, // 86: strata.controller.v1.ControllerService.CreateUser:input_type -> strata.controller.v1.CreateUserRequest
+	65, // 87: strata.controller.v1.ControllerService.DeleteUser:input_type -> strata.controller.v1.DeleteUserRequest
+	67, // 88: strata.controller.v1.ControllerService.ListUsers:input_type -> strata.controller.v1.ListUsersRequest
+	69, // 89: strata.controller.v1.ControllerService.CreateAcls:input_type -> strata.controller.v1.CreateAclsRequest
+	72, // 90: strata.controller.v1.ControllerService.DeleteAcls:input_type -> strata.controller.v1.DeleteAclsRequest
+	74, // 91: strata.controller.v1.ControllerService.DescribeAcls:input_type -> strata.controller.v1.DescribeAclsRequest
+	76, // 92: strata.controller.v1.ControllerService.SetQuota:input_type -> strata.controller.v1.SetQuotaRequest
+	78, // 93: strata.controller.v1.ControllerService.ListQuotas:input_type -> strata.controller.v1.ListQuotasRequest
+	4,  // 94: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	6,  // 95: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	9,  // 96: strata.controller.v1.ControllerService.RegisterCoordinator:output_type -> strata.controller.v1.RegisterCoordinatorResponse
+	11, // 97: strata.controller.v1.ControllerService.CoordinatorHeartbeat:output_type -> strata.controller.v1.CoordinatorHeartbeatResponse
+	13, // 98: strata.controller.v1.ControllerService.UnregisterCoordinator:output_type -> strata.controller.v1.UnregisterCoordinatorResponse
+	19, // 99: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	21, // 100: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	23, // 101: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	26, // 102: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	28, // 103: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	32, // 104: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	35, // 105: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	43, // 106: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	45, // 107: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	48, // 108: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	51, // 109: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
+	54, // 110: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
+	58, // 111: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
+	60, // 112: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
+	62, // 113: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
+	64, // 114: strata.controller.v1.ControllerService.CreateUser:output_type -> strata.controller.v1.CreateUserResponse
+	66, // 115: strata.controller.v1.ControllerService.DeleteUser:output_type -> strata.controller.v1.DeleteUserResponse
+	68, // 116: strata.controller.v1.ControllerService.ListUsers:output_type -> strata.controller.v1.ListUsersResponse
+	70, // 117: strata.controller.v1.ControllerService.CreateAcls:output_type -> strata.controller.v1.CreateAclsResponse
+	73, // 118: strata.controller.v1.ControllerService.DeleteAcls:output_type -> strata.controller.v1.DeleteAclsResponse
+	75, // 119: strata.controller.v1.ControllerService.DescribeAcls:output_type -> strata.controller.v1.DescribeAclsResponse
+	77, // 120: strata.controller.v1.ControllerService.SetQuota:output_type -> strata.controller.v1.SetQuotaResponse
+	79, // 121: strata.controller.v1.ControllerService.ListQuotas:output_type -> strata.controller.v1.ListQuotasResponse
+	94, // [94:122] is the sub-list for method output_type
+	66, // [66:94] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }
@@ -4932,7 +5424,7 @@ func file_strata_controller_v1_controller_proto_init() {
 	if File_strata_controller_v1_controller_proto != nil {
 		return
 	}
-	file_strata_controller_v1_controller_proto_msgTypes[24].OneofWrappers = []any{
+	file_strata_controller_v1_controller_proto_msgTypes[32].OneofWrappers = []any{
 		(*WatchMetadataResponse_Snapshot)(nil),
 		(*WatchMetadataResponse_Delta)(nil),
 	}
@@ -4942,7 +5434,7 @@ func file_strata_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_controller_v1_controller_proto_rawDesc), len(file_strata_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   71,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

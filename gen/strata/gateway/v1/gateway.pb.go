@@ -189,10 +189,11 @@ type MetadataResponse struct {
 	// Metadata version (etcd revision) the answer reflects; lets a client ignore answers older
 	// than one it already has.
 	MetadataVersion int64 `protobuf:"varint,5,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
-	// Coordinator instances with a Kafka listener that this gateway has located through
-	// FindCoordinator with listener "kafka", sorted by node_id: node_id is the broker id Kafka's
-	// FindCoordinator names them by (from 2146435072 up, see docs/kafka.md) and their only
-	// listener is the one named "kafka". Kafka's Metadata lists them as brokers.
+	// Coordinator instances with a Kafka listener, sorted by node_id: every live one registered
+	// with the controller (RegisterCoordinator), and those without a controller that this
+	// gateway has located through FindCoordinator with listener "kafka". node_id is the broker
+	// id Kafka's FindCoordinator names them by (from 2146435072 up, see docs/kafka.md) and their
+	// only listener is the one named "kafka". Kafka's Metadata lists them as brokers.
 	KafkaCoordinators []*v1.Node `protobuf:"bytes,6,rep,name=kafka_coordinators,json=kafkaCoordinators,proto3" json:"kafka_coordinators,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache

@@ -41,6 +41,10 @@
 //	                                    exactly one key and creating it again writes nothing
 //	/strata/security/quotas/<principal> commonv1.Quota, principal path-escaped; absent means
 //	                                    no quota
+//	/strata/coordinators/<%010d>        controllerv1.CoordinatorRegistration of the live
+//	                                    coordinator instance whose Kafka broker id is the key's
+//	                                    number, attached to its registration lease
+//	                                    (coordinators.go); absent when none holds the id
 //
 // Everything under /strata/security/ is the security state (users, ACLs,
 // quotas; security.go): one range read and one watch cover it.
@@ -84,6 +88,8 @@ const (
 	PrefixUsers    = PrefixSecurity + "users/"
 	PrefixAcls     = PrefixSecurity + "acls/"
 	PrefixQuotas   = PrefixSecurity + "quotas/"
+
+	PrefixCoordinators = Prefix + "coordinators/"
 )
 
 func topicKey(name string) string { return PrefixTopics + name }

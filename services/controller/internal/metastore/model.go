@@ -61,6 +61,9 @@ type Model struct {
 	Acls map[string]*commonv1.AclBinding
 	// Quotas holds the quotas by key (quotaKey).
 	Quotas map[string]*commonv1.Quota
+	// Coordinators holds the live coordinator registrations by Kafka
+	// node id.
+	Coordinators map[int32]*controllerv1.CoordinatorRegistration
 }
 
 // LiveNode is a node's live key.
@@ -91,6 +94,7 @@ func NewModel() *Model {
 		Users:         map[string]*commonv1.UserCredential{},
 		Acls:          map[string]*commonv1.AclBinding{},
 		Quotas:        map[string]*commonv1.Quota{},
+		Coordinators:  map[int32]*controllerv1.CoordinatorRegistration{},
 	}
 }
 
@@ -133,6 +137,9 @@ type Touched struct {
 	// Security is set when a user, ACL or quota changed: the delta then
 	// carries the whole security state.
 	Security bool
+	// Coordinators is set when a coordinator registration came or went:
+	// the delta then carries the whole registry.
+	Coordinators bool
 }
 
 func newTouched() *Touched {
@@ -148,7 +155,7 @@ func (t *Touched) partition(topic string, p int32) {
 
 // Empty reports whether nothing was touched.
 func (t *Touched) Empty() bool {
-	return len(t.Topics) == 0 && len(t.Partitions) == 0 && len(t.Nodes) == 0 && !t.Controllers && !t.Security
+	return len(t.Topics) == 0 && len(t.Partitions) == 0 && len(t.Nodes) == 0 && !t.Controllers && !t.Security && !t.Coordinators
 }
 
 // Apply applies watch events (all of one revision) and records what they touched.
@@ -196,6 +203,8 @@ func (m *Model) Apply(events []*clientv3.Event, t *Touched) error {
 			}
 		case strings.HasPrefix(k, PrefixSecurity):
 			t.Security = true
+		case strings.HasPrefix(k, PrefixCoordinators):
+			t.Coordinators = true
 		}
 		var err error
 		if ev.Type == mvccpb.DELETE {
@@ -303,6 +312,16 @@ func (m *Model) put(kv *mvccpb.KeyValue) error {
 			return fmt.Errorf("metastore: decode %s: %w", k, err)
 		}
 		m.Quotas[k] = q
+	case strings.HasPrefix(k, PrefixCoordinators):
+		id, ok := parseNodeID(k, PrefixCoordinators)
+		if !ok {
+			return nil
+		}
+		c := &controllerv1.CoordinatorRegistration{}
+		if err := proto.Unmarshal(kv.Value, c); err != nil {
+			return fmt.Errorf("metastore: decode %s: %w", k, err)
+		}
+		m.Coordinators[id] = c
 	}
 	return nil
 }
@@ -350,6 +369,10 @@ func (m *Model) delete(k string) {
 		delete(m.Acls, k)
 	case strings.HasPrefix(k, PrefixQuotas):
 		delete(m.Quotas, k)
+	case strings.HasPrefix(k, PrefixCoordinators):
+		if id, ok := parseNodeID(k, PrefixCoordinators); ok {
+			delete(m.Coordinators, id)
+		}
 	}
 }
 
@@ -510,7 +533,8 @@ func (m *Model) NodeList() []*controllerv1.NodeStatus {
 // Snapshot renders the whole metadata, the security state included
 // (never nil, empty when there are no users, ACLs or quotas).
 func (m *Model) Snapshot() *controllerv1.MetadataSnapshot {
-	s := &controllerv1.MetadataSnapshot{ClusterId: m.ClusterID, Nodes: m.NodeList(), Controllers: m.Quorum(), Security: m.Security()}
+	s := &controllerv1.MetadataSnapshot{ClusterId: m.ClusterID, Nodes: m.NodeList(), Controllers: m.Quorum(), Security: m.Security(),
+		Coordinators: m.CoordinatorRegistry()}
 	for _, n := range m.TopicNames() {
 		s.Topics = append(s.Topics, m.Topic(n))
 	}
@@ -571,6 +595,9 @@ func (m *Model) Delta(t *Touched) *controllerv1.MetadataDelta {
 		// Whole, and empty rather than nil once the last entry is gone:
 		// nil means unchanged.
 		d.Security = m.Security()
+	}
+	if t.Coordinators {
+		d.Coordinators = m.CoordinatorRegistry()
 	}
 	return d
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/tlsconfig"
 	"github.com/strata-mq/strata/services/controller/internal/metastore"
 )
 
@@ -88,6 +89,47 @@ func (h *Handler) Heartbeat(ctx context.Context, req *connect.Request[controller
 		return nil, h.toConnect(ctx, err)
 	}
 	return connect.NewResponse(&controllerv1.HeartbeatResponse{LeaseTtlMs: int32(ttl / time.Millisecond)}), nil
+}
+
+// RegisterCoordinator, CoordinatorHeartbeat and UnregisterCoordinator
+// keep the coordinator registry (metastore/coordinators.go); they need a
+// coordinator's service identity.
+func (h *Handler) RegisterCoordinator(ctx context.Context, req *connect.Request[controllerv1.RegisterCoordinatorRequest]) (*connect.Response[controllerv1.RegisterCoordinatorResponse], error) {
+	if _, err := h.c.guard.RequireService(ctx, tlsconfig.RoleCoordinator); err != nil {
+		return nil, err
+	}
+	c := req.Msg.GetCoordinator()
+	id, err := h.c.store.RegisterCoordinator(ctx, c)
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	h.c.log.InfoContext(ctx, "coordinator registered", slog.String("coordinator", c.GetCoordinatorId()),
+		slog.Int("kafka_node_id", int(c.GetKafkaNodeId())), slog.Int64("registration", id))
+	ttl := h.c.store.NodeTTL
+	return connect.NewResponse(&controllerv1.RegisterCoordinatorResponse{
+		RegistrationId: id, HeartbeatIntervalMs: int32(ttl / 3 / time.Millisecond), LeaseTtlMs: int32(ttl / time.Millisecond),
+	}), nil
+}
+
+func (h *Handler) CoordinatorHeartbeat(ctx context.Context, req *connect.Request[controllerv1.CoordinatorHeartbeatRequest]) (*connect.Response[controllerv1.CoordinatorHeartbeatResponse], error) {
+	if _, err := h.c.guard.RequireService(ctx, tlsconfig.RoleCoordinator); err != nil {
+		return nil, err
+	}
+	ttl, err := h.c.store.CoordinatorHeartbeat(ctx, req.Msg.GetKafkaNodeId(), req.Msg.GetRegistrationId())
+	if err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.CoordinatorHeartbeatResponse{LeaseTtlMs: int32(ttl / time.Millisecond)}), nil
+}
+
+func (h *Handler) UnregisterCoordinator(ctx context.Context, req *connect.Request[controllerv1.UnregisterCoordinatorRequest]) (*connect.Response[controllerv1.UnregisterCoordinatorResponse], error) {
+	if _, err := h.c.guard.RequireService(ctx, tlsconfig.RoleCoordinator); err != nil {
+		return nil, err
+	}
+	if err := h.c.store.UnregisterCoordinator(ctx, req.Msg.GetRegistrationId()); err != nil {
+		return nil, h.toConnect(ctx, err)
+	}
+	return connect.NewResponse(&controllerv1.UnregisterCoordinatorResponse{}), nil
 }
 
 func (h *Handler) CreateTopic(ctx context.Context, req *connect.Request[controllerv1.CreateTopicRequest]) (*connect.Response[controllerv1.CreateTopicResponse], error) {

@@ -46,9 +46,10 @@ type Config struct {
 	// from (--gateway). Default DefaultGateway.
 	Gateway string
 	// Controller lists the controllers' base URLs, comma-separated
-	// (--controller). When set, the coordinator watches their metadata
-	// stream for the users, ACLs and quotas its guard enforces
-	// (security.go), and is not ready before the first snapshot. Required
+	// (--controller). When set, the coordinator registers with them
+	// (register.go) and watches their metadata stream for the users, ACLs
+	// and quotas its guard enforces (security.go), and is not ready before
+	// the first snapshot and an answered registration. Required
 	// with --require-auth. Default empty: no watch.
 	Controller string
 	// SessionTimeout removes members silent for this long
@@ -80,7 +81,7 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.SecretVar(&c.DSN, "dsn", c.DSN, "Postgres connection string for offsets and group state; empty: embedded SQLite at --data-dir/offsets.db")
 	f.StringVar(&c.DataDir, "data-dir", or(c.DataDir, "./data/coordinator"), "directory of offsets.db when --dsn is empty")
 	f.StringVar(&c.Gateway, "gateway", or(c.Gateway, DefaultGateway), "gateway base URL to read topic metadata from")
-	f.StringVar(&c.Controller, "controller", c.Controller, "controller base URLs, comma-separated, whose metadata stream brings the ACLs to enforce; required with --require-auth")
+	f.StringVar(&c.Controller, "controller", c.Controller, "controller base URLs, comma-separated, to register with (so every gateway names the Kafka listener) and whose metadata stream brings the ACLs to enforce; required with --require-auth")
 	f.DurationVar(&c.SessionTimeout, "session-timeout", orDur(c.SessionTimeout, DefaultSessionTimeout), "members silent for this long are removed from their group")
 	f.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "heartbeat interval told to members; 0: a fifth of --session-timeout, at most 5s")
 	f.DurationVar(&c.OwnershipLease, "ownership-lease", orDur(c.OwnershipLease, DefaultOwnershipLease), "group ownership lease; a dead instance's groups move to another after it")

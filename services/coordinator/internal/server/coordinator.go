@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
@@ -52,6 +53,7 @@ type Coordinator struct {
 	log     *slog.Logger
 	guard   *guard.Guard
 	view    *metaview.Cache // the controllers' metadata, for its security state; nil without --controller
+	reg     *registrar      // registration with the controllers (register.go); nil without --controller
 
 	claimMu sync.Mutex // serializes claims, so one instance never claims a group twice at once
 	mu      sync.Mutex
@@ -181,6 +183,10 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	}
 	if len(controllers) > 0 {
 		c.view = metaview.NewCache()
+		c.reg = &registrar{names: controllers}
+		for _, u := range controllers {
+			c.reg.clients = append(c.reg.clients, controllerv1connect.NewControllerServiceClient(opts.HTTPClient, u, opts.ClientOpts...))
+		}
 	}
 	if opts.Meter != nil {
 		if _, err := opts.Meter.Int64ObservableGauge("strata.coordinator.group.lag",
@@ -208,6 +214,11 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 			defer c.wg.Done()
 			c.watchSecurity(ctx, controllers, opts.HTTPClient, opts.ClientOpts) // security.go
 		}()
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.keepRegistered(ctx, c.reg) // register.go
+		}()
 	}
 	return c, nil
 }
@@ -233,8 +244,9 @@ func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handl
 func (c *Coordinator) ID() string { return c.id }
 
 // Ready is the readiness check: nil once the first metadata snapshot has
-// arrived (with --controller: the ACLs to enforce come with it) and until
-// Close begins. The offsets database is not asked; a call that needs it
+// arrived and the controller has answered a registration (with
+// --controller: the ACLs to enforce come with the snapshot, and gateways
+// list the instance once registered) and until Close begins. The offsets database is not asked; a call that needs it
 // fails with UNAVAILABLE when it is down. It does no I/O.
 func (c *Coordinator) Ready(context.Context) error {
 	if c.closing.Load() {
@@ -242,6 +254,9 @@ func (c *Coordinator) Ready(context.Context) error {
 	}
 	if c.view != nil && !c.view.Ready() {
 		return errors.New("coordinator: waiting for the first metadata snapshot from the controller")
+	}
+	if c.reg != nil && !c.reg.answered.Load() {
+		return errors.New("coordinator: waiting to register with the controller")
 	}
 	return nil
 }

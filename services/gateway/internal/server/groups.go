@@ -9,12 +9,14 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -57,16 +59,34 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 		loc = next
 	}
 	if listener == serve.KafkaListenerName && loc.GetListenerResolved() {
-		g.kafkaCoords.note(loc.GetCoordinatorId(), loc.GetAddress())
+		owner := loc.GetCoordinatorId()
+		switch holder := g.registeredKafkaID(kafkabridge.CoordinatorNodeID(owner)); {
+		case holder == nil:
+			// Not registered (no --controller): remember it, as Metadata
+			// must list the broker a client is sent to.
+			g.kafkaCoords.note(owner, loc.GetAddress())
+		case holder.GetCoordinatorId() != owner:
+			// Another live coordinator holds the owner's broker id, so
+			// Kafka clients cannot be sent to the owner's listener: answer
+			// its default address, and the bridge names a storage node.
+			def, err := g.locateGroup(ctx, req.Msg.GetGroupId(), "")
+			if err != nil {
+				return nil, err
+			}
+			loc = def
+		default:
+			g.kafkaCoords.forget(owner) // Metadata lists it from the registry
+		}
 	}
 	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: loc.GetCoordinatorId(), Address: loc.GetAddress()}), nil
 }
 
 // kafkaCoordinators are the coordinator instances with a Kafka listener
-// this gateway has located (FindCoordinator with listener "kafka"), by
-// coordinator id; Metadata hands them to the Kafka bridges, which list
-// them as brokers, since Kafka clients connect only to a coordinator whose
-// broker id Metadata lists.
+// this gateway has located (FindCoordinator with listener "kafka") and
+// that have not registered with the controller (no --controller), by
+// coordinator id. Metadata hands them to the Kafka bridges after the
+// registered ones, which they list as brokers, since Kafka clients connect
+// only to a coordinator whose broker id Metadata lists.
 type kafkaCoordinators struct {
 	mu    sync.Mutex
 	addrs map[string]string // coordinator id -> kafka://host:port
@@ -87,19 +107,64 @@ func (k *kafkaCoordinators) note(id, addr string) {
 	k.addrs[id] = addr
 }
 
-// nodes are the known coordinators as Kafka brokers, sorted by node id.
-func (k *kafkaCoordinators) nodes() []*commonv1.Node {
+// forget drops coordinator id, which the controller's registry lists.
+func (k *kafkaCoordinators) forget(id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	delete(k.addrs, id)
+}
+
+// kafkaNode is a coordinator as a Kafka broker: its broker id and its
+// Kafka listener, its only listener.
+func kafkaNode(nodeID int32, addr string) *commonv1.Node {
+	return &commonv1.Node{NodeId: nodeID, Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}}}
+}
+
+// kafkaCoordinatorNodes are the coordinators Metadata lists as Kafka
+// brokers (MetadataResponse.kafka_coordinators), sorted by node id: every
+// live coordinator registered with the controller that has a Kafka
+// listener, from the metadata view st, so every gateway lists them all
+// whether or not a FindCoordinator passed through it; then those this
+// gateway located that are not registered, unless their broker id is a
+// registered one's.
+func (g *Gateway) kafkaCoordinatorNodes(st *metaview.View) []*commonv1.Node {
 	var out []*commonv1.Node
-	for id, addr := range k.addrs {
-		out = append(out, &commonv1.Node{
-			NodeId:    kafkabridge.CoordinatorNodeID(id),
-			Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}},
-		})
+	registered := map[string]bool{}
+	held := map[int32]bool{}
+	for _, r := range st.Coordinators.GetCoordinators() {
+		registered[r.GetCoordinatorId()] = true
+		held[r.GetKafkaNodeId()] = true
+		for _, l := range r.GetListeners() {
+			if l.GetName() == serve.KafkaListenerName && serve.CheckKafkaURL(l.GetAddress()) == nil {
+				out = append(out, kafkaNode(r.GetKafkaNodeId(), l.GetAddress()))
+			}
+		}
 	}
+	k := &g.kafkaCoords
+	k.mu.Lock()
+	for id, addr := range k.addrs {
+		if nodeID := kafkabridge.CoordinatorNodeID(id); !registered[id] && !held[nodeID] {
+			out = append(out, kafkaNode(nodeID, addr))
+		}
+	}
+	k.mu.Unlock()
 	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
 	return out
+}
+
+// registeredKafkaID is the live registration holding Kafka broker id
+// nodeID in the controller's registry, or nil.
+func (g *Gateway) registeredKafkaID(nodeID int32) *controllerv1.CoordinatorRegistration {
+	st := g.cache.Load()
+	if st == nil {
+		return nil
+	}
+	for _, r := range st.Coordinators.GetCoordinators() {
+		if r.GetKafkaNodeId() == nodeID {
+			return r
+		}
+	}
+	return nil
 }
 
 // locateGroup asks the configured coordinators in turn, moving on while

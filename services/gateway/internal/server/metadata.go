@@ -37,7 +37,7 @@ func (g *Gateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.M
 		}
 	}
 	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
-	out.KafkaCoordinators = g.kafkaCoords.nodes()
+	out.KafkaCoordinators = g.kafkaCoordinatorNodes(st)
 	if names := req.Msg.GetTopics(); len(names) > 0 {
 		for _, name := range names {
 			if t := st.Topics[name]; t != nil {

@@ -45,6 +45,15 @@ const (
 	// ControllerServiceHeartbeatProcedure is the fully-qualified name of the ControllerService's
 	// Heartbeat RPC.
 	ControllerServiceHeartbeatProcedure = "/strata.controller.v1.ControllerService/Heartbeat"
+	// ControllerServiceRegisterCoordinatorProcedure is the fully-qualified name of the
+	// ControllerService's RegisterCoordinator RPC.
+	ControllerServiceRegisterCoordinatorProcedure = "/strata.controller.v1.ControllerService/RegisterCoordinator"
+	// ControllerServiceCoordinatorHeartbeatProcedure is the fully-qualified name of the
+	// ControllerService's CoordinatorHeartbeat RPC.
+	ControllerServiceCoordinatorHeartbeatProcedure = "/strata.controller.v1.ControllerService/CoordinatorHeartbeat"
+	// ControllerServiceUnregisterCoordinatorProcedure is the fully-qualified name of the
+	// ControllerService's UnregisterCoordinator RPC.
+	ControllerServiceUnregisterCoordinatorProcedure = "/strata.controller.v1.ControllerService/UnregisterCoordinator"
 	// ControllerServiceCreateTopicProcedure is the fully-qualified name of the ControllerService's
 	// CreateTopic RPC.
 	ControllerServiceCreateTopicProcedure = "/strata.controller.v1.ControllerService/CreateTopic"
@@ -131,6 +140,23 @@ type ControllerServiceClient interface {
 	// Errors: NOT_FOUND for an unregistered node id; ABORTED (REASON_STALE_NODE_EPOCH) when
 	// node_epoch is not the current one, after which the node must register again.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// RegisterCoordinator announces a coordinator instance (on every process start, and again
+	// after its registration lapsed) under a lease of the nodes' session timeout, and lists it
+	// in the metadata stream (MetadataSnapshot.coordinators) while the lease lives, so every
+	// gateway's Metadata names the coordinators' Kafka listeners. Registering the same
+	// coordinator_id again replaces the earlier registration (a restarted instance). Needs the
+	// identity of a coordinator service.
+	// Errors: INVALID_ARGUMENT for an empty or malformed id, address or listener, or a
+	// kafka_node_id outside the coordinators' range; ALREADY_EXISTS while another live
+	// coordinator holds kafka_node_id.
+	RegisterCoordinator(context.Context, *connect.Request[v1.RegisterCoordinatorRequest]) (*connect.Response[v1.RegisterCoordinatorResponse], error)
+	// CoordinatorHeartbeat renews a coordinator's registration lease.
+	// Errors: NOT_FOUND when the registration is gone (lease expired, or replaced by another
+	// incarnation), after which the coordinator registers again.
+	CoordinatorHeartbeat(context.Context, *connect.Request[v1.CoordinatorHeartbeatRequest]) (*connect.Response[v1.CoordinatorHeartbeatResponse], error)
+	// UnregisterCoordinator ends a registration at once (clean shutdown): it leaves the metadata
+	// stream without waiting for the lease. Unknown or replaced registrations are ignored.
+	UnregisterCoordinator(context.Context, *connect.Request[v1.UnregisterCoordinatorRequest]) (*connect.Response[v1.UnregisterCoordinatorResponse], error)
 	// CreateTopic creates a topic and places its replicas (spread over nodes and racks, leaders
 	// balanced). With validate_only it checks and returns the would-be placement only.
 	// Errors: INVALID_ARGUMENT for a bad name (empty, ".", "..", longer than 249 characters, or
@@ -274,6 +300,24 @@ func NewControllerServiceClient(httpClient connect.HTTPClient, baseURL string, o
 			httpClient,
 			baseURL+ControllerServiceHeartbeatProcedure,
 			connect.WithSchema(controllerServiceMethods.ByName("Heartbeat")),
+			connect.WithClientOptions(opts...),
+		),
+		registerCoordinator: connect.NewClient[v1.RegisterCoordinatorRequest, v1.RegisterCoordinatorResponse](
+			httpClient,
+			baseURL+ControllerServiceRegisterCoordinatorProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("RegisterCoordinator")),
+			connect.WithClientOptions(opts...),
+		),
+		coordinatorHeartbeat: connect.NewClient[v1.CoordinatorHeartbeatRequest, v1.CoordinatorHeartbeatResponse](
+			httpClient,
+			baseURL+ControllerServiceCoordinatorHeartbeatProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("CoordinatorHeartbeat")),
+			connect.WithClientOptions(opts...),
+		),
+		unregisterCoordinator: connect.NewClient[v1.UnregisterCoordinatorRequest, v1.UnregisterCoordinatorResponse](
+			httpClient,
+			baseURL+ControllerServiceUnregisterCoordinatorProcedure,
+			connect.WithSchema(controllerServiceMethods.ByName("UnregisterCoordinator")),
 			connect.WithClientOptions(opts...),
 		),
 		createTopic: connect.NewClient[v1.CreateTopicRequest, v1.CreateTopicResponse](
@@ -421,6 +465,9 @@ func NewControllerServiceClient(httpClient connect.HTTPClient, baseURL string, o
 type controllerServiceClient struct {
 	registerNode                *connect.Client[v1.RegisterNodeRequest, v1.RegisterNodeResponse]
 	heartbeat                   *connect.Client[v1.HeartbeatRequest, v1.HeartbeatResponse]
+	registerCoordinator         *connect.Client[v1.RegisterCoordinatorRequest, v1.RegisterCoordinatorResponse]
+	coordinatorHeartbeat        *connect.Client[v1.CoordinatorHeartbeatRequest, v1.CoordinatorHeartbeatResponse]
+	unregisterCoordinator       *connect.Client[v1.UnregisterCoordinatorRequest, v1.UnregisterCoordinatorResponse]
 	createTopic                 *connect.Client[v1.CreateTopicRequest, v1.CreateTopicResponse]
 	deleteTopic                 *connect.Client[v1.DeleteTopicRequest, v1.DeleteTopicResponse]
 	describeTopics              *connect.Client[v1.DescribeTopicsRequest, v1.DescribeTopicsResponse]
@@ -454,6 +501,21 @@ func (c *controllerServiceClient) RegisterNode(ctx context.Context, req *connect
 // Heartbeat calls strata.controller.v1.ControllerService.Heartbeat.
 func (c *controllerServiceClient) Heartbeat(ctx context.Context, req *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 	return c.heartbeat.CallUnary(ctx, req)
+}
+
+// RegisterCoordinator calls strata.controller.v1.ControllerService.RegisterCoordinator.
+func (c *controllerServiceClient) RegisterCoordinator(ctx context.Context, req *connect.Request[v1.RegisterCoordinatorRequest]) (*connect.Response[v1.RegisterCoordinatorResponse], error) {
+	return c.registerCoordinator.CallUnary(ctx, req)
+}
+
+// CoordinatorHeartbeat calls strata.controller.v1.ControllerService.CoordinatorHeartbeat.
+func (c *controllerServiceClient) CoordinatorHeartbeat(ctx context.Context, req *connect.Request[v1.CoordinatorHeartbeatRequest]) (*connect.Response[v1.CoordinatorHeartbeatResponse], error) {
+	return c.coordinatorHeartbeat.CallUnary(ctx, req)
+}
+
+// UnregisterCoordinator calls strata.controller.v1.ControllerService.UnregisterCoordinator.
+func (c *controllerServiceClient) UnregisterCoordinator(ctx context.Context, req *connect.Request[v1.UnregisterCoordinatorRequest]) (*connect.Response[v1.UnregisterCoordinatorResponse], error) {
+	return c.unregisterCoordinator.CallUnary(ctx, req)
 }
 
 // CreateTopic calls strata.controller.v1.ControllerService.CreateTopic.
@@ -589,6 +651,23 @@ type ControllerServiceHandler interface {
 	// Errors: NOT_FOUND for an unregistered node id; ABORTED (REASON_STALE_NODE_EPOCH) when
 	// node_epoch is not the current one, after which the node must register again.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
+	// RegisterCoordinator announces a coordinator instance (on every process start, and again
+	// after its registration lapsed) under a lease of the nodes' session timeout, and lists it
+	// in the metadata stream (MetadataSnapshot.coordinators) while the lease lives, so every
+	// gateway's Metadata names the coordinators' Kafka listeners. Registering the same
+	// coordinator_id again replaces the earlier registration (a restarted instance). Needs the
+	// identity of a coordinator service.
+	// Errors: INVALID_ARGUMENT for an empty or malformed id, address or listener, or a
+	// kafka_node_id outside the coordinators' range; ALREADY_EXISTS while another live
+	// coordinator holds kafka_node_id.
+	RegisterCoordinator(context.Context, *connect.Request[v1.RegisterCoordinatorRequest]) (*connect.Response[v1.RegisterCoordinatorResponse], error)
+	// CoordinatorHeartbeat renews a coordinator's registration lease.
+	// Errors: NOT_FOUND when the registration is gone (lease expired, or replaced by another
+	// incarnation), after which the coordinator registers again.
+	CoordinatorHeartbeat(context.Context, *connect.Request[v1.CoordinatorHeartbeatRequest]) (*connect.Response[v1.CoordinatorHeartbeatResponse], error)
+	// UnregisterCoordinator ends a registration at once (clean shutdown): it leaves the metadata
+	// stream without waiting for the lease. Unknown or replaced registrations are ignored.
+	UnregisterCoordinator(context.Context, *connect.Request[v1.UnregisterCoordinatorRequest]) (*connect.Response[v1.UnregisterCoordinatorResponse], error)
 	// CreateTopic creates a topic and places its replicas (spread over nodes and racks, leaders
 	// balanced). With validate_only it checks and returns the would-be placement only.
 	// Errors: INVALID_ARGUMENT for a bad name (empty, ".", "..", longer than 249 characters, or
@@ -728,6 +807,24 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 		ControllerServiceHeartbeatProcedure,
 		svc.Heartbeat,
 		connect.WithSchema(controllerServiceMethods.ByName("Heartbeat")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceRegisterCoordinatorHandler := connect.NewUnaryHandler(
+		ControllerServiceRegisterCoordinatorProcedure,
+		svc.RegisterCoordinator,
+		connect.WithSchema(controllerServiceMethods.ByName("RegisterCoordinator")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceCoordinatorHeartbeatHandler := connect.NewUnaryHandler(
+		ControllerServiceCoordinatorHeartbeatProcedure,
+		svc.CoordinatorHeartbeat,
+		connect.WithSchema(controllerServiceMethods.ByName("CoordinatorHeartbeat")),
+		connect.WithHandlerOptions(opts...),
+	)
+	controllerServiceUnregisterCoordinatorHandler := connect.NewUnaryHandler(
+		ControllerServiceUnregisterCoordinatorProcedure,
+		svc.UnregisterCoordinator,
+		connect.WithSchema(controllerServiceMethods.ByName("UnregisterCoordinator")),
 		connect.WithHandlerOptions(opts...),
 	)
 	controllerServiceCreateTopicHandler := connect.NewUnaryHandler(
@@ -874,6 +971,12 @@ func NewControllerServiceHandler(svc ControllerServiceHandler, opts ...connect.H
 			controllerServiceRegisterNodeHandler.ServeHTTP(w, r)
 		case ControllerServiceHeartbeatProcedure:
 			controllerServiceHeartbeatHandler.ServeHTTP(w, r)
+		case ControllerServiceRegisterCoordinatorProcedure:
+			controllerServiceRegisterCoordinatorHandler.ServeHTTP(w, r)
+		case ControllerServiceCoordinatorHeartbeatProcedure:
+			controllerServiceCoordinatorHeartbeatHandler.ServeHTTP(w, r)
+		case ControllerServiceUnregisterCoordinatorProcedure:
+			controllerServiceUnregisterCoordinatorHandler.ServeHTTP(w, r)
 		case ControllerServiceCreateTopicProcedure:
 			controllerServiceCreateTopicHandler.ServeHTTP(w, r)
 		case ControllerServiceDeleteTopicProcedure:
@@ -935,6 +1038,18 @@ func (UnimplementedControllerServiceHandler) RegisterNode(context.Context, *conn
 
 func (UnimplementedControllerServiceHandler) Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.Heartbeat is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) RegisterCoordinator(context.Context, *connect.Request[v1.RegisterCoordinatorRequest]) (*connect.Response[v1.RegisterCoordinatorResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.RegisterCoordinator is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) CoordinatorHeartbeat(context.Context, *connect.Request[v1.CoordinatorHeartbeatRequest]) (*connect.Response[v1.CoordinatorHeartbeatResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.CoordinatorHeartbeat is not implemented"))
+}
+
+func (UnimplementedControllerServiceHandler) UnregisterCoordinator(context.Context, *connect.Request[v1.UnregisterCoordinatorRequest]) (*connect.Response[v1.UnregisterCoordinatorResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.controller.v1.ControllerService.UnregisterCoordinator is not implemented"))
 }
 
 func (UnimplementedControllerServiceHandler) CreateTopic(context.Context, *connect.Request[v1.CreateTopicRequest]) (*connect.Response[v1.CreateTopicResponse], error) {

@@ -138,10 +138,11 @@ export type MetadataResponse = Message<"strata.gateway.v1.MetadataResponse"> & {
   metadataVersion: bigint;
 
   /**
-   * Coordinator instances with a Kafka listener that this gateway has located through
-   * FindCoordinator with listener "kafka", sorted by node_id: node_id is the broker id Kafka's
-   * FindCoordinator names them by (from 2146435072 up, see docs/kafka.md) and their only
-   * listener is the one named "kafka". Kafka's Metadata lists them as brokers.
+   * Coordinator instances with a Kafka listener, sorted by node_id: every live one registered
+   * with the controller (RegisterCoordinator), and those without a controller that this
+   * gateway has located through FindCoordinator with listener "kafka". node_id is the broker
+   * id Kafka's FindCoordinator names them by (from 2146435072 up, see docs/kafka.md) and their
+   * only listener is the one named "kafka". Kafka's Metadata lists them as brokers.
    *
    * @generated from field: repeated strata.common.v1.Node kafka_coordinators = 6;
    */
