@@ -2,19 +2,24 @@ package kafkabridge
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/pbkdf2"
+	"crypto/sha256"
+	"encoding/base64"
 	"strings"
 	"testing"
 
 	"github.com/xdg-go/scram"
 
 	"github.com/strata-mq/strata/lib/authn"
+	"github.com/strata-mq/strata/lib/kafkawire"
 	"github.com/strata-mq/strata/lib/token"
 )
 
 // scramUsers returns an authenticator knowing alice (a token with SCRAM
 // credentials) and old (a token issued before SCRAM: its hash only),
 // and their tokens.
-func scramUsers(t *testing.T) (*authn.Authenticator, token.Token, token.Token) {
+func scramUsers(t testing.TB) (*authn.Authenticator, token.Token, token.Token) {
 	t.Helper()
 	alice, err := token.New()
 	if err != nil {
@@ -138,9 +143,122 @@ func TestSCRAM(t *testing.T) {
 			}
 		})
 	}
+	for msg, want := range map[string]string{
+		"p=tls-unique,,n=alice,r=abc": "channel binding (SCRAM-...-PLUS) is not offered",
+		"n,,m=ext,n=alice,r=abc":      "mandatory SCRAM extensions are not supported",
+		"n,,n=al=ice,r=abc":           "malformed first message",
+		"n,,n=alice,r=":               "malformed first message",
+	} {
+		ex := scramMechanism(a, token.SCRAMSHA256).Start(context.Background())
+		if _, _, err := ex.Step(context.Background(), []byte(msg)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", msg, err, want)
+		}
+	}
 	// A client message that is no SCRAM message.
 	ex := scramMechanism(a, token.SCRAMSHA256).Start(context.Background())
 	if _, _, err := ex.Step(context.Background(), []byte("\x00alice,\x00"+alice.Reveal())); err == nil || !strings.Contains(err.Error(), "malformed first message") || strings.Contains(err.Error(), alice.Reveal()) {
 		t.Errorf("a PLAIN message as SCRAM's first: %v", err)
 	}
+}
+
+// TestSCRAMNonceEndsWithServers: as Kafka's server does, the final
+// message's nonce may be longer than the server's as long as it ends with
+// it; librdkafka sends its own nonce before the server's whole nonce. A
+// nonce without the server's part, or a replayed final message on a new
+// exchange, is refused.
+func TestSCRAMNonceEndsWithServers(t *testing.T) {
+	a, alice, _ := scramUsers(t)
+	keys, _ := a.Users().SCRAM("alice", token.SCRAMSHA256)
+	// final builds a client-final message for serverFirst with nonce,
+	// proving knowledge of the token as a client does.
+	final := func(clientFirstBare, serverFirst, nonce string) string {
+		salted, err := pbkdf2.Key(sha256.New, alice.Reveal(), keys.Salt, keys.Iterations, sha256.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mac := hmac.New(sha256.New, salted)
+		mac.Write([]byte("Client Key"))
+		clientKey := mac.Sum(nil)
+		stored := sha256.Sum256(clientKey)
+		withoutProof := "c=biws,r=" + nonce
+		mac = hmac.New(sha256.New, stored[:])
+		mac.Write([]byte(clientFirstBare + "," + serverFirst + "," + withoutProof))
+		proof := mac.Sum(nil)
+		for i := range proof {
+			proof[i] ^= clientKey[i]
+		}
+		return withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)
+	}
+	start := func() (kafkawire.Exchange, string, string) {
+		ex := scramMechanism(a, token.SCRAMSHA256).Start(context.Background())
+		s1, done, err := ex.Step(context.Background(), []byte("n,,n=alice,r=cn=nce"))
+		if err != nil || done != nil {
+			t.Fatalf("first step: %v", err)
+		}
+		full, _, _ := strings.Cut(strings.TrimPrefix(string(s1), "r="), ",")
+		if !strings.HasPrefix(full, "cn=nce") || len(full) <= len("cn=nce") {
+			t.Fatalf("server-first %q does not extend the client nonce", s1)
+		}
+		return ex, string(s1), full
+	}
+	for name, tc := range map[string]struct {
+		nonce func(full string) string
+		ok    bool
+	}{
+		"the server's nonce":                  {func(full string) string { return full }, true},
+		"librdkafka: client nonce + server's": {func(full string) string { return "cn=nce" + full }, true},
+		"the client nonce only":               {func(string) string { return "cn=nce" }, false},
+		"the server's nonce truncated":        {func(full string) string { return full[:len(full)-1] }, false},
+	} {
+		ex, s1, full := start()
+		_, done, err := ex.Step(context.Background(), []byte(final("n=alice,r=cn=nce", s1, tc.nonce(full))))
+		if tc.ok && (err != nil || done == nil) {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// A final message that succeeded once does not work on a new exchange
+	// (its server nonce differs).
+	ex, s1, full := start()
+	msg := final("n=alice,r=cn=nce", s1, full)
+	if _, _, err := ex.Step(context.Background(), []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	ex2, _, _ := start()
+	if _, _, err := ex2.Step(context.Background(), []byte(msg)); err == nil {
+		t.Error("a replayed final message authenticated")
+	}
+}
+
+func TestDecodeSASLName(t *testing.T) {
+	for in, want := range map[string]string{"alice": "alice", "a=2Cb=3Dc": "a,b=c", "": ""} {
+		if got, ok := decodeSASLName(in, true); !ok || got != want {
+			t.Errorf("%q: %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"a=b", "a=2", "a=", "=3d"} {
+		if _, ok := decodeSASLName(bad, true); ok {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// FuzzSCRAMMessages: the exchange never panics on any pair of client
+// messages, and never authenticates without the token.
+func FuzzSCRAMMessages(f *testing.F) {
+	a, _, _ := scramUsers(f)
+	f.Add([]byte("n,,n=alice,r=abc"), []byte("c=biws,r=abc,p=AAAA"))
+	f.Add([]byte("y,a=alice,n=alice,r=x,ext=1"), []byte("c=eSxhPWFsaWNlLA==,r=x,p="))
+	f.Add([]byte(""), []byte(","))
+	f.Fuzz(func(t *testing.T, first, final []byte) {
+		ex := scramMechanism(a, token.SCRAMSHA512).Start(context.Background())
+		if _, done, err := ex.Step(context.Background(), first); err != nil || done != nil {
+			return
+		}
+		if _, done, err := ex.Step(context.Background(), final); err == nil || done != nil {
+			t.Fatalf("authenticated with %q, %q", first, final)
+		}
+	})
 }

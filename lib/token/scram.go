@@ -131,6 +131,31 @@ func VerifySCRAM(t Token, k SCRAMKeys) bool {
 	return err == nil && hmac.Equal(d.StoredKey, k.StoredKey) && hmac.Equal(d.ServerKey, k.ServerKey)
 }
 
+// VerifyProof reports whether proof is a client's proof over authMessage
+// (RFC 5802, section 3) by someone holding the password k was derived
+// from: ClientKey = proof XOR HMAC(StoredKey, authMessage), and
+// H(ClientKey) must be StoredKey, compared in constant time.
+func (k SCRAMKeys) VerifyProof(authMessage string, proof []byte) bool {
+	h := k.Mechanism.Hash()
+	if h == nil || len(proof) != k.Mechanism.size() || len(k.StoredKey) != k.Mechanism.size() {
+		return false
+	}
+	clientKey := scramHMAC(h, k.StoredKey, authMessage)
+	for i := range clientKey {
+		clientKey[i] ^= proof[i]
+	}
+	stored := h()
+	stored.Write(clientKey)
+	return hmac.Equal(stored.Sum(nil), k.StoredKey)
+}
+
+// ServerSignature returns HMAC(ServerKey, authMessage), which the
+// server's final message carries so that the client knows the server
+// holds its credential.
+func (k SCRAMKeys) ServerSignature(authMessage string) []byte {
+	return scramHMAC(k.Mechanism.Hash(), k.ServerKey, authMessage)
+}
+
 func scramHMAC(h func() hash.Hash, key []byte, msg string) []byte {
 	mac := hmac.New(h, key)
 	mac.Write([]byte(msg))

@@ -2,7 +2,6 @@ package token
 
 import (
 	"bytes"
-	"crypto/hmac"
 	"encoding/base64"
 	"strings"
 	"testing"
@@ -33,18 +32,21 @@ func TestDeriveSCRAMRFC7677(t *testing.T) {
 	)
 	authMsg := clientFirstBare + "," + serverFirst + "," + clientFinalNoPf
 	p, _ := base64.StdEncoding.DecodeString(proof)
-	clientSig := scramHMAC(SCRAMSHA256.Hash(), k.StoredKey, authMsg)
-	clientKey := make([]byte, len(p))
-	for i := range p {
-		clientKey[i] = p[i] ^ clientSig[i]
-	}
-	h := SCRAMSHA256.Hash()()
-	h.Write(clientKey)
-	if !hmac.Equal(h.Sum(nil), k.StoredKey) {
+	if !k.VerifyProof(authMsg, p) {
 		t.Errorf("RFC 7677's client proof does not verify against the derived StoredKey %x", k.StoredKey)
 	}
-	if got := base64.StdEncoding.EncodeToString(scramHMAC(SCRAMSHA256.Hash(), k.ServerKey, authMsg)); got != verifier {
+	if got := base64.StdEncoding.EncodeToString(k.ServerSignature(authMsg)); got != verifier {
 		t.Errorf("server signature %s, want RFC 7677's %s", got, verifier)
+	}
+	// The proof of another message, a changed proof, or a proof of the
+	// wrong length does not verify.
+	if k.VerifyProof(authMsg+"x", p) {
+		t.Error("the proof verifies for another AuthMessage")
+	}
+	bad := bytes.Clone(p)
+	bad[0] ^= 1
+	if k.VerifyProof(authMsg, bad) || k.VerifyProof(authMsg, p[:31]) || k.VerifyProof(authMsg, nil) {
+		t.Error("a changed or truncated proof verifies")
 	}
 }
 
