@@ -9,7 +9,8 @@ import (
 )
 
 // Users is the set of users the cluster issued tokens to: each name
-// (User:<name> as a principal) with the hash of its one token. It is
+// (User:<name> as a principal) with the hash of its one token and, for
+// tokens issued since SCRAM was offered, its SCRAM credentials. It is
 // immutable: build a new one with NewUsers when users change. Safe for
 // concurrent use. A nil *Users has no users.
 //
