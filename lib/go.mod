@@ -24,6 +24,10 @@ require (
 
 require github.com/twmb/franz-go/pkg/kmsg v1.15.1
 
+require github.com/xdg-go/scram v1.4.0
+
+require github.com/xdg-go/stringprep v1.0.4 // indirect
+
 require (
 	connectrpc.com/connect/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
@@ -32,8 +33,11 @@ import (
 // granted read on one topic sees only that topic in Metadata, reads it,
 // and is refused TOPIC_AUTHORIZATION_FAILED when producing to it, over
 // OAUTHBEARER as over PLAIN, and its consumer group needs read on the
-// group; a wrong token fails authentication; kcat -L works with SASL_SSL
-// and with the admin's certificate over SSL.
+// group; SCRAM-SHA-256 and SCRAM-SHA-512 (username the user, password
+// its token) produce and consume as PLAIN does, the reader's grants still
+// apply, and a wrong token is refused; a wrong token fails authentication;
+// kcat -L works with SASL_SSL and with the admin's certificate over SSL,
+// and kcat produces and consumes over SCRAM-SHA-256.
 func TestKafkaSecure(t *testing.T) {
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
 	ctx := harness.Deadline(t, 3*time.Minute)
@@ -170,6 +174,69 @@ func TestKafkaSecure(t *testing.T) {
 		}
 	})
 
+	scramAs := func(m, user, token string) kgo.Opt {
+		a := scram.Auth{User: user, Pass: token}
+		if m == "SCRAM-SHA-512" {
+			return kgo.SASL(a.AsSha512Mechanism())
+		}
+		return kgo.SASL(a.AsSha256Mechanism())
+	}
+	t.Run("SCRAM", func(t *testing.T) {
+		cli("topic", "create", "scram", "-p", "1", "-r", "1")
+		for i, m := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+			// One login without retries first, so a refused mechanism
+			// fails at once rather than at the test's deadline.
+			if err := client(scramAs(m, "admin", adminToken), kgo.RequestRetries(0)).Ping(ctx); err != nil {
+				t.Fatalf("the admin's %s login: %v", m, err)
+			}
+			// The admin (a super user) produces and consumes.
+			cl := client(scramAs(m, "admin", adminToken))
+			r := &kgo.Record{Topic: "scram", Value: []byte(m)}
+			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce as the admin over %s: %v", m, err)
+			}
+			if r.Offset != int64(i) {
+				t.Fatalf("%s: produced at offset %d, want %d", m, r.Offset, i)
+			}
+			cons := client(scramAs(m, "admin", adminToken), kgo.ConsumeTopics("scram"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if got := pollUntil(t, ctx, cons, i+1); string(got[i].Value) != m {
+				t.Fatalf("%s: consumed %q at offset %d", m, got[i].Value, got[i].Offset)
+			}
+
+			// The reader's grants apply as over PLAIN.
+			reader := client(scramAs(m, "reader", readerToken))
+			md, err := kadm.NewClient(reader).Metadata(ctx)
+			if err != nil {
+				t.Fatalf("reader's Metadata over %s: %v", m, err)
+			}
+			if topics := md.Topics.Names(); !slices.Equal(topics, []string{"granted"}) {
+				t.Fatalf("reader over %s sees %v, want [granted]", m, topics)
+			}
+			for _, topic := range []string{"granted", "scram"} {
+				err := reader.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("nope")}).FirstErr()
+				if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+					t.Fatalf("reader's produce to %s over %s: %v, want TOPIC_AUTHORIZATION_FAILED", topic, m, err)
+				}
+			}
+			rc := client(scramAs(m, "reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			if got := pollUntil(t, ctx, rc, 3); len(got) != 3 {
+				t.Fatalf("reader over %s consumed %d records, want the admin's 3", m, len(got))
+			}
+
+			// Wrong credentials.
+			for name, mech := range map[string]kgo.Opt{
+				"another user's token": scramAs(m, "admin", readerToken),
+				"unknown token":        scramAs(m, "reader", "strata_"+strings.Repeat("A", 43)),
+				"unknown user":         scramAs(m, "nobody", readerToken),
+			} {
+				err := client(mech, kgo.RequestRetries(0)).Ping(ctx)
+				if !errors.Is(err, kerr.SaslAuthenticationFailed) {
+					t.Errorf("%s over %s: %v, want SASL_AUTHENTICATION_FAILED", name, m, err)
+				}
+			}
+		}
+	})
+
 	t.Run("wrong credentials fail authentication", func(t *testing.T) {
 		for name, mech := range map[string]kgo.Opt{
 			"unknown token":       plainAs("reader", "strata_"+strings.Repeat("A", 43)),
@@ -192,6 +259,33 @@ func TestKafkaSecure(t *testing.T) {
 		defer cl.Close()
 		if _, err := kadm.NewClient(cl).Metadata(pctx); err == nil {
 			t.Error("Metadata without authentication answered")
+		}
+	})
+
+	t.Run("kcat over SCRAM-SHA-256", func(t *testing.T) {
+		kcat, err := exec.LookPath("kcat")
+		if err != nil {
+			t.Fatal("kcat is not installed (Debian package kcat; .ci/run installs it)")
+		}
+		cli("topic", "create", "kcat-scram", "-p", "1", "-r", "1")
+		run := func(stdin string, args ...string) string {
+			t.Helper()
+			kctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(kctx, kcat, append([]string{"-b", d.File.KafkaBootstrap, "-X", "ssl.ca.location=" + d.File.TLSCA,
+				"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256",
+				"-X", "sasl.username=admin", "-X", "sasl.password=" + adminToken}, args...)...)
+			cmd.Stdin = strings.NewReader(stdin)
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("kcat %s over SCRAM-SHA-256: %v: %s", strings.Join(args, " "), err, errb.String())
+			}
+			return out.String()
+		}
+		run("one\ntwo\n", "-P", "-t", "kcat-scram", "-p", "0")
+		if out := run("", "-C", "-t", "kcat-scram", "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n"); out != "0 one\n1 two\n" {
+			t.Fatalf("kcat -C over SCRAM-SHA-256 read:\n%s", out)
 		}
 	})
 

@@ -259,6 +259,7 @@ func (g *Guard) Owed(ctx context.Context, kind quota.Kind) time.Duration {
 // never applied half: the rest applies. nil clears everything.
 func (g *Guard) Apply(st *commonv1.SecurityState) {
 	users := map[string]token.Hashed{}
+	scram := map[string][]token.SCRAMKeys{}
 	for _, u := range st.GetUsers() {
 		var h token.Hashed
 		if len(u.GetTokenSha256()) != len(h) || acl.CheckName(u.GetName()) != nil {
@@ -267,8 +268,21 @@ func (g *Guard) Apply(st *commonv1.SecurityState) {
 		}
 		copy(h[:], u.GetTokenSha256())
 		users[u.GetName()] = h
+		// Malformed SCRAM credentials leave the user's token working
+		// everywhere but SCRAM.
+		keys, err := SCRAMFromProto(u)
+		if err != nil {
+			g.logger.Warn("skipping a user's malformed SCRAM credentials in the security state", "user", u.GetName(), "err", err)
+			continue
+		}
+		if len(keys) > 0 {
+			scram[u.GetName()] = keys
+		}
 	}
 	us, err := token.NewUsers(users)
+	if err == nil {
+		us, err = us.WithSCRAM(scram)
+	}
 	if err != nil {
 		g.logger.Warn("users not applied", "err", err)
 	} else {

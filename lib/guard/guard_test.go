@@ -150,6 +150,56 @@ func TestApplyUsersAndQuotas(t *testing.T) {
 	}
 }
 
+// TestApplySCRAM: SCRAM credentials travel with the users in the security
+// state; a user's malformed ones are dropped and its token still works,
+// a user without any (a token issued before SCRAM) has none.
+func TestApplySCRAM(t *testing.T) {
+	g := newGuard(t, true)
+	var users []*commonv1.UserCredential
+	toks := map[string]token.Token{}
+	for _, name := range []string{"alice", "broken", "old"} {
+		tok, err := token.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[name] = tok
+		h := token.Hash(tok)
+		u := &commonv1.UserCredential{Name: name, TokenSha256: h[:]}
+		if name != "old" {
+			var keys []token.SCRAMKeys
+			for _, m := range token.SCRAMMechanisms {
+				k, err := token.DeriveSCRAM(tok, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				keys = append(keys, k)
+			}
+			SCRAMToProto(u, keys...)
+		}
+		users = append(users, u)
+	}
+	users[1].ScramSha512.Iterations = 1
+	g.Apply(&commonv1.SecurityState{Users: users})
+	us := g.authn.Users()
+	for _, m := range token.SCRAMMechanisms {
+		k, ok := us.SCRAM("alice", m)
+		if !ok || k.Mechanism != m || k.Iterations != token.SCRAMIterations {
+			t.Errorf("alice's %s credential: %+v, %v", m, k, ok)
+		}
+		if _, ok := us.SCRAM("broken", m); ok {
+			t.Errorf("broken's malformed %s credentials applied", m)
+		}
+		if _, ok := us.SCRAM("old", m); ok {
+			t.Errorf("old has a %s credential", m)
+		}
+	}
+	for name, tok := range toks {
+		if u, ok := us.Authenticate(tok); !ok || u != name {
+			t.Errorf("token of %s: %q %v", name, u, ok)
+		}
+	}
+}
+
 func TestBindingWireForm(t *testing.T) {
 	b := acl.Binding{Principal: acl.User("alice"), Permission: acl.Deny, Operation: acl.Alter,
 		ResourceType: acl.Group, ResourceName: "billing", PatternType: acl.Prefixed}

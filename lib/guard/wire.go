@@ -5,6 +5,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/token"
 )
 
 // The wire form of ACL bindings (common.proto's AclBinding) and lib/acl's
@@ -46,4 +47,39 @@ func BindingToProto(b acl.Binding) *commonv1.AclBinding {
 		ResourceName: b.ResourceName,
 		PatternType:  commonv1.AclPatternType(b.PatternType),
 	}
+}
+
+// SCRAMToProto returns the wire form of a user's SCRAM credentials, set on
+// the UserCredential field of each one's mechanism.
+func SCRAMToProto(u *commonv1.UserCredential, keys ...token.SCRAMKeys) {
+	for _, k := range keys {
+		c := &commonv1.ScramCredential{Salt: k.Salt, Iterations: int32(k.Iterations), StoredKey: k.StoredKey, ServerKey: k.ServerKey}
+		switch k.Mechanism {
+		case token.SCRAMSHA256:
+			u.ScramSha256 = c
+		case token.SCRAMSHA512:
+			u.ScramSha512 = c
+		}
+	}
+}
+
+// SCRAMFromProto returns the SCRAM credentials a wire user carries (none
+// for a token issued before SCRAM was offered), each validated.
+func SCRAMFromProto(u *commonv1.UserCredential) ([]token.SCRAMKeys, error) {
+	var out []token.SCRAMKeys
+	for _, c := range []struct {
+		m token.SCRAMMechanism
+		c *commonv1.ScramCredential
+	}{{token.SCRAMSHA256, u.GetScramSha256()}, {token.SCRAMSHA512, u.GetScramSha512()}} {
+		if c.c == nil {
+			continue
+		}
+		k := token.SCRAMKeys{Mechanism: c.m, Salt: c.c.GetSalt(), Iterations: int(c.c.GetIterations()),
+			StoredKey: c.c.GetStoredKey(), ServerKey: c.c.GetServerKey()}
+		if err := k.Validate(); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
 }

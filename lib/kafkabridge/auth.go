@@ -12,22 +12,25 @@ import (
 	"github.com/strata-mq/strata/lib/authn"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/token"
 )
 
-// SASL mechanisms offered (docs/kafka.md, "Security"). SCRAM is not: a
-// SCRAM exchange needs the salted keys of a password the server stored,
-// and Strata stores only the SHA-256 of each token, from which no SCRAM
-// key can be derived.
+// SASL mechanisms offered (docs/kafka.md, "Security"), in the order
+// SaslHandshake lists them.
 const (
 	MechanismPlain       = "PLAIN"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
 	MechanismOAuthBearer = "OAUTHBEARER"
 )
 
 // Auth is the Kafka listener's authentication on a process guarded by g:
 // a verified TLS client certificate is the connection's principal, as on
 // the Connect listener; SASL PLAIN (the password a Strata token, or an
-// OIDC JWT where --oidc-* is set) and OAUTHBEARER (a JWT, or a Strata
-// token) authenticate the same users the Connect API knows. With
+// OIDC JWT where --oidc-* is set), SCRAM-SHA-256 and SCRAM-SHA-512 (the
+// password a Strata token, checked against the SCRAM credentials derived
+// from it when it was issued) and OAUTHBEARER (a JWT, or a Strata token)
+// authenticate the same users the Connect API knows. With
 // --require-auth, a connection that has not authenticated is served
 // ApiVersions and the SASL APIs only; without it, it is User:ANONYMOUS.
 func Auth(g *guard.Guard) *kafkawire.Auth {
@@ -51,6 +54,8 @@ func Auth(g *guard.Guard) *kafkawire.Auth {
 			{Name: MechanismPlain, Authenticate: func(ctx context.Context, msg []byte) (context.Context, error) {
 				return authenticatePlain(ctx, a, msg)
 			}},
+			scramMechanism(a, token.SCRAMSHA256),
+			scramMechanism(a, token.SCRAMSHA512),
 			{Name: MechanismOAuthBearer, Authenticate: func(ctx context.Context, msg []byte) (context.Context, error) {
 				return authenticateOAuthBearer(ctx, a, msg)
 			}},

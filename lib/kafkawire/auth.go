@@ -22,7 +22,7 @@ const (
 const handshakeTimeout = 10 * time.Second
 
 // Auth is how a listener authenticates its connections: a verified TLS
-// client certificate, a SASL exchange (SaslHandshake v1, then
+// client certificate, a SASL exchange (SaslHandshake v1, then one or more
 // SaslAuthenticate v0 to v2), or neither.
 type Auth struct {
 	// Connect is called once per connection, after the TLS handshake
@@ -43,8 +43,9 @@ type Auth struct {
 	Required bool
 }
 
-// Mechanism is a SASL mechanism whose exchange is one message from the
-// client (PLAIN, OAUTHBEARER).
+// Mechanism is a SASL mechanism. Its exchange is one message from the
+// client (Authenticate: PLAIN, OAUTHBEARER) or several, each answered
+// with a challenge (Start: SCRAM); one of the two is set.
 type Mechanism struct {
 	// Name is the mechanism's name as clients ask for it ("PLAIN").
 	Name string
@@ -53,6 +54,25 @@ type Mechanism struct {
 	// error whose text is sent to the client as the reason (it must not
 	// quote the credential).
 	Authenticate func(ctx context.Context, msg []byte) (context.Context, error)
+	// Start begins a multi-message exchange for a connection whose
+	// SaslHandshake chose this mechanism; the connection's next
+	// SaslAuthenticate requests are its steps. Used when Authenticate is
+	// nil.
+	Start func(ctx context.Context) Exchange
+}
+
+// Exchange is one connection's multi-message SASL exchange: each
+// SaslAuthenticate request's bytes are the client's next message. It is
+// used by one connection's requests only, one at a time.
+type Exchange interface {
+	// Step takes the client's next message and returns the server's
+	// message, sent back in the SaslAuthenticate response. When the
+	// exchange has succeeded, done is the context the connection's later
+	// requests run in (derived from ctx); while it goes on, done is nil.
+	// An error fails the exchange: its text is sent to the client as the
+	// reason (it must not quote the credential) and the connection
+	// closes.
+	Step(ctx context.Context, msg []byte) (reply []byte, done context.Context, err error)
 }
 
 // ErrNotAuthenticated is the error a connection closes with when it sends
@@ -64,7 +84,8 @@ var ErrNotAuthenticated = errors.New("kafkawire: request before authentication")
 type connState struct {
 	ctx           context.Context
 	authenticated bool
-	mechanism     *Mechanism // chosen by SaslHandshake, until SaslAuthenticate
+	mechanism     *Mechanism // chosen by SaslHandshake, until the exchange ends
+	exchange      Exchange   // a multi-message exchange under way
 }
 
 // saslAPIs are the APIs the server serves itself when mechanisms are set.
@@ -132,7 +153,7 @@ func (s *Server) saslHandshake(st *connState, req *kmsg.SASLHandshakeRequest) (k
 		resp.ErrorCode = codeIllegalSASLState
 		return resp, true
 	}
-	st.mechanism = nil
+	st.mechanism, st.exchange = nil, nil
 	for i, m := range s.cfg.Auth.Mechanisms {
 		if m.Name == req.Mechanism {
 			st.mechanism = &s.cfg.Auth.Mechanisms[i]
@@ -149,9 +170,10 @@ func (s *Server) saslDone(st *connState) bool { return st.ctx.Value(saslDoneKey{
 
 type saslDoneKey struct{}
 
-// saslAuthenticate runs the chosen mechanism on the client's message. A
-// failure is answered SASL_AUTHENTICATION_FAILED and closes the
-// connection.
+// saslAuthenticate runs the chosen mechanism on the client's message: the
+// whole exchange for a one-message mechanism, the next step of a
+// multi-message one. A failure is answered SASL_AUTHENTICATION_FAILED and
+// closes the connection.
 func (s *Server) saslAuthenticate(st *connState, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
 	if st.mechanism == nil {
@@ -161,8 +183,29 @@ func (s *Server) saslAuthenticate(st *connState, req *kmsg.SASLAuthenticateReque
 		return resp, errors.New("kafkawire: " + msg)
 	}
 	m := st.mechanism
-	st.mechanism = nil
-	ctx, err := m.Authenticate(st.ctx, req.SASLAuthBytes)
+	var (
+		ctx   context.Context
+		reply []byte
+		err   error
+	)
+	if m.Authenticate != nil {
+		ctx, err = m.Authenticate(st.ctx, req.SASLAuthBytes)
+	} else {
+		if st.exchange == nil {
+			st.exchange = m.Start(st.ctx)
+		}
+		reply, ctx, err = st.exchange.Step(st.ctx, req.SASLAuthBytes)
+		if err == nil && ctx == nil {
+			// The exchange goes on: the client answers the challenge in
+			// its next SaslAuthenticate.
+			resp.SASLAuthBytes = reply
+			if resp.SASLAuthBytes == nil {
+				resp.SASLAuthBytes = []byte{}
+			}
+			return resp, nil
+		}
+	}
+	st.mechanism, st.exchange = nil, nil
 	if err != nil {
 		resp.ErrorCode = codeSASLAuthenticationFailed
 		msg := fmt.Sprintf("%s authentication failed: %v", m.Name, err)
@@ -171,6 +214,9 @@ func (s *Server) saslAuthenticate(st *connState, req *kmsg.SASLAuthenticateReque
 	}
 	st.ctx = context.WithValue(ctx, saslDoneKey{}, m.Name)
 	st.authenticated = true
-	resp.SASLAuthBytes = []byte{}
+	resp.SASLAuthBytes = reply
+	if resp.SASLAuthBytes == nil {
+		resp.SASLAuthBytes = []byte{}
+	}
 	return resp, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,4 +254,97 @@ func TestTLSClientCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertClosed(t, c)
+}
+
+// stepAuth offers STEPS, a two-message exchange: "hello:<name>" is
+// answered "prove:<name>", and "proof:<name>" then authenticates <name>
+// with the reply "welcome".
+func stepAuth() *Auth {
+	return &Auth{Required: true, Mechanisms: []Mechanism{{Name: "STEPS", Start: func(context.Context) Exchange {
+		return &stepExchange{}
+	}}}}
+}
+
+type stepExchange struct{ name string }
+
+func (e *stepExchange) Step(ctx context.Context, msg []byte) ([]byte, context.Context, error) {
+	if e.name == "" {
+		name, ok := cutPrefix(string(msg), "hello:")
+		if !ok || name == "" {
+			return nil, nil, errors.New("bad first message")
+		}
+		e.name = name
+		return []byte("prove:" + name), nil, nil
+	}
+	if string(msg) != "proof:"+e.name {
+		return nil, nil, errors.New("bad proof")
+	}
+	return []byte("welcome"), context.WithValue(ctx, principalKey{}, e.name), nil
+}
+
+// TestSASLMultiStep: a multi-message mechanism's challenges travel in the
+// SaslAuthenticate responses, the connection stays unauthenticated until
+// the last step, and a failed step closes it.
+func TestSASLMultiStep(t *testing.T) {
+	cfg := func() Config { return Config{APIs: []API{whoAPI()}, Auth: stepAuth()} }
+	t.Run("two steps authenticate", func(t *testing.T) {
+		_, c := startServer(t, cfg())
+		if r := handshake(t, c, "STEPS"); r.ErrorCode != 0 || !slices.Equal(r.SupportedMechanisms, []string{"STEPS"}) {
+			t.Fatalf("handshake: %+v", r)
+		}
+		if r := authenticate(t, c, 2, "hello:carol"); r.ErrorCode != 0 || string(r.SASLAuthBytes) != "prove:carol" {
+			t.Fatalf("first step: %+v", r)
+		}
+		if r := authenticate(t, c, 2, "proof:carol"); r.ErrorCode != 0 || string(r.SASLAuthBytes) != "welcome" {
+			t.Fatalf("last step: %+v", r)
+		}
+		if got := who(t, c); got != "carol" {
+			t.Fatalf("principal %q, want carol", got)
+		}
+	})
+	t.Run("a request between the steps closes", func(t *testing.T) {
+		_, c := startServer(t, cfg())
+		handshake(t, c, "STEPS")
+		authenticate(t, c, 1, "hello:carol")
+		if _, err := c.Write(encodeRequest(1, metadataRequest(12, "x"))); err != nil {
+			t.Fatal(err)
+		}
+		if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {
+			t.Fatalf("got %d bytes, %v; want the connection closed without an answer", len(rest), err)
+		}
+	})
+	t.Run("a failed step fails and closes", func(t *testing.T) {
+		_, c := startServer(t, cfg())
+		handshake(t, c, "STEPS")
+		authenticate(t, c, 1, "hello:carol")
+		r := authenticate(t, c, 1, "proof:mallory")
+		if r.ErrorCode != codeSASLAuthenticationFailed || r.ErrorMessage == nil || *r.ErrorMessage != "STEPS authentication failed: bad proof" {
+			t.Fatalf("%+v", r)
+		}
+		assertClosed(t, c)
+	})
+	t.Run("a new handshake restarts the exchange", func(t *testing.T) {
+		_, c := startServer(t, cfg())
+		handshake(t, c, "STEPS")
+		authenticate(t, c, 1, "hello:carol")
+		handshake(t, c, "STEPS")
+		if r := authenticate(t, c, 1, "hello:dave"); r.ErrorCode != 0 || string(r.SASLAuthBytes) != "prove:dave" {
+			t.Fatalf("first step again: %+v", r)
+		}
+		authenticate(t, c, 1, "proof:dave")
+		if got := who(t, c); got != "dave" {
+			t.Fatalf("principal %q, want dave", got)
+		}
+	})
+}
+
+func TestMechanismNeedsOneOfAuthenticateAndStart(t *testing.T) {
+	for _, m := range []Mechanism{
+		{Name: "NONE"},
+		{Name: "BOTH", Authenticate: testAuth(false).Mechanisms[0].Authenticate, Start: stepAuth().Mechanisms[0].Start},
+	} {
+		if _, err := NewServer(Config{Auth: &Auth{Mechanisms: []Mechanism{m}}}); err == nil || !strings.Contains(err.Error(), "one of Authenticate and Start") {
+			t.Errorf("%s: NewServer = %v", m.Name, err)
+		}
+	}
 }

@@ -140,9 +140,9 @@ func NewServer(cfg Config) (*Server, error) {
 		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	if cfg.Auth != nil {
 		for _, m := range cfg.Auth.Mechanisms {
-			if m.Name == "" || m.Authenticate == nil {
+			if m.Name == "" || (m.Authenticate == nil) == (m.Start == nil) {
 				cancel()
-				return nil, errors.New("kafkawire: a SASL mechanism needs a name and Authenticate")
+				return nil, errors.New("kafkawire: a SASL mechanism needs a name and one of Authenticate and Start")
 			}
 		}
 		if len(cfg.Auth.Mechanisms) > 0 {

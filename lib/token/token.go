@@ -20,6 +20,26 @@
 // way to burn its CPU. A keyed hash (HMAC with a cluster secret) would add
 // a secret every service must hold, for no gain against 256-bit inputs.
 //
+// # SCRAM credentials (RFC 5802, RFC 7677)
+//
+// A SASL SCRAM server does not see the password: it keeps, per user, a
+// random salt, an iteration count and two keys derived from the
+// password, and checks the client's proof against them. Strata derives
+// them from a token once, when the token is issued (the only moment the
+// cluster holds the token), as Kafka derives them when a SCRAM user is
+// created, and stores them next to the token's SHA-256:
+//
+//	SaltedPassword = PBKDF2(HMAC-H, token, salt, iterations, len(H))
+//	StoredKey      = H(HMAC(SaltedPassword, "Client Key"))
+//	ServerKey      = HMAC(SaltedPassword, "Server Key")
+//
+// The password is the token's text, which is ASCII and so unchanged by
+// SASLprep. Neither the token nor SaltedPassword is kept. StoredKey cannot
+// be turned back into the token (256 random bits behind PBKDF2 and a
+// hash); whoever reads it together with a captured exchange of the same
+// user could, as with any SCRAM store, compute ClientKey and authenticate
+// by SCRAM as that user (docs/design/security.md).
+//
 // # Keeping tokens secret
 //
 // A [Token] prints, logs and marshals as [Redacted] whatever the verb,

@@ -9,7 +9,8 @@ import (
 )
 
 // Users is the set of users the cluster issued tokens to: each name
-// (User:<name> as a principal) with the hash of its one token. It is
+// (User:<name> as a principal) with the hash of its one token and, for
+// tokens issued since SCRAM was offered, its SCRAM credentials. It is
 // immutable: build a new one with NewUsers when users change. Safe for
 // concurrent use. A nil *Users has no users.
 //
@@ -24,6 +25,14 @@ import (
 type Users struct {
 	byHash map[Hashed]string
 	byName map[string]Hashed
+	// scram holds the users' SCRAM credentials by name and mechanism;
+	// a user whose token predates SCRAM has none.
+	scram map[scramKey]SCRAMKeys
+}
+
+type scramKey struct {
+	name string
+	mech SCRAMMechanism
 }
 
 // NewUsers returns the users of byName (name to hashed token). Each name
@@ -59,6 +68,48 @@ func (u *Users) Authenticate(t Token) (user string, ok bool) {
 	}
 	user, ok = u.byHash[Hash(t)]
 	return user, ok
+}
+
+// WithSCRAM returns the users of u with the SCRAM credentials of keys (by
+// user name) added. Each name must be one of u's users, each credential
+// valid (SCRAMKeys.Validate) and at most one per mechanism. u is not
+// changed; the map keys is not retained, the credentials' bytes are and
+// must not change afterwards.
+func (u *Users) WithSCRAM(keys map[string][]SCRAMKeys) (*Users, error) {
+	if u == nil {
+		u = &Users{}
+	}
+	out := &Users{byHash: u.byHash, byName: u.byName, scram: maps.Clone(u.scram)}
+	if out.scram == nil {
+		out.scram = map[scramKey]SCRAMKeys{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(keys)) {
+		if _, ok := u.byName[name]; !ok {
+			return nil, fmt.Errorf("token: SCRAM credentials for %s, who is not a user", name)
+		}
+		for _, k := range keys[name] {
+			if err := k.Validate(); err != nil {
+				return nil, fmt.Errorf("token: user %s: %w", name, err)
+			}
+			key := scramKey{name, k.Mechanism}
+			if _, dup := out.scram[key]; dup {
+				return nil, fmt.Errorf("token: user %s has two %s credentials", name, k.Mechanism)
+			}
+			out.scram[key] = k
+		}
+	}
+	return out, nil
+}
+
+// SCRAM returns user name's credential for mechanism m, and false when
+// the user is unknown or has none (its token was issued before SCRAM was
+// offered: check with Hashed).
+func (u *Users) SCRAM(name string, m SCRAMMechanism) (SCRAMKeys, bool) {
+	if u == nil {
+		return SCRAMKeys{}, false
+	}
+	k, ok := u.scram[scramKey{name, m}]
+	return k, ok
 }
 
 // Hashed returns the stored hash of a user's token.

@@ -1718,7 +1718,8 @@ func (x *AclBinding) GetPatternType() AclPatternType {
 }
 
 // UserCredential is a user the cluster issued a bearer token to. Only the SHA-256 of the token
-// is kept; the token itself is shown once, when the user is created.
+// and the SCRAM keys derived from it are kept; the token itself is shown once, when the user is
+// created.
 type UserCredential struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// User name; the principal is "User:<name>".
@@ -1726,7 +1727,13 @@ type UserCredential struct {
 	// SHA-256 of the token. Sent only to the cluster's services, in their metadata stream.
 	TokenSha256 []byte `protobuf:"bytes,2,opt,name=token_sha256,json=tokenSha256,proto3" json:"token_sha256,omitempty"`
 	// Creation time, Unix milliseconds.
-	CreatedMs     int64 `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	CreatedMs int64 `protobuf:"varint,3,opt,name=created_ms,json=createdMs,proto3" json:"created_ms,omitempty"`
+	// SCRAM-SHA-256 credential (RFC 7677) derived from the token when it was issued, for SASL
+	// SCRAM on the Kafka listeners. Unset for a token issued before SCRAM was offered. Sent only
+	// to the cluster's services, in their metadata stream.
+	ScramSha256 *ScramCredential `protobuf:"bytes,4,opt,name=scram_sha256,json=scramSha256,proto3" json:"scram_sha256,omitempty"`
+	// SCRAM-SHA-512 credential, likewise.
+	ScramSha512   *ScramCredential `protobuf:"bytes,5,opt,name=scram_sha512,json=scramSha512,proto3" json:"scram_sha512,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1782,6 +1789,95 @@ func (x *UserCredential) GetCreatedMs() int64 {
 	return 0
 }
 
+func (x *UserCredential) GetScramSha256() *ScramCredential {
+	if x != nil {
+		return x.ScramSha256
+	}
+	return nil
+}
+
+func (x *UserCredential) GetScramSha512() *ScramCredential {
+	if x != nil {
+		return x.ScramSha512
+	}
+	return nil
+}
+
+// ScramCredential is what a SCRAM server keeps for one user and one hash function (RFC 5802,
+// section 3): never the password (here the token) nor the salted password. StoredKey and
+// ServerKey are each as long as the hash's output.
+type ScramCredential struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Random salt of the PBKDF2 derivation.
+	Salt []byte `protobuf:"bytes,1,opt,name=salt,proto3" json:"salt,omitempty"`
+	// PBKDF2 iteration count (4096).
+	Iterations int32 `protobuf:"varint,2,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// StoredKey: H(HMAC(SaltedPassword, "Client Key")).
+	StoredKey []byte `protobuf:"bytes,3,opt,name=stored_key,json=storedKey,proto3" json:"stored_key,omitempty"`
+	// ServerKey: HMAC(SaltedPassword, "Server Key").
+	ServerKey     []byte `protobuf:"bytes,4,opt,name=server_key,json=serverKey,proto3" json:"server_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScramCredential) Reset() {
+	*x = ScramCredential{}
+	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScramCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScramCredential) ProtoMessage() {}
+
+func (x *ScramCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScramCredential.ProtoReflect.Descriptor instead.
+func (*ScramCredential) Descriptor() ([]byte, []int) {
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ScramCredential) GetSalt() []byte {
+	if x != nil {
+		return x.Salt
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
+func (x *ScramCredential) GetStoredKey() []byte {
+	if x != nil {
+		return x.StoredKey
+	}
+	return nil
+}
+
+func (x *ScramCredential) GetServerKey() []byte {
+	if x != nil {
+		return x.ServerKey
+	}
+	return nil
+}
+
 // Quota caps a principal's produce and fetch byte rates. Brokers throttle a principal over its
 // quota: answers carry throttle_time_ms and clients wait that long before their next request.
 type Quota struct {
@@ -1798,7 +1894,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	mi := &file_strata_common_v1_common_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1906,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[14]
+	mi := &file_strata_common_v1_common_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1919,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{14}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Quota) GetPrincipal() string {
@@ -1863,7 +1959,7 @@ type SecurityState struct {
 
 func (x *SecurityState) Reset() {
 	*x = SecurityState{}
-	mi := &file_strata_common_v1_common_proto_msgTypes[15]
+	mi := &file_strata_common_v1_common_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +1971,7 @@ func (x *SecurityState) String() string {
 func (*SecurityState) ProtoMessage() {}
 
 func (x *SecurityState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_common_v1_common_proto_msgTypes[15]
+	mi := &file_strata_common_v1_common_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +1984,7 @@ func (x *SecurityState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SecurityState.ProtoReflect.Descriptor instead.
 func (*SecurityState) Descriptor() ([]byte, []int) {
-	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{15}
+	return file_strata_common_v1_common_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SecurityState) GetUsers() []*UserCredential {
@@ -2000,12 +2096,23 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\toperation\x18\x03 \x01(\x0e2\x1e.strata.common.v1.AclOperationR\toperation\x12F\n" +
 	"\rresource_type\x18\x04 \x01(\x0e2!.strata.common.v1.AclResourceTypeR\fresourceType\x12#\n" +
 	"\rresource_name\x18\x05 \x01(\tR\fresourceName\x12C\n" +
-	"\fpattern_type\x18\x06 \x01(\x0e2 .strata.common.v1.AclPatternTypeR\vpatternType\"f\n" +
+	"\fpattern_type\x18\x06 \x01(\x0e2 .strata.common.v1.AclPatternTypeR\vpatternType\"\xf2\x01\n" +
 	"\x0eUserCredential\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\ftoken_sha256\x18\x02 \x01(\fR\vtokenSha256\x12\x1d\n" +
 	"\n" +
-	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\"\x93\x01\n" +
+	"created_ms\x18\x03 \x01(\x03R\tcreatedMs\x12D\n" +
+	"\fscram_sha256\x18\x04 \x01(\v2!.strata.common.v1.ScramCredentialR\vscramSha256\x12D\n" +
+	"\fscram_sha512\x18\x05 \x01(\v2!.strata.common.v1.ScramCredentialR\vscramSha512\"\x83\x01\n" +
+	"\x0fScramCredential\x12\x12\n" +
+	"\x04salt\x18\x01 \x01(\fR\x04salt\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x02 \x01(\x05R\n" +
+	"iterations\x12\x1d\n" +
+	"\n" +
+	"stored_key\x18\x03 \x01(\fR\tstoredKey\x12\x1d\n" +
+	"\n" +
+	"server_key\x18\x04 \x01(\fR\tserverKey\"\x93\x01\n" +
 	"\x05Quota\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
 	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
@@ -2111,7 +2218,7 @@ func file_strata_common_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_strata_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_strata_common_v1_common_proto_goTypes = []any{
 	(Acks)(0),                     // 0: strata.common.v1.Acks
 	(IsolationLevel)(0),           // 1: strata.common.v1.IsolationLevel
@@ -2135,16 +2242,17 @@ var file_strata_common_v1_common_proto_goTypes = []any{
 	(*OffsetRangeHint)(nil),       // 19: strata.common.v1.OffsetRangeHint
 	(*AclBinding)(nil),            // 20: strata.common.v1.AclBinding
 	(*UserCredential)(nil),        // 21: strata.common.v1.UserCredential
-	(*Quota)(nil),                 // 22: strata.common.v1.Quota
-	(*SecurityState)(nil),         // 23: strata.common.v1.SecurityState
-	nil,                           // 24: strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
-	nil,                           // 25: strata.common.v1.TopicMetadata.ConfigsEntry
+	(*ScramCredential)(nil),       // 22: strata.common.v1.ScramCredential
+	(*Quota)(nil),                 // 23: strata.common.v1.Quota
+	(*SecurityState)(nil),         // 24: strata.common.v1.SecurityState
+	nil,                           // 25: strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	nil,                           // 26: strata.common.v1.TopicMetadata.ConfigsEntry
 }
 var file_strata_common_v1_common_proto_depIdxs = []int32{
 	11, // 0: strata.common.v1.Node.listeners:type_name -> strata.common.v1.Listener
-	24, // 1: strata.common.v1.PartitionMetadata.isr_node_epochs:type_name -> strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
+	25, // 1: strata.common.v1.PartitionMetadata.isr_node_epochs:type_name -> strata.common.v1.PartitionMetadata.IsrNodeEpochsEntry
 	12, // 2: strata.common.v1.TopicMetadata.partitions:type_name -> strata.common.v1.PartitionMetadata
-	25, // 3: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
+	26, // 3: strata.common.v1.TopicMetadata.configs:type_name -> strata.common.v1.TopicMetadata.ConfigsEntry
 	2,  // 4: strata.common.v1.ErrorDetail.code:type_name -> strata.common.v1.Code
 	3,  // 5: strata.common.v1.ErrorDetail.reason:type_name -> strata.common.v1.Reason
 	15, // 6: strata.common.v1.ErrorDetail.leader:type_name -> strata.common.v1.LeaderHint
@@ -2157,14 +2265,16 @@ var file_strata_common_v1_common_proto_depIdxs = []int32{
 	5,  // 13: strata.common.v1.AclBinding.operation:type_name -> strata.common.v1.AclOperation
 	6,  // 14: strata.common.v1.AclBinding.resource_type:type_name -> strata.common.v1.AclResourceType
 	7,  // 15: strata.common.v1.AclBinding.pattern_type:type_name -> strata.common.v1.AclPatternType
-	21, // 16: strata.common.v1.SecurityState.users:type_name -> strata.common.v1.UserCredential
-	20, // 17: strata.common.v1.SecurityState.acls:type_name -> strata.common.v1.AclBinding
-	22, // 18: strata.common.v1.SecurityState.quotas:type_name -> strata.common.v1.Quota
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	22, // 16: strata.common.v1.UserCredential.scram_sha256:type_name -> strata.common.v1.ScramCredential
+	22, // 17: strata.common.v1.UserCredential.scram_sha512:type_name -> strata.common.v1.ScramCredential
+	21, // 18: strata.common.v1.SecurityState.users:type_name -> strata.common.v1.UserCredential
+	20, // 19: strata.common.v1.SecurityState.acls:type_name -> strata.common.v1.AclBinding
+	23, // 20: strata.common.v1.SecurityState.quotas:type_name -> strata.common.v1.Quota
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_strata_common_v1_common_proto_init() }
@@ -2185,7 +2295,7 @@ func file_strata_common_v1_common_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_common_v1_common_proto_rawDesc), len(file_strata_common_v1_common_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -32,7 +32,10 @@
 //	                                    automatic rebalance counted: every undrained node it
 //	                                    saw alive, dead ones kept (rebalance.go)
 //	/strata/security/users/<name>       commonv1.UserCredential: name, token_sha256 (the SHA-256
-//	                                    of the user's token, never the token) and created_ms
+//	                                    of the user's token, never the token), created_ms, and
+//	                                    scram_sha256, scram_sha512 (salt, iterations, StoredKey,
+//	                                    ServerKey derived from the token when it was issued;
+//	                                    unset for a token issued before SCRAM was offered)
 //	/strata/security/acls/<principal>/<resource type>/<resource name>/<pattern type>/<permission>/<operation>
 //	                                    commonv1.AclBinding, pattern_type always set; the
 //	                                    principal and resource name are path-escaped

@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// The security state: users (a name and the SHA-256 of the one token the
-// cluster issued them), ACL bindings and quotas, under PrefixSecurity
+// The security state: users (a name, the SHA-256 of the one token the
+// cluster issued them and the SCRAM credentials derived from it), ACL bindings and quotas, under PrefixSecurity
 // (keys.go). Every write is one etcd transaction, so writers on different
 // controllers never lose each other's updates:
 //
@@ -72,9 +72,11 @@ func userNameRune(r rune) bool {
 }
 
 // CreateUser creates user name with a fresh token (lib/token) and stores
-// only the token's SHA-256. It returns the stored credential and the
-// token, which exists nowhere else afterwards: the caller hands it to the
-// user once. ALREADY_EXISTS when the user exists.
+// only the token's SHA-256 and its SCRAM-SHA-256 and SCRAM-SHA-512
+// credentials (salt, iterations, StoredKey, ServerKey). It returns the
+// stored credential and the token, which exists nowhere else afterwards:
+// the caller hands it to the user once. ALREADY_EXISTS when the user
+// exists.
 func (s *Store) CreateUser(ctx context.Context, name string) (*commonv1.UserCredential, token.Token, error) {
 	if err := ValidateUserName(name); err != nil {
 		return nil, token.Token{}, err
@@ -85,6 +87,15 @@ func (s *Store) CreateUser(ctx context.Context, name string) (*commonv1.UserCred
 	}
 	h := token.Hash(tok)
 	cred := &commonv1.UserCredential{Name: name, TokenSha256: h[:], CreatedMs: time.Now().UnixMilli()}
+	// The one moment the token exists here: derive its SCRAM credentials
+	// (random salt, 4096 iterations) for the Kafka listeners' SASL SCRAM.
+	for _, m := range token.SCRAMMechanisms {
+		k, err := token.DeriveSCRAM(tok, m)
+		if err != nil {
+			return nil, token.Token{}, err
+		}
+		guard.SCRAMToProto(cred, k)
+	}
 	b, err := proto.Marshal(cred)
 	if err != nil {
 		return nil, token.Token{}, err

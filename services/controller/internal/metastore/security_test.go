@@ -89,6 +89,20 @@ func TestUsers(t *testing.T) {
 	if !token.Verify(tok, h) {
 		t.Fatal("stored hash does not verify the token")
 	}
+	// The SCRAM credentials derived at creation: both mechanisms, each
+	// from the token with its own random salt and 4096 iterations.
+	keys, err := guard.SCRAMFromProto(m.Users["alice"])
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("alice's stored SCRAM credentials: %d, %v; want SHA-256 and SHA-512", len(keys), err)
+	}
+	for _, k := range keys {
+		if !token.VerifySCRAM(tok, k) || k.Iterations != token.SCRAMIterations {
+			t.Errorf("stored %s credential was not derived from the token with %d iterations", k.Mechanism, token.SCRAMIterations)
+		}
+	}
+	if bytes.Equal(keys[0].Salt, keys[1].Salt) {
+		t.Error("the SHA-256 and SHA-512 credentials share a salt")
+	}
 	users := map[string]token.Hashed{}
 	for name, u := range m.Users {
 		var h token.Hashed
@@ -109,8 +123,8 @@ func TestUsers(t *testing.T) {
 	}
 	var names []string
 	for _, u := range list {
-		if len(u.GetTokenSha256()) != 0 {
-			t.Fatalf("ListUsers returned %s's hash", u.GetName())
+		if len(u.GetTokenSha256()) != 0 || u.GetScramSha256() != nil || u.GetScramSha512() != nil {
+			t.Fatalf("ListUsers returned %s's hash or SCRAM credentials", u.GetName())
 		}
 		if u.GetCreatedMs() <= 0 {
 			t.Fatalf("ListUsers: %s has no creation time", u.GetName())
@@ -495,7 +509,8 @@ func TestSecurityInSnapshotAndDelta(t *testing.T) {
 	w := startWatch(t, s)
 	testwait.Until(t, 10*time.Second, "the snapshot", func() error { return testwait.True(len(w.after(0)) > 0) })
 	snap := w.after(0)[0].GetSnapshot()
-	if users := snap.GetSecurity().GetUsers(); len(users) != 1 || users[0].GetName() != "alice" || len(users[0].GetTokenSha256()) != 32 {
+	if users := snap.GetSecurity().GetUsers(); len(users) != 1 || users[0].GetName() != "alice" || len(users[0].GetTokenSha256()) != 32 ||
+		len(users[0].GetScramSha256().GetStoredKey()) != 32 || len(users[0].GetScramSha512().GetStoredKey()) != 64 {
 		t.Fatalf("snapshot security: %v", snap.GetSecurity())
 	}
 

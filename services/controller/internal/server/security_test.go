@@ -361,7 +361,8 @@ func TestUsersTokensAndQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := created.Msg.GetToken()
-	if !strings.HasPrefix(tok, "strata_") || created.Msg.GetUser().GetName() != "carol" || len(created.Msg.GetUser().GetTokenSha256()) != 0 {
+	if !strings.HasPrefix(tok, "strata_") || created.Msg.GetUser().GetName() != "carol" || len(created.Msg.GetUser().GetTokenSha256()) != 0 ||
+		created.Msg.GetUser().GetScramSha256() != nil || created.Msg.GetUser().GetScramSha512() != nil {
 		t.Fatalf("CreateUser answered %v", created.Msg.GetUser())
 	}
 	_, err = admin.CreateUser(ctx, req(&controllerv1.CreateUserRequest{Name: "carol"}))
@@ -374,7 +375,7 @@ func TestUsersTokensAndQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u := users.Msg.GetUsers(); len(u) != 1 || u[0].GetName() != "carol" || len(u[0].GetTokenSha256()) != 0 || u[0].GetCreatedMs() <= 0 {
+	if u := users.Msg.GetUsers(); len(u) != 1 || u[0].GetName() != "carol" || len(u[0].GetTokenSha256()) != 0 || u[0].GetScramSha256() != nil || u[0].GetCreatedMs() <= 0 {
 		t.Fatalf("ListUsers: %v", u)
 	}
 
