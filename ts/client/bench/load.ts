@@ -51,6 +51,7 @@ async function produce(): Promise<void> {
   let pending = 0;
   let wake: (() => void) | undefined;
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < records; i += chunk) {
     while (pending + chunk > inflight) await new Promise<void>((r) => (wake = r));
     const n = Math.min(chunk, records - i);
@@ -72,13 +73,15 @@ async function produce(): Promise<void> {
   }
   await producer.flush();
   const produceMs = performance.now() - t0;
+  const produceCpu = cpuPerGB(cpu0, records * size);
   await producer.close();
   lat.sort((a, b) => a - b);
   const mb = (records * size) / 1e6;
   console.log(`${records} records of ${size} B, ${partitions} partitions, RF ${args.rf}, acks ${args.acks}`);
   console.log(
     `produce: ${(mb / (produceMs / 1000)).toFixed(1)} MB/s, ${Math.round(records / (produceMs / 1000))} records/s, ` +
-      `p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)]!.toFixed(1)} ms (per ${chunk}-record send)`,
+      `p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)]!.toFixed(1)} ms (per ${chunk}-record send), ` +
+      `client CPU ${produceCpu} s/GB`,
   );
 }
 
@@ -93,8 +96,11 @@ async function consume(): Promise<void> {
   // the first fetch included, no group to join); the comparable start here
   // is the assignment (group_join), and the time from run() is printed too.
   let assigned = 0;
+  let cpu0 = process.cpuUsage();
   consumer.on("consumer.group_join", () => {
-    if (assigned === 0) assigned = performance.now();
+    if (assigned !== 0) return;
+    assigned = performance.now();
+    cpu0 = process.cpuUsage();
   });
   const c0 = performance.now();
   await consumer.run({
@@ -106,10 +112,17 @@ async function consume(): Promise<void> {
   });
   await finished;
   const end = performance.now();
+  const consumeCpu = cpuPerGB(cpu0, bytes);
   await consumer.disconnect();
   const rate = (ms: number) => (bytes / 1e6 / (ms / 1000)).toFixed(1);
   console.log(
     `consume: ${rate(end - assigned)} MB/s, ${Math.round(got / ((end - assigned) / 1000))} records/s from the assignment; ` +
-      `${rate(end - c0)} MB/s from run() (joining took ${Math.round(assigned - c0)} ms)`,
+      `${rate(end - c0)} MB/s from run() (joining took ${Math.round(assigned - c0)} ms); client CPU ${consumeCpu} s/GB`,
   );
+}
+
+/** cpuPerGB is this process's CPU time (user and system) since from, per 1e9 bytes of record values: strata-load's client CPU s/GB. */
+function cpuPerGB(from: NodeJS.CpuUsage, bytes: number): string {
+  const u = process.cpuUsage(from);
+  return ((u.user + u.system) / 1e6 / (bytes / 1e9)).toFixed(1);
 }
