@@ -148,6 +148,10 @@ bench: ## Run the benchmarks (append, read, group commit, codecs, validation, th
 load: build ## Load a throwaway 3-node cluster: produce, open-loop latency, consume; RF=3 acks=all vs RF=1 acks=leader (LOADFLAGS for strata-load)
 	loadtest/run-local.sh $(LOADFLAGS)
 
+.PHONY: ts-load
+ts-load: build ts ## Compare the TypeScript client's produce and consume MB/s with the Go client's, alternating on one throwaway cluster (ROUNDS, RECORDS)
+	loadtest/ts-vs-go.sh
+
 .PHONY: bench-cluster
 bench-cluster: build ## Benchmark every scenario on a throwaway cluster beside the peers (BENCH_MATRIX=full for all; docs/performance.md)
 	loadtest/bench-cluster.sh

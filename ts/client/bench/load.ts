@@ -6,7 +6,9 @@
 //   node dist/bench/load.js --gateway http://127.0.0.1:9092 --records 100000
 //
 // Then it consumes the topic from the beginning with a fresh group
-// (eachBatch) and prints consume MB/s.
+// (eachBatch) and prints consume MB/s. --modes consume --topic T reads an
+// existing topic's first --records records only (e.g. under node
+// --cpu-prof, to profile the consumer alone).
 import { parseArgs } from "node:util";
 import { Strata } from "../src/index.js";
 
@@ -21,6 +23,8 @@ const { values: args } = parseArgs({
     linger: { type: "string", default: "5" },
     acks: { type: "string", default: "all" },
     rf: { type: "string", default: "3" },
+    modes: { type: "string", default: "produce,consume" },
+    topic: { type: "string" },
   },
 });
 const records = Number(args.records);
@@ -29,62 +33,96 @@ const partitions = Number(args.partitions);
 const chunk = Number(args.chunk);
 const inflight = Number(args.inflight);
 
+const modes = new Set(args.modes!.split(","));
+
 const strata = new Strata({ gateway: args.gateway!, clientId: "ts-load" });
-const topic = `ts-load-${Date.now()}`;
-await strata.admin().createTopic({ topic, partitions, replicationFactor: Number(args.rf) });
-
-const value = new Uint8Array(size).fill(120);
-const producer = strata.producer({ acks: args.acks as "all", linger: Number(args.linger) });
-const lat: number[] = [];
-let pending = 0;
-let wake: (() => void) | undefined;
-const t0 = performance.now();
-for (let i = 0; i < records; i += chunk) {
-  while (pending + chunk > inflight) await new Promise<void>((r) => (wake = r));
-  const n = Math.min(chunk, records - i);
-  pending += n;
-  const start = performance.now();
-  void producer
-    .send({ topic, messages: Array.from({ length: n }, (_, j) => ({ key: `key-${(i + j) % 1000}`, value })) })
-    .then(
-      () => {
-        lat.push(performance.now() - start);
-        pending -= n;
-        wake?.();
-      },
-      (e) => {
-        console.error("produce failed:", e);
-        process.exit(1);
-      },
-    );
+const topic = args.topic ?? `ts-load-${Date.now()}`;
+if (modes.has("produce")) {
+  await strata.admin().createTopic({ topic, partitions, replicationFactor: Number(args.rf) });
+  await produce();
 }
-await producer.flush();
-const produceMs = performance.now() - t0;
-await producer.close();
-lat.sort((a, b) => a - b);
-const mb = (records * size) / 1e6;
-console.log(`${records} records of ${size} B, ${partitions} partitions, RF ${args.rf}, acks ${args.acks}`);
-console.log(
-  `produce: ${(mb / (produceMs / 1000)).toFixed(1)} MB/s, ${Math.round(records / (produceMs / 1000))} records/s, ` +
-    `p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)]!.toFixed(1)} ms (per ${chunk}-record send)`,
-);
-
-const consumer = strata.consumer({ groupId: `${topic}-g` });
-await consumer.subscribe({ topics: [topic], fromBeginning: true });
-let got = 0;
-let bytes = 0;
-let done: () => void;
-const finished = new Promise<void>((r) => (done = r));
-const c0 = performance.now();
-await consumer.run({
-  eachBatch: async ({ batch }) => {
-    got += batch.messages.length;
-    for (const m of batch.messages) bytes += m.value?.length ?? 0;
-    if (got >= records) done();
-  },
-});
-await finished;
-const consumeMs = performance.now() - c0;
-await consumer.disconnect();
-console.log(`consume: ${(bytes / 1e6 / (consumeMs / 1000)).toFixed(1)} MB/s, ${Math.round(got / (consumeMs / 1000))} records/s`);
+if (modes.has("consume")) await consume();
 process.exit(0);
+
+async function produce(): Promise<void> {
+  const value = new Uint8Array(size).fill(120);
+  const producer = strata.producer({ acks: args.acks as "all", linger: Number(args.linger) });
+  const lat: number[] = [];
+  let pending = 0;
+  let wake: (() => void) | undefined;
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  for (let i = 0; i < records; i += chunk) {
+    while (pending + chunk > inflight) await new Promise<void>((r) => (wake = r));
+    const n = Math.min(chunk, records - i);
+    pending += n;
+    const start = performance.now();
+    void producer
+      .send({ topic, messages: Array.from({ length: n }, (_, j) => ({ key: `key-${(i + j) % 1000}`, value })) })
+      .then(
+        () => {
+          lat.push(performance.now() - start);
+          pending -= n;
+          wake?.();
+        },
+        (e) => {
+          console.error("produce failed:", e);
+          process.exit(1);
+        },
+      );
+  }
+  await producer.flush();
+  const produceMs = performance.now() - t0;
+  const produceCpu = cpuPerGB(cpu0, records * size);
+  await producer.close();
+  lat.sort((a, b) => a - b);
+  const mb = (records * size) / 1e6;
+  console.log(`${records} records of ${size} B, ${partitions} partitions, RF ${args.rf}, acks ${args.acks}`);
+  console.log(
+    `produce: ${(mb / (produceMs / 1000)).toFixed(1)} MB/s, ${Math.round(records / (produceMs / 1000))} records/s, ` +
+      `p50 ${lat[Math.floor(lat.length / 2)]!.toFixed(1)} ms, p99 ${lat[Math.floor(lat.length * 0.99)]!.toFixed(1)} ms (per ${chunk}-record send), ` +
+      `client CPU ${produceCpu} s/GB`,
+  );
+}
+
+async function consume(): Promise<void> {
+  const consumer = strata.consumer({ groupId: `${topic}-g-${Date.now()}` });
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  let got = 0;
+  let bytes = 0;
+  let done: () => void;
+  const finished = new Promise<void>((r) => (done = r));
+  // strata-load counts a consumer from its first Poll (start offsets and
+  // the first fetch included, no group to join); the comparable start here
+  // is the assignment (group_join), and the time from run() is printed too.
+  let assigned = 0;
+  let cpu0 = process.cpuUsage();
+  consumer.on("consumer.group_join", () => {
+    if (assigned !== 0) return;
+    assigned = performance.now();
+    cpu0 = process.cpuUsage();
+  });
+  const c0 = performance.now();
+  await consumer.run({
+    eachBatch: async ({ batch }) => {
+      got += batch.messages.length;
+      for (const m of batch.messages) bytes += m.value?.length ?? 0;
+      if (got >= records) done();
+    },
+  });
+  await finished;
+  const end = performance.now();
+  const consumeCpu = cpuPerGB(cpu0, bytes);
+  await consumer.disconnect();
+  const rate = (ms: number) => (bytes / 1e6 / (ms / 1000)).toFixed(1);
+  console.log(
+    `consume: ${rate(end - assigned)} MB/s, ${Math.round(got / ((end - assigned) / 1000))} records/s from the assignment; ` +
+      `${rate(end - c0)} MB/s from run() (joining took ${Math.round(assigned - c0)} ms); client CPU ${consumeCpu} s/GB`,
+  );
+}
+
+/** cpuPerGB is this process's CPU time (user and system) since from, per 1e9 bytes of record values: strata-load's client CPU s/GB. */
+function cpuPerGB(from: NodeJS.CpuUsage, bytes: number): string {
+  const u = process.cpuUsage(from);
+  return ((u.user + u.system) / 1e6 / (bytes / 1e9)).toFixed(1);
+}

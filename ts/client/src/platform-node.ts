@@ -5,7 +5,7 @@
 
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import type { SecureClientSessionOptions } from "node:http2";
+import type { Http2Session, SecureClientSessionOptions } from "node:http2";
 import { X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import * as zlib from "node:zlib";
@@ -15,13 +15,45 @@ import type { Pem, TlsMaterial } from "./credentials.js";
 import type { Platform, TransportOptions } from "./platform.js";
 
 const gzipAsync = promisify(gzip);
+
+/**
+ * Receive windows, as the Go client's (lib/serve): 4 MiB per stream, 16
+ * MiB per connection. At HTTP/2's default of 64 KiB a Fetch answer of a
+ * few MiB stops every 64 KiB until a WINDOW_UPDATE comes back, and Node
+ * sends one only once JavaScript has read the data, so a consumer busy
+ * decoding one leader's answer held up the others' transfers.
+ */
+export const STREAM_WINDOW = 4 << 20;
+export const CONNECTION_WINDOW = 16 << 20;
+
+/** WindowedSessionManager widens each new session's connection window (its stream window is a setting of the handshake). */
+class WindowedSessionManager extends Http2SessionManager {
+  private readonly widened = new WeakSet<Http2Session>();
+  override async request(...a: Parameters<Http2SessionManager["request"]>): ReturnType<Http2SessionManager["request"]> {
+    const stream = await super.request(...a);
+    const s = stream.session;
+    if (s && !this.widened.has(s)) {
+      this.widened.add(s);
+      try {
+        s.setLocalWindowSize(CONNECTION_WINDOW);
+      } catch {
+        // A session closing under the call: the call fails on its own.
+      }
+    }
+    return stream;
+  }
+}
 const gunzipAsync = promisify(gunzip);
 
 export const nodePlatform: Platform = {
   transport(baseUrl: string, opts?: TransportOptions): { transport: Transport; close(): void } {
     const tls = opts?.tls;
     const secure = tls && baseUrl.startsWith("https:") ? secureOptions(tls) : undefined;
-    const sessionManager = new Http2SessionManager(baseUrl, { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 }, secure);
+    const sessionManager = new WindowedSessionManager(
+      baseUrl,
+      { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 },
+      { ...secure, settings: { initialWindowSize: STREAM_WINDOW } },
+    );
     const transport = createConnectTransport({
       baseUrl,
       httpVersion: "2",

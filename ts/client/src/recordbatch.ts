@@ -294,45 +294,48 @@ function hex32(n: number): string {
   return "0x" + n.toString(16).padStart(8, "0");
 }
 
+// Reader reads the varints and byte strings of records. Field names are
+// joined into a message only on failure, so the hot path builds no strings.
 class Reader {
   pos = 0;
   constructor(readonly buf: Uint8Array, readonly end: number) {}
   fail(msg: string): never {
     throw new CorruptBatchError("corrupt", msg);
   }
-  varint32(field: string): number {
+  varint32(field: string, rec: number, what = ""): number {
     let u = 0;
     let shift = 0;
     for (let i = 0; i < 5; i++) {
-      if (this.pos >= this.end) this.fail(`${field}: varint runs past the end`);
+      if (this.pos >= this.end) this.fail(`record ${rec} ${field}${what}: varint runs past the end`);
       const c = this.buf[this.pos++]!;
-      if (i === 4 && c > 0x0f) this.fail(`${field}: varint overflows 32 bits`);
+      if (i === 4 && c > 0x0f) this.fail(`record ${rec} ${field}${what}: varint overflows 32 bits`);
       u |= (c & 0x7f) << shift;
       if (c < 0x80) return (u >>> 1) ^ -(u & 1);
       shift += 7;
     }
-    this.fail(`${field}: varint longer than 5 bytes`);
+    this.fail(`record ${rec} ${field}${what}: varint longer than 5 bytes`);
   }
-  varlong(field: string): number {
+  varlong(field: string, rec: number): number {
     let u = 0;
     let mul = 1;
     for (let i = 0; i < 10; i++) {
-      if (this.pos >= this.end) this.fail(`${field}: varlong runs past the end`);
+      if (this.pos >= this.end) this.fail(`record ${rec} ${field}: varlong runs past the end`);
       const c = this.buf[this.pos++]!;
       u += (c & 0x7f) * mul;
       if (c < 0x80) {
-        if (u > Number.MAX_SAFE_INTEGER) this.fail(`${field}: varlong beyond 2^53`);
+        if (u > Number.MAX_SAFE_INTEGER) this.fail(`record ${rec} ${field}: varlong beyond 2^53`);
         return u % 2 === 0 ? u / 2 : -(u + 1) / 2;
       }
       mul *= 128;
     }
-    this.fail(`${field}: varlong longer than 10 bytes`);
+    this.fail(`record ${rec} ${field}: varlong longer than 10 bytes`);
   }
-  nullableBytes(field: string, limit: number): Uint8Array | null {
-    const n = this.varint32(field + " length");
+  /** nullableBytes returns a view of buf (a subarray of a Buffer is a Buffer): no copy, no second wrapper. */
+  nullableBytes(field: string, rec: number, limit: number): Uint8Array | null {
+    const n = this.varint32(field, rec, " length");
     if (n === -1) return null;
-    if (n < -1) this.fail(`${field} length ${n}`);
-    if (this.pos + n > limit) this.fail(`${field} length ${n} overruns its record`);
+    if (n < -1) this.fail(`record ${rec} ${field} length ${n}`);
+    if (this.pos + n > limit) this.fail(`record ${rec} ${field} length ${n} overruns its record`);
     const v = this.buf.subarray(this.pos, this.pos + n);
     this.pos += n;
     return v;
@@ -350,60 +353,96 @@ export interface DecodedBatch {
  * CorruptBatchError (kind as the Go sentinels) for bad bytes.
  */
 export async function decodeBatch(b: Uint8Array): Promise<DecodedBatch> {
+  const header = checkBatch(b);
+  const records: DecodedRecord[] = new Array(header.recordCount);
+  let i = 0;
+  const section = await recordsSection(header, b);
+  readRecords(header, section, (offset, timestamp, key, value, headers) => {
+    records[i++] = { offset, timestamp, key, value, headers: headers.length === 0 ? [] : headers };
+  });
+  return { header, records };
+}
+
+/**
+ * A record as readRecords hands it over: key, value and header values are
+ * views into the batch (the platform's bytes: Buffers in Node), headers is
+ * a shared empty array when the record has none.
+ */
+export type RecordVisitor = (offset: number, timestamp: number, key: Uint8Array | null, value: Uint8Array | null, headers: RecordHeader[]) => void;
+
+const NO_HEADERS: RecordHeader[] = Object.freeze([]) as unknown as RecordHeader[];
+
+/**
+ * checkBatch reads and checks the header of exactly one batch (length,
+ * magic, CRC, codec bits, counts) before its records are read.
+ * @internal
+ */
+export function checkBatch(b: Uint8Array): BatchHeader {
   const header = parseHeader(b);
   const codecBits = header.attributes & ATTR_CODEC_MASK;
   if (codecBits > 4) throw new CorruptBatchError("codec", `codec bits ${codecBits} name no codec`);
   if (header.recordCount < 0 || header.lastOffsetDelta < 0) {
     throw new CorruptBatchError("corrupt", `recordCount ${header.recordCount}, lastOffsetDelta ${header.lastOffsetDelta}`);
   }
-  let section = b.subarray(HEADER_SIZE);
-  if (codecBits !== 0) section = await decompress(codecNames[codecBits]!, section);
-  return { header, records: decodeRecords(header, section) };
+  return header;
 }
 
-function decodeRecords(h: BatchHeader, section: Uint8Array): DecodedRecord[] {
+/**
+ * recordsSection returns a checked batch's records section: a view into b,
+ * or its inflated copy when the batch is compressed (the only case that
+ * waits).
+ * @internal
+ */
+export function recordsSection(h: BatchHeader, b: Uint8Array): Uint8Array | Promise<Uint8Array> {
+  const codecBits = h.attributes & ATTR_CODEC_MASK;
+  const section = b.subarray(HEADER_SIZE);
+  return codecBits === 0 ? section : decompress(codecNames[codecBits]!, section);
+}
+
+/**
+ * readRecords walks a records section and calls visit for each record, in
+ * order, with no copy of any bytes: the section is wrapped once as the
+ * platform's bytes and every key and value is a view of that wrapper. It
+ * applies the Go codec's checks and throws CorruptBatchError.
+ * @internal
+ */
+export function readRecords(h: BatchHeader, section: Uint8Array, visit: RecordVisitor): void {
   const n = h.recordCount;
   if (n * 7 > section.length) {
     throw new CorruptBatchError("corrupt", `recordCount ${n} cannot fit in ${section.length} bytes`);
   }
-  const r = new Reader(section, section.length);
-  const bytes = platform().bytes;
-  const out: DecodedRecord[] = new Array(n);
+  const r = new Reader(platform().bytes(section), section.length);
   let lastDelta = -1;
   for (let i = 0; i < n; i++) {
-    const len = r.varint32(`record ${i} length`);
+    const len = r.varint32("length", i);
     if (len < 0 || r.pos + len > section.length) r.fail(`record ${i} length ${len} overruns the records section`);
     const end = r.pos + len;
     if (len < 1) r.fail(`record ${i} is empty`);
     r.pos++; // attributes
-    const tsDelta = r.varlong(`record ${i} timestampDelta`);
-    const offDelta = r.varint32(`record ${i} offsetDelta`);
+    const tsDelta = r.varlong("timestampDelta", i);
+    const offDelta = r.varint32("offsetDelta", i);
     if (offDelta <= lastDelta || offDelta > h.lastOffsetDelta) {
       r.fail(`record ${i} offsetDelta ${offDelta} out of order or beyond lastOffsetDelta ${h.lastOffsetDelta}`);
     }
     lastDelta = offDelta;
-    const key = r.nullableBytes(`record ${i} key`, end);
-    const value = r.nullableBytes(`record ${i} value`, end);
-    const hc = r.varint32(`record ${i} headerCount`);
+    const key = r.nullableBytes("key", i, end);
+    const value = r.nullableBytes("value", i, end);
+    const hc = r.varint32("headerCount", i);
     if (hc < 0 || hc * 2 > end - r.pos) r.fail(`record ${i} headerCount ${hc}`);
-    const headers: RecordHeader[] = new Array(hc);
-    for (let j = 0; j < hc; j++) {
-      const k = r.nullableBytes(`record ${i} header ${j} key`, end);
-      if (k === null) r.fail(`record ${i} header ${j} key is null`);
-      const v = r.nullableBytes(`record ${i} header ${j} value`, end);
-      headers[j] = { key: utf8Decoder.decode(k!), value: v === null ? null : bytes(v) };
+    let headers = NO_HEADERS;
+    if (hc > 0) {
+      headers = new Array(hc);
+      for (let j = 0; j < hc; j++) {
+        const k = r.nullableBytes(`header ${j} key`, i, end);
+        if (k === null) r.fail(`record ${i} header ${j} key is null`);
+        const v = r.nullableBytes(`header ${j} value`, i, end);
+        headers[j] = { key: utf8Decoder.decode(k!), value: v };
+      }
     }
     if (r.pos !== end) r.fail(`record ${i} has ${end - r.pos} bytes after its fields`);
-    out[i] = {
-      offset: h.baseOffset + offDelta,
-      timestamp: h.baseTimestamp + tsDelta,
-      key: key === null ? null : bytes(key),
-      value: value === null ? null : bytes(value),
-      headers,
-    };
+    visit(h.baseOffset + offDelta, h.baseTimestamp + tsDelta, key, value, headers);
   }
   if (r.pos !== section.length) r.fail(`${section.length - r.pos} bytes after the last record`);
-  return out;
 }
 
 const XERIAL_MAGIC = [0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00];

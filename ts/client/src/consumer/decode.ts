@@ -1,8 +1,11 @@
 // Fetched bytes to messages: whole RecordBatch v2 batches, records before
 // the fetch offset skipped (a batch is returned whole when it contains the
-// offset), control batches stepped over.
+// offset), control batches stepped over. The records are read straight
+// into messages (no intermediate record objects), keys and values are
+// views into the fetched bytes, and only a compressed batch waits.
 
-import { decodeBatch, isControl, isLogAppendTime, nextOffset, peekSize } from "../recordbatch.js";
+import { checkBatch, isControl, isLogAppendTime, nextOffset, peekSize, readRecords, recordsSection } from "../recordbatch.js";
+import type { BatchHeader, RecordHeader } from "../recordbatch.js";
 import type { KafkaMessage } from "./types.js";
 
 /**
@@ -16,32 +19,45 @@ export async function decodeFrom(b: Uint8Array, from: number): Promise<{ msgs: K
   while (b.length >= 12) {
     const size = peekSize(b);
     if (size > b.length) break;
-    const { header: h, records } = await decodeBatch(b.subarray(0, size));
+    const batch = b.subarray(0, size);
     b = b.subarray(size);
-    if (!isControl(h)) {
-      const lat = isLogAppendTime(h);
-      for (const r of records) {
-        if (r.offset < pos) continue;
-        const headers: Record<string, Uint8Array | null | (Uint8Array | null)[]> = {};
-        for (const hd of r.headers) {
-          const cur = headers[hd.key];
-          if (cur === undefined) headers[hd.key] = hd.value;
-          else if (Array.isArray(cur)) cur.push(hd.value);
-          else headers[hd.key] = [cur, hd.value];
-        }
-        msgs.push({
-          key: r.key,
-          value: r.value,
-          timestamp: String(lat ? h.maxTimestamp : r.timestamp),
-          offset: String(r.offset),
-          headers,
-          leaderEpoch: h.partitionLeaderEpoch,
-          size: (r.key?.length ?? 0) + (r.value?.length ?? 0),
-          attributes: 0,
-        });
-      }
+    const h = checkBatch(batch);
+    if (!isControl(h) && nextOffset(h) > pos) {
+      const s = recordsSection(h, batch);
+      toMessages(h, s instanceof Uint8Array ? s : await s, pos, msgs);
     }
     pos = Math.max(pos, nextOffset(h));
   }
   return { msgs, next: pos };
+}
+
+/** toMessages appends the batch's records at or after from to msgs. */
+function toMessages(h: BatchHeader, section: Uint8Array, from: number, msgs: KafkaMessage[]): void {
+  const lat = isLogAppendTime(h);
+  const epoch = h.partitionLeaderEpoch;
+  readRecords(h, section, (offset, timestamp, key, value, headers) => {
+    if (offset < from) return;
+    msgs.push({
+      key,
+      value,
+      timestamp: String(lat ? h.maxTimestamp : timestamp),
+      offset: String(offset),
+      headers: headers.length === 0 ? {} : headerMap(headers),
+      leaderEpoch: epoch,
+      size: (key?.length ?? 0) + (value?.length ?? 0),
+      attributes: 0,
+    });
+  });
+}
+
+/** headerMap is kafkajs' shape: a key that repeats gives an array of its values in order. */
+function headerMap(hs: RecordHeader[]): KafkaMessage["headers"] {
+  const headers: KafkaMessage["headers"] = {};
+  for (const hd of hs) {
+    const cur = headers[hd.key];
+    if (cur === undefined) headers[hd.key] = hd.value;
+    else if (Array.isArray(cur)) cur.push(hd.value);
+    else headers[hd.key] = [cur, hd.value];
+  }
+  return headers;
 }

@@ -76,6 +76,15 @@ export class FakeServer {
     this.server.on("secureConnection", f);
   }
 
+  /**
+   * peerWindows returns, per open session, the stream window the client
+   * asked for in its SETTINGS and the connection window it has given this
+   * server (what the server may still send before a WINDOW_UPDATE).
+   */
+  peerWindows(): { stream: number | undefined; connection: number | undefined }[] {
+    return [...this.sessions].map((s) => ({ stream: s.remoteSettings.initialWindowSize, connection: s.state.remoteWindowSize }));
+  }
+
   /** calls returns the requests of one method, in arrival order. */
   calls(method: string): Seen[] {
     return this.seen.filter((x) => x.method === method);

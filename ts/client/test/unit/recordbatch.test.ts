@@ -94,6 +94,44 @@ test("crc32c matches the standard check value", () => {
   assert.equal(crc32c(new Uint8Array(0)), 0);
 });
 
+// The iSCSI test patterns of RFC 3720, appendix B.4: long enough to take the
+// word path (64 bytes and more) once repeated, and short ones for the byte path.
+test("crc32c matches RFC 3720's test patterns", () => {
+  const asc = Uint8Array.from({ length: 32 }, (_, i) => i);
+  assert.equal(crc32c(new Uint8Array(32)), 0x8a9136aa);
+  assert.equal(crc32c(new Uint8Array(32).fill(0xff)), 0x62a8ab43);
+  assert.equal(crc32c(asc), 0x46dd794e);
+  assert.equal(crc32c(asc.slice().reverse()), 0x113fdb5c);
+});
+
+// crc32cBitwise is the definition, one bit at a time.
+function crc32cBitwise(data: Uint8Array): number {
+  let c = 0xffffffff;
+  for (const b of data) {
+    c ^= b;
+    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;
+  }
+  return (c ^ 0xffffffff) >>> 0;
+}
+
+test("crc32c equals the bitwise definition at every alignment and length", () => {
+  // The fast path reads aligned 32-bit words in blocks of 16 bytes: every
+  // start offset modulo 4 and every tail length modulo 16, around the
+  // threshold where it starts, and long inputs, over one shared buffer.
+  const next = rng(7);
+  const buf = new Uint8Array(5000);
+  for (let i = 0; i < buf.length; i++) buf[i] = Math.floor(next() * 256);
+  for (let off = 0; off < 8; off++) {
+    for (const n of [0, 1, 3, 15, 16, 17, 31, 62, 63, 64, 65, 66, 67, 79, 80, 81, 95, 127, 128, 129, 1000, 1031, 4096, 4991]) {
+      const v = buf.subarray(off, off + n);
+      assert.equal(crc32c(v), crc32cBitwise(v), `offset ${off}, length ${n}`);
+    }
+  }
+  // A view into a Node Buffer from its pool (shared, odd offsets).
+  const pooled = Buffer.from(buf.subarray(1, 2001));
+  assert.equal(crc32c(pooled), crc32cBitwise(pooled));
+});
+
 // A small deterministic PRNG so a failure is reproducible from its seed.
 function rng(seed: number) {
   return () => {

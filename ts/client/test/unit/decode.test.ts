@@ -1,0 +1,123 @@
+// The consumer's decoder (decodeFrom: fetched bytes straight to messages)
+// against the record-batch decoder and the shared vectors the Go tests
+// write (testdata/recordbatch.json: Strata's, librdkafka's, Java's and
+// sarama's batches in every codec): the same records, offsets, timestamps
+// and headers, keys and values as views of the fetched bytes, and the
+// same refusals.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { decodeFrom } from "../../src/consumer/decode.js";
+import type { KafkaMessage } from "../../src/consumer/types.js";
+import { buildBatch, CorruptBatchError, decodeBatch } from "../../src/index.js";
+import "../../src/index.js";
+import { hex, readFixture, unhex } from "../testdata.js";
+
+interface Vector {
+  name: string;
+  hex: string;
+  codec: number;
+}
+const shared = readFixture<{ valid: Vector[]; invalid: { name: string; hex: string; error: string }[] }>("recordbatch.json");
+
+/** What decodeFrom must give for a batch decoded by decodeBatch: kafkajs' message shape. */
+async function expected(b: Uint8Array, from: number) {
+  const { header: h, records } = await decodeBatch(b);
+  const lat = (h.attributes & 0x08) !== 0;
+  return records
+    .filter((r) => r.offset >= from)
+    .map((r) => {
+      const headers: Record<string, string | null | (string | null)[]> = {};
+      for (const x of r.headers) {
+        const cur = headers[x.key];
+        const v = hex(x.value);
+        if (cur === undefined) headers[x.key] = v;
+        else if (Array.isArray(cur)) cur.push(v);
+        else headers[x.key] = [cur, v];
+      }
+      return {
+        offset: String(r.offset),
+        timestamp: String(lat ? h.maxTimestamp : r.timestamp),
+        key: hex(r.key),
+        value: hex(r.value),
+        headers,
+        leaderEpoch: h.partitionLeaderEpoch,
+        size: (r.key?.length ?? 0) + (r.value?.length ?? 0),
+        attributes: 0,
+      };
+    });
+}
+
+function shape(m: KafkaMessage) {
+  const headers: Record<string, string | null | (string | null)[]> = {};
+  for (const [k, v] of Object.entries(m.headers)) headers[k] = Array.isArray(v) ? v.map(hex) : hex(v);
+  return { offset: m.offset, timestamp: m.timestamp, key: hex(m.key), value: hex(m.value), headers, leaderEpoch: m.leaderEpoch, size: m.size, attributes: m.attributes };
+}
+
+describe("decodeFrom on the shared vectors", () => {
+  for (const v of shared.valid) {
+    test(v.name, async () => {
+      const b = unhex(v.hex);
+      const { records } = await decodeBatch(b);
+      const first = records[0]!.offset;
+      const next = records[records.length - 1]!.offset + 1;
+      // Every start: the whole batch, from inside it, and past its end.
+      for (const from of [first, first + 1, Math.floor((first + next) / 2), next - 1, next]) {
+        const got = await decodeFrom(b, from);
+        assert.deepEqual(got.msgs.map(shape), await expected(b, from), `from ${from}`);
+        assert.equal(got.next, Math.max(from, next));
+      }
+    });
+  }
+  for (const v of shared.invalid) {
+    test(`invalid: ${v.name}`, async () => {
+      const b = unhex(v.hex);
+      if (v.error === "short") {
+        // A batch cut at the end of an answer is left for the next fetch.
+        assert.deepEqual(await decodeFrom(b, 0), { msgs: [], next: 0 });
+        return;
+      }
+      await assert.rejects(decodeFrom(b, 0), (e: unknown) => e instanceof CorruptBatchError && e.kind === v.error);
+    });
+  }
+});
+
+test("decodeFrom reads several batches of one answer, keys and values as Buffers over the answer's bytes", async () => {
+  const enc = new TextEncoder();
+  const batches: Uint8Array[] = [];
+  for (let b = 0; b < 3; b++) {
+    const bb = await buildBatch(
+      { codec: b === 1 ? "lz4" : "none" },
+      Array.from({ length: 50 }, (_, i) => ({
+        key: i % 7 === 0 ? null : enc.encode(`k${b}-${i}`),
+        value: i % 11 === 0 ? null : enc.encode(`v${b}-${i}`.repeat(i)),
+        headers: i % 5 === 0 ? [{ key: "h", value: enc.encode(`${i}`) }, { key: "h", value: null }] : [],
+        timestamp: 1_700_000_000_000 + i,
+      })),
+    );
+    new DataView(bb.buffer, bb.byteOffset).setBigInt64(0, BigInt(100 + b * 50));
+    batches.push(bb);
+  }
+  // One answer at an odd offset of a larger buffer, with part of a fourth batch after it.
+  const answer = new Uint8Array(7 + batches.reduce((n, b) => n + b.length, 0) + 30).subarray(7);
+  let o = 0;
+  for (const b of batches) {
+    answer.set(b, o);
+    o += b.length;
+  }
+  answer.set(batches[0]!.subarray(0, 30), o);
+
+  const got = await decodeFrom(answer, 120);
+  assert.equal(got.next, 250);
+  const want = [...(await expected(batches[0]!, 120)), ...(await expected(batches[1]!, 120)), ...(await expected(batches[2]!, 120))];
+  assert.deepEqual(got.msgs.map(shape), want);
+  assert.equal(got.msgs.length, 130);
+  for (const m of got.msgs) {
+    for (const x of [m.key, m.value]) {
+      if (x === null) continue;
+      assert.ok(Buffer.isBuffer(x), "bytes are Buffers in Node");
+      // The uncompressed batches' bytes are views of the answer, never copies.
+      if (Number(m.offset) < 150 || Number(m.offset) >= 200) assert.equal(x.buffer, answer.buffer);
+    }
+  }
+  assert.deepEqual(got.msgs.find((m) => m.offset === "125")!.headers, { h: [Buffer.from("25"), null] });
+});
