@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -124,22 +126,31 @@ var errNodeFenced = errors.New("server: this node is fenced by the controller")
 
 func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
+	if len(m.GetPartitions()) > 0 {
+		return s.produceMany(ctx, m)
+	}
 	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
 		return nil, err
 	}
 	if err := s.hold(ctx, quota.Produce); err != nil { // security.go
 		return nil, err
 	}
-	r := s.n.replica(m.GetTopic(), m.GetPartition())
-	if r == nil {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
+	acks, timeout := produceAcks(m)
+	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout)
+	if d != nil {
+		return nil, apierr.Error(d)
 	}
-	if s.n.meta.Fenced() {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, errNodeFenced))
+	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
+	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
+		ThrottleTimeMs: s.throttleTime(ctx, quota.Produce, len(m.GetRecords()))}
+	if acks == replica.AcksNone {
+		out.BaseOffset = -1
 	}
-	if len(m.GetRecords()) < recordbatch.HeaderSize {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, partlog.ErrInvalidBatch))
-	}
+	return connect.NewResponse(out), nil
+}
+
+// produceAcks reads a Produce's acks and acks=all timeout.
+func produceAcks(m *storagev1.ProduceRequest) (replica.Acks, time.Duration) {
 	acks := replica.AcksAll
 	switch m.GetAcks() {
 	case commonv1.Acks_ACKS_LEADER:
@@ -151,16 +162,103 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if m.GetTimeoutMs() > 0 {
 		timeout = time.Duration(m.GetTimeoutMs()) * time.Millisecond
 	}
-	res, err := r.Produce(ctx, m.GetRecords(), acks, m.GetLeaderEpoch(), timeout)
+	return acks, timeout
+}
+
+// produceOne appends one partition's batches and waits for acks: the
+// whole of a single-partition Produce once authorized, and each partition
+// of a multi-partition one.
+func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.ProduceResult, *commonv1.ErrorDetail) {
+	r := s.n.replica(topic, partition)
+	if r == nil {
+		return replica.ProduceResult{}, s.detail(topic, partition, nil, nil)
+	}
+	if s.n.meta.Fenced() {
+		return replica.ProduceResult{}, s.detail(topic, partition, r, errNodeFenced)
+	}
+	if len(records) < recordbatch.HeaderSize {
+		return replica.ProduceResult{}, s.detail(topic, partition, r, partlog.ErrInvalidBatch)
+	}
+	res, err := r.Produce(ctx, records, acks, epoch, timeout)
 	if err != nil {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, err))
+		return replica.ProduceResult{}, s.detail(topic, partition, r, err)
 	}
-	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
-	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
-		ThrottleTimeMs: s.throttleTime(ctx, quota.Produce, len(m.GetRecords()))}
-	if acks == replica.AcksNone {
-		out.BaseOffset = -1
+	return res, nil
+}
+
+// produceMany serves a Produce that carries several partitions: each is
+// authorized, appended and acknowledged on its own, as if it had come in
+// a request of its own, all at once, so the slowest acks=all partition
+// sets when the call answers and one partition's failure is its answer
+// only. The per-call work (quota hold, throttle, counters) is done once.
+func (s *service) produceMany(ctx context.Context, m *storagev1.ProduceRequest) (*connect.Response[storagev1.ProduceResponse], error) {
+	parts := m.GetPartitions()
+	if m.GetTopic() != "" || m.GetPartition() != 0 || m.GetLeaderEpoch() != 0 || len(m.GetRecords()) > 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("produce: topic, partition, leader_epoch and records must be unset when partitions is set"))
 	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	seen := make(map[key]struct{}, len(parts))
+	for _, p := range parts {
+		k := key{p.GetTopic(), p.GetPartition()}
+		if _, dup := seen[k]; dup {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("produce: partition %s/%d appears twice", k.topic, k.partition))
+		}
+		seen[k] = struct{}{}
+	}
+	access := s.topicAccess(ctx, acl.Write) // security.go
+	if err := s.hold(ctx, quota.Produce); err != nil {
+		return nil, err
+	}
+	acks, timeout := produceAcks(m)
+	out := &storagev1.ProduceResponse{BaseOffset: -1, LogAppendTimeMs: -1, Partitions: make([]*storagev1.ProducePartitionResult, len(parts))}
+	results := make([]replica.ProduceResult, len(parts))
+	for i, p := range parts {
+		out.Partitions[i] = &storagev1.ProducePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1,
+			Error: access.check(p.GetTopic())}
+	}
+	one := func(i int) {
+		p, pr := parts[i], out.Partitions[i]
+		if pr.Error != nil {
+			return
+		}
+		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout)
+		if d != nil {
+			pr.Error = d
+			return
+		}
+		results[i] = res
+		pr.BaseOffset, pr.LogStartOffset, pr.Duplicate = res.BaseOffset, res.LogStart, res.Duplicate
+		if acks == replica.AcksNone {
+			pr.BaseOffset = -1
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(parts); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i)
+		}()
+	}
+	one(0)
+	wg.Wait()
+
+	// The counters are added once per topic of the call, not per
+	// partition; a producer's call usually names one topic.
+	bytes := 0
+	var counted produceCounts
+	for i, p := range parts {
+		if out.Partitions[i].Error != nil {
+			continue
+		}
+		bytes += len(p.GetRecords())
+		counted.add(p.GetTopic(), results[i], len(p.GetRecords()))
+	}
+	counted.flush() // telemetry.go
+	out.ThrottleTimeMs = s.throttleTime(ctx, quota.Produce, bytes)
 	return connect.NewResponse(out), nil
 }
 

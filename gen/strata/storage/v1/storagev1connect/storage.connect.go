@@ -61,7 +61,8 @@ const (
 
 // StorageServiceClient is a client for the strata.storage.v1.StorageService service.
 type StorageServiceClient interface {
-	// Produce appends record batches to one partition on its leader and answers according to
+	// Produce appends record batches to one partition on its leader, or to several partitions
+	// led by this node in one call (ProduceRequest.partitions), and answers according to
 	// acks. The leader checks each batch's CRC, assigns offsets by stamping the base offset and
 	// its leader epoch into the batch header, and appends the bytes unchanged otherwise.
 	// Errors: NOT_FOUND (REASON_UNKNOWN_TOPIC_OR_PARTITION) for an unknown topic or partition;
@@ -80,6 +81,11 @@ type StorageServiceClient interface {
 	// DEADLINE_EXCEEDED (REASON_REQUEST_TIMED_OUT) when acks=all is not met within timeout_ms.
 	// A request of duplicate batches of an idempotent producer succeeds with the original
 	// offsets.
+	// With ProduceRequest.partitions the errors above are answered per partition in
+	// ProducePartitionResult.error (plus PERMISSION_DENIED for a topic the principal may not
+	// write), each partition appended and acknowledged on its own, and the call answers once
+	// every partition has its answer. The call itself fails only with INVALID_ARGUMENT (single
+	// partition fields set as well, or a partition named twice) or while held back by a quota.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
 	// Fetch reads record batches from one or more partitions led by this node, long-polling
 	// until min_bytes are available or max_wait_ms passes. Reads below the node's local log
@@ -216,7 +222,8 @@ func (c *storageServiceClient) DescribeLog(ctx context.Context, req *connect.Req
 
 // StorageServiceHandler is an implementation of the strata.storage.v1.StorageService service.
 type StorageServiceHandler interface {
-	// Produce appends record batches to one partition on its leader and answers according to
+	// Produce appends record batches to one partition on its leader, or to several partitions
+	// led by this node in one call (ProduceRequest.partitions), and answers according to
 	// acks. The leader checks each batch's CRC, assigns offsets by stamping the base offset and
 	// its leader epoch into the batch header, and appends the bytes unchanged otherwise.
 	// Errors: NOT_FOUND (REASON_UNKNOWN_TOPIC_OR_PARTITION) for an unknown topic or partition;
@@ -235,6 +242,11 @@ type StorageServiceHandler interface {
 	// DEADLINE_EXCEEDED (REASON_REQUEST_TIMED_OUT) when acks=all is not met within timeout_ms.
 	// A request of duplicate batches of an idempotent producer succeeds with the original
 	// offsets.
+	// With ProduceRequest.partitions the errors above are answered per partition in
+	// ProducePartitionResult.error (plus PERMISSION_DENIED for a topic the principal may not
+	// write), each partition appended and acknowledged on its own, and the call answers once
+	// every partition has its answer. The call itself fails only with INVALID_ARGUMENT (single
+	// partition fields set as well, or a partition named twice) or while held back by a quota.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
 	// Fetch reads record batches from one or more partitions led by this node, long-polling
 	// until min_bytes are available or max_wait_ms passes. Reads below the node's local log
