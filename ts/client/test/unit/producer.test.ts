@@ -3,6 +3,7 @@
 // timeout, partitioners and sendBatch.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { create } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 import { common, storage } from "../../src/api.js";
 import { ClosedError, Codec, DeliveryTimeoutError, Partitioners, StrataError } from "../../src/index.js";
@@ -141,6 +142,37 @@ describe("producer", () => {
     const bad = c.strata().producer({ linger: 0, createPartitioner: () => () => 9 });
     await assert.rejects(bad.send({ topic: "t", messages: [{ value: "x" }] }), /chose partition 9 of topic "t", which has 4/);
     await bad.close();
+  });
+
+  test("the partitions a node leads share one Produce: one call per round, each partition with its own offsets", async () => {
+    const c = new MemCluster().topic("t", 4);
+    const p = c.strata().producer({ linger: 0 });
+    const rounds = 10;
+    for (let round = 0; round < rounds; round++) {
+      const acks = await p.send({ topic: "t", messages: [0, 1, 2, 3].map((i) => ({ value: `${round}`, partition: i })) });
+      assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [0, 1, 2, 3].map((i) => [i, String(round)]));
+    }
+    await p.close();
+    const calls = produced(c);
+    // MemCluster's topic has one leader for every partition: one call per round, not four.
+    assert.equal(calls.length, rounds, `calls: ${calls.map((r) => r.partitions.length || 1).join(",")}`);
+    assert.ok(calls.every((r) => r.partitions.length === 4 && r.topic === "" && r.records.length === 0));
+  });
+
+  test("a partition failing in a shared Produce is retried alone; the others are acknowledged once", async () => {
+    const c = new MemCluster().topic("t", 3);
+    let failed = false;
+    c.produceFault = (_topic, partition) => {
+      if (failed || partition !== 1) return undefined;
+      failed = true;
+      return create(common.ErrorDetailSchema, { code: common.Code.UNAVAILABLE, reason: common.Reason.NOT_ENOUGH_REPLICAS, message: "ISR 1 below min.insync.replicas 2" });
+    };
+    const p = c.strata().producer({ linger: 0 });
+    const acks = await p.send({ topic: "t", messages: [0, 1, 2].map((i) => ({ value: `v${i}`, partition: i })) });
+    await p.close();
+    assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [[0, "0"], [1, "0"], [2, "0"]]);
+    const calls = produced(c).map((r) => (r.partitions.length ? r.partitions.map((pp) => pp.partition) : [r.partition]));
+    assert.deepEqual(calls, [[0, 1, 2], [1]]);
   });
 
   test("sendBatch sends to several topics and answers in order, topic by topic", async () => {
