@@ -17,8 +17,10 @@ import (
 //
 // A partition's sink builds its batch and hands it to the sender of its
 // leader's node (nodeSender), which keeps one Produce in flight to the
-// node: the batches queued while it is out leave together in the next,
-// each partition with its own answer. Each sink still has at most one
+// node: the batches queued while it is out leave together in the next
+// (ProducePartitions; Produce for a single one, and one Produce per
+// partition to a node of a version without ProducePartitions), each
+// partition with its own answer. Each sink still has at most one
 // batch in flight, so order and sequence numbers are as with one Produce
 // per partition, and a failed partition goes through its sink's retry
 // path alone. (Kafka's producer also drains every ready partition of a
@@ -67,6 +69,8 @@ type nodeSender struct {
 	queue  []*produceReq
 	owed   int       // partitions answered that have not come back or settled
 	owedAt time.Time // when owed last rose from 0
+
+	legacy bool // the node has no ProducePartitions: a Produce per partition (run goroutine only)
 }
 
 // nodeSender returns the sender of a node, starting it on first use.
@@ -176,8 +180,8 @@ func (ns *nodeSender) send(reqs []*produceReq) {
 	}
 }
 
-// call sends one Produce and hands out its answers. A single partition
-// goes in the single-partition form.
+// call sends one ProducePartitions (a Produce for a single partition) and
+// hands out its answers.
 func (ns *nodeSender) call(reqs []*produceReq) {
 	p := ns.p
 	cfg := &p.cfg
@@ -189,42 +193,19 @@ func (ns *nodeSender) call(reqs []*produceReq) {
 			break
 		}
 	}
-	msg := &storagev1.ProduceRequest{
-		Acks:      acksProto(cfg.acks),
-		TimeoutMs: int32(cfg.requestTimeout / time.Millisecond),
-	}
-	if len(reqs) == 1 {
-		r := reqs[0]
-		msg.Topic, msg.Partition, msg.LeaderEpoch, msg.Records = r.tp.topic, r.tp.partition, r.epoch, r.records
-	} else {
-		msg.Partitions = make([]*storagev1.ProducePartition, len(reqs))
-		for i, r := range reqs {
-			msg.Partitions[i] = &storagev1.ProducePartition{Topic: r.tp.topic, Partition: r.tp.partition, LeaderEpoch: r.epoch, Records: r.records}
+	var ans []produceAns
+	if len(reqs) > 1 && !ns.legacy {
+		var unimplemented bool
+		ans, unimplemented = ns.callMany(ctx, reqs)
+		if unimplemented {
+			// A node of a version before ProducePartitions: one Produce
+			// per partition from now on.
+			ns.legacy = true
+			ans = nil
 		}
 	}
-	resp, err := ns.stor.Produce(ctx, connect.NewRequest(msg))
-	ans := make([]produceAns, len(reqs))
-	switch {
-	case err != nil:
-		err = fromConnect(err)
-		for i := range ans {
-			ans[i].err = err
-		}
-	case len(reqs) == 1:
-		ans[0] = produceAns{base: resp.Msg.GetBaseOffset(), appendTime: resp.Msg.GetLogAppendTimeMs()}
-	default:
-		results := resp.Msg.GetPartitions()
-		for i, r := range reqs {
-			if i >= len(results) || results[i].GetTopic() != r.tp.topic || results[i].GetPartition() != r.tp.partition {
-				ans[i].err = &Error{Code: connect.CodeInternal, Message: "produce answer does not match the request"}
-				continue
-			}
-			res := results[i]
-			ans[i] = produceAns{base: res.GetBaseOffset(), appendTime: res.GetLogAppendTimeMs(), err: fromDetail(res.GetError())}
-		}
-	}
-	if err == nil {
-		p.cl.throttle(ns.addr, resp.Msg.GetThrottleTimeMs())
+	if ans == nil {
+		ans = ns.callEach(ctx, reqs)
 	}
 	// The partitions answered are owed back before the next call (see
 	// above), unless their sinks gave up waiting.
@@ -243,4 +224,79 @@ func (ns *nodeSender) call(reqs []*produceReq) {
 	for i, r := range reqs {
 		r.done <- ans[i]
 	}
+}
+
+// callMany sends one ProducePartitions; unimplemented reports a node that
+// does not serve it.
+func (ns *nodeSender) callMany(ctx context.Context, reqs []*produceReq) (ans []produceAns, unimplemented bool) {
+	cfg := &ns.p.cfg
+	msg := &storagev1.ProducePartitionsRequest{
+		Acks:       acksProto(cfg.acks),
+		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
+		Partitions: make([]*storagev1.ProducePartition, len(reqs)),
+	}
+	for i, r := range reqs {
+		msg.Partitions[i] = &storagev1.ProducePartition{Topic: r.tp.topic, Partition: r.tp.partition, LeaderEpoch: r.epoch, Records: r.records}
+	}
+	ans = make([]produceAns, len(reqs))
+	resp, err := ns.stor.ProducePartitions(ctx, connect.NewRequest(msg))
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			return nil, true
+		}
+		err = fromConnect(err)
+		for i := range ans {
+			ans[i].err = err
+		}
+		return ans, false
+	}
+	ns.p.cl.throttle(ns.addr, resp.Msg.GetThrottleTimeMs())
+	results := resp.Msg.GetPartitions()
+	for i, r := range reqs {
+		if i >= len(results) || results[i].GetTopic() != r.tp.topic || results[i].GetPartition() != r.tp.partition {
+			ans[i].err = &Error{Code: connect.CodeInternal, Message: "produce answer does not match the request"}
+			continue
+		}
+		res := results[i]
+		ans[i] = produceAns{base: res.GetBaseOffset(), appendTime: res.GetLogAppendTimeMs(), err: fromDetail(res.GetError())}
+	}
+	return ans, false
+}
+
+// callEach sends one Produce per partition, all at once.
+func (ns *nodeSender) callEach(ctx context.Context, reqs []*produceReq) []produceAns {
+	cfg := &ns.p.cfg
+	ans := make([]produceAns, len(reqs))
+	one := func(i int) {
+		r := reqs[i]
+		ctx := ctx
+		if r.span != nil {
+			ctx = trace.ContextWithSpan(ctx, r.span)
+		}
+		resp, err := ns.stor.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
+			Topic:       r.tp.topic,
+			Partition:   r.tp.partition,
+			Acks:        acksProto(cfg.acks),
+			TimeoutMs:   int32(cfg.requestTimeout / time.Millisecond),
+			LeaderEpoch: r.epoch,
+			Records:     r.records,
+		}))
+		if err != nil {
+			ans[i].err = fromConnect(err)
+			return
+		}
+		ns.p.cl.throttle(ns.addr, resp.Msg.GetThrottleTimeMs())
+		ans[i] = produceAns{base: resp.Msg.GetBaseOffset(), appendTime: resp.Msg.GetLogAppendTimeMs()}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(reqs); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i)
+		}()
+	}
+	one(0)
+	wg.Wait()
+	return ans
 }

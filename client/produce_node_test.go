@@ -37,16 +37,16 @@ func (g *produceGate) seen() [][]string {
 func (g *produceGate) opt() Opt {
 	return ConnectOptions(connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			m, ok := req.Any().(*storagev1.ProduceRequest)
-			if !ok {
-				return next(ctx, req)
-			}
 			var parts []string
-			if len(m.GetPartitions()) == 0 {
+			switch m := req.Any().(type) {
+			case *storagev1.ProduceRequest:
 				parts = append(parts, fmt.Sprintf("%s/%d", m.GetTopic(), m.GetPartition()))
-			}
-			for _, p := range m.GetPartitions() {
-				parts = append(parts, fmt.Sprintf("%s/%d", p.GetTopic(), p.GetPartition()))
+			case *storagev1.ProducePartitionsRequest:
+				for _, p := range m.GetPartitions() {
+					parts = append(parts, fmt.Sprintf("%s/%d", p.GetTopic(), p.GetPartition()))
+				}
+			default:
+				return next(ctx, req)
 			}
 			slices.Sort(parts)
 			g.mu.Lock()
@@ -107,8 +107,8 @@ func TestProducerSendsOneProducePerNode(t *testing.T) {
 	if got := g.seen(); !slices.EqualFunc(got, want, slices.Equal) {
 		t.Fatalf("calls %q, want %q", got, want)
 	}
-	if n := fc.Calls("Produce"); n != 2 {
-		t.Fatalf("%d Produce calls served, want 2", n)
+	if n, m := fc.Calls("Produce"), fc.Calls("ProducePartitions"); n != 1 || m != 1 {
+		t.Fatalf("%d Produce and %d ProducePartitions calls served, want 1 and 1", n, m)
 	}
 	for part := int32(0); part < 5; part++ {
 		if n := len(fc.Batches("t", part)); n != 1 {
@@ -136,8 +136,8 @@ func TestProducerKeepsPartitionsOfANodeInOneCall(t *testing.T) {
 	}
 	// Each round's four records are produced together and waited for:
 	// one call per partition would be 4 × rounds calls.
-	if n := fc.Calls("Produce"); n > 2*rounds {
-		t.Fatalf("%d Produce calls for %d rounds of 4 partitions, want at most %d", n, rounds, 2*rounds)
+	if n := fc.Calls("Produce") + fc.Calls("ProducePartitions"); n > 2*rounds {
+		t.Fatalf("%d produce calls for %d rounds of 4 partitions, want at most %d", n, rounds, 2*rounds)
 	}
 }
 
@@ -220,6 +220,47 @@ func TestProducerRetryInSharedCallIsNotDuplicated(t *testing.T) {
 	for part := int32(0); part < 3; part++ {
 		if n := len(fc.Batches("t", part)); n != 1 {
 			t.Fatalf("partition %d holds %d batches, want 1 (no duplicate)", part, n)
+		}
+	}
+}
+
+// A node without ProducePartitions (an older version) answers it
+// UNIMPLEMENTED: the producer sends that node one Produce per partition
+// from then on, and nothing is lost or written twice.
+func TestProducerFallsBackToOneProducePerPartition(t *testing.T) {
+	fc := newFake(t, 1, "t", 3)
+	fc.AddFault(&fakecluster.Fault{Method: "ProducePartitions", Partition: -1, Code: connect.CodeUnimplemented})
+	g := newProduceGate()
+	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	ctx := ctxT(t)
+	done := make(chan error, 6)
+	cb := func(_ *Record, err error) { done <- err }
+	p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("0")}, cb)
+	testwait.Until(t, 10*time.Second, "the first call", func() error { return testwait.True(len(g.seen()) == 1) })
+	p.Produce(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("1")}, cb)
+	p.Produce(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("2")}, cb)
+	testwait.Until(t, 10*time.Second, "two batches queued", func() error { return testwait.True(p.queued() == 2) })
+	g.release()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Once more for two partitions: straight to one Produce each.
+	p.Produce(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("1b")}, cb)
+	p.Produce(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("2b")}, cb)
+	p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("0b")}, cb)
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fc.Calls("ProducePartitions"); n != 1 {
+		t.Fatalf("%d ProducePartitions calls, want 1 (then no more)", n)
+	}
+	for part := int32(0); part < 3; part++ {
+		if n := len(fc.Batches("t", part)); n != 2 {
+			t.Fatalf("partition %d holds %d batches, want 2", part, n)
 		}
 	}
 }

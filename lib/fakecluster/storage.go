@@ -50,9 +50,9 @@ func (s *storage) checkLocked(topicName string, part, epoch int32) (*partition, 
 
 func asError(d *commonv1.ErrorDetail) error { return apierr.Error(d) }
 
-// ProduceCall is one partition of a Produce a storage node answered, as
-// Produced lists it: a call carrying several partitions is listed once per
-// partition (Calls("Produce") counts the calls).
+// ProduceCall is one partition of a Produce or ProducePartitions a
+// storage node answered, as Produced lists it: a call carrying several
+// partitions is listed once per partition (Calls counts the calls).
 type ProduceCall struct {
 	Node        int32 // the node that answered
 	Topic       string
@@ -63,8 +63,8 @@ type ProduceCall struct {
 	Err         error // the answer's error; nil when appended
 }
 
-// Produced lists every partition of every Produce the storage nodes
-// answered, in order.
+// Produced lists every partition of every Produce and ProducePartitions
+// the storage nodes answered, in order.
 func (c *Cluster) Produced() []ProduceCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,16 +77,26 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Produce"]++
-	if len(m.GetPartitions()) == 0 {
-		resp, err := s.producePartLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), m.GetAcks())
-		if err != nil {
-			return nil, err
-		}
-		return connect.NewResponse(resp), nil
+	resp, err := s.producePartLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), m.GetAcks())
+	if err != nil {
+		return nil, err
 	}
-	// Several partitions: each answered on its own, as a storage node
-	// does; a fault that kills the node fails the whole call.
-	out := &storagev1.ProduceResponse{BaseOffset: -1, LogAppendTimeMs: -1}
+	return connect.NewResponse(resp), nil
+}
+
+// ProducePartitions answers each partition on its own, as a storage node
+// does; a fault on "ProducePartitions" (Topic "", Partition -1) answers
+// the whole call, and a fault that kills the node fails it.
+func (s *storage) ProducePartitions(ctx context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
+	m := req.Msg
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["ProducePartitions"]++
+	if err := c.faultLocked(s.id, "ProducePartitions", "", -1, false); err != nil {
+		return nil, err
+	}
+	out := &storagev1.ProducePartitionsResponse{}
 	for _, pp := range m.GetPartitions() {
 		resp, err := s.producePartLocked(pp.GetTopic(), pp.GetPartition(), pp.GetLeaderEpoch(), pp.GetRecords(), m.GetAcks())
 		if err != nil && c.killedNode(s.id) {

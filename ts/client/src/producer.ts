@@ -15,7 +15,7 @@
 // delivery timeout. Each send may set its own acks and compression; a
 // batch only carries records of one setting.
 
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { common } from "./api.js";
 import { positive, type ResolvedConfig } from "./config.js";
 import {
@@ -588,9 +588,11 @@ interface Queued {
 type Answer = { ok: true; base: bigint; appendTime: bigint } | { ok: false; error: unknown };
 
 /**
- * NodeSender sends one leader node's Produce calls (of one acks setting):
+ * NodeSender sends one leader node's produce calls (of one acks setting):
  * one call in flight, carrying every partition's batch queued for the node
- * meanwhile, each partition with its own answer. A call leaves on the next
+ * meanwhile (ProducePartitions; Produce for a single one, and one Produce
+ * per partition to a node of a version without ProducePartitions), each
+ * partition with its own answer. A call leaves on the next
  * turn of the event loop after the first batch is queued, so the
  * partitions answered together, whose next batches are built in the
  * continuations of that answer, go together again. Each partition still
@@ -600,6 +602,7 @@ class NodeSender {
   private queue: Queued[] = [];
   private busy = false;
   private scheduled = false;
+  private legacy = false; // the node has no ProducePartitions: one Produce per partition
 
   constructor(
     private readonly p: Producer,
@@ -623,41 +626,67 @@ class NodeSender {
     }, 0);
   }
 
+  /** callMany sends one ProducePartitions; undefined when the node does not serve it. */
+  private async callMany(reqs: Queued[]): Promise<Answer[] | undefined> {
+    try {
+      const resp = await this.client.producePartitions(
+        {
+          acks: this.acks,
+          timeoutMs: this.p.client.requestTimeout,
+          partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })),
+        },
+        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+      );
+      this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
+      return reqs.map((q, i): Answer => {
+        const r = resp.partitions[i];
+        if (!r || r.topic !== q.topic || r.partition !== q.partition) {
+          return { ok: false, error: new StrataError(`produce to ${this.addr}: the answer does not match the request`, { code: Code.Internal }) };
+        }
+        if (r.error) return { ok: false, error: fromDetail(r.error) };
+        return { ok: true, base: r.baseOffset, appendTime: r.logAppendTimeMs };
+      });
+    } catch (e) {
+      if (e instanceof ConnectError && e.code === Code.Unimplemented) {
+        // A node of a version before ProducePartitions: one Produce per partition from now on.
+        this.legacy = true;
+        return undefined;
+      }
+      return reqs.map(() => ({ ok: false, error: e }));
+    }
+  }
+
+  /** callEach sends one Produce per partition, all at once. */
+  private callEach(reqs: Queued[]): Promise<Answer[]> {
+    return Promise.all(
+      reqs.map(async (q): Promise<Answer> => {
+        try {
+          const resp = await this.client.produce(
+            { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records },
+            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+          );
+          this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
+          return { ok: true, base: resp.baseOffset, appendTime: resp.logAppendTimeMs };
+        } catch (e) {
+          return { ok: false, error: e };
+        }
+      }),
+    );
+  }
+
   private async call(): Promise<void> {
     if (this.busy) return;
     const reqs = this.queue.splice(0).filter((q) => !q.abandoned);
     if (reqs.length === 0) return;
     this.busy = true;
-    const answers: Answer[] = [];
+    let answers: Answer[] | undefined;
     try {
-      const opts = { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal };
-      const base = { acks: this.acks, timeoutMs: this.p.client.requestTimeout };
-      if (reqs.length === 1) {
-        const q = reqs[0]!;
-        const resp = await this.client.produce({ ...base, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records }, opts);
-        this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
-        answers.push({ ok: true, base: resp.baseOffset, appendTime: resp.logAppendTimeMs });
-      } else {
-        const resp = await this.client.produce(
-          { ...base, partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })) },
-          opts,
-        );
-        this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
-        reqs.forEach((q, i) => {
-          const r = resp.partitions[i];
-          if (!r || r.topic !== q.topic || r.partition !== q.partition) {
-            answers.push({ ok: false, error: new StrataError(`produce to ${this.addr}: the answer does not match the request`, { code: Code.Internal }) });
-          } else if (r.error) answers.push({ ok: false, error: fromDetail(r.error) });
-          else answers.push({ ok: true, base: r.baseOffset, appendTime: r.logAppendTimeMs });
-        });
-      }
-    } catch (e) {
-      answers.length = 0;
-      for (let i = 0; i < reqs.length; i++) answers.push({ ok: false, error: e });
+      if (reqs.length > 1 && !this.legacy) answers = await this.callMany(reqs);
+      answers ??= await this.callEach(reqs);
     } finally {
       this.busy = false;
     }
-    reqs.forEach((q, i) => q.answer(answers[i]!));
+    reqs.forEach((q, i) => q.answer(answers![i]!));
     this.schedule();
   }
 }

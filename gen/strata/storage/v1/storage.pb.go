@@ -89,31 +89,23 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{0}
 }
 
-// ProduceRequest appends record batches to one partition (topic, partition, leader_epoch and
-// records), or to several partitions of one leader (partitions, with those four fields unset).
-// One request per leader for every partition a producer has ready costs one round trip and
-// one set of per-call work instead of one per partition.
+// ProduceRequest appends record batches to one partition.
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Topic name (single-partition form).
+	// Topic name.
 	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Partition index (single-partition form).
+	// Partition index.
 	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
 	// When to answer. Unset means ACKS_ALL.
 	Acks v1.Acks `protobuf:"varint,3,opt,name=acks,proto3,enum=strata.common.v1.Acks" json:"acks,omitempty"`
 	// How long the leader waits for acks=all before failing with DEADLINE_EXCEEDED, in
 	// milliseconds. 0 means the server default (30000 ms). Ignored for other acks.
 	TimeoutMs int32 `protobuf:"varint,4,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// Leader epoch the producer believes in, from Metadata; -1 skips the check
-	// (single-partition form).
+	// Leader epoch the producer believes in, from Metadata; -1 skips the check.
 	LeaderEpoch int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// One or more concatenated RecordBatch v2 batches, compressed as the producer chose. The
-	// base offset and partition leader epoch in each header are overwritten by the leader
-	// (single-partition form).
-	Records []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
-	// The partitions to append to, each at most once; acks and timeout_ms apply to every one.
-	// When set, the single-partition fields above must be unset.
-	Partitions    []*ProducePartition `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// base offset and partition leader epoch in each header are overwritten by the leader.
+	Records       []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,88 +182,7 @@ func (x *ProduceRequest) GetRecords() []byte {
 	return nil
 }
 
-func (x *ProduceRequest) GetPartitions() []*ProducePartition {
-	if x != nil {
-		return x.Partitions
-	}
-	return nil
-}
-
-// ProducePartition is one partition's batches in a ProduceRequest.
-type ProducePartition struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Topic name.
-	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// Partition index.
-	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
-	// Leader epoch the producer believes in, from Metadata; -1 skips the check.
-	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	// One or more concatenated RecordBatch v2 batches, as ProduceRequest.records.
-	Records       []byte `protobuf:"bytes,4,opt,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ProducePartition) Reset() {
-	*x = ProducePartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ProducePartition) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ProducePartition) ProtoMessage() {}
-
-func (x *ProducePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ProducePartition.ProtoReflect.Descriptor instead.
-func (*ProducePartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *ProducePartition) GetTopic() string {
-	if x != nil {
-		return x.Topic
-	}
-	return ""
-}
-
-func (x *ProducePartition) GetPartition() int32 {
-	if x != nil {
-		return x.Partition
-	}
-	return 0
-}
-
-func (x *ProducePartition) GetLeaderEpoch() int32 {
-	if x != nil {
-		return x.LeaderEpoch
-	}
-	return 0
-}
-
-func (x *ProducePartition) GetRecords() []byte {
-	if x != nil {
-		return x.Records
-	}
-	return nil
-}
-
-// ProduceResponse reports where the batches landed. For a request with partitions the
-// results are in partitions, and the single-partition fields are unset.
+// ProduceResponse reports where the batches landed.
 type ProduceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Offset assigned to the first record of the first batch; -1 for acks=none.
@@ -288,15 +199,13 @@ type ProduceResponse struct {
 	// its produce quota (Kafka's throttle time). 0 when it is not. A producer that does not wait
 	// finds its next answer held back that long.
 	ThrottleTimeMs int32 `protobuf:"varint,5,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
-	// One result per ProduceRequest.partitions entry, in the same order.
-	Partitions    []*ProducePartitionResult `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ProduceResponse) Reset() {
 	*x = ProduceResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +217,7 @@ func (x *ProduceResponse) String() string {
 func (*ProduceResponse) ProtoMessage() {}
 
 func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +230,7 @@ func (x *ProduceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceResponse.ProtoReflect.Descriptor instead.
 func (*ProduceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ProduceResponse) GetBaseOffset() int64 {
@@ -359,14 +268,199 @@ func (x *ProduceResponse) GetThrottleTimeMs() int32 {
 	return 0
 }
 
-func (x *ProduceResponse) GetPartitions() []*ProducePartitionResult {
+// ProducePartitionsRequest appends record batches to several partitions of one leader.
+type ProducePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partitions to append to, each at most once.
+	Partitions []*ProducePartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// When to answer, for every partition. Unset means ACKS_ALL.
+	Acks v1.Acks `protobuf:"varint,2,opt,name=acks,proto3,enum=strata.common.v1.Acks" json:"acks,omitempty"`
+	// As ProduceRequest.timeout_ms, for every partition.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartitionsRequest) Reset() {
+	*x = ProducePartitionsRequest{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionsRequest) ProtoMessage() {}
+
+func (x *ProducePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ProducePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProducePartitionsRequest) GetPartitions() []*ProducePartition {
 	if x != nil {
 		return x.Partitions
 	}
 	return nil
 }
 
-// ProducePartitionResult is one partition's answer to a multi-partition Produce.
+func (x *ProducePartitionsRequest) GetAcks() v1.Acks {
+	if x != nil {
+		return x.Acks
+	}
+	return v1.Acks(0)
+}
+
+func (x *ProducePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// ProducePartition is one partition's batches in a ProducePartitionsRequest.
+type ProducePartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Leader epoch the producer believes in, from Metadata; -1 skips the check.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// One or more concatenated RecordBatch v2 batches, as ProduceRequest.records.
+	Records       []byte `protobuf:"bytes,4,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartition) Reset() {
+	*x = ProducePartition{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartition) ProtoMessage() {}
+
+func (x *ProducePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartition.ProtoReflect.Descriptor instead.
+func (*ProducePartition) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProducePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ProducePartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ProducePartition) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ProducePartition) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// ProducePartitionsResponse reports each partition's answer.
+type ProducePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per ProducePartitionsRequest.partitions entry, in the same order.
+	Partitions []*ProducePartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As ProduceResponse.throttle_time_ms, for the whole call.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProducePartitionsResponse) Reset() {
+	*x = ProducePartitionsResponse{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionsResponse) ProtoMessage() {}
+
+func (x *ProducePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ProducePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProducePartitionsResponse) GetPartitions() []*ProducePartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ProducePartitionsResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
+}
+
+// ProducePartitionResult is one partition's answer to ProducePartitions.
 type ProducePartitionResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topic name.
@@ -382,7 +476,7 @@ type ProducePartitionResult struct {
 	// As ProduceResponse.duplicate.
 	Duplicate bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	// Why this partition's batches were not acknowledged (the codes and reasons of Produce's
-	// single-partition errors, and PERMISSION_DENIED); unset when they were.
+	// errors, and PERMISSION_DENIED); unset when they were.
 	Error         *v1.ErrorDetail `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -390,7 +484,7 @@ type ProducePartitionResult struct {
 
 func (x *ProducePartitionResult) Reset() {
 	*x = ProducePartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +496,7 @@ func (x *ProducePartitionResult) String() string {
 func (*ProducePartitionResult) ProtoMessage() {}
 
 func (x *ProducePartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +509,7 @@ func (x *ProducePartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducePartitionResult.ProtoReflect.Descriptor instead.
 func (*ProducePartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProducePartitionResult) GetTopic() string {
@@ -488,7 +582,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +594,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +607,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchRequest) GetPartitions() []*FetchPartition {
@@ -572,7 +666,7 @@ type FetchPartition struct {
 
 func (x *FetchPartition) Reset() {
 	*x = FetchPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +678,7 @@ func (x *FetchPartition) String() string {
 func (*FetchPartition) ProtoMessage() {}
 
 func (x *FetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +691,7 @@ func (x *FetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartition.ProtoReflect.Descriptor instead.
 func (*FetchPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchPartition) GetTopic() string {
@@ -649,7 +743,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +755,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +768,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FetchResponse) GetPartitions() []*FetchPartitionResult {
@@ -716,7 +810,7 @@ type FetchPartitionResult struct {
 
 func (x *FetchPartitionResult) Reset() {
 	*x = FetchPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +822,7 @@ func (x *FetchPartitionResult) String() string {
 func (*FetchPartitionResult) ProtoMessage() {}
 
 func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +835,7 @@ func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*FetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{7}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchPartitionResult) GetTopic() string {
@@ -806,7 +900,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +912,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +925,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{8}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -867,7 +961,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +973,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +986,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{9}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -941,7 +1035,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1047,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1060,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsPartitionResult {
@@ -998,7 +1092,7 @@ type ListOffsetsPartitionResult struct {
 
 func (x *ListOffsetsPartitionResult) Reset() {
 	*x = ListOffsetsPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1104,7 @@ func (x *ListOffsetsPartitionResult) String() string {
 func (*ListOffsetsPartitionResult) ProtoMessage() {}
 
 func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1117,7 @@ func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartitionResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsPartitionResult) GetTopic() string {
@@ -1090,7 +1184,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1196,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1209,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicateRequest) GetReplicaId() int32 {
@@ -1184,7 +1278,7 @@ type ReplicatePartition struct {
 
 func (x *ReplicatePartition) Reset() {
 	*x = ReplicatePartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1290,7 @@ func (x *ReplicatePartition) String() string {
 func (*ReplicatePartition) ProtoMessage() {}
 
 func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1303,7 @@ func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartition.ProtoReflect.Descriptor instead.
 func (*ReplicatePartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicatePartition) GetTopic() string {
@@ -1272,7 +1366,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1378,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1391,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicateResponse) GetPartitions() []*ReplicatePartitionResult {
@@ -1338,7 +1432,7 @@ type ReplicatePartitionResult struct {
 
 func (x *ReplicatePartitionResult) Reset() {
 	*x = ReplicatePartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1444,7 @@ func (x *ReplicatePartitionResult) String() string {
 func (*ReplicatePartitionResult) ProtoMessage() {}
 
 func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1457,7 @@ func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartitionResult.ProtoReflect.Descriptor instead.
 func (*ReplicatePartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplicatePartitionResult) GetTopic() string {
@@ -1436,7 +1530,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1448,7 +1542,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1461,7 +1555,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -1491,7 +1585,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1597,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1610,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -1550,7 +1644,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1656,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1669,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -1617,7 +1711,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1723,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1736,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochPartitionResult {
@@ -1673,7 +1767,7 @@ type OffsetForLeaderEpochPartitionResult struct {
 
 func (x *OffsetForLeaderEpochPartitionResult) Reset() {
 	*x = OffsetForLeaderEpochPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1779,7 @@ func (x *OffsetForLeaderEpochPartitionResult) String() string {
 func (*OffsetForLeaderEpochPartitionResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1792,7 @@ func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OffsetForLeaderEpochPartitionResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OffsetForLeaderEpochPartitionResult) GetTopic() string {
@@ -1747,7 +1841,7 @@ type DescribeLogRequest struct {
 
 func (x *DescribeLogRequest) Reset() {
 	*x = DescribeLogRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +1853,7 @@ func (x *DescribeLogRequest) String() string {
 func (*DescribeLogRequest) ProtoMessage() {}
 
 func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +1866,7 @@ func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeLogRequest) GetPartitions() []*v1.TopicPartition {
@@ -1796,7 +1890,7 @@ type DescribeLogResponse struct {
 
 func (x *DescribeLogResponse) Reset() {
 	*x = DescribeLogResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1902,7 @@ func (x *DescribeLogResponse) String() string {
 func (*DescribeLogResponse) ProtoMessage() {}
 
 func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1915,7 @@ func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeLogResponse) GetNodeId() int32 {
@@ -1876,7 +1970,7 @@ type DescribeLogPartitionResult struct {
 
 func (x *DescribeLogPartitionResult) Reset() {
 	*x = DescribeLogPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1982,7 @@ func (x *DescribeLogPartitionResult) String() string {
 func (*DescribeLogPartitionResult) ProtoMessage() {}
 
 func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1995,7 @@ func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeLogPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeLogPartitionResult) GetTopic() string {
@@ -2023,7 +2117,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2129,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2142,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplicaState) GetNodeId() int32 {
@@ -2090,7 +2184,7 @@ var File_strata_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1fstrata/storage/v1/storage.proto\x12\x11strata.storage.v1\x1a\x1dstrata/common/v1/common.proto\"\x91\x02\n" +
+	"\x1fstrata/storage/v1/storage.proto\x12\x11strata.storage.v1\x1a\x1dstrata/common/v1/common.proto\"\xcc\x01\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12*\n" +
@@ -2098,25 +2192,31 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x18\n" +
-	"\arecords\x18\x06 \x01(\fR\arecords\x12C\n" +
-	"\n" +
-	"partitions\x18\a \x03(\v2#.strata.storage.v1.ProducePartitionR\n" +
-	"partitions\"\x83\x01\n" +
-	"\x10ProducePartition\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
-	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
-	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x18\n" +
-	"\arecords\x18\x04 \x01(\fR\arecords\"\x9c\x02\n" +
+	"\arecords\x18\x06 \x01(\fR\arecords\"\xd1\x01\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x02 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\x12I\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xaa\x01\n" +
+	"\x18ProducePartitionsRequest\x12C\n" +
 	"\n" +
-	"partitions\x18\x06 \x03(\v2).strata.storage.v1.ProducePartitionResultR\n" +
-	"partitions\"\x97\x02\n" +
+	"partitions\x18\x01 \x03(\v2#.strata.storage.v1.ProducePartitionR\n" +
+	"partitions\x12*\n" +
+	"\x04acks\x18\x02 \x01(\x0e2\x16.strata.common.v1.AcksR\x04acks\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\x83\x01\n" +
+	"\x10ProducePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x18\n" +
+	"\arecords\x18\x04 \x01(\fR\arecords\"\x90\x01\n" +
+	"\x19ProducePartitionsResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.storage.v1.ProducePartitionResultR\n" +
+	"partitions\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\x97\x02\n" +
 	"\x16ProducePartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
@@ -2270,9 +2370,10 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xbb\x04\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xab\x05\n" +
 	"\x0eStorageService\x12P\n" +
-	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12J\n" +
+	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
+	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
 	"\x05Fetch\x12\x1f.strata.storage.v1.FetchRequest\x1a .strata.storage.v1.FetchResponse\x12\\\n" +
 	"\vListOffsets\x12%.strata.storage.v1.ListOffsetsRequest\x1a&.strata.storage.v1.ListOffsetsResponse\x12V\n" +
 	"\tReplicate\x12#.strata.storage.v1.ReplicateRequest\x1a$.strata.storage.v1.ReplicateResponse\x12w\n" +
@@ -2293,81 +2394,86 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
-	(*ProducePartition)(nil),                    // 2: strata.storage.v1.ProducePartition
-	(*ProduceResponse)(nil),                     // 3: strata.storage.v1.ProduceResponse
-	(*ProducePartitionResult)(nil),              // 4: strata.storage.v1.ProducePartitionResult
-	(*FetchRequest)(nil),                        // 5: strata.storage.v1.FetchRequest
-	(*FetchPartition)(nil),                      // 6: strata.storage.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 7: strata.storage.v1.FetchResponse
-	(*FetchPartitionResult)(nil),                // 8: strata.storage.v1.FetchPartitionResult
-	(*ListOffsetsRequest)(nil),                  // 9: strata.storage.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),                // 10: strata.storage.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 11: strata.storage.v1.ListOffsetsResponse
-	(*ListOffsetsPartitionResult)(nil),          // 12: strata.storage.v1.ListOffsetsPartitionResult
-	(*ReplicateRequest)(nil),                    // 13: strata.storage.v1.ReplicateRequest
-	(*ReplicatePartition)(nil),                  // 14: strata.storage.v1.ReplicatePartition
-	(*ReplicateResponse)(nil),                   // 15: strata.storage.v1.ReplicateResponse
-	(*ReplicatePartitionResult)(nil),            // 16: strata.storage.v1.ReplicatePartitionResult
-	(*DivergingEpoch)(nil),                      // 17: strata.storage.v1.DivergingEpoch
-	(*OffsetForLeaderEpochRequest)(nil),         // 18: strata.storage.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil),       // 19: strata.storage.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),        // 20: strata.storage.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochPartitionResult)(nil), // 21: strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	(*DescribeLogRequest)(nil),                  // 22: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 23: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 24: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 25: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 26: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 27: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 28: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 29: strata.common.v1.TopicPartition
+	(*ProduceResponse)(nil),                     // 2: strata.storage.v1.ProduceResponse
+	(*ProducePartitionsRequest)(nil),            // 3: strata.storage.v1.ProducePartitionsRequest
+	(*ProducePartition)(nil),                    // 4: strata.storage.v1.ProducePartition
+	(*ProducePartitionsResponse)(nil),           // 5: strata.storage.v1.ProducePartitionsResponse
+	(*ProducePartitionResult)(nil),              // 6: strata.storage.v1.ProducePartitionResult
+	(*FetchRequest)(nil),                        // 7: strata.storage.v1.FetchRequest
+	(*FetchPartition)(nil),                      // 8: strata.storage.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 9: strata.storage.v1.FetchResponse
+	(*FetchPartitionResult)(nil),                // 10: strata.storage.v1.FetchPartitionResult
+	(*ListOffsetsRequest)(nil),                  // 11: strata.storage.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),                // 12: strata.storage.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 13: strata.storage.v1.ListOffsetsResponse
+	(*ListOffsetsPartitionResult)(nil),          // 14: strata.storage.v1.ListOffsetsPartitionResult
+	(*ReplicateRequest)(nil),                    // 15: strata.storage.v1.ReplicateRequest
+	(*ReplicatePartition)(nil),                  // 16: strata.storage.v1.ReplicatePartition
+	(*ReplicateResponse)(nil),                   // 17: strata.storage.v1.ReplicateResponse
+	(*ReplicatePartitionResult)(nil),            // 18: strata.storage.v1.ReplicatePartitionResult
+	(*DivergingEpoch)(nil),                      // 19: strata.storage.v1.DivergingEpoch
+	(*OffsetForLeaderEpochRequest)(nil),         // 20: strata.storage.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil),       // 21: strata.storage.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),        // 22: strata.storage.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochPartitionResult)(nil), // 23: strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	(*DescribeLogRequest)(nil),                  // 24: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 25: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 26: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 27: strata.storage.v1.ReplicaState
+	(v1.Acks)(0),                                // 28: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 29: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 30: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 31: strata.common.v1.TopicPartition
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	26, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
-	2,  // 1: strata.storage.v1.ProduceRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	4,  // 2: strata.storage.v1.ProduceResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	27, // 3: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	6,  // 4: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	28, // 5: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	8,  // 6: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	27, // 7: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	10, // 8: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	28, // 9: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	0,  // 10: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
-	12, // 11: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	27, // 12: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	14, // 13: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
-	16, // 14: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	27, // 15: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	17, // 16: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	19, // 17: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
-	21, // 18: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	27, // 19: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	29, // 20: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	24, // 21: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	27, // 22: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	25, // 23: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 24: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	5,  // 25: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	9,  // 26: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	13, // 27: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	18, // 28: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	22, // 29: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	3,  // 30: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	7,  // 31: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	11, // 32: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	15, // 33: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	20, // 34: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	23, // 35: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	30, // [30:36] is the sub-list for method output_type
-	24, // [24:30] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
+	28, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
+	29, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
+	30, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
+	29, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	12, // 9: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
+	30, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	0,  // 11: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
+	14, // 12: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
+	29, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	16, // 14: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
+	18, // 15: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
+	29, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	19, // 17: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	21, // 18: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
+	23, // 19: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	29, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	31, // 21: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	26, // 22: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	29, // 23: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	27, // 24: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 25: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 26: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 27: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	11, // 28: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	15, // 29: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	20, // 30: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	24, // 31: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	2,  // 32: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 33: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 34: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	13, // 35: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	17, // 36: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	22, // 37: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	25, // 38: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -2381,7 +2487,7 @@ func file_strata_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,8 +38,8 @@ func (c *testCluster) createTopicOn(name string, leader int32, replicas, isr []i
 	})
 }
 
-func produceMany(c storagev1connect.StorageServiceClient, acks commonv1.Acks, parts ...*storagev1.ProducePartition) (*storagev1.ProduceResponse, error) {
-	resp, err := c.Produce(context.Background(), connect.NewRequest(&storagev1.ProduceRequest{
+func produceMany(c storagev1connect.StorageServiceClient, acks commonv1.Acks, parts ...*storagev1.ProducePartition) (*storagev1.ProducePartitionsResponse, error) {
+	resp, err := c.ProducePartitions(context.Background(), connect.NewRequest(&storagev1.ProducePartitionsRequest{
 		Acks: acks, TimeoutMs: 10000, Partitions: parts,
 	}))
 	if err != nil {
@@ -158,9 +158,8 @@ func TestProduceManyPartitionsIdempotentPerPartition(t *testing.T) {
 	}
 }
 
-// A multi-partition call may not also use the single-partition fields,
-// nor name a partition twice (two batches of one partition in one call
-// would have no order).
+// A call must name a partition, and each at most once (two batches of one
+// partition in one call would have no order).
 func TestProduceManyPartitionsRefusesAmbiguousRequests(t *testing.T) {
 	c := newCluster(t, 1, 10*time.Second)
 	c.createTopicOn("x", 1, []int32{1}, []int32{1}, 1)
@@ -171,12 +170,8 @@ func TestProduceManyPartitionsRefusesAmbiguousRequests(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeInvalidArgument {
 		t.Fatalf("partition twice: %v, want INVALID_ARGUMENT", err)
 	}
-	_, err = c.storage(1).Produce(context.Background(), connect.NewRequest(&storagev1.ProduceRequest{
-		Topic: "x", Records: batch(t, "1"),
-		Partitions: []*storagev1.ProducePartition{{Topic: "x", LeaderEpoch: 1, Records: batch(t, "2")}},
-	}))
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Fatalf("both forms: %v, want INVALID_ARGUMENT", err)
+	if _, err := produceMany(c.storage(1), acksAll); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("no partitions: %v, want INVALID_ARGUMENT", err)
 	}
 	if leo := c.node(1).node.replica("x", 0).Log().LogEndOffset(); leo != 0 {
 		t.Fatalf("log end %d after refused calls, want 0", leo)
@@ -191,7 +186,7 @@ func TestProduceManyPartitionsNeedsWritePerTopic(t *testing.T) {
 	c.createTopic("secret", 1, 1)
 	s := c.handler(1)
 	c.setSecurity(&commonv1.SecurityState{Acls: []*commonv1.AclBinding{allow("User:alice", acl.Write, acl.Topic, "orders")}})
-	resp, err := s.Produce(as(t, "User:alice"), connect.NewRequest(&storagev1.ProduceRequest{
+	resp, err := s.ProducePartitions(as(t, "User:alice"), connect.NewRequest(&storagev1.ProducePartitionsRequest{
 		Partitions: []*storagev1.ProducePartition{
 			{Topic: "secret", LeaderEpoch: -1, Records: batch(t, "s")},
 			{Topic: "orders", LeaderEpoch: -1, Records: batch(t, "o")},

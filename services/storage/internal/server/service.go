@@ -126,16 +126,13 @@ var errNodeFenced = errors.New("server: this node is fenced by the controller")
 
 func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
-	if len(m.GetPartitions()) > 0 {
-		return s.produceMany(ctx, m)
-	}
 	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
 		return nil, err
 	}
 	if err := s.hold(ctx, quota.Produce); err != nil { // security.go
 		return nil, err
 	}
-	acks, timeout := produceAcks(m)
+	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
 	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout)
 	if d != nil {
 		return nil, apierr.Error(d)
@@ -149,25 +146,25 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	return connect.NewResponse(out), nil
 }
 
-// produceAcks reads a Produce's acks and acks=all timeout.
-func produceAcks(m *storagev1.ProduceRequest) (replica.Acks, time.Duration) {
+// produceAcks reads a produce's acks and acks=all timeout.
+func produceAcks(a commonv1.Acks, timeoutMs int32) (replica.Acks, time.Duration) {
 	acks := replica.AcksAll
-	switch m.GetAcks() {
+	switch a {
 	case commonv1.Acks_ACKS_LEADER:
 		acks = replica.AcksLeader
 	case commonv1.Acks_ACKS_NONE:
 		acks = replica.AcksNone
 	}
 	timeout := defaultProduceTimeout
-	if m.GetTimeoutMs() > 0 {
-		timeout = time.Duration(m.GetTimeoutMs()) * time.Millisecond
+	if timeoutMs > 0 {
+		timeout = time.Duration(timeoutMs) * time.Millisecond
 	}
 	return acks, timeout
 }
 
 // produceOne appends one partition's batches and waits for acks: the
 // whole of a single-partition Produce once authorized, and each partition
-// of a multi-partition one.
+// of a ProducePartitions.
 func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.ProduceResult, *commonv1.ErrorDetail) {
 	r := s.n.replica(topic, partition)
 	if r == nil {
@@ -186,15 +183,16 @@ func (s *service) produceOne(ctx context.Context, topic string, partition, epoch
 	return res, nil
 }
 
-// produceMany serves a Produce that carries several partitions: each is
+// ProducePartitions serves several partitions in one call: each is
 // authorized, appended and acknowledged on its own, as if it had come in
-// a request of its own, all at once, so the slowest acks=all partition
+// a Produce of its own, all at once, so the slowest acks=all partition
 // sets when the call answers and one partition's failure is its answer
 // only. The per-call work (quota hold, throttle, counters) is done once.
-func (s *service) produceMany(ctx context.Context, m *storagev1.ProduceRequest) (*connect.Response[storagev1.ProduceResponse], error) {
+func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
+	m := req.Msg
 	parts := m.GetPartitions()
-	if m.GetTopic() != "" || m.GetPartition() != 0 || m.GetLeaderEpoch() != 0 || len(m.GetRecords()) > 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("produce: topic, partition, leader_epoch and records must be unset when partitions is set"))
+	if len(parts) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("produce: no partitions"))
 	}
 	type key struct {
 		topic     string
@@ -212,8 +210,8 @@ func (s *service) produceMany(ctx context.Context, m *storagev1.ProduceRequest) 
 	if err := s.hold(ctx, quota.Produce); err != nil {
 		return nil, err
 	}
-	acks, timeout := produceAcks(m)
-	out := &storagev1.ProduceResponse{BaseOffset: -1, LogAppendTimeMs: -1, Partitions: make([]*storagev1.ProducePartitionResult, len(parts))}
+	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
+	out := &storagev1.ProducePartitionsResponse{Partitions: make([]*storagev1.ProducePartitionResult, len(parts))}
 	results := make([]replica.ProduceResult, len(parts))
 	for i, p := range parts {
 		out.Partitions[i] = &storagev1.ProducePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1,

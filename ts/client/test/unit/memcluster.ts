@@ -293,22 +293,22 @@ export class MemCluster {
 
   private storageImpl(self: string) {
     return {
+      producePartitions: async (req: storage.ProducePartitionsRequest) => {
+        // Each partition answered on its own, as a storage node does.
+        return {
+          partitions: req.partitions.map((pp) => {
+            const p = this.part(pp.topic, pp.partition);
+            const injected = this.produceFault?.(pp.topic, pp.partition);
+            if (injected) return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: injected };
+            if (node(p.leader) !== self) {
+              return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: create(common.ErrorDetailSchema, { code: common.Code.FAILED_PRECONDITION, reason: common.Reason.NOT_LEADER, message: "not the leader" }) };
+            }
+            const base = this.append(p, pp.records);
+            return { topic: pp.topic, partition: pp.partition, baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
+          }),
+        };
+      },
       produce: async (req: storage.ProduceRequest) => {
-        if (req.partitions.length > 0) {
-          // Several partitions: each answered on its own, as a storage node does.
-          return {
-            partitions: req.partitions.map((pp) => {
-              const p = this.part(pp.topic, pp.partition);
-              const injected = this.produceFault?.(pp.topic, pp.partition);
-              if (injected) return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: injected };
-              if (node(p.leader) !== self) {
-                return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: create(common.ErrorDetailSchema, { code: common.Code.FAILED_PRECONDITION, reason: common.Reason.NOT_LEADER, message: "not the leader" }) };
-              }
-              const base = this.append(p, pp.records);
-              return { topic: pp.topic, partition: pp.partition, baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
-            }),
-          };
-        }
         const p = this.part(req.topic, req.partition);
         const injected = this.produceFault?.(req.topic, req.partition);
         if (injected) throw reasonError(injected.code as number as Code, injected.reason, injected.message);

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { create } from "@bufbuild/protobuf";
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { common, storage } from "../../src/api.js";
 import { ClosedError, Codec, DeliveryTimeoutError, Partitioners, StrataError } from "../../src/index.js";
 import { parseHeader } from "../../src/recordbatch.js";
@@ -153,10 +153,10 @@ describe("producer", () => {
       assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [0, 1, 2, 3].map((i) => [i, String(round)]));
     }
     await p.close();
-    const calls = produced(c);
+    const calls = c.callsOf("ProducePartitions").map((x) => x.request as storage.ProducePartitionsRequest);
     // MemCluster's topic has one leader for every partition: one call per round, not four.
-    assert.equal(calls.length, rounds, `calls: ${calls.map((r) => r.partitions.length || 1).join(",")}`);
-    assert.ok(calls.every((r) => r.partitions.length === 4 && r.topic === "" && r.records.length === 0));
+    assert.equal(calls.length + produced(c).length, rounds, `calls: ${calls.map((r) => r.partitions.length).join(",")}, and ${produced(c).length} Produce`);
+    assert.ok(calls.every((r) => r.partitions.length === 4));
   });
 
   test("a partition failing in a shared Produce is retried alone; the others are acknowledged once", async () => {
@@ -171,8 +171,25 @@ describe("producer", () => {
     const acks = await p.send({ topic: "t", messages: [0, 1, 2].map((i) => ({ value: `v${i}`, partition: i })) });
     await p.close();
     assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [[0, "0"], [1, "0"], [2, "0"]]);
-    const calls = produced(c).map((r) => (r.partitions.length ? r.partitions.map((pp) => pp.partition) : [r.partition]));
+    const calls = c.calls
+      .filter((x) => x.method === "Produce" || x.method === "ProducePartitions")
+      .map((x) => (x.method === "Produce" ? [(x.request as storage.ProduceRequest).partition] : (x.request as storage.ProducePartitionsRequest).partitions.map((pp) => pp.partition)));
     assert.deepEqual(calls, [[0, 1, 2], [1]]);
+  });
+
+  test("a node without ProducePartitions (an older version) gets one Produce per partition", async () => {
+    const c = new MemCluster().topic("t", 3);
+    c.fault("ProducePartitions", () => {
+      throw new ConnectError("unimplemented", Code.Unimplemented);
+    });
+    const p = c.strata().producer({ linger: 0 });
+    for (let round = 0; round < 2; round++) {
+      const acks = await p.send({ topic: "t", messages: [0, 1, 2].map((i) => ({ value: `v${i}`, partition: i })) });
+      assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [0, 1, 2].map((i) => [i, String(round)]));
+    }
+    await p.close();
+    assert.equal(c.callsOf("ProducePartitions").length, 1, "asked once, then not again");
+    assert.equal(produced(c).length, 6);
   });
 
   test("sendBatch sends to several topics and answers in order, topic by topic", async () => {
