@@ -14,7 +14,6 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
-	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -53,10 +52,11 @@ type Producer struct {
 	mu          sync.Mutex
 	closed      bool
 	sinks       map[topicPartition]*sink
-	sticky      map[string]int32 // partition for unkeyed records, per topic
-	outstanding int64            // records produced, callback not yet run
-	idle        chan struct{}    // closed while outstanding == 0
-	flushing    int              // Flush calls in progress: no lingering
+	senders     map[string]*nodeSender // by leader address (produce_node.go)
+	sticky      map[string]int32       // partition for unkeyed records, per topic
+	outstanding int64                  // records produced, callback not yet run
+	idle        chan struct{}          // closed while outstanding == 0
+	flushing    int                    // Flush calls in progress: no lingering
 
 	pidMu  sync.Mutex
 	pid    producerID
@@ -106,11 +106,12 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 		return nil, err
 	}
 	p := &Producer{
-		cfg:    cfg,
-		slots:  make(chan struct{}, cfg.maxBuffered),
-		sinks:  map[topicPartition]*sink{},
-		sticky: map[string]int32{},
-		idle:   make(chan struct{}),
+		cfg:     cfg,
+		slots:   make(chan struct{}, cfg.maxBuffered),
+		sinks:   map[topicPartition]*sink{},
+		senders: map[string]*nodeSender{},
+		sticky:  map[string]int32{},
+		idle:    make(chan struct{}),
 	}
 	close(p.idle)
 	p.cl = newCluster(gateway, &p.cfg)
@@ -391,6 +392,16 @@ type sink struct {
 	seq    int32  // next base sequence under pidGen
 	pidGen uint64 // producer id generation seq counts for
 	hasPID bool
+	owe    *nodeSender // answered this partition last, not told yet where it went
+}
+
+// settle tells the node sender that last answered this partition that
+// its next batch is not coming right away (produce_node.go).
+func (s *sink) settle() {
+	if s.owe != nil {
+		s.owe.settle()
+		s.owe = nil
+	}
 }
 
 func (s *sink) add(pr *promise) {
@@ -419,6 +430,7 @@ func (s *sink) run() {
 		}
 		s.mu.Unlock()
 		if n == 0 {
+			s.settle()
 			select {
 			case <-s.wake:
 				continue
@@ -428,6 +440,7 @@ func (s *sink) run() {
 		}
 		if wait := time.Until(first.Add(s.p.cfg.linger)); wait > 0 &&
 			int64(bytes) < s.p.cfg.maxBatchBytes && !s.p.isFlushing() {
+			s.settle()
 			t := time.NewTimer(wait)
 			select {
 			case <-s.wake:
@@ -473,6 +486,10 @@ func (s *sink) send(batch []*promise) {
 	ctx, cancel := context.WithDeadline(p.ctx, deadline)
 	defer cancel()
 	ctx = withBatchTrace(ctx, batch)
+	span := trace.SpanFromContext(ctx)
+	if !span.SpanContext().IsValid() {
+		span = nil
+	}
 
 	recs := make([]recordbatch.Record, len(batch))
 	for i, pr := range batch {
@@ -511,6 +528,7 @@ func (s *sink) send(batch []*promise) {
 				return
 			}
 			cfg.retried(retryEvent(scoped(s.tp, lastErr), int(attempt), d))
+			s.settle()
 			if err := sleep(ctx, d); err != nil {
 				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 				return
@@ -559,6 +577,9 @@ func (s *sink) send(batch []*promise) {
 			_ = p.cl.refresh(ctx)
 			continue
 		}
+		if p.cl.throttledFor(info.addr) > 0 {
+			s.settle()
+		}
 		if err := p.cl.waitThrottle(ctx, info.addr); err != nil {
 			// The node's throttle (its quota for this principal) outlasts
 			// the delivery timeout.
@@ -569,22 +590,25 @@ func (s *sink) send(batch []*promise) {
 			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, held))
 			return
 		}
-		rctx, rcancel := context.WithTimeout(ctx, cfg.requestTimeout+5*time.Second)
-		resp, err := stor.Produce(rctx, connect.NewRequest(&storagev1.ProduceRequest{
-			Topic:       s.tp.topic,
-			Partition:   s.tp.partition,
-			Acks:        acksProto(cfg.acks),
-			TimeoutMs:   int32(cfg.requestTimeout / time.Millisecond),
-			LeaderEpoch: info.epoch,
-			Records:     bytes,
-		}))
-		rcancel()
+		// The batch goes in its leader node's next Produce, with the
+		// other partitions ready for that node (produce_node.go).
+		ns := p.nodeSender(info.addr, stor)
+		req := &produceReq{tp: s.tp, epoch: info.epoch, records: bytes, span: span, done: make(chan produceAns, 1)}
+		ns.submit(req, s.owe)
+		s.owe = nil
+		var ans produceAns
+		select {
+		case ans = <-req.done:
+			s.owe = ns
+		case <-ctx.Done():
+			req.abandoned.Store(true)
+			ans.err = ctx.Err()
+		}
+		err = ans.err
 		if err == nil {
-			p.cl.throttle(info.addr, resp.Msg.GetThrottleTimeMs())
-			s.succeed(batch, resp.Msg)
+			s.succeed(batch, ans.base, ans.appendTime)
 			return
 		}
-		err = fromConnect(err)
 		lastErr = fmt.Errorf("client: produce to %s/%d: %w", s.tp.topic, s.tp.partition, err)
 		if ctx.Err() != nil {
 			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
@@ -616,8 +640,7 @@ func (s *sink) send(batch []*promise) {
 	}
 }
 
-func (s *sink) succeed(batch []*promise, resp *storagev1.ProduceResponse) {
-	base := resp.GetBaseOffset()
+func (s *sink) succeed(batch []*promise, base, appendTime int64) {
 	for i, pr := range batch {
 		pr.r.Partition = s.tp.partition
 		if base >= 0 {
@@ -625,7 +648,7 @@ func (s *sink) succeed(batch []*promise, resp *storagev1.ProduceResponse) {
 		} else {
 			pr.r.Offset = -1
 		}
-		if ms := resp.GetLogAppendTimeMs(); ms > 0 {
+		if ms := appendTime; ms > 0 {
 			pr.r.Timestamp = time.UnixMilli(ms)
 		}
 		s.p.finish(pr, nil)

@@ -50,8 +50,9 @@ func (s *storage) checkLocked(topicName string, part, epoch int32) (*partition, 
 
 func asError(d *commonv1.ErrorDetail) error { return apierr.Error(d) }
 
-// ProduceCall is one Produce a storage node answered, as Produced lists
-// it.
+// ProduceCall is one partition of a Produce or ProducePartitions a
+// storage node answered, as Produced lists it: a call carrying several
+// partitions is listed once per partition (Calls counts the calls).
 type ProduceCall struct {
 	Node        int32 // the node that answered
 	Topic       string
@@ -62,7 +63,8 @@ type ProduceCall struct {
 	Err         error // the answer's error; nil when appended
 }
 
-// Produced lists every Produce the storage nodes answered, in order.
+// Produced lists every partition of every Produce and ProducePartitions
+// the storage nodes answered, in order.
 func (c *Cluster) Produced() []ProduceCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -75,8 +77,55 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Produce"]++
-	call := ProduceCall{Node: s.id, Topic: m.GetTopic(), Partition: m.GetPartition(), LeaderEpoch: m.GetLeaderEpoch(), Acks: m.GetAcks()}
-	for b := m.GetRecords(); len(b) > 0; {
+	resp, err := s.producePartLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), m.GetAcks())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// ProducePartitions answers each partition on its own, as a storage node
+// does; a fault on "ProducePartitions" (Topic "", Partition -1) answers
+// the whole call, and a fault that kills the node fails it.
+func (s *storage) ProducePartitions(ctx context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
+	m := req.Msg
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls["ProducePartitions"]++
+	if err := c.faultLocked(s.id, "ProducePartitions", "", -1, false); err != nil {
+		return nil, err
+	}
+	out := &storagev1.ProducePartitionsResponse{}
+	for _, pp := range m.GetPartitions() {
+		resp, err := s.producePartLocked(pp.GetTopic(), pp.GetPartition(), pp.GetLeaderEpoch(), pp.GetRecords(), m.GetAcks())
+		if err != nil && c.killedNode(s.id) {
+			return nil, err
+		}
+		r := &storagev1.ProducePartitionResult{Topic: pp.GetTopic(), Partition: pp.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1}
+		if err != nil {
+			r.Error = detailOf(err)
+		} else {
+			r.BaseOffset, r.LogAppendTimeMs, r.LogStartOffset, r.Duplicate = resp.GetBaseOffset(), resp.GetLogAppendTimeMs(), resp.GetLogStartOffset(), resp.GetDuplicate()
+		}
+		out.Partitions = append(out.Partitions, r)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// killedNode reports whether node id has been killed (KillNode).
+func (c *Cluster) killedNode(id int32) bool {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.killed[id-1]
+}
+
+// producePartLocked appends one partition's batches and lists the call in
+// Produced.
+func (s *storage) producePartLocked(topic string, part, epoch int32, records []byte, acks commonv1.Acks) (*storagev1.ProduceResponse, error) {
+	c := s.c
+	call := ProduceCall{Node: s.id, Topic: topic, Partition: part, LeaderEpoch: epoch, Acks: acks}
+	for b := records; len(b) > 0; {
 		h, err := recordbatch.PeekHeader(b)
 		if err != nil || h.Size() > len(b) {
 			break
@@ -84,22 +133,22 @@ func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		call.Records += int(h.RecordCount)
 		b = b[h.Size():]
 	}
-	resp, err := s.produceLocked(m)
+	resp, err := s.produceLocked(topic, part, epoch, records, acks)
 	call.Err = err
 	c.produced = append(c.produced, call)
 	return resp, err
 }
 
-func (s *storage) produceLocked(m *storagev1.ProduceRequest) (*connect.Response[storagev1.ProduceResponse], error) {
+func (s *storage) produceLocked(topic string, part, epoch int32, records []byte, acks commonv1.Acks) (*storagev1.ProduceResponse, error) {
 	c := s.c
-	if err := c.faultLocked(s.id, "Produce", m.GetTopic(), m.GetPartition(), false); err != nil {
+	if err := c.faultLocked(s.id, "Produce", topic, part, false); err != nil {
 		return nil, err
 	}
-	p, d := s.checkLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch())
+	p, d := s.checkLocked(topic, part, epoch)
 	if d != nil {
 		return nil, asError(d)
 	}
-	b := m.GetRecords()
+	b := records
 	var batches [][]byte
 	var headers []recordbatch.Header
 	for len(b) > 0 {
@@ -145,13 +194,13 @@ func (s *storage) produceLocked(m *storagev1.ProduceRequest) (*connect.Response[
 		p.next += int64(h.LastOffsetDelta) + 1
 	}
 	c.notifyLocked()
-	if err := c.faultLocked(s.id, "Produce", m.GetTopic(), m.GetPartition(), true); err != nil {
+	if err := c.faultLocked(s.id, "Produce", topic, part, true); err != nil {
 		return nil, err
 	}
-	if m.GetAcks() == commonv1.Acks_ACKS_NONE {
+	if acks == commonv1.Acks_ACKS_NONE {
 		first = -1
 	}
-	return connect.NewResponse(&storagev1.ProduceResponse{BaseOffset: first, LogAppendTimeMs: -1, LogStartOffset: p.start, Duplicate: dup}), nil
+	return &storagev1.ProduceResponse{BaseOffset: first, LogAppendTimeMs: -1, LogStartOffset: p.start, Duplicate: dup}, nil
 }
 
 func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {

@@ -2,7 +2,8 @@
 // routed by key with Kafka's murmur2 partitioner (or to an explicit
 // partition, or sticky for unkeyed records), batched per partition for up to
 // `linger` ms or `maxBatchBytes`, encoded as RecordBatch v2 here and sent to
-// the partition's leader directly. At most one batch per partition is in
+// the partition's leader directly, in one Produce per leader node for every
+// partition ready for it (NodeSender). At most one batch per partition is in
 // flight and a batch is retried (the same bytes, so the leader's idempotence
 // check recognizes a duplicate) until it succeeds, fails for good or its
 // delivery timeout passes, so a partition's records land in send order.
@@ -14,7 +15,7 @@
 // delivery timeout. Each send may set its own acks and compression; a
 // batch only carries records of one setting.
 
-import { Code } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { common } from "./api.js";
 import { positive, type ResolvedConfig } from "./config.js";
 import {
@@ -23,12 +24,13 @@ import {
   classify,
   DeliveryTimeoutError,
   fromConnect,
+  fromDetail,
   isAbort,
   StrataError,
   UnknownTopicError,
 } from "./errors.js";
 import type { Logger } from "./logger.js";
-import { Cluster, type TopicInfo } from "./metadata.js";
+import { Cluster, type StorageClient, type TopicInfo } from "./metadata.js";
 import { partitionForKey } from "./murmur2.js";
 import { buildBatch, Codec, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
 import { traceHeaders, type TracePropagator } from "./tracing.js";
@@ -275,6 +277,7 @@ export class Producer {
   private readonly cluster: Cluster;
   private readonly log: Logger;
   private readonly sinks = new Map<string, Sink>();
+  private readonly senders = new Map<string, NodeSender>();
   private readonly sticky = new Map<string, number>();
   private closed = false;
   private outstanding = 0;
@@ -525,6 +528,17 @@ export class Producer {
     if (t && this.sticky.get(topic) === partition) this.sticky.set(topic, this.pickSticky(t, (partition + 1) % t.parts.length));
   }
 
+  /** @internal the sender of a leader node's Produce calls of one acks setting. */
+  senderFor(addr: string, acks: common.Acks, client: StorageClient): NodeSender {
+    const k = `${addr}|${acks}`;
+    let s = this.senders.get(k);
+    if (!s) {
+      s = new NodeSender(this, this.cluster, addr, acks, client);
+      this.senders.set(k, s);
+    }
+    return s;
+  }
+
   private sinkFor(topic: string, partition: number): Sink {
     const k = tpKey(topic, partition);
     let s = this.sinks.get(k);
@@ -557,6 +571,123 @@ export class Producer {
       this.pid = undefined;
       this.pidGen++;
     }
+  }
+}
+
+/** One partition's batch queued for its leader node's next Produce. */
+interface Queued {
+  topic: string;
+  partition: number;
+  epoch: number;
+  records: Uint8Array;
+  answer: (a: Answer) => void;
+  abandoned: boolean;
+}
+
+/** A partition's answer: where its batch landed, or why it failed (its own error or the whole call's). */
+type Answer = { ok: true; base: bigint; appendTime: bigint } | { ok: false; error: unknown };
+
+/**
+ * NodeSender sends one leader node's produce calls (of one acks setting):
+ * one call in flight, carrying every partition's batch queued for the node
+ * meanwhile (ProducePartitions; Produce for a single one, and one Produce
+ * per partition to a node of a version without ProducePartitions), each
+ * partition with its own answer. A call leaves on the next
+ * turn of the event loop after the first batch is queued, so the
+ * partitions answered together, whose next batches are built in the
+ * continuations of that answer, go together again. Each partition still
+ * has one batch in flight, as with one Produce per partition.
+ */
+class NodeSender {
+  private queue: Queued[] = [];
+  private busy = false;
+  private scheduled = false;
+  private legacy = false; // the node has no ProducePartitions: one Produce per partition
+
+  constructor(
+    private readonly p: Producer,
+    private readonly cluster: Cluster,
+    readonly addr: string,
+    private readonly acks: common.Acks,
+    private readonly client: StorageClient,
+  ) {}
+
+  submit(q: Queued): void {
+    this.queue.push(q);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.busy || this.scheduled || this.queue.length === 0) return;
+    this.scheduled = true;
+    setTimeout(() => {
+      this.scheduled = false;
+      void this.call();
+    }, 0);
+  }
+
+  /** callMany sends one ProducePartitions; undefined when the node does not serve it. */
+  private async callMany(reqs: Queued[]): Promise<Answer[] | undefined> {
+    try {
+      const resp = await this.client.producePartitions(
+        {
+          acks: this.acks,
+          timeoutMs: this.p.client.requestTimeout,
+          partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })),
+        },
+        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+      );
+      this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
+      return reqs.map((q, i): Answer => {
+        const r = resp.partitions[i];
+        if (!r || r.topic !== q.topic || r.partition !== q.partition) {
+          return { ok: false, error: new StrataError(`produce to ${this.addr}: the answer does not match the request`, { code: Code.Internal }) };
+        }
+        if (r.error) return { ok: false, error: fromDetail(r.error) };
+        return { ok: true, base: r.baseOffset, appendTime: r.logAppendTimeMs };
+      });
+    } catch (e) {
+      if (e instanceof ConnectError && e.code === Code.Unimplemented) {
+        // A node of a version before ProducePartitions: one Produce per partition from now on.
+        this.legacy = true;
+        return undefined;
+      }
+      return reqs.map(() => ({ ok: false, error: e }));
+    }
+  }
+
+  /** callEach sends one Produce per partition, all at once. */
+  private callEach(reqs: Queued[]): Promise<Answer[]> {
+    return Promise.all(
+      reqs.map(async (q): Promise<Answer> => {
+        try {
+          const resp = await this.client.produce(
+            { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records },
+            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+          );
+          this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
+          return { ok: true, base: resp.baseOffset, appendTime: resp.logAppendTimeMs };
+        } catch (e) {
+          return { ok: false, error: e };
+        }
+      }),
+    );
+  }
+
+  private async call(): Promise<void> {
+    if (this.busy) return;
+    const reqs = this.queue.splice(0).filter((q) => !q.abandoned);
+    if (reqs.length === 0) return;
+    this.busy = true;
+    let answers: Answer[] | undefined;
+    try {
+      if (reqs.length > 1 && !this.legacy) answers = await this.callMany(reqs);
+      answers ??= await this.callEach(reqs);
+    } finally {
+      this.busy = false;
+    }
+    reqs.forEach((q, i) => q.answer(answers![i]!));
+    this.schedule();
   }
 }
 
@@ -716,19 +847,12 @@ class Sink {
       const timeLeft = deadline - Date.now();
       if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`no time left to produce to ${info.addr} before the delivery timeout`, { code: Code.DeadlineExceeded })));
       try {
-        const resp = await client.produce(
-          {
-            topic: this.topic,
-            partition: this.partition,
-            acks,
-            timeoutMs: p.client.requestTimeout,
-            leaderEpoch: info.epoch,
-            records: bytes,
-          },
-          { timeoutMs: Math.max(1, Math.min(p.client.requestTimeout + 5_000, timeLeft)), signal: this.abort.signal },
-        );
-        this.cluster.throttles.note(info.addr, resp.throttleTimeMs);
-        this.succeed(batch, size, resp.baseOffset, resp.logAppendTimeMs);
+        // The batch goes in its leader node's next Produce, with every
+        // other partition ready for that node (NodeSender).
+        const sender = p.senderFor(info.addr, acks, client);
+        const ans = await this.await(sender, info.epoch, bytes!, timeLeft);
+        if (!ans.ok) throw ans.error;
+        this.succeed(batch, size, ans.base, ans.appendTime);
         return;
       } catch (e0) {
         if (isAbort(e0) || this.abort.signal.aborted) return fail(closed() ?? e0);
@@ -748,6 +872,35 @@ class Sink {
         }
       }
     }
+  }
+
+  /**
+   * await queues the batch with its node's sender and waits for its answer,
+   * at most timeLeft ms (then it fails as a timed-out call would) and until
+   * close aborts this sink. A batch given up on before its call left is not
+   * sent.
+   */
+  private await(sender: NodeSender, epoch: number, records: Uint8Array, timeLeft: number): Promise<Answer> {
+    return new Promise<Answer>((resolve, reject) => {
+      const signal = this.abort.signal;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const q: Queued = { topic: this.topic, partition: this.partition, epoch, records, abandoned: false, answer: (a) => done(() => resolve(a)) };
+      const onAbort = () => done(() => reject(signal.reason ?? new ClosedError("producer")));
+      const done = (settle: () => void) => {
+        if (q.abandoned) return;
+        q.abandoned = true;
+        clearTimeout(timer);
+        signal.removeEventListener("abort", onAbort);
+        settle();
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort);
+      timer = setTimeout(
+        () => done(() => reject(new StrataError(`produce to ${sender.addr} timed out`, { code: Code.DeadlineExceeded }))),
+        Math.max(1, Math.min(this.p.client.requestTimeout + 5_000, timeLeft)),
+      );
+      sender.submit(q);
+    });
   }
 
   private succeed(batch: Pending[], size: number, base: bigint, appendTime: bigint): void {

@@ -268,6 +268,299 @@ func (x *ProduceResponse) GetThrottleTimeMs() int32 {
 	return 0
 }
 
+// ProducePartitionsRequest appends record batches to several partitions of one leader.
+type ProducePartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partitions to append to, each at most once.
+	Partitions []*ProducePartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// When to answer, for every partition. Unset means ACKS_ALL.
+	Acks v1.Acks `protobuf:"varint,2,opt,name=acks,proto3,enum=strata.common.v1.Acks" json:"acks,omitempty"`
+	// As ProduceRequest.timeout_ms, for every partition.
+	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartitionsRequest) Reset() {
+	*x = ProducePartitionsRequest{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionsRequest) ProtoMessage() {}
+
+func (x *ProducePartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ProducePartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ProducePartitionsRequest) GetPartitions() []*ProducePartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ProducePartitionsRequest) GetAcks() v1.Acks {
+	if x != nil {
+		return x.Acks
+	}
+	return v1.Acks(0)
+}
+
+func (x *ProducePartitionsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// ProducePartition is one partition's batches in a ProducePartitionsRequest.
+type ProducePartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Leader epoch the producer believes in, from Metadata; -1 skips the check.
+	LeaderEpoch int32 `protobuf:"varint,3,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// One or more concatenated RecordBatch v2 batches, as ProduceRequest.records.
+	Records       []byte `protobuf:"bytes,4,opt,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartition) Reset() {
+	*x = ProducePartition{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartition) ProtoMessage() {}
+
+func (x *ProducePartition) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartition.ProtoReflect.Descriptor instead.
+func (*ProducePartition) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ProducePartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ProducePartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ProducePartition) GetLeaderEpoch() int32 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *ProducePartition) GetRecords() []byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// ProducePartitionsResponse reports each partition's answer.
+type ProducePartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per ProducePartitionsRequest.partitions entry, in the same order.
+	Partitions []*ProducePartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// As ProduceResponse.throttle_time_ms, for the whole call.
+	ThrottleTimeMs int32 `protobuf:"varint,2,opt,name=throttle_time_ms,json=throttleTimeMs,proto3" json:"throttle_time_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ProducePartitionsResponse) Reset() {
+	*x = ProducePartitionsResponse{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionsResponse) ProtoMessage() {}
+
+func (x *ProducePartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ProducePartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProducePartitionsResponse) GetPartitions() []*ProducePartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ProducePartitionsResponse) GetThrottleTimeMs() int32 {
+	if x != nil {
+		return x.ThrottleTimeMs
+	}
+	return 0
+}
+
+// ProducePartitionResult is one partition's answer to ProducePartitions.
+type ProducePartitionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Offset assigned to the first record of the first batch; -1 for acks=none or on error.
+	BaseOffset int64 `protobuf:"varint,3,opt,name=base_offset,json=baseOffset,proto3" json:"base_offset,omitempty"`
+	// As ProduceResponse.log_append_time_ms.
+	LogAppendTimeMs int64 `protobuf:"varint,4,opt,name=log_append_time_ms,json=logAppendTimeMs,proto3" json:"log_append_time_ms,omitempty"`
+	// Log start offset of the partition after the append (tier included).
+	LogStartOffset int64 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	// As ProduceResponse.duplicate.
+	Duplicate bool `protobuf:"varint,6,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Why this partition's batches were not acknowledged (the codes and reasons of Produce's
+	// errors, and PERMISSION_DENIED); unset when they were.
+	Error         *v1.ErrorDetail `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducePartitionResult) Reset() {
+	*x = ProducePartitionResult{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducePartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducePartitionResult) ProtoMessage() {}
+
+func (x *ProducePartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducePartitionResult.ProtoReflect.Descriptor instead.
+func (*ProducePartitionResult) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ProducePartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *ProducePartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetBaseOffset() int64 {
+	if x != nil {
+		return x.BaseOffset
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetLogAppendTimeMs() int64 {
+	if x != nil {
+		return x.LogAppendTimeMs
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
+func (x *ProducePartitionResult) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *ProducePartitionResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // FetchRequest reads from one or more partitions.
 type FetchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -289,7 +582,7 @@ type FetchRequest struct {
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -301,7 +594,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[2]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -314,7 +607,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{2}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FetchRequest) GetPartitions() []*FetchPartition {
@@ -373,7 +666,7 @@ type FetchPartition struct {
 
 func (x *FetchPartition) Reset() {
 	*x = FetchPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -385,7 +678,7 @@ func (x *FetchPartition) String() string {
 func (*FetchPartition) ProtoMessage() {}
 
 func (x *FetchPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[3]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -398,7 +691,7 @@ func (x *FetchPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartition.ProtoReflect.Descriptor instead.
 func (*FetchPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{3}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FetchPartition) GetTopic() string {
@@ -450,7 +743,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +755,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[4]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +768,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{4}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *FetchResponse) GetPartitions() []*FetchPartitionResult {
@@ -517,7 +810,7 @@ type FetchPartitionResult struct {
 
 func (x *FetchPartitionResult) Reset() {
 	*x = FetchPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -529,7 +822,7 @@ func (x *FetchPartitionResult) String() string {
 func (*FetchPartitionResult) ProtoMessage() {}
 
 func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[5]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -542,7 +835,7 @@ func (x *FetchPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchPartitionResult.ProtoReflect.Descriptor instead.
 func (*FetchPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{5}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchPartitionResult) GetTopic() string {
@@ -607,7 +900,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +912,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[6]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +925,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{6}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -668,7 +961,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +973,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[7]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +986,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{7}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -742,7 +1035,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +1047,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[8]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +1060,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{8}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsPartitionResult {
@@ -799,7 +1092,7 @@ type ListOffsetsPartitionResult struct {
 
 func (x *ListOffsetsPartitionResult) Reset() {
 	*x = ListOffsetsPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +1104,7 @@ func (x *ListOffsetsPartitionResult) String() string {
 func (*ListOffsetsPartitionResult) ProtoMessage() {}
 
 func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[9]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +1117,7 @@ func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartitionResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{9}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsPartitionResult) GetTopic() string {
@@ -891,7 +1184,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1196,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1209,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReplicateRequest) GetReplicaId() int32 {
@@ -985,7 +1278,7 @@ type ReplicatePartition struct {
 
 func (x *ReplicatePartition) Reset() {
 	*x = ReplicatePartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1290,7 @@ func (x *ReplicatePartition) String() string {
 func (*ReplicatePartition) ProtoMessage() {}
 
 func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1303,7 @@ func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartition.ProtoReflect.Descriptor instead.
 func (*ReplicatePartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicatePartition) GetTopic() string {
@@ -1073,7 +1366,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1378,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1391,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicateResponse) GetPartitions() []*ReplicatePartitionResult {
@@ -1139,7 +1432,7 @@ type ReplicatePartitionResult struct {
 
 func (x *ReplicatePartitionResult) Reset() {
 	*x = ReplicatePartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1444,7 @@ func (x *ReplicatePartitionResult) String() string {
 func (*ReplicatePartitionResult) ProtoMessage() {}
 
 func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1457,7 @@ func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartitionResult.ProtoReflect.Descriptor instead.
 func (*ReplicatePartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplicatePartitionResult) GetTopic() string {
@@ -1237,7 +1530,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1542,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1555,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -1292,7 +1585,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1597,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1610,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -1351,7 +1644,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1656,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1669,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -1418,7 +1711,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1723,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1736,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochPartitionResult {
@@ -1474,7 +1767,7 @@ type OffsetForLeaderEpochPartitionResult struct {
 
 func (x *OffsetForLeaderEpochPartitionResult) Reset() {
 	*x = OffsetForLeaderEpochPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1779,7 @@ func (x *OffsetForLeaderEpochPartitionResult) String() string {
 func (*OffsetForLeaderEpochPartitionResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1792,7 @@ func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OffsetForLeaderEpochPartitionResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OffsetForLeaderEpochPartitionResult) GetTopic() string {
@@ -1548,7 +1841,7 @@ type DescribeLogRequest struct {
 
 func (x *DescribeLogRequest) Reset() {
 	*x = DescribeLogRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1853,7 @@ func (x *DescribeLogRequest) String() string {
 func (*DescribeLogRequest) ProtoMessage() {}
 
 func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1866,7 @@ func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DescribeLogRequest) GetPartitions() []*v1.TopicPartition {
@@ -1597,7 +1890,7 @@ type DescribeLogResponse struct {
 
 func (x *DescribeLogResponse) Reset() {
 	*x = DescribeLogResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1902,7 @@ func (x *DescribeLogResponse) String() string {
 func (*DescribeLogResponse) ProtoMessage() {}
 
 func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1915,7 @@ func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DescribeLogResponse) GetNodeId() int32 {
@@ -1677,7 +1970,7 @@ type DescribeLogPartitionResult struct {
 
 func (x *DescribeLogPartitionResult) Reset() {
 	*x = DescribeLogPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1982,7 @@ func (x *DescribeLogPartitionResult) String() string {
 func (*DescribeLogPartitionResult) ProtoMessage() {}
 
 func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1995,7 @@ func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeLogPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DescribeLogPartitionResult) GetTopic() string {
@@ -1824,7 +2117,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2129,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2142,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplicaState) GetNodeId() int32 {
@@ -1906,7 +2199,33 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x12log_append_time_ms\x18\x02 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xf6\x01\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xaa\x01\n" +
+	"\x18ProducePartitionsRequest\x12C\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2#.strata.storage.v1.ProducePartitionR\n" +
+	"partitions\x12*\n" +
+	"\x04acks\x18\x02 \x01(\x0e2\x16.strata.common.v1.AcksR\x04acks\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\x83\x01\n" +
+	"\x10ProducePartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
+	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12\x18\n" +
+	"\arecords\x18\x04 \x01(\fR\arecords\"\x90\x01\n" +
+	"\x19ProducePartitionsResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.storage.v1.ProducePartitionResultR\n" +
+	"partitions\x12(\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\x97\x02\n" +
+	"\x16ProducePartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x1f\n" +
+	"\vbase_offset\x18\x03 \x01(\x03R\n" +
+	"baseOffset\x12+\n" +
+	"\x12log_append_time_ms\x18\x04 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
+	"\x10log_start_offset\x18\x05 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
+	"\tduplicate\x18\x06 \x01(\bR\tduplicate\x123\n" +
+	"\x05error\x18\a \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\xf6\x01\n" +
 	"\fFetchRequest\x12A\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2!.strata.storage.v1.FetchPartitionR\n" +
@@ -2051,9 +2370,10 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xbb\x04\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xab\x05\n" +
 	"\x0eStorageService\x12P\n" +
-	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12J\n" +
+	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
+	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
 	"\x05Fetch\x12\x1f.strata.storage.v1.FetchRequest\x1a .strata.storage.v1.FetchResponse\x12\\\n" +
 	"\vListOffsets\x12%.strata.storage.v1.ListOffsetsRequest\x1a&.strata.storage.v1.ListOffsetsResponse\x12V\n" +
 	"\tReplicate\x12#.strata.storage.v1.ReplicateRequest\x1a$.strata.storage.v1.ReplicateResponse\x12w\n" +
@@ -2074,76 +2394,86 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
 	(*ProduceResponse)(nil),                     // 2: strata.storage.v1.ProduceResponse
-	(*FetchRequest)(nil),                        // 3: strata.storage.v1.FetchRequest
-	(*FetchPartition)(nil),                      // 4: strata.storage.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 5: strata.storage.v1.FetchResponse
-	(*FetchPartitionResult)(nil),                // 6: strata.storage.v1.FetchPartitionResult
-	(*ListOffsetsRequest)(nil),                  // 7: strata.storage.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),                // 8: strata.storage.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 9: strata.storage.v1.ListOffsetsResponse
-	(*ListOffsetsPartitionResult)(nil),          // 10: strata.storage.v1.ListOffsetsPartitionResult
-	(*ReplicateRequest)(nil),                    // 11: strata.storage.v1.ReplicateRequest
-	(*ReplicatePartition)(nil),                  // 12: strata.storage.v1.ReplicatePartition
-	(*ReplicateResponse)(nil),                   // 13: strata.storage.v1.ReplicateResponse
-	(*ReplicatePartitionResult)(nil),            // 14: strata.storage.v1.ReplicatePartitionResult
-	(*DivergingEpoch)(nil),                      // 15: strata.storage.v1.DivergingEpoch
-	(*OffsetForLeaderEpochRequest)(nil),         // 16: strata.storage.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil),       // 17: strata.storage.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),        // 18: strata.storage.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochPartitionResult)(nil), // 19: strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	(*DescribeLogRequest)(nil),                  // 20: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 21: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 22: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 23: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 24: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                      // 25: strata.common.v1.IsolationLevel
-	(*v1.ErrorDetail)(nil),                      // 26: strata.common.v1.ErrorDetail
-	(*v1.TopicPartition)(nil),                   // 27: strata.common.v1.TopicPartition
+	(*ProducePartitionsRequest)(nil),            // 3: strata.storage.v1.ProducePartitionsRequest
+	(*ProducePartition)(nil),                    // 4: strata.storage.v1.ProducePartition
+	(*ProducePartitionsResponse)(nil),           // 5: strata.storage.v1.ProducePartitionsResponse
+	(*ProducePartitionResult)(nil),              // 6: strata.storage.v1.ProducePartitionResult
+	(*FetchRequest)(nil),                        // 7: strata.storage.v1.FetchRequest
+	(*FetchPartition)(nil),                      // 8: strata.storage.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 9: strata.storage.v1.FetchResponse
+	(*FetchPartitionResult)(nil),                // 10: strata.storage.v1.FetchPartitionResult
+	(*ListOffsetsRequest)(nil),                  // 11: strata.storage.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),                // 12: strata.storage.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 13: strata.storage.v1.ListOffsetsResponse
+	(*ListOffsetsPartitionResult)(nil),          // 14: strata.storage.v1.ListOffsetsPartitionResult
+	(*ReplicateRequest)(nil),                    // 15: strata.storage.v1.ReplicateRequest
+	(*ReplicatePartition)(nil),                  // 16: strata.storage.v1.ReplicatePartition
+	(*ReplicateResponse)(nil),                   // 17: strata.storage.v1.ReplicateResponse
+	(*ReplicatePartitionResult)(nil),            // 18: strata.storage.v1.ReplicatePartitionResult
+	(*DivergingEpoch)(nil),                      // 19: strata.storage.v1.DivergingEpoch
+	(*OffsetForLeaderEpochRequest)(nil),         // 20: strata.storage.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil),       // 21: strata.storage.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),        // 22: strata.storage.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochPartitionResult)(nil), // 23: strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	(*DescribeLogRequest)(nil),                  // 24: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 25: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 26: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 27: strata.storage.v1.ReplicaState
+	(v1.Acks)(0),                                // 28: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 29: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 30: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 31: strata.common.v1.TopicPartition
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	24, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
-	4,  // 1: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	25, // 2: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	6,  // 3: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	26, // 4: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	8,  // 5: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	25, // 6: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	0,  // 7: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
-	10, // 8: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	26, // 9: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	12, // 10: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
-	14, // 11: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	26, // 12: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	15, // 13: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	17, // 14: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
-	19, // 15: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	26, // 16: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	27, // 17: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	22, // 18: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	26, // 19: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	23, // 20: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 21: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 22: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	7,  // 23: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	11, // 24: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	16, // 25: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	20, // 26: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	2,  // 27: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 28: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	9,  // 29: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	13, // 30: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	18, // 31: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	21, // 32: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	28, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
+	28, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
+	29, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
+	30, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
+	29, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	12, // 9: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
+	30, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	0,  // 11: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
+	14, // 12: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
+	29, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	16, // 14: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
+	18, // 15: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
+	29, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	19, // 17: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	21, // 18: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
+	23, // 19: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	29, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	31, // 21: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	26, // 22: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	29, // 23: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	27, // 24: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 25: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 26: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 27: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	11, // 28: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	15, // 29: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	20, // 30: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	24, // 31: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	2,  // 32: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 33: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 34: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	13, // 35: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	17, // 36: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	22, // 37: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	25, // 38: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	32, // [32:39] is the sub-list for method output_type
+	25, // [25:32] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -2157,7 +2487,7 @@ func file_strata_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -130,30 +132,10 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if err := s.hold(ctx, quota.Produce); err != nil { // security.go
 		return nil, err
 	}
-	r := s.n.replica(m.GetTopic(), m.GetPartition())
-	if r == nil {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), nil, nil))
-	}
-	if s.n.meta.Fenced() {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, errNodeFenced))
-	}
-	if len(m.GetRecords()) < recordbatch.HeaderSize {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, partlog.ErrInvalidBatch))
-	}
-	acks := replica.AcksAll
-	switch m.GetAcks() {
-	case commonv1.Acks_ACKS_LEADER:
-		acks = replica.AcksLeader
-	case commonv1.Acks_ACKS_NONE:
-		acks = replica.AcksNone
-	}
-	timeout := defaultProduceTimeout
-	if m.GetTimeoutMs() > 0 {
-		timeout = time.Duration(m.GetTimeoutMs()) * time.Millisecond
-	}
-	res, err := r.Produce(ctx, m.GetRecords(), acks, m.GetLeaderEpoch(), timeout)
-	if err != nil {
-		return nil, apierr.Error(s.detail(m.GetTopic(), m.GetPartition(), r, err))
+	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
+	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout)
+	if d != nil {
+		return nil, apierr.Error(d)
 	}
 	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
 	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
@@ -161,6 +143,120 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if acks == replica.AcksNone {
 		out.BaseOffset = -1
 	}
+	return connect.NewResponse(out), nil
+}
+
+// produceAcks reads a produce's acks and acks=all timeout.
+func produceAcks(a commonv1.Acks, timeoutMs int32) (replica.Acks, time.Duration) {
+	acks := replica.AcksAll
+	switch a {
+	case commonv1.Acks_ACKS_LEADER:
+		acks = replica.AcksLeader
+	case commonv1.Acks_ACKS_NONE:
+		acks = replica.AcksNone
+	}
+	timeout := defaultProduceTimeout
+	if timeoutMs > 0 {
+		timeout = time.Duration(timeoutMs) * time.Millisecond
+	}
+	return acks, timeout
+}
+
+// produceOne appends one partition's batches and waits for acks: the
+// whole of a single-partition Produce once authorized, and each partition
+// of a ProducePartitions.
+func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.ProduceResult, *commonv1.ErrorDetail) {
+	r := s.n.replica(topic, partition)
+	if r == nil {
+		return replica.ProduceResult{}, s.detail(topic, partition, nil, nil)
+	}
+	if s.n.meta.Fenced() {
+		return replica.ProduceResult{}, s.detail(topic, partition, r, errNodeFenced)
+	}
+	if len(records) < recordbatch.HeaderSize {
+		return replica.ProduceResult{}, s.detail(topic, partition, r, partlog.ErrInvalidBatch)
+	}
+	res, err := r.Produce(ctx, records, acks, epoch, timeout)
+	if err != nil {
+		return replica.ProduceResult{}, s.detail(topic, partition, r, err)
+	}
+	return res, nil
+}
+
+// ProducePartitions serves several partitions in one call: each is
+// authorized, appended and acknowledged on its own, as if it had come in
+// a Produce of its own, all at once, so the slowest acks=all partition
+// sets when the call answers and one partition's failure is its answer
+// only. The per-call work (quota hold, throttle, counters) is done once.
+func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
+	m := req.Msg
+	parts := m.GetPartitions()
+	if len(parts) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("produce: no partitions"))
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	seen := make(map[key]struct{}, len(parts))
+	for _, p := range parts {
+		k := key{p.GetTopic(), p.GetPartition()}
+		if _, dup := seen[k]; dup {
+			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("produce: partition %s/%d appears twice", k.topic, k.partition))
+		}
+		seen[k] = struct{}{}
+	}
+	access := s.topicAccess(ctx, acl.Write) // security.go
+	if err := s.hold(ctx, quota.Produce); err != nil {
+		return nil, err
+	}
+	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
+	out := &storagev1.ProducePartitionsResponse{Partitions: make([]*storagev1.ProducePartitionResult, len(parts))}
+	results := make([]replica.ProduceResult, len(parts))
+	for i, p := range parts {
+		out.Partitions[i] = &storagev1.ProducePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1,
+			Error: access.check(p.GetTopic())}
+	}
+	one := func(i int) {
+		p, pr := parts[i], out.Partitions[i]
+		if pr.Error != nil {
+			return
+		}
+		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout)
+		if d != nil {
+			pr.Error = d
+			return
+		}
+		results[i] = res
+		pr.BaseOffset, pr.LogStartOffset, pr.Duplicate = res.BaseOffset, res.LogStart, res.Duplicate
+		if acks == replica.AcksNone {
+			pr.BaseOffset = -1
+		}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(parts); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i)
+		}()
+	}
+	one(0)
+	wg.Wait()
+
+	// The counters are added once per topic of the call, not per
+	// partition; a producer's call usually names one topic.
+	bytes := 0
+	var counted produceCounts
+	for i, p := range parts {
+		if out.Partitions[i].Error != nil {
+			continue
+		}
+		bytes += len(p.GetRecords())
+		counted.add(p.GetTopic(), results[i], len(p.GetRecords()))
+	}
+	counted.flush() // telemetry.go
+	out.ThrottleTimeMs = s.throttleTime(ctx, quota.Produce, bytes)
 	return connect.NewResponse(out), nil
 }
 

@@ -89,10 +89,51 @@ func countProduced(topic string, res replica.ProduceResult, bytes int) {
 	if res.Duplicate {
 		return
 	}
+	addProduced(topic, res.LastOffset-res.BaseOffset+1, int64(bytes))
+}
+
+func addProduced(topic string, records, bytes int64) {
 	ctx := context.Background()
 	attrs := topicAttr(topic)
-	producedBytes.Add(ctx, int64(bytes), attrs...)
-	producedRecords.Add(ctx, res.LastOffset-res.BaseOffset+1, attrs...)
+	producedBytes.Add(ctx, bytes, attrs...)
+	producedRecords.Add(ctx, records, attrs...)
+}
+
+// produceCounts sums the acknowledged partitions of a multi-partition
+// produce per topic, so the counters are added once per topic of the
+// call. The first topic needs no map.
+type produceCounts struct {
+	topic          string
+	records, bytes int64
+	more           map[string][2]int64 // other topics: records, bytes
+}
+
+func (c *produceCounts) add(topic string, res replica.ProduceResult, bytes int) {
+	if res.Duplicate {
+		return
+	}
+	n := res.LastOffset - res.BaseOffset + 1
+	switch {
+	case c.topic == "" || c.topic == topic:
+		c.topic = topic
+		c.records += n
+		c.bytes += int64(bytes)
+	default:
+		if c.more == nil {
+			c.more = map[string][2]int64{}
+		}
+		v := c.more[topic]
+		c.more[topic] = [2]int64{v[0] + n, v[1] + int64(bytes)}
+	}
+}
+
+func (c *produceCounts) flush() {
+	if c.topic != "" {
+		addProduced(c.topic, c.records, c.bytes)
+	}
+	for topic, v := range c.more {
+		addProduced(topic, v[0], v[1])
+	}
 }
 
 // countFetched counts the batches a consumer's fetch returns: their bytes,

@@ -104,6 +104,9 @@ export class MemCluster {
     for (const m of this.members.values()) m.sent = "";
   }
 
+  /** produceFault, when set, answers a partition of a Produce with the detail it returns instead of appending. */
+  produceFault: ((topic: string, partition: number) => common.ErrorDetail | undefined) | undefined;
+
   /** fault makes fn run before every call of method; what it throws is the answer. Undefined removes it. */
   fault(method: string, fn: Fault | undefined): void {
     if (fn) this.faults.set(method, fn);
@@ -290,8 +293,25 @@ export class MemCluster {
 
   private storageImpl(self: string) {
     return {
+      producePartitions: async (req: storage.ProducePartitionsRequest) => {
+        // Each partition answered on its own, as a storage node does.
+        return {
+          partitions: req.partitions.map((pp) => {
+            const p = this.part(pp.topic, pp.partition);
+            const injected = this.produceFault?.(pp.topic, pp.partition);
+            if (injected) return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: injected };
+            if (node(p.leader) !== self) {
+              return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: create(common.ErrorDetailSchema, { code: common.Code.FAILED_PRECONDITION, reason: common.Reason.NOT_LEADER, message: "not the leader" }) };
+            }
+            const base = this.append(p, pp.records);
+            return { topic: pp.topic, partition: pp.partition, baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
+          }),
+        };
+      },
       produce: async (req: storage.ProduceRequest) => {
         const p = this.part(req.topic, req.partition);
+        const injected = this.produceFault?.(req.topic, req.partition);
+        if (injected) throw reasonError(injected.code as number as Code, injected.reason, injected.message);
         if (node(p.leader) !== self) throw reasonError(Code.FailedPrecondition, common.Reason.NOT_LEADER, "not the leader");
         const base = this.append(p, req.records);
         return { baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };

@@ -3,7 +3,8 @@
 // timeout, partitioners and sendBatch.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { Code } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { common, storage } from "../../src/api.js";
 import { ClosedError, Codec, DeliveryTimeoutError, Partitioners, StrataError } from "../../src/index.js";
 import { parseHeader } from "../../src/recordbatch.js";
@@ -141,6 +142,54 @@ describe("producer", () => {
     const bad = c.strata().producer({ linger: 0, createPartitioner: () => () => 9 });
     await assert.rejects(bad.send({ topic: "t", messages: [{ value: "x" }] }), /chose partition 9 of topic "t", which has 4/);
     await bad.close();
+  });
+
+  test("the partitions a node leads share one Produce: one call per round, each partition with its own offsets", async () => {
+    const c = new MemCluster().topic("t", 4);
+    const p = c.strata().producer({ linger: 0 });
+    const rounds = 10;
+    for (let round = 0; round < rounds; round++) {
+      const acks = await p.send({ topic: "t", messages: [0, 1, 2, 3].map((i) => ({ value: `${round}`, partition: i })) });
+      assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [0, 1, 2, 3].map((i) => [i, String(round)]));
+    }
+    await p.close();
+    const calls = c.callsOf("ProducePartitions").map((x) => x.request as storage.ProducePartitionsRequest);
+    // MemCluster's topic has one leader for every partition: one call per round, not four.
+    assert.equal(calls.length + produced(c).length, rounds, `calls: ${calls.map((r) => r.partitions.length).join(",")}, and ${produced(c).length} Produce`);
+    assert.ok(calls.every((r) => r.partitions.length === 4));
+  });
+
+  test("a partition failing in a shared Produce is retried alone; the others are acknowledged once", async () => {
+    const c = new MemCluster().topic("t", 3);
+    let failed = false;
+    c.produceFault = (_topic, partition) => {
+      if (failed || partition !== 1) return undefined;
+      failed = true;
+      return create(common.ErrorDetailSchema, { code: common.Code.UNAVAILABLE, reason: common.Reason.NOT_ENOUGH_REPLICAS, message: "ISR 1 below min.insync.replicas 2" });
+    };
+    const p = c.strata().producer({ linger: 0 });
+    const acks = await p.send({ topic: "t", messages: [0, 1, 2].map((i) => ({ value: `v${i}`, partition: i })) });
+    await p.close();
+    assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [[0, "0"], [1, "0"], [2, "0"]]);
+    const calls = c.calls
+      .filter((x) => x.method === "Produce" || x.method === "ProducePartitions")
+      .map((x) => (x.method === "Produce" ? [(x.request as storage.ProduceRequest).partition] : (x.request as storage.ProducePartitionsRequest).partitions.map((pp) => pp.partition)));
+    assert.deepEqual(calls, [[0, 1, 2], [1]]);
+  });
+
+  test("a node without ProducePartitions (an older version) gets one Produce per partition", async () => {
+    const c = new MemCluster().topic("t", 3);
+    c.fault("ProducePartitions", () => {
+      throw new ConnectError("unimplemented", Code.Unimplemented);
+    });
+    const p = c.strata().producer({ linger: 0 });
+    for (let round = 0; round < 2; round++) {
+      const acks = await p.send({ topic: "t", messages: [0, 1, 2].map((i) => ({ value: `v${i}`, partition: i })) });
+      assert.deepEqual(acks.map((a) => [a.partition, a.offset]), [0, 1, 2].map((i) => [i, String(round)]));
+    }
+    await p.close();
+    assert.equal(c.callsOf("ProducePartitions").length, 1, "asked once, then not again");
+    assert.equal(produced(c).length, 6);
   });
 
   test("sendBatch sends to several topics and answers in order, topic by topic", async () => {

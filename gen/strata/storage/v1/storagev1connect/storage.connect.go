@@ -43,6 +43,9 @@ const (
 const (
 	// StorageServiceProduceProcedure is the fully-qualified name of the StorageService's Produce RPC.
 	StorageServiceProduceProcedure = "/strata.storage.v1.StorageService/Produce"
+	// StorageServiceProducePartitionsProcedure is the fully-qualified name of the StorageService's
+	// ProducePartitions RPC.
+	StorageServiceProducePartitionsProcedure = "/strata.storage.v1.StorageService/ProducePartitions"
 	// StorageServiceFetchProcedure is the fully-qualified name of the StorageService's Fetch RPC.
 	StorageServiceFetchProcedure = "/strata.storage.v1.StorageService/Fetch"
 	// StorageServiceListOffsetsProcedure is the fully-qualified name of the StorageService's
@@ -81,6 +84,18 @@ type StorageServiceClient interface {
 	// A request of duplicate batches of an idempotent producer succeeds with the original
 	// offsets.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
+	// ProducePartitions is Produce for several partitions led by this node in one call: each
+	// partition is authorized (write on its topic), validated, appended and acknowledged
+	// exactly as a Produce of its own, all of them concurrently, and the call answers once every
+	// partition has its answer. A producer sends one per leader node for every partition it has
+	// ready, instead of one Produce per partition, so the per-call cost (framing, envelopes,
+	// system calls) is paid once per node and round trip.
+	// Errors: INVALID_ARGUMENT for an empty partition list or a partition named twice; the
+	// quota hold's DEADLINE_EXCEEDED or CANCELED. Every other failure is per partition, in
+	// ProducePartitionResult.error, with the codes and reasons of Produce's errors (and
+	// PERMISSION_DENIED for a topic the principal may not write): one partition's failure fails
+	// it alone.
+	ProducePartitions(context.Context, *connect.Request[v1.ProducePartitionsRequest]) (*connect.Response[v1.ProducePartitionsResponse], error)
 	// Fetch reads record batches from one or more partitions led by this node, long-polling
 	// until min_bytes are available or max_wait_ms passes. Reads below the node's local log
 	// start are served from the tier transparently. The first batch of the first partition with
@@ -141,6 +156,12 @@ func NewStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(storageServiceMethods.ByName("Produce")),
 			connect.WithClientOptions(opts...),
 		),
+		producePartitions: connect.NewClient[v1.ProducePartitionsRequest, v1.ProducePartitionsResponse](
+			httpClient,
+			baseURL+StorageServiceProducePartitionsProcedure,
+			connect.WithSchema(storageServiceMethods.ByName("ProducePartitions")),
+			connect.WithClientOptions(opts...),
+		),
 		fetch: connect.NewClient[v1.FetchRequest, v1.FetchResponse](
 			httpClient,
 			baseURL+StorageServiceFetchProcedure,
@@ -177,6 +198,7 @@ func NewStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 // storageServiceClient implements StorageServiceClient.
 type storageServiceClient struct {
 	produce              *connect.Client[v1.ProduceRequest, v1.ProduceResponse]
+	producePartitions    *connect.Client[v1.ProducePartitionsRequest, v1.ProducePartitionsResponse]
 	fetch                *connect.Client[v1.FetchRequest, v1.FetchResponse]
 	listOffsets          *connect.Client[v1.ListOffsetsRequest, v1.ListOffsetsResponse]
 	replicate            *connect.Client[v1.ReplicateRequest, v1.ReplicateResponse]
@@ -187,6 +209,11 @@ type storageServiceClient struct {
 // Produce calls strata.storage.v1.StorageService.Produce.
 func (c *storageServiceClient) Produce(ctx context.Context, req *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error) {
 	return c.produce.CallUnary(ctx, req)
+}
+
+// ProducePartitions calls strata.storage.v1.StorageService.ProducePartitions.
+func (c *storageServiceClient) ProducePartitions(ctx context.Context, req *connect.Request[v1.ProducePartitionsRequest]) (*connect.Response[v1.ProducePartitionsResponse], error) {
+	return c.producePartitions.CallUnary(ctx, req)
 }
 
 // Fetch calls strata.storage.v1.StorageService.Fetch.
@@ -236,6 +263,18 @@ type StorageServiceHandler interface {
 	// A request of duplicate batches of an idempotent producer succeeds with the original
 	// offsets.
 	Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error)
+	// ProducePartitions is Produce for several partitions led by this node in one call: each
+	// partition is authorized (write on its topic), validated, appended and acknowledged
+	// exactly as a Produce of its own, all of them concurrently, and the call answers once every
+	// partition has its answer. A producer sends one per leader node for every partition it has
+	// ready, instead of one Produce per partition, so the per-call cost (framing, envelopes,
+	// system calls) is paid once per node and round trip.
+	// Errors: INVALID_ARGUMENT for an empty partition list or a partition named twice; the
+	// quota hold's DEADLINE_EXCEEDED or CANCELED. Every other failure is per partition, in
+	// ProducePartitionResult.error, with the codes and reasons of Produce's errors (and
+	// PERMISSION_DENIED for a topic the principal may not write): one partition's failure fails
+	// it alone.
+	ProducePartitions(context.Context, *connect.Request[v1.ProducePartitionsRequest]) (*connect.Response[v1.ProducePartitionsResponse], error)
 	// Fetch reads record batches from one or more partitions led by this node, long-polling
 	// until min_bytes are available or max_wait_ms passes. Reads below the node's local log
 	// start are served from the tier transparently. The first batch of the first partition with
@@ -292,6 +331,12 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 		connect.WithSchema(storageServiceMethods.ByName("Produce")),
 		connect.WithHandlerOptions(opts...),
 	)
+	storageServiceProducePartitionsHandler := connect.NewUnaryHandler(
+		StorageServiceProducePartitionsProcedure,
+		svc.ProducePartitions,
+		connect.WithSchema(storageServiceMethods.ByName("ProducePartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	storageServiceFetchHandler := connect.NewUnaryHandler(
 		StorageServiceFetchProcedure,
 		svc.Fetch,
@@ -326,6 +371,8 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 		switch r.URL.Path {
 		case StorageServiceProduceProcedure:
 			storageServiceProduceHandler.ServeHTTP(w, r)
+		case StorageServiceProducePartitionsProcedure:
+			storageServiceProducePartitionsHandler.ServeHTTP(w, r)
 		case StorageServiceFetchProcedure:
 			storageServiceFetchHandler.ServeHTTP(w, r)
 		case StorageServiceListOffsetsProcedure:
@@ -347,6 +394,10 @@ type UnimplementedStorageServiceHandler struct{}
 
 func (UnimplementedStorageServiceHandler) Produce(context.Context, *connect.Request[v1.ProduceRequest]) (*connect.Response[v1.ProduceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.Produce is not implemented"))
+}
+
+func (UnimplementedStorageServiceHandler) ProducePartitions(context.Context, *connect.Request[v1.ProducePartitionsRequest]) (*connect.Response[v1.ProducePartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.ProducePartitions is not implemented"))
 }
 
 func (UnimplementedStorageServiceHandler) Fetch(context.Context, *connect.Request[v1.FetchRequest]) (*connect.Response[v1.FetchResponse], error) {

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/storage/v1/storage.proto.
  */
 export const file_strata_storage_v1_storage: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvc3RvcmFnZS92MS9zdG9yYWdlLnByb3RvEhFzdHJhdGEuc3RvcmFnZS52MSKTAQoOUHJvZHVjZVJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiQKBGFja3MYAyABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkFja3MSEgoKdGltZW91dF9tcxgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUSDwoHcmVjb3JkcxgGIAEoDCKJAQoPUHJvZHVjZVJlc3BvbnNlEhMKC2Jhc2Vfb2Zmc2V0GAEgASgDEhoKEmxvZ19hcHBlbmRfdGltZV9tcxgCIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAMgASgDEhEKCWR1cGxpY2F0ZRgEIAEoCBIYChB0aHJvdHRsZV90aW1lX21zGAUgASgFIrsBCgxGZXRjaFJlcXVlc3QSNQoKcGFydGl0aW9ucxgBIAMoCzIhLnN0cmF0YS5zdG9yYWdlLnYxLkZldGNoUGFydGl0aW9uEhMKC21heF93YWl0X21zGAIgASgFEhEKCW1pbl9ieXRlcxgDIAEoBRIRCgltYXhfYnl0ZXMYBCABKAUSOQoPaXNvbGF0aW9uX2xldmVsGAUgASgOMiAuc3RyYXRhLmNvbW1vbi52MS5Jc29sYXRpb25MZXZlbCJ5Cg5GZXRjaFBhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSFAoMZmV0Y2hfb2Zmc2V0GAMgASgDEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAQgASgFEhEKCW1heF9ieXRlcxgFIAEoBSJmCg1GZXRjaFJlc3BvbnNlEjsKCnBhcnRpdGlvbnMYASADKAsyJy5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFBhcnRpdGlvblJlc3VsdBIYChB0aHJvdHRsZV90aW1lX21zGAIgASgFIsUBChRGZXRjaFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhYKDmhpZ2hfd2F0ZXJtYXJrGAQgASgDEhoKEmxhc3Rfc3RhYmxlX29mZnNldBgFIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAYgASgDEg8KB3JlY29yZHMYByABKAwijAEKEkxpc3RPZmZzZXRzUmVxdWVzdBI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNQYXJ0aXRpb24SOQoPaXNvbGF0aW9uX2xldmVsGAIgASgOMiAuc3RyYXRhLmNvbW1vbi52MS5Jc29sYXRpb25MZXZlbCKZAQoUTGlzdE9mZnNldHNQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAMgASgFEisKBHNwZWMYBCABKA4yHS5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRTcGVjEhQKDHRpbWVzdGFtcF9tcxgFIAEoAyJYChNMaXN0T2Zmc2V0c1Jlc3BvbnNlEkEKCnBhcnRpdGlvbnMYASADKAsyLS5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1BhcnRpdGlvblJlc3VsdCKoAQoaTGlzdE9mZnNldHNQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEhQKDGxlYWRlcl9lcG9jaBgGIAEoBSKwAQoQUmVwbGljYXRlUmVxdWVzdBISCgpyZXBsaWNhX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMSOQoKcGFydGl0aW9ucxgDIAMoCzIlLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVBhcnRpdGlvbhITCgttYXhfd2FpdF9tcxgEIAEoBRIRCgltaW5fYnl0ZXMYBSABKAUSEQoJbWF4X2J5dGVzGAYgASgFIrMBChJSZXBsaWNhdGVQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAMgASgFEhQKDGZldGNoX29mZnNldBgEIAEoAxIaChJsYXN0X2ZldGNoZWRfZXBvY2gYBSABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIRCgltYXhfYnl0ZXMYByABKAUiVAoRUmVwbGljYXRlUmVzcG9uc2USPwoKcGFydGl0aW9ucxgBIAMoCzIrLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVBhcnRpdGlvblJlc3VsdCKBAgoYUmVwbGljYXRlUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSFgoOaGlnaF93YXRlcm1hcmsYBCABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgFIAEoAxI6Cg9kaXZlcmdpbmdfZXBvY2gYBiABKAsyIS5zdHJhdGEuc3RvcmFnZS52MS5EaXZlcmdpbmdFcG9jaBIPCgdyZWNvcmRzGAcgASgMEhYKDnByb2R1Y2VyX3N0YXRlGAggASgMIjMKDkRpdmVyZ2luZ0Vwb2NoEg0KBWVwb2NoGAEgASgFEhIKCmVuZF9vZmZzZXQYAiABKAMidwobT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXF1ZXN0EhIKCnJlcGxpY2FfaWQYASABKAUSRAoKcGFydGl0aW9ucxgCIAMoCzIwLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uInUKHU9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIUCgxsZWFkZXJfZXBvY2gYBCABKAUiagocT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXNwb25zZRJKCgpwYXJ0aXRpb25zGAEgAygLMjYuc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0Rm9yTGVhZGVyRXBvY2hQYXJ0aXRpb25SZXN1bHQinwEKI09mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSFAoMbGVhZGVyX2Vwb2NoGAQgASgFEhIKCmVuZF9vZmZzZXQYBSABKAMiSgoSRGVzY3JpYmVMb2dSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uImkKE0Rlc2NyaWJlTG9nUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoBRJBCgpwYXJ0aXRpb25zGAIgAygLMi0uc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVMb2dQYXJ0aXRpb25SZXN1bHQinAMKGkRlc2NyaWJlTG9nUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSDgoGbGVhZGVyGAQgASgIEhQKDGxlYWRlcl9lcG9jaBgFIAEoBRIYChBsb2dfc3RhcnRfb2Zmc2V0GAYgASgDEh4KFmxvY2FsX2xvZ19zdGFydF9vZmZzZXQYByABKAMSFgoObG9nX2VuZF9vZmZzZXQYCCABKAMSFgoOaGlnaF93YXRlcm1hcmsYCSABKAMSGAoQbG9jYWxfc2l6ZV9ieXRlcxgKIAEoAxIbChNsb2NhbF9zZWdtZW50X2NvdW50GAsgASgFEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAwgASgDEhkKEXRpZXJlZF9zaXplX2J5dGVzGA0gASgDEjEKCHJlcGxpY2FzGA4gAygLMh8uc3RyYXRhLnN0b3JhZ2UudjEuUmVwbGljYVN0YXRlInwKDFJlcGxpY2FTdGF0ZRIPCgdub2RlX2lkGAEgASgFEhYKDmxvZ19lbmRfb2Zmc2V0GAIgASgDEh4KFmxhc3RfY2F1Z2h0X3VwX3RpbWVfbXMYAyABKAMSDwoHaW5fc3luYxgEIAEoCBISCgpub2RlX2Vwb2NoGAUgASgDKnYKCk9mZnNldFNwZWMSGwoXT0ZGU0VUX1NQRUNfVU5TUEVDSUZJRUQQABIYChRPRkZTRVRfU1BFQ19FQVJMSUVTVBABEhYKEk9GRlNFVF9TUEVDX0xBVEVTVBACEhkKFU9GRlNFVF9TUEVDX1RJTUVTVEFNUBADMrsECg5TdG9yYWdlU2VydmljZRJQCgdQcm9kdWNlEiEuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVJlcXVlc3QaIi5zdHJhdGEuc3RvcmFnZS52MS5Qcm9kdWNlUmVzcG9uc2USSgoFRmV0Y2gSHy5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFJlcXVlc3QaIC5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFJlc3BvbnNlElwKC0xpc3RPZmZzZXRzEiUuc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNSZXF1ZXN0GiYuc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNSZXNwb25zZRJWCglSZXBsaWNhdGUSIy5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVSZXF1ZXN0GiQuc3RyYXRhLnN0b3JhZ2UudjEuUmVwbGljYXRlUmVzcG9uc2USdwoUT2Zmc2V0Rm9yTGVhZGVyRXBvY2gSLi5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRGb3JMZWFkZXJFcG9jaFJlcXVlc3QaLy5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRGb3JMZWFkZXJFcG9jaFJlc3BvbnNlElwKC0Rlc2NyaWJlTG9nEiUuc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVMb2dSZXF1ZXN0GiYuc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVMb2dSZXNwb25zZULIAQoVY29tLnN0cmF0YS5zdG9yYWdlLnYxQgxTdG9yYWdlUHJvdG9QAVo7Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvc3RvcmFnZS92MTtzdG9yYWdldjGiAgNTU1iqAhFTdHJhdGEuU3RvcmFnZS5WMcoCEVN0cmF0YVxTdG9yYWdlXFYx4gIdU3RyYXRhXFN0b3JhZ2VcVjFcR1BCTWV0YWRhdGHqAhNTdHJhdGE6OlN0b3JhZ2U6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
+  fileDesc("Ch9zdHJhdGEvc3RvcmFnZS92MS9zdG9yYWdlLnByb3RvEhFzdHJhdGEuc3RvcmFnZS52MSKTAQoOUHJvZHVjZVJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiQKBGFja3MYAyABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkFja3MSEgoKdGltZW91dF9tcxgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUSDwoHcmVjb3JkcxgGIAEoDCKJAQoPUHJvZHVjZVJlc3BvbnNlEhMKC2Jhc2Vfb2Zmc2V0GAEgASgDEhoKEmxvZ19hcHBlbmRfdGltZV9tcxgCIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAMgASgDEhEKCWR1cGxpY2F0ZRgEIAEoCBIYChB0aHJvdHRsZV90aW1lX21zGAUgASgFIo0BChhQcm9kdWNlUGFydGl0aW9uc1JlcXVlc3QSNwoKcGFydGl0aW9ucxgBIAMoCzIjLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb24SJAoEYWNrcxgCIAEoDjIWLnN0cmF0YS5jb21tb24udjEuQWNrcxISCgp0aW1lb3V0X21zGAMgASgFIlsKEFByb2R1Y2VQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDGxlYWRlcl9lcG9jaBgDIAEoBRIPCgdyZWNvcmRzGAQgASgMInQKGVByb2R1Y2VQYXJ0aXRpb25zUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSLGAQoWUHJvZHVjZVBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSEwoLYmFzZV9vZmZzZXQYAyABKAMSGgoSbG9nX2FwcGVuZF90aW1lX21zGAQgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSEQoJZHVwbGljYXRlGAYgASgIEiwKBWVycm9yGAcgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbCK7AQoMRmV0Y2hSZXF1ZXN0EjUKCnBhcnRpdGlvbnMYASADKAsyIS5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFBhcnRpdGlvbhITCgttYXhfd2FpdF9tcxgCIAEoBRIRCgltaW5fYnl0ZXMYAyABKAUSEQoJbWF4X2J5dGVzGAQgASgFEjkKD2lzb2xhdGlvbl9sZXZlbBgFIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwieQoORmV0Y2hQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDGZldGNoX29mZnNldBgDIAEoAxIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgEIAEoBRIRCgltYXhfYnl0ZXMYBSABKAUiZgoNRmV0Y2hSZXNwb25zZRI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnN0b3JhZ2UudjEuRmV0Y2hQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSLFAQoURmV0Y2hQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIWCg5oaWdoX3dhdGVybWFyaxgEIAEoAxIaChJsYXN0X3N0YWJsZV9vZmZzZXQYBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIPCgdyZWNvcmRzGAcgASgMIowBChJMaXN0T2Zmc2V0c1JlcXVlc3QSOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS5zdG9yYWdlLnYxLkxpc3RPZmZzZXRzUGFydGl0aW9uEjkKD2lzb2xhdGlvbl9sZXZlbBgCIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwimQEKFExpc3RPZmZzZXRzUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIrCgRzcGVjGAQgASgOMh0uc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0U3BlYxIUCgx0aW1lc3RhbXBfbXMYBSABKAMiWAoTTGlzdE9mZnNldHNSZXNwb25zZRJBCgpwYXJ0aXRpb25zGAEgAygLMi0uc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNQYXJ0aXRpb25SZXN1bHQiqAEKGkxpc3RPZmZzZXRzUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSDgoGb2Zmc2V0GAQgASgDEhQKDHRpbWVzdGFtcF9tcxgFIAEoAxIUCgxsZWFkZXJfZXBvY2gYBiABKAUisAEKEFJlcGxpY2F0ZVJlcXVlc3QSEgoKcmVwbGljYV9pZBgBIAEoBRISCgpub2RlX2Vwb2NoGAIgASgDEjkKCnBhcnRpdGlvbnMYAyADKAsyJS5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVQYXJ0aXRpb24SEwoLbWF4X3dhaXRfbXMYBCABKAUSEQoJbWluX2J5dGVzGAUgASgFEhEKCW1heF9ieXRlcxgGIAEoBSKzAQoSUmVwbGljYXRlUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIUCgxmZXRjaF9vZmZzZXQYBCABKAMSGgoSbGFzdF9mZXRjaGVkX2Vwb2NoGAUgASgFEhgKEGxvZ19zdGFydF9vZmZzZXQYBiABKAMSEQoJbWF4X2J5dGVzGAcgASgFIlQKEVJlcGxpY2F0ZVJlc3BvbnNlEj8KCnBhcnRpdGlvbnMYASADKAsyKy5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVQYXJ0aXRpb25SZXN1bHQigQIKGFJlcGxpY2F0ZVBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhYKDmhpZ2hfd2F0ZXJtYXJrGAQgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSOgoPZGl2ZXJnaW5nX2Vwb2NoGAYgASgLMiEuc3RyYXRhLnN0b3JhZ2UudjEuRGl2ZXJnaW5nRXBvY2gSDwoHcmVjb3JkcxgHIAEoDBIWCg5wcm9kdWNlcl9zdGF0ZRgIIAEoDCIzCg5EaXZlcmdpbmdFcG9jaBINCgVlcG9jaBgBIAEoBRISCgplbmRfb2Zmc2V0GAIgASgDIncKG09mZnNldEZvckxlYWRlckVwb2NoUmVxdWVzdBISCgpyZXBsaWNhX2lkGAEgASgFEkQKCnBhcnRpdGlvbnMYAiADKAsyMC5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvbiJ1Ch1PZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSHAoUY3VycmVudF9sZWFkZXJfZXBvY2gYAyABKAUSFAoMbGVhZGVyX2Vwb2NoGAQgASgFImoKHE9mZnNldEZvckxlYWRlckVwb2NoUmVzcG9uc2USSgoKcGFydGl0aW9ucxgBIAMoCzI2LnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uUmVzdWx0Ip8BCiNPZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRISCgplbmRfb2Zmc2V0GAUgASgDIkoKEkRlc2NyaWJlTG9nUmVxdWVzdBI0CgpwYXJ0aXRpb25zGAEgAygLMiAuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbiJpChNEZXNjcmliZUxvZ1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAUSQQoKcGFydGl0aW9ucxgCIAMoCzItLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlTG9nUGFydGl0aW9uUmVzdWx0IpwDChpEZXNjcmliZUxvZ1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEg4KBmxlYWRlchgEIAEoCBIUCgxsZWFkZXJfZXBvY2gYBSABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIeChZsb2NhbF9sb2dfc3RhcnRfb2Zmc2V0GAcgASgDEhYKDmxvZ19lbmRfb2Zmc2V0GAggASgDEhYKDmhpZ2hfd2F0ZXJtYXJrGAkgASgDEhgKEGxvY2FsX3NpemVfYnl0ZXMYCiABKAMSGwoTbG9jYWxfc2VnbWVudF9jb3VudBgLIAEoBRIZChF0aWVyZWRfZW5kX29mZnNldBgMIAEoAxIZChF0aWVyZWRfc2l6ZV9ieXRlcxgNIAEoAxIxCghyZXBsaWNhcxgOIAMoCzIfLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2FTdGF0ZSJ8CgxSZXBsaWNhU3RhdGUSDwoHbm9kZV9pZBgBIAEoBRIWCg5sb2dfZW5kX29mZnNldBgCIAEoAxIeChZsYXN0X2NhdWdodF91cF90aW1lX21zGAMgASgDEg8KB2luX3N5bmMYBCABKAgSEgoKbm9kZV9lcG9jaBgFIAEoAyp2CgpPZmZzZXRTcGVjEhsKF09GRlNFVF9TUEVDX1VOU1BFQ0lGSUVEEAASGAoUT0ZGU0VUX1NQRUNfRUFSTElFU1QQARIWChJPRkZTRVRfU1BFQ19MQVRFU1QQAhIZChVPRkZTRVRfU1BFQ19USU1FU1RBTVAQAzKrBQoOU3RvcmFnZVNlcnZpY2USUAoHUHJvZHVjZRIhLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VSZXF1ZXN0GiIuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVJlc3BvbnNlEm4KEVByb2R1Y2VQYXJ0aXRpb25zEisuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVBhcnRpdGlvbnNSZXF1ZXN0Giwuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVBhcnRpdGlvbnNSZXNwb25zZRJKCgVGZXRjaBIfLnN0cmF0YS5zdG9yYWdlLnYxLkZldGNoUmVxdWVzdBogLnN0cmF0YS5zdG9yYWdlLnYxLkZldGNoUmVzcG9uc2USXAoLTGlzdE9mZnNldHMSJS5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1JlcXVlc3QaJi5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1Jlc3BvbnNlElYKCVJlcGxpY2F0ZRIjLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVJlcXVlc3QaJC5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVSZXNwb25zZRJ3ChRPZmZzZXRGb3JMZWFkZXJFcG9jaBIuLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUmVxdWVzdBovLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUmVzcG9uc2USXAoLRGVzY3JpYmVMb2cSJS5zdHJhdGEuc3RvcmFnZS52MS5EZXNjcmliZUxvZ1JlcXVlc3QaJi5zdHJhdGEuc3RvcmFnZS52MS5EZXNjcmliZUxvZ1Jlc3BvbnNlQsgBChVjb20uc3RyYXRhLnN0b3JhZ2UudjFCDFN0b3JhZ2VQcm90b1ABWjtnaXRodWIuY29tL3N0cmF0YS1tcS9zdHJhdGEvZ2VuL3N0cmF0YS9zdG9yYWdlL3YxO3N0b3JhZ2V2MaICA1NTWKoCEVN0cmF0YS5TdG9yYWdlLlYxygIRU3RyYXRhXFN0b3JhZ2VcVjHiAh1TdHJhdGFcU3RvcmFnZVxWMVxHUEJNZXRhZGF0YeoCE1N0cmF0YTo6U3RvcmFnZTo6VjFiBnByb3RvMw", [file_strata_common_v1_common]);
 
 /**
  * ProduceRequest appends record batches to one partition.
@@ -135,6 +135,175 @@ export const ProduceResponseSchema: GenMessage<ProduceResponse> = /*@__PURE__*/
   messageDesc(file_strata_storage_v1_storage, 1);
 
 /**
+ * ProducePartitionsRequest appends record batches to several partitions of one leader.
+ *
+ * @generated from message strata.storage.v1.ProducePartitionsRequest
+ */
+export type ProducePartitionsRequest = Message<"strata.storage.v1.ProducePartitionsRequest"> & {
+  /**
+   * The partitions to append to, each at most once.
+   *
+   * @generated from field: repeated strata.storage.v1.ProducePartition partitions = 1;
+   */
+  partitions: ProducePartition[];
+
+  /**
+   * When to answer, for every partition. Unset means ACKS_ALL.
+   *
+   * @generated from field: strata.common.v1.Acks acks = 2;
+   */
+  acks: Acks;
+
+  /**
+   * As ProduceRequest.timeout_ms, for every partition.
+   *
+   * @generated from field: int32 timeout_ms = 3;
+   */
+  timeoutMs: number;
+};
+
+/**
+ * Describes the message strata.storage.v1.ProducePartitionsRequest.
+ * Use `create(ProducePartitionsRequestSchema)` to create a new message.
+ */
+export const ProducePartitionsRequestSchema: GenMessage<ProducePartitionsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_storage_v1_storage, 2);
+
+/**
+ * ProducePartition is one partition's batches in a ProducePartitionsRequest.
+ *
+ * @generated from message strata.storage.v1.ProducePartition
+ */
+export type ProducePartition = Message<"strata.storage.v1.ProducePartition"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Leader epoch the producer believes in, from Metadata; -1 skips the check.
+   *
+   * @generated from field: int32 leader_epoch = 3;
+   */
+  leaderEpoch: number;
+
+  /**
+   * One or more concatenated RecordBatch v2 batches, as ProduceRequest.records.
+   *
+   * @generated from field: bytes records = 4;
+   */
+  records: Uint8Array;
+};
+
+/**
+ * Describes the message strata.storage.v1.ProducePartition.
+ * Use `create(ProducePartitionSchema)` to create a new message.
+ */
+export const ProducePartitionSchema: GenMessage<ProducePartition> = /*@__PURE__*/
+  messageDesc(file_strata_storage_v1_storage, 3);
+
+/**
+ * ProducePartitionsResponse reports each partition's answer.
+ *
+ * @generated from message strata.storage.v1.ProducePartitionsResponse
+ */
+export type ProducePartitionsResponse = Message<"strata.storage.v1.ProducePartitionsResponse"> & {
+  /**
+   * One result per ProducePartitionsRequest.partitions entry, in the same order.
+   *
+   * @generated from field: repeated strata.storage.v1.ProducePartitionResult partitions = 1;
+   */
+  partitions: ProducePartitionResult[];
+
+  /**
+   * As ProduceResponse.throttle_time_ms, for the whole call.
+   *
+   * @generated from field: int32 throttle_time_ms = 2;
+   */
+  throttleTimeMs: number;
+};
+
+/**
+ * Describes the message strata.storage.v1.ProducePartitionsResponse.
+ * Use `create(ProducePartitionsResponseSchema)` to create a new message.
+ */
+export const ProducePartitionsResponseSchema: GenMessage<ProducePartitionsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_storage_v1_storage, 4);
+
+/**
+ * ProducePartitionResult is one partition's answer to ProducePartitions.
+ *
+ * @generated from message strata.storage.v1.ProducePartitionResult
+ */
+export type ProducePartitionResult = Message<"strata.storage.v1.ProducePartitionResult"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Offset assigned to the first record of the first batch; -1 for acks=none or on error.
+   *
+   * @generated from field: int64 base_offset = 3;
+   */
+  baseOffset: bigint;
+
+  /**
+   * As ProduceResponse.log_append_time_ms.
+   *
+   * @generated from field: int64 log_append_time_ms = 4;
+   */
+  logAppendTimeMs: bigint;
+
+  /**
+   * Log start offset of the partition after the append (tier included).
+   *
+   * @generated from field: int64 log_start_offset = 5;
+   */
+  logStartOffset: bigint;
+
+  /**
+   * As ProduceResponse.duplicate.
+   *
+   * @generated from field: bool duplicate = 6;
+   */
+  duplicate: boolean;
+
+  /**
+   * Why this partition's batches were not acknowledged (the codes and reasons of Produce's
+   * errors, and PERMISSION_DENIED); unset when they were.
+   *
+   * @generated from field: strata.common.v1.ErrorDetail error = 7;
+   */
+  error?: ErrorDetail | undefined;
+};
+
+/**
+ * Describes the message strata.storage.v1.ProducePartitionResult.
+ * Use `create(ProducePartitionResultSchema)` to create a new message.
+ */
+export const ProducePartitionResultSchema: GenMessage<ProducePartitionResult> = /*@__PURE__*/
+  messageDesc(file_strata_storage_v1_storage, 5);
+
+/**
  * FetchRequest reads from one or more partitions.
  *
  * @generated from message strata.storage.v1.FetchRequest
@@ -183,7 +352,7 @@ export type FetchRequest = Message<"strata.storage.v1.FetchRequest"> & {
  * Use `create(FetchRequestSchema)` to create a new message.
  */
 export const FetchRequestSchema: GenMessage<FetchRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 2);
+  messageDesc(file_strata_storage_v1_storage, 6);
 
 /**
  * FetchPartition says where to read one partition.
@@ -234,7 +403,7 @@ export type FetchPartition = Message<"strata.storage.v1.FetchPartition"> & {
  * Use `create(FetchPartitionSchema)` to create a new message.
  */
 export const FetchPartitionSchema: GenMessage<FetchPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 3);
+  messageDesc(file_strata_storage_v1_storage, 7);
 
 /**
  * FetchResponse carries the records of every requested partition.
@@ -263,7 +432,7 @@ export type FetchResponse = Message<"strata.storage.v1.FetchResponse"> & {
  * Use `create(FetchResponseSchema)` to create a new message.
  */
 export const FetchResponseSchema: GenMessage<FetchResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 4);
+  messageDesc(file_strata_storage_v1_storage, 8);
 
 /**
  * FetchPartitionResult is the outcome of reading one partition.
@@ -328,7 +497,7 @@ export type FetchPartitionResult = Message<"strata.storage.v1.FetchPartitionResu
  * Use `create(FetchPartitionResultSchema)` to create a new message.
  */
 export const FetchPartitionResultSchema: GenMessage<FetchPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 5);
+  messageDesc(file_strata_storage_v1_storage, 9);
 
 /**
  * ListOffsetsRequest asks for offsets of one or more partitions.
@@ -356,7 +525,7 @@ export type ListOffsetsRequest = Message<"strata.storage.v1.ListOffsetsRequest">
  * Use `create(ListOffsetsRequestSchema)` to create a new message.
  */
 export const ListOffsetsRequestSchema: GenMessage<ListOffsetsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 6);
+  messageDesc(file_strata_storage_v1_storage, 10);
 
 /**
  * ListOffsetsPartition asks for one offset of one partition.
@@ -405,7 +574,7 @@ export type ListOffsetsPartition = Message<"strata.storage.v1.ListOffsetsPartiti
  * Use `create(ListOffsetsPartitionSchema)` to create a new message.
  */
 export const ListOffsetsPartitionSchema: GenMessage<ListOffsetsPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 7);
+  messageDesc(file_strata_storage_v1_storage, 11);
 
 /**
  * ListOffsetsResponse answers every requested partition.
@@ -426,7 +595,7 @@ export type ListOffsetsResponse = Message<"strata.storage.v1.ListOffsetsResponse
  * Use `create(ListOffsetsResponseSchema)` to create a new message.
  */
 export const ListOffsetsResponseSchema: GenMessage<ListOffsetsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 8);
+  messageDesc(file_strata_storage_v1_storage, 12);
 
 /**
  * ListOffsetsPartitionResult is one answered offset.
@@ -483,7 +652,7 @@ export type ListOffsetsPartitionResult = Message<"strata.storage.v1.ListOffsetsP
  * Use `create(ListOffsetsPartitionResultSchema)` to create a new message.
  */
 export const ListOffsetsPartitionResultSchema: GenMessage<ListOffsetsPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 9);
+  messageDesc(file_strata_storage_v1_storage, 13);
 
 /**
  * ReplicateRequest is one long-poll of a follower to its leader.
@@ -540,7 +709,7 @@ export type ReplicateRequest = Message<"strata.storage.v1.ReplicateRequest"> & {
  * Use `create(ReplicateRequestSchema)` to create a new message.
  */
 export const ReplicateRequestSchema: GenMessage<ReplicateRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 10);
+  messageDesc(file_strata_storage_v1_storage, 14);
 
 /**
  * ReplicatePartition is a follower's position in one partition.
@@ -604,7 +773,7 @@ export type ReplicatePartition = Message<"strata.storage.v1.ReplicatePartition">
  * Use `create(ReplicatePartitionSchema)` to create a new message.
  */
 export const ReplicatePartitionSchema: GenMessage<ReplicatePartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 11);
+  messageDesc(file_strata_storage_v1_storage, 15);
 
 /**
  * ReplicateResponse carries new data for each partition.
@@ -625,7 +794,7 @@ export type ReplicateResponse = Message<"strata.storage.v1.ReplicateResponse"> &
  * Use `create(ReplicateResponseSchema)` to create a new message.
  */
 export const ReplicateResponseSchema: GenMessage<ReplicateResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 12);
+  messageDesc(file_strata_storage_v1_storage, 16);
 
 /**
  * ReplicatePartitionResult is what the leader has for one follower partition.
@@ -701,7 +870,7 @@ export type ReplicatePartitionResult = Message<"strata.storage.v1.ReplicateParti
  * Use `create(ReplicatePartitionResultSchema)` to create a new message.
  */
 export const ReplicatePartitionResultSchema: GenMessage<ReplicatePartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 13);
+  messageDesc(file_strata_storage_v1_storage, 17);
 
 /**
  * DivergingEpoch tells a follower where its log and the leader's part (KIP-279).
@@ -730,7 +899,7 @@ export type DivergingEpoch = Message<"strata.storage.v1.DivergingEpoch"> & {
  * Use `create(DivergingEpochSchema)` to create a new message.
  */
 export const DivergingEpochSchema: GenMessage<DivergingEpoch> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 14);
+  messageDesc(file_strata_storage_v1_storage, 18);
 
 /**
  * OffsetForLeaderEpochRequest asks where given epochs ended.
@@ -758,7 +927,7 @@ export type OffsetForLeaderEpochRequest = Message<"strata.storage.v1.OffsetForLe
  * Use `create(OffsetForLeaderEpochRequestSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochRequestSchema: GenMessage<OffsetForLeaderEpochRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 15);
+  messageDesc(file_strata_storage_v1_storage, 19);
 
 /**
  * OffsetForLeaderEpochPartition is one epoch to look up.
@@ -800,7 +969,7 @@ export type OffsetForLeaderEpochPartition = Message<"strata.storage.v1.OffsetFor
  * Use `create(OffsetForLeaderEpochPartitionSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochPartitionSchema: GenMessage<OffsetForLeaderEpochPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 16);
+  messageDesc(file_strata_storage_v1_storage, 20);
 
 /**
  * OffsetForLeaderEpochResponse answers every requested partition.
@@ -821,7 +990,7 @@ export type OffsetForLeaderEpochResponse = Message<"strata.storage.v1.OffsetForL
  * Use `create(OffsetForLeaderEpochResponseSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochResponseSchema: GenMessage<OffsetForLeaderEpochResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 17);
+  messageDesc(file_strata_storage_v1_storage, 21);
 
 /**
  * OffsetForLeaderEpochPartitionResult is where an epoch ended.
@@ -872,7 +1041,7 @@ export type OffsetForLeaderEpochPartitionResult = Message<"strata.storage.v1.Off
  * Use `create(OffsetForLeaderEpochPartitionResultSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochPartitionResultSchema: GenMessage<OffsetForLeaderEpochPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 18);
+  messageDesc(file_strata_storage_v1_storage, 22);
 
 /**
  * DescribeLogRequest selects replicas to describe.
@@ -893,7 +1062,7 @@ export type DescribeLogRequest = Message<"strata.storage.v1.DescribeLogRequest">
  * Use `create(DescribeLogRequestSchema)` to create a new message.
  */
 export const DescribeLogRequestSchema: GenMessage<DescribeLogRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 19);
+  messageDesc(file_strata_storage_v1_storage, 23);
 
 /**
  * DescribeLogResponse describes the selected replicas.
@@ -922,7 +1091,7 @@ export type DescribeLogResponse = Message<"strata.storage.v1.DescribeLogResponse
  * Use `create(DescribeLogResponseSchema)` to create a new message.
  */
 export const DescribeLogResponseSchema: GenMessage<DescribeLogResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 20);
+  messageDesc(file_strata_storage_v1_storage, 24);
 
 /**
  * DescribeLogPartitionResult is the extent of one replica's log.
@@ -1035,7 +1204,7 @@ export type DescribeLogPartitionResult = Message<"strata.storage.v1.DescribeLogP
  * Use `create(DescribeLogPartitionResultSchema)` to create a new message.
  */
 export const DescribeLogPartitionResultSchema: GenMessage<DescribeLogPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 21);
+  messageDesc(file_strata_storage_v1_storage, 25);
 
 /**
  * ReplicaState is the leader's view of one follower.
@@ -1086,7 +1255,7 @@ export type ReplicaState = Message<"strata.storage.v1.ReplicaState"> & {
  * Use `create(ReplicaStateSchema)` to create a new message.
  */
 export const ReplicaStateSchema: GenMessage<ReplicaState> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 22);
+  messageDesc(file_strata_storage_v1_storage, 26);
 
 /**
  * OffsetSpec says which offset ListOffsets answers.
@@ -1165,6 +1334,26 @@ export const StorageService: GenService<{
     methodKind: "unary";
     input: typeof ProduceRequestSchema;
     output: typeof ProduceResponseSchema;
+  },
+  /**
+   * ProducePartitions is Produce for several partitions led by this node in one call: each
+   * partition is authorized (write on its topic), validated, appended and acknowledged
+   * exactly as a Produce of its own, all of them concurrently, and the call answers once every
+   * partition has its answer. A producer sends one per leader node for every partition it has
+   * ready, instead of one Produce per partition, so the per-call cost (framing, envelopes,
+   * system calls) is paid once per node and round trip.
+   * Errors: INVALID_ARGUMENT for an empty partition list or a partition named twice; the
+   * quota hold's DEADLINE_EXCEEDED or CANCELED. Every other failure is per partition, in
+   * ProducePartitionResult.error, with the codes and reasons of Produce's errors (and
+   * PERMISSION_DENIED for a topic the principal may not write): one partition's failure fails
+   * it alone.
+   *
+   * @generated from rpc strata.storage.v1.StorageService.ProducePartitions
+   */
+  producePartitions: {
+    methodKind: "unary";
+    input: typeof ProducePartitionsRequestSchema;
+    output: typeof ProducePartitionsResponseSchema;
   },
   /**
    * Fetch reads record batches from one or more partitions led by this node, long-polling

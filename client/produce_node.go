@@ -1,0 +1,302 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
+
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+)
+
+// One Produce per leader node.
+//
+// A partition's sink builds its batch and hands it to the sender of its
+// leader's node (nodeSender), which keeps one Produce in flight to the
+// node: the batches queued while it is out leave together in the next
+// (ProducePartitions; Produce for a single one, and one Produce per
+// partition to a node of a version without ProducePartitions), each
+// partition with its own answer. Each sink still has at most one
+// batch in flight, so order and sequence numbers are as with one Produce
+// per partition, and a failed partition goes through its sink's retry
+// path alone. (Kafka's producer also drains every ready partition of a
+// node into one request; one call in flight per node is its
+// max.in.flight.requests.per.connection=1. A call answers when its slowest
+// partition does, so partitions of one node share their round trips.)
+//
+// Coalescing: the partitions of one call are answered together, and most
+// come straight back with their next batch. So after delivering a call's
+// answers the sender waits, before its next call, until each of those
+// partitions has either handed it a batch or settled elsewhere (gone idle,
+// lingering, backing off, moved to another leader), or coalesceWait has
+// passed. Without the wait the first partition back would leave alone and
+// the others would follow in calls of their own.
+
+// coalesceWait bounds how long a node's sender holds queued batches for
+// partitions of its last answer that have not come back yet: the shorter
+// of this and Linger.
+const coalesceWait = time.Millisecond
+
+// produceReq is one partition's batch queued for its leader's node.
+type produceReq struct {
+	tp        topicPartition
+	epoch     int32
+	records   []byte
+	span      trace.Span // the batch's trace (withBatchTrace), or nil
+	done      chan produceAns
+	abandoned atomic.Bool // the sink gave up waiting: send it no more
+}
+
+// produceAns is a partition's answer: its result, or why it failed (the
+// partition's error or the whole call's).
+type produceAns struct {
+	base, appendTime int64
+	err              error
+}
+
+// nodeSender sends the Produce calls of one storage node.
+type nodeSender struct {
+	p    *Producer
+	addr string
+	stor storagev1connect.StorageServiceClient
+	wake chan struct{}
+
+	mu     sync.Mutex
+	queue  []*produceReq
+	owed   int       // partitions answered that have not come back or settled
+	owedAt time.Time // when owed last rose from 0
+
+	legacy bool // the node has no ProducePartitions: a Produce per partition (run goroutine only)
+}
+
+// nodeSender returns the sender of a node, starting it on first use.
+func (p *Producer) nodeSender(addr string, stor storagev1connect.StorageServiceClient) *nodeSender {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ns := p.senders[addr]
+	if ns == nil {
+		ns = &nodeSender{p: p, addr: addr, stor: stor, wake: make(chan struct{}, 1)}
+		p.senders[addr] = ns
+		p.wg.Add(1)
+		go ns.run()
+	}
+	return ns
+}
+
+func (ns *nodeSender) wakeup() {
+	select {
+	case ns.wake <- struct{}{}:
+	default:
+	}
+}
+
+// submit queues a batch; from is the sender the partition last had an
+// answer from and still owes a return to (or nil), which this settles.
+func (ns *nodeSender) submit(req *produceReq, from *nodeSender) {
+	if from != nil && from != ns {
+		from.settle()
+	}
+	ns.mu.Lock()
+	ns.queue = append(ns.queue, req)
+	if from == ns && ns.owed > 0 {
+		ns.owed--
+	}
+	ns.mu.Unlock()
+	ns.wakeup()
+}
+
+// settle tells the sender that a partition of its last answer will not
+// come back with a batch right away.
+func (ns *nodeSender) settle() {
+	ns.mu.Lock()
+	if ns.owed > 0 {
+		ns.owed--
+	}
+	n := ns.owed
+	ns.mu.Unlock()
+	if n == 0 {
+		ns.wakeup()
+	}
+}
+
+func (ns *nodeSender) run() {
+	defer ns.p.wg.Done()
+	wait := min(coalesceWait, ns.p.cfg.linger)
+	var timer *time.Timer
+	for {
+		ns.mu.Lock()
+		var hold time.Duration
+		if ns.owed > 0 {
+			hold = wait - time.Since(ns.owedAt)
+		}
+		var reqs []*produceReq
+		if len(ns.queue) > 0 && hold <= 0 {
+			reqs = ns.queue
+			ns.queue = nil
+			ns.owed = 0
+		}
+		empty := len(ns.queue) == 0
+		ns.mu.Unlock()
+		if reqs != nil {
+			ns.send(reqs) // the node's one call in flight
+			continue
+		}
+		var tc <-chan time.Time
+		if !empty && hold > 0 {
+			if timer == nil {
+				timer = time.NewTimer(hold)
+			} else {
+				timer.Reset(hold)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-ns.wake:
+		case <-tc:
+		case <-ns.p.ctx.Done():
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+	}
+}
+
+// send makes one Produce for reqs (those still wanted) and returns once
+// it is answered.
+func (ns *nodeSender) send(reqs []*produceReq) {
+	live := reqs[:0]
+	for _, r := range reqs {
+		if !r.abandoned.Load() {
+			live = append(live, r)
+		}
+	}
+	if len(live) > 0 {
+		ns.call(live)
+	}
+}
+
+// call sends one ProducePartitions (a Produce for a single partition) and
+// hands out its answers.
+func (ns *nodeSender) call(reqs []*produceReq) {
+	p := ns.p
+	cfg := &p.cfg
+	ctx, cancel := context.WithTimeout(p.ctx, cfg.requestTimeout+5*time.Second)
+	defer cancel()
+	for _, r := range reqs {
+		if r.span != nil {
+			ctx = trace.ContextWithSpan(ctx, r.span)
+			break
+		}
+	}
+	var ans []produceAns
+	if len(reqs) > 1 && !ns.legacy {
+		var unimplemented bool
+		ans, unimplemented = ns.callMany(ctx, reqs)
+		if unimplemented {
+			// A node of a version before ProducePartitions: one Produce
+			// per partition from now on.
+			ns.legacy = true
+			ans = nil
+		}
+	}
+	if ans == nil {
+		ans = ns.callEach(ctx, reqs)
+	}
+	// The partitions answered are owed back before the next call (see
+	// above), unless their sinks gave up waiting.
+	ns.mu.Lock()
+	waiting := 0
+	for _, r := range reqs {
+		if !r.abandoned.Load() {
+			waiting++
+		}
+	}
+	if ns.owed == 0 {
+		ns.owedAt = time.Now()
+	}
+	ns.owed += waiting
+	ns.mu.Unlock()
+	for i, r := range reqs {
+		r.done <- ans[i]
+	}
+}
+
+// callMany sends one ProducePartitions; unimplemented reports a node that
+// does not serve it.
+func (ns *nodeSender) callMany(ctx context.Context, reqs []*produceReq) (ans []produceAns, unimplemented bool) {
+	cfg := &ns.p.cfg
+	msg := &storagev1.ProducePartitionsRequest{
+		Acks:       acksProto(cfg.acks),
+		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
+		Partitions: make([]*storagev1.ProducePartition, len(reqs)),
+	}
+	for i, r := range reqs {
+		msg.Partitions[i] = &storagev1.ProducePartition{Topic: r.tp.topic, Partition: r.tp.partition, LeaderEpoch: r.epoch, Records: r.records}
+	}
+	ans = make([]produceAns, len(reqs))
+	resp, err := ns.stor.ProducePartitions(ctx, connect.NewRequest(msg))
+	if err != nil {
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			return nil, true
+		}
+		err = fromConnect(err)
+		for i := range ans {
+			ans[i].err = err
+		}
+		return ans, false
+	}
+	ns.p.cl.throttle(ns.addr, resp.Msg.GetThrottleTimeMs())
+	results := resp.Msg.GetPartitions()
+	for i, r := range reqs {
+		if i >= len(results) || results[i].GetTopic() != r.tp.topic || results[i].GetPartition() != r.tp.partition {
+			ans[i].err = &Error{Code: connect.CodeInternal, Message: "produce answer does not match the request"}
+			continue
+		}
+		res := results[i]
+		ans[i] = produceAns{base: res.GetBaseOffset(), appendTime: res.GetLogAppendTimeMs(), err: fromDetail(res.GetError())}
+	}
+	return ans, false
+}
+
+// callEach sends one Produce per partition, all at once.
+func (ns *nodeSender) callEach(ctx context.Context, reqs []*produceReq) []produceAns {
+	cfg := &ns.p.cfg
+	ans := make([]produceAns, len(reqs))
+	one := func(i int) {
+		r := reqs[i]
+		ctx := ctx
+		if r.span != nil {
+			ctx = trace.ContextWithSpan(ctx, r.span)
+		}
+		resp, err := ns.stor.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
+			Topic:       r.tp.topic,
+			Partition:   r.tp.partition,
+			Acks:        acksProto(cfg.acks),
+			TimeoutMs:   int32(cfg.requestTimeout / time.Millisecond),
+			LeaderEpoch: r.epoch,
+			Records:     r.records,
+		}))
+		if err != nil {
+			ans[i].err = fromConnect(err)
+			return
+		}
+		ns.p.cl.throttle(ns.addr, resp.Msg.GetThrottleTimeMs())
+		ans[i] = produceAns{base: resp.Msg.GetBaseOffset(), appendTime: resp.Msg.GetLogAppendTimeMs()}
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < len(reqs); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i)
+		}()
+	}
+	one(0)
+	wg.Wait()
+	return ans
+}
