@@ -26,8 +26,8 @@ import (
 //     otherwise); the coordinator wants the subscription and the owned
 //     partitions on every heartbeat. The bridge keeps, per member, what
 //     it last sent and fills the gaps.
-//   - Regular expression subscriptions (v1) and client-side assignors are
-//     refused; only the coordinator's "uniform" server assignor exists.
+//   - Regular expression subscriptions (v1) are refused, as is any server
+//     assignor but the coordinator's one, "uniform".
 //
 // A heartbeat whose owned partitions are null ("unchanged") releases
 // nothing for Kafka: the owned list it stands for is the last one sent.
@@ -105,11 +105,8 @@ func (g *consumerGroups) drop(group, id string, m *consumerMember) {
 // (sticky and balanced, as Kafka's "uniform").
 const serverAssignor = "uniform"
 
-// Kafka error codes of KIP-848 only.
-const (
-	errUnsupportedAssignor      int16 = 112
-	errInvalidRegularExpression int16 = 128
-)
+// errUnsupportedAssignor is KIP-848's UNSUPPORTED_ASSIGNOR.
+const errUnsupportedAssignor int16 = 112
 
 // consumerGroupAPIs are the KIP-848 APIs every bridge serves.
 func (b *Bridge) consumerGroupAPIs() []kafkawire.API {
@@ -224,7 +221,11 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	case req.MemberEpoch < -2:
 		return fail(errInvalidRequest, "a member epoch below -2")
 	case req.SubscribedTopicRegex != nil:
-		return fail(errInvalidRegularExpression, "regular expression subscriptions are not supported; subscribe to topic names")
+		// Not INVALID_REGULAR_EXPRESSION: the pattern may be fine. A
+		// client that finds KIP-848 unsupported at its join falls back to
+		// the classic protocol (franz-go does), which resolves patterns
+		// itself.
+		return fail(errUnsupportedVersion, "regular expression subscriptions are not supported; subscribe to topic names")
 	case req.ServerAssignor != nil && *req.ServerAssignor != "" && *req.ServerAssignor != serverAssignor:
 		return fail(errUnsupportedAssignor, "the only server assignor is \"uniform\"")
 	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:

@@ -248,7 +248,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		req     *kmsg.ConsumerGroupHeartbeatRequest
 		code    int16
 	}{
-		{"regex", 1, regex, errInvalidRegularExpression},
+		{"regex", 1, regex, errUnsupportedVersion},
 		{"client or other assignor", 1, rangeAssignor, errUnsupportedAssignor},
 		{"v1 without member id", 1, join(""), errInvalidRequest},
 		{"join without topics", 1, keepalive("m", 0), errInvalidRequest},
