@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,8 +58,19 @@ type consumerMember struct {
 	// every assignment answered since, what a heartbeat with null owned
 	// partitions is reported to the coordinator as.
 	owned, mayOwn []*commonv1.TopicPartitions
-	gone          bool // left or forgotten: a heartbeat that waited must look again
+	// epoch is the member epoch last answered.
+	epoch int32
+	// seen is when the member last heartbeated, in Unix nanoseconds.
+	seen atomic.Int64
+	// gone: left or forgotten; a heartbeat that waited must look again.
+	gone atomic.Bool
 }
+
+// forgetAfter is how long the bridge keeps a silent member: far longer
+// than any session timeout, after which the coordinator has removed it.
+// One that comes back later is answered FENCED_MEMBER_EPOCH and joins
+// again.
+const forgetAfter = 10 * time.Minute
 
 // consumerGroups holds the KIP-848 members this bridge serves, and the
 // topic names of the topic ids it has seen (a topic id is never reused).
@@ -77,14 +90,28 @@ func (g *consumerGroups) get(group, id string) *consumerMember {
 	return g.members[group][id]
 }
 
-func (g *consumerGroups) put(group, id string, m *consumerMember) {
+// put adds a joining member, replacing one of the same id, and forgets
+// members silent for forgetAfter (members that died without leaving).
+func (g *consumerGroups) put(group, id string, m *consumerMember, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	m.seen.Store(now.UnixNano())
+	for gid, ms := range g.members {
+		for mid, old := range ms {
+			if now.Sub(time.Unix(0, old.seen.Load())) > forgetAfter {
+				old.gone.Store(true)
+				delete(ms, mid)
+			}
+		}
+		if len(ms) == 0 {
+			delete(g.members, gid)
+		}
+	}
 	if g.members[group] == nil {
 		g.members[group] = map[string]*consumerMember{}
 	}
 	if old := g.members[group][id]; old != nil && old != m {
-		old.gone = true
+		old.gone.Store(true)
 	}
 	g.members[group][id] = m
 }
@@ -92,7 +119,7 @@ func (g *consumerGroups) put(group, id string, m *consumerMember) {
 func (g *consumerGroups) drop(group, id string, m *consumerMember) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m.gone = true
+	m.gone.Store(true)
 	if g.members[group][id] == m {
 		delete(g.members[group], id)
 		if len(g.members[group]) == 0 {
@@ -270,18 +297,24 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	m := b.consumers.get(req.Group, memberID)
 	if req.MemberEpoch == 0 {
 		m = &consumerMember{}
-		b.consumers.put(req.Group, memberID, m)
+		b.consumers.put(req.Group, memberID, m, time.Now())
 	} else if m == nil {
-		return fail(errFencedMemberEpoch, "this listener does not know the member (it restarted); join again")
+		return fail(errFencedMemberEpoch, "this listener does not know the member (it restarted or forgot it); join again")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.gone {
+	if m.gone.Load() {
 		return fail(errFencedMemberEpoch, "the member left or joined again meanwhile")
 	}
+	m.seen.Store(time.Now().UnixNano())
 
 	// What the member sent, over what it left null.
-	next := consumerMember{topics: m.topics, instanceID: m.instanceID, rackID: m.rackID, client: clientID, rebalance: m.rebalance, owned: m.owned, mayOwn: m.mayOwn}
+	next := struct {
+		topics                     []string
+		instanceID, rackID, client string
+		rebalance                  int32
+		owned, mayOwn              []*commonv1.TopicPartitions
+	}{m.topics, m.instanceID, m.rackID, clientID, m.rebalance, m.owned, m.mayOwn}
 	if req.SubscribedTopicNames != nil {
 		next.topics = slices.Clone(req.SubscribedTopicNames)
 	}
@@ -300,7 +333,15 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		if err != nil {
 			return fail(kafkaCode(err, groupPlane), *message(err))
 		}
-		next.owned, next.mayOwn, owned = named, named, named
+		next.owned, owned = named, named
+		if req.MemberEpoch >= m.epoch {
+			next.mayOwn = named
+		} else {
+			// A list older than the last answer (a request delivered
+			// late) may predate a grant answered since: it gives up
+			// nothing that grant brought.
+			next.mayOwn = unionPartitions(next.mayOwn, named)
+		}
 	}
 	out, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{
 		GroupId: req.Group, MemberId: memberID, MemberEpoch: req.MemberEpoch, InstanceId: next.instanceID, RackId: next.rackID,
@@ -339,7 +380,7 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		next.mayOwn = unionPartitions(next.mayOwn, a.GetPartitions())
 	}
 	m.topics, m.instanceID, m.rackID, m.client, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.rebalance
-	m.owned, m.mayOwn = next.owned, next.mayOwn
+	m.owned, m.mayOwn, m.epoch = next.owned, next.mayOwn, out.GetMemberEpoch()
 	resp.MemberEpoch, resp.HeartbeatIntervalMillis = out.GetMemberEpoch(), out.GetHeartbeatIntervalMs()
 	return resp, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -336,5 +337,38 @@ func TestConsumerOffsetCommit(t *testing.T) {
 	n := len(coord.commits)
 	if r := commit(8); r.Topics[0].Partitions[0].ErrorCode != errUnsupportedVersion || len(coord.commits) != n {
 		t.Fatalf("v8 commit of a KIP-848 member answered %+v", r.Topics[0].Partitions)
+	}
+}
+
+// TestConsumerGroupHeartbeatLateList: a full owned list at an epoch older
+// than the last one answered (a request delivered late) gives up nothing
+// answered since, in the keepalives after it; and a member silent for
+// forgetAfter is forgotten when another joins.
+func TestConsumerGroupHeartbeatLateList(t *testing.T) {
+	b, coord := newConsumerBridge(t)
+	join := keepalive("m1", 0)
+	join.SubscribedTopicNames = []string{"t"}
+	join.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	coord.answer = &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberEpoch: 3, Assignment: &coordinatorv1.Assignment{Partitions: tps("t", 0, 1)}}
+	heartbeat(t, b, 1, join)
+	coord.answer = &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberEpoch: 3}
+	late := keepalive("m1", 2)
+	late.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{ownedTopic(idT, 0)}
+	heartbeat(t, b, 1, late)
+	if got := coord.last(); got.GetMemberEpoch() != 2 || !samePartitions(got.GetOwnedPartitions(), tps("t", 0)) {
+		t.Fatalf("late list reached the coordinator as %v", got)
+	}
+	heartbeat(t, b, 1, keepalive("m1", 3))
+	if got := coord.last(); !samePartitions(got.GetOwnedPartitions(), tps("t", 0, 1)) {
+		t.Fatalf("keepalive after a late list owned %v, want t 0 1", got.GetOwnedPartitions())
+	}
+
+	m1 := b.consumers.get("g", "m1")
+	b.consumers.put("g", "m2", &consumerMember{}, time.Now().Add(forgetAfter+time.Minute))
+	if b.consumers.get("g", "m1") != nil || !m1.gone.Load() || b.consumers.get("g", "m2") == nil {
+		t.Fatal("a silent member was not forgotten")
+	}
+	if r := heartbeat(t, b, 1, keepalive("m1", 3)); r.ErrorCode != errFencedMemberEpoch {
+		t.Fatalf("a forgotten member answered %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
 	}
 }
