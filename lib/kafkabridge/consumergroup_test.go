@@ -17,6 +17,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
@@ -370,5 +371,43 @@ func TestConsumerGroupHeartbeatLateList(t *testing.T) {
 	}
 	if r := heartbeat(t, b, 1, keepalive("m1", 3)); r.ErrorCode != errFencedMemberEpoch {
 		t.Fatalf("a forgotten member answered %d, want FENCED_MEMBER_EPOCH", r.ErrorCode)
+	}
+}
+
+// TestConsumerGroupHeartbeatAuthorized: a KIP-848 heartbeat needs read on
+// the group, as a JoinGroup does, and subscribed topics the principal may
+// not describe are no part of its subscription.
+func TestConsumerGroupHeartbeatAuthorized(t *testing.T) {
+	g, ctx := readerGuard(t) // User:reader may read topic "granted"
+	coord := &scriptedCoordinator{answer: &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberEpoch: 1}}
+	mux := http.NewServeMux()
+	mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(coord))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	b, err := New(Config{Gateway: &topicGateway{coordAddr: srv.URL}, HTTPClient: srv.Client(), Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join := keepalive("m1", 0)
+	join.SubscribedTopicNames = []string{"granted", "t"}
+	join.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	r, err := b.consumerGroupHeartbeat(ctx, 1, "c", join)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode; code != errGroupAuthorizationFailed || len(coord.beats) != 0 {
+		t.Fatalf("without read on the group: %d, %d heartbeats reached the coordinator", code, len(coord.beats))
+	}
+	g.Apply(&commonv1.SecurityState{Acls: []*commonv1.AclBinding{
+		{Principal: "User:reader", Permission: commonv1.AclPermission(acl.Allow), Operation: commonv1.AclOperation(acl.Read),
+			ResourceType: commonv1.AclResourceType(acl.Topic), ResourceName: "granted"},
+		{Principal: "User:reader", Permission: commonv1.AclPermission(acl.Allow), Operation: commonv1.AclOperation(acl.Read),
+			ResourceType: commonv1.AclResourceType(acl.Group), ResourceName: "g"},
+	}})
+	if r, err = b.consumerGroupHeartbeat(ctx, 1, "c", join); err != nil || r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode != 0 {
+		t.Fatalf("with read on the group: %v %+v", err, r)
+	}
+	if got := coord.last().GetSubscribedTopicNames(); !slices.Equal(got, []string{"granted"}) {
+		t.Fatalf("subscription reached the coordinator as %v, want only the describable topic", got)
 	}
 }
