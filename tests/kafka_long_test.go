@@ -296,6 +296,46 @@ func TestKafkaGroupMemberKilled(t *testing.T) {
 	})
 }
 
+// TestKafkaKIP848MemberKilled is TestKafkaGroupMemberKilled with
+// franz-go's KIP-848 consumer: three members on six partitions, one cut
+// off without leaving; after the coordinator's session timeout the two
+// survivors own every partition, read all 600 records and commit them.
+func TestKafkaKIP848MemberKilled(t *testing.T) {
+	t.Setenv("STRATA_SESSION_TIMEOUT", "6s")
+	t.Setenv("STRATA_HEARTBEAT_INTERVAL", "1s")
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 5*time.Minute)
+	if _, err := cli("", "topic", "create", "grp848", "-p", "6", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	pr := kafkaClient(t, d, kgo.DefaultProduceTopic("grp848"))
+	acked := map[[2]int64]string{}
+	produceKeyed(t, ctx, pr, acked, 0, 300)
+	g := &kip848Group{t: t, seen: map[string]int{}, dead: map[int]bool{}}
+	dials := make([]*crashDialer, 3)
+	for i := range 3 {
+		dials[i] = &crashDialer{}
+		g.add(ctx, d, "g848k", "grp848", kgo.Dialer(dials[i].dial))
+	}
+	testwait.Until(t, time.Minute, "the group to read the first 300 records", g.readAll(acked))
+	testwait.Until(t, time.Minute, "every member to own partitions", g.ownersCover(6, 0, 1, 2))
+	if h, j := g.reqs.heartbeats.Load(), g.reqs.joins.Load(); h == 0 || j != 0 {
+		t.Fatalf("%d ConsumerGroupHeartbeat and %d JoinGroup requests: want the KIP-848 protocol only", h, j)
+	}
+	g.mu.Lock()
+	t.Logf("before the kill: %v", g.owners)
+	g.dead[2] = true
+	g.mu.Unlock()
+	dials[2].crash()
+	produceKeyed(t, ctx, pr, acked, 300, 600)
+	testwait.Until(t, time.Minute, "the survivors to own every partition", g.ownersCover(6, 0, 1))
+	testwait.Until(t, time.Minute, "the survivors to read all 600 records", g.readAll(acked))
+	testwait.Until(t, time.Minute, "committed offsets at the end of every partition", committedAtEnd(cli, "g848k", 6))
+	g.mu.Lock()
+	t.Logf("after the kill: %v", g.owners)
+	g.mu.Unlock()
+}
+
 // TestKafkaFetchSessionFailover consumes with fetch sessions across the
 // partitions of three leaders, kills one leader with SIGKILL while records
 // keep coming, and restarts it: its sessions are gone, the consumer moves

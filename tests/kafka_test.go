@@ -111,6 +111,9 @@ func consumeUntil(t *testing.T, d *harness.Dev, topic, what string, done func([]
 // client) against one strata dev, and checks that both protocols see the
 // same records at the same offsets with the same headers, both ways.
 func TestKafkaClients(t *testing.T) {
+	// Told to KIP-848 members (classic ones keep their own), so the
+	// KIP-848 group settles within seconds.
+	t.Setenv("STRATA_HEARTBEAT_INTERVAL", "1s")
 	d, cli := kafkaDev(t)
 	ctx := harness.Deadline(t, 3*time.Minute)
 	kc := kafkaClient(t, d)
@@ -379,6 +382,9 @@ func TestKafkaClients(t *testing.T) {
 			t.Fatalf("transactional producer: %v, want UNSUPPORTED_VERSION", err)
 		}
 	})
+
+	// franz-go's KIP-848 consumer (kafka_kip848_test.go).
+	t.Run("KIP-848 group", func(t *testing.T) { testKIP848Group(t, ctx, d, cli) })
 
 	// kcat: librdkafka's metadata, producer and consumer.
 	t.Run("kcat", func(t *testing.T) {

@@ -62,6 +62,8 @@ type Bridge struct {
 	cfg    Config
 	log    *slog.Logger
 	groups *classicGroups
+	// consumers are the KIP-848 members (consumergroup.go).
+	consumers *consumerGroups
 	// sessions are the listener's fetch sessions; a listener without
 	// Storage opens none.
 	sessions *fetchSessions
@@ -85,7 +87,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Storage == nil {
 		slots = 0
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups(), sessions: newFetchSessions(slots)}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups(), consumers: newConsumerGroups(), sessions: newFetchSessions(slots)}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
@@ -115,6 +117,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
 	}
 	apis = append(apis, b.groupAPIs()...)
+	apis = append(apis, b.consumerGroupAPIs()...)
 	apis = append(apis, refusedAPIs()...)
 	// Every listener offers the data path at the same versions, since
 	// some clients (kafkajs) take the bootstrap's ApiVersions for every

@@ -111,7 +111,7 @@ func (b *Bridge) groupAPIs() []kafkawire.API {
 		{Key: kmsg.SyncGroup, MinVersion: 0, MaxVersion: 5, Handle: handler(b.syncGroup)},
 		{Key: kmsg.Heartbeat, MinVersion: 0, MaxVersion: 4, Handle: handler(b.heartbeat)},
 		{Key: kmsg.LeaveGroup, MinVersion: 0, MaxVersion: 4, Handle: handler(b.leaveGroup)},
-		{Key: kmsg.OffsetCommit, MinVersion: 0, MaxVersion: 8, Handle: handler(b.offsetCommit)},
+		{Key: kmsg.OffsetCommit, MinVersion: 0, MaxVersion: 9, Handle: handler(b.offsetCommit)},
 		{Key: kmsg.OffsetFetch, MinVersion: 0, MaxVersion: 7, Handle: handler(b.offsetFetch)},
 		{Key: kmsg.ListGroups, MinVersion: 0, MaxVersion: 4, Handle: handler(b.listGroups)},
 		{Key: kmsg.DescribeGroups, MinVersion: 0, MaxVersion: 5, Handle: handler(b.describeGroups)},
@@ -435,14 +435,25 @@ func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.Offs
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	creq := &coordinatorv1.OffsetCommitRequest{GroupId: req.Group, MemberEpoch: -1}
 	code := errNone
+	kip848 := false // a KIP-848 member's commit (consumergroup.go)
 	if req.MemberID != "" || req.Generation >= 0 {
 		// A group member's commit: fenced by its coordinator epoch. A
 		// standalone one (no member, generation -1) is not.
 		m, c := b.member(req.Group, req.MemberID, req.Generation)
-		if c != errNone {
-			code = c
-		} else {
+		switch {
+		case c == errNone:
 			creq.MemberId, creq.MemberEpoch = m.id, m.epoch
+		case c == errUnknownMemberID && version >= 9:
+			// Not a classic member here: a KIP-848 member, whose
+			// generation is its member epoch, checked by the
+			// coordinator itself.
+			kip848 = true
+			creq.MemberId, creq.MemberEpoch = req.MemberID, req.Generation
+		case c == errUnknownMemberID && b.consumers.get(req.Group, req.MemberID) != nil:
+			// As Kafka: KIP-848 members commit with version 9 or above.
+			code = errUnsupportedVersion
+		default:
+			code = c
 		}
 	}
 	for _, t := range req.Topics {
@@ -471,7 +482,9 @@ func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.Offs
 			}
 		}
 		if err != nil {
-			code = memberCode(err)
+			if code = memberCode(err); kip848 {
+				code = consumerCommitCode(err)
+			}
 		}
 	}
 	i := 0
@@ -484,6 +497,9 @@ func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.Offs
 			if code == errNone {
 				if rp.ErrorCode = detailCode(results[i].GetError(), groupPlane, nil); rp.ErrorCode == errFencedMemberEpoch || rp.ErrorCode == errStaleMemberEpoch {
 					rp.ErrorCode = errIllegalGeneration
+					if kip848 {
+						rp.ErrorCode = errStaleMemberEpoch
+					}
 				}
 			}
 			i++

@@ -1,0 +1,398 @@
+package kafkabridge
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	"github.com/strata-mq/strata/lib/kafkawire"
+)
+
+// Kafka's ConsumerGroupHeartbeat (API 68, KIP-848) mapped onto the
+// coordinator's ConsumerGroupHeartbeat, which is the same protocol: the
+// member joins with epoch 0, heartbeats with its epoch and what it owns,
+// is answered its epoch and, when it changed, its whole assignment, and
+// leaves with epoch -1; the coordinator assigns. What differs:
+//
+//   - Kafka names topics by id in owned partitions and assignments; the
+//     coordinator by name. The bridge turns one into the other with the
+//     controller's topic ids, the ones Metadata (v10+) gives.
+//   - A Kafka member sends each field only when it changed (null
+//     otherwise); the coordinator wants the subscription and the owned
+//     partitions on every heartbeat. The bridge keeps, per member, what
+//     it last sent and fills the gaps.
+//   - Regular expression subscriptions (v1) are refused, as is any server
+//     assignor but the coordinator's one, "uniform".
+//
+// A heartbeat whose owned partitions are null ("unchanged") releases
+// nothing for Kafka: the owned list it stands for is the last one sent.
+// The bridge sends the coordinator that list together with every
+// assignment answered since, so a partition granted after the list was
+// built and already revoked again is not taken as given up while the
+// client may still be committing it (franz-go sends null owned partitions
+// while it revokes). Only a full list from the client gives partitions
+// up, as with Kafka.
+//
+// The member state lives in the bridge the member talks to (the group's
+// coordinator broker, as for the classic protocol). A bridge that does not
+// know a member heartbeating at an epoch above 0 (it restarted) answers
+// FENCED_MEMBER_EPOCH, and the member joins again under the same id with
+// everything it sends on a join; the coordinator takes that join as the
+// member starting over.
+
+// consumerMember is what the bridge keeps of one KIP-848 member.
+type consumerMember struct {
+	mu sync.Mutex // one heartbeat of a member at a time
+	// Last sent, for heartbeats that leave them null.
+	topics                     []string
+	instanceID, rackID, client string
+	rebalance                  int32
+	// owned is the member's last full owned list; mayOwn is owned and
+	// every assignment answered since, what a heartbeat with null owned
+	// partitions is reported to the coordinator as.
+	owned, mayOwn []*commonv1.TopicPartitions
+	// epoch is the member epoch last answered.
+	epoch int32
+	// seen is when the member last heartbeated, in Unix nanoseconds.
+	seen atomic.Int64
+	// gone: left or forgotten; a heartbeat that waited must look again.
+	gone atomic.Bool
+}
+
+// forgetAfter is how long the bridge keeps a silent member: far longer
+// than any session timeout, after which the coordinator has removed it.
+// One that comes back later is answered FENCED_MEMBER_EPOCH and joins
+// again.
+const forgetAfter = 10 * time.Minute
+
+// consumerGroups holds the KIP-848 members this bridge serves, and the
+// topic names of the topic ids it has seen (a topic id is never reused).
+type consumerGroups struct {
+	mu      sync.Mutex
+	members map[string]map[string]*consumerMember // group -> member id -> member
+	names   map[[16]byte]string
+}
+
+func newConsumerGroups() *consumerGroups {
+	return &consumerGroups{members: map[string]map[string]*consumerMember{}, names: map[[16]byte]string{}}
+}
+
+func (g *consumerGroups) get(group, id string) *consumerMember {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.members[group][id]
+}
+
+// put adds a joining member, replacing one of the same id, and forgets
+// members silent for forgetAfter (members that died without leaving).
+func (g *consumerGroups) put(group, id string, m *consumerMember, now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m.seen.Store(now.UnixNano())
+	for gid, ms := range g.members {
+		for mid, old := range ms {
+			if now.Sub(time.Unix(0, old.seen.Load())) > forgetAfter {
+				old.gone.Store(true)
+				delete(ms, mid)
+			}
+		}
+		if len(ms) == 0 {
+			delete(g.members, gid)
+		}
+	}
+	if g.members[group] == nil {
+		g.members[group] = map[string]*consumerMember{}
+	}
+	if old := g.members[group][id]; old != nil && old != m {
+		old.gone.Store(true)
+	}
+	g.members[group][id] = m
+}
+
+func (g *consumerGroups) drop(group, id string, m *consumerMember) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m.gone.Store(true)
+	if g.members[group][id] == m {
+		delete(g.members[group], id)
+		if len(g.members[group]) == 0 {
+			delete(g.members, group)
+		}
+	}
+}
+
+// serverAssignor is the only server-side assignor the coordinator has
+// (sticky and balanced, as Kafka's "uniform").
+const serverAssignor = "uniform"
+
+// errUnsupportedAssignor is KIP-848's UNSUPPORTED_ASSIGNOR.
+const errUnsupportedAssignor int16 = 112
+
+// consumerGroupAPIs are the KIP-848 APIs every bridge serves.
+func (b *Bridge) consumerGroupAPIs() []kafkawire.API {
+	return []kafkawire.API{
+		{Key: kmsg.ConsumerGroupHeartbeat, MinVersion: 0, MaxVersion: 1, Handle: func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+			return b.consumerGroupHeartbeat(ctx, r.Version, r.ClientID, r.Body.(*kmsg.ConsumerGroupHeartbeatRequest))
+		}},
+	}
+}
+
+// topicIDs are the controller's ids of the named topics (those the
+// gateway knows and the principal may describe), and remembers their
+// names by id.
+func (b *Bridge) topicIDs(ctx context.Context, names []string) (map[string][16]byte, error) {
+	out := map[string][16]byte{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	md, err := b.clusterMetadata(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	b.consumers.mu.Lock()
+	defer b.consumers.mu.Unlock()
+	for _, t := range md.GetTopics() {
+		id := topicID(t.GetTopicId())
+		if id == ([16]byte{}) {
+			continue
+		}
+		out[t.GetName()] = id
+		b.consumers.names[id] = t.GetName()
+	}
+	return out, nil
+}
+
+// topicNames resolves owned partitions named by topic id. An id no topic
+// has (deleted, or one the principal may not describe) is left out: the
+// member holds nothing there the coordinator could give to another.
+func (b *Bridge) topicNames(ctx context.Context, topics []kmsg.ConsumerGroupHeartbeatRequestTopic) ([]*commonv1.TopicPartitions, error) {
+	lookup := func(id [16]byte) (string, bool) {
+		b.consumers.mu.Lock()
+		defer b.consumers.mu.Unlock()
+		n, ok := b.consumers.names[id]
+		return n, ok
+	}
+	var out []*commonv1.TopicPartitions
+	asked := false
+	for _, t := range topics {
+		name, ok := lookup(t.TopicID)
+		if !ok && !asked {
+			// One look at every topic the principal may describe.
+			asked = true
+			md, err := b.clusterMetadata(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			var names []string
+			for _, mt := range md.GetTopics() {
+				names = append(names, mt.GetName())
+			}
+			if _, err := b.topicIDs(ctx, names); err != nil {
+				return nil, err
+			}
+			name, ok = lookup(t.TopicID)
+		}
+		if ok {
+			out = append(out, &commonv1.TopicPartitions{Topic: name, Partitions: slices.Clone(t.Partitions)})
+		}
+	}
+	return out, nil
+}
+
+// unionPartitions is a with b's partitions added.
+func unionPartitions(a, b []*commonv1.TopicPartitions) []*commonv1.TopicPartitions {
+	out := make([]*commonv1.TopicPartitions, 0, len(a)+len(b))
+	at := map[string]int{}
+	for _, src := range [][]*commonv1.TopicPartitions{a, b} {
+		for _, t := range src {
+			i, ok := at[t.GetTopic()]
+			if !ok {
+				i = len(out)
+				at[t.GetTopic()] = i
+				out = append(out, &commonv1.TopicPartitions{Topic: t.GetTopic()})
+			}
+			for _, p := range t.GetPartitions() {
+				if !slices.Contains(out[i].Partitions, p) {
+					out[i].Partitions = append(out[i].Partitions, p)
+				}
+			}
+		}
+	}
+	for _, t := range out {
+		slices.Sort(t.Partitions)
+	}
+	return out
+}
+
+func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clientID string, req *kmsg.ConsumerGroupHeartbeatRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	fail := func(code int16, msg string) (kmsg.Response, error) {
+		resp.ErrorCode, resp.ErrorMessage = code, &msg
+		return resp, nil
+	}
+	memberID := req.MemberID
+	switch {
+	case req.Group == "":
+		return fail(errInvalidRequest, "the group id is empty")
+	case memberID == "" && version >= 1:
+		return fail(errInvalidRequest, "the member id is empty: from version 1 the member generates its own")
+	case memberID == "" && req.MemberEpoch != 0:
+		return fail(errUnknownMemberID, "a member without an id can only join (epoch 0)")
+	case req.MemberEpoch < -2:
+		return fail(errInvalidRequest, "a member epoch below -2")
+	case req.SubscribedTopicRegex != nil:
+		// Not INVALID_REGULAR_EXPRESSION: the pattern may be fine. A
+		// client that finds KIP-848 unsupported at its join falls back to
+		// the classic protocol (franz-go does), which resolves patterns
+		// itself.
+		return fail(errUnsupportedVersion, "regular expression subscriptions are not supported; subscribe to topic names")
+	case req.ServerAssignor != nil && *req.ServerAssignor != "" && *req.ServerAssignor != serverAssignor:
+		return fail(errUnsupportedAssignor, "the only server assignor is \"uniform\"")
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+		return fail(errInvalidRequest, "a join needs subscribed topic names")
+	case req.MemberEpoch == 0 && len(req.Topics) > 0:
+		return fail(errInvalidRequest, "a join cannot own partitions")
+	case req.MemberEpoch > 0 && req.SubscribedTopicNames != nil && len(req.SubscribedTopicNames) == 0:
+		// The coordinator keeps a member's subscription when it is
+		// sent empty.
+		return fail(errInvalidRequest, "an empty subscription is not supported; leave the group instead")
+	}
+	if memberID == "" {
+		memberID = newMemberID() // v0: the coordinator names new members
+	}
+	resp.MemberID = &memberID
+
+	c, err := b.coordinator(ctx, req.Group)
+	if err != nil {
+		return fail(kafkaCode(err, groupPlane), *message(err))
+	}
+	beat := func(creq *coordinatorv1.ConsumerGroupHeartbeatRequest) (*coordinatorv1.ConsumerGroupHeartbeatResponse, error) {
+		out, err := c.ConsumerGroupHeartbeat(ctx, connect.NewRequest(creq))
+		if err != nil {
+			return nil, err
+		}
+		return out.Msg, nil
+	}
+
+	if req.MemberEpoch < 0 {
+		// Leaving. A static leave (-2) is a leave: the coordinator keeps
+		// no partitions for a member's return.
+		if m := b.consumers.get(req.Group, memberID); m != nil {
+			b.consumers.drop(req.Group, memberID, m)
+		}
+		if _, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{GroupId: req.Group, MemberId: memberID, MemberEpoch: -1}); err != nil {
+			return fail(kafkaCode(err, groupPlane), *message(err))
+		}
+		resp.MemberEpoch = req.MemberEpoch
+		return resp, nil
+	}
+
+	m := b.consumers.get(req.Group, memberID)
+	if req.MemberEpoch == 0 {
+		m = &consumerMember{}
+		b.consumers.put(req.Group, memberID, m, time.Now())
+	} else if m == nil {
+		return fail(errFencedMemberEpoch, "this listener does not know the member (it restarted or forgot it); join again")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gone.Load() {
+		return fail(errFencedMemberEpoch, "the member left or joined again meanwhile")
+	}
+	m.seen.Store(time.Now().UnixNano())
+
+	// What the member sent, over what it left null.
+	next := struct {
+		topics                     []string
+		instanceID, rackID, client string
+		rebalance                  int32
+		owned, mayOwn              []*commonv1.TopicPartitions
+	}{m.topics, m.instanceID, m.rackID, clientID, m.rebalance, m.owned, m.mayOwn}
+	if req.SubscribedTopicNames != nil {
+		next.topics = slices.Clone(req.SubscribedTopicNames)
+	}
+	if req.InstanceID != nil {
+		next.instanceID = *req.InstanceID
+	}
+	if req.RackID != nil {
+		next.rackID = *req.RackID
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		next.rebalance = req.RebalanceTimeoutMillis
+	}
+	owned := next.mayOwn
+	if req.Topics != nil {
+		named, err := b.topicNames(ctx, req.Topics)
+		if err != nil {
+			return fail(kafkaCode(err, groupPlane), *message(err))
+		}
+		next.owned, owned = named, named
+		if req.MemberEpoch >= m.epoch {
+			next.mayOwn = named
+		} else {
+			// A list older than the last answer (a request delivered
+			// late) may predate a grant answered since: it gives up
+			// nothing that grant brought.
+			next.mayOwn = unionPartitions(next.mayOwn, named)
+		}
+	}
+	out, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{
+		GroupId: req.Group, MemberId: memberID, MemberEpoch: req.MemberEpoch, InstanceId: next.instanceID, RackId: next.rackID,
+		RebalanceTimeoutMs: next.rebalance, SubscribedTopicNames: next.topics, ServerAssignor: serverAssignor,
+		OwnedPartitions: owned, ClientId: next.client,
+	})
+	if err != nil {
+		code := kafkaCode(err, groupPlane)
+		if code == errUnknownMemberID {
+			b.consumers.drop(req.Group, memberID, m)
+		}
+		return fail(code, *message(err))
+	}
+	if a := out.GetAssignment(); a != nil {
+		var names []string
+		for _, t := range a.GetPartitions() {
+			names = append(names, t.GetTopic())
+		}
+		ids, err := b.topicIDs(ctx, names)
+		if err != nil {
+			// The coordinator moved on; a retry at this epoch, or at the
+			// one before, gets the assignment again.
+			return fail(errCoordinatorNotAvailable, "topic ids: "+*message(err))
+		}
+		ka := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, t := range a.GetPartitions() {
+			id, ok := ids[t.GetTopic()]
+			if !ok || len(t.GetPartitions()) == 0 {
+				continue // deleted since
+			}
+			kt := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			kt.TopicID, kt.Partitions = id, slices.Clone(t.GetPartitions())
+			ka.Topics = append(ka.Topics, kt)
+		}
+		resp.Assignment = &ka
+		next.mayOwn = unionPartitions(next.mayOwn, a.GetPartitions())
+	}
+	m.topics, m.instanceID, m.rackID, m.client, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.rebalance
+	m.owned, m.mayOwn, m.epoch = next.owned, next.mayOwn, out.GetMemberEpoch()
+	resp.MemberEpoch, resp.HeartbeatIntervalMillis = out.GetMemberEpoch(), out.GetHeartbeatIntervalMs()
+	return resp, nil
+}
+
+// consumerCommitCode is a coordinator's refusal of a KIP-848 member's
+// commit as Kafka answers it from OffsetCommit v9: an epoch that is not
+// the member's is STALE_MEMBER_EPOCH, after which the member retries with
+// its newer epoch the partitions it still owns.
+func consumerCommitCode(err error) int16 {
+	code := kafkaCode(err, groupPlane)
+	if code == errFencedMemberEpoch {
+		return errStaleMemberEpoch
+	}
+	return code
+}

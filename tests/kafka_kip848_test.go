@@ -1,0 +1,229 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// groupRequests counts the group requests a franz-go client writes: the
+// KIP-848 heartbeats and the classic protocol's joins.
+type groupRequests struct{ heartbeats, joins atomic.Int64 }
+
+func (g *groupRequests) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	switch kmsg.Key(key) {
+	case kmsg.ConsumerGroupHeartbeat:
+		g.heartbeats.Add(1)
+	case kmsg.JoinGroup:
+		g.joins.Add(1)
+	}
+}
+
+// kip848Group is a group of franz-go consumers using the KIP-848 protocol
+// (kgo.ServerSideBalancer), each committing what it read before giving a
+// partition up (BlockRebalanceOnPoll, a commit in OnPartitionsRevoked),
+// so every record is read once by the group.
+type kip848Group struct {
+	t       *testing.T
+	mu      sync.Mutex
+	seen    map[string]int // value -> times read
+	owners  []map[int32]bool
+	members []*kgo.Client
+	cancels []context.CancelFunc
+	reqs    groupRequests
+	dead    map[int]bool // members cut off, whose ownership is not looked at
+}
+
+// add starts a member; extra options (a dialer) are appended.
+func (g *kip848Group) add(ctx context.Context, d *harness.Dev, group, topic string, extra ...kgo.Opt) {
+	i := len(g.members)
+	g.mu.Lock()
+	g.owners = append(g.owners, map[int32]bool{})
+	g.mu.Unlock()
+	opts := append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.BlockRebalanceOnPoll(), kgo.WithHooks(&g.reqs),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for _, p := range m[topic] {
+				g.owners[i][p] = true
+			}
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
+			if err := cl.CommitMarkedOffsets(ctx); err != nil {
+				g.t.Logf("member %d: commit on revoke: %v", i, err)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for _, p := range m[topic] {
+				delete(g.owners[i], p)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			for _, p := range m[topic] {
+				delete(g.owners[i], p)
+			}
+		}),
+		kgo.AutoCommitMarks(), kgo.AutoCommitInterval(200 * time.Millisecond)}, extra...)
+	cl := kafkaClient(g.t, d, opts...)
+	pctx, cancel := context.WithCancel(ctx)
+	g.members = append(g.members, cl)
+	g.cancels = append(g.cancels, cancel)
+	go func() {
+		for pctx.Err() == nil {
+			fs := cl.PollFetches(pctx)
+			if fs.IsClientClosed() {
+				return
+			}
+			g.mu.Lock()
+			fs.EachRecord(func(r *kgo.Record) { g.seen[string(r.Value)]++ })
+			g.mu.Unlock()
+			cl.MarkCommitRecords(fs.Records()...)
+			cl.AllowRebalance()
+		}
+	}()
+}
+
+// leave stops member i's polling and closes it, which leaves the group
+// (KIP-848: a heartbeat with epoch -1) after committing.
+func (g *kip848Group) leave(i int) {
+	g.cancels[i]()
+	g.members[i].Close()
+}
+
+// readAll waits until every value of acked was read, and fails if one was
+// read twice.
+func (g *kip848Group) readAll(acked map[[2]int64]string) func() error {
+	return func() error {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, v := range acked {
+			if n := g.seen[v]; n == 0 {
+				return fmt.Errorf("%s not read yet (%d distinct read)", v, len(g.seen))
+			}
+		}
+		return nil
+	}
+}
+
+// checkOnce fails unless every value read was read once.
+func (g *kip848Group) checkOnce(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for v, n := range g.seen {
+		if n != 1 {
+			t.Fatalf("%s read %d times by the group", v, n)
+		}
+	}
+}
+
+// ownersCover waits until the members in live own every one of n
+// partitions between them, each some, and the others (but the dead) none.
+func (g *kip848Group) ownersCover(n int, live ...int) func() error {
+	return func() error {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		all := map[int32]int{}
+		for i, o := range g.owners {
+			if g.dead[i] {
+				continue
+			}
+			isLive := false
+			for _, l := range live {
+				isLive = isLive || l == i
+			}
+			if !isLive && len(o) > 0 {
+				return fmt.Errorf("member %d still owns %v", i, o)
+			}
+			if isLive && len(o) == 0 {
+				return fmt.Errorf("member %d owns nothing: %v", i, g.owners)
+			}
+			for p := range o {
+				all[p]++
+			}
+		}
+		if len(all) != n {
+			return fmt.Errorf("%d of %d partitions owned: %v", len(all), n, g.owners)
+		}
+		for p, c := range all {
+			if c > 1 {
+				return fmt.Errorf("partition %d owned by %d members: %v", p, c, g.owners)
+			}
+		}
+		return nil
+	}
+}
+
+// committedAtEnd is nil once the CLI (Connect, through the gateway) shows
+// group's committed offset at the log end of each of n partitions.
+func committedAtEnd(cli func(stdin string, args ...string) (string, error), group string, n int) func() error {
+	return func() error {
+		out, err := cli("", "group", "describe", group, "--output", "json")
+		if err != nil {
+			return err
+		}
+		var desc gatewayv1.DescribeGroupResponse
+		if err := protojson.Unmarshal([]byte(out), &desc); err != nil {
+			return err
+		}
+		ps := desc.GetGroup().GetPartitions()
+		if len(ps) != n {
+			return fmt.Errorf("%d partitions described, want %d", len(ps), n)
+		}
+		for _, p := range ps {
+			if p.GetCommittedOffset() != p.GetLogEndOffset() || p.GetLogEndOffset() == 0 {
+				return fmt.Errorf("partition %d committed %d, log end %d", p.GetPartition(), p.GetCommittedOffset(), p.GetLogEndOffset())
+			}
+		}
+		return nil
+	}
+}
+
+// testKIP848Group: three franz-go KIP-848 consumers on six partitions
+// read every record once, through ConsumerGroupHeartbeat (no JoinGroup),
+// and commit it (the CLI sees the offsets at the log end); when one
+// leaves, the other two take its partitions and read the rest, once.
+func testKIP848Group(t *testing.T, ctx context.Context, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
+	if _, err := cli("", "topic", "create", "kip848", "-p", "6", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	pr := kafkaClient(t, d, kgo.DefaultProduceTopic("kip848"))
+	acked := map[[2]int64]string{}
+	produceKeyed(t, ctx, pr, acked, 0, 300)
+	g := &kip848Group{t: t, seen: map[string]int{}}
+	for range 3 {
+		g.add(ctx, d, "g848", "kip848")
+	}
+	testwait.Until(t, 30*time.Second, "the group to read 300 records", g.readAll(acked))
+	testwait.Until(t, 30*time.Second, "each of the three members to own partitions", g.ownersCover(6, 0, 1, 2))
+	if h, j := g.reqs.heartbeats.Load(), g.reqs.joins.Load(); h == 0 || j != 0 {
+		t.Fatalf("%d ConsumerGroupHeartbeat and %d JoinGroup requests: want the KIP-848 protocol only", h, j)
+	}
+	testwait.Until(t, 30*time.Second, "commits at the log end", committedAtEnd(cli, "g848", 6))
+	g.checkOnce(t)
+
+	g.leave(2)
+	testwait.Until(t, 30*time.Second, "members 0 and 1 to take member 2's partitions", g.ownersCover(6, 0, 1))
+	produceKeyed(t, ctx, pr, acked, 300, 600)
+	testwait.Until(t, 30*time.Second, "the two to read all 600 records", g.readAll(acked))
+	testwait.Until(t, 30*time.Second, "commits at the log end", committedAtEnd(cli, "g848", 6))
+	g.checkOnce(t)
+	t.Logf("%d heartbeats; owners at the end %v", g.reqs.heartbeats.Load(), g.owners)
+}
