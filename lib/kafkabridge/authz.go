@@ -196,10 +196,11 @@ func (w guardedGateway) DeleteGroup(ctx context.Context, req *connect.Request[ga
 }
 
 // guardedStorage checks and throttles the data path as a storage node's
-// handlers do: Produce write on the topic, Fetch read and ListOffsets
-// describe partition by partition, and the produce and fetch quotas of
-// the connection's principal (held back what it still owes, then charged
-// what it sent or received, surfaced as throttle_time_ms).
+// handlers do: Produce and ProducePartitions write on the topic, Fetch
+// read and ListOffsets describe partition by partition, and the produce
+// and fetch quotas of the connection's principal (held back what it still
+// owes, then charged what it sent or received, surfaced as
+// throttle_time_ms).
 type guardedStorage struct {
 	storagev1connect.StorageServiceClient
 	g *guard.Guard
@@ -218,6 +219,55 @@ func (w guardedStorage) Produce(ctx context.Context, req *connect.Request[storag
 	}
 	t := throttleMs(w.g.Throttle(ctx, quota.Produce, int64(len(req.Msg.GetRecords()))))
 	out.Msg.ThrottleTimeMs = max(out.Msg.GetThrottleTimeMs(), t)
+	return out, nil
+}
+
+// ProducePartitions is Produce for several partitions: a partition of a
+// topic the principal may not write is answered PERMISSION_DENIED
+// (TOPIC_AUTHORIZATION_FAILED) in its place and never reaches the storage
+// node; the others are produced in one call, held back and charged once
+// for all their bytes.
+func (w guardedStorage) ProducePartitions(ctx context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
+	seen := map[string]*commonv1.ErrorDetail{}
+	parts := req.Msg.GetPartitions()
+	refused := make([]*commonv1.ErrorDetail, len(parts))
+	var allowed []*storagev1.ProducePartition
+	bytes := 0
+	for i, p := range parts {
+		if refused[i] = refusal(ctx, w.g, acl.Write, p.GetTopic(), seen); refused[i] == nil {
+			allowed = append(allowed, p)
+			bytes += len(p.GetRecords())
+		}
+	}
+	var results []*storagev1.ProducePartitionResult
+	out := connect.NewResponse(&storagev1.ProducePartitionsResponse{})
+	if len(allowed) > 0 {
+		if err := quota.Delay(ctx, w.g.Owed(ctx, quota.Produce)); err != nil {
+			return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
+		}
+		req.Msg.Partitions = allowed
+		var err error
+		if out, err = w.StorageServiceClient.ProducePartitions(ctx, req); err != nil {
+			return nil, err
+		}
+		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
+			return nil, connect.NewError(connect.CodeInternal, errors.New("produce answered a different number of partitions"))
+		}
+		t := throttleMs(w.g.Throttle(ctx, quota.Produce, int64(bytes)))
+		out.Msg.ThrottleTimeMs = max(out.Msg.GetThrottleTimeMs(), t)
+	}
+	// In request order: the bridge matches answers by position.
+	merged := make([]*storagev1.ProducePartitionResult, len(parts))
+	j := 0
+	for i, p := range parts {
+		if refused[i] != nil {
+			merged[i] = &storagev1.ProducePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1, Error: refused[i]}
+			continue
+		}
+		merged[i] = results[j]
+		j++
+	}
+	out.Msg.Partitions = merged
 	return out, nil
 }
 

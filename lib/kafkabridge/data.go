@@ -2,6 +2,7 @@ package kafkabridge
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -28,10 +29,12 @@ func acksOf(acks int16) commonv1.Acks {
 }
 
 // produce appends each partition's batches through this node's
-// StorageService, every partition at once. The batches are passed on as
-// the bytes the client sent; the storage node checks them and assigns
-// offsets (and answers a retried idempotent batch with its first
-// offsets). With acks=0 nothing is answered.
+// StorageService. The batches are passed on as the bytes the client sent;
+// the storage node checks them and assigns offsets (and answers a retried
+// idempotent batch with its first offsets). A request naming one
+// partition is one Produce; one naming several is one ProducePartitions
+// carrying them all, each answered on its own as a Produce of its own
+// would be. With acks=0 nothing is answered.
 func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
 	if req.TransactionID != nil || b.cfg.Storage == nil {
@@ -56,38 +59,110 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 		}
 		return resp, nil
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	throttle := int32(0)
-	for _, t := range req.Topics {
+	// rounds[k] holds each partition's (k+1)th entry: a call names a
+	// partition at most once, so a request naming one twice (no client
+	// does) sends the repeat in a call of its own, alongside, as before.
+	type entry struct {
+		topic string
+		p     *kmsg.ProduceRequestTopicPartition
+		rp    *kmsg.ProduceResponseTopicPartition
+	}
+	type key struct {
+		topic     string
+		partition int32
+	}
+	var rounds [][]entry
+	seen := make(map[key]int)
+	for ti := range req.Topics {
+		t := &req.Topics[ti]
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
-		for i, p := range t.Partitions {
-			rp := &rt.Partitions[i]
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for ti := range req.Topics {
+		t, rt := &req.Topics[ti], &resp.Topics[ti]
+		for i := range t.Partitions {
+			p, rp := &t.Partitions[i], &rt.Partitions[i]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				out, err := b.cfg.Storage.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
-					Topic: t.Topic, Partition: p.Partition, Acks: acksOf(req.Acks),
-					TimeoutMs: req.TimeoutMillis, LeaderEpoch: -1, Records: p.Records,
-				}))
-				if err != nil {
-					rp.ErrorCode, rp.ErrorMessage = kafkaCode(err, dataPlane), message(err)
-					rp.BaseOffset = -1
-					return
-				}
-				rp.BaseOffset = out.Msg.GetBaseOffset()
-				rp.LogAppendTime = out.Msg.GetLogAppendTimeMs()
-				rp.LogStartOffset = out.Msg.GetLogStartOffset()
-				mu.Lock()
-				throttle = max(throttle, out.Msg.GetThrottleTimeMs())
-				mu.Unlock()
-			}()
+			k := seen[key{t.Topic, p.Partition}]
+			seen[key{t.Topic, p.Partition}] = k + 1
+			if k == len(rounds) {
+				rounds = append(rounds, nil)
+			}
+			rounds[k] = append(rounds[k], entry{t.Topic, p, rp})
 		}
-		resp.Topics = append(resp.Topics, rt)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	throttle := int32(0)
+	fail := func(rp *kmsg.ProduceResponseTopicPartition, err error) {
+		rp.ErrorCode, rp.ErrorMessage = kafkaCode(err, dataPlane), message(err)
+		rp.BaseOffset = -1
+	}
+	call := func(es []entry) {
+		if len(es) == 1 {
+			e := es[0]
+			out, err := b.cfg.Storage.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
+				Topic: e.topic, Partition: e.p.Partition, Acks: acksOf(req.Acks),
+				TimeoutMs: req.TimeoutMillis, LeaderEpoch: -1, Records: e.p.Records,
+			}))
+			if err != nil {
+				fail(e.rp, err)
+				return
+			}
+			e.rp.BaseOffset = out.Msg.GetBaseOffset()
+			e.rp.LogAppendTime = out.Msg.GetLogAppendTimeMs()
+			e.rp.LogStartOffset = out.Msg.GetLogStartOffset()
+			mu.Lock()
+			throttle = max(throttle, out.Msg.GetThrottleTimeMs())
+			mu.Unlock()
+			return
+		}
+		sreq := &storagev1.ProducePartitionsRequest{
+			Partitions: make([]*storagev1.ProducePartition, len(es)),
+			Acks:       acksOf(req.Acks), TimeoutMs: req.TimeoutMillis,
+		}
+		for i, e := range es {
+			sreq.Partitions[i] = &storagev1.ProducePartition{Topic: e.topic, Partition: e.p.Partition, LeaderEpoch: -1, Records: e.p.Records}
+		}
+		out, err := b.cfg.Storage.ProducePartitions(ctx, connect.NewRequest(sreq))
+		var results []*storagev1.ProducePartitionResult
+		if err == nil {
+			if results = out.Msg.GetPartitions(); len(results) != len(es) {
+				err = connect.NewError(connect.CodeInternal, errors.New("produce answered a different number of partitions"))
+			}
+		}
+		if err != nil {
+			for _, e := range es {
+				fail(e.rp, err)
+			}
+			return
+		}
+		for i, e := range es {
+			r := results[i]
+			if d := r.GetError(); d != nil {
+				e.rp.ErrorCode, e.rp.BaseOffset = detailCode(d, dataPlane, nil), -1
+				m := d.GetMessage()
+				e.rp.ErrorMessage = &m
+				continue
+			}
+			e.rp.BaseOffset, e.rp.LogAppendTime, e.rp.LogStartOffset = r.GetBaseOffset(), r.GetLogAppendTimeMs(), r.GetLogStartOffset()
+		}
+		mu.Lock()
+		throttle = max(throttle, out.Msg.GetThrottleTimeMs())
+		mu.Unlock()
+	}
+	for _, es := range rounds[min(1, len(rounds)):] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call(es)
+		}()
+	}
+	if len(rounds) > 0 {
+		call(rounds[0])
 	}
 	wg.Wait()
 	resp.ThrottleMillis = throttle
