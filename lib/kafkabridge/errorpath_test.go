@@ -11,6 +11,7 @@ import (
 
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/kafkawire/wiretest"
 )
 
 // downGateway fails every call as an unreachable gateway does.
@@ -52,55 +53,6 @@ func (downGateway) DescribeGroup(context.Context, *connect.Request[gatewayv1.Des
 }
 func (downGateway) DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error) {
 	return down[gatewayv1.DeleteGroupResponse]()
-}
-
-// populate fills a request body: one element in every slice of structs,
-// strings and int32s, and "x" in every string, so that each per-item
-// error field of the response has an item to go in.
-func populate(v reflect.Value, depth int) {
-	if depth > 6 {
-		return
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			if v.Type().Elem().Kind() == reflect.String && v.CanSet() {
-				s := "x"
-				v.Set(reflect.ValueOf(&s))
-			}
-			return
-		}
-		populate(v.Elem(), depth+1)
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				populate(v.Field(i), depth+1)
-			}
-		}
-	case reflect.Slice:
-		if !v.CanSet() || v.Len() > 0 {
-			return
-		}
-		et := v.Type().Elem()
-		e := reflect.New(et)
-		switch et.Kind() {
-		case reflect.Struct:
-			if d, ok := e.Interface().(interface{ Default() }); ok {
-				d.Default()
-			}
-			populate(e.Elem(), depth+1)
-		case reflect.String:
-			e.Elem().SetString("x")
-		case reflect.Int32:
-		default:
-			return
-		}
-		v.Set(reflect.Append(v, e.Elem()))
-	case reflect.String:
-		if v.CanSet() && v.String() == "" {
-			v.SetString("x")
-		}
-	}
 }
 
 // errorCodes lists the ErrorCode fields of v, at any depth.
@@ -162,7 +114,7 @@ func TestErrorPathsAnswerErrors(t *testing.T) {
 		for v := a.MinVersion; v <= a.MaxVersion; v++ {
 			body := a.Key.Request()
 			body.SetVersion(v)
-			populate(reflect.ValueOf(body), 0)
+			wiretest.Populate(reflect.ValueOf(body))
 			if p, ok := body.(*kmsg.ProduceRequest); ok {
 				p.Acks = -1
 			}

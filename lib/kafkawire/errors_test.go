@@ -5,56 +5,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-)
 
-// populate fills a request body for tests: one element in every slice of
-// structs, strings and int32s, and "x" in every string, so that every
-// per-item error field of the response has an item to go in.
-func populate(v reflect.Value, depth int) {
-	if depth > 6 {
-		return
-	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		if v.IsNil() {
-			if v.Type().Elem().Kind() == reflect.String && v.CanSet() {
-				s := "x"
-				v.Set(reflect.ValueOf(&s))
-			}
-			return
-		}
-		populate(v.Elem(), depth+1)
-	case reflect.Struct:
-		for i := 0; i < v.NumField(); i++ {
-			if v.Type().Field(i).IsExported() {
-				populate(v.Field(i), depth+1)
-			}
-		}
-	case reflect.Slice:
-		if !v.CanSet() || v.Len() > 0 {
-			return
-		}
-		et := v.Type().Elem()
-		e := reflect.New(et)
-		switch et.Kind() {
-		case reflect.Struct:
-			if d, ok := e.Interface().(interface{ Default() }); ok {
-				d.Default()
-			}
-			populate(e.Elem(), depth+1)
-		case reflect.String:
-			e.Elem().SetString("x")
-		case reflect.Int32:
-		default:
-			return
-		}
-		v.Set(reflect.Append(v, e.Elem()))
-	case reflect.String:
-		if v.CanSet() && v.String() == "" {
-			v.SetString("x")
-		}
-	}
-}
+	"github.com/strata-mq/strata/lib/kafkawire/wiretest"
+)
 
 // hasErrorCode reports whether v holds an ErrorCode field (at any depth)
 // for which match holds.
@@ -125,7 +78,7 @@ func TestErrorResponsesNeverReadAsSuccess(t *testing.T) {
 				body := key.Request()
 				body.SetVersion(v)
 				if populated {
-					populate(reflect.ValueOf(body), 0)
+					wiretest.Populate(reflect.ValueOf(body))
 					if p, ok := body.(*kmsg.ProduceRequest); ok {
 						p.Acks = -1
 					}
@@ -154,7 +107,7 @@ func TestErrorResponsesNeverReadAsSuccess(t *testing.T) {
 	// A Produce with acks=0 expects no answer; Metadata for every topic
 	// before v13 has no place for the error.
 	p := kmsg.NewPtrProduceRequest()
-	populate(reflect.ValueOf(p), 0)
+	wiretest.Populate(reflect.ValueOf(p))
 	p.Acks = 0
 	if ErrorResponseFor(9, p, code) != nil {
 		t.Error("acks=0 Produce answered")
