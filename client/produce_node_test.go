@@ -75,13 +75,18 @@ func (p *Producer) queued() int {
 	return n
 }
 
+// oneCall keeps one call in flight per node (and one batch per
+// partition), so the tests of how calls share partitions see each call
+// after the last; pipelining has its own tests (produce_pipeline_test.go).
+var oneCall = MaxInFlight(1)
+
 // The batches of every partition a node leads that are ready while the
 // node's call is out leave together in its next call, one Produce for all
 // of them, and each partition gets its own offsets.
 func TestProducerSendsOneProducePerNode(t *testing.T) {
 	fc := newFake(t, 1, "t", 5)
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 
 	done := make(chan error, 5)
@@ -122,7 +127,7 @@ func TestProducerSendsOneProducePerNode(t *testing.T) {
 // partitions of one node take about one call per round, not four.
 func TestProducerKeepsPartitionsOfANodeInOneCall(t *testing.T) {
 	fc := newFake(t, 1, "t", 4)
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0))
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0))
 	ctx := ctxT(t)
 	const rounds = 50
 	for round := range rounds {
@@ -151,7 +156,7 @@ func TestProducerRetriesOnePartitionOfACall(t *testing.T) {
 	g := newProduceGate()
 	var retried []RetryEvent
 	var mu sync.Mutex
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt(), OnRetry(func(ev RetryEvent) {
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt(), OnRetry(func(ev RetryEvent) {
 		mu.Lock()
 		retried = append(retried, ev)
 		mu.Unlock()
@@ -194,7 +199,7 @@ func TestProducerRetryInSharedCallIsNotDuplicated(t *testing.T) {
 	fc := newFake(t, 1, "t", 3)
 	fc.AddFault(&fakecluster.Fault{Method: "Produce", Partition: 1, AfterAppend: true, Code: connect.CodeUnavailable, Count: 1})
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 	type result struct {
 		r   *Record
@@ -231,7 +236,7 @@ func TestProducerFallsBackToOneProducePerPartition(t *testing.T) {
 	fc := newFake(t, 1, "t", 3)
 	fc.AddFault(&fakecluster.Fault{Method: "ProducePartitions", Partition: -1, Code: connect.CodeUnimplemented})
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 	done := make(chan error, 6)
 	cb := func(_ *Record, err error) { done <- err }
