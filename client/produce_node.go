@@ -40,7 +40,13 @@ import (
 // lingering, at its in-flight limit, backing off, moved to another
 // leader), or coalesceWait has passed. Without the wait the first
 // partition back would leave alone and the others would follow in calls
-// of their own.
+// of their own. And while calls to the node are out, the next one waits
+// until its oldest batch has been queued for Linger: partitions whose
+// batches become ready at different moments then still share a call.
+// Without it pipelining makes each partition's batch a call of its own
+// (at 12 partitions over 3 nodes, 3.5 times the calls per record of one
+// call in flight per node; with it, 1.5 times), and the node's cost per
+// call is paid that many more times.
 
 // coalesceWait bounds how long a node's sender holds queued batches for
 // partitions of its last answer that have not come back yet: the shorter
@@ -59,6 +65,8 @@ type produceReq struct {
 	batch *batch      // the sink's batch this request carries
 	from  *nodeSender // the sender it went through, owed the partition's next batch
 	ans   produceAns  // set by the sender before deliver
+
+	queuedAt time.Time // when the sink queued it (nodeSender.submit)
 }
 
 // produceAns is a partition's answer: its result, or why it failed (the
@@ -111,6 +119,7 @@ func (ns *nodeSender) submit(req *produceReq, from *nodeSender) {
 	if from != nil && from != ns {
 		from.settle()
 	}
+	req.queuedAt = time.Now()
 	ns.mu.Lock()
 	ns.queue = append(ns.queue, req)
 	if from == ns && ns.owed > 0 {
@@ -144,6 +153,9 @@ func (ns *nodeSender) run() {
 		var hold time.Duration
 		if ns.owed > 0 {
 			hold = wait - time.Since(ns.owedAt)
+		}
+		if ns.calls > 0 && len(ns.queue) > 0 {
+			hold = max(hold, ns.p.cfg.linger-time.Since(ns.queue[0].queuedAt))
 		}
 		var reqs []*produceReq
 		if len(ns.queue) > 0 && hold <= 0 && ns.calls < maxCalls {

@@ -269,3 +269,30 @@ func TestProducerFallsBackToOneProducePerPartition(t *testing.T) {
 		}
 	}
 }
+
+// While a call to a node is out, batches of several partitions that
+// become ready for it close together wait to share the next call instead
+// of each leaving in a call of its own.
+func TestProducerPipelinedCallsShareANode(t *testing.T) {
+	fc := newFake(t, 1, "t", 3)
+	g := newProduceGate()
+	p := newProducer(t, fc, ManualPartitioning(), Linger(100*time.Millisecond), g.opt())
+	ctx := ctxT(t)
+	done := make(chan error, 3)
+	cb := func(_ *Record, err error) { done <- err }
+	p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("0")}, cb)
+	testwait.Until(t, 10*time.Second, "the first call", func() error { return testwait.True(len(g.seen()) == 1) })
+	p.Produce(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("1")}, cb)
+	p.Produce(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("2")}, cb)
+	testwait.Until(t, 10*time.Second, "a second call", func() error { return testwait.True(len(g.seen()) == 2) })
+	g.release()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]string{{"t/0"}, {"t/1", "t/2"}}
+	if got := g.seen(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("calls %q, want %q", got, want)
+	}
+}
