@@ -132,6 +132,7 @@ type config struct {
 	acks            Acks
 	idempotent      bool
 	idempotentSet   bool
+	maxInFlight     int64 // batches in flight per partition; forced to 1 without idempotence
 	maxRetries      int64
 	maxBuffered     int64
 	manualPartition bool
@@ -171,6 +172,7 @@ func defaultConfig() config {
 		compression:     NoCompression,
 		acks:            AcksAll,
 		idempotent:      true,
+		maxInFlight:     5,
 		deliveryTimeout: 2 * time.Minute,
 		maxRetries:      math.MaxInt32,
 		maxBuffered:     100000,
@@ -198,6 +200,7 @@ var limits = []struct {
 	{"Compression", func(c *config) int64 { return int64(c.compression) }, int64(NoCompression), int64(ZstdCompression), false},
 	{"Acks", func(c *config) int64 { return int64(c.acks) }, int64(AcksAll), int64(AcksNone), false},
 	{"DeliveryTimeout", dur(func(c *config) time.Duration { return c.deliveryTimeout }), int64(time.Millisecond), int64(24 * time.Hour), true},
+	{"MaxInFlight", func(c *config) int64 { return c.maxInFlight }, 1, 5, false},
 	{"MaxRetries", func(c *config) int64 { return c.maxRetries }, 0, math.MaxInt32, false},
 	{"MaxBufferedRecords", func(c *config) int64 { return c.maxBuffered }, 1, 10_000_000, false},
 	{"FetchMaxWait", dur(func(c *config) time.Duration { return c.fetchMaxWait }), 0, int64(time.Minute), true},
@@ -231,6 +234,12 @@ func (c *config) validate() error {
 	errs = append(errs, c.validateSecurity()...)
 	if c.acks != AcksAll {
 		c.idempotent = false // idempotence is on by default only where it can work
+	}
+	if !c.idempotent {
+		// Only sequence numbers let a leader hold a batch that overtook an
+		// earlier one and refuse it when the gap stays; without them a
+		// second batch in flight could be appended before the first.
+		c.maxInFlight = 1
 	}
 	return errors.Join(errs...)
 }
@@ -318,6 +327,22 @@ func WithAcks(a Acks) ProducerOpt {
 // not appended twice. Default true (with AcksAll).
 func Idempotent(on bool) ProducerOpt {
 	return producerOpt(func(c *config) { c.idempotent, c.idempotentSet = on, true })
+}
+
+// MaxInFlight caps the batches of one partition sent and not yet
+// answered, as Kafka's max.in.flight.requests.per.connection does; the
+// calls to one leader node in flight are capped the same way, each
+// carrying at most one batch per partition. More than one lets a
+// partition's next batch leave while the leader is still replicating the
+// last, instead of waiting a full round trip. Order is kept: the leader
+// holds a batch that arrives ahead of its sequence until the gap fills,
+// and after a failure the producer sends the unacknowledged batches again
+// one at a time, in order, before pipelining again. Only with idempotence:
+// without it the producer keeps one batch in flight whatever this says.
+// Default 5; limits 1 to 5; 1 sends each partition's batches one round
+// trip after another.
+func MaxInFlight(n int) ProducerOpt {
+	return producerOpt(func(c *config) { c.maxInFlight = int64(n) })
 }
 
 // DeliveryTimeout bounds how long the client keeps retrying. For a

@@ -75,13 +75,18 @@ func (p *Producer) queued() int {
 	return n
 }
 
+// oneCall keeps one call in flight per node (and one batch per
+// partition), so the tests of how calls share partitions see each call
+// after the last; pipelining has its own tests (produce_pipeline_test.go).
+var oneCall = MaxInFlight(1)
+
 // The batches of every partition a node leads that are ready while the
 // node's call is out leave together in its next call, one Produce for all
 // of them, and each partition gets its own offsets.
 func TestProducerSendsOneProducePerNode(t *testing.T) {
 	fc := newFake(t, 1, "t", 5)
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 
 	done := make(chan error, 5)
@@ -122,7 +127,7 @@ func TestProducerSendsOneProducePerNode(t *testing.T) {
 // partitions of one node take about one call per round, not four.
 func TestProducerKeepsPartitionsOfANodeInOneCall(t *testing.T) {
 	fc := newFake(t, 1, "t", 4)
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0))
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0))
 	ctx := ctxT(t)
 	const rounds = 50
 	for round := range rounds {
@@ -151,7 +156,7 @@ func TestProducerRetriesOnePartitionOfACall(t *testing.T) {
 	g := newProduceGate()
 	var retried []RetryEvent
 	var mu sync.Mutex
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt(), OnRetry(func(ev RetryEvent) {
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt(), OnRetry(func(ev RetryEvent) {
 		mu.Lock()
 		retried = append(retried, ev)
 		mu.Unlock()
@@ -194,7 +199,7 @@ func TestProducerRetryInSharedCallIsNotDuplicated(t *testing.T) {
 	fc := newFake(t, 1, "t", 3)
 	fc.AddFault(&fakecluster.Fault{Method: "Produce", Partition: 1, AfterAppend: true, Code: connect.CodeUnavailable, Count: 1})
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 	type result struct {
 		r   *Record
@@ -231,7 +236,7 @@ func TestProducerFallsBackToOneProducePerPartition(t *testing.T) {
 	fc := newFake(t, 1, "t", 3)
 	fc.AddFault(&fakecluster.Fault{Method: "ProducePartitions", Partition: -1, Code: connect.CodeUnimplemented})
 	g := newProduceGate()
-	p := newProducer(t, fc, ManualPartitioning(), Linger(0), g.opt())
+	p := newProducer(t, fc, oneCall, ManualPartitioning(), Linger(0), g.opt())
 	ctx := ctxT(t)
 	done := make(chan error, 6)
 	cb := func(_ *Record, err error) { done <- err }
@@ -262,5 +267,32 @@ func TestProducerFallsBackToOneProducePerPartition(t *testing.T) {
 		if n := len(fc.Batches("t", part)); n != 2 {
 			t.Fatalf("partition %d holds %d batches, want 2", part, n)
 		}
+	}
+}
+
+// While a call to a node is out, batches of several partitions that
+// become ready for it close together wait to share the next call instead
+// of each leaving in a call of its own.
+func TestProducerPipelinedCallsShareANode(t *testing.T) {
+	fc := newFake(t, 1, "t", 3)
+	g := newProduceGate()
+	p := newProducer(t, fc, ManualPartitioning(), Linger(100*time.Millisecond), g.opt())
+	ctx := ctxT(t)
+	done := make(chan error, 3)
+	cb := func(_ *Record, err error) { done <- err }
+	p.Produce(ctx, &Record{Topic: "t", Partition: 0, Value: []byte("0")}, cb)
+	testwait.Until(t, 10*time.Second, "the first call", func() error { return testwait.True(len(g.seen()) == 1) })
+	p.Produce(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("1")}, cb)
+	p.Produce(ctx, &Record{Topic: "t", Partition: 2, Value: []byte("2")}, cb)
+	testwait.Until(t, 10*time.Second, "a second call", func() error { return testwait.True(len(g.seen()) == 2) })
+	g.release()
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := [][]string{{"t/0"}, {"t/1", "t/2"}}
+	if got := g.seen(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("calls %q, want %q", got, want)
 	}
 }

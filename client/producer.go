@@ -1,11 +1,13 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,19 +21,25 @@ import (
 
 // Producer sends records to partition leaders in batches.
 //
-// Each partition has its own sender goroutine with at most one batch in
-// flight, so records of one partition are appended in the order Produce
-// was called, retries included. Records wait up to Linger for a batch to
-// fill (MaxBatchBytes), then go to the leader named by the gateway's
-// metadata. Retriable failures (not leader, fenced or unknown leader
-// epoch, unavailable, not enough replicas, timeouts) refresh the metadata
-// and retry the same batch bytes with a growing backoff until
-// DeliveryTimeout; with idempotence (the default) the leader recognizes a
-// batch it already appended by its producer id and sequence number and
-// answers with the original offsets, so a retry never duplicates. A
-// connection that breaks under a request (its leader killed) is retried
-// the same way. Without idempotence a batch is sent again only when it
-// certainly was not written; one whose outcome is unknown fails with
+// Each partition has its own sender goroutine, and records of one
+// partition are appended in the order Produce was called, retries
+// included. Records wait up to Linger for a batch to fill (MaxBatchBytes),
+// then go to the leader named by the gateway's metadata, in the leader
+// node's next Produce call with the other partitions ready for that node.
+// With idempotence (the default) a partition keeps up to MaxInFlight
+// batches in flight (default 5), numbered in order; the leader holds one
+// that overtakes an earlier one until the gap fills (produce_inflight.go).
+// Retriable failures (not leader, fenced or unknown leader epoch,
+// unavailable, not enough replicas, timeouts) refresh the metadata and,
+// once the partition's other batches in flight have answered, send the
+// unacknowledged batches again one at a time, in order, with the same
+// bytes and a growing backoff until DeliveryTimeout, then pipeline again;
+// the leader recognizes a batch it already appended by its producer id and
+// sequence number and answers with the original offsets, so a retry never
+// duplicates. A connection that breaks under a request (its leader
+// killed) is retried the same way. Without idempotence a partition has
+// one batch in flight, and a batch is sent again only when it certainly
+// was not written; one whose outcome is unknown fails with
 // ErrOutcomeUnknown rather than risk a duplicate. A leader that answers
 // with a throttle time (the principal is over its produce quota) gets no
 // request from this producer until it has passed; the other leaders are
@@ -378,21 +386,28 @@ func (p *Producer) dropProducerID(gen uint64) {
 	}
 }
 
-// sink is one partition's buffer and sender.
+// sink is one partition's buffer and sender: its goroutine (run) takes
+// batches from the buffer, builds them, submits them to the leader's node
+// sender and runs their callbacks in order. See produce_inflight.go for
+// how several batches are kept in flight and how a failure is recovered.
 type sink struct {
 	p    *Producer
 	tp   topicPartition
 	wake chan struct{}
 
-	mu    sync.Mutex
-	buf   []*promise
-	bytes int
+	mu      sync.Mutex
+	buf     []*promise
+	bytes   int
+	answers []*produceReq // answered by node senders, not yet taken by run
 
 	// Owned by the run goroutine.
-	seq    int32  // next base sequence under pidGen
-	pidGen uint64 // producer id generation seq counts for
-	hasPID bool
-	owe    *nodeSender // answered this partition last, not told yet where it went
+	q         inflight
+	seq       int32  // next base sequence under pidGen
+	pidGen    uint64 // producer id generation seq counts for
+	hasPID    bool
+	confirmed bool        // a batch built under pidGen was acknowledged: pipelining is safe
+	idleSince time.Time   // when the last sent batch answered
+	owe       *nodeSender // answered this partition last, not told yet where it went
 }
 
 // settle tells the node sender that last answered this partition that
@@ -419,41 +434,139 @@ func (s *sink) wakeup() {
 	}
 }
 
+// deliver hands the sink a request's answer; called by node senders. An
+// answer to a request the sink gave up on is dropped.
+func (s *sink) deliver(req *produceReq) {
+	s.mu.Lock()
+	if !req.abandoned.Load() {
+		s.answers = append(s.answers, req)
+	}
+	s.mu.Unlock()
+	s.wakeup()
+}
+
+// abandon gives up waiting for a sent batch whose delivery timeout
+// passed: it fails as if its request had timed out.
+func (s *sink) abandon(b *batch) {
+	req := b.req
+	s.mu.Lock()
+	req.abandoned.Store(true)
+	s.answers = slices.DeleteFunc(s.answers, func(r *produceReq) bool { return r == req })
+	s.mu.Unlock()
+	s.answered(b, produceAns{err: context.DeadlineExceeded}, nil)
+}
+
 func (s *sink) run() {
 	defer s.p.wg.Done()
+	var timer *time.Timer
 	for {
 		s.mu.Lock()
-		n, bytes := len(s.buf), s.bytes
-		var first time.Time
-		if n > 0 {
-			first = s.buf[0].at
-		}
+		answers := s.answers
+		s.answers = nil
 		s.mu.Unlock()
-		if n == 0 {
-			s.settle()
-			select {
-			case <-s.wake:
-				continue
-			case <-s.p.ctx.Done():
-				return
+		for _, req := range answers {
+			if req.batch.req == req { // else an answer to a request given up on
+				s.answered(req.batch, req.ans, req.from)
 			}
 		}
-		if wait := time.Until(first.Add(s.p.cfg.linger)); wait > 0 &&
-			int64(bytes) < s.p.cfg.maxBatchBytes && !s.p.isFlushing() {
-			s.settle()
-			t := time.NewTimer(wait)
-			select {
-			case <-s.wake:
-			case <-t.C:
-			case <-s.p.ctx.Done():
+		now := time.Now()
+		for s.q.sent > 0 && !now.Before(s.q.earliestDeadline()) {
+			for _, b := range s.q.batches {
+				if b.state == batchSent && !now.Before(b.deadline) {
+					s.abandon(b)
+					break
+				}
 			}
-			t.Stop()
+		}
+		s.complete()
+
+		wakeAt, progressed := s.step(now)
+		if progressed {
 			continue
 		}
-		batch := s.take()
-		s.p.batchTaken(s.tp.topic, s.tp.partition)
-		s.send(batch)
+		if s.p.ctx.Err() != nil {
+			return
+		}
+		// Nothing to send now: the node sender need not wait for this
+		// partition before its next call.
+		s.settle()
+		if d := s.q.earliestDeadline(); !d.IsZero() && (wakeAt.IsZero() || d.Before(wakeAt)) {
+			wakeAt = d
+		}
+		var tc <-chan time.Time
+		if !wakeAt.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(time.Until(wakeAt))
+			} else {
+				timer.Reset(time.Until(wakeAt))
+			}
+			tc = timer.C
+		}
+		select {
+		case <-s.wake:
+		case <-tc:
+		case <-s.p.ctx.Done():
+		}
+		if timer != nil {
+			timer.Stop()
+		}
 	}
+}
+
+// step sends what the partition may send now: the oldest ready batch
+// when recovering (alone, after its backoff), else the next buffered
+// batch when under the in-flight limit and its linger has passed. It
+// reports whether it did something, else when to look again (zero: when
+// woken).
+func (s *sink) step(now time.Time) (wakeAt time.Time, progressed bool) {
+	if b := s.q.nextReady(); b != nil {
+		if s.q.sent > 0 {
+			return time.Time{}, false // drain the answers first
+		}
+		if now.Before(b.retryAt) {
+			return b.retryAt, false
+		}
+		s.submit(b)
+		return time.Time{}, true
+	}
+	if s.q.sent >= s.limit(now) {
+		return time.Time{}, false
+	}
+	s.mu.Lock()
+	n, bytes := len(s.buf), s.bytes
+	var first time.Time
+	if n > 0 {
+		first = s.buf[0].at
+	}
+	s.mu.Unlock()
+	if n == 0 {
+		return time.Time{}, false
+	}
+	if at := first.Add(s.p.cfg.linger); now.Before(at) &&
+		int64(bytes) < s.p.cfg.maxBatchBytes && !s.p.isFlushing() {
+		return at, false
+	}
+	b := s.newBatch(s.take())
+	s.p.batchTaken(s.tp.topic, s.tp.partition)
+	s.q.push(b)
+	s.submit(b)
+	return time.Time{}, true
+}
+
+// limit is how many batches the partition may have sent at once now.
+func (s *sink) limit(now time.Time) int {
+	if !s.p.cfg.idempotent {
+		return 1
+	}
+	if s.q.sent == 0 && !s.idleSince.IsZero() && now.Sub(s.idleSince) >= idleAlone {
+		// The leader may have forgotten the producer: one batch alone
+		// first, as for a new producer id.
+		s.confirmed = false
+	}
+	if !s.confirmed {
+		return 1
+	}
+	return int(s.p.cfg.maxInFlight)
 }
 
 // take removes the next batch from the buffer: records up to
@@ -476,166 +589,225 @@ func (s *sink) take() []*promise {
 	return batch
 }
 
-// send delivers one batch, retrying until it is acknowledged, fails for
-// good, or its delivery timeout (from its first record) passes; then runs
-// the callbacks in order.
-func (s *sink) send(batch []*promise) {
+// newBatch prepares the records of a batch for building.
+func (s *sink) newBatch(prs []*promise) *batch {
+	p := s.p
+	b := &batch{promises: prs, deadline: prs[0].at.Add(p.cfg.deliveryTimeout), builtAt: noPID}
+	if span := trace.SpanFromContext(withBatchTrace(context.Background(), prs)); span.SpanContext().IsValid() {
+		b.span = span
+	}
+	b.recs = make([]recordbatch.Record, len(prs))
+	for i, pr := range prs {
+		b.recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
+		for _, h := range p.tracing.injectHeaders(pr) {
+			b.recs[i].Headers = append(b.recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+	}
+	return b
+}
+
+// submit builds b if needed (or rebuilds it under a new producer id),
+// finds its leader and queues it for the leader's node. A failure on the
+// way is handled as a failed answer would be.
+func (s *sink) submit(b *batch) {
 	p := s.p
 	cfg := &p.cfg
-	deadline := batch[0].at.Add(cfg.deliveryTimeout)
-	ctx, cancel := context.WithDeadline(p.ctx, deadline)
+	if !time.Now().Before(b.deadline) {
+		s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, cmp.Or(b.lastErr, context.DeadlineExceeded)))
+		return
+	}
+	ctx, cancel := context.WithDeadline(p.ctx, b.deadline)
 	defer cancel()
-	ctx = withBatchTrace(ctx, batch)
-	span := trace.SpanFromContext(ctx)
-	if !span.SpanContext().IsValid() {
-		span = nil
+	if b.span != nil {
+		ctx = trace.ContextWithSpan(ctx, b.span)
 	}
 
-	recs := make([]recordbatch.Record, len(batch))
-	for i, pr := range batch {
-		recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
-		for _, h := range p.tracing.injectHeaders(pr) {
-			recs[i].Headers = append(recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-	}
-
-	var (
-		bytes   []byte
-		builtAt = uint64(math.MaxUint64) // pid generation the bytes carry
-		pid     producerID
-		lastErr error
-		bo      = newBackoff(cfg)
-	)
-	fail := func(err error) {
-		if cfg.idempotent && builtAt != math.MaxUint64 {
-			// The sequence numbers of this batch are spent, and whether
-			// it landed is unknown: start over under a new id.
-			p.dropProducerID(builtAt)
-		}
-		for _, pr := range batch {
-			p.finish(pr, err)
-		}
-	}
-	for attempt := int64(0); ; attempt++ {
-		if attempt > 0 {
-			if attempt > cfg.maxRetries {
-				fail(lastErr)
-				return
+	if cfg.idempotent {
+		pid, err := p.producerID(ctx)
+		if err != nil {
+			if ctx.Err() != nil || classify(err) == actFail {
+				s.fail(b, err)
+			} else {
+				s.retryLater(b, err)
 			}
-			d := bo.NextBackOff()
-			if time.Now().Add(d).After(deadline) {
-				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
-				return
-			}
-			cfg.retried(retryEvent(scoped(s.tp, lastErr), int(attempt), d))
-			s.settle()
-			if err := sleep(ctx, d); err != nil {
-				fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
-				return
-			}
+			return
 		}
-
-		// Build (or rebuild under a new producer id) the batch bytes.
-		if cfg.idempotent {
-			var err error
-			pid, err = p.producerID(ctx)
-			if err != nil {
-				lastErr = err
-				if ctx.Err() != nil || classify(err) == actFail {
-					fail(err)
+		if b.bytes == nil || pid.gen != b.builtAt {
+			if !s.hasPID || s.pidGen != pid.gen {
+				if s.q.sent > 0 {
+					// Batches under the old id are still out and may
+					// need sending again before this one: it waits for
+					// them, then goes alone.
+					s.q.answered(b, batchReady)
 					return
 				}
-				continue
+				s.seq, s.pidGen, s.hasPID, s.confirmed = 0, pid.gen, true, false
 			}
-		}
-		if bytes == nil || (cfg.idempotent && pid.gen != builtAt) {
-			opts := recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression)}
-			if cfg.idempotent {
-				if !s.hasPID || s.pidGen != pid.gen {
-					s.seq, s.pidGen, s.hasPID = 0, pid.gen, true
-				}
-				opts.Idempotent = true
-				opts.ProducerID, opts.ProducerEpoch, opts.BaseSequence = pid.id, pid.epoch, s.seq
-				s.seq = int32((int64(s.seq) + int64(len(recs))) % (math.MaxInt32 + 1))
-				builtAt = pid.gen
-			}
-			var err error
-			bytes, err = recordbatch.Build(opts, recs)
+			opts := recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression), Idempotent: true,
+				ProducerID: pid.id, ProducerEpoch: pid.epoch, BaseSequence: s.seq}
+			bytes, err := recordbatch.Build(opts, b.recs)
 			if err != nil {
-				fail(fmt.Errorf("client: build batch: %w", err))
+				s.fail(b, fmt.Errorf("client: build batch: %w", err))
 				return
 			}
+			s.seq = int32((int64(s.seq) + int64(len(b.recs))) % (math.MaxInt32 + 1))
+			b.bytes, b.builtAt = bytes, pid.gen
 		}
-
-		info, stor, err := p.cl.leader(ctx, s.tp.topic, s.tp.partition)
+	} else if b.bytes == nil {
+		bytes, err := recordbatch.Build(recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression)}, b.recs)
 		if err != nil {
-			lastErr = err
-			if errors.Is(err, ErrUnknownTopic) || (classify(err) == actFail && !errors.Is(err, ErrNoLeader)) {
-				fail(err)
-				return
-			}
+			s.fail(b, fmt.Errorf("client: build batch: %w", err))
+			return
+		}
+		b.bytes = bytes
+	}
+
+	info, stor, err := p.cl.leader(ctx, s.tp.topic, s.tp.partition)
+	if err != nil {
+		if errors.Is(err, ErrUnknownTopic) || (classify(err) == actFail && !errors.Is(err, ErrNoLeader)) {
+			s.fail(b, err)
+			return
+		}
+		_ = p.cl.refresh(ctx)
+		s.retryLater(b, err)
+		return
+	}
+	if p.cl.throttledFor(info.addr) > 0 {
+		s.settle()
+	}
+	if err := p.cl.waitThrottle(ctx, info.addr); err != nil {
+		// The node's throttle (its quota for this principal) outlasts
+		// the delivery timeout.
+		held := fmt.Errorf("client: produce to %s/%d: held back by the leader's throttle (over the produce quota)", s.tp.topic, s.tp.partition)
+		s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, cmp.Or(b.lastErr, held)))
+		return
+	}
+	// The batch goes in one of its leader node's next Produce calls, with
+	// the other partitions ready for that node (produce_node.go).
+	ns := p.nodeSender(info.addr, stor)
+	req := &produceReq{tp: s.tp, epoch: info.epoch, records: b.bytes, span: b.span, sink: s, batch: b, from: ns}
+	s.q.setSent(b, req)
+	ns.submit(req, s.owe)
+	s.owe = nil
+}
+
+// answered takes the answer of a sent batch, from the node sender from
+// (nil when the sink gave up waiting): acked, or a failure to retry (the
+// batch becomes ready again) or to report.
+func (s *sink) answered(b *batch, ans produceAns, from *nodeSender) {
+	if from != nil {
+		// The node sender waits for this partition's next batch before
+		// its next call; a previous answer's wait ends here.
+		s.settle()
+		s.owe = from
+	}
+	if s.q.sent == 1 {
+		s.idleSince = time.Now()
+	}
+	if ans.err == nil {
+		s.q.answered(b, batchAcked)
+		b.base, b.appendTime = ans.base, ans.appendTime
+		if s.p.cfg.idempotent && s.hasPID && b.builtAt == s.pidGen {
+			s.confirmed = true
+		}
+		return
+	}
+	s.q.answered(b, batchReady)
+	s.failed(b, ans.err)
+}
+
+// failed decides what to do about a batch whose request failed with err:
+// send it again (ready, after a backoff) or fail it.
+func (s *sink) failed(b *batch, err error) {
+	p := s.p
+	cfg := &p.cfg
+	lastErr := fmt.Errorf("client: produce to %s/%d: %w", s.tp.topic, s.tp.partition, err)
+	if !time.Now().Before(b.deadline) {
+		s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
+		return
+	}
+	if cfg.idempotent && ReasonOf(err) == commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE &&
+		(b.behind || s.q.earlierOpen(b)) {
+		// The leader held it behind an earlier batch that did not come
+		// (or was refused): it goes again once the earlier ones are
+		// through. Not a retry of its own: no backoff.
+		b.lastErr, b.retryAt = lastErr, time.Time{}
+		return
+	}
+	act := classify(err)
+	if act == actFail {
+		s.fail(b, lastErr)
+		return
+	}
+	if !cfg.idempotent && !unwritten(err, cfg.acks) {
+		// Sending again could duplicate the records (see
+		// ErrOutcomeUnknown); only idempotence makes that safe.
+		s.fail(b, fmt.Errorf("%w: %w", ErrOutcomeUnknown, lastErr))
+		return
+	}
+	ctx, cancel := context.WithDeadline(p.ctx, b.deadline)
+	defer cancel()
+	switch act {
+	case actNewPID:
+		p.dropProducerID(b.builtAt)
+	case actRefresh:
+		if !p.cl.applyHint(err) {
 			_ = p.cl.refresh(ctx)
+		}
+		if p.cl.isMissing(s.tp.topic) {
+			s.fail(b, &UnknownTopicError{Topic: s.tp.topic})
+			return
+		}
+	}
+	s.retryLater(b, lastErr)
+}
+
+// retryLater makes b ready to go again after its next backoff, or fails
+// it when its retries or its delivery timeout are used up.
+func (s *sink) retryLater(b *batch, lastErr error) {
+	cfg := &s.p.cfg
+	s.q.answered(b, batchReady)
+	b.lastErr = lastErr
+	b.attempts++
+	if b.attempts > cfg.maxRetries {
+		s.fail(b, lastErr)
+		return
+	}
+	if b.bo == nil {
+		b.bo = newBackoff(cfg)
+	}
+	d := b.bo.NextBackOff()
+	if time.Now().Add(d).After(b.deadline) {
+		s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
+		return
+	}
+	cfg.retried(retryEvent(scoped(s.tp, lastErr), int(b.attempts), d))
+	b.retryAt = time.Now().Add(d)
+}
+
+// fail fails a batch for good; its callbacks run once the batches before
+// it are resolved. With idempotence its sequence numbers are spent and
+// whether it landed may be unknown, so the producer id is dropped: every
+// partition starts again at sequence 0 under a new one, and this
+// partition's later batches are rebuilt under it.
+func (s *sink) fail(b *batch, err error) {
+	if s.p.cfg.idempotent && b.builtAt != noPID {
+		s.p.dropProducerID(b.builtAt)
+	}
+	s.q.answered(b, batchFailed)
+	b.err = err
+}
+
+// complete runs the callbacks of the resolved batches at the front of
+// the queue, in order.
+func (s *sink) complete() {
+	for _, b := range s.q.resolved() {
+		if b.state == batchAcked {
+			s.succeed(b.promises, b.base, b.appendTime)
 			continue
 		}
-		if p.cl.throttledFor(info.addr) > 0 {
-			s.settle()
-		}
-		if err := p.cl.waitThrottle(ctx, info.addr); err != nil {
-			// The node's throttle (its quota for this principal) outlasts
-			// the delivery timeout.
-			held := fmt.Errorf("client: produce to %s/%d: held back by the leader's throttle (over the produce quota)", s.tp.topic, s.tp.partition)
-			if lastErr != nil {
-				held = lastErr
-			}
-			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, held))
-			return
-		}
-		// The batch goes in its leader node's next Produce, with the
-		// other partitions ready for that node (produce_node.go).
-		ns := p.nodeSender(info.addr, stor)
-		req := &produceReq{tp: s.tp, epoch: info.epoch, records: bytes, span: span, done: make(chan produceAns, 1)}
-		ns.submit(req, s.owe)
-		s.owe = nil
-		var ans produceAns
-		select {
-		case ans = <-req.done:
-			s.owe = ns
-		case <-ctx.Done():
-			req.abandoned.Store(true)
-			ans.err = ctx.Err()
-		}
-		err = ans.err
-		if err == nil {
-			s.succeed(batch, ans.base, ans.appendTime)
-			return
-		}
-		lastErr = fmt.Errorf("client: produce to %s/%d: %w", s.tp.topic, s.tp.partition, err)
-		if ctx.Err() != nil {
-			fail(fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
-			return
-		}
-		act := classify(err)
-		if act == actFail {
-			fail(lastErr)
-			return
-		}
-		if !cfg.idempotent && !unwritten(err, cfg.acks) {
-			// Sending again could duplicate the records (see
-			// ErrOutcomeUnknown); only idempotence makes that safe.
-			fail(fmt.Errorf("%w: %w", ErrOutcomeUnknown, lastErr))
-			return
-		}
-		switch act {
-		case actNewPID:
-			p.dropProducerID(builtAt)
-		case actRefresh:
-			if !p.cl.applyHint(err) {
-				_ = p.cl.refresh(ctx)
-			}
-			if p.cl.isMissing(s.tp.topic) {
-				fail(&UnknownTopicError{Topic: s.tp.topic})
-				return
-			}
+		for _, pr := range b.promises {
+			s.p.finish(pr, b.err)
 		}
 	}
 }

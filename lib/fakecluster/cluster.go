@@ -67,6 +67,7 @@ type Cluster struct {
 	nextEpoch int64                              // last node epoch handed out by RegisterNode
 	alters    int                                // accepted AlterPartition items
 	produced  []ProduceCall                      // every Produce answered, see Produced
+	held      int                                // batches held ahead of their sequence, see Held
 	security  *commonv1.SecurityState            // users, ACLs and quotas the metadata stream carries; nil until SetSecurity
 	calls     map[string]int
 

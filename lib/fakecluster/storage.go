@@ -71,13 +71,26 @@ func (c *Cluster) Produced() []ProduceCall {
 	return slices.Clone(c.produced)
 }
 
+// holdBound is the longest a leader holds a batch that arrived ahead of
+// its sequence, as the storage service's (shorter when the request's
+// timeout is).
+const holdBound = time.Second
+
+// Held returns how many produced batches a leader held because they
+// arrived ahead of their sequence (whether the gap then filled or not).
+func (c *Cluster) Held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
+}
+
 func (s *storage) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["Produce"]++
-	resp, err := s.producePartLocked(m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), m.GetAcks())
+	resp, err := s.producePartLocked(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), m.GetAcks(), m.GetTimeoutMs())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +111,7 @@ func (s *storage) ProducePartitions(ctx context.Context, req *connect.Request[st
 	}
 	out := &storagev1.ProducePartitionsResponse{}
 	for _, pp := range m.GetPartitions() {
-		resp, err := s.producePartLocked(pp.GetTopic(), pp.GetPartition(), pp.GetLeaderEpoch(), pp.GetRecords(), m.GetAcks())
+		resp, err := s.producePartLocked(ctx, pp.GetTopic(), pp.GetPartition(), pp.GetLeaderEpoch(), pp.GetRecords(), m.GetAcks(), m.GetTimeoutMs())
 		if err != nil && c.killedNode(s.id) {
 			return nil, err
 		}
@@ -121,8 +134,13 @@ func (c *Cluster) killedNode(id int32) bool {
 }
 
 // producePartLocked appends one partition's batches and lists the call in
-// Produced.
-func (s *storage) producePartLocked(topic string, part, epoch int32, records []byte, acks commonv1.Acks) (*storagev1.ProduceResponse, error) {
+// Produced. An idempotent batch that arrives ahead of its sequence (the
+// batches before it are still on their way, in other calls) is held, as
+// the storage service holds it: Cluster.mu is released until the log
+// changes, and the batch is tried again, until the gap fills, the call
+// ends or holdBound (or the request's timeout, when shorter) passes; then
+// it is refused with OUT_OF_ORDER_SEQUENCE.
+func (s *storage) producePartLocked(ctx context.Context, topic string, part, epoch int32, records []byte, acks commonv1.Acks, timeoutMs int32) (*storagev1.ProduceResponse, error) {
 	c := s.c
 	call := ProduceCall{Node: s.id, Topic: topic, Partition: part, LeaderEpoch: epoch, Acks: acks}
 	for b := records; len(b) > 0; {
@@ -133,20 +151,47 @@ func (s *storage) producePartLocked(topic string, part, epoch int32, records []b
 		call.Records += int(h.RecordCount)
 		b = b[h.Size():]
 	}
-	resp, err := s.produceLocked(topic, part, epoch, records, acks)
+	bound := holdBound
+	if timeoutMs > 0 {
+		bound = min(bound, time.Duration(timeoutMs)*time.Millisecond)
+	}
+	until := time.Now().Add(bound)
+	resp, ahead, err := s.produceLocked(topic, part, epoch, records, acks, false)
+	if ahead {
+		c.held++
+	}
+	for ahead && time.Now().Before(until) && ctx.Err() == nil {
+		changed := c.changed
+		c.mu.Unlock()
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		c.mu.Lock()
+		resp, ahead, err = s.produceLocked(topic, part, epoch, records, acks, true)
+	}
 	call.Err = err
 	c.produced = append(c.produced, call)
 	return resp, err
 }
 
-func (s *storage) produceLocked(topic string, part, epoch int32, records []byte, acks commonv1.Acks) (*storagev1.ProduceResponse, error) {
+// produceLocked appends one partition's batches; ahead reports a batch
+// refused because it is ahead of its producer's next sequence, which the
+// caller may hold and try again (held: the before-append faults have
+// had their turn).
+func (s *storage) produceLocked(topic string, part, epoch int32, records []byte, acks commonv1.Acks, held bool) (resp *storagev1.ProduceResponse, ahead bool, err error) {
 	c := s.c
-	if err := c.faultLocked(s.id, "Produce", topic, part, false); err != nil {
-		return nil, err
+	if !held {
+		if err := c.faultLocked(s.id, "Produce", topic, part, false); err != nil {
+			return nil, false, err
+		}
 	}
 	p, d := s.checkLocked(topic, part, epoch)
 	if d != nil {
-		return nil, asError(d)
+		return nil, false, asError(d)
 	}
 	b := records
 	var batches [][]byte
@@ -154,14 +199,14 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 	for len(b) > 0 {
 		h, err := recordbatch.Verify(b)
 		if err != nil {
-			return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "corrupt batch: %v", err)
+			return nil, false, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "corrupt batch: %v", err)
 		}
 		batches = append(batches, b[:h.Size()])
 		headers = append(headers, h)
 		b = b[h.Size():]
 	}
 	if len(batches) == 0 {
-		return nil, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "no batches")
+		return nil, false, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "no batches")
 	}
 	first := int64(-1)
 	dup := false
@@ -170,7 +215,9 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 		if h.ProducerID >= 0 {
 			ps := p.producers[h.ProducerID]
 			if ps == nil {
-				ps = &producerState{epoch: h.ProducerEpoch, recent: map[int32]int64{}}
+				// A producer the partition has no state for is accepted
+				// at any sequence, as by the storage service.
+				ps = &producerState{epoch: h.ProducerEpoch, nextSeq: h.BaseSequence, recent: map[int32]int64{}}
 				p.producers[h.ProducerID] = ps
 			}
 			if base, ok := ps.recent[h.BaseSequence]; ok {
@@ -180,7 +227,7 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 				continue
 			}
 			if h.BaseSequence != ps.nextSeq {
-				return nil, errorf(connect.CodeFailedPrecondition, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
+				return nil, h.BaseSequence > ps.nextSeq, errorf(connect.CodeFailedPrecondition, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
 					"sequence %d, expected %d", h.BaseSequence, ps.nextSeq)
 			}
 			ps.recent[h.BaseSequence] = p.next
@@ -195,12 +242,12 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 	}
 	c.notifyLocked()
 	if err := c.faultLocked(s.id, "Produce", topic, part, true); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if acks == commonv1.Acks_ACKS_NONE {
 		first = -1
 	}
-	return &storagev1.ProduceResponse{BaseOffset: first, LogAppendTimeMs: -1, LogStartOffset: p.start, Duplicate: dup}, nil
+	return &storagev1.ProduceResponse{BaseOffset: first, LogAppendTimeMs: -1, LogStartOffset: p.start, Duplicate: dup}, false, nil
 }
 
 func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {

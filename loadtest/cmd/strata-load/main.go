@@ -79,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Settings.DurationSec = opts.set.duration.Seconds()
 	rep.Settings.Inflight = opts.set.inflight
 	rep.Settings.LingerMs = float64(opts.set.linger) / float64(time.Millisecond)
+	rep.Settings.MaxInFlight = opts.set.maxInFlight
 	rep.Settings.Keys = opts.set.keys
 	rep.Settings.Rate = opts.set.rate.String()
 	if opts.peersFile != "" {
@@ -268,6 +269,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.set.duration, "duration", 0, "time per produce run; 0: no limit (then --records); with both, the first reached")
 	fs.IntVar(&o.set.inflight, "inflight", 512, "closed loop: records produced and not yet acknowledged at most")
 	fs.DurationVar(&o.set.linger, "linger", 5*time.Millisecond, "producer linger")
+	fs.IntVar(&o.set.maxInFlight, "max-in-flight", 5, "idempotent (acks=all) producer: batches in flight per partition, 1 to 5 (the client's MaxInFlight)")
 	fs.IntVar(&o.set.keys, "keys", 1000, "distinct keys, spread over the partitions by the default partitioner")
 	rate := fs.String("rate", "50%", "offered load of rate runs: MB/s, or a percentage of the workload's max run")
 	fs.BoolVar(&o.set.keepTopics, "keep-topics", false, "keep each run's topic instead of deleting it")
@@ -358,6 +360,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.set.keys < 1 {
 		bad("--keys %d: at least 1", o.set.keys)
+	}
+	if o.set.maxInFlight < 1 || o.set.maxInFlight > 5 {
+		bad("--max-in-flight must be 1 to 5")
 	}
 	if o.set.linger < 0 {
 		bad("--linger must not be negative")

@@ -21,13 +21,14 @@ import (
 
 // settings are the knobs every run shares.
 type settings struct {
-	records    int           // per produce run; 0: no limit
-	duration   time.Duration // per produce run; 0: no limit
-	inflight   int           // closed loop: records produced and not yet acknowledged, at most
-	linger     time.Duration // producer linger
-	keys       int           // distinct keys
-	rate       rateSpec      // offered load of rate runs
-	keepTopics bool
+	records     int           // per produce run; 0: no limit
+	duration    time.Duration // per produce run; 0: no limit
+	inflight    int           // closed loop: records produced and not yet acknowledged, at most
+	linger      time.Duration // producer linger
+	maxInFlight int           // idempotent producer: batches in flight per partition
+	keys        int           // distinct keys
+	rate        rateSpec      // offered load of rate runs
+	keepTopics  bool
 }
 
 // runner makes the runs against one cluster.
@@ -92,7 +93,7 @@ const warmUpRecords = 4
 // rate-run consumers can tell them from stamped values.
 func (r *runner) newProducer(ctx context.Context, w workload, topic string) (*client.Producer, error) {
 	p, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
-		client.Idempotent(w.Durability.Acks == client.AcksAll))...)
+		client.Idempotent(w.Durability.Acks == client.AcksAll), client.MaxInFlight(r.set.maxInFlight))...)
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,7 @@ type Report struct {
 		DurationSec float64 `json:"duration_s"`
 		Inflight    int     `json:"inflight"`
 		LingerMs    float64 `json:"linger_ms"`
+		MaxInFlight int     `json:"max_in_flight"`
 		Keys        int     `json:"keys"`
 		Rate        string  `json:"rate"`
 	} `json:"settings"`
@@ -265,9 +266,9 @@ func ifFn(c bool, f func(float64) bool) func(float64) bool {
 
 // printText writes the results table, the peers and the checks.
 func printText(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "\nStrata load, %s; in-flight %d, linger %s, %d keys\n",
+	fmt.Fprintf(w, "\nStrata load, %s; in-flight %d, linger %s, %d batches in flight per partition, %d keys\n",
 		rep.Started.Format("2006-01-02 15:04 MST"), rep.Settings.Inflight,
-		time.Duration(rep.Settings.LingerMs*float64(time.Millisecond)), rep.Settings.Keys)
+		time.Duration(rep.Settings.LingerMs*float64(time.Millisecond)), rep.Settings.MaxInFlight, rep.Settings.Keys)
 	// The first two columns are text, left-aligned by padding; the
 	// tabwriter right-aligns the figures.
 	wn, mn := len("workload"), len("mode")
