@@ -36,6 +36,12 @@ var (
 	ErrStaleNodeEpoch = errors.New("replica: stale node epoch")
 	// ErrOutOfOrderSequence: an idempotent producer's sequence skipped.
 	ErrOutOfOrderSequence = errors.New("replica: out of order sequence number")
+	// errSequenceAhead: an idempotent producer's batch is ahead of the
+	// next sequence the log expects, as when the producer has several
+	// batches in flight and an earlier one has not arrived yet. Produce
+	// holds such a batch for a while (sequenceHold) before answering
+	// ErrOutOfOrderSequence, which it wraps.
+	errSequenceAhead = fmt.Errorf("%w: earlier batches of the producer have not arrived", ErrOutOfOrderSequence)
 	// ErrUnknownProducer: a batch of a producer this replica does not know,
 	// not at sequence 0, while the replica's producer state may lack
 	// producers whose batches lie below its log start (partlog's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -238,4 +239,110 @@ func TestProducerStateFollowsANewReplica(t *testing.T) {
 			t.Fatalf("a new producer: %v", err)
 		}
 	})
+}
+
+// A batch ahead of its producer's next sequence waits for the batches
+// before it (a producer with several in flight, whose calls the server
+// serves concurrently) and lands after them. Before, it was refused at
+// once with ErrOutOfOrderSequence.
+func TestBatchAheadOfItsSequenceWaitsForTheGap(t *testing.T) {
+	r := openSoleLeader(t, t.TempDir(), partlog.Config{})
+	defer r.Close()
+	if _, err := produceAll(r, idemBatch(t, 7, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res ProduceResult
+		err error
+	}
+	third := make(chan answer, 1)
+	go func() {
+		res, err := produceAll(r, idemBatch(t, 7, 4, 3)) // sequences 4-6: ahead of 2
+		third <- answer{res, err}
+	}()
+	waitFor(t, "the batch ahead to be held", func() bool { return r.HoldingAhead() == 1 })
+	if leo := r.Log().LogEndOffset(); leo != 2 {
+		t.Fatalf("log end %d while the batch ahead waits; want 2", leo)
+	}
+	res, err := produceAll(r, idemBatch(t, 7, 2, 2)) // sequences 2-3 fill the gap
+	if err != nil || res.BaseOffset != 2 || res.Held {
+		t.Fatalf("the batch filling the gap: %+v %v", res, err)
+	}
+	a := <-third
+	if a.err != nil || a.res.BaseOffset != 4 || a.res.LastOffset != 6 || !a.res.Held {
+		t.Fatalf("the held batch: %+v %v; want offsets 4-6, held", a.res, a.err)
+	}
+	if n := r.HoldingAhead(); n != 0 {
+		t.Fatalf("%d requests still held", n)
+	}
+}
+
+// A batch ahead whose predecessors never come is refused with
+// ErrOutOfOrderSequence once the hold (bounded by the request's timeout)
+// passes, and nothing is appended; so is one whose request ends first.
+// A batch behind the expected sequence, and a gap inside one request, are
+// refused at once: no later batch can fill them.
+func TestBatchAheadIsRefusedWhenTheGapStays(t *testing.T) {
+	r := openSoleLeader(t, t.TempDir(), partlog.Config{})
+	defer r.Close()
+	if _, err := produceAll(r, idemBatch(t, 7, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := r.Produce(context.Background(), idemBatch(t, 7, 5, 1), AcksAll, 1, 20*time.Millisecond)
+	if !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap that stays: %v; want ErrOutOfOrderSequence", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Produce(ctx, idemBatch(t, 7, 5, 1), AcksAll, 1, time.Minute)
+		done <- err
+	}()
+	waitFor(t, "the batch ahead to be held", func() bool { return r.HoldingAhead() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("held request canceled: %v; want ErrOutOfOrderSequence", err)
+	}
+
+	// Behind: sequence 1 is inside the remembered batch 0-1 but not it.
+	_, err = r.Produce(context.Background(), idemBatch(t, 7, 1, 1), AcksAll, 1, time.Minute)
+	if !errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, errSequenceAhead) {
+		t.Fatalf("batch behind: %v; want ErrOutOfOrderSequence at once", err)
+	}
+	_, err = r.Produce(context.Background(), slices.Concat(idemBatch(t, 7, 2, 1), idemBatch(t, 7, 9, 1)), AcksAll, 1, time.Minute)
+	if !errors.Is(err, ErrOutOfOrderSequence) || errors.Is(err, errSequenceAhead) {
+		t.Fatalf("gap inside a request: %v; want ErrOutOfOrderSequence at once", err)
+	}
+	if leo := r.Log().LogEndOffset(); leo != 2 {
+		t.Fatalf("log end %d; want 2 (nothing appended)", leo)
+	}
+}
+
+func TestSeqAhead(t *testing.T) {
+	for _, c := range []struct {
+		s, want int32
+		ahead   bool
+	}{
+		{5, 2, true}, {2, 2, false}, {1, 2, false},
+		{3, math.MaxInt32 - 1, true}, // wrapped past 2^31-1
+		{math.MaxInt32, 3, false},    // far behind, wrapped
+		{1<<30 + 1, 0, false},        // more than half the space ahead: behind
+	} {
+		if got := seqAhead(c.s, c.want); got != c.ahead {
+			t.Errorf("seqAhead(%d, %d) = %v, want %v", c.s, c.want, got, c.ahead)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a generous
+// bound: a condition that never comes is a defect, not a slow machine.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -82,7 +82,9 @@ type producerView struct {
 //     duplicate;
 //   - otherwise the sequence must follow the last one taken (wrapping at
 //     2^31-1) → else ErrOutOfOrderSequence; a batch repeated within the
-//     request is out of order too;
+//     request is out of order too; a producer's first batch in the request
+//     that is ahead of the log's last sequence gets errSequenceAhead (also
+//     an ErrOutOfOrderSequence), which Produce may wait out;
 //   - an unknown producer (new, or expired) is accepted at any sequence,
 //     unless the log's producer state may lack producers below its log
 //     start (partlog's ProducersComplete): then only at sequence 0, since
@@ -160,6 +162,12 @@ func checkProducers(l *partlog.Log, hdrs []recordbatch.Header) (*duplicate, erro
 				continue
 			}
 			if want := nextSeq(v.lastSeq); v.hasLast && h.BaseSequence != want {
+				if len(v.inRequest) == 0 && seqAhead(h.BaseSequence, want) {
+					// Only against the log: a gap inside one request
+					// can never fill.
+					return nil, fmt.Errorf("%w: batch %d: producer %d expected sequence %d, got %d",
+						errSequenceAhead, i, h.ProducerID, want, h.BaseSequence)
+				}
 				return nil, fmt.Errorf("%w: batch %d: producer %d expected sequence %d, got %d",
 					ErrOutOfOrderSequence, i, h.ProducerID, want, h.BaseSequence)
 			}
@@ -194,6 +202,14 @@ func sameSeqs(bs []partlog.ProducerBatch, b partlog.ProducerBatch) int {
 		}
 	}
 	return -1
+}
+
+// seqAhead reports whether sequence s lies ahead of want rather than
+// behind it: less than half the sequence space (2^30) past it, wrapping at
+// 2^31-1.
+func seqAhead(s, want int32) bool {
+	d := (int64(s) - int64(want) + math.MaxInt32 + 1) % (math.MaxInt32 + 1)
+	return d > 0 && d < 1<<30
 }
 
 // nextSeq is the sequence after s, wrapping past 2^31-1 to 0 as Kafka's

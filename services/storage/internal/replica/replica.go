@@ -17,12 +17,14 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -156,7 +158,8 @@ type Replica struct {
 	opts   Options
 	logger *slog.Logger
 
-	appendMu sync.Mutex // serialises appends, truncation and role changes; the idempotence checks run under it
+	appendMu sync.Mutex   // serialises appends, truncation and role changes; the idempotence checks run under it
+	holding  atomic.Int32 // produce requests waiting in holdAhead now
 
 	mu         sync.Mutex
 	role       Role
@@ -524,6 +527,7 @@ type ProduceResult struct {
 	LogAppendTime int64 // leader clock at append, Unix ms
 	LogStart      int64 // log start offset after the append
 	Duplicate     bool  // the batch duplicated an earlier one of the same producer
+	Held          bool  // it arrived ahead of its producer's sequence and waited for the batches before it
 }
 
 // Produce appends batches as leader at the epoch the producer believes in
@@ -554,11 +558,70 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 		return ProduceResult{}, err
 	}
 	res, at, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
+	if errors.Is(err, errSequenceAhead) {
+		res, at, err = r.holdAhead(ctx, batches, hdrs, acks, epoch, min(timeout, sequenceHold), err)
+	}
 	if err != nil || acks != AcksAll {
 		return res, err
 	}
 	return res, r.tracedWaitCommitted(ctx, res.LastOffset, at, timeout)
 }
+
+// sequenceHold bounds how long Produce holds a batch that is ahead of its
+// producer's next sequence (errSequenceAhead) for the batches before it to
+// arrive. A producer with several batches in flight sends them in order,
+// but the calls that carry them are served concurrently, so the second
+// can reach the log first; it waits here rather than failing and being
+// sent again. A batch whose predecessors were lost (their call failed)
+// is refused with ErrOutOfOrderSequence after the hold, and the producer
+// resends in order.
+const sequenceHold = time.Second
+
+// holdAhead waits, without the append lock, for the log to change and
+// tries the append again, until the batches are no longer ahead of their
+// sequence, the request ends, or hold passes. err is the first attempt's
+// errSequenceAhead, returned when the hold ends without an append.
+func (r *Replica) holdAhead(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32,
+	hold time.Duration, err error) (ProduceResult, leadership, error) {
+	r.holding.Add(1)
+	defer r.holding.Add(-1)
+	timer := time.NewTimer(hold)
+	defer timer.Stop()
+	var (
+		res ProduceResult
+		at  leadership
+	)
+	for {
+		var gap *aheadError
+		if !errors.As(err, &gap) {
+			res.Held = err == nil
+			return res, at, err
+		}
+		select {
+		case <-gap.changed:
+		case <-timer.C:
+			return ProduceResult{}, leadership{}, gap.err
+		case <-ctx.Done():
+			return ProduceResult{}, leadership{}, gap.err
+		}
+		res, at, err = r.tracedAppend(ctx, batches, hdrs, acks, epoch)
+	}
+}
+
+// HoldingAhead is the number of produce requests waiting now for an
+// idempotent producer's earlier batches (holdAhead).
+func (r *Replica) HoldingAhead() int { return int(r.holding.Load()) }
+
+// aheadError is errSequenceAhead from appendAsLeader with the replica's
+// change channel as it was under the append lock, so no append between
+// the check and the wait goes unseen.
+type aheadError struct {
+	err     error
+	changed <-chan struct{}
+}
+
+func (e *aheadError) Error() string { return e.err.Error() }
+func (e *aheadError) Unwrap() error { return e.err }
 
 // leadership is when a batch was appended: the leader epoch it was stamped
 // with and the replica's term (see Replica.term), which decides whether
@@ -593,6 +656,12 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 	// their original offsets and not appended again. The log records the
 	// appended batches in its producer state.
 	dup, err := checkProducers(r.log, hdrs)
+	if errors.Is(err, errSequenceAhead) {
+		r.mu.Lock()
+		ch := r.changed
+		r.mu.Unlock()
+		return ProduceResult{}, leadership{}, &aheadError{err: err, changed: ch}
+	}
 	if err != nil {
 		return ProduceResult{}, leadership{}, err
 	}

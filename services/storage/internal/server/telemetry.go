@@ -32,6 +32,7 @@ var (
 
 	producedBytes   = mustCounter("strata.storage.produced.bytes", "By", "Record batch bytes appended by produce requests this node led, per topic.")
 	producedRecords = mustCounter("strata.storage.produced.records", "{record}", "Records appended by produce requests this node led, per topic (duplicates of an idempotent retry not counted).")
+	producedHeld    = mustCounter("strata.storage.produce.held", "{request}", "Produce requests, per topic, whose batch arrived ahead of its idempotent producer's sequence and waited for the batches before it (a producer with several batches in flight), then was appended.")
 	fetchedBytes    = mustCounter("strata.storage.fetched.bytes", "By", "Record batch bytes returned to consumers' fetches, per topic (replication not counted).")
 	fetchedRecords  = mustCounter("strata.storage.fetched.records", "{record}", "Records in the batches returned to consumers' fetches, per topic.")
 	uploadDuration  = mustHistogram("strata.storage.tier.upload.duration", "s", "Time to upload one sealed segment to the tiering service, per topic.")
@@ -89,6 +90,9 @@ func countProduced(topic string, res replica.ProduceResult, bytes int) {
 	if res.Duplicate {
 		return
 	}
+	if res.Held {
+		producedHeld.Add(context.Background(), 1, topicAttr(topic)...)
+	}
 	addProduced(topic, res.LastOffset-res.BaseOffset+1, int64(bytes))
 }
 
@@ -111,6 +115,9 @@ type produceCounts struct {
 func (c *produceCounts) add(topic string, res replica.ProduceResult, bytes int) {
 	if res.Duplicate {
 		return
+	}
+	if res.Held {
+		producedHeld.Add(context.Background(), 1, topicAttr(topic)...)
 	}
 	n := res.LastOffset - res.BaseOffset + 1
 	switch {
