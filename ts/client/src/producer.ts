@@ -486,6 +486,7 @@ export class Producer {
       this.abort.abort(new ClosedError("producer"));
       const closed = new ClosedError("producer");
       for (const w of this.roomWaiters.splice(0)) w.fail(closed);
+      for (const s of this.senders.values()) s.abort.abort(closed);
       for (const s of this.sinks.values()) {
         s.abort.abort(closed);
         s.failBuffered(closed);
@@ -645,6 +646,12 @@ type Answer = { ok: true; base: bigint; appendTime: bigint } | { ok: false; erro
  * answer, go together again.
  */
 class NodeSender {
+  /**
+   * Aborted by close: ends this node's calls in flight. One per node rather
+   * than the producer's signal, so a signal carries at most maxCalls
+   * listeners, however many nodes there are.
+   */
+  readonly abort = new AbortController();
   private queue: Queued[] = [];
   private calls = 0;
   private scheduled = false;
@@ -682,7 +689,7 @@ class NodeSender {
           timeoutMs: this.p.client.requestTimeout,
           partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })),
         },
-        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
       );
       this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
       return reqs.map((q, i): Answer => {
@@ -710,7 +717,7 @@ class NodeSender {
         try {
           const resp = await this.client.produce(
             { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records },
-            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
           );
           this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
           return { ok: true, base: resp.baseOffset, appendTime: resp.logAppendTimeMs };
