@@ -1126,6 +1126,7 @@ class Sink {
 
   /** retryLater marks a batch to be sent again once the partition's answers are in. */
   private retryLater(b: Batch, e: unknown, backoff: boolean): void {
+    if (!this.recovering) this.log.debug("produce failed; the partition sends its unacknowledged batches again, in order", { topic: this.topic, partition: this.partition, inFlight: this.inflight.length, error: e });
     b.state = "waiting";
     b.lastErr = e;
     b.backoffFirst = backoff;
