@@ -841,6 +841,8 @@ class Sink {
   private readonly inflight = new InFlight<Batch>();
   /** The send loop (run) is running. */
   private running = false;
+  /** pumpSoon's turn is pending: records added meanwhile wait for it. */
+  private soon = false;
   /** A batch failed and is to be sent again: nothing new is sent until the partition's unacknowledged batches are. */
   private recovering = false;
   private seq = 0;
@@ -867,7 +869,7 @@ class Sink {
     }
     this.buf.push(pr);
     this.bytes += pr.size;
-    this.pump();
+    if (!this.soon) this.pump();
   }
 
   /** kick sends what is buffered as soon as the in-flight bound lets it (flush). */
@@ -880,6 +882,21 @@ class Sink {
     if (this.running) return;
     this.running = true;
     void this.run();
+  }
+
+  /**
+   * pumpSoon runs the send loop on the next turn of the event loop. An
+   * answer resolves sends, and the application, in their continuations,
+   * sends its next records: they all go in this partition's next batch
+   * rather than the first few in a small batch and the rest in another.
+   */
+  private pumpSoon(): void {
+    if (this.soon) return;
+    this.soon = true;
+    setTimeout(() => {
+      this.soon = false;
+      this.pump();
+    }, 0);
   }
 
   private async run(): Promise<void> {
@@ -1152,7 +1169,7 @@ class Sink {
       }
     }
     if (this.inflight.length === 0) this.idleSince = Date.now();
-    this.pump();
+    this.pumpSoon();
   }
 
   private succeed(batch: Batch): void {
