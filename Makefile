@@ -149,7 +149,7 @@ load: build ## Load a throwaway 3-node cluster: produce, open-loop latency, cons
 	loadtest/run-local.sh $(LOADFLAGS)
 
 .PHONY: ts-load
-ts-load: build ts ## Compare the TypeScript client's produce and consume MB/s with the Go client's, alternating on one throwaway cluster (ROUNDS, RECORDS)
+ts-load: build ts ## Compare the TypeScript client's produce and consume MB/s with the Go client's, alternating on one throwaway cluster (ROUNDS, RECORDS; TS_BEFORE=other/load.js adds another TS build's runs)
 	loadtest/ts-vs-go.sh
 
 .PHONY: bench-cluster

@@ -5,7 +5,10 @@
 # (default 100000) of 1 KiB to a fresh 12-partition RF 3 topic with
 # acks=all and 2048 records in flight, then reading it back with one
 # consumer. Prints every run, then the medians and TS / Go. Used by
-# `make ts-load`; LOAD_BASE_PORT moves the cluster's ports. Figures, not a
+# `make ts-load`; LOAD_BASE_PORT moves the cluster's ports. TS_BEFORE, the
+# path of another build's load.js (say, the main branch's client built
+# beside this one), adds a run of it to each round, so a change to the TS
+# client is measured before and after in one sitting. Figures, not a
 # test: on a shared machine compare runs of one sitting only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,9 +58,13 @@ for i in $(seq "$rounds"); do
   # ("consume 1" is two words).
   echo "$o" | awk -v r="$i" '/p12-1KiB-rf3-all  max /{p=$3; pc=$10} /p12-1KiB-rf3-all  consume 1 /{c=$4; cc=$11}
     END {printf "go %d produce %s MB/s (client CPU %s s/GB) consume %s MB/s (client CPU %s s/GB)\n", r, p, pc, c, cc}' | tee -a "$out"
-  o=$(node ts/client/dist/bench/load.js --gateway "$gw" --records "$records" 2>&1) || { echo "$o" >&2; exit 1; }
-  echo "$o" | awk -v r="$i" '/^produce:/{p=$2; pc=$(NF-1)} /^consume:/{c=$2; cc=$(NF-1)}
-    END {printf "ts %d produce %s MB/s (client CPU %s s/GB) consume %s MB/s (client CPU %s s/GB)\n", r, p, pc, c, cc}' | tee -a "$out"
+  for run in ${TS_BEFORE:+before} ts; do
+    prog=ts/client/dist/bench/load.js
+    if [ "$run" = before ]; then prog=$TS_BEFORE; fi
+    o=$(node "$prog" --gateway "$gw" --records "$records" 2>&1) || { echo "$o" >&2; exit 1; }
+    echo "$o" | awk -v r="$i" -v k="$run" '/^produce:/{p=$2; pc=$(NF-1)} /^consume:/{c=$2; cc=$(NF-1)}
+      END {printf "%s %d produce %s MB/s (client CPU %s s/GB) consume %s MB/s (client CPU %s s/GB)\n", k, r, p, pc, c, cc}' | tee -a "$out"
+  done
 done
 awk '
   function median(a, n,   i, j, t) {
@@ -69,4 +76,7 @@ awk '
     for (k in n) { for (i = 1; i <= n[k]; i++) { pp[i] = p[k, i]; cp[i] = c[k, i] } mp[k] = median(pp, n[k]); mc[k] = median(cp, n[k]) }
     printf "medians: produce Go %.1f, TS %.1f MB/s (TS/Go %.2f x); consume Go %.1f, TS %.1f MB/s (TS/Go %.2f x)\n",
       mp["go"], mp["ts"], mp["ts"] / mp["go"], mc["go"], mc["ts"], mc["ts"] / mc["go"]
+    if ("before" in n)
+      printf "medians: TS before %.1f MB/s produce, %.1f MB/s consume (TS/TS before: produce %.2f x, consume %.2f x)\n",
+        mp["before"], mc["before"], mp["ts"] / mp["before"], mc["ts"] / mc["before"]
   }' "$out"

@@ -20,6 +20,7 @@ const { values: args } = parseArgs({
     partitions: { type: "string", default: "12" },
     chunk: { type: "string", default: "64" },
     inflight: { type: "string", default: "2048" },
+    "max-in-flight": { type: "string", default: "5" },
     linger: { type: "string", default: "5" },
     acks: { type: "string", default: "all" },
     rf: { type: "string", default: "3" },
@@ -46,7 +47,7 @@ process.exit(0);
 
 async function produce(): Promise<void> {
   const value = new Uint8Array(size).fill(120);
-  const producer = strata.producer({ acks: args.acks as "all", linger: Number(args.linger) });
+  const producer = strata.producer({ acks: args.acks as "all", linger: Number(args.linger), maxInFlight: Number(args["max-in-flight"]) });
   const lat: number[] = [];
   let pending = 0;
   let wake: (() => void) | undefined;

@@ -3,10 +3,13 @@
 // partition, or sticky for unkeyed records), batched per partition for up to
 // `linger` ms or `maxBatchBytes`, encoded as RecordBatch v2 here and sent to
 // the partition's leader directly, in one Produce per leader node for every
-// partition ready for it (NodeSender). At most one batch per partition is in
-// flight and a batch is retried (the same bytes, so the leader's idempotence
-// check recognizes a duplicate) until it succeeds, fails for good or its
-// delivery timeout passes, so a partition's records land in send order.
+// partition ready for it (NodeSender). An idempotent producer keeps up to
+// maxInFlight (default 5) batches per partition unanswered, numbered in
+// order, and completes them in order (Sink, InFlight in inflight.ts); a
+// batch is retried (the same bytes, so the leader's idempotence check
+// recognizes a duplicate) until it succeeds, fails for good or its delivery
+// timeout passes, and a partition that must retry sends its unacknowledged
+// batches again one at a time, in order, so its records land in send order.
 // A leader that answers with a throttle time (the principal's produce
 // quota) gets no produce from this producer until that time has passed;
 // a refusal (StrataAuthenticationError, StrataAuthorizationError) fails the
@@ -32,6 +35,7 @@ import {
 import type { Logger } from "./logger.js";
 import { Cluster, type StorageClient, type TopicInfo } from "./metadata.js";
 import { partitionForKey } from "./murmur2.js";
+import { type BatchState, InFlight } from "./inflight.js";
 import { buildBatch, Codec, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
 import { traceHeaders, type TracePropagator } from "./tracing.js";
 import { Backoff, sleep, toBytes, tpKey, unrefTimer } from "./util.js";
@@ -135,6 +139,17 @@ export interface ProducerConfig {
   /** Retries per batch within the delivery timeout. Default Infinity. */
   maxRetries?: number;
   /**
+   * Batches of one partition sent and not yet answered at once, and
+   * Produce calls in flight to one leader node (each carrying at most one
+   * batch per partition), 1 to 5. Default 5, as Kafka's
+   * max.in.flight.requests.per.connection. Only an idempotent producer
+   * pipelines (its sequences let the leader keep a partition's batches in
+   * order and drop duplicates); without idempotence it is always 1, as a
+   * retried batch could otherwise land behind a later one. 1 sends a
+   * partition's next batch only once the previous one is answered.
+   */
+  maxInFlight?: number;
+  /**
    * Bytes of records buffered or in flight, not yet acknowledged. A send
    * that would go past it waits until acknowledgements free room (a send
    * bigger than the whole buffer waits until the buffer is empty), and
@@ -161,11 +176,28 @@ export interface ResolvedProducerConfig {
   compression: CodecName;
   deliveryTimeout: number;
   maxRetries: number;
+  /** 1 when not idempotent. */
+  maxInFlight: number;
   maxBufferedBytes: number;
   propagator: TracePropagator | undefined;
   /** The custom partitioner; undefined for the default (sticky) one. */
   partitioner: Partitioner | undefined;
 }
+
+/**
+ * The most batches of a partition in flight: the leader remembers the last
+ * five batches of a producer to recognize a duplicate, so a batch sent again
+ * must be at most five behind the newest.
+ */
+const MAX_IN_FLIGHT = 5;
+
+/**
+ * After this long with nothing in flight, a partition's next batch goes
+ * alone again, as its first did: the leader may have forgotten the
+ * producer, and an unknown producer's batch is appended at any sequence, so
+ * the batches after it must not overtake it. @internal settable by tests.
+ */
+export const pipelining = { aloneAfterIdleMs: 3_600_000 };
 
 /** acksOf reads an Acks option; undefined when it is none of the accepted values. */
 function acksOf(a: Acks): common.Acks | undefined {
@@ -200,6 +232,7 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
     compression: c.compression ?? "none",
     deliveryTimeout: c.deliveryTimeout ?? 120_000,
     maxRetries: c.maxRetries ?? Infinity,
+    maxInFlight: c.maxInFlight ?? MAX_IN_FLIGHT,
     maxBufferedBytes: c.maxBufferedBytes ?? 64 << 20,
     propagator: c.propagator,
     partitioner,
@@ -208,6 +241,10 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
   positive(problems, "maxBatchBytes", r.maxBatchBytes);
   positive(problems, "deliveryTimeout", r.deliveryTimeout);
   if (!(r.maxRetries >= 0)) problems.push(`maxRetries ${r.maxRetries}: must not be negative`);
+  if (!Number.isInteger(r.maxInFlight) || r.maxInFlight < 1 || r.maxInFlight > MAX_IN_FLIGHT) {
+    problems.push(`maxInFlight ${JSON.stringify(r.maxInFlight)}: want an integer from 1 to ${MAX_IN_FLIGHT}`);
+  }
+  if (!r.idempotent) r.maxInFlight = 1;
   if (r.propagator !== undefined && typeof r.propagator?.inject !== "function") problems.push("propagator: needs an inject(carrier) method");
   positive(problems, "maxBufferedBytes", r.maxBufferedBytes);
   if (!isCodec(r.compression)) problems.push(`compression ${JSON.stringify(r.compression)}: want "none", "gzip", "snappy", "lz4" or "zstd"`);
@@ -449,6 +486,7 @@ export class Producer {
       this.abort.abort(new ClosedError("producer"));
       const closed = new ClosedError("producer");
       for (const w of this.roomWaiters.splice(0)) w.fail(closed);
+      for (const s of this.senders.values()) s.abort.abort(closed);
       for (const s of this.sinks.values()) {
         s.abort.abort(closed);
         s.failBuffered(closed);
@@ -533,7 +571,7 @@ export class Producer {
     const k = `${addr}|${acks}`;
     let s = this.senders.get(k);
     if (!s) {
-      s = new NodeSender(this, this.cluster, addr, acks, client);
+      s = new NodeSender(this, this.cluster, addr, acks, client, this.cfg.maxInFlight);
       this.senders.set(k, s);
     }
     return s;
@@ -565,6 +603,11 @@ export class Producer {
     return this.pid;
   }
 
+  /** @internal the generation of the current producer id: it changes each time the id is dropped. */
+  get pidGeneration(): number {
+    return this.pidGen;
+  }
+
   /** @internal forgets the id of generation gen: every partition restarts at sequence 0 under a new id. */
   dropProducerId(gen: number): void {
     if (this.pid && this.pidGen === gen) {
@@ -589,18 +632,28 @@ type Answer = { ok: true; base: bigint; appendTime: bigint } | { ok: false; erro
 
 /**
  * NodeSender sends one leader node's produce calls (of one acks setting):
- * one call in flight, carrying every partition's batch queued for the node
- * meanwhile (ProducePartitions; Produce for a single one, and one Produce
- * per partition to a node of a version without ProducePartitions), each
- * partition with its own answer. A call leaves on the next
- * turn of the event loop after the first batch is queued, so the
- * partitions answered together, whose next batches are built in the
- * continuations of that answer, go together again. Each partition still
- * has one batch in flight, as with one Produce per partition.
+ * up to maxCalls calls in flight (the producer's maxInFlight), each
+ * carrying the next queued batch of every partition queued for the node
+ * (ProducePartitions; Produce for a single one, and one Produce per
+ * partition to a node of a version without ProducePartitions), each
+ * partition with its own answer. A call names a partition once: a
+ * partition's next batch waits for the node's next call, which leaves
+ * after it, so a leader receives a partition's batches in order (it may
+ * still handle concurrent calls in another order: it holds a batch that
+ * arrives ahead of its sequence). A call leaves on the next turn of the
+ * event loop after the first batch is queued, so the partitions answered
+ * together, whose next batches are built in the continuations of that
+ * answer, go together again.
  */
 class NodeSender {
+  /**
+   * Aborted by close: ends this node's calls in flight. One per node rather
+   * than the producer's signal, so a signal carries at most maxCalls
+   * listeners, however many nodes there are.
+   */
+  readonly abort = new AbortController();
   private queue: Queued[] = [];
-  private busy = false;
+  private calls = 0;
   private scheduled = false;
   private legacy = false; // the node has no ProducePartitions: one Produce per partition
 
@@ -610,6 +663,7 @@ class NodeSender {
     readonly addr: string,
     private readonly acks: common.Acks,
     private readonly client: StorageClient,
+    private readonly maxCalls: number,
   ) {}
 
   submit(q: Queued): void {
@@ -618,7 +672,7 @@ class NodeSender {
   }
 
   private schedule(): void {
-    if (this.busy || this.scheduled || this.queue.length === 0) return;
+    if (this.calls >= this.maxCalls || this.scheduled || this.queue.length === 0) return;
     this.scheduled = true;
     setTimeout(() => {
       this.scheduled = false;
@@ -635,7 +689,7 @@ class NodeSender {
           timeoutMs: this.p.client.requestTimeout,
           partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })),
         },
-        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+        { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
       );
       this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
       return reqs.map((q, i): Answer => {
@@ -663,7 +717,7 @@ class NodeSender {
         try {
           const resp = await this.client.produce(
             { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records },
-            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.p.abort.signal },
+            { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
           );
           this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
           return { ok: true, base: resp.baseOffset, appendTime: resp.logAppendTimeMs };
@@ -674,37 +728,129 @@ class NodeSender {
     );
   }
 
+  /** take removes the next call's batches from the queue: the oldest queued batch of each partition. */
+  private take(): Queued[] {
+    const reqs: Queued[] = [];
+    const rest: Queued[] = [];
+    const named = new Set<string>();
+    for (const q of this.queue) {
+      if (q.abandoned) continue;
+      const k = tpKey(q.topic, q.partition);
+      if (named.has(k)) rest.push(q);
+      else {
+        named.add(k);
+        reqs.push(q);
+      }
+    }
+    this.queue = rest;
+    return reqs;
+  }
+
   private async call(): Promise<void> {
-    if (this.busy) return;
-    const reqs = this.queue.splice(0).filter((q) => !q.abandoned);
+    if (this.calls >= this.maxCalls) return;
+    const reqs = this.take();
     if (reqs.length === 0) return;
-    this.busy = true;
+    this.calls++;
+    this.schedule(); // batches left for the next call go now if a call is free
     let answers: Answer[] | undefined;
     try {
       if (reqs.length > 1 && !this.legacy) answers = await this.callMany(reqs);
       answers ??= await this.callEach(reqs);
     } finally {
-      this.busy = false;
+      this.calls--;
     }
     reqs.forEach((q, i) => q.answer(answers![i]!));
     this.schedule();
   }
 }
 
-/** One partition's buffer and sender. */
+/** One batch of a partition, from the buffer to its outcome. */
+interface Batch {
+  state: BatchState;
+  records: Pending[];
+  /** Bytes of its records (as the buffer counts them). */
+  size: number;
+  acks: common.Acks;
+  codec: CodecName;
+  idempotent: boolean;
+  /** Its first record's send time plus the delivery timeout. */
+  deadline: number;
+  /** Its RecordBatch, once built; sent again unchanged while the producer id stays. */
+  bytes: Uint8Array | undefined;
+  /** The producer id generation the bytes carry; -1 before they are built. */
+  builtAt: number;
+  /** Attempts made. */
+  attempts: number;
+  backoff: Backoff;
+  /** Whether the next attempt waits out the backoff first (not after a refusal for another batch's gap). */
+  backoffFirst: boolean;
+  /** Whether the next attempt refreshes the metadata first. */
+  refresh: boolean;
+  /** An attempt under builtAt ended without a refusal: the batch may be in the log, and may not be rebuilt under another id. */
+  maybeLanded: boolean;
+  lastErr: unknown;
+  /** Where it landed, once acknowledged. */
+  base: bigint;
+  appendTime: bigint;
+  /** Why it failed, once failed for good. */
+  error: unknown;
+}
+
+/**
+ * Reasons with which a leader refuses a batch without appending it: a
+ * batch refused so was not written, and may be rebuilt under a new
+ * producer id. Any other failure (a timeout, a lost connection,
+ * NOT_ENOUGH_REPLICAS_AFTER_APPEND) leaves the batch possibly in the log.
+ */
+const notAppended = new Set<common.Reason>([
+  common.Reason.NOT_LEADER,
+  common.Reason.FENCED_LEADER_EPOCH,
+  common.Reason.UNKNOWN_LEADER_EPOCH,
+  common.Reason.UNKNOWN_TOPIC_OR_PARTITION,
+  common.Reason.NOT_ENOUGH_REPLICAS,
+  common.Reason.OUT_OF_ORDER_SEQUENCE,
+  common.Reason.UNKNOWN_PRODUCER_ID,
+  common.Reason.INVALID_PRODUCER_EPOCH,
+  common.Reason.CORRUPT_RECORD,
+  common.Reason.RECORD_TOO_LARGE,
+]);
+
+/**
+ * One partition's buffer and sender. Batches are taken from the buffer in
+ * order and sent, up to maxInFlight unanswered at once (InFlight); a
+ * partition's first batch under a producer id goes alone, as does the
+ * first after a long idle spell, since the leader takes an unknown
+ * producer's batch at any sequence. Answers complete the batches in order.
+ * When a batch fails and will be retried, the partition recovers: it sends
+ * nothing new, waits for the answers still due, then sends again each
+ * unacknowledged batch, oldest first and one at a time (the same bytes, or
+ * rebuilt in order from sequence 0 under a new producer id), and then
+ * pipelines again. One loop (run) sends, so batches are built, numbered and
+ * queued with their node in order.
+ */
 class Sink {
   /**
-   * Aborted by close: ends this sink's waits and its call in flight. One
+   * Aborted by close: ends this sink's waits and its calls in flight. One
    * per sink rather than the producer's signal, so a signal never carries
-   * more than a listener or two, however many partitions are in flight.
+   * more than a few listeners, however many partitions are in flight.
    */
   readonly abort = new AbortController();
   private buf: Pending[] = [];
   private bytes = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
-  private sending = false;
+  private readonly inflight = new InFlight<Batch>();
+  /** The send loop (run) is running. */
+  private running = false;
+  /** pumpSoon's turn is pending: records added meanwhile wait for it. */
+  private soon = false;
+  /** A batch failed and is to be sent again: nothing new is sent until the partition's unacknowledged batches are. */
+  private recovering = false;
   private seq = 0;
   private seqGen = -1;
+  /** The producer id generation under which a batch of this partition was acknowledged (its batches may pipeline); -1 for none. */
+  private confirmedGen = -1;
+  /** When the in-flight queue last became empty. */
+  private idleSince = 0;
 
   constructor(
     private readonly p: Producer,
@@ -723,28 +869,71 @@ class Sink {
     }
     this.buf.push(pr);
     this.bytes += pr.size;
-    if (this.sending) return;
-    if (this.bytes >= this.cfg.maxBatchBytes || this.cfg.linger === 0 || this.p.flushing > 0) this.kick();
-    else if (this.timer === undefined) this.timer = setTimeout(() => this.kick(), this.cfg.linger);
+    if (!this.soon) this.pump();
   }
 
-  /** kick sends the next batch now unless one is in flight. */
+  /** kick sends what is buffered as soon as the in-flight bound lets it (flush). */
   kick(): void {
+    this.pump();
+  }
+
+  /** pump starts the send loop unless it is running. */
+  private pump(): void {
+    if (this.running) return;
+    this.running = true;
+    void this.run();
+  }
+
+  /**
+   * pumpSoon runs the send loop on the next turn of the event loop. An
+   * answer resolves sends, and the application, in their continuations,
+   * sends its next records: they all go in this partition's next batch
+   * rather than the first few in a small batch and the rest in another.
+   */
+  private pumpSoon(): void {
+    if (this.soon) return;
+    this.soon = true;
+    setTimeout(() => {
+      this.soon = false;
+      this.pump();
+    }, 0);
+  }
+
+  private async run(): Promise<void> {
+    try {
+      for (let b = this.next(); b; b = this.next()) await this.dispatch(b);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** next picks the batch to send now: one to send again while recovering, else a new one when the bound, order and linger allow; undefined for none. */
+  private next(): Batch | undefined {
+    if (this.recovering) {
+      const again = this.inflight.resend();
+      if (again) return again;
+      if (this.inflight.sending() > 0 || this.inflight.waiting()) return undefined;
+      this.recovering = false;
+    }
+    if (this.buf.length === 0 || this.inflight.length >= this.cfg.maxInFlight) return undefined;
+    if (this.inflight.length > 0 && this.confirmedGen !== this.p.pidGeneration) return undefined; // the first batch under this id goes alone
+    const wait = this.buf[0]!.at + this.cfg.linger - Date.now();
+    if (wait > 0 && this.bytes < this.cfg.maxBatchBytes && this.p.flushing === 0) {
+      this.timer ??= setTimeout(() => {
+        this.timer = undefined;
+        this.pump();
+      }, wait);
+      return undefined;
+    }
     if (this.timer !== undefined) {
       clearTimeout(this.timer);
       this.timer = undefined;
     }
-    if (this.sending || this.buf.length === 0) return;
-    const batch = this.take();
-    this.sending = true;
+    if (this.inflight.length === 0 && Date.now() - this.idleSince >= pipelining.aloneAfterIdleMs) this.confirmedGen = -1;
+    const b = this.take();
+    this.inflight.push(b);
     this.p.batchTaken(this.topic, this.partition);
-    void this.send(batch).finally(() => {
-      this.sending = false;
-      if (this.buf.length === 0) return;
-      const wait = this.buf[0]!.at + this.cfg.linger - Date.now();
-      if (wait <= 0 || this.bytes >= this.cfg.maxBatchBytes || this.p.flushing > 0) this.kick();
-      else if (this.timer === undefined) this.timer = setTimeout(() => this.kick(), wait);
-    });
+    return b;
   }
 
   /** failBuffered fails every record not yet taken into a batch (close with a timeout). */
@@ -761,7 +950,7 @@ class Sink {
   }
 
   /** take cuts the next batch: records of the first one's acks and codec, up to maxBatchBytes. */
-  private take(): Pending[] {
+  private take(): Batch {
     let n = 0;
     let size = 0;
     const first = this.buf[0]!;
@@ -771,150 +960,230 @@ class Sink {
       size += b.size;
       n++;
     }
-    const batch = this.buf.splice(0, n);
+    const records = this.buf.splice(0, n);
     this.bytes -= size;
-    return batch;
+    return {
+      state: "sending",
+      records,
+      size,
+      acks: first.acks,
+      codec: first.codec,
+      idempotent: this.cfg.idempotent && first.acks === common.Acks.ALL,
+      deadline: first.at + this.cfg.deliveryTimeout,
+      bytes: undefined,
+      builtAt: -1,
+      attempts: 0,
+      backoff: Backoff.of(this.p.client.retry),
+      backoffFirst: false,
+      refresh: false,
+      maybeLanded: false,
+      lastErr: undefined,
+      base: -1n,
+      appendTime: -1n,
+      error: undefined,
+    };
   }
 
-  private async send(batch: Pending[]): Promise<void> {
-    const p = this.p;
-    const cfg = this.cfg;
-    const deadline = batch[0]!.at + cfg.deliveryTimeout;
-    const recs = batch.map((b) => b.rec);
-    const { acks, codec } = batch[0]!;
-    const size = batch.reduce((a, b) => a + b.size, 0);
-    const idempotent = cfg.idempotent && acks === common.Acks.ALL;
-    const bo = Backoff.of(p.client.retry);
-    let bytes: Uint8Array | undefined;
-    let builtAt = -1; // producer id generation the bytes carry
-    let lastErr: unknown;
-    const fail = (e: unknown) => {
-      if (idempotent && builtAt >= 0) p.dropProducerId(builtAt); // sequences spent, outcome unknown
-      for (const b of batch) b.op.fail(e);
-      p.done(batch.length, size);
-    };
-    const closed = () => (this.abort.signal.aborted ? new ClosedError("producer") : undefined);
-    for (let attempt = 0; ; attempt++) {
-      if (attempt > 0) {
-        if (attempt > cfg.maxRetries) return fail(lastErr);
-        const d = bo.next();
-        if (Date.now() + d > deadline) return fail(new DeliveryTimeoutError(lastErr));
-        this.log.debug("produce failed; retrying", { topic: this.topic, partition: this.partition, attempt, retryInMs: Math.round(d), error: lastErr });
-        try {
-          await sleep(d, this.abort.signal);
-        } catch {
-          return fail(closed() ?? new DeliveryTimeoutError(lastErr));
-        }
-      }
-      try {
-        let pid: ProducerId | undefined;
-        if (idempotent) pid = await p.producerId();
-        if (!bytes || (pid && pid.gen !== builtAt)) {
-          if (pid) {
-            if (this.seqGen !== pid.gen) {
-              this.seq = 0;
-              this.seqGen = pid.gen;
-            }
-            bytes = await buildBatch({ codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: this.seq }, recs);
-            this.seq = (this.seq + recs.length) % 0x80000000;
-            builtAt = pid.gen;
-          } else {
-            bytes = await buildBatch({ codec }, recs);
-          }
-        }
-      } catch (e) {
-        lastErr = e;
-        if (classify(e) === Action.Fail) return fail(e);
-        continue;
-      }
-      let info;
-      let client;
-      try {
-        ({ info, client } = await this.cluster.leader(this.topic, this.partition));
-      } catch (e) {
-        lastErr = e;
-        if (e instanceof UnknownTopicError || classify(e) === Action.Fail) return fail(e);
-        await this.cluster.refreshQuietly(`no leader for ${this.topic}/${this.partition}`);
-        continue;
-      }
-      // A node that throttled this producer (its produce quota) gets
-      // nothing more until the time it asked for has passed.
-      try {
-        await this.cluster.throttles.wait(info.addr, this.abort.signal);
-      } catch (e) {
-        return fail(closed() ?? e);
-      }
-      const timeLeft = deadline - Date.now();
-      if (timeLeft <= 0) return fail(new DeliveryTimeoutError(lastErr ?? new StrataError(`no time left to produce to ${info.addr} before the delivery timeout`, { code: Code.DeadlineExceeded })));
-      try {
-        // The batch goes in its leader node's next Produce, with every
-        // other partition ready for that node (NodeSender).
-        const sender = p.senderFor(info.addr, acks, client);
-        const ans = await this.await(sender, info.epoch, bytes!, timeLeft);
-        if (!ans.ok) throw ans.error;
-        this.succeed(batch, size, ans.base, ans.appendTime);
-        return;
-      } catch (e0) {
-        if (isAbort(e0) || this.abort.signal.aborted) return fail(closed() ?? e0);
-        const e = fromConnect(e0, info.addr);
-        lastErr = e;
-        if (Date.now() >= deadline) return fail(new DeliveryTimeoutError(e));
-        switch (classify(e)) {
-          case Action.Fail:
-            return fail(e);
-          case Action.NewProducerId:
-            p.dropProducerId(builtAt);
-            break;
-          case Action.Refresh:
-            if (!this.cluster.applyHint(e)) await this.cluster.refreshQuietly(`produce to ${this.topic}/${this.partition} failed`);
-            if (this.cluster.isMissing(this.topic)) return fail(new UnknownTopicError(this.topic));
-            break;
-        }
-      }
-    }
+  private closed(): ClosedError | undefined {
+    return this.abort.signal.aborted ? new ClosedError("producer") : undefined;
   }
 
   /**
-   * await queues the batch with its node's sender and waits for its answer,
-   * at most timeLeft ms (then it fails as a timed-out call would) and until
-   * close aborts this sink. A batch given up on before its call left is not
-   * sent.
+   * dispatch makes one attempt at a batch: it waits out the backoff of a
+   * retry, builds the batch (numbering it) when it has no bytes for the
+   * current producer id, finds the leader and queues the batch with the
+   * leader node's sender. The answer comes to answered.
    */
-  private await(sender: NodeSender, epoch: number, records: Uint8Array, timeLeft: number): Promise<Answer> {
-    return new Promise<Answer>((resolve, reject) => {
-      const signal = this.abort.signal;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const q: Queued = { topic: this.topic, partition: this.partition, epoch, records, abandoned: false, answer: (a) => done(() => resolve(a)) };
-      const onAbort = () => done(() => reject(signal.reason ?? new ClosedError("producer")));
-      const done = (settle: () => void) => {
-        if (q.abandoned) return;
-        q.abandoned = true;
-        clearTimeout(timer);
-        signal.removeEventListener("abort", onAbort);
-        settle();
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener("abort", onAbort);
-      timer = setTimeout(
-        () => done(() => reject(new StrataError(`produce to ${sender.addr} timed out`, { code: Code.DeadlineExceeded }))),
-        Math.max(1, Math.min(this.p.client.requestTimeout + 5_000, timeLeft)),
-      );
-      sender.submit(q);
-    });
+  private async dispatch(b: Batch): Promise<void> {
+    const p = this.p;
+    const cfg = this.cfg;
+    b.state = "sending";
+    if (b.attempts > 0) {
+      if (b.attempts > cfg.maxRetries) return this.fail(b, b.lastErr);
+      if (b.backoffFirst) {
+        const d = b.backoff.next();
+        if (Date.now() + d > b.deadline) return this.fail(b, new DeliveryTimeoutError(b.lastErr));
+        this.log.debug("produce failed; retrying", { topic: this.topic, partition: this.partition, attempt: b.attempts, retryInMs: Math.round(d), error: b.lastErr });
+        try {
+          await sleep(d, this.abort.signal);
+        } catch {
+          return this.fail(b, this.closed() ?? new DeliveryTimeoutError(b.lastErr));
+        }
+      }
+    }
+    b.attempts++;
+    if (b.refresh) {
+      b.refresh = false;
+      await this.cluster.refreshQuietly(`produce to ${this.topic}/${this.partition} failed`);
+      if (this.cluster.isMissing(this.topic)) return this.fail(b, new UnknownTopicError(this.topic));
+    }
+    try {
+      let pid: ProducerId | undefined;
+      if (b.idempotent) pid = await p.producerId();
+      if (!b.bytes || (pid && pid.gen !== b.builtAt)) {
+        if (pid) {
+          if (b.maybeLanded) {
+            // Under a new id the leader could not tell it from the copy
+            // that may be in the log: failing it is the only way not to
+            // risk a duplicate.
+            return this.fail(b, b.lastErr);
+          }
+          if (this.inflight.before(b).some((x) => x.state !== "acked" && x.builtAt !== pid!.gen)) {
+            // A batch ahead of this one still carries the old id: it is to
+            // be numbered first, so this one waits for the partition to recover.
+            return this.retryLater(b, b.lastErr, false);
+          }
+          if (this.seqGen !== pid.gen) {
+            this.seq = 0;
+            this.seqGen = pid.gen;
+          }
+          const seq = this.seq;
+          this.seq = (this.seq + b.records.length) % 0x80000000;
+          b.bytes = await buildBatch({ codec: b.codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records.map((r) => r.rec));
+          b.builtAt = pid.gen;
+        } else {
+          b.bytes = await buildBatch({ codec: b.codec }, b.records.map((r) => r.rec));
+        }
+      }
+    } catch (e) {
+      return this.failed(b, e, false);
+    }
+    let info;
+    let client;
+    try {
+      ({ info, client } = await this.cluster.leader(this.topic, this.partition));
+    } catch (e) {
+      if (!(e instanceof UnknownTopicError) && classify(e) !== Action.Fail) b.refresh = true;
+      return this.failed(b, e, false);
+    }
+    // A node that throttled this producer (its produce quota) gets
+    // nothing more until the time it asked for has passed.
+    try {
+      await this.cluster.throttles.wait(info.addr, this.abort.signal);
+    } catch (e) {
+      return this.fail(b, this.closed() ?? e);
+    }
+    const timeLeft = b.deadline - Date.now();
+    if (timeLeft <= 0) {
+      return this.fail(b, new DeliveryTimeoutError(b.lastErr ?? new StrataError(`no time left to produce to ${info.addr} before the delivery timeout`, { code: Code.DeadlineExceeded })));
+    }
+    // The batch goes in its leader node's next Produce, with every other
+    // partition ready for that node (NodeSender).
+    this.submit(p.senderFor(info.addr, b.acks, client), b, info.epoch, timeLeft);
   }
 
-  private succeed(batch: Pending[], size: number, base: bigint, appendTime: bigint): void {
-    const b = Number(base);
-    for (let i = 0; i < batch.length; i++) {
-      const pr = batch[i]!;
+  /**
+   * submit queues the batch with its node's sender; its answer comes to
+   * answered within timeLeft ms (then it fails as a timed-out call would)
+   * and before close aborts this sink. A batch given up on before its call
+   * left is not sent.
+   */
+  private submit(sender: NodeSender, b: Batch, epoch: number, timeLeft: number): void {
+    const signal = this.abort.signal;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const q: Queued = { topic: this.topic, partition: this.partition, epoch, records: b.bytes!, abandoned: false, answer: (a) => done(a) };
+    const onAbort = () => done({ ok: false, error: signal.reason ?? new ClosedError("producer") });
+    const done = (a: Answer) => {
+      if (q.abandoned) return;
+      q.abandoned = true;
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      this.answered(b, a, sender.addr);
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort);
+    timer = setTimeout(
+      () => done({ ok: false, error: new StrataError(`produce to ${sender.addr} timed out`, { code: Code.DeadlineExceeded }) }),
+      Math.max(1, Math.min(this.p.client.requestTimeout + 5_000, timeLeft)),
+    );
+    sender.submit(q);
+  }
+
+  /** answered takes a batch's answer from its leader. */
+  private answered(b: Batch, a: Answer, addr: string): void {
+    if (a.ok) {
+      b.state = "acked";
+      b.base = a.base;
+      b.appendTime = a.appendTime;
+      if (b.builtAt === this.p.pidGeneration) this.confirmedGen = b.builtAt;
+      this.complete();
+      return;
+    }
+    if (isAbort(a.error) || this.abort.signal.aborted) return this.fail(b, this.closed() ?? a.error);
+    const e = fromConnect(a.error, addr);
+    this.failed(b, e, !(e instanceof StrataError && notAppended.has(e.reasonCode)));
+  }
+
+  /**
+   * failed decides what a failed attempt leads to: the batch fails for
+   * good, or waits to be sent again while the partition recovers. A
+   * refusal for its sequence is retriable when a batch ahead of it is not
+   * acknowledged or it carries a dropped producer id: the leader held it
+   * behind a gap. Otherwise it means the leader lost track of this
+   * producer, as with one batch in flight, and fails the batch.
+   */
+  private failed(b: Batch, e: unknown, mayHaveLanded: boolean): void {
+    if (mayHaveLanded) b.maybeLanded = true;
+    if (Date.now() >= b.deadline) return this.fail(b, new DeliveryTimeoutError(e));
+    let action = e instanceof UnknownTopicError ? Action.Fail : classify(e);
+    const heldBehindGap = e instanceof StrataError && e.reasonCode === common.Reason.OUT_OF_ORDER_SEQUENCE && (this.inflight.unresolvedBefore(b) || b.builtAt !== this.p.pidGeneration);
+    if (heldBehindGap) action = Action.Retry;
+    switch (action) {
+      case Action.Fail:
+        return this.fail(b, e);
+      case Action.NewProducerId:
+        this.p.dropProducerId(b.builtAt);
+        break;
+      case Action.Refresh:
+        if (!this.cluster.applyHint(e)) b.refresh = true;
+        break;
+    }
+    this.retryLater(b, e, !heldBehindGap);
+  }
+
+  /** retryLater marks a batch to be sent again once the partition's answers are in. */
+  private retryLater(b: Batch, e: unknown, backoff: boolean): void {
+    if (!this.recovering) this.log.debug("produce failed; the partition sends its unacknowledged batches again, in order", { topic: this.topic, partition: this.partition, inFlight: this.inflight.length, error: e });
+    b.state = "waiting";
+    b.lastErr = e;
+    b.backoffFirst = backoff;
+    this.recovering = true;
+    this.pump();
+  }
+
+  /** fail fails a batch for good; the batches after it are rebuilt under a new producer id. */
+  private fail(b: Batch, e: unknown): void {
+    b.state = "failed";
+    b.error = e;
+    if (b.idempotent && b.builtAt >= 0) this.p.dropProducerId(b.builtAt); // sequences spent, outcome unknown
+    this.complete();
+  }
+
+  /** complete reports the batches at the head of the queue whose outcome is final, in order, and sends on. */
+  private complete(): void {
+    for (const b of this.inflight.complete()) {
+      if (b.state === "acked") this.succeed(b);
+      else {
+        for (const r of b.records) r.op.fail(b.error);
+        this.p.done(b.records.length, b.size);
+      }
+    }
+    if (this.inflight.length === 0) this.idleSince = Date.now();
+    this.pumpSoon();
+  }
+
+  private succeed(batch: Batch): void {
+    const b = Number(batch.base);
+    for (let i = 0; i < batch.records.length; i++) {
+      const pr = batch.records[i]!;
       pr.op.ack(pr.index, {
         topic: this.topic,
         partition: this.partition,
         offset: b >= 0 ? String(b + i) : "-1",
-        timestamp: String(appendTime > 0n ? Number(appendTime) : pr.rec.timestamp),
+        timestamp: String(batch.appendTime > 0n ? Number(batch.appendTime) : pr.rec.timestamp),
       });
     }
-    this.p.done(batch.length, size);
+    this.p.done(batch.records.length, batch.size);
   }
 }
 

@@ -446,7 +446,7 @@ describe("against strata dev", () => {
     }
   });
 
-  test("a leader killed mid-produce loses no acknowledged record", async () => {
+  test("a leader killed mid-produce loses no acknowledged record and reorders none", async () => {
     const topic = "leader-kill";
     await strata.admin().createTopic({ topic, partitions: 3, replicationFactor: 3 });
     const producer = strata.producer({ linger: 2 });
@@ -483,6 +483,11 @@ describe("against strata dev", () => {
     const counts = new Map<string | null, number>();
     for (const m of got) counts.set(text(m.value), (counts.get(text(m.value)) ?? 0) + 1);
     for (const [v, c] of counts) assert.equal(c, 1, `${v} stored ${c} times`);
+    // Several batches of a partition were in flight: each partition still holds its records in send order.
+    for (const part of new Set(got.map((m) => m.partition))) {
+      const sent = got.filter((m) => m.partition === part).sort((a, b) => Number(BigInt(a.offset) - BigInt(b.offset))).map((m) => Number(text(m.value)!.slice(1)));
+      sent.forEach((n, i) => assert.ok(i === 0 || n > sent[i - 1]!, `partition ${part}: v${n} stored after v${sent[i - 1]}`));
+    }
   });
 
   test("a gateway outage is reported as such, and the clients recover when it is back", async () => {

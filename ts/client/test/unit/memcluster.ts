@@ -5,7 +5,14 @@
 // bytes, long-polling fetches, a coordinator that assigns every partition
 // of the subscribed topics round robin over its members, committed
 // offsets, and a fault API: `fault(method, fn)` runs fn before a handler,
-// and whatever fn throws is the call's answer. Every call is recorded
+// and whatever fn throws is the call's answer; `after(method, fn)` runs fn
+// once the handler is done, before its answer leaves (to answer calls in
+// another order than they were handled). A leader checks idempotent
+// batches as a storage leader does: a known producer's batch must follow
+// its last sequence, a duplicate of one of its last five batches is
+// answered with the original offsets, and a batch ahead of its sequence is
+// held until the gap fills or holdMs passes, then refused with
+// OUT_OF_ORDER_SEQUENCE. Every call is recorded
 // (method, node, request, whether the caller aborted it). Nothing touches
 // the network or the file system.
 import { create } from "@bufbuild/protobuf";
@@ -37,6 +44,17 @@ interface Part {
   /** Batches with their base offsets stamped. */
   batches: { base: number; next: number; bytes: Uint8Array }[];
   hw: number;
+  /** Idempotent producers' state, by producer id. */
+  producers: Map<bigint, ProducerState>;
+}
+
+/** What a leader remembers of an idempotent producer on a partition. */
+interface ProducerState {
+  epoch: number;
+  /** The last sequence appended. */
+  last: number;
+  /** The last five batches appended: first and last sequence, base offset. */
+  recent: { first: number; last: number; base: number }[];
 }
 
 interface Topic {
@@ -80,6 +98,10 @@ export class MemCluster {
   /** Base URLs whose transport fails as unreachable. */
   readonly down = new Set<string>();
   private readonly faults = new Map<string, Fault>();
+  private readonly afters = new Map<string, Fault>();
+  private producerIds = 9n;
+  /** How long a leader holds an idempotent batch that arrived ahead of its sequence. */
+  holdMs = 1000;
   private readonly transports = new Map<string, Transport>();
   private waiters: (() => void)[] = [];
   private groupEpoch = 0;
@@ -89,7 +111,7 @@ export class MemCluster {
   topic(name: string, partitions: number, nodes = 1): this {
     this.topics.set(name, {
       id: `id-${name}`,
-      parts: Array.from({ length: partitions }, (_, p) => ({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0 })),
+      parts: Array.from({ length: partitions }, (_, p) => ({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map() })),
       configs: {},
     });
     this.version++;
@@ -99,7 +121,7 @@ export class MemCluster {
   /** addPartitions raises a topic's partition count, as CreatePartitions does. */
   addPartitions(name: string, total: number, nodes = 1): void {
     const t = this.topics.get(name)!;
-    for (let p = t.parts.length; p < total; p++) t.parts.push({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0 });
+    for (let p = t.parts.length; p < total; p++) t.parts.push({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map() });
     this.version++;
     for (const m of this.members.values()) m.sent = "";
   }
@@ -111,6 +133,19 @@ export class MemCluster {
   fault(method: string, fn: Fault | undefined): void {
     if (fn) this.faults.set(method, fn);
     else this.faults.delete(method);
+  }
+
+  /** after makes fn run after every call of method is handled, before its answer; what it throws is the answer. Undefined removes it. */
+  after(method: string, fn: Fault | undefined): void {
+    if (fn) this.afters.set(method, fn);
+    else this.afters.delete(method);
+  }
+
+  /** values returns a partition's record values in log order. */
+  async values(topic: string, partition: number): Promise<(string | null)[]> {
+    const out: (string | null)[] = [];
+    for (const b of this.topics.get(topic)!.parts[partition]!.batches) for (const r of (await decodeBatch(b.bytes)).records) out.push(text(r.value));
+    return out;
   }
 
   /** produce appends values to a partition directly (one batch), as another producer would. */
@@ -177,7 +212,9 @@ export class MemCluster {
           // did not would let a busy loop starve them.
           await new Promise((r) => setImmediate(r));
           await this.faults.get(method)?.(req, to);
-          return await (fn as (r: unknown, c: HandlerContext) => unknown)(req, ctx);
+          const answer = await (fn as (r: unknown, c: HandlerContext) => unknown)(req, ctx);
+          await this.afters.get(method)?.(req, to);
+          return answer;
         } finally {
           call.done = true;
           ctx.signal.removeEventListener("abort", onAbort);
@@ -200,6 +237,43 @@ export class MemCluster {
     this.waiters = [];
     for (const f of w) f();
     return base;
+  }
+
+  /**
+   * appendChecked appends a batch as a leader does, checking an idempotent
+   * producer's sequence: the base offset, or the original one for a
+   * duplicate; OUT_OF_ORDER_SEQUENCE for a batch behind, or ahead and not
+   * reached within holdMs.
+   */
+  private async appendChecked(p: Part, b: Uint8Array): Promise<number> {
+    const h = parseHeader(b);
+    if (h.producerId < 0n) return this.append(p, b);
+    const first = h.baseSequence;
+    const last = first + h.lastOffsetDelta;
+    const holdUntil = Date.now() + this.holdMs;
+    for (;;) {
+      const st = p.producers.get(h.producerId);
+      const dup = st?.recent.find((r) => r.first === first && r.last === last);
+      if (dup) return dup.base;
+      if (!st || st.epoch !== h.producerEpoch || first === st.last + 1) {
+        const base = this.append(p, b);
+        const recent = [...(st?.recent ?? []), { first, last, base }].slice(-5);
+        p.producers.set(h.producerId, { epoch: h.producerEpoch, last, recent });
+        return base;
+      }
+      const wait = holdUntil - Date.now();
+      if (first <= st.last || wait <= 0) {
+        throw reasonError(Code.FailedPrecondition, common.Reason.OUT_OF_ORDER_SEQUENCE, `producer ${h.producerId}: sequence ${first}, expected ${st.last + 1}`);
+      }
+      // Ahead of its sequence: held until the log changes or the bound passes.
+      await new Promise<void>((r) => {
+        const t = setTimeout(r, wait);
+        this.waiters.push(() => {
+          clearTimeout(t);
+          r();
+        });
+      });
+    }
   }
 
   private part(topic: string, partition: number): Part {
@@ -240,7 +314,7 @@ export class MemCluster {
         };
       },
       findCoordinator: async () => ({ coordinatorId: "c1", address: COORDINATOR }),
-      initProducerId: async () => ({ producerId: 9n, producerEpoch: 0 }),
+      initProducerId: async () => ({ producerId: this.producerIds++, producerEpoch: 0 }),
       listTopics: async () => ({ topics: [...this.topics.keys()].sort().map((name) => ({ name, topicId: this.topics.get(name)!.id, partitions: this.topics.get(name)!.parts.length })) }),
       describeTopics: async (req: gateway.DescribeTopicsRequest) => {
         const missing = req.names.find((n) => !this.topics.has(n));
@@ -294,18 +368,26 @@ export class MemCluster {
   private storageImpl(self: string) {
     return {
       producePartitions: async (req: storage.ProducePartitionsRequest) => {
+        const named = new Set(req.partitions.map((pp) => `${pp.topic}/${pp.partition}`));
+        if (named.size !== req.partitions.length) throw new ConnectError("a partition is named twice", Code.InvalidArgument);
         // Each partition answered on its own, as a storage node does.
         return {
-          partitions: req.partitions.map((pp) => {
+          partitions: await Promise.all(req.partitions.map(async (pp) => {
             const p = this.part(pp.topic, pp.partition);
             const injected = this.produceFault?.(pp.topic, pp.partition);
             if (injected) return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: injected };
             if (node(p.leader) !== self) {
               return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: create(common.ErrorDetailSchema, { code: common.Code.FAILED_PRECONDITION, reason: common.Reason.NOT_LEADER, message: "not the leader" }) };
             }
-            const base = this.append(p, pp.records);
+            let base: number;
+            try {
+              base = await this.appendChecked(p, pp.records);
+            } catch (e) {
+              const d = (e as ConnectError).findDetails(common.ErrorDetailSchema)[0]!;
+              return { topic: pp.topic, partition: pp.partition, baseOffset: -1n, logAppendTimeMs: -1n, error: d };
+            }
             return { topic: pp.topic, partition: pp.partition, baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
-          }),
+          })),
         };
       },
       produce: async (req: storage.ProduceRequest) => {
@@ -313,7 +395,7 @@ export class MemCluster {
         const injected = this.produceFault?.(req.topic, req.partition);
         if (injected) throw reasonError(injected.code as number as Code, injected.reason, injected.message);
         if (node(p.leader) !== self) throw reasonError(Code.FailedPrecondition, common.Reason.NOT_LEADER, "not the leader");
-        const base = this.append(p, req.records);
+        const base = await this.appendChecked(p, req.records);
         return { baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
       },
       fetch: async (req: storage.FetchRequest, ctx: HandlerContext) => {
