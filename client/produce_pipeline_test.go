@@ -66,6 +66,26 @@ func TestPipelineLimit(t *testing.T) {
 	if n := s.limit(now.Add(idleAlone)); n != 1 {
 		t.Fatalf("limit %d after an hour idle, want 1", n)
 	}
+	// A batch acknowledged behind an unanswered one still counts: were
+	// the first's answer lost after it landed, a sixth batch landing too
+	// would push it out of the five the leader remembers, and its retry
+	// would be refused as out of order instead of answered as a duplicate.
+	for i := range 5 {
+		b := &batch{}
+		s.q.push(b)
+		s.q.setSent(b, &produceReq{})
+		if i > 0 {
+			s.q.answered(b, batchAcked)
+		}
+	}
+	if s.mayTakeNext(now) {
+		t.Fatal("a sixth batch may be taken while the first of five is unanswered")
+	}
+	s.q.answered(s.q.batches[0], batchAcked)
+	s.q.resolved()
+	if !s.mayTakeNext(now) {
+		t.Fatal("no batch may be taken once all five are resolved")
+	}
 	cfg.idempotent = false
 	s = &sink{p: &Producer{cfg: cfg}, confirmed: true}
 	if n := s.limit(now); n != 1 {

@@ -529,7 +529,7 @@ func (s *sink) step(now time.Time) (wakeAt time.Time, progressed bool) {
 		s.submit(b)
 		return time.Time{}, true
 	}
-	if s.q.sent >= s.limit(now) {
+	if !s.mayTakeNext(now) {
 		return time.Time{}, false
 	}
 	s.mu.Lock()
@@ -553,7 +553,18 @@ func (s *sink) step(now time.Time) (wakeAt time.Time, progressed bool) {
 	return time.Time{}, true
 }
 
-// limit is how many batches the partition may have sent at once now.
+// mayTakeNext reports whether the partition may take and send a new
+// batch: while fewer than the limit are open, counting every batch from
+// the oldest unresolved one on, answered or not. An acknowledged batch
+// behind an unanswered one still counts: the leader remembers the last
+// five batches of a producer, and if the unanswered one's answer was lost
+// after it landed, its retry must still be recognized as a duplicate, so
+// no more than five may have landed after it.
+func (s *sink) mayTakeNext(now time.Time) bool {
+	return len(s.q.batches) < s.limit(now)
+}
+
+// limit is how many batches the partition may have open at once now.
 func (s *sink) limit(now time.Time) int {
 	if !s.p.cfg.idempotent {
 		return 1
