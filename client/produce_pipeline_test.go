@@ -70,6 +70,7 @@ func TestPipelineLimit(t *testing.T) {
 	// the first's answer lost after it landed, a sixth batch landing too
 	// would push it out of the five the leader remembers, and its retry
 	// would be refused as out of order instead of answered as a duplicate.
+	s.confirmed, s.idleSince = true, now
 	for i := range 5 {
 		b := &batch{}
 		s.q.push(b)
