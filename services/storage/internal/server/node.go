@@ -411,7 +411,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 			return nil, err
 		}
 	}
-	n.tierOpened(r) // tiered topic: an empty log waits for the tier state (tiering.go)
+	n.tierOpened(r)      // tiered topic: an empty log waits for the tier state (tiering.go)
 	exportTopic(k.topic) // telemetry.go
 	h = &hosted{r: r, configs: t.GetConfigs(), minISR: p.GetMinInsyncReplicas(), followEpoch: -1, followLeader: -1}
 	n.mu.Lock()
