@@ -12,6 +12,7 @@ import (
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/recordbatch/batchtest"
+	"github.com/strata-mq/strata/lib/testwait"
 )
 
 // openSoleLeader opens a replica in dir that leads alone (RF=1, min ISR 1).
@@ -260,7 +261,7 @@ func TestBatchAheadOfItsSequenceWaitsForTheGap(t *testing.T) {
 		res, err := produceAll(r, idemBatch(t, 7, 4, 3)) // sequences 4-6: ahead of 2
 		third <- answer{res, err}
 	}()
-	waitFor(t, "the batch ahead to be held", func() bool { return r.HoldingAhead() == 1 })
+	testwait.Until(t, time.Minute, "the batch ahead to be held", func() error { return testwait.True(r.HoldingAhead() == 1) })
 	if leo := r.Log().LogEndOffset(); leo != 2 {
 		t.Fatalf("log end %d while the batch ahead waits; want 2", leo)
 	}
@@ -298,7 +299,7 @@ func TestBatchAheadIsRefusedWhenTheGapStays(t *testing.T) {
 		_, err := r.Produce(ctx, idemBatch(t, 7, 5, 1), AcksAll, 1, time.Minute)
 		done <- err
 	}()
-	waitFor(t, "the batch ahead to be held", func() bool { return r.HoldingAhead() == 1 })
+	testwait.Until(t, time.Minute, "the batch ahead to be held", func() error { return testwait.True(r.HoldingAhead() == 1) })
 	cancel()
 	if err := <-done; !errors.Is(err, ErrOutOfOrderSequence) {
 		t.Fatalf("held request canceled: %v; want ErrOutOfOrderSequence", err)
@@ -331,18 +332,5 @@ func TestSeqAhead(t *testing.T) {
 		if got := seqAhead(c.s, c.want); got != c.ahead {
 			t.Errorf("seqAhead(%d, %d) = %v, want %v", c.s, c.want, got, c.ahead)
 		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after a generous
-// bound: a condition that never comes is a defect, not a slow machine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
