@@ -534,9 +534,11 @@ type ProduceResult struct {
 // (-1 skips the check) and waits according to acks. Every batch is first
 // validated as a producer's batch (recordbatch.ValidateProduced) and
 // checked against the idempotence rules (checkProducers); one failure
-// refuses the whole request before anything is appended. A request whose
-// batches were all appended before is answered with their original
-// offsets and Duplicate set. For acks=all it refuses before the append
+// refuses the whole request before anything is appended, except that a
+// producer's batch ahead of its next sequence is first held for the
+// batches before it (holdAhead). A request whose batches were all
+// appended before is answered with their original offsets and Duplicate
+// set. For acks=all it refuses before the append
 // when the ISR is below min.insync.replicas and answers only once the high
 // watermark passes the last offset; it fails when the ISR drops below the
 // minimum, leadership moves, or timeout passes. batches is modified in
