@@ -314,6 +314,8 @@ export class Producer {
   private readonly cluster: Cluster;
   private readonly log: Logger;
   private readonly sinks = new Map<string, Sink>();
+  /** The sinks of each topic by partition: the per-record lookup, with no key string built per record. */
+  private readonly topicSinks = new Map<string, Sink[]>();
   private readonly senders = new Map<string, NodeSender>();
   private readonly sticky = new Map<string, number>();
   private closed = false;
@@ -388,12 +390,14 @@ export class Producer {
       const op = new SendOp(messages.length, resolve, reject);
       const now = Date.now();
       const recs: RecordInput[] = new Array(messages.length);
+      const sizes: number[] = new Array(messages.length);
       let bytes = 0;
       try {
         const trace = traceHeaders(this.cfg.propagator); // tracing.ts
         for (let i = 0; i < messages.length; i++) {
-          recs[i] = toRecord(messages[i]!, now, trace);
-          bytes += recordSize(recs[i]!);
+          const r = toRecord(messages[i]!, now, trace);
+          recs[i] = r;
+          bytes += sizes[i] = recordSize(r);
         }
       } catch (e) {
         reject(e);
@@ -407,11 +411,11 @@ export class Producer {
           try {
             part = this.partitionFor(topic, messages[i]!, rec, t);
           } catch (e) {
-            this.done(1, recordSize(rec));
+            this.done(1, sizes[i]!);
             op.fail(e);
             continue;
           }
-          this.sinkFor(topic, part).add({ rec, size: recordSize(rec), at: now, op, index: i, topic, acks, codec });
+          this.sinkFor(topic, part).add({ rec, size: sizes[i]!, at: now, op, index: i, topic, acks, codec });
         }
       };
       const failAll = (e: unknown) => {
@@ -578,11 +582,16 @@ export class Producer {
   }
 
   private sinkFor(topic: string, partition: number): Sink {
-    const k = tpKey(topic, partition);
-    let s = this.sinks.get(k);
+    let byPart = this.topicSinks.get(topic);
+    if (!byPart) {
+      byPart = [];
+      this.topicSinks.set(topic, byPart);
+    }
+    let s = byPart[partition];
     if (!s) {
       s = new Sink(this, this.cluster, this.cfg, this.log, topic, partition);
-      this.sinks.set(k, s);
+      this.sinks.set(tpKey(topic, partition), s);
+      byPart[partition] = s;
     }
     return s;
   }
@@ -1174,21 +1183,38 @@ class Sink {
 
   private succeed(batch: Batch): void {
     const b = Number(batch.base);
+    // Records of one send share a timestamp: its text is made once per run of equal ones.
+    let ts = NaN;
+    let tsText = "";
     for (let i = 0; i < batch.records.length; i++) {
       const pr = batch.records[i]!;
+      const t = batch.appendTime > 0n ? Number(batch.appendTime) : pr.rec.timestamp;
+      if (t !== ts) {
+        ts = t;
+        tsText = String(t);
+      }
       pr.op.ack(pr.index, {
         topic: this.topic,
         partition: this.partition,
         offset: b >= 0 ? String(b + i) : "-1",
-        timestamp: String(batch.appendTime > 0n ? Number(batch.appendTime) : pr.rec.timestamp),
+        timestamp: tsText,
       });
     }
     this.p.done(batch.records.length, batch.size);
   }
 }
 
+/** The headers of a record without any, shared (nothing appends to a record's headers once made). */
+const NO_HEADERS: RecordHeader[] = Object.freeze([]) as unknown as RecordHeader[];
+
 function toRecord(m: Message, now: number, trace: [string, string][] = []): RecordInput {
   if (m === null || typeof m !== "object") throw new TypeError("@strata-mq/client: a message must be an object");
+  let ts = now;
+  if (m.timestamp !== undefined && m.timestamp !== null) {
+    ts = Number(m.timestamp);
+    if (!Number.isSafeInteger(ts)) throw new TypeError(`@strata-mq/client: bad timestamp ${JSON.stringify(m.timestamp)}`);
+  }
+  if (!m.headers && trace.length === 0) return { key: toBytes(m.key), value: toBytes(m.value), headers: NO_HEADERS, timestamp: ts };
   const headers: RecordHeader[] = [];
   if (m.headers) {
     for (const [k, v] of Object.entries(m.headers)) {
@@ -1201,11 +1227,6 @@ function toRecord(m: Message, now: number, trace: [string, string][] = []): Reco
   // whole: the propagator's tracestate belongs to another trace.
   if (!m.headers || m.headers["traceparent"] === undefined) {
     for (const [k, v] of trace) headers.push({ key: k, value: toBytes(v) });
-  }
-  let ts = now;
-  if (m.timestamp !== undefined && m.timestamp !== null) {
-    ts = Number(m.timestamp);
-    if (!Number.isSafeInteger(ts)) throw new TypeError(`@strata-mq/client: bad timestamp ${JSON.stringify(m.timestamp)}`);
   }
   return { key: toBytes(m.key), value: toBytes(m.value), headers, timestamp: ts };
 }

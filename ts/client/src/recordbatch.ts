@@ -154,6 +154,8 @@ interface Sized {
   tsDelta: number;
 }
 
+const NO_KEYS: Uint8Array[] = [];
+
 function measure(r: RecordInput, offsetDelta: number, base: number): Sized {
   const tsDelta = r.timestamp - base;
   let n = 1; // attributes
@@ -162,7 +164,7 @@ function measure(r: RecordInput, offsetDelta: number, base: number): Sized {
   n += r.key === null ? 1 : uvarintLen(zigzag32(r.key.length)) + r.key.length;
   n += r.value === null ? 1 : uvarintLen(zigzag32(r.value.length)) + r.value.length;
   n += uvarintLen(zigzag32(r.headers.length));
-  const keyBytes: Uint8Array[] = [];
+  const keyBytes: Uint8Array[] = r.headers.length === 0 ? NO_KEYS : [];
   for (const h of r.headers) {
     const k = utf8.encode(h.key);
     keyBytes.push(k);
