@@ -1186,9 +1186,10 @@ class Sink {
     // Records of one send share a timestamp: its text is made once per run of equal ones.
     let ts = NaN;
     let tsText = "";
+    const appendTime = batch.appendTime > 0n ? Number(batch.appendTime) : -1;
     for (let i = 0; i < batch.records.length; i++) {
       const pr = batch.records[i]!;
-      const t = batch.appendTime > 0n ? Number(batch.appendTime) : pr.rec.timestamp;
+      const t = appendTime > 0 ? appendTime : pr.rec.timestamp;
       if (t !== ts) {
         ts = t;
         tsText = String(t);

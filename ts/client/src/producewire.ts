@@ -9,6 +9,7 @@
 // writes (fields in number order, defaults left out), which the tests check.
 
 import type { storage } from "./api.js";
+import { uninitialized } from "./util.js";
 
 /** The fields of a ProducePartition as a request carries them (a message or its init shape). */
 interface PartitionIn {
@@ -111,7 +112,7 @@ export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
     size += 1 + varintLen(n) + n;
   }
   size += int32Size(2, m.acks ?? 0) + int32Size(3, m.timeoutMs ?? 0);
-  const w = new Out(new Uint8Array(size));
+  const w = new Out(uninitialized(size)); // written whole, as checked below
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i]!;
     w.varint((1 << 3) | WIRE_LEN);
@@ -137,7 +138,7 @@ export function encodeProduce(m: ProduceIn): Uint8Array {
     int32Size(4, m.timeoutMs ?? 0) +
     int32Size(5, m.leaderEpoch ?? 0) +
     bytesSize(6, m.records?.length ?? 0);
-  const w = new Out(new Uint8Array(size));
+  const w = new Out(uninitialized(size)); // written whole, as checked below
   w.bytes(1, t);
   w.int32(2, m.partition ?? 0);
   w.int32(3, m.acks ?? 0);

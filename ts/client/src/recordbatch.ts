@@ -17,6 +17,7 @@ import { zstdCompress } from "./codecs/zstd.js";
 import { crc32c } from "./crc32c.js";
 import { CorruptBatchError, UnsupportedCodecError } from "./errors.js";
 import { platform } from "./platform.js";
+import { uninitialized } from "./util.js";
 
 /** Size of the fixed batch header. */
 export const HEADER_SIZE = 61;
@@ -217,10 +218,12 @@ export async function buildBatch(opts: BuildOptions, records: RecordInput[]): Pr
   }
   let b: Uint8Array;
   if (codec === "none") {
-    b = new Uint8Array(HEADER_SIZE + size);
+    // Every byte is written: the header below, the records here.
+    b = uninitialized(HEADER_SIZE + size);
     const w = new Writer(b);
     w.pos = HEADER_SIZE;
     writeRecords(w, sized);
+    if (w.pos !== b.length) throw new Error(`recordbatch: build: wrote ${w.pos} bytes of ${b.length}`);
   } else {
     const body = new Uint8Array(size);
     writeRecords(new Writer(body), sized);

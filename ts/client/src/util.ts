@@ -68,6 +68,21 @@ export function toBytes(v: string | Uint8Array | null | undefined): Uint8Array |
   return v;
 }
 
+const bufferAlloc = (globalThis as { Buffer?: { allocUnsafeSlow(n: number): Uint8Array } }).Buffer;
+
+/**
+ * uninitialized returns a Uint8Array of n bytes, with an ArrayBuffer of its
+ * own as new Uint8Array(n) gives, whose bytes are to be overwritten whole:
+ * in Node, memory from Buffer.allocUnsafeSlow, which skips zeroing it (a
+ * record batch or a produce request of a few hundred KiB per call).
+ * Callers check that they wrote every byte.
+ */
+export function uninitialized(n: number): Uint8Array {
+  if (!bufferAlloc) return new Uint8Array(n);
+  const b = bufferAlloc.allocUnsafeSlow(n);
+  return new Uint8Array(b.buffer, b.byteOffset, n);
+}
+
 /** tpKey is the map key of a topic partition. */
 export function tpKey(topic: string, partition: number): string {
   return `${partition}\u0000${topic}`;
