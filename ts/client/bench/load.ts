@@ -8,9 +8,13 @@
 // Then it consumes the topic from the beginning with a fresh group
 // (eachBatch) and prints consume MB/s. --modes consume --topic T reads an
 // existing topic's first --records records only (e.g. under node
-// --cpu-prof, to profile the consumer alone).
+// --cpu-prof, to profile the consumer alone). --per-partition sends each
+// chunk as one send per partition (the key's, as the producer routes it),
+// so the in-flight window frees a partition's records when its batch is
+// acknowledged, nearer strata-load's per-record window.
 import { parseArgs } from "node:util";
 import { Strata } from "../src/index.js";
+import { partitionForKey } from "../src/murmur2.js";
 
 const { values: args } = parseArgs({
   options: {
@@ -26,6 +30,7 @@ const { values: args } = parseArgs({
     rf: { type: "string", default: "3" },
     modes: { type: "string", default: "produce,consume" },
     topic: { type: "string" },
+    "per-partition": { type: "boolean", default: false },
   },
 });
 const records = Number(args.records);
@@ -35,6 +40,7 @@ const chunk = Number(args.chunk);
 const inflight = Number(args.inflight);
 
 const modes = new Set(args.modes!.split(","));
+const keyBytes = new TextEncoder();
 
 const strata = new Strata({ gateway: args.gateway!, clientId: "ts-load" });
 const topic = args.topic ?? `ts-load-${Date.now()}`;
@@ -56,14 +62,14 @@ async function produce(): Promise<void> {
   for (let i = 0; i < records; i += chunk) {
     while (pending + chunk > inflight) await new Promise<void>((r) => (wake = r));
     const n = Math.min(chunk, records - i);
-    pending += n;
-    const start = performance.now();
-    void producer
-      .send({ topic, messages: Array.from({ length: n }, (_, j) => ({ key: `key-${(i + j) % 1000}`, value })) })
-      .then(
+    const messages = Array.from({ length: n }, (_, j) => ({ key: `key-${(i + j) % 1000}`, value }));
+    for (const group of args["per-partition"] ? byPartition(messages) : [messages]) {
+      pending += group.length;
+      const start = performance.now();
+      void producer.send({ topic, messages: group }).then(
         () => {
           lat.push(performance.now() - start);
-          pending -= n;
+          pending -= group.length;
           wake?.();
         },
         (e) => {
@@ -71,6 +77,7 @@ async function produce(): Promise<void> {
           process.exit(1);
         },
       );
+    }
   }
   await producer.flush();
   const produceMs = performance.now() - t0;
@@ -120,6 +127,18 @@ async function consume(): Promise<void> {
     `consume: ${rate(end - assigned)} MB/s, ${Math.round(got / ((end - assigned) / 1000))} records/s from the assignment; ` +
       `${rate(end - c0)} MB/s from run() (joining took ${Math.round(assigned - c0)} ms); client CPU ${consumeCpu} s/GB`,
   );
+}
+
+/** byPartition splits messages by the partition their key goes to. */
+function byPartition<M extends { key: string }>(messages: M[]): M[][] {
+  const groups = new Map<number, M[]>();
+  for (const m of messages) {
+    const p = partitionForKey(keyBytes.encode(m.key), partitions);
+    let g = groups.get(p);
+    if (!g) groups.set(p, (g = []));
+    g.push(m);
+  }
+  return [...groups.values()];
 }
 
 /** cpuPerGB is this process's CPU time (user and system) since from, per 1e9 bytes of record values: strata-load's client CPU s/GB. */

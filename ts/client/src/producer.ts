@@ -282,9 +282,8 @@ class SendOp {
   }
 }
 
-/** A buffered record. */
-interface Pending {
-  rec: RecordInput;
+/** A buffered record: the record to encode, and where its outcome goes. One object per record. */
+interface Pending extends RecordInput {
   size: number;
   at: number;
   op: SendOp;
@@ -314,6 +313,8 @@ export class Producer {
   private readonly cluster: Cluster;
   private readonly log: Logger;
   private readonly sinks = new Map<string, Sink>();
+  /** The sinks of each topic by partition: the per-record lookup, with no key string built per record. */
+  private readonly topicSinks = new Map<string, Sink[]>();
   private readonly senders = new Map<string, NodeSender>();
   private readonly sticky = new Map<string, number>();
   private closed = false;
@@ -387,13 +388,14 @@ export class Producer {
       }
       const op = new SendOp(messages.length, resolve, reject);
       const now = Date.now();
-      const recs: RecordInput[] = new Array(messages.length);
+      const recs: Pending[] = new Array(messages.length);
       let bytes = 0;
       try {
         const trace = traceHeaders(this.cfg.propagator); // tracing.ts
         for (let i = 0; i < messages.length; i++) {
-          recs[i] = toRecord(messages[i]!, now, trace);
-          bytes += recordSize(recs[i]!);
+          const r = toPending(messages[i]!, now, trace, op, i, topic, acks, codec);
+          recs[i] = r;
+          bytes += r.size;
         }
       } catch (e) {
         reject(e);
@@ -407,11 +409,11 @@ export class Producer {
           try {
             part = this.partitionFor(topic, messages[i]!, rec, t);
           } catch (e) {
-            this.done(1, recordSize(rec));
+            this.done(1, rec.size);
             op.fail(e);
             continue;
           }
-          this.sinkFor(topic, part).add({ rec, size: recordSize(rec), at: now, op, index: i, topic, acks, codec });
+          this.sinkFor(topic, part).add(rec);
         }
       };
       const failAll = (e: unknown) => {
@@ -578,11 +580,16 @@ export class Producer {
   }
 
   private sinkFor(topic: string, partition: number): Sink {
-    const k = tpKey(topic, partition);
-    let s = this.sinks.get(k);
+    let byPart = this.topicSinks.get(topic);
+    if (!byPart) {
+      byPart = [];
+      this.topicSinks.set(topic, byPart);
+    }
+    let s = byPart[partition];
     if (!s) {
       s = new Sink(this, this.cluster, this.cfg, this.log, topic, partition);
-      this.sinks.set(k, s);
+      this.sinks.set(tpKey(topic, partition), s);
+      byPart[partition] = s;
     }
     return s;
   }
@@ -1039,10 +1046,10 @@ class Sink {
           }
           const seq = this.seq;
           this.seq = (this.seq + b.records.length) % 0x80000000;
-          b.bytes = await buildBatch({ codec: b.codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records.map((r) => r.rec));
+          b.bytes = await buildBatch({ codec: b.codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records);
           b.builtAt = pid.gen;
         } else {
-          b.bytes = await buildBatch({ codec: b.codec }, b.records.map((r) => r.rec));
+          b.bytes = await buildBatch({ codec: b.codec }, b.records);
         }
       }
     } catch (e) {
@@ -1174,44 +1181,62 @@ class Sink {
 
   private succeed(batch: Batch): void {
     const b = Number(batch.base);
+    // Records of one send share a timestamp: its text is made once per run of equal ones.
+    let ts = NaN;
+    let tsText = "";
+    const appendTime = batch.appendTime > 0n ? Number(batch.appendTime) : -1;
     for (let i = 0; i < batch.records.length; i++) {
       const pr = batch.records[i]!;
+      const t = appendTime > 0 ? appendTime : pr.timestamp;
+      if (t !== ts) {
+        ts = t;
+        tsText = String(t);
+      }
       pr.op.ack(pr.index, {
         topic: this.topic,
         partition: this.partition,
         offset: b >= 0 ? String(b + i) : "-1",
-        timestamp: String(batch.appendTime > 0n ? Number(batch.appendTime) : pr.rec.timestamp),
+        timestamp: tsText,
       });
     }
     this.p.done(batch.records.length, batch.size);
   }
 }
 
-function toRecord(m: Message, now: number, trace: [string, string][] = []): RecordInput {
+/** The headers of a record without any, shared (nothing appends to a record's headers once made). */
+const NO_HEADERS: RecordHeader[] = Object.freeze([]) as unknown as RecordHeader[];
+
+/** toPending makes a message into the record to buffer, with its size and where its outcome goes. */
+function toPending(m: Message, now: number, trace: [string, string][], op: SendOp, index: number, topic: string, acks: common.Acks, codec: CodecName): Pending {
   if (m === null || typeof m !== "object") throw new TypeError("@strata-mq/client: a message must be an object");
-  const headers: RecordHeader[] = [];
-  if (m.headers) {
-    for (const [k, v] of Object.entries(m.headers)) {
-      if (v === undefined) continue;
-      if (Array.isArray(v)) for (const x of v) headers.push({ key: k, value: toBytes(x) });
-      else headers.push({ key: k, value: toBytes(v) });
-    }
-  }
-  // A message that carries its own traceparent keeps its trace context
-  // whole: the propagator's tracestate belongs to another trace.
-  if (!m.headers || m.headers["traceparent"] === undefined) {
-    for (const [k, v] of trace) headers.push({ key: k, value: toBytes(v) });
-  }
   let ts = now;
   if (m.timestamp !== undefined && m.timestamp !== null) {
     ts = Number(m.timestamp);
     if (!Number.isSafeInteger(ts)) throw new TypeError(`@strata-mq/client: bad timestamp ${JSON.stringify(m.timestamp)}`);
   }
-  return { key: toBytes(m.key), value: toBytes(m.value), headers, timestamp: ts };
+  let headers = NO_HEADERS;
+  if (m.headers || trace.length > 0) {
+    headers = [];
+    if (m.headers) {
+      for (const [k, v] of Object.entries(m.headers)) {
+        if (v === undefined) continue;
+        if (Array.isArray(v)) for (const x of v) headers.push({ key: k, value: toBytes(x) });
+        else headers.push({ key: k, value: toBytes(v) });
+      }
+    }
+    // A message that carries its own traceparent keeps its trace context
+    // whole: the propagator's tracestate belongs to another trace.
+    if (!m.headers || m.headers["traceparent"] === undefined) {
+      for (const [k, v] of trace) headers.push({ key: k, value: toBytes(v) });
+    }
+  }
+  const key = toBytes(m.key);
+  const value = toBytes(m.value);
+  return { key, value, headers, timestamp: ts, size: recordSize(key, value, headers), at: now, op, index, topic, acks, codec };
 }
 
-function recordSize(r: RecordInput): number {
-  let n = 21 + (r.key?.length ?? 0) + (r.value?.length ?? 0);
-  for (const h of r.headers) n += h.key.length + (h.value?.length ?? 0) + 4;
+function recordSize(key: Uint8Array | null, value: Uint8Array | null, headers: RecordHeader[]): number {
+  let n = 21 + (key?.length ?? 0) + (value?.length ?? 0);
+  for (const h of headers) n += h.key.length + (h.value?.length ?? 0) + 4;
   return n;
 }

@@ -17,6 +17,7 @@ import { zstdCompress } from "./codecs/zstd.js";
 import { crc32c } from "./crc32c.js";
 import { CorruptBatchError, UnsupportedCodecError } from "./errors.js";
 import { platform } from "./platform.js";
+import { uninitialized } from "./util.js";
 
 /** Size of the fixed batch header. */
 export const HEADER_SIZE = 61;
@@ -154,6 +155,8 @@ interface Sized {
   tsDelta: number;
 }
 
+const NO_KEYS: Uint8Array[] = [];
+
 function measure(r: RecordInput, offsetDelta: number, base: number): Sized {
   const tsDelta = r.timestamp - base;
   let n = 1; // attributes
@@ -162,7 +165,7 @@ function measure(r: RecordInput, offsetDelta: number, base: number): Sized {
   n += r.key === null ? 1 : uvarintLen(zigzag32(r.key.length)) + r.key.length;
   n += r.value === null ? 1 : uvarintLen(zigzag32(r.value.length)) + r.value.length;
   n += uvarintLen(zigzag32(r.headers.length));
-  const keyBytes: Uint8Array[] = [];
+  const keyBytes: Uint8Array[] = r.headers.length === 0 ? NO_KEYS : [];
   for (const h of r.headers) {
     const k = utf8.encode(h.key);
     keyBytes.push(k);
@@ -215,10 +218,12 @@ export async function buildBatch(opts: BuildOptions, records: RecordInput[]): Pr
   }
   let b: Uint8Array;
   if (codec === "none") {
-    b = new Uint8Array(HEADER_SIZE + size);
+    // Every byte is written: the header below, the records here.
+    b = uninitialized(HEADER_SIZE + size);
     const w = new Writer(b);
     w.pos = HEADER_SIZE;
     writeRecords(w, sized);
+    if (w.pos !== b.length) throw new Error(`recordbatch: build: wrote ${w.pos} bytes of ${b.length}`);
   } else {
     const body = new Uint8Array(size);
     writeRecords(new Writer(body), sized);
