@@ -10,6 +10,7 @@
 
 import type { storage } from "./api.js";
 import { uninitialized } from "./util.js";
+import { uvarintLen, VarintWriter } from "./varint.js";
 
 /** The fields of a ProducePartition as a request carries them (a message or its init shape). */
 interface PartitionIn {
@@ -40,34 +41,17 @@ const utf8 = new TextEncoder();
 const WIRE_VARINT = 0;
 const WIRE_LEN = 2;
 
-function varintLen(u: number): number {
-  let n = 1;
-  while (u >= 0x80) {
-    u = Math.floor(u / 0x80);
-    n++;
-  }
-  return n;
-}
-
 /** int32Len is the size of an int32 (or enum) varint: a negative one takes ten bytes, sign-extended to 64 bits. */
 function int32Len(v: number): number {
-  return v < 0 ? 10 : varintLen(v);
+  return v < 0 ? 10 : uvarintLen(v);
 }
 
-class Out {
-  pos = 0;
-  constructor(readonly buf: Uint8Array) {}
-  varint(u: number): void {
-    while (u >= 0x80) {
-      this.buf[this.pos++] = (u & 0x7f) | 0x80;
-      u = Math.floor(u / 0x80);
-    }
-    this.buf[this.pos++] = u;
-  }
+/** Out adds protobuf's int32 and bytes fields (left out when zero or empty). */
+class Out extends VarintWriter {
   int32(no: number, v: number): void {
     if (v === 0) return;
-    this.varint((no << 3) | WIRE_VARINT);
-    if (v >= 0) return this.varint(v);
+    this.uvarint((no << 3) | WIRE_VARINT);
+    if (v >= 0) return this.uvarint(v);
     // Two's complement over 64 bits: the low 32 bits, then all ones.
     let lo = v >>> 0;
     for (let i = 0; i < 4; i++) {
@@ -80,19 +64,19 @@ class Out {
   }
   bytes(no: number, b: Uint8Array): void {
     if (b.length === 0) return;
-    this.varint((no << 3) | WIRE_LEN);
-    this.varint(b.length);
+    this.uvarint((no << 3) | WIRE_LEN);
+    this.uvarint(b.length);
     this.buf.set(b, this.pos);
     this.pos += b.length;
   }
 }
 
 function int32Size(no: number, v: number): number {
-  return v === 0 ? 0 : varintLen(no << 3) + int32Len(v);
+  return v === 0 ? 0 : uvarintLen(no << 3) + int32Len(v);
 }
 
 function bytesSize(no: number, n: number): number {
-  return n === 0 ? 0 : varintLen(no << 3) + varintLen(n) + n;
+  return n === 0 ? 0 : uvarintLen(no << 3) + uvarintLen(n) + n;
 }
 
 const EMPTY = new Uint8Array(0);
@@ -109,14 +93,14 @@ export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
     topics[i] = t;
     const n = bytesSize(1, t.length) + int32Size(2, p.partition ?? 0) + int32Size(3, p.leaderEpoch ?? 0) + bytesSize(4, p.records?.length ?? 0);
     sizes[i] = n;
-    size += 1 + varintLen(n) + n;
+    size += 1 + uvarintLen(n) + n;
   }
   size += int32Size(2, m.acks ?? 0) + int32Size(3, m.timeoutMs ?? 0);
   const w = new Out(uninitialized(size)); // written whole, as checked below
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i]!;
-    w.varint((1 << 3) | WIRE_LEN);
-    w.varint(sizes[i]!);
+    w.uvarint((1 << 3) | WIRE_LEN);
+    w.uvarint(sizes[i]!);
     w.bytes(1, topics[i]!);
     w.int32(2, p.partition ?? 0);
     w.int32(3, p.leaderEpoch ?? 0);

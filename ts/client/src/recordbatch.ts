@@ -18,6 +18,7 @@ import { crc32c } from "./crc32c.js";
 import { CorruptBatchError, UnsupportedCodecError } from "./errors.js";
 import { platform } from "./platform.js";
 import { uninitialized } from "./util.js";
+import { uvarintLen, VarintWriter } from "./varint.js";
 
 /** Size of the fixed batch header. */
 export const HEADER_SIZE = 61;
@@ -111,32 +112,13 @@ function zigzag32(v: number): number {
   return ((v << 1) ^ (v >> 31)) >>> 0;
 }
 
-function uvarintLen(u: number): number {
-  // u is a non-negative integer below 2^64, exact for our sizes (< 2^53).
-  let n = 1;
-  while (u >= 128) {
-    u = Math.floor(u / 128);
-    n++;
-  }
-  return n;
-}
-
 function varlongZigzag(v: number): number {
   // zig-zag of a safe integer as a non-negative safe-ish number.
   return v >= 0 ? v * 2 : -v * 2 - 1;
 }
 
-class Writer {
-  pos = 0;
-  constructor(readonly buf: Uint8Array) {}
-  uvarint(u: number): void {
-    const b = this.buf;
-    while (u >= 128) {
-      b[this.pos++] = (u & 0x7f) | 0x80;
-      u = u >= 0x100000000 ? Math.floor(u / 128) : u >>> 7;
-    }
-    b[this.pos++] = u;
-  }
+/** Writer adds Kafka's nullable bytes (a zig-zag length, -1 for null). */
+class Writer extends VarintWriter {
   bytes(v: Uint8Array | null): void {
     if (v === null) {
       this.buf[this.pos++] = 1; // zig-zag(-1)
