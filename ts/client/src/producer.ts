@@ -312,7 +312,6 @@ export class Producer {
   private readonly cfg: ResolvedProducerConfig;
   private readonly cluster: Cluster;
   private readonly log: Logger;
-  private readonly sinks = new Map<string, Sink>();
   /** The sinks of each topic by partition: the per-record lookup, with no key string built per record. */
   private readonly topicSinks = new Map<string, Sink[]>();
   private readonly senders = new Map<string, NodeSender>();
@@ -461,7 +460,7 @@ export class Producer {
   async flush(): Promise<void> {
     this.flushing++;
     try {
-      for (const s of this.sinks.values()) s.kick();
+      for (const s of this.allSinks()) s.kick();
       if (this.outstanding > 0) await new Promise<void>((r) => this.idleWaiters.push(r));
     } finally {
       this.flushing--;
@@ -489,7 +488,7 @@ export class Producer {
       const closed = new ClosedError("producer");
       for (const w of this.roomWaiters.splice(0)) w.fail(closed);
       for (const s of this.senders.values()) s.abort.abort(closed);
-      for (const s of this.sinks.values()) {
+      for (const s of this.allSinks()) {
         s.abort.abort(closed);
         s.failBuffered(closed);
       }
@@ -588,10 +587,16 @@ export class Producer {
     let s = byPart[partition];
     if (!s) {
       s = new Sink(this, this.cluster, this.cfg, this.log, topic, partition);
-      this.sinks.set(tpKey(topic, partition), s);
       byPart[partition] = s;
     }
     return s;
+  }
+
+  /** allSinks yields every partition's sink made so far. */
+  private *allSinks(): Iterable<Sink> {
+    for (const byPart of this.topicSinks.values()) {
+      for (const s of byPart) if (s) yield s;
+    }
   }
 
   /** @internal the idempotent producer id, asked of the gateway once per generation. */
