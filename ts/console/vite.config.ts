@@ -1,7 +1,10 @@
-// Builds the console into the gateway's embed directory. The output must
-// be the same bytes for the same sources (make checkgenerate compares it
-// with what is committed): content-hashed names, no source maps, no
-// build time or absolute paths in the bundle.
+// Builds the console into .bundle/, which scripts/install-bundle.mjs then
+// copies into the gateway's embed directory, touching only files whose
+// bytes changed: a rebuild that changes nothing never empties a directory
+// that a go build running beside it is embedding. The output must be the
+// same bytes for the same sources (make checkgenerate compares it with what
+// is committed): content-hashed names, no source maps, no build time or
+// absolute paths in the bundle.
 import { defineConfig } from "vite";
 import react from "@vitejs/plugin-react";
 import { fileURLToPath } from "node:url";
@@ -11,7 +14,7 @@ export default defineConfig({
   plugins: [react()],
   logLevel: "warn",
   build: {
-    outDir: fileURLToPath(new URL("../../services/gateway/internal/console/dist", import.meta.url)),
+    outDir: fileURLToPath(new URL("./.bundle", import.meta.url)),
     emptyOutDir: true,
     sourcemap: false,
     target: "es2022",
