@@ -76,7 +76,7 @@ func (o Offset) String() string {
 // not asked again until it has passed; partitions led by other nodes are
 // fetched meanwhile.
 //
-// Assign, Unassign, Position and HighWatermark are safe to call
+// Assign, Unassign, Position, HighWatermark and LogStartOffset are safe to call
 // concurrently with Poll; Poll itself must not be called concurrently.
 type Consumer struct {
 	cfg     config
@@ -88,6 +88,7 @@ type Consumer struct {
 	cursors map[topicPartition]*cursor
 	changed chan struct{}            // closed and replaced when the assignment changes
 	fetches map[string]*pendingFetch // the Fetch in flight to each leader node (fetch)
+	served  uint64                   // answers with records taken so far; orders a Fetch's partitions (startFetchLocked)
 
 	ctx       context.Context // ends at Close, and with it every Fetch in flight
 	cancel    context.CancelFunc
@@ -113,6 +114,9 @@ type cursor struct {
 	pos   int64 // next offset to return; -1 until resolved from start
 	hw    int64 // last high watermark seen; -1 until one is seen
 	lso   int64 // last log start offset seen; -1 until one is seen
+	// served is Consumer.served when the partition last had records; 0
+	// before. Guarded by Consumer.mu.
+	served uint64
 }
 
 // NewConsumer returns a consumer that bootstraps from the gateway at the
@@ -175,6 +179,19 @@ func (c *Consumer) Position(topic string, partition int32) (int64, bool) {
 		return 0, false
 	}
 	return cur.pos, true
+}
+
+// LogStartOffset returns the last log start offset seen for an assigned
+// partition: the first offset the log still holds. Records below it were
+// deleted (retention, or a deletion of records up to an offset).
+func (c *Consumer) LogStartOffset(topic string, partition int32) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := c.cursors[topicPartition{topic, partition}]
+	if cur == nil || cur.lso < 0 {
+		return 0, false
+	}
+	return cur.lso, true
 }
 
 // HighWatermark returns the last high watermark a fetch of the partition
@@ -505,6 +522,16 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 func (c *Consumer) partitionError(ctx context.Context, cur *cursor, err error) error {
 	var e *Error
 	if errors.As(err, &e) && e.Reason == commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE {
+		// A position outside the log may mean the topic was deleted and
+		// created again under the same name: refresh the metadata before
+		// reading on, so the records read next carry the new topic id. A
+		// refresh that fails (a short Poll deadline on a loaded machine)
+		// leaves the position where it is: the next fetch is refused again
+		// and refreshes again, rather than reading on under the old id.
+		if rerr := c.cl.refresh(ctx); rerr != nil {
+			return scoped(cur.tp, fmt.Errorf("client: %s/%d: refreshing metadata after an out-of-range answer: %w",
+				cur.tp.topic, cur.tp.partition, rerr))
+		}
 		if h := e.Detail.GetOffsetRange(); h != nil {
 			c.mu.Lock()
 			pos, moved := cur.pos, true
@@ -630,6 +657,22 @@ func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendin
 		MinBytes:  1,
 		MaxBytes:  int32(c.cfg.fetchMaxBytes),
 	}
+	// The partitions that had records longest ago go first, as Kafka's
+	// consumers move a partition to the end of their order once it
+	// returned records: a storage node lets only the first partition with
+	// records go over fetchMaxBytes and fills the rest of it in request
+	// order (KIP-74), so a fixed order would keep serving the first
+	// partitions while they lag and leave the others waiting.
+	order := make([]int, len(g.curs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return g.curs[order[a]].served < g.curs[order[b]].served })
+	curs, epochs := make([]*cursor, len(order)), make([]int32, len(order))
+	for i, j := range order {
+		curs[i], epochs[i] = g.curs[j], g.epoch[j]
+	}
+	g.curs, g.epoch = curs, epochs
 	for i, cur := range g.curs {
 		req.Partitions = append(req.Partitions, &storagev1.FetchPartition{
 			Topic: cur.tp.topic, Partition: cur.tp.partition, FetchOffset: cur.pos,
@@ -714,7 +757,11 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 			errs = append(errs, c.partitionError(ctx, cur, fromDetail(pr.GetError())))
 			continue
 		}
-		got, next, bad := decodeFrom(cur.tp, pr.GetRecords(), asked)
+		var topicID string
+		if t := c.cl.known(cur.tp.topic); t != nil {
+			topicID = t.id
+		}
+		got, next, bad := decodeFrom(cur.tp, topicID, pr.GetRecords(), asked)
 		skip := bad != nil && c.cfg.onCorrupt != nil && bad.Next > next
 		if skip {
 			next = bad.Next
@@ -722,6 +769,10 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 		c.mu.Lock()
 		cur.hw, cur.lso = pr.GetHighWatermark(), pr.GetLogStartOffset()
 		cur.pos = next
+		if len(pr.GetRecords()) > 0 {
+			c.served++
+			cur.served = c.served
+		}
 		c.mu.Unlock()
 		recs = append(recs, got...)
 		switch {
@@ -739,8 +790,9 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 // first batch) are skipped; a batch cut short at the end is left for the
 // next fetch; control batches move the position without records. A batch
 // that does not decode stops it: the records before it are returned, the
-// position stays before it, and bad says which batch and why.
-func decodeFrom(tp topicPartition, b []byte, from int64) (_ []*Record, _ int64, bad *CorruptBatchError) {
+// position stays before it, and bad says which batch and why. The records
+// carry topicID (Record.TopicID).
+func decodeFrom(tp topicPartition, topicID string, b []byte, from int64) (_ []*Record, _ int64, bad *CorruptBatchError) {
 	pos := from
 	var recs []*Record
 	for len(b) > 0 {
@@ -764,7 +816,7 @@ func decodeFrom(tp topicPartition, b []byte, from int64) (_ []*Record, _ int64, 
 					continue
 				}
 				rec := &Record{
-					Topic: tp.topic, Partition: tp.partition, Offset: r.Offset,
+					Topic: tp.topic, TopicID: topicID, Partition: tp.partition, Offset: r.Offset,
 					Key: r.Key, Value: r.Value, Timestamp: time.UnixMilli(r.Timestamp),
 					LeaderEpoch: h.PartitionLeaderEpoch,
 				}

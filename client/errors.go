@@ -27,12 +27,17 @@ var (
 	ErrUnknownTopic = errors.New("client: unknown topic")
 	// ErrNoLeader means a partition has no live leader right now.
 	ErrNoLeader = errors.New("client: partition has no leader")
-	// ErrOutcomeUnknown wraps the error of a batch that a producer without
-	// idempotence did not send again because the leader may have written
-	// it: the request failed after it left (a broken connection, a timeout,
-	// a leader that lost leadership while waiting for acks=all). Sending it
-	// again could write the records twice; an idempotent producer (the
-	// default with AcksAll) sends it again safely instead.
+	// ErrOutcomeUnknown wraps the error of a batch that failed after it
+	// may have been written: the request failed after it left (a broken
+	// connection, a timeout, a leader that lost leadership while waiting
+	// for acks=all) and the producer cannot send it again safely. Without
+	// idempotence that is any such failure, since sending again could
+	// write the records twice. With idempotence (the default with
+	// AcksAll) the batch is sent again with the same producer id and
+	// sequence, which the leader recognizes, until it is answered or its
+	// delivery timeout passes: then the error wraps ErrDeliveryTimeout
+	// too. Such records may be in the log; they are never written a
+	// second time.
 	ErrOutcomeUnknown = errors.New("client: the records may or may not have been written")
 	// ErrOffsetOutOfRange is returned by Poll when a leader answers that a
 	// partition's position is out of range although the range it reports
@@ -172,7 +177,7 @@ const (
 	actFail    action = iota // give up: the request cannot succeed as sent
 	actRetry                 // retry after a backoff
 	actRefresh               // refresh metadata, then retry
-	actNewPID                // get a new producer id, rebuild, retry
+	actNewPID                // the partition's next producer epoch (sink.newChain), rebuild, retry
 )
 
 // classify decides what to do about a Produce, Fetch or ListOffsets error.
@@ -232,7 +237,9 @@ func classify(err error) action {
 	case commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
 		commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH,
 		commonv1.Reason_REASON_CORRUPT_RECORD,
-		commonv1.Reason_REASON_RECORD_TOO_LARGE:
+		commonv1.Reason_REASON_RECORD_TOO_LARGE,
+		commonv1.Reason_REASON_INVALID_RECORD,
+		commonv1.Reason_REASON_INVALID_TIMESTAMP:
 		return actFail
 	}
 	switch code {
@@ -263,8 +270,13 @@ func connectionBroke(err error) bool {
 // it also answers so when it lost leadership while waiting for the
 // in-sync replicas. Anything else (a connection broken after the request
 // left, a timeout, an error without a reason) leaves the outcome unknown.
+//
+// The refusals that come before any append (a sequence or producer epoch
+// the leader does not accept, a batch too large or corrupt, a refused
+// principal) are unwritten too; they fail a batch without idempotence
+// anyway, and tell an idempotent producer that this attempt did not land.
 func unwritten(err error, acks Acks) bool {
-	if errors.Is(err, ErrNoLeader) {
+	if errors.Is(err, ErrNoLeader) || refused(err) {
 		return true
 	}
 	var op *net.OpError
@@ -275,7 +287,16 @@ func unwritten(err error, acks Acks) bool {
 	case commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
 		commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH,
 		commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
-		commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS:
+		commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS,
+		commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
+		commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID,
+		commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH,
+		commonv1.Reason_REASON_DUPLICATE_SEQUENCE,
+		commonv1.Reason_REASON_RECORD_TOO_LARGE,
+		commonv1.Reason_REASON_CORRUPT_RECORD,
+		// A topic's rule broken: refused before the append.
+		commonv1.Reason_REASON_INVALID_RECORD,
+		commonv1.Reason_REASON_INVALID_TIMESTAMP:
 		return true
 	case commonv1.Reason_REASON_NOT_LEADER:
 		return acks != AcksAll

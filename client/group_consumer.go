@@ -170,6 +170,14 @@ type GroupConsumer struct {
 	// for longer than DeliveryTimeout. nil while they succeed.
 	coordErr error
 
+	// Heartbeats for ConfirmMembership: hbSent counts the requests built,
+	// hbAnswered is the latest one the coordinator answered (hbResult: nil
+	// or its fence), and hbAnsweredCh is closed and replaced on each
+	// answer.
+	hbSent, hbAnswered uint64
+	hbResult           error
+	hbAnsweredCh       chan struct{}
+
 	kick      chan struct{}
 	cancel    context.CancelFunc
 	hbDone    chan struct{}
@@ -220,7 +228,7 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 		interval: time.Second, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{},
 		owned: map[TopicPartition]bool{}, assignedAt: map[TopicPartition]int32{}, fencedOut: map[TopicPartition]bool{},
 		delivered: map[TopicPartition]position{}, processed: map[TopicPartition]position{}, wake: make(chan struct{}), lastCommit: time.Now(),
-		kick: make(chan struct{}, 1), hbDone: make(chan struct{}),
+		kick: make(chan struct{}, 1), hbDone: make(chan struct{}), hbAnsweredCh: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
@@ -283,6 +291,65 @@ func (g *GroupConsumer) Seek(tp TopicPartition, offset int64) error {
 // HighWatermark returns the last high watermark seen for a partition.
 func (g *GroupConsumer) HighWatermark(topic string, partition int32) (int64, bool) {
 	return g.inner.HighWatermark(topic, partition)
+}
+
+// LogStartOffset returns the last log start offset seen for an owned
+// partition (see Consumer.LogStartOffset).
+func (g *GroupConsumer) LogStartOffset(topic string, partition int32) (int64, bool) {
+	return g.inner.LogStartOffset(topic, partition)
+}
+
+// ConfirmMembership sends a heartbeat now and waits for the coordinator's
+// answer to it (heartbeats already in flight do not count). With a nil
+// error, the coordinator still holds this member, at Epoch(), and it
+// returns the partitions the coordinator assigns the member as of that
+// answer, sorted (Assignment() may still hold partitions being revoked,
+// until the next Poll gives them up). An error matching ErrFenced means
+// the member was fenced (it has given up its partitions and joins again);
+// ctx's error means no answer came, as for a member cut off from the
+// coordinator. Heartbeats that fail to reach the coordinator are retried
+// as usual meanwhile. An application keeping its own fencing state (a
+// database generation, say) calls it before taking a partition over
+// again, so a member that only believes it owns the partition does not
+// take it from its rightful owner. Safe to call from any goroutine.
+func (g *GroupConsumer) ConfirmMembership(ctx context.Context) ([]TopicPartition, error) {
+	g.mu.Lock()
+	want := g.hbSent + 1
+	g.mu.Unlock()
+	g.kickHeartbeat()
+	for {
+		g.mu.Lock()
+		if g.hbAnswered >= want {
+			err := g.hbResult
+			var target []TopicPartition
+			if err == nil {
+				target = sortedTPs(g.target)
+			}
+			g.mu.Unlock()
+			return target, err
+		}
+		if g.closed {
+			g.mu.Unlock()
+			return nil, ErrClosed
+		}
+		ch := g.hbAnsweredCh
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// answeredLocked records the coordinator's answer to heartbeat seq (nil,
+// or an error matching ErrFenced) for ConfirmMembership.
+func (g *GroupConsumer) answeredLocked(seq uint64, err error) {
+	if seq > g.hbAnswered {
+		g.hbAnswered, g.hbResult = seq, err
+	}
+	close(g.hbAnsweredCh)
+	g.hbAnsweredCh = make(chan struct{})
 }
 
 func sortTPs(l []TopicPartition) {
@@ -435,11 +502,18 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 			return err
 		}
 		assign := map[string]map[int32]Offset{}
+		var took []TopicPartition
 		g.mu.Lock()
 		for _, tp := range added {
 			if !g.target[tp] {
-				continue // revoked again meanwhile
+				// Revoked again while the start offsets were read: never
+				// taken, so neither assigned nor reported to OnAssigned
+				// (the coordinator may already have given it to another
+				// member, which the heartbeat allowed by no longer
+				// reporting it).
+				continue
 			}
+			took = append(took, tp)
 			if assign[tp.Topic] == nil {
 				assign[tp.Topic] = map[int32]Offset{}
 			}
@@ -456,8 +530,8 @@ func (g *GroupConsumer) reconcile(ctx context.Context) error {
 		}
 		g.mu.Unlock()
 		g.inner.AddAssignment(assign)
-		if g.cfg.onAssigned != nil {
-			g.cfg.onAssigned(ctx, added)
+		if g.cfg.onAssigned != nil && len(took) > 0 {
+			g.cfg.onAssigned(ctx, took)
 		}
 	}
 	if len(revoked) > 0 || len(added) > 0 {
@@ -797,6 +871,8 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 		GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch, SubscribedTopicNames: g.topics,
 		ClientId: g.cfg.clientID, RebalanceTimeoutMs: int32(g.cfg.rebalanceTimeout / time.Millisecond),
 	}
+	g.hbSent++
+	seq := g.hbSent
 	// Report what is owned and what Poll may be about to take, so the
 	// coordinator never frees a partition this member could still start on.
 	var own []TopicPartition
@@ -829,6 +905,9 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 		switch d.GetReason() {
 		case commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, commonv1.Reason_REASON_UNKNOWN_MEMBER_ID:
 			g.fenced()
+			g.mu.Lock()
+			g.answeredLocked(seq, fmt.Errorf("%w: group %q: heartbeat: %v", ErrFenced, g.group, fromConnect(err)))
+			g.mu.Unlock()
 			return 0, nil // rejoin at once
 		case commonv1.Reason_REASON_NOT_COORDINATOR:
 			g.mu.Lock()
@@ -851,8 +930,10 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if req.MemberEpoch != g.epoch {
+		g.answeredLocked(seq, fmt.Errorf("%w: group %q: fenced while a heartbeat ran", ErrFenced, g.group))
 		return 0, nil // fenced while the call ran: rejoin
 	}
+	defer g.answeredLocked(seq, nil)
 	g.epoch = m.GetMemberEpoch()
 	if ms := m.GetHeartbeatIntervalMs(); ms > 0 {
 		g.interval = time.Duration(ms) * time.Millisecond

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,9 +37,12 @@ type cluster struct {
 	missing    map[string]bool // topics the last answer listed as unknown
 	interest   map[string]struct{}
 	storages   map[string]storagev1connect.StorageServiceClient
-	refreshing chan struct{}        // closed when the running refresh ends; nil when none runs
-	refreshErr error                // result of the last refresh
-	throttled  map[string]time.Time // node address -> no request before (throttle.go)
+	refreshing chan struct{} // closed when the running refresh ends; nil when none runs
+	refreshErr error         // result of the last refresh
+	// refreshStarted and refreshEnded number the refreshes: the last one
+	// started and the last one ended (they run one at a time).
+	refreshStarted, refreshEnded uint64
+	throttled                    map[string]time.Time // node address -> no request before (throttle.go)
 
 	ctx       context.Context // canceled by close
 	cancel    context.CancelFunc
@@ -51,6 +55,9 @@ type cluster struct {
 type topicInfo struct {
 	id    string
 	parts []partInfo
+	// maxMessageBytes is the topic's max.message.bytes when its
+	// metadata sets it, else 0 (the cluster's default applies).
+	maxMessageBytes int64
 }
 
 type partInfo struct {
@@ -115,10 +122,18 @@ func (c *cluster) refreshLoop() {
 }
 
 // refresh asks the gateway for the metadata of every topic of interest. A
-// refresh already running is joined rather than repeated.
+// caller joins a refresh that starts after its call, never one already
+// running when it called: that one may have asked before the change the
+// caller has just seen (a topic created again, a new leader), so the caller
+// waits for it to end and then starts, or joins, the next.
 func (c *cluster) refresh(ctx context.Context) error {
 	c.mu.Lock()
-	if ch := c.refreshing; ch != nil {
+	need := c.refreshStarted + 1
+	for c.refreshEnded < need {
+		ch := c.refreshing
+		if ch == nil {
+			break
+		}
 		c.mu.Unlock()
 		select {
 		case <-ch:
@@ -126,12 +141,16 @@ func (c *cluster) refresh(ctx context.Context) error {
 			return ctx.Err()
 		}
 		c.mu.Lock()
+	}
+	if c.refreshEnded >= need {
 		err := c.refreshErr
 		c.mu.Unlock()
 		return err
 	}
 	ch := make(chan struct{})
 	c.refreshing = ch
+	c.refreshStarted++
+	seq := c.refreshStarted
 	topics := make([]string, 0, len(c.interest))
 	for t := range c.interest {
 		topics = append(topics, t)
@@ -154,6 +173,7 @@ func (c *cluster) refresh(ctx context.Context) error {
 	c.mu.Lock()
 	c.refreshing = nil
 	c.refreshErr = err
+	c.refreshEnded = seq
 	c.mu.Unlock()
 	close(ch)
 	return err
@@ -178,6 +198,9 @@ func (c *cluster) apply(m *gatewayv1.MetadataResponse) {
 			continue
 		}
 		ti := &topicInfo{id: t.GetTopicId(), parts: make([]partInfo, len(t.GetPartitions()))}
+		if v, err := strconv.ParseInt(t.GetConfigs()["max.message.bytes"], 10, 64); err == nil && v > 0 {
+			ti.maxMessageBytes = v
+		}
 		for _, p := range t.GetPartitions() {
 			i := int(p.GetPartition())
 			if i < 0 || i >= len(ti.parts) {
@@ -323,7 +346,7 @@ func (c *cluster) applyHint(err error) bool {
 	if a, ok := c.nodes[h.GetLeaderId()]; ok && a != "" {
 		addr = a
 	}
-	nt := &topicInfo{id: t.id, parts: append([]partInfo(nil), t.parts...)}
+	nt := &topicInfo{id: t.id, parts: append([]partInfo(nil), t.parts...), maxMessageBytes: t.maxMessageBytes}
 	nt.parts[part] = partInfo{leader: h.GetLeaderId(), epoch: h.GetLeaderEpoch(), addr: addr}
 	c.topics[topic] = nt
 	return true

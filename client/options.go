@@ -304,6 +304,9 @@ func Linger(d time.Duration) ProducerOpt {
 
 // MaxBatchBytes caps the uncompressed size of a batch's records. A single
 // record larger than this is sent alone. Default 1 MiB (1048576 bytes).
+// A topic's batches are also kept within its max.message.bytes when its
+// metadata sets it, and below the size of a batch its leader refused as
+// too large (which is then split and sent again in halves).
 func MaxBatchBytes(n int64) ProducerOpt {
 	return producerOpt(func(c *config) { c.maxBatchBytes = n })
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -37,7 +38,14 @@ import (
 // sink pipelines again. An OUT_OF_ORDER_SEQUENCE answer is retriable when
 // an earlier batch of the partition was unresolved when this one was sent
 // or is still unresolved (the leader held it behind a gap that did not
-// fill); on the oldest batch, sent alone, it is fatal as before.
+// fill), or when the partition's sequence chain is broken (the batch is
+// rebuilt on the next chain); on the oldest batch, sent alone, it is
+// fatal.
+//
+// A batch that may have landed (maybeLanded) is only ever sent again as
+// it is; the sink (producer.go: newChain, breakChain) never rebuilds it
+// under another epoch, and fails it with ErrOutcomeUnknown when it cannot
+// be resolved.
 //
 // The first batch of a producer id on a partition goes alone (the limit
 // is 1 until one is acknowledged): a leader that has no state for the
@@ -74,7 +82,14 @@ type batch struct {
 	span     trace.Span // the batch's trace (withBatchTrace), or nil
 
 	bytes   []byte // the built batch; nil until built
-	builtAt uint64 // producer id generation of bytes' sequence numbers, or noPID
+	builtAt uint64 // the sequence chain (sink.chain) of bytes, or noPID
+	ord     uint64 // its place among the partition's built batches (sink.ord)
+	// maybeLanded: an attempt was sent and its answer did not say it was
+	// refused, so the records may be in the log under bytes' producer id
+	// and sequence. Such a batch is only ever sent again as it is (the
+	// leader recognizes it); it is never rebuilt under another id, epoch
+	// or sequence, which would write it twice.
+	maybeLanded bool
 
 	state   batchState
 	req     *produceReq // the request it is in, while sent
@@ -118,6 +133,16 @@ func (q *inflight) answered(b *batch, st batchState) {
 		b.req = nil
 	}
 	b.state = st
+}
+
+// replace puts halves in the place of b, a batch not sent (a batch split
+// in two after the leader refused it as too large).
+func (q *inflight) replace(b *batch, halves ...*batch) {
+	i := slices.Index(q.batches, b)
+	for _, h := range halves {
+		h.state = batchReady
+	}
+	q.batches = slices.Replace(q.batches, i, i+1, halves...)
 }
 
 // earlierOpen reports whether a batch before b is not acknowledged yet:

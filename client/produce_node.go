@@ -61,12 +61,48 @@ type produceReq struct {
 	span      trace.Span  // the batch's trace (withBatchTrace), or nil
 	abandoned atomic.Bool // the sink gave up waiting: send it no more
 
+	callMu     sync.Mutex
+	cancelCall context.CancelFunc // cancels the call carrying it, once sent
+
 	sink  *sink       // where the answer goes (sink.deliver)
 	batch *batch      // the sink's batch this request carries
 	from  *nodeSender // the sender it went through, owed the partition's next batch
 	ans   produceAns  // set by the sender before deliver
 
 	queuedAt time.Time // when the sink queued it (nodeSender.submit)
+}
+
+// errCallCanceled answers the batches of a call canceled because another
+// batch in it reached its delivery timeout (produceReq.abandon): they may
+// have landed, and go again with the same bytes.
+var errCallCanceled = &Error{Code: connect.CodeUnavailable,
+	Message: "produce call canceled: another batch in it reached its delivery timeout"}
+
+// sentIn notes the cancel func of the call that carries the request; a
+// request abandoned meanwhile cancels it at once.
+func (r *produceReq) sentIn(cancel context.CancelFunc) {
+	r.callMu.Lock()
+	r.cancelCall = cancel
+	r.callMu.Unlock()
+	if r.abandoned.Load() {
+		cancel()
+	}
+}
+
+// abandon marks the request given up (no answer is wanted, and it is not
+// sent if it has not left) and cancels its call if it has, so that a copy
+// of it held somewhere on the way does not reach the leader later.
+// (Kafka's producer leaves an expired batch's request to its request
+// timeout; here the call is canceled, and the partition's next sequence
+// chain fences any copy still on its way: see sink.newChain.)
+func (r *produceReq) abandon() {
+	r.abandoned.Store(true)
+	r.callMu.Lock()
+	cancel := r.cancelCall
+	r.callMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 // produceAns is a partition's answer: its result, or why it failed (the
@@ -244,6 +280,9 @@ func (ns *nodeSender) call(reqs []*produceReq) {
 	ctx, cancel := context.WithTimeout(p.ctx, cfg.requestTimeout+5*time.Second)
 	defer cancel()
 	for _, r := range reqs {
+		r.sentIn(cancel)
+	}
+	for _, r := range reqs {
 		if r.span != nil {
 			ctx = trace.ContextWithSpan(ctx, r.span)
 			break
@@ -262,6 +301,15 @@ func (ns *nodeSender) call(reqs []*produceReq) {
 	}
 	if ans == nil {
 		ans = ns.callEach(ctx, reqs)
+	}
+	if ctx.Err() == context.Canceled && p.ctx.Err() == nil {
+		// Canceled by an abandoned batch: the others in the call are
+		// retried (Canceled alone would fail them as our own cancellation).
+		for i := range ans {
+			if ans[i].err != nil {
+				ans[i].err = errCallCanceled
+			}
+		}
 	}
 	// The partitions answered are owed back before the next call (see
 	// above), unless their sinks gave up waiting.

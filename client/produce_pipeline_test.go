@@ -212,7 +212,15 @@ func (g *callGate) opt() Opt {
 // each once.
 func orderedLog(t *testing.T, fc *fakecluster.Cluster, want []string) {
 	t.Helper()
-	recs, err := fc.Records("t", 0)
+	if got := logValues(t, fc, 0); !slices.Equal(got, want) {
+		t.Fatalf("log holds %q, want %q", got, want)
+	}
+}
+
+// logValues returns the values in a partition of topic "t"'s log, in order.
+func logValues(t *testing.T, fc *fakecluster.Cluster, part int32) []string {
+	t.Helper()
+	recs, err := fc.Records("t", part)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,9 +228,7 @@ func orderedLog(t *testing.T, fc *fakecluster.Cluster, want []string) {
 	for _, r := range recs {
 		got = append(got, string(r.Value))
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("log holds %q, want %q", got, want)
-	}
+	return got
 }
 
 // callbackLog records the records whose callbacks ran, in order.
@@ -372,7 +378,7 @@ func TestProducerRecoversPipelineInOrder(t *testing.T) {
 			var retries retryLog
 			// The short request timeout bounds the leader's hold of the
 			// batches behind the failed one.
-			p := newProducer(t, fc, Linger(0), g.opt(), RequestTimeout(200*time.Millisecond), OnRetry(retries.add))
+			p := newProducer(t, fc, Linger(0), g.opt(), RequestTimeout(time.Second), OnRetry(retries.add))
 			ctx := ctxT(t)
 			log := newCallbackLog(6)
 			want := pipelined(t, ctx, p, g, log, 5)
@@ -417,15 +423,7 @@ func TestProducerPipelinesUnderLoad(t *testing.T) {
 	}
 	for part := range log {
 		log[part].wait(t, ctx, want[part])
-		recs, err := fc.Records("t", int32(part))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, r := range recs {
-			got = append(got, string(r.Value))
-		}
-		if !slices.Equal(got, want[part]) {
+		if got := logValues(t, fc, int32(part)); !slices.Equal(got, want[part]) {
 			t.Fatalf("partition %d holds %q, want %q", part, got, want[part])
 		}
 	}

@@ -36,8 +36,16 @@ import (
 // bytes and a growing backoff until DeliveryTimeout, then pipeline again;
 // the leader recognizes a batch it already appended by its producer id and
 // sequence number and answers with the original offsets, so a retry never
-// duplicates. A connection that breaks under a request (its leader
-// killed) is retried the same way. Without idempotence a partition has
+// duplicates. A batch that may have landed is never rebuilt under another
+// producer epoch: when it cannot be resolved it fails with
+// ErrOutcomeUnknown. Each partition keeps its own producer epoch and
+// sequences, so a failure on one never touches another. A batch the
+// leader refuses as too large is split in halves (KIP-126), unless an
+// earlier attempt of it may have landed (then it fails with
+// ErrOutcomeUnknown), and batches stay within the topic's
+// max.message.bytes when the metadata says it.
+// A connection that breaks under a request (its leader killed) is
+// retried the same way. Without idempotence a partition has
 // one batch in flight, and a batch is sent again only when it certainly
 // was not written; one whose outcome is unknown fails with
 // ErrOutcomeUnknown rather than risk a duplicate. A leader that answers
@@ -66,9 +74,11 @@ type Producer struct {
 	idle        chan struct{}          // closed while outstanding == 0
 	flushing    int                    // Flush calls in progress: no lingering
 
-	pidMu  sync.Mutex
-	pid    producerID
-	pidGen uint64 // bumped each time the id is dropped
+	pidMu sync.Mutex
+	pid   producerID // from the gateway; each partition keeps its own epoch (sink.newChain)
+
+	learnMu sync.Mutex
+	learned map[string]int64 // per topic, half a batch size a leader refused as too large
 
 	closeOnce sync.Once
 }
@@ -81,7 +91,6 @@ type topicPartition struct {
 type producerID struct {
 	id    int64
 	epoch int16
-	gen   uint64
 	valid bool
 }
 
@@ -119,6 +128,7 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 		sinks:   map[topicPartition]*sink{},
 		senders: map[string]*nodeSender{},
 		sticky:  map[string]int32{},
+		learned: map[string]int64{},
 		idle:    make(chan struct{}),
 	}
 	close(p.idle)
@@ -370,19 +380,45 @@ func (p *Producer) producerID(ctx context.Context) (producerID, error) {
 	if err != nil {
 		return producerID{}, fromConnect(err)
 	}
-	p.pid = producerID{id: resp.Msg.GetProducerId(), epoch: int16(resp.Msg.GetProducerEpoch()), gen: p.pidGen, valid: true}
+	p.pid = producerID{id: resp.Msg.GetProducerId(), epoch: int16(resp.Msg.GetProducerEpoch()), valid: true}
 	return p.pid, nil
 }
 
-// dropProducerID forgets the producer id of generation gen, after a batch
-// whose outcome is unknown or whose sequence the leader refused: every
-// partition then starts again at sequence 0 under a new id.
-func (p *Producer) dropProducerID(gen uint64) {
+// freshProducerID returns a producer id other than old, asking the
+// gateway for one when the producer's is still old: a partition whose
+// chain used up old's epochs needs another.
+func (p *Producer) freshProducerID(ctx context.Context, old int64) (producerID, error) {
 	p.pidMu.Lock()
-	defer p.pidMu.Unlock()
-	if p.pid.valid && p.pid.gen == gen {
+	if p.pid.valid && p.pid.id == old {
 		p.pid.valid = false
-		p.pidGen++
+	}
+	p.pidMu.Unlock()
+	return p.producerID(ctx)
+}
+
+// batchLimit is the most record bytes a batch of topic may hold:
+// MaxBatchBytes, capped at the topic's max.message.bytes when its
+// metadata says, and below any batch size its leader refused as too large
+// (learned by sink.split). Safe for concurrent use.
+func (p *Producer) batchLimit(topic string) int64 {
+	limit := p.cfg.maxBatchBytes
+	if t := p.cl.known(topic); t != nil && t.maxMessageBytes > 0 {
+		limit = min(limit, t.maxMessageBytes)
+	}
+	p.learnMu.Lock()
+	if l, ok := p.learned[topic]; ok {
+		limit = min(limit, l)
+	}
+	p.learnMu.Unlock()
+	return max(limit, 1)
+}
+
+// learnLimit remembers that batches of topic must stay below size bytes.
+func (p *Producer) learnLimit(topic string, size int64) {
+	p.learnMu.Lock()
+	defer p.learnMu.Unlock()
+	if l, ok := p.learned[topic]; !ok || size < l {
+		p.learned[topic] = max(size, 1)
 	}
 }
 
@@ -401,11 +437,24 @@ type sink struct {
 	answers []*produceReq // answered by node senders, not yet taken by run
 
 	// Owned by the run goroutine.
-	q         inflight
-	seq       int32  // next base sequence under pidGen
-	pidGen    uint64 // producer id generation seq counts for
-	hasPID    bool
-	confirmed bool        // a batch built under pidGen was acknowledged: pipelining is safe
+	q inflight
+	// The partition's sequence chain (idempotence): the producer id and
+	// epoch its batches are built under, numbered by chain, and the next
+	// base sequence. Each partition has its own, so a failure on one
+	// partition never moves another's (see newChain).
+	pid   producerID
+	chain uint64
+	seq   int32
+	ord   uint64 // batches built so far (batch.ord)
+	// broken: a batch of the chain failed for good after its sequence
+	// numbers were spent, so the chain may have a gap; brokenOrd is the
+	// latest such batch. A later batch of the chain acknowledged mends
+	// it (the leader appends only in sequence, so the failed ones are in
+	// the log); otherwise the next batch built starts a new chain once
+	// nothing is in flight.
+	broken    bool
+	brokenOrd uint64
+	confirmed bool        // a batch of the chain was acknowledged: pipelining is safe
 	idleSince time.Time   // when the last sent batch answered
 	owe       *nodeSender // answered this partition last, not told yet where it went
 }
@@ -450,7 +499,7 @@ func (s *sink) deliver(req *produceReq) {
 func (s *sink) abandon(b *batch) {
 	req := b.req
 	s.mu.Lock()
-	req.abandoned.Store(true)
+	req.abandon()
 	s.answers = slices.DeleteFunc(s.answers, func(r *produceReq) bool { return r == req })
 	s.mu.Unlock()
 	s.answered(b, produceAns{err: context.DeadlineExceeded}, nil)
@@ -542,11 +591,12 @@ func (s *sink) step(now time.Time) (wakeAt time.Time, progressed bool) {
 	if n == 0 {
 		return time.Time{}, false
 	}
+	limit := s.p.batchLimit(s.tp.topic)
 	if at := first.Add(s.p.cfg.linger); now.Before(at) &&
-		int64(bytes) < s.p.cfg.maxBatchBytes && !s.p.isFlushing() {
+		int64(bytes) < limit && !s.p.isFlushing() {
 		return at, false
 	}
-	b := s.newBatch(s.take())
+	b := s.newBatch(s.take(limit))
 	s.p.batchTaken(s.tp.topic, s.tp.partition)
 	s.q.push(b)
 	s.submit(b)
@@ -560,7 +610,14 @@ func (s *sink) step(now time.Time) (wakeAt time.Time, progressed bool) {
 // five batches of a producer, and if the unanswered one's answer was lost
 // after it landed, its retry must still be recognized as a duplicate, so
 // no more than five may have landed after it.
+//
+// While the chain is broken nothing new goes until the batches in flight
+// have answered: one of them acknowledged mends the chain, else the new
+// batch starts a new one.
 func (s *sink) mayTakeNext(now time.Time) bool {
+	if s.broken && s.q.sent > 0 {
+		return false
+	}
 	return len(s.q.batches) < s.limit(now)
 }
 
@@ -580,14 +637,14 @@ func (s *sink) limit(now time.Time) int {
 	return int(s.p.cfg.maxInFlight)
 }
 
-// take removes the next batch from the buffer: records up to
-// MaxBatchBytes, at least one.
-func (s *sink) take() []*promise {
+// take removes the next batch from the buffer: records up to limit bytes
+// (the topic's batchLimit), at least one.
+func (s *sink) take(limit int64) []*promise {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, size := 0, 0
 	for n < len(s.buf) {
-		if n > 0 && int64(size+s.buf[n].size) > s.p.cfg.maxBatchBytes {
+		if n > 0 && int64(size+s.buf[n].size) > limit {
 			break
 		}
 		size += s.buf[n].size
@@ -602,19 +659,63 @@ func (s *sink) take() []*promise {
 
 // newBatch prepares the records of a batch for building.
 func (s *sink) newBatch(prs []*promise) *batch {
-	p := s.p
-	b := &batch{promises: prs, deadline: prs[0].at.Add(p.cfg.deliveryTimeout), builtAt: noPID}
+	recs := make([]recordbatch.Record, len(prs))
+	for i, pr := range prs {
+		recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
+		for _, h := range s.p.tracing.injectHeaders(pr) {
+			recs[i].Headers = append(recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+	}
+	return s.batchOf(prs, recs)
+}
+
+// batchOf is a batch, not built, of records prepared for building.
+func (s *sink) batchOf(prs []*promise, recs []recordbatch.Record) *batch {
+	b := &batch{promises: prs, recs: recs, deadline: prs[0].at.Add(s.p.cfg.deliveryTimeout), builtAt: noPID}
 	if span := trace.SpanFromContext(withBatchTrace(context.Background(), prs)); span.SpanContext().IsValid() {
 		b.span = span
 	}
-	b.recs = make([]recordbatch.Record, len(prs))
-	for i, pr := range prs {
-		b.recs[i] = recordbatch.Record{Key: pr.r.Key, Value: pr.r.Value, Timestamp: pr.r.Timestamp.UnixMilli()}
-		for _, h := range p.tracing.injectHeaders(pr) {
-			b.recs[i].Headers = append(b.recs[i].Headers, recordbatch.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-	}
 	return b
+}
+
+// newChain starts the partition's sequence chain again at sequence 0:
+// under the producer's id at first, then under the next epoch of the
+// chain's id, or under a fresh id once its epochs are used up. This is
+// Kafka's epoch bump for an idempotent producer (KIP-360,
+// TransactionManager.bumpIdempotentEpochAndResetIdIfNeeded), per
+// partition: the leader takes a newer epoch at sequence 0 and forgets
+// the older one's sequences, and refuses the older epoch from then on
+// (INVALID_PRODUCER_EPOCH), so a copy of an old batch still on its way
+// cannot land after the new chain's batches. The caller makes sure no
+// batch of the old chain is in flight.
+func (s *sink) newChain(ctx context.Context) error {
+	switch {
+	case !s.pid.valid:
+		pid, err := s.p.producerID(ctx)
+		if err != nil {
+			return err
+		}
+		s.pid = pid
+	case s.pid.epoch == math.MaxInt16:
+		pid, err := s.p.freshProducerID(ctx, s.pid.id)
+		if err != nil {
+			return err
+		}
+		s.pid = pid
+	default:
+		s.pid.epoch++
+	}
+	s.chain++
+	s.seq, s.broken, s.confirmed = 0, false, false
+	return nil
+}
+
+// breakChain notes that batch b of the chain failed for good with its
+// sequence numbers spent (see sink.broken).
+func (s *sink) breakChain(b *batch) {
+	if s.p.cfg.idempotent && b.builtAt == s.chain {
+		s.broken, s.brokenOrd = true, max(s.brokenOrd, b.ord)
+	}
 }
 
 // submit builds b if needed (or rebuilds it under a new producer id),
@@ -634,35 +735,55 @@ func (s *sink) submit(b *batch) {
 	}
 
 	if cfg.idempotent {
-		pid, err := p.producerID(ctx)
-		if err != nil {
-			if ctx.Err() != nil || classify(err) == actFail {
-				s.fail(b, err)
-			} else {
-				s.retryLater(b, err)
+		if b.bytes != nil && (b.builtAt != s.chain || s.broken) {
+			if b.maybeLanded && b.builtAt != s.chain {
+				// It may be in the log under a chain the partition has
+				// left: sending it again could not be recognized, and
+				// rebuilding it could write it twice.
+				s.fail(b, fmt.Errorf("%w: %w", ErrOutcomeUnknown, cmp.Or(b.lastErr, errChainLeft)))
+				return
 			}
-			return
+			if !b.maybeLanded {
+				// Not in the log, and its sequence follows a gap (or an
+				// old chain): built again on a new chain.
+				b.bytes, b.builtAt = nil, noPID
+			}
+			// Else it may have landed on the broken chain: it goes again
+			// as it is, and its answer says whether the chain holds.
 		}
-		if b.bytes == nil || pid.gen != b.builtAt {
-			if !s.hasPID || s.pidGen != pid.gen {
+		if b.bytes == nil {
+			if !s.pid.valid || s.broken {
 				if s.q.sent > 0 {
-					// Batches under the old id are still out and may
-					// need sending again before this one: it waits for
-					// them, then goes alone.
+					// Batches of the old chain are still out and may mend
+					// it or need sending again before this one: it waits
+					// for them, then goes alone.
 					s.q.answered(b, batchReady)
 					return
 				}
-				s.seq, s.pidGen, s.hasPID, s.confirmed = 0, pid.gen, true, false
+				if err := s.newChain(ctx); err != nil {
+					switch {
+					case ctx.Err() != nil && p.ctx.Err() == nil:
+						// The batch's delivery deadline passed while the
+						// producer id was asked for.
+						s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, cmp.Or(b.lastErr, err)))
+					case ctx.Err() != nil || classify(err) == actFail:
+						s.fail(b, err)
+					default:
+						s.retryLater(b, err)
+					}
+					return
+				}
 			}
 			opts := recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression), Idempotent: true,
-				ProducerID: pid.id, ProducerEpoch: pid.epoch, BaseSequence: s.seq}
+				ProducerID: s.pid.id, ProducerEpoch: s.pid.epoch, BaseSequence: s.seq}
 			bytes, err := recordbatch.Build(opts, b.recs)
 			if err != nil {
 				s.fail(b, fmt.Errorf("client: build batch: %w", err))
 				return
 			}
 			s.seq = int32((int64(s.seq) + int64(len(b.recs))) % (math.MaxInt32 + 1))
-			b.bytes, b.builtAt = bytes, pid.gen
+			s.ord++
+			b.bytes, b.builtAt, b.ord = bytes, s.chain, s.ord
 		}
 	} else if b.bytes == nil {
 		bytes, err := recordbatch.Build(recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression)}, b.recs)
@@ -718,10 +839,18 @@ func (s *sink) answered(b *batch, ans produceAns, from *nodeSender) {
 	if ans.err == nil {
 		s.q.answered(b, batchAcked)
 		b.base, b.appendTime = ans.base, ans.appendTime
-		if s.p.cfg.idempotent && s.hasPID && b.builtAt == s.pidGen {
+		if s.p.cfg.idempotent && b.builtAt == s.chain {
 			s.confirmed = true
+			if s.broken && b.ord > s.brokenOrd {
+				// The leader appended a later sequence of the chain, so
+				// the failed batches before it are in the log: no gap.
+				s.broken = false
+			}
 		}
 		return
+	}
+	if !unwritten(ans.err, s.p.cfg.acks) {
+		b.maybeLanded = true
 	}
 	s.q.answered(b, batchReady)
 	s.failed(b, ans.err)
@@ -737,13 +866,28 @@ func (s *sink) failed(b *batch, err error) {
 		s.fail(b, fmt.Errorf("%w: %w", ErrDeliveryTimeout, lastErr))
 		return
 	}
-	if cfg.idempotent && ReasonOf(err) == commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE &&
-		(b.behind || s.q.earlierOpen(b)) {
-		// The leader held it behind an earlier batch that did not come
-		// (or was refused): it goes again once the earlier ones are
-		// through. Not a retry of its own: no backoff.
-		b.lastErr, b.retryAt = lastErr, time.Time{}
+	if ReasonOf(err) == commonv1.Reason_REASON_RECORD_TOO_LARGE && len(b.promises) > 1 && !b.maybeLanded {
+		// Only a batch known not to be in the log is split: the halves
+		// go on a new chain, where a copy an earlier attempt appended
+		// (its answer lost, the topic's limit lowered since) could not
+		// be recognized. A batch that may have landed fails below, with
+		// ErrOutcomeUnknown (RECORD_TOO_LARGE is actFail).
+		s.split(b, lastErr)
 		return
+	}
+	if cfg.idempotent && ReasonOf(err) == commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE {
+		// No copy of it is in the log: the leader would have answered a
+		// copy it holds as a duplicate (it remembers the producer's last
+		// batches, and no more are open at once).
+		b.maybeLanded = false
+		if b.behind || s.q.earlierOpen(b) || (s.broken && b.builtAt == s.chain) {
+			// The leader held it behind an earlier batch that did not
+			// come (or was refused): it goes again once the earlier ones
+			// are through, or on a new chain. Not a retry of its own: no
+			// backoff.
+			b.lastErr, b.retryAt = lastErr, time.Time{}
+			return
+		}
 	}
 	act := classify(err)
 	if act == actFail {
@@ -760,7 +904,14 @@ func (s *sink) failed(b *batch, err error) {
 	defer cancel()
 	switch act {
 	case actNewPID:
-		p.dropProducerID(b.builtAt)
+		// The leader has no state for the chain's id (expired, or a
+		// history it cannot vouch for). This attempt did not land; an
+		// earlier one may have, and then only a failure is safe.
+		if b.maybeLanded {
+			s.fail(b, fmt.Errorf("%w: %w", ErrOutcomeUnknown, lastErr))
+			return
+		}
+		s.breakChain(b)
 	case actRefresh:
 		if !p.cl.applyHint(err) {
 			_ = p.cl.refresh(ctx)
@@ -796,14 +947,33 @@ func (s *sink) retryLater(b *batch, lastErr error) {
 	b.retryAt = time.Now().Add(d)
 }
 
+// split replaces b, which the leader refused as too large, with its two
+// halves, to be sent in its place (Kafka's RecordAccumulator
+// splitAndReenqueue, KIP-126), and remembers the size for the topic's
+// next batches. Nothing of b is in the log (no attempt of it may have
+// landed, see failed); with idempotence its sequence numbers are spent,
+// so the halves go on a new chain.
+func (s *sink) split(b *batch, lastErr error) {
+	var size int64
+	for _, pr := range b.promises {
+		size += int64(pr.size)
+	}
+	s.p.learnLimit(s.tp.topic, size/2)
+	s.breakChain(b)
+	h := len(b.promises) / 2
+	first, second := s.batchOf(b.promises[:h], b.recs[:h]), s.batchOf(b.promises[h:], b.recs[h:])
+	first.lastErr, second.lastErr = lastErr, lastErr
+	s.q.replace(b, first, second)
+}
+
 // fail fails a batch for good; its callbacks run once the batches before
-// it are resolved. With idempotence its sequence numbers are spent and
-// whether it landed may be unknown, so the producer id is dropped: every
-// partition starts again at sequence 0 under a new one, and this
-// partition's later batches are rebuilt under it.
+// it are resolved. A batch that may have landed fails with
+// ErrOutcomeUnknown. With idempotence its sequence numbers are spent,
+// so the partition's chain may have a gap (breakChain).
 func (s *sink) fail(b *batch, err error) {
-	if s.p.cfg.idempotent && b.builtAt != noPID {
-		s.p.dropProducerID(b.builtAt)
+	s.breakChain(b)
+	if b.maybeLanded && !errors.Is(err, ErrOutcomeUnknown) {
+		err = fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	}
 	s.q.answered(b, batchFailed)
 	b.err = err
@@ -837,6 +1007,10 @@ func (s *sink) succeed(batch []*promise, base, appendTime int64) {
 		s.p.finish(pr, nil)
 	}
 }
+
+// errChainLeft is the error of a batch that may have landed under a
+// sequence chain its partition has left, when it had no other.
+var errChainLeft = errors.New("client: the partition's producer epoch changed after the batch was sent")
 
 func acksProto(a Acks) commonv1.Acks {
 	switch a {

@@ -6,6 +6,11 @@ import "time"
 type Record struct {
 	// Topic to produce to; set on consumed records.
 	Topic string
+	// TopicID is, on consumed records, the id of the topic the consumer's
+	// metadata named when the record was read (a topic deleted and
+	// created again under the same name has a new id); empty when the
+	// consumer did not know it. Ignored by the producer.
+	TopicID string
 	// Partition the record went to (set by the producer on success) or came
 	// from. Read by the producer only with ManualPartitioning.
 	Partition int32

@@ -53,7 +53,9 @@ const (
 	// request right now, without a more precise reason.
 	RetryUnavailable
 	// RetryUnknownProducerID: the leader no longer knows the idempotent
-	// producer's id; the producer takes a new one and sends again.
+	// producer's id; the partition starts its sequences again under the
+	// next producer epoch and sends again (a batch an earlier attempt of
+	// which may have landed fails with ErrOutcomeUnknown instead).
 	RetryUnknownProducerID
 )
 

@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/strata-mq/strata/client"
@@ -12,6 +13,10 @@ import (
 // sink's offsets, Apply commits a batch's writes and offsets in one
 // transaction, then commits the same offsets to the group coordinator so
 // the group's lag stays visible.
+//
+// Group() is a read-only view of the membership: committing through the
+// group consumer is not possible, so the coordinator's offsets never pass
+// records Apply has not applied.
 //
 // Poll must not be called concurrently, and Apply is meant to be called
 // between Polls, from the goroutine that polls (a failed Apply moves the
@@ -32,16 +37,37 @@ func NewConsumer(ctx context.Context, db DB, gateway, group string, topics []str
 	for _, o := range opts {
 		o(&cfg)
 	}
+	c := &Consumer{cfg: cfg}
+	cfg.logStart = func(tp client.TopicPartition) (int64, bool) { return c.gc.LogStartOffset(tp.Topic, tp.Partition) }
 	s, err := newSink(ctx, db, group, cfg)
 	if err != nil {
 		return nil, err
 	}
-	gopts := append(slices.Clone(cfg.groupOpts), client.StartOffsets(s.Assign))
+	c.sink = s
+	// AutoCommit forced off: it would commit what Poll returned, applied
+	// or not.
+	gopts := append(slices.Clone(cfg.groupOpts), client.AutoCommit(0), client.StartOffsets(c.assign))
 	gc, err := client.NewGroupConsumer(gateway, group, topics, gopts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{sink: s, gc: gc, cfg: cfg}, nil
+	c.gc = gc
+	return c, nil
+}
+
+// assign is the group consumer's StartOffsets hook: the sink's Assign,
+// once the coordinator has confirmed this member still belongs to the
+// group. A member cut off from the coordinator may still hold an
+// assignment the coordinator has since given to another member; its
+// Assign would bump the generation under the rightful owner and fence it.
+func (c *Consumer) assign(ctx context.Context, memberEpoch int32, tps []client.TopicPartition) (map[client.TopicPartition]int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.groupCommitTimeout)
+	_, err := c.gc.ConfirmMembership(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("pgsink: confirm membership before taking %d partitions: %w", len(tps), err)
+	}
+	return c.sink.Assign(ctx, memberEpoch, tps)
 }
 
 // Poll returns records of the partitions this member owns (see
@@ -51,21 +77,29 @@ func (c *Consumer) Poll(ctx context.Context) ([]*client.Record, error) { return 
 
 // Apply applies recs exactly once (Sink.Apply, whose Result it returns):
 // fn makes the application's writes in the transaction that moves the
-// sink's offsets. Once the
-// transaction has committed, the AfterCommit hook runs and the offsets
-// are committed to the group coordinator, best effort
-// (OnGroupCommitError hears of a failure; Apply still returns nil).
+// sink's offsets. Once the transaction has committed, the AfterCommit
+// hook runs and the offsets are committed to the group coordinator, best
+// effort (OnGroupCommitError hears of a failure; Apply still returns nil).
+// Records of partitions whose assignment is pending (Result.Pending) are
+// left out and read again by the next Poll, without an error.
 //
 // An error matching client.ErrFenced means the records of partitions this
 // member no longer holds were left out (their new owner applies them) and
-// the rest were applied. Any other error means nothing was applied: the
+// the rest were applied; a fenced partition the coordinator confirms this
+// member still owns is assigned again through the sink and read again
+// from its offset. Any other error means nothing was applied: the
 // partitions of recs are moved back to their first record, so Poll
-// returns them again.
+// returns them again. With ErrGap (under FailOnGap) and ErrTopicRecreated
+// that repeats until an operator acts on the error.
 func (c *Consumer) Apply(ctx context.Context, recs []*client.Record, fn ApplyFunc) (Result, error) {
 	res, fenced, err := c.sink.apply(ctx, recs, fn)
 	if err != nil {
-		c.rewind(recs)
+		c.rewind(recs, nil)
 		return Result{}, err
+	}
+	c.sink.told(res)
+	if len(res.Pending) > 0 {
+		c.rewind(recs, setOf(res.Pending))
 	}
 	if len(res.Applied) > 0 {
 		if c.cfg.afterCommit != nil {
@@ -73,16 +107,87 @@ func (c *Consumer) Apply(ctx context.Context, recs []*client.Record, fn ApplyFun
 		}
 		c.commitGroup(ctx, res.Applied)
 	}
+	if fenced != nil {
+		c.reclaim(ctx, res.Fenced, recs)
+	}
 	return res, fenced
 }
 
-// rewind seeks each partition of recs that this member still holds back
-// to its first record in recs.
-func (c *Consumer) rewind(recs []*client.Record) {
+// reclaim assigns again, through the sink, the fenced partitions this
+// member still owns according to the coordinator, and moves them to the
+// sink's offsets. A member cut off from the coordinator may have run the
+// sink's Assign after its partition went to this member (see assign);
+// without this, this member would keep the partition in the group while
+// every Apply left its records out, and nobody would apply them.
+// Partitions whose records were only read before their current assignment
+// (Record.MemberEpoch) are still held and left alone.
+func (c *Consumer) reclaim(ctx context.Context, fenced []client.TopicPartition, recs []*client.Record) {
+	epoch := c.gc.Epoch()
+	var lost []client.TopicPartition
+	for _, tp := range fenced {
+		if !c.sink.holds(tp, epoch) {
+			lost = append(lost, tp)
+		}
+	}
+	if len(lost) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.groupCommitTimeout)
+	target, err := c.gc.ConfirmMembership(cctx)
+	cancel()
+	if err != nil {
+		return // not confirmed: this member may be the one cut off
+	}
+	// Owned, and not being revoked: a partition the coordinator has moved
+	// to another member is that member's to assign.
+	owned, assigned := setOf(c.gc.Assignment()), setOf(target)
+	epoch = c.gc.Epoch()
+	var again []client.TopicPartition
+	for _, tp := range lost {
+		if owned[tp] && assigned[tp] {
+			again = append(again, tp)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	start, err := c.sink.Assign(ctx, epoch, again)
+	if err != nil {
+		return // the next Apply of their records is fenced again and retries
+	}
+	first := firstOffsets(recs)
+	for _, tp := range again {
+		o, ok := start[tp]
+		if !ok {
+			// Never applied: read again from where this batch started.
+			if o, ok = first[tp]; !ok {
+				continue
+			}
+		}
+		_ = c.gc.Seek(tp, o) // not owned any more: its next owner reads it
+	}
+}
+
+// firstOffsets returns the offset of the first record of each partition
+// in recs.
+func firstOffsets(recs []*client.Record) map[client.TopicPartition]int64 {
 	first := map[client.TopicPartition]int64{}
 	for _, r := range recs {
 		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
-		if !c.sink.holds(tp, r.MemberEpoch) {
+		if o, ok := first[tp]; !ok || r.Offset < o {
+			first[tp] = r.Offset
+		}
+	}
+	return first
+}
+
+// rewind seeks each partition of recs (of only, when not nil) that this
+// member still holds back to its first record in recs.
+func (c *Consumer) rewind(recs []*client.Record, only map[client.TopicPartition]bool) {
+	first := map[client.TopicPartition]int64{}
+	for _, r := range recs {
+		tp := client.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+		if only != nil && !only[tp] || !c.sink.holds(tp, r.MemberEpoch) {
 			continue
 		}
 		if o, ok := first[tp]; !ok || r.Offset < o {
@@ -115,10 +220,42 @@ func (c *Consumer) commitGroup(ctx context.Context, applied []*client.Record) {
 	}
 }
 
-// Group is the group consumer underneath, for its member id, epoch and
-// assignment. Committing through it is not needed (Apply does) and not
-// harmful: the coordinator's offsets are a view of the sink's.
-func (c *Consumer) Group() *client.GroupConsumer { return c.gc }
+// Group is the membership of the group consumer underneath, read only:
+// its member id, epoch, assignment and positions. It cannot commit or
+// seek: a commit to the coordinator of records Poll returned and Apply did
+// not apply would move the group's offsets past them, and a tool that
+// reads them (strata group describe, a consumer of the group that does
+// not use the sink) would take them as done.
+func (c *Consumer) Group() Member { return Member{gc: c.gc} }
+
+// Member is the read-only view of a Consumer's group membership. Safe for
+// concurrent use.
+type Member struct{ gc *client.GroupConsumer }
+
+// MemberID is the member id the consumer joined with.
+func (m Member) MemberID() string { return m.gc.MemberID() }
+
+// Epoch is the member epoch last granted (0 before joining).
+func (m Member) Epoch() int32 { return m.gc.Epoch() }
+
+// Assignment returns the partitions the member owns now, sorted.
+func (m Member) Assignment() []client.TopicPartition { return m.gc.Assignment() }
+
+// Position returns the next offset Poll returns from an owned partition.
+func (m Member) Position(topic string, partition int32) (int64, bool) {
+	return m.gc.Position(topic, partition)
+}
+
+// HighWatermark returns the last high watermark seen for a partition.
+func (m Member) HighWatermark(topic string, partition int32) (int64, bool) {
+	return m.gc.HighWatermark(topic, partition)
+}
+
+// LogStartOffset returns the last log start offset seen for an owned
+// partition.
+func (m Member) LogStartOffset(topic string, partition int32) (int64, bool) {
+	return m.gc.LogStartOffset(topic, partition)
+}
 
 // Sink is the sink underneath.
 func (c *Consumer) Sink() *Sink { return c.sink }

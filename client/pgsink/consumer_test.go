@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -212,5 +213,41 @@ func TestConsumerReadsAgainAfterFailedApply(t *testing.T) {
 	}
 	if e, w := effects(t, db, tp0), want("m", 0, 4); !slices.Equal(e, w) {
 		t.Fatalf("effects %v; want %v", e, w)
+	}
+}
+
+// TestGroupCannotCommit: the group membership a Consumer exposes cannot
+// commit (nor seek): a commit through it could move the coordinator's
+// offsets past records Apply has not applied.
+func TestGroupCannotCommit(t *testing.T) {
+	db := newDB(t)
+	fc, _ := fakeGroup(t, 0, -1)
+	c := newConsumerT(t, db, fc)
+	g := reflect.TypeOf(c.Group())
+	for _, m := range []string{"Commit", "CommitRecords", "Seek"} {
+		if _, ok := g.MethodByName(m); ok {
+			t.Errorf("Consumer.Group() (%s) has %s", g, m)
+		}
+	}
+	for _, m := range []string{"MemberID", "Epoch", "Assignment", "Position", "HighWatermark"} {
+		if _, ok := g.MethodByName(m); !ok {
+			t.Errorf("Consumer.Group() (%s) lacks %s", g, m)
+		}
+	}
+}
+
+// TestAutoCommitStaysOff: AutoCommit passed through GroupOptions would
+// commit what Poll returned, applied or not; the sink turns it off.
+func TestAutoCommitStaysOff(t *testing.T) {
+	db := newDB(t)
+	ctx := ctxT(t)
+	fc, co := fakeGroup(t, 5, -1)
+	c := newConsumerT(t, db, fc, GroupOptions(client.AutoCommit(time.Millisecond)))
+	pollAll(t, ctx, c, 4)
+	pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, _ = c.Poll(pctx) // an auto-commit would be due here
+	if committed, n := co.state(); n != 0 {
+		t.Fatalf("the coordinator got %d commits (%v) of records never applied", n, committed)
 	}
 }

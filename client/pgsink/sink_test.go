@@ -215,14 +215,15 @@ func TestZombieTransactionRefused(t *testing.T) {
 	}
 }
 
-// TestAssignWaitsForTransactionInFlight: a new owner's assignment waits
-// for the old owner's transaction holding the partition's row, and starts
-// after what it committed, so the old owner's last batch is neither lost
-// nor applied twice.
-func TestAssignWaitsForTransactionInFlight(t *testing.T) {
+// TestTakeOverWaitsForTransactionInFlight: a new owner's assignment does
+// not wait for the old owner's transaction holding the partition's row
+// (the partition is pending); its first Apply waits for the row, takes
+// the partition over, and goes on after what the old owner committed, so
+// the old owner's last batch is neither lost nor applied twice.
+func TestTakeOverWaitsForTransactionInFlight(t *testing.T) {
 	db := newDB(t)
 	ctx := ctxT(t)
-	old, next := newSinkT(t, db), newSinkT(t, db)
+	old, next := newSinkT(t, db), newSinkT(t, db, LockTimeout(0))
 	if _, err := old.Assign(ctx, 3, []client.TopicPartition{tp0}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,16 +240,21 @@ func TestAssignWaitsForTransactionInFlight(t *testing.T) {
 		applied <- err
 	}()
 	<-inFn
-	type assigned struct {
-		start map[client.TopicPartition]int64
-		err   error
+	start, err := next.Assign(ctx, 4, []client.TopicPartition{tp0})
+	if err != nil || len(start) != 0 {
+		t.Fatalf("new owner's Assign = %v, %v; want no start offset yet (nothing committed), at once", start, err)
 	}
-	done := make(chan assigned, 1)
+	type result struct {
+		res Result
+		err error
+	}
+	done := make(chan result, 1)
+	var got []*client.Record
 	go func() {
-		start, err := next.Assign(ctx, 4, []client.TopicPartition{tp0})
-		done <- assigned{start, err}
+		res, err := next.Apply(ctx, recs("orders", 0, 0, 12, 4), writeEffects("next", &got))
+		done <- result{res, err}
 	}()
-	testwait.Until(t, 30*time.Second, "the new owner's Assign to wait on the row lock", func() error {
+	testwait.Until(t, 30*time.Second, "the new owner's Apply to wait on the row lock", func() error {
 		var n int
 		err := db.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		if err == nil && n == 0 {
@@ -257,17 +263,20 @@ func TestAssignWaitsForTransactionInFlight(t *testing.T) {
 		return err
 	})
 	select {
-	case a := <-done:
-		t.Fatalf("Assign returned %v, %v while the old owner's transaction held the row", a.start, a.err)
+	case r := <-done:
+		t.Fatalf("Apply returned %+v, %v while the old owner's transaction held the row", r.res, r.err)
 	default:
 	}
 	close(release)
 	if err := <-applied; err != nil {
 		t.Fatalf("old owner's Apply = %v; it held the row first, so it commits", err)
 	}
-	a := <-done
-	if a.err != nil || a.start[tp0] != 10 {
-		t.Fatalf("new owner's Assign = %v, %v; want orders-0 at 10", a.start, a.err)
+	r := <-done
+	if r.err != nil || r.res.Next[tp0] != 13 || r.res.Skipped != 10 {
+		t.Fatalf("new owner's Apply = %v, next %v, skipped %d; want orders-0 at 13, 10 skipped", r.err, r.res.Next, r.res.Skipped)
+	}
+	if e, w := effects(t, db, tp0), append(want("old", 0, 9), want("next", 10, 12)...); !slices.Equal(e, w) {
+		t.Fatalf("effects %v; want %v", e, w)
 	}
 }
 
@@ -433,5 +442,47 @@ func TestOptions(t *testing.T) {
 	var n int
 	if err := db.QueryRow(ctx, "SELECT count(*) FROM sinks.offsets").Scan(&n); err != nil || n != 1 {
 		t.Fatalf("rows in sinks.offsets: %d, %v; want 1", n, err)
+	}
+}
+
+// TestOlderTableGainsColumns: a table made before topic ids and gaps were
+// kept gets their columns, its rows kept as they were; a row without a
+// topic id takes the id of the first records applied to it.
+func TestOlderTableGainsColumns(t *testing.T) {
+	db := newDB(t)
+	ctx := ctxT(t)
+	if _, err := db.Exec(ctx, `CREATE TABLE strata_sink_offsets (
+    group_id        text        NOT NULL,
+    topic           text        NOT NULL,
+    partition_index integer     NOT NULL,
+    next_offset     bigint      NOT NULL,
+    generation      bigint      NOT NULL,
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (group_id, topic, partition_index)
+);
+INSERT INTO strata_sink_offsets (group_id, topic, partition_index, next_offset, generation) VALUES ('billing', 'orders', 0, 5, 7)`); err != nil {
+		t.Fatal(err)
+	}
+	s := newSinkT(t, db)
+	start, err := s.Assign(ctx, 1, []client.TopicPartition{tp0})
+	if err != nil || start[tp0] != 5 {
+		t.Fatalf("Assign on the older table = %v, %v; want orders-0 at 5", start, err)
+	}
+	batch := recs("orders", 0, 5, 6, 1)
+	for _, r := range batch {
+		r.TopicID = "id-1"
+	}
+	var got []*client.Record
+	if _, err := s.Apply(ctx, batch, writeEffects("m", &got)); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	var gen, lost int64
+	if err := db.QueryRow(ctx, "SELECT topic_id, generation, gap_offsets FROM strata_sink_offsets").Scan(&id, &gen, &lost); err != nil || id != "id-1" || gen != 8 || lost != 0 {
+		t.Fatalf("row: topic_id %q, generation %d, gap_offsets %d (%v); want id-1, 8, 0", id, gen, lost, err)
+	}
+	// Up to date now: another member does not alter the table again.
+	if _, err := New(ctx, db, "billing"); err != nil {
+		t.Fatal(err)
 	}
 }

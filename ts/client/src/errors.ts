@@ -152,6 +152,29 @@ export class DeliveryTimeoutError extends StrataError {
   }
 }
 
+/**
+ * OutcomeUnknownError: a batch that may already be in the log could not be
+ * sent again under its producer id, which was dropped (the leader forgot
+ * the producer, or another batch of the partition failed for good). An
+ * attempt of it was sent and its answer never said it was not appended (a
+ * timeout, a lost connection, NOT_LEADER under acks "all"); sent under a
+ * new id, the leader could not tell it from the copy that may be in the
+ * log and would append its records twice, so it fails instead, as Kafka's
+ * idempotent producer does. Its records may or may not be in the log.
+ * `cause` is the last attempt's error, whose reason it carries. Not
+ * retriable.
+ */
+export class OutcomeUnknownError extends StrataError {
+  override name = "OutcomeUnknownError";
+  constructor(cause: unknown) {
+    super(`outcome unknown: the records may or may not have been written, and cannot be sent again under their producer id: ${messageOf(cause)}`, {
+      code: Code.Unknown,
+      cause,
+      reason: reasonOf(cause),
+    });
+  }
+}
+
 /** NoLeaderError: a partition has no live leader right now (retriable). */
 export class NoLeaderError extends StrataError {
   override name = "NoLeaderError";
@@ -323,6 +346,57 @@ export function fromDetail(d: ErrorDetail): StrataError {
   return e;
 }
 
+/**
+ * unwritten reports whether a failed Produce certainly did not append its
+ * batch, as the Go client's unwritten (client/errors.go): nothing was sent
+ * (no leader known), or the leader refused the batch before appending it.
+ * A storage node answers NOT_LEADER before the append, and under acks
+ * "all" also after it: leadership lost, the replica closed, or the log
+ * failed while the produce waited for the high watermark
+ * (services/storage: ErrLeadershipLost, ErrClosed, partlog.ErrFailed).
+ * A refusal of the principal, or of the producer's sequence, epoch or
+ * batch, comes before any append too, and so does a call whose
+ * connection was never made.
+ * Anything else (a timeout, a lost connection, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+ * an error without a reason) leaves the outcome unknown.
+ */
+export function unwritten(err: unknown, acks: common.Acks): boolean {
+  if (err instanceof NoLeaderError || isAuthError(err) || neverConnected(err)) return true;
+  if (!(err instanceof StrataError)) return false;
+  switch (err.reasonCode) {
+    case Reason.FENCED_LEADER_EPOCH:
+    case Reason.UNKNOWN_LEADER_EPOCH:
+    case Reason.UNKNOWN_TOPIC_OR_PARTITION:
+    case Reason.NOT_ENOUGH_REPLICAS:
+    // Idempotence and batch checks, all made before the append.
+    case Reason.OUT_OF_ORDER_SEQUENCE:
+    case Reason.UNKNOWN_PRODUCER_ID:
+    case Reason.INVALID_PRODUCER_EPOCH:
+    case Reason.DUPLICATE_SEQUENCE:
+    case Reason.CORRUPT_RECORD:
+    case Reason.RECORD_TOO_LARGE:
+    // A topic's rule broken (a keyless record in a compacted topic, a
+    // timestamp out of range): also refused before the append.
+    case Reason.INVALID_RECORD:
+    case Reason.INVALID_TIMESTAMP:
+      return true;
+    case Reason.NOT_LEADER:
+      return acks !== common.Acks.ALL;
+  }
+  return false;
+}
+
+/**
+ * neverConnected reports a call whose connection was never made (refused,
+ * or the host not found), so its request never left: the Go client's
+ * dial error. A reset or a timeout may come after the request left.
+ */
+function neverConnected(err: unknown): boolean {
+  if (!(err instanceof StrataConnectionError)) return false;
+  const runtime = (err.cause as { cause?: { code?: unknown } } | undefined)?.cause;
+  return typeof runtime?.code === "string" && /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN)$/.test(runtime.code);
+}
+
 /** What a client does about an error of Produce, Fetch or ListOffsets. */
 export enum Action {
   Fail,
@@ -366,6 +440,8 @@ export function classify(err: unknown): Action {
     case Reason.INVALID_PRODUCER_EPOCH:
     case Reason.CORRUPT_RECORD:
     case Reason.RECORD_TOO_LARGE:
+    case Reason.INVALID_RECORD:
+    case Reason.INVALID_TIMESTAMP:
       return Action.Fail;
   }
   switch (code) {

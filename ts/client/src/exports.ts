@@ -57,6 +57,7 @@ export {
   HandlerError,
   InvalidOffsetError,
   NoLeaderError,
+  OutcomeUnknownError,
   StrataAuthenticationError,
   StrataAuthorizationError,
   StrataConnectionError,

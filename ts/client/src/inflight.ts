@@ -68,6 +68,15 @@ export class InFlight<B extends Tracked> {
     return false;
   }
 
+  /**
+   * replace puts batches in b's place, in order (a batch split in two
+   * halves); nothing when b is not in the queue.
+   */
+  replace(b: B, batches: B[]): void {
+    const i = this.items.indexOf(b);
+    if (i >= 0) this.items.splice(i, 1, ...batches);
+  }
+
   /** before returns the batches ahead of b, oldest first. */
   before(b: B): B[] {
     const i = this.items.indexOf(b);

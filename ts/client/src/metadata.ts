@@ -38,6 +38,12 @@ export interface PartInfo {
 export interface TopicInfo {
   id: string;
   parts: PartInfo[];
+  /**
+   * The topic's max.message.bytes from the gateway's metadata (the
+   * effective configuration): the producer cuts its batches at it. 0 when
+   * the metadata does not say.
+   */
+  maxMessageBytes: number;
 }
 
 export type GatewayClient = Client<typeof gateway.GatewayService>;
@@ -228,7 +234,8 @@ export class Cluster {
         if (p.partition < 0 || p.partition >= parts.length) continue;
         parts[p.partition] = { leader: p.leaderId, epoch: p.leaderEpoch, addr: p.leaderId >= 0 ? (this.nodes.get(p.leaderId) ?? "") : "" };
       }
-      this.topics.set(t.name, { id: t.topicId, parts });
+      const mmb = Number(t.configs["max.message.bytes"]);
+      this.topics.set(t.name, { id: t.topicId, parts, maxMessageBytes: Number.isSafeInteger(mmb) && mmb > 0 ? mmb : 0 });
       this.missing.delete(t.name);
     }
     if (!stale) {
@@ -326,7 +333,7 @@ export class Cluster {
     const addr = this.nodes.get(h.leaderId) || h.leaderAddress;
     const parts = t.parts.slice();
     parts[tp.partition] = { leader: h.leaderId, epoch: h.leaderEpoch, addr };
-    this.topics.set(tp.topic, { id: t.id, parts });
+    this.topics.set(tp.topic, { ...t, parts });
     return true;
   }
 }

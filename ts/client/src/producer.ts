@@ -29,8 +29,10 @@ import {
   fromConnect,
   fromDetail,
   isAbort,
+  OutcomeUnknownError,
   StrataError,
   UnknownTopicError,
+  unwritten,
 } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { Cluster, type StorageClient, type TopicInfo } from "./metadata.js";
@@ -301,11 +303,19 @@ interface RoomWaiter {
   fail: (e: unknown) => void;
 }
 
+/**
+ * A producer id and epoch. gen numbers it: from Producer.producerId, which
+ * of the ids the gateway gave the producer; from Sink.chainId, the
+ * partition's chain.
+ */
 interface ProducerId {
   id: bigint;
   epoch: number;
   gen: number;
 }
+
+/** The largest producer epoch (an int16); a partition's chain past it needs a fresh id. */
+const MAX_EPOCH = 0x7fff;
 
 /** Producer sends messages to partition leaders in batches. Create it with `strata.producer()`. */
 export class Producer {
@@ -316,6 +326,8 @@ export class Producer {
   private readonly topicSinks = new Map<string, Sink[]>();
   private readonly senders = new Map<string, NodeSender>();
   private readonly sticky = new Map<string, number>();
+  /** Per topic, a batch size its leader refused as too large, halved (Sink.split). */
+  private readonly learned = new Map<string, number>();
   private closed = false;
   private outstanding = 0;
   private idleWaiters: (() => void)[] = [];
@@ -599,7 +611,22 @@ export class Producer {
     }
   }
 
-  /** @internal the idempotent producer id, asked of the gateway once per generation. */
+  /**
+   * @internal the most record bytes a batch of topic may hold, learned
+   * from a batch its leader refused as too large (half of it); undefined
+   * when none was.
+   */
+  learnedLimit(topic: string): number | undefined {
+    return this.learned.get(topic);
+  }
+
+  /** @internal notes that batches of topic must stay within size bytes of records. */
+  learnLimit(topic: string, size: number): void {
+    const l = this.learned.get(topic);
+    if (l === undefined || size < l) this.learned.set(topic, Math.max(1, size));
+  }
+
+  /** @internal the idempotent producer id, asked of the gateway once; each partition bumps its own epoch (Sink.chainId). */
   producerId(): Promise<ProducerId> {
     if (!this.pid) {
       const gen = this.pidGen;
@@ -615,17 +642,18 @@ export class Producer {
     return this.pid;
   }
 
-  /** @internal the generation of the current producer id: it changes each time the id is dropped. */
-  get pidGeneration(): number {
-    return this.pidGen;
-  }
-
-  /** @internal forgets the id of generation gen: every partition restarts at sequence 0 under a new id. */
-  dropProducerId(gen: number): void {
-    if (this.pid && this.pidGen === gen) {
+  /**
+   * @internal a producer id other than old, asked of the gateway when the
+   * producer's is still old: a partition whose chain used up old's epochs
+   * needs another.
+   */
+  async freshProducerId(old: bigint): Promise<ProducerId> {
+    const cur = await this.producerId();
+    if (cur.id === old && this.pidGen === cur.gen) {
       this.pid = undefined;
       this.pidGen++;
     }
+    return this.producerId();
   }
 }
 
@@ -787,10 +815,16 @@ interface Batch {
   idempotent: boolean;
   /** Its first record's send time plus the delivery timeout. */
   deadline: number;
-  /** Its RecordBatch, once built; sent again unchanged while the producer id stays. */
+  /** Its RecordBatch, once built; sent again unchanged while its chain lasts. */
   bytes: Uint8Array | undefined;
-  /** The producer id generation the bytes carry; -1 before they are built. */
+  /**
+   * The partition's sequence chain (Sink.chain) the bytes were numbered
+   * under; -1 before they are built. A half of a split batch has no bytes
+   * yet and the chain its sequences (seq) were taken under.
+   */
   builtAt: number;
+  /** The base sequence under builtAt; -1 before it is numbered. */
+  seq: number;
   /** Attempts made. */
   attempts: number;
   backoff: Backoff;
@@ -809,34 +843,15 @@ interface Batch {
 }
 
 /**
- * Reasons with which a leader refuses a batch without appending it: a
- * batch refused so was not written, and may be rebuilt under a new
- * producer id. Any other failure (a timeout, a lost connection,
- * NOT_ENOUGH_REPLICAS_AFTER_APPEND) leaves the batch possibly in the log.
- */
-const notAppended = new Set<common.Reason>([
-  common.Reason.NOT_LEADER,
-  common.Reason.FENCED_LEADER_EPOCH,
-  common.Reason.UNKNOWN_LEADER_EPOCH,
-  common.Reason.UNKNOWN_TOPIC_OR_PARTITION,
-  common.Reason.NOT_ENOUGH_REPLICAS,
-  common.Reason.OUT_OF_ORDER_SEQUENCE,
-  common.Reason.UNKNOWN_PRODUCER_ID,
-  common.Reason.INVALID_PRODUCER_EPOCH,
-  common.Reason.CORRUPT_RECORD,
-  common.Reason.RECORD_TOO_LARGE,
-]);
-
-/**
  * One partition's buffer and sender. Batches are taken from the buffer in
  * order and sent, up to maxInFlight unanswered at once (InFlight); a
- * partition's first batch under a producer id goes alone, as does the
+ * partition's first batch of a sequence chain goes alone, as does the
  * first after a long idle spell, since the leader takes an unknown
  * producer's batch at any sequence. Answers complete the batches in order.
  * When a batch fails and will be retried, the partition recovers: it sends
  * nothing new, waits for the answers still due, then sends again each
  * unacknowledged batch, oldest first and one at a time (the same bytes, or
- * rebuilt in order from sequence 0 under a new producer id), and then
+ * rebuilt in order from sequence 0 on a new chain), and then
  * pipelines again. One loop (run) sends, so batches are built, numbered and
  * queued with their node in order.
  */
@@ -857,9 +872,19 @@ class Sink {
   private soon = false;
   /** A batch failed and is to be sent again: nothing new is sent until the partition's unacknowledged batches are. */
   private recovering = false;
+  /**
+   * The partition's sequence chain (idempotence): chain numbers it, and
+   * batches record the chain they were built under (Batch.builtAt); pid
+   * is the producer id and epoch of the latest chain that built a batch,
+   * that chain as its gen (the current chain's when gen is chain, else the
+   * one the next epoch bumps; undefined before the first); seq is the next
+   * base sequence. Each partition has its own, so a failure on one
+   * partition never moves another's (see dropChain).
+   */
+  private chain = 0;
+  private pid: ProducerId | undefined;
   private seq = 0;
-  private seqGen = -1;
-  /** The producer id generation under which a batch of this partition was acknowledged (its batches may pipeline); -1 for none. */
+  /** The chain under which a batch of this partition was acknowledged (its batches may pipeline); -1 for none. */
   private confirmedGen = -1;
   /** When the in-flight queue last became empty. */
   private idleSince = 0;
@@ -928,9 +953,10 @@ class Sink {
       this.recovering = false;
     }
     if (this.buf.length === 0 || this.inflight.length >= this.cfg.maxInFlight) return undefined;
-    if (this.inflight.length > 0 && this.confirmedGen !== this.p.pidGeneration) return undefined; // the first batch under this id goes alone
+    if (this.inflight.length > 0 && this.confirmedGen !== this.chain) return undefined; // the first batch of a chain goes alone
+    const limit = this.batchLimit();
     const wait = this.buf[0]!.at + this.cfg.linger - Date.now();
-    if (wait > 0 && this.bytes < this.cfg.maxBatchBytes && this.p.flushing === 0) {
+    if (wait > 0 && this.bytes < limit && this.p.flushing === 0) {
       this.timer ??= setTimeout(() => {
         this.timer = undefined;
         this.pump();
@@ -942,7 +968,7 @@ class Sink {
       this.timer = undefined;
     }
     if (this.inflight.length === 0 && Date.now() - this.idleSince >= pipelining.aloneAfterIdleMs) this.confirmedGen = -1;
-    const b = this.take();
+    const b = this.take(limit);
     this.inflight.push(b);
     this.p.batchTaken(this.topic, this.partition);
     return b;
@@ -961,14 +987,27 @@ class Sink {
     }
   }
 
-  /** take cuts the next batch: records of the first one's acks and codec, up to maxBatchBytes. */
-  private take(): Batch {
+  /**
+   * batchLimit is the most record bytes a batch takes: maxBatchBytes,
+   * capped at the topic's max.message.bytes when the metadata gives it and
+   * below any batch size the leader refused as too large (learnLimit), so
+   * a batch is not refused again (a record bigger still goes alone).
+   */
+  private batchLimit(): number {
+    let limit = this.cfg.maxBatchBytes;
+    const mmb = this.cluster.known(this.topic)?.maxMessageBytes ?? 0;
+    if (mmb > 0) limit = Math.min(limit, mmb);
+    return Math.min(limit, this.p.learnedLimit(this.topic) ?? limit);
+  }
+
+  /** take cuts the next batch: records of the first one's acks and codec, up to limit bytes (batchLimit). */
+  private take(limit: number): Batch {
     let n = 0;
     let size = 0;
     const first = this.buf[0]!;
     while (n < this.buf.length) {
       const b = this.buf[n]!;
-      if (n > 0 && (size + b.size > this.cfg.maxBatchBytes || b.acks !== first.acks || b.codec !== first.codec)) break;
+      if (n > 0 && (size + b.size > limit || b.acks !== first.acks || b.codec !== first.codec)) break;
       size += b.size;
       n++;
     }
@@ -984,6 +1023,7 @@ class Sink {
       deadline: first.at + this.cfg.deliveryTimeout,
       bytes: undefined,
       builtAt: -1,
+      seq: -1,
       attempts: 0,
       backoff: Backoff.of(this.p.client.retry),
       backoffFirst: false,
@@ -1031,28 +1071,30 @@ class Sink {
     }
     try {
       let pid: ProducerId | undefined;
-      if (b.idempotent) pid = await p.producerId();
+      if (b.idempotent) pid = await this.chainId();
       if (!b.bytes || (pid && pid.gen !== b.builtAt)) {
         if (pid) {
           if (b.maybeLanded) {
-            // Under a new id the leader could not tell it from the copy
-            // that may be in the log: failing it is the only way not to
-            // risk a duplicate.
-            return this.fail(b, b.lastErr);
+            // Under a new epoch (or id) the leader could not tell it from
+            // the copy that may be in the log: failing it is the only way
+            // not to risk a duplicate.
+            return this.fail(b, new OutcomeUnknownError(b.lastErr));
           }
           if (this.inflight.before(b).some((x) => x.state !== "acked" && x.builtAt !== pid!.gen)) {
-            // A batch ahead of this one still carries the old id: it is to
+            // A batch ahead of this one is still of the old chain: it is to
             // be numbered first, so this one waits for the partition to recover.
             return this.retryLater(b, b.lastErr, false);
           }
-          if (this.seqGen !== pid.gen) {
-            this.seq = 0;
-            this.seqGen = pid.gen;
+          let seq: number;
+          if (b.builtAt === pid.gen) {
+            seq = b.seq; // a half of a split batch: numbered when that batch was
+          } else {
+            seq = this.seq;
+            this.seq = (this.seq + b.records.length) % 0x80000000;
           }
-          const seq = this.seq;
-          this.seq = (this.seq + b.records.length) % 0x80000000;
           b.bytes = await buildBatch({ codec: b.codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records);
           b.builtAt = pid.gen;
+          b.seq = seq;
         } else {
           b.bytes = await buildBatch({ codec: b.codec }, b.records);
         }
@@ -1082,6 +1124,49 @@ class Sink {
     // The batch goes in its leader node's next Produce, with every other
     // partition ready for that node (NodeSender).
     this.submit(p.senderFor(info.addr, b.acks, client), b, info.epoch, timeLeft);
+  }
+
+  /**
+   * chainId is the current chain's producer id and epoch, with the chain
+   * as gen; a new chain starts at sequence 0 under the producer's id at
+   * first, then under the next epoch of the previous chain's id, or a
+   * fresh id once its epochs are used up. This is Kafka's epoch bump for
+   * an idempotent producer (KIP-360,
+   * TransactionManager.bumpIdempotentEpochAndResetIdIfNeeded), per
+   * partition: the leader takes a newer epoch at sequence 0, forgets the
+   * older one's sequences and refuses the older epoch from then on
+   * (INVALID_PRODUCER_EPOCH), so a copy of an old batch still on its way
+   * cannot land after the new chain's batches.
+   */
+  private async chainId(): Promise<ProducerId> {
+    let pid = this.pid;
+    while (pid?.gen !== this.chain) {
+      const chain = this.chain;
+      let next: { id: bigint; epoch: number };
+      if (pid === undefined) next = await this.p.producerId();
+      else if (pid.epoch >= MAX_EPOCH) next = await this.p.freshProducerId(pid.id);
+      else next = { id: pid.id, epoch: pid.epoch + 1 };
+      // An answer meanwhile may have ended this chain too, or another
+      // call started it: then look again.
+      if (this.pid === pid && this.chain === chain) {
+        this.pid = { id: next.id, epoch: next.epoch, gen: chain };
+        this.seq = 0;
+      }
+      pid = this.pid;
+    }
+    return pid;
+  }
+
+  /**
+   * dropChain ends the partition's chain when a batch built under it
+   * (chain gen) failed for good after its sequences were spent, or the
+   * leader lost track of the producer: the batches not yet acknowledged
+   * are rebuilt on a new chain from sequence 0, except those that may
+   * have landed, which fail (OutcomeUnknownError). Other partitions keep
+   * theirs.
+   */
+  private dropChain(gen: number): void {
+    if (gen === this.chain) this.chain++;
   }
 
   /**
@@ -1117,13 +1202,13 @@ class Sink {
       b.state = "acked";
       b.base = a.base;
       b.appendTime = a.appendTime;
-      if (b.builtAt === this.p.pidGeneration) this.confirmedGen = b.builtAt;
+      if (b.builtAt === this.chain) this.confirmedGen = b.builtAt;
       this.complete();
       return;
     }
     if (isAbort(a.error) || this.abort.signal.aborted) return this.fail(b, this.closed() ?? a.error);
     const e = fromConnect(a.error, addr);
-    this.failed(b, e, !(e instanceof StrataError && notAppended.has(e.reasonCode)));
+    this.failed(b, e, !unwritten(e, b.acks));
   }
 
   /**
@@ -1137,20 +1222,63 @@ class Sink {
   private failed(b: Batch, e: unknown, mayHaveLanded: boolean): void {
     if (mayHaveLanded) b.maybeLanded = true;
     if (Date.now() >= b.deadline) return this.fail(b, new DeliveryTimeoutError(e));
+    if (e instanceof StrataError && e.reasonCode === common.Reason.RECORD_TOO_LARGE && b.records.length > 1 && !b.maybeLanded) return this.split(b, e);
     let action = e instanceof UnknownTopicError ? Action.Fail : classify(e);
-    const heldBehindGap = e instanceof StrataError && e.reasonCode === common.Reason.OUT_OF_ORDER_SEQUENCE && (this.inflight.unresolvedBefore(b) || b.builtAt !== this.p.pidGeneration);
+    const heldBehindGap = e instanceof StrataError && e.reasonCode === common.Reason.OUT_OF_ORDER_SEQUENCE && (this.inflight.unresolvedBefore(b) || b.builtAt !== this.chain);
     if (heldBehindGap) action = Action.Retry;
     switch (action) {
       case Action.Fail:
         return this.fail(b, e);
       case Action.NewProducerId:
-        this.p.dropProducerId(b.builtAt);
+        this.dropChain(b.builtAt);
         break;
       case Action.Refresh:
         if (!this.cluster.applyHint(e)) b.refresh = true;
         break;
     }
     this.retryLater(b, e, !heldBehindGap);
+  }
+
+  /**
+   * split puts the two halves of a batch the leader refused as too large
+   * (RECORD_TOO_LARGE: over the topic's max.message.bytes) in its place,
+   * to be sent in order once the partition's answers are in, as Kafka's
+   * producer does (KIP-126; Sender.completeBatch splits a batch of more
+   * than one record refused with MESSAGE_TOO_LARGE and does not count it
+   * as a retry). A half still too large is split again, so only a single
+   * record over the limit fails. The halves keep the batch's chain and
+   * its sequences, the first from its base sequence and
+   * the second after the first, as ProducerBatch.split numbers them: the
+   * leader refused the batch before appending it, so it still expects that
+   * base sequence, and the batches numbered after it stay valid. A batch
+   * that may have landed is not split (its halves would not match the copy
+   * that may be in the log); the caller fails it. Half the refused size is
+   * remembered for the topic (learnLimit), and the first half refreshes
+   * the metadata, which may show the topic's new limit, so the next
+   * batches are cut within it.
+   */
+  private split(b: Batch, e: unknown): void {
+    const k = b.records.length >> 1;
+    const half = (records: Pending[], seq: number, refresh: boolean): Batch => ({
+      ...b,
+      state: "waiting",
+      records,
+      size: records.reduce((n, r) => n + r.size, 0),
+      bytes: undefined,
+      seq,
+      attempts: 0,
+      backoff: Backoff.of(this.p.client.retry),
+      backoffFirst: false,
+      refresh,
+      lastErr: e,
+    });
+    this.p.learnLimit(this.topic, Math.floor(b.size / 2));
+    const first = half(b.records.slice(0, k), b.seq, true);
+    const second = half(b.records.slice(k), b.seq < 0 ? -1 : (b.seq + k) % 0x80000000, false);
+    this.log.debug("batch too large for the topic; sending it again in two halves", { topic: this.topic, partition: this.partition, records: b.records.length, bytes: b.bytes?.length, error: e });
+    this.inflight.replace(b, [first, second]);
+    this.recovering = true;
+    this.pump();
   }
 
   /** retryLater marks a batch to be sent again once the partition's answers are in. */
@@ -1163,11 +1291,17 @@ class Sink {
     this.pump();
   }
 
-  /** fail fails a batch for good; the batches after it are rebuilt under a new producer id. */
+  /**
+   * fail fails a batch for good; the partition's batches after it are
+   * rebuilt on a new chain. A batch that may have landed fails with
+   * OutcomeUnknownError, as the Go producer's with ErrOutcomeUnknown,
+   * unless its error already says as much (a delivery timeout, a close).
+   */
   private fail(b: Batch, e: unknown): void {
+    if (b.maybeLanded && !(e instanceof OutcomeUnknownError || e instanceof DeliveryTimeoutError || e instanceof ClosedError)) e = new OutcomeUnknownError(e);
     b.state = "failed";
     b.error = e;
-    if (b.idempotent && b.builtAt >= 0) this.p.dropProducerId(b.builtAt); // sequences spent, outcome unknown
+    if (b.idempotent && b.builtAt >= 0) this.dropChain(b.builtAt); // sequences spent, outcome unknown
     this.complete();
   }
 

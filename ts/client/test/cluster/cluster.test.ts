@@ -10,6 +10,7 @@ import { after, before, describe, test } from "node:test";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
 import {
   ClosedError,
+  ConfigResourceTypes,
   ConsumerEvents,
   FencedError,
   isTraceparent,
@@ -20,6 +21,7 @@ import {
   traceCarrier,
   UnknownTopicError,
   type KafkaMessage,
+  type LogEntry,
   type RecordMetadata,
 } from "../../src/index.js";
 import { nodePlatform } from "../../src/platform-node.js";
@@ -349,6 +351,43 @@ describe("against strata dev", () => {
     for (const codec of ["lz4", "zstd"]) cluster.strata(["produce", topic, "-z", codec], Array.from({ length: 20 }, (_, i) => `go-${codec}-${i} ${"x".repeat(300)}`).join("\n") + "\n");
     const got = await consumeAll(topic, (m) => m.size >= 290);
     for (const codec of ["lz4", "zstd"]) assert.equal(got.filter((m) => text(m.value)!.startsWith(`go-${codec}-`)).length, 20, codec);
+  });
+
+  test("max.message.bytes=4096: 12000 small records land, cut at the limit or split when refused; a record over it fails alone", async () => {
+    const topic = "small-limit";
+    const admin = strata.admin();
+    await admin.createTopic({ topic, partitions: 1, replicationFactor: 3 });
+    const logs: LogEntry[] = [];
+    const client = new Strata({ gateway: cluster.gateway, clientId: "ts-split", logLevel: logLevel.DEBUG, logCreator: () => (e) => void logs.push(e) });
+    // This producer learns the topic's limit (the default, 1 MiB) before it drops to 4096.
+    const stale = client.producer({ linger: 5 });
+    await stale.send({ topic, messages: [{ value: "first" }] });
+    await admin.alterConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [{ name: "max.message.bytes", value: "4096" }] }] });
+    const big = "b".repeat(4096 + 70_000); // over the limit and the 64 KiB of framing the storage node allows
+    const probe = strata.producer();
+    await waitFor("the leader to apply max.message.bytes=4096", () =>
+      probe.send({ topic, messages: [{ value: big }] }).then(
+        () => false,
+        (e: unknown) => e instanceof StrataError && e.reason === "RECORD_TOO_LARGE",
+      ),
+    );
+    await probe.close();
+    const values = (from: number) => Array.from({ length: 12000 }, (_, i) => `record ${from + i} ${"x".repeat(60)}`);
+    // The stale producer's 1 MiB batches are refused and split in halves.
+    const first = values(0);
+    assert.equal((await stale.send({ topic, messages: first.map((value) => ({ value })) })).length, first.length);
+    assert.ok(logs.some((e) => /sending it again in two halves/.test(e.log.message)), "a batch was split");
+    await stale.close();
+    // A new producer reads the limit from the metadata and cuts its batches at it.
+    const fresh = strata.producer({ linger: 5 });
+    const second = values(first.length);
+    assert.equal((await fresh.send({ topic, messages: second.map((value) => ({ value })) })).length, second.length);
+    await assert.rejects(fresh.send({ topic, messages: [{ value: big }] }), (e: unknown) => e instanceof StrataError && e.reason === "RECORD_TOO_LARGE");
+    await fresh.send({ topic, messages: [{ value: "last" }] });
+    await fresh.close();
+    const want = ["first", ...first, ...second, "last"];
+    const got = await consumeAll(topic, (m) => m.size >= want.length);
+    assert.deepEqual(got.sort((a, b) => Number(BigInt(a.offset) - BigInt(b.offset))).map((m) => text(m.value)), want);
   });
 
   test("a group of 3 members on 12 partitions never shares a partition and resumes from commits after a kill", async () => {

@@ -1,8 +1,8 @@
 // kafkajs (a Kafka client nobody here wrote) against the Kafka listeners of
 // a real `strata dev`: an idempotent producer, a consumer group of two, and
 // the same records read by the `strata` CLI (Connect) at the same offsets
-// with the same headers. Run by `npm run test:kafka` (make test-kafka), not
-// by `npm test`: see docs/kafka.md.
+// with the same headers. Run by `npm test` (make test) and by `npm run
+// test:kafka` (make test-kafka): see docs/kafka.md.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";

@@ -10,9 +10,12 @@
 // another order than they were handled). A leader checks idempotent
 // batches as a storage leader does: a known producer's batch must follow
 // its last sequence, a duplicate of one of its last five batches is
-// answered with the original offsets, and a batch ahead of its sequence is
+// answered with the original offsets, an older producer epoch is refused
+// and a newer one must start at sequence 0, and a batch ahead of its sequence is
 // held until the gap fills or holdMs passes, then refused with
-// OUT_OF_ORDER_SEQUENCE. Every call is recorded
+// OUT_OF_ORDER_SEQUENCE; a batch over the topic's max.message.bytes (plus
+// the storage node's 64 KiB of framing) is refused with RECORD_TOO_LARGE.
+// Every call is recorded
 // (method, node, request, whether the caller aborted it). Nothing touches
 // the network or the file system.
 import { create } from "@bufbuild/protobuf";
@@ -100,6 +103,8 @@ export class MemCluster {
   private readonly faults = new Map<string, Fault>();
   private readonly afters = new Map<string, Fault>();
   private producerIds = 9n;
+  /** The epoch InitProducerId gives new ids. */
+  producerEpoch = 0;
   /** How long a leader holds an idempotent batch that arrived ahead of its sequence. */
   holdMs = 1000;
   private readonly transports = new Map<string, Transport>();
@@ -125,6 +130,9 @@ export class MemCluster {
     this.version++;
     for (const m of this.members.values()) m.sent = "";
   }
+
+  /** Whether Metadata carries each topic's configs (the gateway's do); false plays a gateway whose client cannot see them. */
+  metadataConfigs = true;
 
   /** produceFault, when set, answers a partition of a Produce with the detail it returns instead of appending. */
   produceFault: ((topic: string, partition: number) => common.ErrorDetail | undefined) | undefined;
@@ -253,11 +261,17 @@ export class MemCluster {
     const holdUntil = Date.now() + this.holdMs;
     for (;;) {
       const st = p.producers.get(h.producerId);
-      const dup = st?.recent.find((r) => r.first === first && r.last === last);
+      if (st && h.producerEpoch < st.epoch) {
+        throw reasonError(Code.Aborted, common.Reason.INVALID_PRODUCER_EPOCH, `producer ${h.producerId}: epoch ${h.producerEpoch}, partition has seen ${st.epoch}`);
+      }
+      if (st && h.producerEpoch > st.epoch && first !== 0) {
+        throw reasonError(Code.FailedPrecondition, common.Reason.OUT_OF_ORDER_SEQUENCE, `producer ${h.producerId}: new epoch ${h.producerEpoch} must start at sequence 0, got ${first}`);
+      }
+      const dup = st?.epoch === h.producerEpoch ? st.recent.find((r) => r.first === first && r.last === last) : undefined;
       if (dup) return dup.base;
       if (!st || st.epoch !== h.producerEpoch || first === st.last + 1) {
         const base = this.append(p, b);
-        const recent = [...(st?.recent ?? []), { first, last, base }].slice(-5);
+        const recent = [...(st?.epoch === h.producerEpoch ? st.recent : []), { first, last, base }].slice(-5);
         p.producers.set(h.producerId, { epoch: h.producerEpoch, last, recent });
         return base;
       }
@@ -273,6 +287,18 @@ export class MemCluster {
           r();
         });
       });
+    }
+  }
+
+  /**
+   * checkSize refuses a batch over the topic's max.message.bytes plus the
+   * 64 KiB of framing a storage node allows, as RECORD_TOO_LARGE, before
+   * anything is appended (services/storage: validateRequest).
+   */
+  private checkSize(topic: string, records: Uint8Array): void {
+    const limit = Number(this.topics.get(topic)?.configs["max.message.bytes"] ?? 0);
+    if (limit > 0 && records.length > limit + 65536) {
+      throw reasonError(Code.ResourceExhausted, common.Reason.RECORD_TOO_LARGE, `partlog: batch too large: batch 0 is ${records.length} bytes, limit ${limit + 65536}`);
     }
   }
 
@@ -307,14 +333,14 @@ export class MemCluster {
           topics: known.map((name) => {
             const t = this.topics.get(name)!;
             const n = Math.min(t.parts.length, this.metadataLag.get(name) ?? Infinity);
-            return { name, topicId: t.id, partitions: t.parts.slice(0, n).map((p, i) => ({ partition: i, leaderId: p.leader, leaderEpoch: p.epoch, replicas: [p.leader], isr: [p.leader] })) };
+            return { name, topicId: t.id, configs: this.metadataConfigs ? { ...t.configs } : {}, partitions: t.parts.slice(0, n).map((p, i) => ({ partition: i, leaderId: p.leader, leaderEpoch: p.epoch, replicas: [p.leader], isr: [p.leader] })) };
           }),
           unknownTopics: req.topics.filter((n) => !this.topics.has(n)),
           metadataVersion: this.version,
         };
       },
       findCoordinator: async () => ({ coordinatorId: "c1", address: COORDINATOR }),
-      initProducerId: async () => ({ producerId: this.producerIds++, producerEpoch: 0 }),
+      initProducerId: async () => ({ producerId: this.producerIds++, producerEpoch: this.producerEpoch }),
       listTopics: async () => ({ topics: [...this.topics.keys()].sort().map((name) => ({ name, topicId: this.topics.get(name)!.id, partitions: this.topics.get(name)!.parts.length })) }),
       describeTopics: async (req: gateway.DescribeTopicsRequest) => {
         const missing = req.names.find((n) => !this.topics.has(n));
@@ -381,6 +407,7 @@ export class MemCluster {
             }
             let base: number;
             try {
+              this.checkSize(pp.topic, pp.records);
               base = await this.appendChecked(p, pp.records);
             } catch (e) {
               const d = (e as ConnectError).findDetails(common.ErrorDetailSchema)[0]!;
@@ -395,6 +422,7 @@ export class MemCluster {
         const injected = this.produceFault?.(req.topic, req.partition);
         if (injected) throw reasonError(injected.code as number as Code, injected.reason, injected.message);
         if (node(p.leader) !== self) throw reasonError(Code.FailedPrecondition, common.Reason.NOT_LEADER, "not the leader");
+        this.checkSize(req.topic, req.records);
         const base = await this.appendChecked(p, req.records);
         return { baseOffset: req.acks === common.Acks.NONE ? -1n : BigInt(base), logAppendTimeMs: -1n };
       },

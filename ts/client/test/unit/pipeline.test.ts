@@ -17,6 +17,7 @@ import { type Call, MemCluster, reasonError } from "./memcluster.js";
 interface Sent {
   partition: number;
   producerId: bigint;
+  epoch: number;
   seq: number;
 }
 
@@ -24,7 +25,7 @@ function batchesOf(call: Call): Sent[] {
   const parts = call.method === "Produce" ? [call.request as storage.ProduceRequest] : (call.request as storage.ProducePartitionsRequest).partitions;
   return parts.map((pp) => {
     const h = parseHeader(pp.records);
-    return { partition: pp.partition, producerId: h.producerId, seq: h.baseSequence };
+    return { partition: pp.partition, producerId: h.producerId, epoch: h.producerEpoch, seq: h.baseSequence };
   });
 }
 
@@ -143,7 +144,7 @@ describe("producer pipelining", () => {
     assert.ok(failed);
   });
 
-  test("an unknown producer id while pipelining: the batches are rebuilt in order under a new id from sequence 0", async () => {
+  test("an unknown producer id while pipelining: the batches are rebuilt in order under the next epoch from sequence 0", async () => {
     const c = new MemCluster().topic("t", 1);
     c.holdMs = 100;
     const p = c.strata().producer({ linger: 0, maxBatchBytes: 30 });
@@ -166,9 +167,39 @@ describe("producer pipelining", () => {
     assert.deepEqual(await c.values("t", 0), ["v0", "v1", "v2", "v3", "v4", "v5"]);
     const last = produceCalls(c).slice(-5).map((x) => batchesOf(x)[0]!);
     const first = batchesOf(produceCalls(c)[0]!)[0]!;
-    assert.ok(last.every((b) => b.producerId === last[0]!.producerId && b.producerId !== first.producerId), "under one new id");
+    // The partition's own epoch bump (KIP-360): the same id, the next epoch.
+    assert.ok(last.every((b) => b.producerId === first.producerId && b.epoch === first.epoch + 1), "under the next epoch of the id");
     assert.deepEqual(last.map((b) => b.seq), [0, 1, 2, 3, 4]);
     assert.ok(refused);
+  });
+
+  test("a partition whose epochs are used up starts its next chain under a fresh id; another partition keeps its chain", async () => {
+    const c = new MemCluster().topic("t", 2);
+    c.producerEpoch = 0x7fff;
+    const p = c.strata().producer({ linger: 0 });
+    const to = (partition: number, v: string) => ({ topic: "t", messages: [{ value: v, partition }] });
+    await p.send(to(0, "a0"));
+    await p.send(to(1, "b0"));
+    let refused = false;
+    c.fault("Produce", (req) => {
+      if (!refused && (req as storage.ProduceRequest).partition === 0) {
+        refused = true;
+        throw reasonError(Code.FailedPrecondition, common.Reason.UNKNOWN_PRODUCER_ID, "unknown producer");
+      }
+    });
+    await p.send(to(0, "a1"));
+    await p.send(to(1, "b1"));
+    await p.close();
+    const sent = produceCalls(c).map((x) => batchesOf(x)[0]!);
+    const [a0, b0] = sent;
+    const a1 = sent.filter((b) => b.partition === 0).at(-1)!;
+    const b1 = sent.filter((b) => b.partition === 1).at(-1)!;
+    assert.notEqual(a1.producerId, a0!.producerId, "partition 0: a fresh id");
+    assert.deepEqual([a1.epoch, a1.seq], [0x7fff, 0]);
+    assert.deepEqual([b1.producerId, b1.epoch, b1.seq], [b0!.producerId, 0x7fff, 1], "partition 1: its chain goes on");
+    assert.equal(c.calls.filter((x) => x.method === "InitProducerId").length, 2);
+    assert.deepEqual(await c.values("t", 0), ["a0", "a1"]);
+    assert.deepEqual(await c.values("t", 1), ["b0", "b1"]);
   });
 
   test("OUT_OF_ORDER_SEQUENCE on the oldest unacknowledged batch fails it, as with one batch in flight", async () => {
