@@ -25,10 +25,12 @@ func (l *Log) AppendAsLeader(ctx context.Context, batches []byte, leaderEpoch in
 }
 
 // AppendAsFollower appends batches copied from the leader, keeping their
-// offsets and epochs. The first batch must start at the log end offset and
-// each next batch where the previous ended, or the append fails with a
-// *NonContiguousError. Epochs newer than the latest in the history are
-// recorded.
+// offsets and epochs. The first batch must start at or after the log end
+// offset and each next batch at or after the end of the previous one, or
+// the append fails with a *NonContiguousError. A gap is what the leader's
+// cleaner left (a fetch at an offset it removed returns the next batch it
+// kept), and is accepted as Kafka's followers accept it. Epochs newer than
+// the latest in the history are recorded.
 func (l *Log) AppendAsFollower(ctx context.Context, batches []byte) (AppendInfo, error) {
 	return l.append(ctx, batches, false, 0)
 }
@@ -78,6 +80,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 		return AppendInfo{}, err
 	}
 	leo := l.leo.Load()
+	first, newLEO := leo, leo // a follower's batches may start past leo, after a gap
 	epochChanged := false
 	if leader {
 		if latest := l.epochs.latest(); epoch < latest {
@@ -92,21 +95,26 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 			next += m.records
 			rest = rest[m.size:]
 		}
+		newLEO = next
 		epochChanged = l.epochs.assign(epoch, leo)
 	} else {
 		next := leo
 		for rest := b; len(rest) > 0; {
 			m, _ := peekBatch(rest)
-			if m.base != next {
+			if m.base < next {
 				l.mu.Unlock()
 				return AppendInfo{}, &NonContiguousError{Expected: next, Got: m.base}
 			}
 			if m.epoch > l.epochs.latest() {
 				epochChanged = l.epochs.assign(m.epoch, m.base) || epochChanged
 			}
+			if len(rest) == len(b) {
+				first = m.base
+			}
 			next = m.lastOff + 1
 			rest = rest[m.size:]
 		}
+		newLEO = next
 	}
 	// The epoch history is durable before any batch of the new epoch, so a
 	// crash can leave an entry past the log end (trimmed on open) but never
@@ -117,7 +125,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 			return AppendInfo{}, err
 		}
 	}
-	if err := l.maybeRoll(len(b), leo+info.Records-1, now); err != nil {
+	if err := l.maybeRoll(len(b), newLEO-1, now); err != nil {
 		l.mu.Unlock()
 		return AppendInfo{}, err
 	}
@@ -135,7 +143,6 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 		p += int64(m.size)
 		rest = rest[m.size:]
 	}
-	newLEO := leo + info.Records
 	// Publish: size first, then the offsets. Readers check offsets against
 	// leo and read bytes below size, so they only ever see whole batches.
 	s.size.Store(pos + int64(len(b)))
@@ -144,7 +151,7 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 	l.producers.recordAll(b, info.LogAppendTime)
 	l.mu.Unlock()
 
-	info.FirstOffset, info.LastOffset = leo, newLEO-1
+	info.FirstOffset, info.LastOffset = first, newLEO-1
 	if l.cfg.Load().Flush.Mode == FlushSync {
 		if err := l.waitSynced(ctx, newLEO); err != nil {
 			return info, err
@@ -154,7 +161,8 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 }
 
 // maybeRoll starts a new active segment when the append of n bytes ending
-// at offset last would overfill the current one, when it is too old, or
+// at offset last would overfill the current one, when it is too old (its
+// SegmentAge less its share of SegmentJitter), or
 // when the relative offset would overflow the index. The caller holds mu.
 func (l *Log) maybeRoll(n int, last int64, now time.Time) error {
 	s := l.active()
@@ -162,7 +170,8 @@ func (l *Log) maybeRoll(n int, last int64, now time.Time) error {
 	if size == 0 {
 		return nil
 	}
-	if size+int64(n) <= l.cfg.Load().SegmentBytes && now.Sub(s.created) < l.cfg.Load().SegmentAge && last-s.base <= math.MaxUint32 {
+	cfg := l.cfg.Load()
+	if size+int64(n) <= cfg.SegmentBytes && now.Sub(s.created) < s.rollAge(cfg.SegmentAge, cfg.SegmentJitter) && last-s.base <= math.MaxUint32 {
 		return nil
 	}
 	return l.roll()

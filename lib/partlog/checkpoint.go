@@ -61,29 +61,42 @@ const (
 	producerGapHeader   = "strata-producer-gap v1"
 )
 
-func writeProducerGap(fsys vfs.FS, dir string, untilMs int64) error {
-	body := fmt.Appendf(nil, "%s\nuntil-unix-ms %d\n", producerGapHeader, untilMs)
-	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, producerGapFile), sealCheckpoint(body)); err != nil {
-		return fmt.Errorf("partlog: write %s: %w", producerGapFile, err)
+// valueCheckpoint is a checkpoint file that holds one value, a
+// non-negative int64 under field:
+//
+//	<header>
+//	<field> <int64>
+//	crc32c <8 hex digits>
+type valueCheckpoint struct{ file, header, field string }
+
+// The one-value checkpoints (layouts above and in cleanswap.go).
+var (
+	producerGapCheckpoint   = valueCheckpoint{producerGapFile, producerGapHeader, "until-unix-ms"}
+	cleanShutdownCheckpoint = valueCheckpoint{cleanShutdownFile, cleanShutdownHeader, "log-end-offset"}
+	cleanerCheckpoint       = valueCheckpoint{cleanerCheckpointFile, cleanerCheckpointHeadr, "first-dirty-offset"}
+)
+
+func (c valueCheckpoint) write(fsys vfs.FS, dir string, v int64) error {
+	body := fmt.Appendf(nil, "%s\n%s %d\n", c.header, c.field, v)
+	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, c.file), sealCheckpoint(body)); err != nil {
+		return fmt.Errorf("partlog: write %s: %w", c.file, err)
 	}
 	return nil
 }
 
-// readProducerGap returns the time producer-gap holds, or errNoCheckpoint.
-func readProducerGap(fsys vfs.FS, dir string) (int64, error) {
-	lines, err := openCheckpoint(fsys, filepath.Join(dir, producerGapFile), producerGapHeader)
+// read returns the value, or errNoCheckpoint when the file does not exist.
+func (c valueCheckpoint) read(fsys vfs.FS, dir string) (int64, error) {
+	lines, err := openCheckpoint(fsys, filepath.Join(dir, c.file), c.header)
 	if err != nil {
 		return 0, err
 	}
-	v, ok := "", len(lines) == 1
-	if ok {
-		v, ok = strings.CutPrefix(lines[0], "until-unix-ms ")
+	if len(lines) == 1 {
+		v, ok := strings.CutPrefix(lines[0], c.field+" ")
+		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil && n >= 0 {
+			return n, nil
+		}
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if !ok || err != nil || n < 0 {
-		return 0, fmt.Errorf("partlog: checkpoint %s: corrupt", producerGapFile)
-	}
-	return n, nil
+	return 0, fmt.Errorf("partlog: checkpoint %s: corrupt: %q", c.file, lines)
 }
 
 // errNoCheckpoint means the checkpoint file does not exist.
@@ -211,28 +224,4 @@ func readEpochCheckpoint(fsys vfs.FS, dir string) ([]epochEntry, error) {
 		entries = append(entries, e)
 	}
 	return entries, nil
-}
-
-func writeCleanShutdown(fsys vfs.FS, dir string, logEnd int64) error {
-	body := fmt.Appendf(nil, "%s\nlog-end-offset %d\n", cleanShutdownHeader, logEnd)
-	if err := vfs.WriteFileAtomic(fsys, filepath.Join(dir, cleanShutdownFile), sealCheckpoint(body)); err != nil {
-		return fmt.Errorf("partlog: write %s: %w", cleanShutdownFile, err)
-	}
-	return nil
-}
-
-// readCleanShutdown returns the log end offset a clean Close recorded, or
-// errNoCheckpoint when there is no marker.
-func readCleanShutdown(fsys vfs.FS, dir string) (int64, error) {
-	lines, err := openCheckpoint(fsys, filepath.Join(dir, cleanShutdownFile), cleanShutdownHeader)
-	if err != nil {
-		return 0, err
-	}
-	if len(lines) == 1 {
-		v, ok := strings.CutPrefix(lines[0], "log-end-offset ")
-		if n, err := strconv.ParseInt(v, 10, 64); ok && err == nil && n >= 0 {
-			return n, nil
-		}
-	}
-	return 0, fmt.Errorf("partlog: checkpoint %s: corrupt: %q", cleanShutdownFile, lines)
 }

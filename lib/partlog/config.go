@@ -82,6 +82,11 @@ type Config struct {
 	// (Kafka's segment.ms), measured from when this process created or
 	// opened it. Default 7 days.
 	SegmentAge time.Duration
+	// SegmentJitter (Kafka's segment.jitter.ms) lets each segment roll by
+	// age up to this much earlier, an amount drawn at random once per
+	// segment, so the segments of many partitions do not all roll at
+	// once. Default 0: none; at most SegmentAge counts.
+	SegmentJitter time.Duration
 	// IndexIntervalBytes is how many log bytes go between two entries of
 	// the sparse offset index (Kafka's index.interval.bytes). Default 4096.
 	IndexIntervalBytes int
@@ -154,6 +159,9 @@ func (c Config) Validate() error {
 	}
 	if c.SegmentAge < 0 {
 		bad("SegmentAge %v is negative", c.SegmentAge)
+	}
+	if c.SegmentJitter < 0 {
+		bad("SegmentJitter %v is negative", c.SegmentJitter)
 	}
 	if c.IndexIntervalBytes < 0 {
 		bad("IndexIntervalBytes %d is negative", c.IndexIntervalBytes)

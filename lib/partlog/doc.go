@@ -17,6 +17,8 @@
 //	log-checkpoint                  recovery point, high watermark, log start
 //	leader-epoch-checkpoint         leader epoch -> start offset history
 //	clean-shutdown                  written by Close, removed by Open
+//	cleaner-checkpoint              first dirty offset of the log cleaner
+//	<base>.cleaned, <base>.<end>.swap  a cleaning pass's segment (cleanswap.go)
 //	*.tmp                           checkpoint or snapshot being written; removed on open
 //
 // Segment names are the base offset (the offset of the segment's first
@@ -24,9 +26,11 @@
 // concatenation of record batches in the layout of package recordbatch
 // (Kafka's RecordBatch v2), with the leader's base offset and leader
 // epoch stamped in, and nothing else: no framing, no padding. Offsets are
-// contiguous within and across segments: each batch starts where the
-// previous one ended, and each segment's base is the previous segment's
-// end.
+// increasing within and across segments: as a leader appends them each
+// batch starts where the previous one ended, and each segment's base is
+// the previous segment's end; the log cleaner (cleaner.go) removes
+// records and batches but never changes an offset, leaving gaps that
+// reads pass over and followers copy.
 //
 // The index, checkpoint and producer snapshot layouts are documented next
 // to their code (index.go, checkpoint.go, producersnapshot.go) and in

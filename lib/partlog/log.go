@@ -29,7 +29,7 @@ type Log struct {
 	clock  func() time.Time
 	logger *slog.Logger // carries the dir attribute
 
-	// Lock order: flushMu, then mu, then hwMu, then segMu.
+	// Lock order: cleanMu, then flushMu, then mu, then hwMu, then segMu.
 
 	// flushMu serialises fsync rounds and checkpoint writes. Anything that
 	// closes segment files (truncation, retention, Close) takes it too, so
@@ -49,6 +49,15 @@ type Log struct {
 	dirDirty  bool       // a file was created in dir since the last SyncDir; guarded by mu
 	epochs    epochCache // leader epoch history; guarded by mu
 	producers *producers // idempotent-producer state; guarded by mu
+	// cleanMu makes cleaning passes one at a time (cleaner.go). Taken
+	// before any other lock.
+	cleanMu sync.Mutex
+	// cleanerCkpt is the first dirty offset: the cleaner has cleaned the
+	// log below it (cleaner-checkpoint). Guarded by mu.
+	cleanerCkpt int64
+	// truncGen counts truncations, so that a cleaning pass can tell the
+	// log changed under it. Guarded by mu.
+	truncGen uint64
 	// producersGapUntil, when not zero, is the Unix ms until which the
 	// producer state may lack producers whose batches lie below the log
 	// start: the log was restarted at an offset with no state to begin
@@ -486,7 +495,7 @@ func (l *Log) Close() error {
 		if err == nil {
 			// Last: everything above is on disk, so the next Open may
 			// know this was a clean shutdown.
-			if err = writeCleanShutdown(l.fs, l.dir, l.leo.Load()); err != nil {
+			if err = cleanShutdownCheckpoint.write(l.fs, l.dir, l.leo.Load()); err != nil {
 				err = l.fail(err)
 			}
 		}
@@ -504,6 +513,12 @@ func (l *Log) Close() error {
 	l.gc.mu.Unlock()
 	close(l.stop)
 	l.wg.Wait()
+	// A cleaning pass sees the log closed at its next batch and removes
+	// its temporary file; wait for it, so that nothing writes in the
+	// directory once Close returns (the replica's directory may be
+	// deleted next).
+	l.cleanMu.Lock()
+	l.cleanMu.Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
 	l.segMu.Lock()
 	l.closeFiles()
 	l.segMu.Unlock()

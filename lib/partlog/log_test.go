@@ -1,6 +1,7 @@
 package partlog
 
 import (
+	"bytes"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -175,19 +176,71 @@ func TestReadBounds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var bases []int64
-			it := recordbatch.NewIter(res.Batches, true)
-			for h, _, ok := it.Next(); ok; h, _, ok = it.Next() {
-				bases = append(bases, h.BaseOffset)
-			}
-			if it.Err() != nil || len(it.Rest()) != 0 {
-				t.Fatalf("partial data: %v", it.Err())
-			}
+			bases := batchBases(t, res.Batches)
 			if !equal(bases, tc.wantBases) || res.NextOffset != tc.wantNext {
 				t.Fatalf("bases %v next %d, want %v next %d", bases, res.NextOffset, tc.wantBases, tc.wantNext)
 			}
 		})
 	}
+}
+
+// TestReadIntoWithin: held to maxBytes for the first batch too, a read
+// leaves a first batch that does not fit unread, and otherwise reads as
+// ReadInto does.
+func TestReadIntoWithin(t *testing.T) {
+	l := mustOpen(t, vfs.NewMem(), Config{})
+	defer l.Close()
+	b := makeBatch(t, 4, 0, 200)
+	for range 3 {
+		mustAppend(t, l, b, 0)
+	}
+	// Offsets: [0,3] [4,7] [8,11], each batch len(b) bytes.
+	for _, tc := range []struct {
+		name      string
+		offset    int64
+		maxBytes  int
+		wantBases []int64
+		wantNext  int64
+	}{
+		{"first batch over maxBytes", 4, len(b) - 1, nil, 4},
+		{"first batch fits exactly", 4, len(b), []int64{4}, 8},
+		{"second batch cut off", 0, 2*len(b) - 1, []int64{0}, 4},
+		{"everything", 0, 1 << 20, []int64{0, 4, 8}, 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := l.ReadIntoWithin(nil, tc.offset, tc.maxBytes, l.LogEndOffset())
+			if err != nil {
+				t.Fatal(err)
+			}
+			bases := batchBases(t, res.Batches)
+			if !equal(bases, tc.wantBases) || res.NextOffset != tc.wantNext || res.HighWatermark != l.HighWatermark() {
+				t.Fatalf("bases %v next %d hw %d, want %v next %d hw %d", bases, res.NextOffset, res.HighWatermark, tc.wantBases, tc.wantNext, l.HighWatermark())
+			}
+		})
+	}
+	// The batch that does not fit is not read at all: the buffer, room
+	// enough for it, keeps its bytes.
+	buf := bytes.Repeat([]byte{0xee}, 2*len(b))
+	if res, err := l.ReadIntoWithin(buf[:0], 4, len(b)-1, l.LogEndOffset()); err != nil || len(res.Batches) != 0 {
+		t.Fatalf("read %d bytes, err %v", len(res.Batches), err)
+	}
+	if n := bytes.Count(buf, []byte{0xee}); n != len(buf) {
+		t.Fatalf("%d bytes of the buffer were written", len(buf)-n)
+	}
+}
+
+// batchBases returns the base offsets of the whole batches b holds.
+func batchBases(t *testing.T, b []byte) []int64 {
+	t.Helper()
+	var bases []int64
+	it := recordbatch.NewIter(b, true)
+	for h, _, ok := it.Next(); ok; h, _, ok = it.Next() {
+		bases = append(bases, h.BaseOffset)
+	}
+	if it.Err() != nil || len(it.Rest()) != 0 {
+		t.Fatalf("partial data: %v", it.Err())
+	}
+	return bases
 }
 
 func equal(a, b []int64) bool {
@@ -247,15 +300,15 @@ func TestFollowerAppend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A gap is refused with a typed error.
+	if _, err := follower.AppendAsFollower(ctx, res.Batches); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets going back are refused with a typed error.
 	second := res.Batches[len(makeBatch(t, 3, 0, 10)):]
 	_, err = follower.AppendAsFollower(ctx, second)
 	var nc *NonContiguousError
-	if !errors.As(err, &nc) || nc.Expected != 0 || nc.Got != 3 {
-		t.Fatalf("got %v, want non-contiguous 0/3", err)
-	}
-	if _, err := follower.AppendAsFollower(ctx, res.Batches); err != nil {
-		t.Fatal(err)
+	if !errors.As(err, &nc) || nc.Expected != 9 || nc.Got != 3 {
+		t.Fatalf("got %v, want non-contiguous 9/3", err)
 	}
 	if follower.LogEndOffset() != 9 || follower.LatestEpoch() != 4 {
 		t.Fatalf("follower LEO %d epoch %d", follower.LogEndOffset(), follower.LatestEpoch())
@@ -595,5 +648,48 @@ func TestHighWatermarkCheckpoint(t *testing.T) {
 	defer l2.Close()
 	if l2.HighWatermark() != 6 || l2.LogEndOffset() != 10 {
 		t.Fatalf("HW %d LEO %d, want 6 10", l2.HighWatermark(), l2.LogEndOffset())
+	}
+}
+
+// SegmentJitter (segment.jitter.ms): each segment rolls by age somewhere
+// in (SegmentAge-SegmentJitter, SegmentAge], drawn per segment, so of many
+// logs some roll before SegmentAge, none before SegmentAge-SegmentJitter,
+// and every one by SegmentAge.
+func TestRollJitter(t *testing.T) {
+	clock := newClock()
+	const logs = 20
+	var ls []*Log
+	for range logs {
+		l := mustOpen(t, vfs.NewMem(), Config{SegmentAge: time.Hour, SegmentJitter: 30 * time.Minute}, WithClock(clock.Now))
+		defer l.Close()
+		mustAppend(t, l, makeBatch(t, 1, 0, 100), 0)
+		ls = append(ls, l)
+	}
+	rolled := func() int {
+		n := 0
+		for _, l := range ls {
+			mustAppend(t, l, makeBatch(t, 1, 0, 100), 0)
+			if l.Stats().Segments > 1 {
+				n++
+			}
+		}
+		return n
+	}
+	clock.Advance(30 * time.Minute)
+	if n := rolled(); n != 0 {
+		t.Fatalf("%d logs rolled before SegmentAge-SegmentJitter", n)
+	}
+	clock.Advance(29 * time.Minute)
+	// A log stays unrolled here only with a jitter under a minute (1 in
+	// 30): that none of 20 rolled has a chance of 30^-20.
+	if n := rolled(); n == 0 {
+		t.Fatalf("none of %d logs rolled between SegmentAge-SegmentJitter and SegmentAge", logs)
+	}
+	clock.Advance(time.Minute)
+	if n := rolled(); n != logs {
+		t.Fatalf("%d of %d logs rolled at SegmentAge", n, logs)
+	}
+	if err := (Config{SegmentJitter: -1}).Validate(); err == nil {
+		t.Fatal("a negative SegmentJitter is accepted")
 	}
 }

@@ -180,7 +180,7 @@ func (l *Log) ProducersComplete() bool {
 // The caller holds mu.
 func (l *Log) markProducersGapLocked() {
 	l.producersGapUntil = l.clock().Add(l.cfg.Load().ProducerExpiry).UnixMilli()
-	if err := writeProducerGap(l.fs, l.dir, l.producersGapUntil); err != nil {
+	if err := producerGapCheckpoint.write(l.fs, l.dir, l.producersGapUntil); err != nil {
 		l.logger.Warn("partlog: producer state incomplete, and not saved so", "err", err)
 	}
 }
@@ -196,7 +196,7 @@ func (l *Log) clearProducersGapLocked() {
 // loadProducersGap reads the producer-gap file at open; an expired one is
 // removed. The caller is Open.
 func (l *Log) loadProducersGap() {
-	until, err := readProducerGap(l.fs, l.dir)
+	until, err := producerGapCheckpoint.read(l.fs, l.dir)
 	switch {
 	case errors.Is(err, errNoCheckpoint):
 	case err != nil:

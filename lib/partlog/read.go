@@ -29,6 +29,21 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 // read buffers: the result's Batches aliases buf when buf has the capacity
 // for the read, and a new slice otherwise.
 func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	return l.readInto(buf, offset, maxBytes, maxOffset, true)
+}
+
+// ReadIntoWithin is ReadInto held to maxBytes for the first batch too: a
+// first batch larger than maxBytes is not read, and the result holds no
+// batches. It is how a fetch reads its partitions once an earlier one
+// returned records, as Kafka's LogSegment.read with minOneMessage false
+// (KIP-74).
+func (l *Log) ReadIntoWithin(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
+	return l.readInto(buf, offset, maxBytes, maxOffset, false)
+}
+
+// readInto is ReadInto, whose first batch may exceed maxBytes only with
+// minOne.
+func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, minOne bool) (ReadResult, error) {
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
 	if l.closed.Load() {
@@ -58,6 +73,9 @@ func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) 
 			continue // offset is past this segment's batches
 		}
 		if first.base >= maxOffset || first.lastOff >= maxOffset {
+			return res, nil
+		}
+		if !minOne && first.size > maxBytes {
 			return res, nil
 		}
 		end := s.size.Load()

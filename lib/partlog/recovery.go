@@ -20,6 +20,18 @@ func (l *Log) recover() error {
 	if err != nil {
 		return fmt.Errorf("partlog: open %s: %w", l.dir, err)
 	}
+	// A cleaning pass may have left a cleaned segment, swapped in or not.
+	if changed, err := l.recoverCleanerFiles(names); err != nil {
+		return err
+	} else if changed {
+		if names, err = l.fs.ReadDir(l.dir); err != nil {
+			return fmt.Errorf("partlog: open %s: %w", l.dir, err)
+		}
+	}
+	cleanerCkpt, ccErr := cleanerCheckpoint.read(l.fs, l.dir)
+	if ccErr != nil && !errors.Is(ccErr, errNoCheckpoint) {
+		l.logger.Warn("partlog: recovery: cleaner checkpoint unusable; the log counts as dirty", "err", ccErr)
+	}
 	var bases []int64
 	indexFiles := map[int64][]string{}
 	for _, name := range names {
@@ -50,7 +62,7 @@ func (l *Log) recover() error {
 	// log closed it. Its absence (a crash, kill -9 or power loss) changes
 	// no rule below, which never trusts a byte past the recovery point,
 	// but is reported, and is what UncleanShutdown tells replication.
-	cleanEnd, cleanErr := readCleanShutdown(l.fs, l.dir)
+	cleanEnd, cleanErr := cleanShutdownCheckpoint.read(l.fs, l.dir)
 
 	// Checkpoints. A missing or corrupt one only costs a longer scan.
 	ckpt, ckErr := readLogCheckpoint(l.fs, l.dir)
@@ -88,6 +100,11 @@ func (l *Log) recover() error {
 		s := newSegment(l.dir, base, f, l.clock())
 		l.segs = append(l.segs, s)
 		if i > 0 {
+			// A cleaned segment may end before the next one begins; see
+			// cleanswap.go for why such a gap is known to be the cleaner's.
+			if prev := l.segs[i-1]; prev.next.Load() < base && (base <= rp || prev.base < cleanerCkpt) {
+				prev.next.Store(base)
+			}
 			if prev := l.segs[i-1]; prev.next.Load() != base {
 				l.logger.Warn("partlog: recovery: segment does not follow the previous one; deleting it and every later segment",
 					"segment", segmentName(base), "expected_base", prev.next.Load())
@@ -136,6 +153,13 @@ func (l *Log) recover() error {
 	}
 	act := l.active()
 	leo := act.next.Load()
+	// The active segment grows unsynced: no gap after it is the cleaner's.
+	l.cleanerCkpt = min(cleanerCkpt, act.base)
+	if ccErr == nil && l.cleanerCkpt != cleanerCkpt {
+		if err := cleanerCheckpoint.write(l.fs, l.dir, l.cleanerCkpt); err != nil {
+			return err
+		}
+	}
 	l.leo.Store(leo)
 	logStart := max(ckpt.logStart, l.segs[0].base)
 	logStart = min(logStart, leo)
@@ -265,7 +289,10 @@ func (l *Log) scanSegment(s *segment, fileSize int64) (pos, offset int64, reason
 		if err != nil {
 			return pos, next, err
 		}
-		if h.BaseOffset != next {
+		// Offsets increase; a gap is where the cleaner removed batches, or
+		// a follower copied a cleaned range (a torn write cannot leave
+		// one: every byte after a lost batch is lost with it).
+		if h.BaseOffset < next {
 			return pos, next, &NonContiguousError{Expected: next, Got: h.BaseOffset}
 		}
 		m := batchMeta{base: h.BaseOffset, size: size, lastOff: h.LastOffset(), maxTS: h.MaxTimestamp, epoch: h.PartitionLeaderEpoch}

@@ -41,7 +41,12 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	newEnd, pos := offset, s.size.Load()
 	if ok {
-		newEnd, pos = m.base, m.position
+		// offset may lie in a gap the cleaner left, before batch m.
+		newEnd, pos = min(m.base, offset), m.position
+	}
+	l.truncGen++
+	if err := l.lowerCleanerCheckpointLocked(s.base); err != nil {
+		return err
 	}
 
 	// Persist the new bounds first: after a crash mid-way, recovery scans
@@ -188,6 +193,10 @@ func (l *Log) ResetWithProducers(offset int64, state []byte) error {
 // producer state ps, saved durably at offset; nil means none is known.
 // The caller holds flushMu and mu.
 func (l *Log) truncateFullyLocked(offset int64, ps *producers) error {
+	l.truncGen++
+	if err := l.lowerCleanerCheckpointLocked(offset); err != nil {
+		return err
+	}
 	l.removeSnapshots(func(int64) bool { return true })
 	l.producers = newProducers()
 	l.epochs.entries = nil

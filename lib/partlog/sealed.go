@@ -16,9 +16,11 @@ type SegmentInfo struct {
 
 // Segments lists the log's segments by base offset, oldest first. The last
 // is the active segment, still appended to; every other one is sealed: its
-// bytes no longer change, and the next segment's BaseOffset is the offset
-// after its last batch. A segment may be deleted by retention or
-// truncation right after the call. Safe for concurrent use.
+// bytes no longer change (until the log cleaner replaces it), and the next
+// segment's BaseOffset is the end of its offset range: the offset after its
+// last batch, or later where the cleaner removed the last batches. A
+// segment may be deleted by retention, truncation or the cleaner right
+// after the call. Safe for concurrent use.
 func (l *Log) Segments() []SegmentInfo {
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()

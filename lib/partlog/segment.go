@@ -2,6 +2,7 @@ package partlog
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,9 @@ type segment struct {
 	dir     string    // directory holding the files
 	file    vfs.File  // the .log file, open read-write
 	created time.Time // when this process created or opened it (roll by age); appender only
+	// jitterSeed picks this segment's share of Config.SegmentJitter, as
+	// Kafka draws one random jitter per segment; fixed at creation.
+	jitterSeed uint64
 
 	size  atomic.Int64 // published bytes
 	next  atomic.Int64 // offset after the last published batch
@@ -35,6 +39,16 @@ type segment struct {
 	indexTS    int64 // MaxTimestamp of the last time index entry, -1 if none; appender only
 }
 
+// rollAge is how old the segment may grow before it rolls: age less its
+// jitter, a share of jitter below min(jitter, age) (Kafka's
+// randomSegmentJitter, drawn once per segment).
+func (s *segment) rollAge(age, jitter time.Duration) time.Duration {
+	if jitter <= 0 || age <= 0 {
+		return age
+	}
+	return age - time.Duration(s.jitterSeed%uint64(min(jitter, age)))
+}
+
 func segmentName(base int64) string { return fmt.Sprintf("%020d", base) }
 
 func (s *segment) path(suffix string) string {
@@ -42,7 +56,7 @@ func (s *segment) path(suffix string) string {
 }
 
 func newSegment(dir string, base int64, file vfs.File, now time.Time) *segment {
-	s := &segment{base: base, dir: dir, file: file, created: now, indexTS: -1}
+	s := &segment{base: base, dir: dir, file: file, created: now, indexTS: -1, jitterSeed: rand.Uint64()}
 	s.next.Store(base)
 	s.maxTS.Store(-1)
 	return s
@@ -108,7 +122,12 @@ func (s *segment) resetIndex() {
 }
 
 // lookup returns the file position to start scanning from for offset.
+// An offset below the base (a read that passed an empty cleaned segment)
+// starts at the first batch.
 func (s *segment) lookup(offset int64) int64 {
+	if offset <= s.base {
+		return 0
+	}
 	s.idxMu.RLock()
 	defer s.idxMu.RUnlock()
 	return LookupOffset(s.offsets, uint32(offset-s.base))

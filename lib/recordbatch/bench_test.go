@@ -120,3 +120,35 @@ func BenchmarkValidate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLeaderRewrites is what a topic's configs add to the leader's
+// work per produced batch, on the same 64 KiB batches: the log-append
+// time (one CRC over the batch) and recompression from the producer's
+// codec to the topic's compression.type (inflate, deflate, CRC).
+func BenchmarkLeaderRewrites(b *testing.B) {
+	recs := benchRecords()
+	b.Run("log-append-time", func(b *testing.B) {
+		batch := mustBuild(b, BuildOptions{}, recs)
+		b.SetBytes(recordsBytes(recs))
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		ts := int64(1_800_000_000_000)
+		for b.Loop() {
+			ts++
+			SetLogAppendTime(batch, ts)
+		}
+	})
+	for _, c := range []struct{ from, to Codec }{{CodecNone, CodecLZ4}, {CodecLZ4, CodecZstd}, {CodecSnappy, CodecNone}, {CodecNone, CodecZstd}} {
+		b.Run(c.from.String()+"-to-"+c.to.String(), func(b *testing.B) {
+			batch := mustBuild(b, BuildOptions{Codec: c.from}, recs)
+			b.SetBytes(recordsBytes(recs))
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				if _, err := Recompress(batch, c.to); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -67,33 +67,14 @@ func Build(opts BuildOptions, records []Record) ([]byte, error) {
 		}
 	}
 
-	var b []byte
-	if opts.Codec == CodecNone {
-		// Write the records straight after the header: no second buffer.
-		b = make([]byte, HeaderSize, HeaderSize+size)
+	b, err := newBatch(opts.Codec, size, func(dst []byte) []byte {
 		for i, r := range records {
-			b = appendRecord(b, int32(i), r.Timestamp-base, r)
+			dst = appendRecord(dst, int32(i), r.Timestamp-base, r)
 		}
-	} else {
-		// Encode and compress in pooled scratch space, then copy the
-		// compressed bytes into an exactly sized batch: the caller may hold
-		// batches for a while (producer buffers), and compressors want
-		// worst-case room that would otherwise stay attached to it.
-		bodyp, outp := scratch.Get().(*[]byte), scratch.Get().(*[]byte)
-		body := (*bodyp)[:0]
-		for i, r := range records {
-			body = appendRecord(body, int32(i), r.Timestamp-base, r)
-		}
-		out, err := appendCompressed((*outp)[:0], opts.Codec, body)
-		if err == nil {
-			b = make([]byte, HeaderSize+len(out))
-			copy(b[HeaderSize:], out)
-		}
-		putScratch(bodyp, body)
-		putScratch(outp, out)
-		if err != nil {
-			return nil, err
-		}
+		return dst
+	})
+	if err != nil {
+		return nil, err
 	}
 
 	attrs := int16(opts.Codec) & attrCodecMask
@@ -164,6 +145,40 @@ func putHeader(b []byte, h Header) {
 var scratch = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxScratch = 4 << 20
+
+// newBatch returns a new batch's bytes but its header: HeaderSize bytes
+// for putHeader, then the records section that encode appends, compressed
+// with codec. Uncompressed, encode appends straight after the header (no
+// second buffer; sizeHint is the section's expected size). Compressed, the
+// section is encoded in pooled scratch space and compressed into an
+// exactly sized batch (compressedBatch).
+func newBatch(codec Codec, sizeHint int, encode func(dst []byte) []byte) ([]byte, error) {
+	if codec == CodecNone {
+		return encode(make([]byte, HeaderSize, HeaderSize+sizeHint)), nil
+	}
+	bodyp := scratch.Get().(*[]byte)
+	body := encode((*bodyp)[:0])
+	b, err := compressedBatch(codec, body)
+	putScratch(bodyp, body)
+	return b, err
+}
+
+// compressedBatch returns HeaderSize bytes for putHeader followed by
+// section compressed with codec. The compressor works in pooled scratch
+// space and its output is copied into an exactly sized batch: callers may
+// hold batches a while (producer buffers), and compressors want
+// worst-case room that would otherwise stay attached to it.
+func compressedBatch(codec Codec, section []byte) ([]byte, error) {
+	outp := scratch.Get().(*[]byte)
+	out, err := appendCompressed((*outp)[:0], codec, section)
+	var b []byte
+	if err == nil {
+		b = make([]byte, HeaderSize+len(out))
+		copy(b[HeaderSize:], out)
+	}
+	putScratch(outp, out)
+	return b, err
+}
 
 // putScratch returns buf, the grown form of *p, to the pool.
 func putScratch(p *[]byte, buf []byte) {

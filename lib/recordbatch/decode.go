@@ -79,11 +79,11 @@ func Records(b []byte) ([]Record, error) {
 func decodeRecords(h Header, section []byte) ([]Record, error) {
 	if h.RecordCount == 0 {
 		// walkRecords checks that the section is empty too.
-		_, err := walkRecords(h, section, nil, false)
+		_, err := walkRecords(h, section, nil, false, nil)
 		return nil, err
 	}
 	recs := make([]Record, min(int(h.RecordCount), len(section)/minRecordSize))
-	if _, err := walkRecords(h, section, recs, false); err != nil {
+	if _, err := walkRecords(h, section, recs, false, nil); err != nil {
 		return nil, err
 	}
 	return recs, nil
@@ -99,7 +99,7 @@ func decodeRecords(h Header, section []byte) ([]Record, error) {
 //
 // Decode and Validate share this one walk, so they accept exactly the
 // same batches.
-func walkRecords(h Header, section []byte, recs []Record, produced bool) (maxTS int64, err error) {
+func walkRecords(h Header, section []byte, recs []Record, produced bool, rules *TopicRules) (maxTS int64, err error) {
 	maxTS = -1
 	count := int(h.RecordCount) // ParseHeader rejected negative counts
 	if count > len(section)/minRecordSize {
@@ -143,6 +143,11 @@ func walkRecords(h Header, section []byte, recs []Record, produced bool) (maxTS 
 			if r.Timestamp < 0 || (tsDelta > 0) != (r.Timestamp > h.BaseTimestamp) {
 				return -1, fmt.Errorf("%w: record %d: timestamp %d (base %d, delta %d)",
 					ErrInvalidRecord, i, r.Timestamp, h.BaseTimestamp, tsDelta)
+			}
+			if rules != nil {
+				if err := rules.check(i, r); err != nil {
+					return -1, err
+				}
 			}
 		}
 		maxTS = max(maxTS, r.Timestamp)

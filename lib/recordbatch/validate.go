@@ -10,6 +10,52 @@ import (
 // send (Kafka's InvalidRecordException): see ValidateProduced.
 var ErrInvalidRecord = errors.New("recordbatch: invalid record batch from a producer")
 
+// ErrKeyRequired means a record has no key (a null key) where its topic
+// requires one: a compacted topic (Kafka's INVALID_RECORD, "Compacted
+// topic cannot accept message without key"). It wraps ErrInvalidRecord.
+var ErrKeyRequired = fmt.Errorf("%w: a record without a key in a compacted topic", ErrInvalidRecord)
+
+// ErrInvalidTimestamp means a record's timestamp is outside the range its
+// topic accepts around the broker's clock (Kafka's INVALID_TIMESTAMP,
+// message.timestamp.before.max.ms and message.timestamp.after.max.ms), or
+// a producer stamped its batch with log-append time.
+var ErrInvalidTimestamp = errors.New("recordbatch: record timestamp out of range")
+
+// TopicRules are the rules of a record's topic that ValidateProducedFor
+// checks on every record, beyond ValidateProduced's: Kafka's
+// LogValidator.validateKey and validateTimestamp. The zero value checks
+// nothing more.
+type TopicRules struct {
+	// RequireKeys refuses a record whose key is null (an empty key is a
+	// key), as a compacted topic does (ErrKeyRequired).
+	RequireKeys bool
+	// CheckTimestamps refuses a record whose timestamp is more than
+	// BeforeMaxMs before NowMs or more than AfterMaxMs after it
+	// (ErrInvalidTimestamp): a topic with message.timestamp.type
+	// CreateTime. Bounds of math.MaxInt64 never refuse.
+	CheckTimestamps         bool
+	NowMs                   int64
+	BeforeMaxMs, AfterMaxMs int64
+}
+
+// check applies the rules to record i of a produced batch, whose timestamp
+// ValidateProduced already holds to be at least 0.
+func (t *TopicRules) check(i int, r Record) error {
+	if t.RequireKeys && r.Key == nil {
+		return fmt.Errorf("%w: record %d", ErrKeyRequired, i)
+	}
+	if t.CheckTimestamps {
+		// As Kafka's recordHasInvalidTimestamp: both sides are real times
+		// (not negative), so the difference cannot overflow.
+		diff := t.NowMs - r.Timestamp
+		if diff > t.BeforeMaxMs || -diff > t.AfterMaxMs {
+			return fmt.Errorf("%w: record %d has timestamp %d; the topic accepts %d ms before and %d ms after the broker's time %d",
+				ErrInvalidTimestamp, i, r.Timestamp, t.BeforeMaxMs, t.AfterMaxMs, t.NowMs)
+		}
+	}
+	return nil
+}
+
 // Validate checks the one batch that b holds exactly, as deeply as Decode
 // does: header, CRC, length, codec, decompression (within
 // MaxDecompressedSize), and every record (lengths, varints, header keys,
@@ -19,7 +65,7 @@ var ErrInvalidRecord = errors.New("recordbatch: invalid record batch from a prod
 // compressed one is inflated into a pooled buffer that is reused. Errors
 // wrap the same sentinels as Decode's.
 func Validate(b []byte) (Header, error) {
-	h, _, err := validate(b, false)
+	h, _, err := validate(b, false, nil)
 	return h, err
 }
 
@@ -40,10 +86,21 @@ func Validate(b []byte) (Header, error) {
 //   - when it has a producer id (≥ 0), have a producer epoch and a base
 //     sequence ≥ 0.
 //
-// A rule broken wraps ErrInvalidRecord; a batch that does not decode wraps
-// the sentinel Decode would return.
+// A rule broken wraps ErrInvalidRecord (the log-append time also
+// ErrInvalidTimestamp); a batch that does not decode wraps the sentinel
+// Decode would return.
 func ValidateProduced(b []byte) (Header, error) {
-	h, maxTS, err := validate(b, true)
+	return ValidateProducedFor(b, TopicRules{})
+}
+
+// ValidateProducedFor is ValidateProduced with the rules of the batch's
+// topic checked on every record too (see TopicRules).
+func ValidateProducedFor(b []byte, rules TopicRules) (Header, error) {
+	var r *TopicRules
+	if rules != (TopicRules{}) {
+		r = &rules
+	}
+	h, maxTS, err := validate(b, true, r)
 	if err != nil {
 		return Header{}, err
 	}
@@ -60,7 +117,9 @@ func ValidateProduced(b []byte) (Header, error) {
 	case h.Transactional():
 		return invalid("transactional batch (transactions are not supported)")
 	case h.LogAppendTime():
-		return invalid("log-append time set by the producer")
+		// Kafka's LogValidator answers INVALID_TIMESTAMP: "Producer
+		// should not set timestamp type to LogAppendTime".
+		return Header{}, fmt.Errorf("%w (%w): log-append time set by the producer", ErrInvalidRecord, ErrInvalidTimestamp)
 	case h.Attributes&attrDeleteHorizon != 0:
 		return invalid("delete horizon set by the producer")
 	case h.MaxTimestamp != maxTS:
@@ -79,8 +138,9 @@ func ValidateProduced(b []byte) (Header, error) {
 var inflated = sync.Pool{New: func() any { return new([]byte) }}
 
 // validate is Validate; with produced set it also checks record timestamps
-// (ValidateProduced) and returns the largest one (-1 without records).
-func validate(b []byte, produced bool) (Header, int64, error) {
+// (ValidateProduced) and rules, when not nil, on every record, and returns
+// the largest timestamp (-1 without records).
+func validate(b []byte, produced bool, rules *TopicRules) (Header, int64, error) {
 	h, err := Verify(b)
 	if err != nil {
 		return Header{}, -1, err
@@ -104,7 +164,7 @@ func validate(b []byte, produced bool) (Header, int64, error) {
 			*p = section[:0] // keep the grown buffer for the next batch
 		}
 	}
-	maxTS, err := walkRecords(h, section, nil, produced)
+	maxTS, err := walkRecords(h, section, nil, produced, rules)
 	if err != nil {
 		return Header{}, -1, err
 	}

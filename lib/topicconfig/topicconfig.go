@@ -9,12 +9,14 @@ package topicconfig
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
-	"strings"
 )
 
-// Topic config keys accepted by the controller.
+// Topic config keys accepted by the controller: every key of Kafka 4.x's
+// topic config table (TopicConfig, LogConfig), with its meaning where it
+// has one here. NoEffect tells the others apart.
 const (
 	RetentionMs                 = "retention.ms"
 	RetentionBytes              = "retention.bytes"
@@ -30,13 +32,62 @@ const (
 	MaxMessageBytes             = "max.message.bytes"
 	FlushMessages               = "flush.messages"
 	FlushMs                     = "flush.ms"
+
+	// Keys of the log cleaner (key compaction), with Kafka's meanings.
+
+	// DeleteRetentionMs is how long compaction keeps a tombstone.
+	DeleteRetentionMs = "delete.retention.ms"
+	// MinCompactionLagMs is the least age of a record before it may be
+	// compacted away.
+	MinCompactionLagMs = "min.compaction.lag.ms"
+	// MaxCompactionLagMs is the most time a record may stay uncompacted,
+	// whatever the dirty ratio.
+	MaxCompactionLagMs = "max.compaction.lag.ms"
+	// MinCleanableDirtyRatio is the share of uncleaned bytes in a log that
+	// makes it worth cleaning (a double in [0, 1]).
+	MinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
+	// SegmentJitterMs is the most random time subtracted from segment.ms so
+	// that segments of many partitions do not roll at once.
+	SegmentJitterMs = "segment.jitter.ms"
+
+	// MessageTimestampType is CreateTime (the producer's timestamps) or
+	// LogAppendTime (the leader stamps its clock on every batch).
+	MessageTimestampType = "message.timestamp.type"
+	// MessageTimestampBeforeMaxMs and MessageTimestampAfterMaxMs bound, with
+	// CreateTime, how far a record's timestamp may lie before and after
+	// the leader's clock (KIP-937).
+	MessageTimestampBeforeMaxMs = "message.timestamp.before.max.ms"
+	MessageTimestampAfterMaxMs  = "message.timestamp.after.max.ms"
+	// IndexIntervalBytes is how many log bytes go between two entries of
+	// the offset index.
+	IndexIntervalBytes = "index.interval.bytes"
+
+	// Keys Kafka accepts that have no effect here: stored, returned by
+	// DescribeConfigs, and documented as such (docs/kafka.md).
+
+	CompressionGzipLevel                 = "compression.gzip.level"
+	CompressionLz4Level                  = "compression.lz4.level"
+	CompressionZstdLevel                 = "compression.zstd.level"
+	FileDeleteDelayMs                    = "file.delete.delay.ms"
+	Preallocate                          = "preallocate"
+	SegmentIndexBytes                    = "segment.index.bytes"
+	LeaderReplicationThrottledReplicas   = "leader.replication.throttled.replicas"
+	FollowerReplicationThrottledReplicas = "follower.replication.throttled.replicas"
+	RemoteLogCopyDisable                 = "remote.log.copy.disable"
+	RemoteLogDeleteOnDisable             = "remote.log.delete.on.disable"
 )
 
-// DeleteRetentionMs is how long key compaction keeps a tombstone. Tiering's
-// compactor reads it from a topic's configs when present; the controller
-// does not accept it as an override (it is not in the table), so today
-// tiering's --tombstone-retention applies to every topic.
-const DeleteRetentionMs = "delete.retention.ms"
+// cleanup.policy's two policies; the value is a comma-separated list of them.
+const (
+	PolicyCompact = "compact"
+	PolicyDelete  = "delete"
+)
+
+// message.timestamp.type's values.
+const (
+	CreateTime    = "CreateTime"
+	LogAppendTime = "LogAppendTime"
+)
 
 // Defaults that services need as numbers.
 const (
@@ -48,57 +99,74 @@ const (
 	// LocalRetentionTotal (-2) as local.retention.ms or
 	// local.retention.bytes means "the total retention".
 	LocalRetentionTotal int64 = -2
+	// DefaultDeleteRetentionMs is delete.retention.ms's default: 1 day.
+	DefaultDeleteRetentionMs int64 = 24 * 3600 * 1000
+	// DefaultMaxCompactionLagMs is max.compaction.lag.ms's default: no
+	// limit (Java's Long.MAX_VALUE).
+	DefaultMaxCompactionLagMs int64 = math.MaxInt64
+	// DefaultMinCleanableDirtyRatio is min.cleanable.dirty.ratio's default.
+	DefaultMinCleanableDirtyRatio = 0.5
+	// DefaultMessageTimestampAfterMaxMs is message.timestamp.after.max.ms's
+	// default since Kafka 4.0 (KIP-1030): one hour.
+	DefaultMessageTimestampAfterMaxMs int64 = 3600 * 1000
 )
 
-// spec is one known key: its default and its check.
+// spec is one known key: its default, its check, and whether it has an
+// effect here.
 type spec struct {
 	def   string
 	check func(string) error
+	// inert: Kafka accepts the key but nothing here applies it.
+	inert bool
 }
 
-func intAtLeast(min int64) func(string) error {
-	return func(v string) error {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("not an integer")
-		}
-		if n < min {
-			return fmt.Errorf("must be >= %d", min)
-		}
-		return nil
-	}
-}
+const longMax = "9223372036854775807" // Java's Long.MAX_VALUE
 
-func oneOf(vals ...string) func(string) error {
-	return func(v string) error {
-		for _, x := range vals {
-			if v == x {
-				return nil
-			}
-		}
-		return fmt.Errorf("must be one of %s", strings.Join(vals, ", "))
-	}
-}
-
-// table is every topic config key with its default and check.
+// table is every topic config key with its default and check: Kafka's
+// (LogConfig), except where docs/contracts.md says otherwise.
 var table = map[string]spec{
-	RetentionMs:                 {strconv.FormatInt(DefaultRetentionMs, 10), intAtLeast(-1)},
-	RetentionBytes:              {"-1", intAtLeast(-1)},
-	SegmentBytes:                {"1073741824", intAtLeast(1024)},
-	SegmentMs:                   {"604800000", intAtLeast(1)},
-	MinInsyncReplicas:           {strconv.Itoa(DefaultMinInsyncReplicas), intAtLeast(1)},
-	CleanupPolicy:               {"delete", oneOf("delete", "compact", "compact,delete", "delete,compact")},
-	RemoteStorageEnable:         {"false", oneOf("true", "false")},
-	LocalRetentionMs:            {"-2", intAtLeast(-2)},
-	LocalRetentionBytes:         {"-2", intAtLeast(-2)},
-	UncleanLeaderElectionEnable: {"false", oneOf("true", "false")},
-	CompressionType:             {"producer", oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
-	MaxMessageBytes:             {"1048588", intAtLeast(0)},
+	RetentionMs:    {def: strconv.FormatInt(DefaultRetentionMs, 10), check: longAtLeast(-1)},
+	RetentionBytes: {def: "-1", check: longAtLeast(-1)},
+	// Kafka's INT; at least 1024 here rather than Kafka's 14 (the
+	// contract) and 1 MiB (Kafka 4.0's, KIP-1030).
+	SegmentBytes:                {def: "1073741824", check: intBetween(1024, math.MaxInt32)},
+	SegmentMs:                   {def: "604800000", check: longAtLeast(1)},
+	SegmentJitterMs:             {def: "0", check: longAtLeast(0)},
+	MinInsyncReplicas:           {def: strconv.Itoa(DefaultMinInsyncReplicas), check: intBetween(1, math.MaxInt32)},
+	CleanupPolicy:               {def: PolicyDelete, check: listOf(PolicyDelete, PolicyCompact)},
+	RemoteStorageEnable:         {def: "false", check: boolean},
+	LocalRetentionMs:            {def: "-2", check: longAtLeast(-2)},
+	LocalRetentionBytes:         {def: "-2", check: longAtLeast(-2)},
+	UncleanLeaderElectionEnable: {def: "false", check: boolean},
+	CompressionType:             {def: "producer", check: oneOf("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")},
+	MaxMessageBytes:             {def: "1048588", check: intBetween(0, math.MaxInt32)},
 	// Flush policy, read by storage nodes: flush.messages=1 fsyncs before
 	// every acknowledgement (with group commit), flush.ms fsyncs on an
 	// interval. Kafka's defaults leave durability to replication.
-	FlushMessages: {"9223372036854775807", intAtLeast(1)},
-	FlushMs:       {"9223372036854775807", intAtLeast(0)},
+	FlushMessages: {def: longMax, check: longAtLeast(1)},
+	FlushMs:       {def: longMax, check: longAtLeast(0)},
+	// The log cleaner's keys.
+	DeleteRetentionMs:      {def: strconv.FormatInt(DefaultDeleteRetentionMs, 10), check: longAtLeast(0)},
+	MinCompactionLagMs:     {def: "0", check: longAtLeast(0)},
+	MaxCompactionLagMs:     {def: longMax, check: longAtLeast(1)},
+	MinCleanableDirtyRatio: {def: "0.5", check: floatBetween(0, 1)},
+	// Timestamps, applied by the leader before the append.
+	MessageTimestampType:        {def: CreateTime, check: oneOf(CreateTime, LogAppendTime)},
+	MessageTimestampBeforeMaxMs: {def: longMax, check: longAtLeast(0)},
+	MessageTimestampAfterMaxMs:  {def: strconv.FormatInt(DefaultMessageTimestampAfterMaxMs, 10), check: longAtLeast(0)},
+	IndexIntervalBytes:          {def: "4096", check: intBetween(0, math.MaxInt32)},
+
+	// Accepted and stored, no effect here.
+	CompressionGzipLevel:                 {def: "-1", check: gzipLevel, inert: true},
+	CompressionLz4Level:                  {def: "9", check: intBetween(1, 17), inert: true},
+	CompressionZstdLevel:                 {def: "3", check: intBetween(-131072, 22), inert: true},
+	FileDeleteDelayMs:                    {def: "60000", check: longAtLeast(0), inert: true},
+	Preallocate:                          {def: "false", check: boolean, inert: true},
+	SegmentIndexBytes:                    {def: "10485760", check: intBetween(4, math.MaxInt32), inert: true},
+	LeaderReplicationThrottledReplicas:   {def: "", check: throttledReplicas, inert: true},
+	FollowerReplicationThrottledReplicas: {def: "", check: throttledReplicas, inert: true},
+	RemoteLogCopyDisable:                 {def: "false", check: boolean, inert: true},
+	RemoteLogDeleteOnDisable:             {def: "false", check: boolean, inert: true},
 }
 
 // Known reports whether key is a topic config key.
@@ -119,6 +187,10 @@ func Keys() []string {
 
 // Default returns key's default value, or "" for an unknown key.
 func Default(key string) string { return table[key].def }
+
+// NoEffect reports whether key is one Kafka accepts that nothing here
+// applies: it is stored and described, and changes nothing.
+func NoEffect(key string) bool { return table[key].inert }
 
 // Validate checks overrides: every key known and every value acceptable.
 // The error names the first bad key in key order, as one line
@@ -156,13 +228,4 @@ func Effective(overrides map[string]string, replicationFactor int) map[string]st
 		out[k] = v
 	}
 	return out
-}
-
-// Int64 returns cfg[key] as an integer, or def when it is unset or not an
-// integer.
-func Int64(cfg map[string]string, key string, def int64) int64 {
-	if v, err := strconv.ParseInt(cfg[key], 10, 64); err == nil {
-		return v
-	}
-	return def
 }

@@ -11,14 +11,15 @@ import (
 // validateRequest runs the checks of the produce path on every batch of a
 // request before anything is appended (recordbatch.ValidateProduced: the
 // batch decodes and follows the producer rules) and returns their headers.
+// rules are the topic's checks of every record (recordbatch.TopicRules).
 // It also refuses a request with more than partlog.ProducerWindow batches
 // of one producer: a retry of it could not be recognised whole, since the
 // log remembers that many batches per producer. A batch larger than
 // maxBatch (max.message.bytes) is refused before it is read, with
 // partlog.ErrBatchTooLarge. Other errors wrap partlog.ErrInvalidBatch
-// (INVALID_ARGUMENT, CORRUPT_RECORD at the edge), and
+// (INVALID_ARGUMENT, CORRUPT_RECORD or INVALID_RECORD at the edge), and
 // recordbatch.ErrTooLarge too for a batch that inflates past the cap.
-func validateRequest(b []byte, maxBatch int) ([]recordbatch.Header, error) {
+func validateRequest(b []byte, maxBatch int, rules recordbatch.TopicRules) ([]recordbatch.Header, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: no batches", partlog.ErrInvalidBatch)
 	}
@@ -34,7 +35,7 @@ func validateRequest(b []byte, maxBatch int) ([]recordbatch.Header, error) {
 		}
 		var h recordbatch.Header
 		if err == nil {
-			h, err = recordbatch.ValidateProduced(b[at : at+size])
+			h, err = recordbatch.ValidateProducedFor(b[at:at+size], rules)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: batch %d at byte %d: %w", partlog.ErrInvalidBatch, len(hdrs), at, err)
@@ -165,8 +166,8 @@ func checkProducers(l *partlog.Log, hdrs []recordbatch.Header) (*duplicate, erro
 				if len(v.inRequest) == 0 && seqAhead(h.BaseSequence, want) {
 					// Only against the log: a gap inside one request
 					// can never fill.
-					return nil, fmt.Errorf("%w: batch %d: producer %d expected sequence %d, got %d",
-						errSequenceAhead, i, h.ProducerID, want, h.BaseSequence)
+					return nil, &aheadError{producerID: h.ProducerID, err: fmt.Errorf("%w: batch %d: producer %d expected sequence %d, got %d",
+						errSequenceAhead, i, h.ProducerID, want, h.BaseSequence)}
 				}
 				return nil, fmt.Errorf("%w: batch %d: producer %d expected sequence %d, got %d",
 					ErrOutOfOrderSequence, i, h.ProducerID, want, h.BaseSequence)

@@ -107,13 +107,13 @@ func TestValidateRequestLimitsBatchesPerProducer(t *testing.T) {
 			t.Fatal(err)
 		}
 		req = append(req, b...)
-		_, err = validateRequest(req, partlog.DefaultMaxBatchBytes)
+		_, err = validateRequest(req, partlog.DefaultMaxBatchBytes, recordbatch.TopicRules{})
 		if too := i >= partlog.ProducerWindow; too != errors.Is(err, partlog.ErrInvalidBatch) {
 			t.Fatalf("%d batches: %v", i+1, err)
 		}
 	}
 	// A batch over max.message.bytes is refused as too large, unread.
-	if _, err := validateRequest(req, recordbatch.HeaderSize); !errors.Is(err, partlog.ErrBatchTooLarge) {
+	if _, err := validateRequest(req, recordbatch.HeaderSize, recordbatch.TopicRules{}); !errors.Is(err, partlog.ErrBatchTooLarge) {
 		t.Fatalf("batch over the limit: %v", err)
 	}
 }

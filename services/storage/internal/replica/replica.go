@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -90,6 +89,9 @@ type Config struct {
 	// an ISR this large, and the high watermark only moves while the ISR
 	// is this large (KIP-966) or holds every replica.
 	MinISR int
+	// Produce is the topic's rules for what producers send (keys,
+	// timestamps, codec; see ProduceRules). Zero: none.
+	Produce ProduceRules
 }
 
 // Options are the node-wide settings of a replica.
@@ -158,8 +160,9 @@ type Replica struct {
 	opts   Options
 	logger *slog.Logger
 
-	appendMu sync.Mutex   // serialises appends, truncation and role changes; the idempotence checks run under it
-	holding  atomic.Int32 // produce requests waiting in holdAhead now
+	appendMu sync.Mutex    // serialises appends, truncation and role changes; the idempotence checks run under it
+	holding  holds         // produce requests waiting in holdAhead now, bounded (hold.go)
+	holdFor  time.Duration // how long holdAhead waits at most: sequenceHold, longer in tests
 
 	mu         sync.Mutex
 	role       Role
@@ -213,6 +216,8 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 		followers: make(map[int32]*followerState),
 		changed:   make(chan struct{}),
 		spanAttrs: spanAttrs(topic, partition),
+		holding:   holds{limits: defaultHoldLimits},
+		holdFor:   sequenceHold,
 	}
 	return r, nil
 }
@@ -524,7 +529,7 @@ func (r *Replica) maybeAdvanceHWLocked() {
 type ProduceResult struct {
 	BaseOffset    int64 // offset of the first record; the original one for a duplicate
 	LastOffset    int64 // offset of the last record
-	LogAppendTime int64 // leader clock at append, Unix ms
+	LogAppendTime int64 // the time stamped on the batches (ProduceRules.LogAppendTime), Unix ms; else -1
 	LogStart      int64 // log start offset after the append
 	Duplicate     bool  // the batch duplicated an earlier one of the same producer
 	Held          bool  // it arrived ahead of its producer's sequence and waited for the batches before it
@@ -532,8 +537,8 @@ type ProduceResult struct {
 
 // Produce appends batches as leader at the epoch the producer believes in
 // (-1 skips the check) and waits according to acks. Every batch is first
-// validated as a producer's batch (recordbatch.ValidateProduced) and
-// checked against the idempotence rules (checkProducers); one failure
+// validated as a producer's batch (recordbatch.ValidateProducedFor, with
+// the topic's ProduceRules) and checked against the idempotence rules (checkProducers); one failure
 // refuses the whole request before anything is appended, except that a
 // producer's batch ahead of its next sequence is first held for the
 // batches before it (holdAhead). A request whose batches were all
@@ -542,7 +547,8 @@ type ProduceResult struct {
 // when the ISR is below min.insync.replicas and answers only once the high
 // watermark passes the last offset; it fails when the ISR drops below the
 // minimum, leadership moves, or timeout passes. batches is modified in
-// place (offsets and epoch stamped).
+// place (offsets and epoch stamped, and the log-append time), unless the
+// topic's codec differs: then recompressed copies are appended.
 func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration) (ProduceResult, error) {
 	// Validation reads every record, so it runs before the append lock:
 	// concurrent producers of a partition validate in parallel. A node
@@ -551,17 +557,28 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 	if err := r.CheckLeader(epoch); err != nil {
 		return ProduceResult{}, err
 	}
-	maxBatch := r.cfg.Log.MaxBatchBytes
+	cfg := r.Config()
+	maxBatch := cfg.Log.MaxBatchBytes
 	if maxBatch <= 0 {
 		maxBatch = partlog.DefaultMaxBatchBytes
 	}
-	hdrs, err := validateRequest(batches, maxBatch)
+	now := r.opts.Clock.Wall().UnixMilli()
+	hdrs, err := validateRequest(batches, maxBatch, cfg.Produce.topicRules(now))
 	if err != nil {
 		return ProduceResult{}, err
 	}
+	if batches, err = cfg.Produce.rewrite(batches, now); err != nil { // topicrules.go
+		return ProduceResult{}, err
+	}
 	res, at, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
+	if err == nil {
+		res.LogAppendTime = -1
+		if cfg.Produce.LogAppendTime && !res.Duplicate {
+			res.LogAppendTime = now
+		}
+	}
 	if errors.Is(err, errSequenceAhead) {
-		res, at, err = r.holdAhead(ctx, batches, hdrs, acks, epoch, min(timeout, sequenceHold), err)
+		res, at, err = r.holdAhead(ctx, batches, hdrs, acks, epoch, min(timeout, r.holdFor), maxBatch, err)
 	}
 	if err != nil || acks != AcksAll {
 		return res, err
@@ -582,11 +599,20 @@ const sequenceHold = time.Second
 // holdAhead waits, without the append lock, for the log to change and
 // tries the append again, until the batches are no longer ahead of their
 // sequence, the request ends, or hold passes. err is the first attempt's
-// errSequenceAhead, returned when the hold ends without an append.
+// errSequenceAhead, returned when the hold ends without an append. A
+// request past the hold's bounds (hold.go) is refused at once with
+// errHoldFull; maxBatch is the partition's batch limit.
 func (r *Replica) holdAhead(ctx context.Context, batches []byte, hdrs []recordbatch.Header, acks Acks, epoch int32,
-	hold time.Duration, err error) (ProduceResult, leadership, error) {
-	r.holding.Add(1)
-	defer r.holding.Add(-1)
+	hold time.Duration, maxBatch int, err error) (ProduceResult, leadership, error) {
+	var gap *aheadError
+	if !errors.As(err, &gap) {
+		return ProduceResult{}, leadership{}, err
+	}
+	pid, n := gap.producerID, int64(len(batches))
+	if !r.holding.acquire(pid, n, maxBatch) {
+		return ProduceResult{}, leadership{}, fmt.Errorf("%w (producer %d)", errHoldFull, pid)
+	}
+	defer r.holding.release(pid, n)
 	timer := time.NewTimer(hold)
 	defer timer.Stop()
 	var (
@@ -594,7 +620,6 @@ func (r *Replica) holdAhead(ctx context.Context, batches []byte, hdrs []recordba
 		at  leadership
 	)
 	for {
-		var gap *aheadError
 		if !errors.As(err, &gap) {
 			res.Held = err == nil
 			return res, at, err
@@ -612,14 +637,16 @@ func (r *Replica) holdAhead(ctx context.Context, batches []byte, hdrs []recordba
 
 // HoldingAhead is the number of produce requests waiting now for an
 // idempotent producer's earlier batches (holdAhead).
-func (r *Replica) HoldingAhead() int { return int(r.holding.Load()) }
+func (r *Replica) HoldingAhead() int { return r.holding.requests() }
 
-// aheadError is errSequenceAhead from appendAsLeader with the replica's
-// change channel as it was under the append lock, so no append between
-// the check and the wait goes unseen.
+// aheadError is errSequenceAhead for the batch of producerID, with the
+// replica's change channel as it was under the append lock (set by
+// appendAsLeader), so no append between the check and the wait goes
+// unseen.
 type aheadError struct {
-	err     error
-	changed <-chan struct{}
+	err        error
+	producerID int64
+	changed    <-chan struct{}
 }
 
 func (e *aheadError) Error() string { return e.err.Error() }
@@ -658,11 +685,11 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 	// their original offsets and not appended again. The log records the
 	// appended batches in its producer state.
 	dup, err := checkProducers(r.log, hdrs)
-	if errors.Is(err, errSequenceAhead) {
+	if ahead, ok := err.(*aheadError); ok {
 		r.mu.Lock()
-		ch := r.changed
+		ahead.changed = r.changed
 		r.mu.Unlock()
-		return ProduceResult{}, leadership{}, &aheadError{err: err, changed: ch}
+		return ProduceResult{}, leadership{}, ahead
 	}
 	if err != nil {
 		return ProduceResult{}, leadership{}, err
@@ -724,14 +751,19 @@ func (r *Replica) waitCommitted(ctx context.Context, last int64, at leadership, 
 
 // Read returns batches for a consumer: only below the high watermark.
 func (r *Replica) Read(epoch int32, offset int64, maxBytes int) (partlog.ReadResult, error) {
-	return r.ReadInto(nil, epoch, offset, maxBytes)
+	return r.ReadInto(nil, epoch, offset, maxBytes, true)
 }
 
 // ReadInto is Read into a caller-supplied buffer (partlog.Log.ReadInto):
 // the result's Batches aliases buf when buf has the capacity for the read.
-func (r *Replica) ReadInto(buf []byte, epoch int32, offset int64, maxBytes int) (partlog.ReadResult, error) {
+// Without minOne a first batch over maxBytes is not read
+// (partlog.Log.ReadIntoWithin).
+func (r *Replica) ReadInto(buf []byte, epoch int32, offset int64, maxBytes int, minOne bool) (partlog.ReadResult, error) {
 	if err := r.CheckLeader(epoch); err != nil {
 		return partlog.ReadResult{}, err
+	}
+	if !minOne {
+		return r.log.ReadIntoWithin(buf, offset, maxBytes, r.log.HighWatermark())
 	}
 	return r.log.ReadInto(buf, offset, maxBytes, r.log.HighWatermark())
 }

@@ -51,6 +51,13 @@ type Config struct {
 	ISRCheckInterval time.Duration
 	// RetentionInterval is how often retention runs. Default 1 minute.
 	RetentionInterval time.Duration
+	// CleanerBackoff is how long the log cleaner sleeps after a round that
+	// found nothing to clean (log.cleaner.backoff.ms). Default 15s.
+	CleanerBackoff time.Duration
+	// CleanerIOMaxBytesPerSecond bounds the log cleaner's reads and
+	// writes together (log.cleaner.io.max.bytes.per.second). Default and
+	// any value <= 0: no limit.
+	CleanerIOMaxBytesPerSecond int64
 	// ReplicaMaxWait is the follower long-poll wait. Default 500ms.
 	ReplicaMaxWait time.Duration
 	// Tiering is the tiering service's base URL; empty disables tiered
@@ -125,6 +132,8 @@ type Node struct {
 
 	throttle *moveThrottle // replication throttle of partition moves (throttle.go)
 
+	cleaner cleanerState // what the log cleaner last saw (cleaner.go)
+
 	straysChecked bool // removeStrays ran (strays.go); reconcile's goroutine only
 
 	security *commonv1.SecurityState // last applied to cfg.Guard (security.go); reconcile's goroutine only
@@ -159,6 +168,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.RetentionInterval <= 0 {
 		cfg.RetentionInterval = time.Minute
 	}
+	if cfg.CleanerBackoff <= 0 {
+		cfg.CleanerBackoff = DefaultCleanerBackoff
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -188,6 +200,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		clients:  map[string]storagev1connect.StorageServiceClient{},
 		fetchers: map[int32]*replication.Fetcher{},
 		throttle: newMoveThrottle(cfg.NodeID),
+		cleaner:  cleanerState{last: map[tpKey]cleanerSeen{}},
 	}
 	n.meta = metadata.New(metadata.Config{
 		NodeID: cfg.NodeID, Address: cfg.Advertise, Listeners: cfg.Listeners, Rack: cfg.Rack, Controllers: cfg.Controllers,
@@ -198,8 +211,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
 	n.goRun(isr.Run)
 	n.goRun(n.retentionLoop)
-	n.startTiering()    // tiered storage (tiering.go)
-	n.registerMetrics() // telemetry.go
+	n.goRun(n.cleanerLoop) // cleaner.go
+	n.startTiering()       // tiered storage (tiering.go)
+	n.registerMetrics()    // telemetry.go
 	return n, nil
 }
 
@@ -213,7 +227,7 @@ func (n *Node) goRun(fn func(context.Context)) {
 
 // Handler returns the StorageService path and handler.
 func (n *Node) Handler() (string, http.Handler) {
-	opts := append([]connect.HandlerOption{serve.DataPathHandlerOption()}, n.cfg.HandlerOptions...)
+	opts := append([]connect.HandlerOption{serve.DataPathHandlerOption(), connect.WithInterceptors(rules.Interceptor())}, n.cfg.HandlerOptions...)
 	path, h := storagev1connect.NewStorageServiceHandler(&service{n: n}, opts...)
 	return path, withReadBufs(h) // pooled read buffers (readbuf.go)
 }
@@ -550,7 +564,11 @@ func (n *Node) retentionRound(ctx context.Context) {
 
 // TopicConfig maps a topic's effective configs (Kafka key names) to the
 // replica configuration. Unknown keys are ignored; missing keys take the
-// partlog and replica defaults.
+// partlog and replica defaults. Retention follows cleanup.policy: a topic
+// without the delete policy keeps every segment (topicconfig.Retention).
+// Millisecond counts saturate (topicconfig.Millis): Kafka accepts any
+// long, and a value past time.Duration's range means "never", not a
+// wrapped short time.
 func TopicConfig(m map[string]string) (replica.Config, error) {
 	var cfg replica.Config
 	var errs []error
@@ -559,7 +577,7 @@ func TopicConfig(m map[string]string) (replica.Config, error) {
 		if !ok || s == "" {
 			return
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("config %s=%q: not an integer", key, s))
 			return
@@ -567,21 +585,35 @@ func TopicConfig(m map[string]string) (replica.Config, error) {
 		set(v)
 	}
 	num(topicconfig.SegmentBytes, func(v int64) { cfg.Log.SegmentBytes = v })
-	num(topicconfig.SegmentMs, func(v int64) { cfg.Log.SegmentAge = time.Duration(v) * time.Millisecond })
-	num(topicconfig.RetentionMs, func(v int64) {
-		if v < 0 {
-			cfg.Log.RetentionAge = -1
-		} else if v > 0 {
-			cfg.Log.RetentionAge = time.Duration(v) * time.Millisecond
-		}
+	num(topicconfig.SegmentMs, func(v int64) { cfg.Log.SegmentAge = topicconfig.Millis(v) })
+	num(topicconfig.SegmentJitterMs, func(v int64) { cfg.Log.SegmentJitter = topicconfig.Millis(v) })
+	num(topicconfig.IndexIntervalBytes, func(v int64) {
+		// partlog takes zero as its default; Kafka's 0 indexes every
+		// batch, as one byte does.
+		cfg.Log.IndexIntervalBytes = int(max(v, 1))
 	})
-	num(topicconfig.RetentionBytes, func(v int64) {
-		if v < 0 {
-			cfg.Log.RetentionBytes = -1
-		} else {
-			cfg.Log.RetentionBytes = v
-		}
-	})
+	// Checked here for the error; read through topicconfig.Retention.
+	num(topicconfig.RetentionMs, func(int64) {})
+	num(topicconfig.RetentionBytes, func(int64) {})
+	retMs, retBytes := topicconfig.Retention(m)
+	switch {
+	case retMs < 0:
+		cfg.Log.RetentionAge = -1
+	case retMs == 0:
+		// partlog takes zero as its default; one nanosecond is zero
+		// milliseconds to its comparison, as Kafka's retention.ms=0.
+		cfg.Log.RetentionAge = 1
+	default:
+		cfg.Log.RetentionAge = topicconfig.Millis(retMs)
+	}
+	switch {
+	case retBytes < 0:
+		cfg.Log.RetentionBytes = -1
+	case retBytes == 0:
+		cfg.Log.RetentionBytes = retainNoBytes
+	default:
+		cfg.Log.RetentionBytes = retBytes
+	}
 	num(topicconfig.MaxMessageBytes, func(v int64) {
 		if v > 0 {
 			// The limit is on the records; allow the batch framing too.
@@ -589,12 +621,13 @@ func TopicConfig(m map[string]string) (replica.Config, error) {
 		}
 	})
 	num(topicconfig.MinInsyncReplicas, func(v int64) { cfg.MinISR = int(v) })
+	cfg.Produce = produceRules(m)
 	// Flush policy, with Kafka's keys: flush.messages=1 fsyncs before every
 	// ack (group commit); a flush.ms below a day fsyncs on that interval;
 	// otherwise durability comes from replication.
 	num(topicconfig.FlushMs, func(v int64) {
 		if v > 0 && v < 24*3600*1000 {
-			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushInterval, Interval: time.Duration(v) * time.Millisecond}
+			cfg.Log.Flush = partlog.FlushPolicy{Mode: partlog.FlushInterval, Interval: topicconfig.Millis(v)}
 		}
 	})
 	num(topicconfig.FlushMessages, func(v int64) {

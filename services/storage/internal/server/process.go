@@ -37,6 +37,13 @@ type ProcessConfig struct {
 	// RetentionInterval is --retention-interval: how often retention.ms and
 	// retention.bytes are applied; default 1m.
 	RetentionInterval time.Duration
+	// CleanerBackoff is --cleaner-backoff (log.cleaner.backoff.ms): how
+	// long the log cleaner sleeps when it finds nothing to clean; default
+	// 15s.
+	CleanerBackoff time.Duration
+	// CleanerIOMaxBytesPerSecond is --cleaner-io-max-bytes-per-second
+	// (log.cleaner.io.max.bytes.per.second); default 0, no limit.
+	CleanerIOMaxBytesPerSecond int64
 	// FaultInjection is --fault-injection, for fault tests only: the
 	// replicas' logs run over a filesystem whose I/O errors and power cut
 	// are driven through /debug/faults on the admin port (faults.go).
@@ -59,6 +66,8 @@ func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
 	f.StringVar(&c.Tiering, "tiering", "", "tiering service base URL for topics with remote.storage.enable=true; empty disables tiered storage")
 	f.DurationVar(&c.TierInterval, "tier-interval", 5*time.Second, "how often tiered partitions upload sealed segments and delete tiered local ones")
 	f.DurationVar(&c.RetentionInterval, "retention-interval", time.Minute, "how often retention.ms and retention.bytes delete old segments (tiered topics: see --tier-interval)")
+	f.DurationVar(&c.CleanerBackoff, "cleaner-backoff", DefaultCleanerBackoff, "log.cleaner.backoff.ms: how long the log cleaner of compacted topics sleeps when no log needs cleaning")
+	f.Int64Var(&c.CleanerIOMaxBytesPerSecond, "cleaner-io-max-bytes-per-second", 0, "log.cleaner.io.max.bytes.per.second: the log cleaner's read and write rate limit; 0 for none")
 	c.Kafka.RegisterFlags(f, true)
 	f.BoolVar(&c.FaultInjection, "fault-injection", false, "FOR FAULT TESTS ONLY, never in production: serve /debug/faults on the admin port, which fails disk writes and fsyncs on demand and cuts the power (dropping what was not fsynced, then SIGKILL); needs --admin-listen")
 }
@@ -88,6 +97,12 @@ func (c *ProcessConfig) Validate() error {
 	}
 	if c.RetentionInterval <= 0 {
 		p.Flag("retention-interval", c.RetentionInterval, "must be positive")
+	}
+	if c.CleanerBackoff <= 0 {
+		p.Flag("cleaner-backoff", c.CleanerBackoff, "must be positive")
+	}
+	if c.CleanerIOMaxBytesPerSecond < 0 {
+		p.Flag("cleaner-io-max-bytes-per-second", c.CleanerIOMaxBytesPerSecond, "must be 0 (no limit) or positive")
 	}
 	c.Kafka.Validate(&p, &c.Security, true)
 	if c.FaultInjection && !c.AdminEnabled() {
@@ -122,18 +137,20 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		}
 		node, err := Start(ctx, Config{
 			NodeID: int32(cfg.NodeID), Advertise: advertise, Listeners: adv, Rack: cfg.Rack, DataDir: cfg.DataDir,
-			Controllers:       controllers,
-			ReplicaLagTime:    cfg.ReplicaLagTime,
-			Tiering:           cfg.Tiering,
-			TierInterval:      cfg.TierInterval,
-			RetentionInterval: cfg.RetentionInterval,
-			FS:                faults.FS(),
-			OnLogFailure:      haltOnLogFailure(p.Logger(), os.Exit),
-			HTTPClient:        p.HTTPClient(),
-			ClientOptions:     []connect.ClientOption{p.ConnectOption()},
-			HandlerOptions:    []connect.HandlerOption{p.ConnectOption()},
-			Logger:            p.Logger(),
-			Guard:             p.Guard(),
+			Controllers:                controllers,
+			ReplicaLagTime:             cfg.ReplicaLagTime,
+			Tiering:                    cfg.Tiering,
+			TierInterval:               cfg.TierInterval,
+			RetentionInterval:          cfg.RetentionInterval,
+			CleanerBackoff:             cfg.CleanerBackoff,
+			CleanerIOMaxBytesPerSecond: cfg.CleanerIOMaxBytesPerSecond,
+			FS:                         faults.FS(),
+			OnLogFailure:               haltOnLogFailure(p.Logger(), os.Exit),
+			HTTPClient:                 p.HTTPClient(),
+			ClientOptions:              []connect.ClientOption{p.ConnectOption()},
+			HandlerOptions:             []connect.HandlerOption{p.HandlerOption()},
+			Logger:                     p.Logger(),
+			Guard:                      p.Guard(),
 		})
 		if err != nil {
 			return nil, err

@@ -17,7 +17,9 @@ import (
 // that does not match, a payload that does not inflate, records that do
 // not parse, ...) is refused before anything is appended, alone or with
 // good batches in the same request, so no consumer of the partition ever
-// meets it.
+// meets it. It is INVALID_RECORD, as Kafka answers a batch whose records
+// do not add up; a batch whose CRC is wrong is CORRUPT_RECORD (Kafka's
+// CORRUPT_MESSAGE).
 func TestProduceRefusesPoisonBatches(t *testing.T) {
 	c := newCluster(t, 1, 10*time.Second)
 	c.createTopic("poison", 1, 1)
@@ -33,13 +35,19 @@ func TestProduceRefusesPoisonBatches(t *testing.T) {
 			{"after a good batch", slices.Concat(batch(t, "good"), p.Batch)},
 		} {
 			_, err := produce(leader, "poison", acksAll, 1, req.bytes, 5*time.Second)
-			if connect.CodeOf(err) != connect.CodeInvalidArgument || reason(err) != commonv1.Reason_REASON_CORRUPT_RECORD {
-				t.Errorf("%s, %s: got %v, want INVALID_ARGUMENT CORRUPT_RECORD", p.Name, req.name, err)
+			if connect.CodeOf(err) != connect.CodeInvalidArgument || reason(err) != commonv1.Reason_REASON_INVALID_RECORD {
+				t.Errorf("%s, %s: got %v, want INVALID_ARGUMENT INVALID_RECORD", p.Name, req.name, err)
 			}
 			if leo := r.Log().LogEndOffset(); leo != 0 {
 				t.Fatalf("%s, %s: log end %d after a refused produce, want 0", p.Name, req.name, leo)
 			}
 		}
+	}
+
+	damaged := batch(t, "x")
+	damaged[len(damaged)-1] ^= 0xff // the CRC no longer matches
+	if _, err := produce(leader, "poison", acksAll, 1, damaged, 5*time.Second); connect.CodeOf(err) != connect.CodeInvalidArgument || reason(err) != commonv1.Reason_REASON_CORRUPT_RECORD {
+		t.Errorf("a batch with a wrong CRC: got %v, want INVALID_ARGUMENT CORRUPT_RECORD", err)
 	}
 
 	// The partition stays readable: a good batch goes in and comes out.

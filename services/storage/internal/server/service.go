@@ -93,14 +93,27 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE)
 	case errors.Is(err, replica.ErrUnknownProducer):
 		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID)
+		// With the partition's log start offset, as Kafka's refusal
+		// carries it (ReplicaManager.appendToLocalLog): a Java producer
+		// compares it with its last acknowledged offset to tell a producer
+		// state removed by retention (it resets its sequence) from one it
+		// must wait for, and retries forever without it.
+		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
+			LogStartOffset: s.n.effectiveLogStart(r, r.Log().LogStartOffset()), HighWatermark: r.Log().HighWatermark()}}
 	case errors.Is(err, replica.ErrInvalidProducerEpoch):
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
 	case errors.Is(err, replica.ErrDuplicateInRequest):
 		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_DUPLICATE_SEQUENCE)
 	case errors.Is(err, partlog.ErrBatchTooLarge), errors.Is(err, recordbatch.ErrTooLarge):
 		set(commonv1.Code_CODE_RESOURCE_EXHAUSTED, commonv1.Reason_REASON_RECORD_TOO_LARGE)
+	case errors.Is(err, recordbatch.ErrKeyRequired):
+		// Kafka's INVALID_RECORD, with a line that says what to change.
+		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_INVALID_RECORD)
+		d.Message = fmt.Sprintf("topic %s is compacted (cleanup.policy includes compact): every record needs a key (%v)", topic, err)
+	case errors.Is(err, recordbatch.ErrInvalidTimestamp):
+		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_INVALID_TIMESTAMP)
 	case errors.Is(err, partlog.ErrInvalidBatch):
-		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_CORRUPT_RECORD)
+		set(commonv1.Code_CODE_INVALID_ARGUMENT, invalidBatchReason(err))
 	case errors.As(err, &tre): // tiering.go
 		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
@@ -124,6 +137,21 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 
 var errNodeFenced = errors.New("server: this node is fenced by the controller")
 
+// invalidBatchReason tells a damaged batch from one that breaks a rule,
+// as Kafka's answers do: bytes whose CRC or framing is wrong are
+// CORRUPT_RECORD (UnifiedLog.analyzeAndValidateRecords throws
+// CorruptRecordException on a failed checksum or an illegal length), and
+// a batch whose bytes are intact but whose records do not add up (a count
+// or offset deltas that disagree, an undecodable record, a producer rule
+// broken) is INVALID_RECORD (DefaultRecord.readFrom and LogValidator throw
+// InvalidRecordException), which Kafka clients report as such.
+func invalidBatchReason(err error) commonv1.Reason {
+	if errors.Is(err, recordbatch.ErrCRC) || errors.Is(err, recordbatch.ErrShortBatch) || errors.Is(err, recordbatch.ErrBadLength) {
+		return commonv1.Reason_REASON_CORRUPT_RECORD
+	}
+	return commonv1.Reason_REASON_INVALID_RECORD
+}
+
 func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
 	m := req.Msg
 	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
@@ -138,7 +166,7 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		return nil, apierr.Error(d)
 	}
 	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
-	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: -1, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
+	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: res.LogAppendTime, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
 		ThrottleTimeMs: s.throttleTime(ctx, quota.Produce, len(m.GetRecords()))}
 	if acks == replica.AcksNone {
 		out.BaseOffset = -1
@@ -178,6 +206,9 @@ func (s *service) produceOne(ctx context.Context, topic string, partition, epoch
 	}
 	res, err := r.Produce(ctx, records, acks, epoch, timeout)
 	if err != nil {
+		if replica.IsHoldFull(err) {
+			countHoldRefused(topic) // telemetry.go
+		}
 		return replica.ProduceResult{}, s.detail(topic, partition, r, err)
 	}
 	return res, nil
@@ -228,7 +259,7 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 			return
 		}
 		results[i] = res
-		pr.BaseOffset, pr.LogStartOffset, pr.Duplicate = res.BaseOffset, res.LogStart, res.Duplicate
+		pr.BaseOffset, pr.LogStartOffset, pr.Duplicate, pr.LogAppendTimeMs = res.BaseOffset, res.LogStart, res.Duplicate, res.LogAppendTime
 		if acks == replica.AcksNone {
 			pr.BaseOffset = -1
 		}
@@ -324,7 +355,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 					HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, Error: refused[i]})
 				continue
 			}
-			res := s.fetchOne(ctx, p, maxBytes-total, &bufs[i])
+			res := s.fetchOne(ctx, p, maxBytes-total, total == 0, &bufs[i])
 			total += len(res.Records)
 			failed = failed || res.Error != nil
 			out.Partitions = append(out.Partitions, res)
@@ -337,9 +368,17 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	}
 }
 
-// fetchOne reads one partition of a Fetch. *buf is its read buffer: nil
-// until the partition has records to read, then a pooled one (readbuf.go).
-func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, budget int, buf *[]byte) *storagev1.FetchPartitionResult {
+// fetchOne reads one partition of a Fetch, at most budget bytes and the
+// partition's own limit. Only while minOne (no partition before it in the
+// answer has records) may its first batch exceed them, as KIP-74 has it
+// (Kafka's ReplicaManager.readFromLog stops ignoring the request and
+// partition limits once a partition returned records): otherwise a batch
+// larger than what is left is not read, so an answer over many lagging
+// partitions stays near the request's limit instead of a batch per
+// partition, which clients refuse as larger than they asked for. *buf is
+// its read buffer: nil until the partition has records to read, then a
+// pooled one (readbuf.go).
+func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, budget int, minOne bool, buf *[]byte) *storagev1.FetchPartitionResult {
 	res := &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 	r := s.n.replica(p.GetTopic(), p.GetPartition())
 	if r == nil {
@@ -354,13 +393,16 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 	if *buf == nil && p.GetFetchOffset() < r.Log().HighWatermark() {
 		*buf = readBuf(ctx, limit)
 	}
-	rr, err := r.ReadInto(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit)
+	rr, err := r.ReadInto(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit, minOne)
 	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 		return res
+	}
+	if !minOne && len(rr.Batches) > limit {
+		rr.Batches = nil // the tier's first batch alone is over the limit (the local read left it unread)
 	}
 	countFetched(p.GetTopic(), rr.Batches) // telemetry.go
 	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
@@ -395,19 +437,39 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 		switch p.GetSpec() {
 		case storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 			res.Offset = s.n.effectiveLogStart(r, l.LogStartOffset()) // tier included (tiering.go)
+			// With the leader epoch of the first batch, as Kafka answers the
+			// epoch of its leader epoch cache's earliest entry
+			// (UnifiedLog.fetchOffsetByTimestamp); -1 when the log start is
+			// in the tier or the log is empty.
+			if start := l.LogStartOffset(); res.Offset == start {
+				if rr, err := l.Read(start, 1, l.LogEndOffset()); err == nil && len(rr.Batches) > 0 {
+					if h, err := recordbatch.PeekHeader(rr.Batches); err == nil {
+						res.LeaderEpoch = h.PartitionLeaderEpoch
+					}
+				}
+			}
 		case storagev1.OffsetSpec_OFFSET_SPEC_LATEST:
-			res.Offset = hw
+			// With the current leader epoch, as Kafka's
+			// Partition.fetchOffsetForTimestamp answers "latest".
+			res.Offset, res.LeaderEpoch = hw, r.View().State.LeaderEpoch
 		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
 			res.Offset = hw
+			ts := p.GetTimestampMs()
 			// Below the local log start the tier answers (tiering.go).
-			if tt, ok, err := s.n.tieredOffsetForTimestamp(r, p.GetTimestampMs()); err != nil {
+			if tt, ok, err := s.n.tieredOffsetForTimestamp(r, ts); err != nil {
 				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 				continue
 			} else if ok {
 				res.Offset, res.TimestampMs, res.LeaderEpoch = tt.offset, tt.maxTS, tt.epoch
+				oor := &partlog.OffsetOutOfRangeError{Offset: tt.offset, LogStart: l.LogStartOffset(), LogEnd: l.LogEndOffset()}
+				if rr, err, handled := s.n.readTiered(r, tt.offset, 1, oor); handled && err == nil {
+					if at, ok := firstRecordAtOrAfter(rr.Batches, tt.offset, ts); ok {
+						res.Offset, res.TimestampMs = at.offset, at.timestamp
+					}
+				}
 				continue
 			}
-			off, found, err := l.OffsetForTimestamp(p.GetTimestampMs())
+			off, found, err := l.OffsetForTimestamp(ts)
 			if err != nil {
 				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 				continue
@@ -418,11 +480,48 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 					if h, err := recordbatch.PeekHeader(rr.Batches); err == nil {
 						res.TimestampMs, res.LeaderEpoch = h.MaxTimestamp, h.PartitionLeaderEpoch
 					}
+					if at, ok := firstRecordAtOrAfter(rr.Batches, off, ts); ok && at.offset < hw {
+						res.Offset, res.TimestampMs = at.offset, at.timestamp
+					}
 				}
 			}
 		}
 	}
 	return connect.NewResponse(out), nil
+}
+
+// recordAt is one record's offset and timestamp.
+type recordAt struct{ offset, timestamp int64 }
+
+// firstRecordAtOrAfter finds, in the first batch of batches, the first
+// record at or after offset from whose timestamp is at or after ts: the
+// answer of ListOffsets by timestamp, which is a record's offset and time,
+// not its batch's (Kafka's LogSegment.findOffsetByTimestamp scans the
+// batch's records; a batch's earlier records may be older than ts). With
+// log-append time every record has the batch's MaxTimestamp, as Kafka's
+// reader gives it. ok is false when the batch does not decode (it passed
+// its CRC when read, so only a broken inside, which the produce path
+// refuses) or holds no such record; the caller then keeps the batch's
+// own answer.
+func firstRecordAtOrAfter(batches []byte, from, ts int64) (_ recordAt, ok bool) {
+	size, err := recordbatch.PeekSize(batches)
+	if err != nil || size > len(batches) {
+		return recordAt{}, false
+	}
+	b, err := recordbatch.Decode(batches[:size])
+	if err != nil {
+		return recordAt{}, false
+	}
+	for _, rec := range b.Records {
+		t := rec.Timestamp
+		if b.Header.LogAppendTime() {
+			t = b.Header.MaxTimestamp
+		}
+		if rec.Offset >= from && t >= ts {
+			return recordAt{offset: rec.Offset, timestamp: t}, true
+		}
+	}
+	return recordAt{}, false
 }
 
 func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
@@ -574,6 +673,9 @@ func (s *service) DescribeLog(ctx context.Context, req *connect.Request[storagev
 		res.LogStartOffset, res.LocalLogStartOffset, res.LogEndOffset, res.HighWatermark = v.LogStart, v.LogStart, v.LEO, v.HW
 		res.LocalSizeBytes, res.LocalSegmentCount = st.Bytes, int32(st.Segments)
 		s.n.describeTiered(r, res) // tiered extent (tiering.go)
+		if ratio, ok := s.n.DirtyRatio(tp.GetTopic(), tp.GetPartition()); ok {
+			res.CleanerDirtyRatio = &ratio
+		}
 		for id, f := range v.Followers {
 			rs := &storagev1.ReplicaState{NodeId: id, LogEndOffset: f.LEO, LastCaughtUpTimeMs: -1, NodeEpoch: f.NodeEpoch}
 			if !f.LastCaughtUp.IsZero() {

@@ -33,8 +33,11 @@ var (
 	producedBytes   = mustCounter("strata.storage.produced.bytes", "By", "Record batch bytes appended by produce requests this node led, per topic.")
 	producedRecords = mustCounter("strata.storage.produced.records", "{record}", "Records appended by produce requests this node led, per topic (duplicates of an idempotent retry not counted).")
 	producedHeld    = mustCounter("strata.storage.produce.held", "{request}", "Produce requests, per topic, whose batch arrived ahead of its idempotent producer's sequence and waited for the batches before it (a producer with several batches in flight), then was appended.")
+	holdRefused     = mustCounter("strata.storage.produce.hold_refused", "{request}", "Produce requests, per topic, whose batch arrived ahead of its idempotent producer's sequence and was refused at once (OUT_OF_ORDER_SEQUENCE) because the leader already held as many such requests of the partition or the producer as it may.")
 	fetchedBytes    = mustCounter("strata.storage.fetched.bytes", "By", "Record batch bytes returned to consumers' fetches, per topic (replication not counted).")
 	fetchedRecords  = mustCounter("strata.storage.fetched.records", "{record}", "Records in the batches returned to consumers' fetches, per topic.")
+	cleanedBytes    = mustCounter("strata.storage.cleaner.cleaned", "By", "Segment bytes the log cleaner read in its passes over compacted partitions, per topic.")
+	cleanerErrors   = mustCounter("strata.storage.cleaner.errors", "{error}", "Log cleaner passes that failed (a read or write error, a corrupt batch), per topic.")
 	uploadDuration  = mustHistogram("strata.storage.tier.upload.duration", "s", "Time to upload one sealed segment to the tiering service, per topic.")
 )
 
@@ -90,6 +93,12 @@ func topicAttr(topic string) []metric.AddOption {
 // node opens, so a scrape lists them with 0 rather than not at all.
 func exportTopic(topic string) {
 	producedHeld.Add(context.Background(), 0, topicAttr(topic)...)
+	holdRefused.Add(context.Background(), 0, topicAttr(topic)...)
+}
+
+// countHoldRefused counts a produce refused because the hold was full.
+func countHoldRefused(topic string) {
+	holdRefused.Add(context.Background(), 1, topicAttr(topic)...)
 }
 
 // countProduced counts an acknowledged produce request.
@@ -190,7 +199,11 @@ func (n *Node) registerMetrics() {
 		metric.WithDescription("In-sync replicas of a partition this node leads, leader included; leaders only."))
 	tierLag, err6 := meter.Int64ObservableGauge("strata.storage.tier.lag", metric.WithUnit("By"),
 		metric.WithDescription("Bytes of a tiered partition's local log not yet uploaded to the tier (above the tiered end offset); leaders of tiered topics only."))
-	for _, err := range []error{err1, err2, err3, err4, err5, err6} {
+	dirty, err7 := meter.Float64ObservableGauge("strata.storage.cleaner.dirty_ratio", metric.WithUnit("1"),
+		metric.WithDescription("Share of a compacted partition's cleanable bytes not yet cleaned, as the log cleaner last saw it (min.cleanable.dirty.ratio starts a pass), per hosted replica."))
+	lastPass, err8 := meter.Int64ObservableGauge("strata.storage.cleaner.last_pass_timestamp", metric.WithUnit("s"),
+		metric.WithDescription("Unix time of the log cleaner's last pass over a compacted partition, per hosted replica; absent until the first pass."))
+	for _, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8} {
 		if err != nil {
 			n.logger.Warn("storage metrics", "err", err)
 			return
@@ -216,8 +229,17 @@ func (n *Node) registerMetrics() {
 				o.ObserveInt64(tierLag, lag, attrs)
 			}
 		}
+		n.cleaner.mu.Lock()
+		for k, s := range n.cleaner.last {
+			attrs := metric.WithAttributes(attribute.String("topic", k.topic), attribute.Int("partition", int(k.partition)))
+			o.ObserveFloat64(dirty, s.ratio, attrs)
+			if !s.lastPass.IsZero() {
+				o.ObserveInt64(lastPass, s.lastPass.Unix(), attrs)
+			}
+		}
+		n.cleaner.mu.Unlock()
 		return nil
-	}, logStart, logEnd, hw, under, isrSize, tierLag)
+	}, logStart, logEnd, hw, under, isrSize, tierLag, dirty, lastPass)
 	if err != nil {
 		n.logger.Warn("storage metrics", "err", err)
 	}

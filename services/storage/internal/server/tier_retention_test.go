@@ -164,6 +164,11 @@ func TestLocalRetention(t *testing.T) {
 		{map[string]string{"local.retention.ms": "-1", "retention.ms": "-1"}, -1, -1},
 		{map[string]string{"local.retention.ms": "-1", "retention.ms": "5000"}, 5000, -1},
 		{map[string]string{"local.retention.ms": "9000", "retention.ms": "5000", "local.retention.bytes": "500", "retention.bytes": "100"}, 5000, 100},
+		// A compacted topic has no total retention: its local data goes
+		// only once tiered and past an explicit local retention.
+		{map[string]string{"cleanup.policy": "compact", "retention.ms": "5000", "retention.bytes": "100"}, -1, -1},
+		{map[string]string{"cleanup.policy": "compact", "retention.ms": "5000", "local.retention.ms": "9000", "local.retention.bytes": "500"}, 9000, 500},
+		{map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "5000", "local.retention.ms": "9000"}, 5000, -1},
 	} {
 		if ms, bytes := localRetention(tc.cfg); ms != tc.ms || bytes != tc.bytes {
 			t.Errorf("localRetention(%v) = %d, %d; want %d, %d", tc.cfg, ms, bytes, tc.ms, tc.bytes)
@@ -215,5 +220,46 @@ func TestFetchBelowLocalStartWhenTheTierCannotServe(t *testing.T) {
 	}
 	if !strings.Contains(res.GetError().GetMessage(), "missing") {
 		t.Fatalf("gap message %q does not say the offset is missing", res.GetError().GetMessage())
+	}
+}
+
+// TestSegmentsBelowTheTieredLogStartAreDone: once the tier's total
+// retention has expired segments (the tier reports its log start past
+// them, possibly with no object left), a replica's local copies of them
+// are expired too: they are deleted whatever local retention says, the
+// partition's log start is the tier's, and they are never uploaded again
+// (Kafka moves the log start on remote deletion and deletes local
+// segments below it). Local retention here keeps everything, and the tier
+// is stopped so only the state given applies.
+func TestSegmentsBelowTheTieredLogStartAreDone(t *testing.T) {
+	s := newTieredSingle(t, "expired", map[string]string{"retention.ms": "-1", "local.retention.ms": "-1"})
+	c, n, tier, topic := s.c, s.n, s.tier, s.topic
+	val := strings.Repeat("v", 900)
+	for i := range 65 {
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
+	}
+	r := n.replica(topic, 0)
+	c.eventually("offsets below 64 tiered", func() bool {
+		st, ok := n.tieredState(topic, 0)
+		return ok && st.end == 64
+	})
+	tier.kill()
+	if start := r.Log().LogStartOffset(); start != 0 {
+		t.Fatalf("local log starts at %d before the tier expired anything, want 0", start)
+	}
+
+	// The tier expired every segment: it is empty and starts at 64.
+	empty := tieredInfo{logStart: 64, end: 64}
+	if err := n.deleteTieredLocal(r, empty); err != nil {
+		t.Fatal(err)
+	}
+	if start := r.Log().LogStartOffset(); start != 64 {
+		t.Fatalf("local log starts at %d after the tier expired [0, 64), want 64", start)
+	}
+	n.tier.mu.Lock()
+	n.tier.state[tpKey{topic, 0}] = empty
+	n.tier.mu.Unlock()
+	if got := n.effectiveLogStart(r, r.Log().LogStartOffset()); got != 64 {
+		t.Fatalf("log start %d, want the tier's 64", got)
 	}
 }

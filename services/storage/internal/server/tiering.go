@@ -13,7 +13,10 @@ package server
 //     retention.ms / retention.bytes), by raising the log start offset;
 //     ordinary retention (node.go retentionRound) leaves tiered topics
 //     alone, so an untiered segment is never deleted and the tier's end
-//     and the local log start never leave a gap between them;
+//     and the local log start never leave a gap between them; records
+//     below the tier's log start (expired by the tier's total retention,
+//     which may empty the tier) are deleted whatever local retention says,
+//     and never uploaded again;
 //   - Fetch below the local log start is served from the tier with
 //     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
 //     DescribeLog report the tiered start and extent, and ListOffsets by
@@ -279,23 +282,31 @@ func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int3
 // localRetention returns how much of a tiered topic's log its replicas
 // keep on local disk once tiered, -1 for no limit: local.retention.ms and
 // local.retention.bytes, where -2 (the default) means the total
-// retention.ms and retention.bytes, and never more than the total
-// retention (Kafka refuses such a config; a tiered segment past total
-// retention has no reason to stay on disk).
+// retention, and never more than the total retention (Kafka refuses such
+// a config; a tiered segment past total retention has no reason to stay
+// on disk). The total follows cleanup.policy (topicconfig.Retention): a
+// compact-only topic has none, so its local data goes only past an
+// explicit local retention, once the tier holds it.
 func localRetention(cfg map[string]string) (ms, bytes int64) {
-	get := func(k string, def int64) int64 { return topicconfig.Int64(cfg, k, def) }
+	get := func(k string) int64 { return topicconfig.Int64(cfg, k, topicconfig.LocalRetentionTotal) }
 	capped := func(local, total int64) int64 {
 		if local == topicconfig.LocalRetentionTotal || (total >= 0 && (local < 0 || local > total)) {
 			return total
 		}
 		return local
 	}
-	return capped(get(topicconfig.LocalRetentionMs, topicconfig.LocalRetentionTotal), get(topicconfig.RetentionMs, topicconfig.DefaultRetentionMs)),
-		capped(get(topicconfig.LocalRetentionBytes, topicconfig.LocalRetentionTotal), get(topicconfig.RetentionBytes, -1))
+	totalMs, totalBytes := topicconfig.Retention(cfg)
+	return capped(get(topicconfig.LocalRetentionMs), totalMs), capped(get(topicconfig.LocalRetentionBytes), totalBytes)
 }
 
 // deleteTieredLocal deletes the oldest local segments that are tiered and
-// past local retention, moving the local log start.
+// past local retention, moving the local log start. Offsets below the
+// tier's log start are gone first, whatever local retention says: the
+// tier's total retention expired them (it may have emptied the tier, which
+// then starts and ends at the same offset), so the partition's log start
+// has moved past them. Kafka does the same: remote retention raises the
+// log start offset and the local segments below it are deleted
+// (UnifiedLog.deleteLogStartOffsetBreachedSegments).
 func (n *Node) deleteTieredLocal(r *replica.Replica, info tieredInfo) error {
 	if info.end < 0 {
 		return nil
@@ -303,6 +314,12 @@ func (n *Node) deleteTieredLocal(r *replica.Replica, info tieredInfo) error {
 	cfg, ok := n.tieredTopic(r.Topic)
 	if !ok {
 		return nil
+	}
+	if start := min(info.logStart, info.end, r.Log().HighWatermark()); start > r.Log().LogStartOffset() {
+		if err := r.Log().DeleteRecordsBefore(start); err != nil {
+			return err
+		}
+		n.logger.Info("local records below the tiered log start deleted", "topic", r.Topic, "partition", r.Partition, "log_start_offset", start)
 	}
 	retMs, retBytes := localRetention(cfg)
 	if retMs < 0 && retBytes < 0 {
@@ -345,11 +362,13 @@ func (n *Node) tieredState(topic string, partition int32) (tieredInfo, bool) {
 	return st, ok && st.end >= 0
 }
 
-// effectiveLogStart is the first offset available anywhere: the tiered
-// start when the tier holds older data than local disk.
+// effectiveLogStart is the first offset available anywhere: the tier's log
+// start when the tier holds older data than local disk, or when its
+// retention expired offsets still on local disk (deleteTieredLocal
+// removes them at the next tier round); local otherwise.
 func (n *Node) effectiveLogStart(r *replica.Replica, local int64) int64 {
-	if st, ok := n.tieredState(r.Topic, r.Partition); ok && st.logStart >= 0 && st.logStart < local {
-		return st.logStart
+	if st, ok := n.tieredState(r.Topic, r.Partition); ok && st.logStart >= 0 {
+		return min(st.logStart, st.end, r.Log().HighWatermark())
 	}
 	return local
 }

@@ -14,6 +14,11 @@
 // Objects are written before the manifest names them and deleted only after
 // it stopped naming them, so the manifest never points at a missing or
 // partial object, and the bucket alone lists and reads the tiered history.
+//
+// The manifest's log_start_offset outlives its segments (part of the
+// format): when retention expires every segment it stays one past the last
+// expired offset, so an empty manifest still says where the partition's
+// log starts and where the next upload must begin.
 package manifest
 
 import (
@@ -187,10 +192,7 @@ func (s *Store) Update(ctx context.Context, p Partition, fn func(m *tieringv1.Ma
 		sort.SliceStable(m.Segments, func(i, j int) bool { return m.Segments[i].GetBaseOffset() < m.Segments[j].GetBaseOffset() })
 		m.Version = cur.GetVersion() + 1
 		m.UpdatedAtMs = now().UnixMilli()
-		m.LogStartOffset = -1
-		if a := Active(m); len(a) > 0 {
-			m.LogStartOffset = a[0].GetBaseOffset()
-		}
+		m.LogStartOffset = logStart(cur.GetLogStartOffset(), m)
 		data, err := proto.Marshal(m)
 		if err != nil {
 			return nil, backoff.Permanent(err)
@@ -202,6 +204,25 @@ func (s *Store) Update(ctx context.Context, p Partition, fn func(m *tieringv1.Ma
 		}
 		return m, nil
 	}, backoff.WithBackOff(retryBackoff(10*time.Millisecond)), backoff.WithMaxTries(updateTries))
+}
+
+// logStart is the log start offset a manifest is written with: the first
+// active entry's base offset; with no active entry, one past the last
+// offset any entry (being deleted) covers, or else the previous log start.
+// So once the tier has held anything it keeps its extent when retention
+// empties it: the log start is then where the next upload must begin, as
+// Kafka's log start offset stays past the segments remote retention
+// deleted. -1 only for a tier that never held anything (or a manifest an
+// older build emptied).
+func logStart(prev int64, m *tieringv1.Manifest) int64 {
+	if a := Active(m); len(a) > 0 {
+		return a[0].GetBaseOffset()
+	}
+	start := prev
+	for _, e := range m.GetSegments() {
+		start = max(start, e.GetLastOffset()+1)
+	}
+	return start
 }
 
 // Partitions lists every partition that has a manifest under the prefix,
@@ -261,11 +282,13 @@ func Active(m *tieringv1.Manifest) []*tieringv1.SegmentEntry {
 	return out
 }
 
-// TieredEnd is one past the last offset the manifest holds, or -1.
+// TieredEnd is one past the last offset the manifest holds: its log start
+// when retention emptied it (the tier is empty there), -1 when it never
+// held anything.
 func TieredEnd(m *tieringv1.Manifest) int64 {
 	a := Active(m)
 	if len(a) == 0 {
-		return -1
+		return max(m.GetLogStartOffset(), -1)
 	}
 	return a[len(a)-1].GetLastOffset() + 1
 }

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -172,4 +173,39 @@ func TestLoadRetriesAFailedRead(t *testing.T) {
 	if n := f.Calls(objstore.OpGet) - before; n != 1 {
 		t.Errorf("another format version read %d times, want once", n)
 	}
+}
+
+// TestLogStartOutlivesTheSegments: the log start written is the first
+// active entry's base offset; while every entry is being deleted, one past
+// the last of them; once they are dropped, the previous log start, so an
+// emptied manifest keeps its extent. A manifest that never held anything
+// stays at -1.
+func TestLogStartOutlivesTheSegments(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newFaultyStore(t)
+	p := Partition{Topic: "t", TopicID: "0b7e1f4e-5a0c-4d8e-8f6a-3c2d1b0a9f88"}
+	step := func(what string, want int64, fn func(m *tieringv1.Manifest)) {
+		t.Helper()
+		m, err := s.Update(ctx, p, func(m *tieringv1.Manifest) error { fn(m); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.GetLogStartOffset() != want || TieredEnd(m) < want {
+			t.Fatalf("%s: log start %d, tiered end %d; want log start %d", what, m.GetLogStartOffset(), TieredEnd(m), want)
+		}
+	}
+	step("never held anything", -1, func(*tieringv1.Manifest) {})
+	step("two entries", 10, func(m *tieringv1.Manifest) {
+		for _, base := range []int64{10, 20} {
+			m.Segments = append(m.Segments, &tieringv1.SegmentEntry{SegmentId: fmt.Sprint(base), BaseOffset: base, LastOffset: base + 9,
+				State: tieringv1.SegmentState_SEGMENT_STATE_ACTIVE})
+		}
+	})
+	step("all being deleted", 30, func(m *tieringv1.Manifest) {
+		for _, e := range m.Segments {
+			e.State = tieringv1.SegmentState_SEGMENT_STATE_DELETING
+		}
+	})
+	step("all dropped", 30, func(m *tieringv1.Manifest) { m.Segments = nil })
+	step("written again", 30, func(*tieringv1.Manifest) {})
 }

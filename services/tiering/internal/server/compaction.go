@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,10 +36,7 @@ func (c *compaction) round(ctx context.Context) {
 func (c *compaction) partition(ctx context.Context, p manifest.Partition) error {
 	opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
 	if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
-		opts.Compact = strings.Contains(ti.Configs[topicconfig.CleanupPolicy], "compact")
-		if ms := topicconfig.Int64(ti.Configs, topicconfig.DeleteRetentionMs, -1); ms >= 0 {
-			opts.TombstoneRetention = time.Duration(ms) * time.Millisecond
-		}
+		opts = compactionOptions(ti.Configs, c.tombstoneRetention)
 	}
 	res, err := c.compactor.Partition(ctx, p, opts)
 	if res.Runs > 0 && res.Manifest != nil {
@@ -88,4 +84,17 @@ func (r *retired) held(key string) bool {
 		return false
 	}
 	return ok
+}
+
+// compactionOptions reads a topic's compaction settings from its configs:
+// key compaction when cleanup.policy lists compact, and delete.retention.ms
+// (saturated, see topicconfig.Millis) for tombstones, or tombstones when
+// the topic's configs do not carry the key.
+func compactionOptions(cfg map[string]string, tombstones time.Duration) compactor.Options {
+	compact, _ := topicconfig.Cleanup(cfg)
+	opts := compactor.Options{Compact: compact, TombstoneRetention: tombstones}
+	if ms := topicconfig.Int64(cfg, topicconfig.DeleteRetentionMs, -1); ms >= 0 {
+		opts.TombstoneRetention = topicconfig.Millis(ms)
+	}
+	return opts
 }

@@ -74,8 +74,10 @@ type Config struct {
 	// (--compaction-max-object-bytes). Default 256 MiB.
 	CompactionMaxObjectBytes int64
 	// TombstoneRetention is how long key compaction keeps a tombstone
-	// after its batch's max timestamp, for topics without
-	// delete.retention.ms (--tombstone-retention). Default 24 hours.
+	// after its batch's max timestamp, for topics whose configs lack
+	// delete.retention.ms (--tombstone-retention). Default 24 hours. The
+	// controller sends every topic's effective delete.retention.ms, so
+	// this is the fallback for a controller that does not.
 	TombstoneRetention time.Duration
 	// FaultUploadDelay, for fault tests only, delays each upload of a
 	// segment's .log object by this long (--fault-upload-delay), through

@@ -13,7 +13,8 @@ import (
 )
 
 // retention applies each topic's total retention (retention.ms,
-// retention.bytes) to its tiered segments and deletes objects no manifest
+// retention.bytes, for a topic whose cleanup.policy includes delete: see
+// topicconfig.Retention) to its tiered segments and deletes objects no manifest
 // names once they are older than the grace period (left by uploads that
 // failed between the object and the manifest write).
 //
@@ -45,7 +46,7 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 	now := r.now().UnixMilli()
 	var retMs, retBytes int64 = -1, -1
 	if ti, _ := r.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
-		retMs, retBytes = topicconfig.Int64(ti.Configs, topicconfig.RetentionMs, -1), topicconfig.Int64(ti.Configs, topicconfig.RetentionBytes, -1)
+		retMs, retBytes = topicconfig.Retention(ti.Configs)
 	}
 	m, err := r.store.Update(ctx, p, func(m *tieringv1.Manifest) error {
 		active := manifest.Active(m)

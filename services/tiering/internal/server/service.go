@@ -74,7 +74,7 @@ func (s *Service) detail(op string, err error) *commonv1.ErrorDetail {
 		return errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, err.Error())
 	case errors.Is(err, uploader.ErrFenced):
 		return errDetail(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_FENCED_LEADER_EPOCH, err.Error())
-	case errors.Is(err, uploader.ErrGap):
+	case errors.Is(err, uploader.ErrGap), errors.Is(err, uploader.ErrExpired):
 		return errDetail(commonv1.Code_CODE_FAILED_PRECONDITION, 0, err.Error())
 	case errors.Is(err, manifest.ErrConflict):
 		return errDetail(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_MANIFEST_CONFLICT, err.Error())

@@ -27,7 +27,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		p.OnShutdown("tiering", func(context.Context) error { return t.Close() })
 		p.AddReadinessCheck("tiering", t.Ready)
 		mux := http.NewServeMux()
-		mux.Handle(t.Handler(connect.WithHandlerOptions(p.ConnectOption())))
+		mux.Handle(t.Handler(p.HandlerOption()))
 		return mux, nil
 	}
 }

@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (_ *Tiering, err erro
 // come from a Strata service (security.go); the check runs inside opts'
 // interceptors, so tracing sees refusals too.
 func (t *Tiering) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
-	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(serviceOnly{t.guard}))
+	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(rules.Interceptor(), serviceOnly{t.guard}))
 	return tieringv1connect.NewTieringServiceHandler(t.service, opts...)
 }
 

@@ -38,6 +38,10 @@ var (
 	// ErrGap: the segment starts after the tiered end, or overlaps it with
 	// different boundaries that cannot be trimmed (FAILED_PRECONDITION).
 	ErrGap = errors.New("uploader: segment does not continue the tiered log")
+	// ErrExpired: the segment lies wholly below the tier's log start, so
+	// total retention already deleted it (FAILED_PRECONDITION). Storing it
+	// again would bring expired records back.
+	ErrExpired = errors.New("uploader: segment is below the tiered log start")
 )
 
 // Uploader uploads segments. Safe for concurrent use.
@@ -99,6 +103,9 @@ func (u *Uploader) Upload(ctx context.Context, hdr *tieringv1.SegmentHeader, bod
 	}
 	if e, ok := covered(m, hdr); ok {
 		return Result{Entry: e, Manifest: m, Existing: true}, nil
+	}
+	if err := expired(m, hdr); err != nil {
+		return Result{}, err
 	}
 	from := hdr.GetBaseOffset()
 	if end := manifest.TieredEnd(m); end >= 0 {
@@ -167,6 +174,9 @@ func (u *Uploader) Upload(ctx context.Context, hdr *tieringv1.SegmentHeader, bod
 			existing = e
 			return manifest.ErrUnchanged
 		}
+		if err := expired(m, hdr); err != nil {
+			return err
+		}
 		if end := manifest.TieredEnd(m); end >= 0 && end != info.BaseOffset {
 			return fmt.Errorf("%w: the tier moved to %d while uploading %d..%d", ErrGap, end, info.BaseOffset, info.LastOffset)
 		}
@@ -196,6 +206,17 @@ func covered(m *tieringv1.Manifest, hdr *tieringv1.SegmentHeader) (*tieringv1.Se
 	}
 	e := manifest.Find(m, hdr.GetLastOffset())
 	return e, e != nil
+}
+
+// expired returns ErrExpired when the segment ends below the manifest's
+// log start: retention deleted those offsets from the tier (a node that
+// missed the deletion offers them again), and the tier never takes back
+// what it expired.
+func expired(m *tieringv1.Manifest, hdr *tieringv1.SegmentHeader) error {
+	if start := m.GetLogStartOffset(); start >= 0 && hdr.GetLastOffset() < start {
+		return fmt.Errorf("%w: segment %d..%d, tier starts at %d", ErrExpired, hdr.GetBaseOffset(), hdr.GetLastOffset(), start)
+	}
+	return nil
 }
 
 func checkHeader(h *tieringv1.SegmentHeader) error {
