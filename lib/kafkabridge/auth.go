@@ -40,6 +40,7 @@ func Auth(g *guard.Guard) *kafkawire.Auth {
 		Connect: func(ctx context.Context, state *tls.ConnectionState) (context.Context, bool, error) {
 			info, ok, err := a.AuthenticateTLS(state)
 			if err != nil {
+				auditAuthFailure(ctx, g.Audit(), "TLS client certificate", err)
 				return nil, false, err
 			}
 			if ok {
@@ -50,7 +51,7 @@ func Auth(g *guard.Guard) *kafkawire.Auth {
 			}
 			return ctx, false, nil
 		},
-		Mechanisms: []kafkawire.Mechanism{
+		Mechanisms: auditMechanisms(g.Audit(), []kafkawire.Mechanism{
 			{Name: MechanismPlain, Authenticate: func(ctx context.Context, msg []byte) (context.Context, error) {
 				return authenticatePlain(ctx, a, msg)
 			}},
@@ -59,7 +60,7 @@ func Auth(g *guard.Guard) *kafkawire.Auth {
 			{Name: MechanismOAuthBearer, Authenticate: func(ctx context.Context, msg []byte) (context.Context, error) {
 				return authenticateOAuthBearer(ctx, a, msg)
 			}},
-		},
+		}),
 	}
 }
 

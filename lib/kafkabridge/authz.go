@@ -122,9 +122,8 @@ func (w guardedGateway) InitProducerId(ctx context.Context, req *connect.Request
 }
 
 func (w guardedGateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error) {
-	name := req.Msg.GetName()
-	if err := authorize(ctx, w.g, acl.Create, acl.Topic, name); err != nil && !w.g.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
-		return nil, err
+	if err := w.g.AuthorizeCreateTopic(ctx, req.Msg.GetName()); err != nil {
+		return nil, &denied{rt: acl.Topic, err: err}
 	}
 	return w.Gateway.CreateTopic(ctx, req)
 }
@@ -195,6 +194,62 @@ func (w guardedGateway) DeleteGroup(ctx context.Context, req *connect.Request[ga
 	return w.Gateway.DeleteGroup(ctx, req)
 }
 
+// The partition-move, election and ACL calls need alter on the cluster,
+// their listings describe, as the gateway's handlers require.
+
+func (w guardedGateway) ElectLeaders(ctx context.Context, req *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error) {
+	if err := authorize(ctx, w.g, acl.Alter, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.ElectLeaders(ctx, req)
+}
+
+func (w guardedGateway) AlterPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error) {
+	if err := authorize(ctx, w.g, acl.Alter, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.AlterPartitionReassignments(ctx, req)
+}
+
+func (w guardedGateway) ListPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error) {
+	if err := authorize(ctx, w.g, acl.Describe, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.ListPartitionReassignments(ctx, req)
+}
+
+func (w guardedGateway) CreateAcls(ctx context.Context, req *connect.Request[gatewayv1.CreateAclsRequest]) (*connect.Response[gatewayv1.CreateAclsResponse], error) {
+	if err := authorize(ctx, w.g, acl.Alter, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.CreateAcls(ctx, req)
+}
+
+func (w guardedGateway) DescribeAcls(ctx context.Context, req *connect.Request[gatewayv1.DescribeAclsRequest]) (*connect.Response[gatewayv1.DescribeAclsResponse], error) {
+	if err := authorize(ctx, w.g, acl.Describe, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.DescribeAcls(ctx, req)
+}
+
+func (w guardedGateway) DeleteAcls(ctx context.Context, req *connect.Request[gatewayv1.DeleteAclsRequest]) (*connect.Response[gatewayv1.DeleteAclsResponse], error) {
+	if err := authorize(ctx, w.g, acl.Alter, acl.Cluster, acl.ClusterName); err != nil {
+		return nil, err
+	}
+	return w.Gateway.DeleteAcls(ctx, req)
+}
+
+// authorizeCluster checks op on the cluster for the connection's
+// principal before an admin request does anything, as Kafka's
+// authHelper.authorizeClusterOperation does; the answer to a refusal is
+// the request's error response. Without a guard it allows.
+func (b *Bridge) authorizeCluster(ctx context.Context, op acl.Operation) error {
+	if b.cfg.Guard == nil {
+		return nil
+	}
+	return authorize(ctx, b.cfg.Guard, op, acl.Cluster, acl.ClusterName)
+}
+
 // guardedStorage checks and throttles the data path as a storage node's
 // handlers do: Produce and ProducePartitions write on the topic, Fetch
 // read and ListOffsets describe partition by partition, and the produce
@@ -245,7 +300,10 @@ func (w guardedStorage) ProducePartitions(ctx context.Context, req *connect.Requ
 		if err := quota.Delay(ctx, w.g.Owed(ctx, quota.Produce)); err != nil {
 			return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
 		}
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
 		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
 		var err error
 		if out, err = w.StorageServiceClient.ProducePartitions(ctx, req); err != nil {
 			return nil, err
@@ -287,7 +345,10 @@ func (w guardedStorage) Fetch(ctx context.Context, req *connect.Request[storagev
 	var results []*storagev1.FetchPartitionResult
 	out := connect.NewResponse(&storagev1.FetchResponse{})
 	if len(allowed) > 0 {
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
 		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
 		var err error
 		if out, err = w.StorageServiceClient.Fetch(ctx, req); err != nil {
 			return nil, err
@@ -327,7 +388,10 @@ func (w guardedStorage) ListOffsets(ctx context.Context, req *connect.Request[st
 	var results []*storagev1.ListOffsetsPartitionResult
 	out := connect.NewResponse(&storagev1.ListOffsetsResponse{})
 	if len(allowed) > 0 {
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
 		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
 		var err error
 		if out, err = w.StorageServiceClient.ListOffsets(ctx, req); err != nil {
 			return nil, err
@@ -342,6 +406,49 @@ func (w guardedStorage) ListOffsets(ctx context.Context, req *connect.Request[st
 	for i, p := range parts {
 		if refused[i] != nil {
 			merged[i] = &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Error: refused[i]}
+			continue
+		}
+		merged[i] = results[j]
+		j++
+	}
+	out.Msg.Partitions = merged
+	return out, nil
+}
+
+// OffsetForLeaderEpoch needs describe on each partition's topic (Kafka
+// also takes CLUSTER_ACTION, which no Kafka principal holds here: Strata
+// has no such operation and its followers replicate over Connect); a
+// refused partition is answered PERMISSION_DENIED in its place.
+func (w guardedStorage) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[storagev1.OffsetForLeaderEpochRequest]) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {
+	seen := map[string]*commonv1.ErrorDetail{}
+	parts := req.Msg.GetPartitions()
+	refused := make([]*commonv1.ErrorDetail, len(parts))
+	var allowed []*storagev1.OffsetForLeaderEpochPartition
+	for i, p := range parts {
+		if refused[i] = refusal(ctx, w.g, acl.Describe, p.GetTopic(), seen); refused[i] == nil {
+			allowed = append(allowed, p)
+		}
+	}
+	var results []*storagev1.OffsetForLeaderEpochPartitionResult
+	out := connect.NewResponse(&storagev1.OffsetForLeaderEpochResponse{})
+	if len(allowed) > 0 {
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
+		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
+		var err error
+		if out, err = w.StorageServiceClient.OffsetForLeaderEpoch(ctx, req); err != nil {
+			return nil, err
+		}
+		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
+			return nil, connect.NewError(connect.CodeInternal, errors.New("offset for leader epoch answered a different number of partitions"))
+		}
+	}
+	merged := make([]*storagev1.OffsetForLeaderEpochPartitionResult, len(parts))
+	j := 0
+	for i, p := range parts {
+		if refused[i] != nil {
+			merged[i] = &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1, Error: refused[i]}
 			continue
 		}
 		merged[i] = results[j]
@@ -400,7 +507,10 @@ func (w guardedCoordinator) OffsetCommit(ctx context.Context, req *connect.Reque
 	var results []*coordinatorv1.OffsetCommitPartitionResult
 	out := connect.NewResponse(&coordinatorv1.OffsetCommitResponse{})
 	if len(allowed) > 0 {
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
 		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
 		var err error
 		if out, err = w.CoordinatorServiceClient.OffsetCommit(ctx, req); err != nil {
 			return nil, err

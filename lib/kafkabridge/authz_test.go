@@ -2,9 +2,11 @@ package kafkabridge
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
@@ -134,5 +136,39 @@ func TestGuardedProduceQuota(t *testing.T) {
 	}
 	if out.Msg.GetBaseOffset() != 7 || out.Msg.GetThrottleTimeMs() <= 0 {
 		t.Fatalf("1000 bytes at 100 B/s: offset %d, throttle %d ms", out.Msg.GetBaseOffset(), out.Msg.GetThrottleTimeMs())
+	}
+}
+
+// TestRefusedPartitionThroughBridge: through the bridge, a ListOffsets
+// naming a partition the principal may not describe among others answers
+// that one TOPIC_AUTHORIZATION_FAILED and the others as the node does.
+// The wrappers used to leave the request holding the allowed partitions
+// only, so the bridge, matching answers to its request by position, saw
+// a count that did not match and failed every partition.
+func TestRefusedPartitionThroughBridge(t *testing.T) {
+	g, ctx := readerGuard(t)
+	b, err := New(Config{Gateway: fakeGateway{}, HTTPClient: http.DefaultClient, Storage: listOffsetsStorage{}, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	for _, topic := range []string{"granted", "hidden"} {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = topic
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Timestamp = -1
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := b.listOffsets(ctx, 6, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := resp.(*kmsg.ListOffsetsResponse).Topics
+	if p := ts[0].Partitions[0]; p.ErrorCode != errNone || p.Offset != 9 {
+		t.Errorf("granted: code %d offset %d, want none and 9", p.ErrorCode, p.Offset)
+	}
+	if p := ts[1].Partitions[0]; p.ErrorCode != errTopicAuthorizationFailed {
+		t.Errorf("hidden: code %d, want TOPIC_AUTHORIZATION_FAILED", p.ErrorCode)
 	}
 }

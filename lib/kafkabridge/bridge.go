@@ -52,6 +52,12 @@ type Gateway interface {
 	ListGroups(context.Context, *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error)
 	DescribeGroup(context.Context, *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error)
 	DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error)
+	ElectLeaders(context.Context, *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error)
+	AlterPartitionReassignments(context.Context, *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error)
+	ListPartitionReassignments(context.Context, *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error)
+	CreateAcls(context.Context, *connect.Request[gatewayv1.CreateAclsRequest]) (*connect.Response[gatewayv1.CreateAclsResponse], error)
+	DescribeAcls(context.Context, *connect.Request[gatewayv1.DescribeAclsRequest]) (*connect.Response[gatewayv1.DescribeAclsResponse], error)
+	DeleteAcls(context.Context, *connect.Request[gatewayv1.DeleteAclsRequest]) (*connect.Response[gatewayv1.DeleteAclsResponse], error)
 }
 
 var _ Gateway = gatewayv1connect.GatewayServiceClient(nil)
@@ -61,7 +67,7 @@ var _ Gateway = gatewayv1connect.GatewayServiceClient(nil)
 type Bridge struct {
 	cfg    Config
 	log    *slog.Logger
-	groups *classicGroups
+	coords *coordinatorClients
 	// consumers are the KIP-848 members (consumergroup.go).
 	consumers *consumerGroups
 	// sessions are the listener's fetch sessions; a listener without
@@ -87,7 +93,7 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.Storage == nil {
 		slots = 0
 	}
-	b := &Bridge{cfg: cfg, log: cfg.Logger, groups: newClassicGroups(), consumers: newConsumerGroups(), sessions: newFetchSessions(slots)}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, coords: newCoordinatorClients(), consumers: newConsumerGroups(), sessions: newFetchSessions(slots)}
 	if b.log == nil {
 		b.log = slog.Default()
 	}
@@ -116,6 +122,12 @@ func (b *Bridge) APIs() []kafkawire.API {
 		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
 		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
 	}
+	// The admin APIs of their own files (api_<key>_<name>.go), each
+	// registered beside its handler.
+	apis = append(apis,
+		b.describeAclsAPI(), b.createAclsAPI(), b.deleteAclsAPI(),
+		b.electLeadersAPI(), b.alterPartitionReassignmentsAPI(), b.listPartitionReassignmentsAPI(),
+	)
 	apis = append(apis, b.groupAPIs()...)
 	apis = append(apis, b.consumerGroupAPIs()...)
 	apis = append(apis, refusedAPIs()...)
@@ -126,6 +138,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
 		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
 		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
+		b.offsetForLeaderEpochAPI(),
 	)
 	return apis
 }

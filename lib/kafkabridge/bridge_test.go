@@ -2,10 +2,11 @@ package kafkabridge
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/apierr"
@@ -35,6 +36,10 @@ func TestKafkaCode(t *testing.T) {
 		{"transport data", connect.NewError(connect.CodeUnknown, errors.New("connection refused")), dataPlane, errNotLeaderOrFollower},
 		{"plain error", errors.New("boom"), adminPlane, errRequestTimedOut},
 		{"internal with detail", apierr.New(connect.CodeInternal, commonv1.Reason_REASON_UNSPECIFIED, "bug"), dataPlane, errUnknownServer},
+		// Kafka's LogValidator refusals: a record without a key in a
+		// compacted topic, a timestamp out of the topic's window.
+		{"invalid record", apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_INVALID_RECORD, "x"), dataPlane, 87},
+		{"invalid timestamp", apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_INVALID_TIMESTAMP, "x"), dataPlane, 32},
 	} {
 		if got := kafkaCode(tc.err, tc.p); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
@@ -84,29 +89,26 @@ func TestTopicID(t *testing.T) {
 	}
 }
 
+// samePartitions reports whether a and b name the same partitions, in
+// any order.
+func samePartitions(a, b []*commonv1.TopicPartitions) bool {
+	flat := func(x []*commonv1.TopicPartitions) []string {
+		var out []string
+		for _, t := range x {
+			for _, p := range t.GetPartitions() {
+				out = append(out, fmt.Sprintf("%s\x00%d", t.GetTopic(), p))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(flat(a), flat(b))
+}
+
 func TestSamePartitions(t *testing.T) {
 	a := []*commonv1.TopicPartitions{{Topic: "t", Partitions: []int32{2, 0}}, {Topic: "u", Partitions: []int32{1}}}
 	b := []*commonv1.TopicPartitions{{Topic: "u", Partitions: []int32{1}}, {Topic: "t", Partitions: []int32{0, 2}}}
 	if !samePartitions(a, b) || samePartitions(a, b[:1]) || !samePartitions(nil, []*commonv1.TopicPartitions{{Topic: "t"}}) {
 		t.Fatal("samePartitions")
-	}
-}
-
-func TestConsumerMetadata(t *testing.T) {
-	full := kmsg.ConsumerMemberMetadata{Version: 1, Topics: []string{"a", "b"},
-		OwnedPartitions: []kmsg.ConsumerMemberMetadataOwnedPartition{{Topic: "a", Partitions: []int32{3}}}}
-	m, ok := consumerMetadata(full.AppendTo(nil))
-	if !ok || len(m.Topics) != 2 || len(m.OwnedPartitions) != 1 {
-		t.Fatalf("%+v %v", m, ok)
-	}
-	// Version 1 without owned partitions, as segmentio/kafka-go sends it.
-	v0 := kmsg.ConsumerMemberMetadata{Version: 0, Topics: []string{"c"}}
-	b := v0.AppendTo(nil)
-	b[1] = 1
-	if m, ok := consumerMetadata(b); !ok || len(m.Topics) != 1 || m.Topics[0] != "c" {
-		t.Fatalf("%+v %v", m, ok)
-	}
-	if _, ok := consumerMetadata([]byte{0, 1, 0xff}); ok {
-		t.Fatal("garbage accepted")
 	}
 }

@@ -384,15 +384,3 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	resp.MemberEpoch, resp.HeartbeatIntervalMillis = out.GetMemberEpoch(), out.GetHeartbeatIntervalMs()
 	return resp, nil
 }
-
-// consumerCommitCode is a coordinator's refusal of a KIP-848 member's
-// commit as Kafka answers it from OffsetCommit v9: an epoch that is not
-// the member's is STALE_MEMBER_EPOCH, after which the member retries with
-// its newer epoch the partitions it still owns.
-func consumerCommitCode(err error) int16 {
-	code := kafkaCode(err, groupPlane)
-	if code == errFencedMemberEpoch {
-		return errStaleMemberEpoch
-	}
-	return code
-}

@@ -3,6 +3,7 @@ package kafkabridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -10,12 +11,19 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/authn"
 )
 
 // errNoStorage answers the data path on a listener that is not a storage
 // node's: it leads no partition.
 var errNoStorage error = apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "this listener leads no partition; ask the leader in Metadata")
+
+// validAcks reports whether acks is one Kafka accepts: -1 (all), 0
+// (none) or 1 (leader). Any other is answered INVALID_REQUIRED_ACKS on
+// every partition, nothing appended (ReplicaManager.appendRecords).
+func validAcks(acks int16) bool { return acks >= -1 && acks <= 1 }
 
 // acksOf maps Kafka's acks to Strata's.
 func acksOf(acks int16) commonv1.Acks {
@@ -34,30 +42,33 @@ func acksOf(acks int16) commonv1.Acks {
 // idempotent batch with its first offsets). A request naming one
 // partition is one Produce; one naming several is one ProducePartitions
 // carrying them all, each answered on its own as a Produce of its own
-// would be. With acks=0 nothing is answered.
+// would be. With acks=0 nothing is answered, unless a partition failed
+// (answerProduce).
 func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrProduceResponse()
-	if req.TransactionID != nil || b.cfg.Storage == nil {
-		code := errTransactionalIDAuthFailed
-		if b.cfg.Storage == nil {
-			code = errNotLeaderOrFollower
-		}
+	refuse := errNone
+	switch {
+	case b.cfg.Storage == nil:
+		refuse = errNotLeaderOrFollower // a listener without Storage leads nothing
+	case req.TransactionID != nil:
 		// Transactional batches need the transaction coordinator Strata
-		// does not have yet; a listener without Storage leads nothing.
+		// does not have yet.
+		refuse = errTransactionalIDAuthFailed
+	case !validAcks(req.Acks):
+		refuse = errInvalidRequiredAcks
+	}
+	if refuse != errNone {
 		for _, t := range req.Topics {
 			rt := kmsg.NewProduceResponseTopic()
 			rt.Topic = t.Topic
 			for _, p := range t.Partitions {
 				rp := kmsg.NewProduceResponseTopicPartition()
-				rp.Partition, rp.ErrorCode = p.Partition, code
+				rp.Partition, rp.ErrorCode = p.Partition, refuse
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		if req.Acks == 0 {
-			return nil, nil
-		}
-		return resp, nil
+		return answerProduce(req.Acks, resp)
 	}
 	// rounds[k] holds each partition's (k+1)th entry: a call names a
 	// partition at most once, so a request naming one twice (no client
@@ -99,7 +110,7 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 	throttle := int32(0)
 	fail := func(rp *kmsg.ProduceResponseTopicPartition, err error) {
 		rp.ErrorCode, rp.ErrorMessage = kafkaCode(err, dataPlane), message(err)
-		rp.BaseOffset = -1
+		rp.BaseOffset, rp.LogStartOffset = -1, logStartOf(apierr.AsDetail(err))
 	}
 	call := func(es []entry) {
 		if len(es) == 1 {
@@ -143,7 +154,7 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 		for i, e := range es {
 			r := results[i]
 			if d := r.GetError(); d != nil {
-				e.rp.ErrorCode, e.rp.BaseOffset = detailCode(d, dataPlane, nil), -1
+				e.rp.ErrorCode, e.rp.BaseOffset, e.rp.LogStartOffset = detailCode(d, dataPlane, nil), -1, logStartOf(d)
 				m := d.GetMessage()
 				e.rp.ErrorMessage = &m
 				continue
@@ -166,23 +177,51 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 	}
 	wg.Wait()
 	resp.ThrottleMillis = throttle
-	if req.Acks == 0 {
-		return nil, nil
+	return answerProduce(req.Acks, resp)
+}
+
+// answerProduce is the answer to a Produce: resp, or with acks=0 nothing
+// when every partition succeeded and a closed connection when one failed.
+// A producer with acks=0 reads no answer, so Kafka closes the connection
+// on any partition error (KafkaApis.handleProduceRequest) to make it
+// refresh its metadata and find the new leader; an answer it never reads
+// would leave it sending to a stale leader until its metadata.max.age.ms.
+func answerProduce(acks int16, resp *kmsg.ProduceResponse) (kmsg.Response, error) {
+	if acks != 0 {
+		return resp, nil
 	}
-	return resp, nil
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			if rp.ErrorCode != errNone {
+				return nil, fmt.Errorf("kafkabridge: closing the connection after an acks=0 produce failed on %s/%d with Kafka error %d",
+					rt.Topic, rp.Partition, rp.ErrorCode)
+			}
+		}
+	}
+	return nil, nil
+}
+
+// logStartOf is the partition's log start offset an error carries (the
+// storage node's offset range hint, which it gives with UNKNOWN_PRODUCER_ID
+// as Kafka does), or -1 (Kafka's unknown) when it carries none.
+func logStartOf(d *commonv1.ErrorDetail) int64 {
+	if h := d.GetOffsetRange(); h != nil {
+		return h.GetLogStartOffset()
+	}
+	return -1
 }
 
 // fetch reads every partition of the request, or of its fetch session
 // (fetchsession.go), through this node's StorageService in one long poll.
 func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrFetchResponse()
-	plan := b.sessions.open(version, req)
+	plan := b.sessions.open(version, req, b.sessionOwner(ctx))
 	if plan.errCode != errNone {
 		resp.ErrorCode = plan.errCode
 		return resp, nil
 	}
-	resp.SessionID = plan.sessionID
 	if len(plan.parts) == 0 {
+		resp.SessionID = plan.sessionID
 		return resp, nil
 	}
 	sreq := &storagev1.FetchRequest{
@@ -226,7 +265,8 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 			r.hw, r.lso, r.logStart, r.records = res.GetHighWatermark(), res.GetLastStableOffset(), res.GetLogStartOffset(), res.GetRecords()
 		}
 	}
-	include := b.sessions.answer(plan, read)
+	include := b.sessions.answer(&plan, read)
+	resp.SessionID = plan.sessionID
 	for i, p := range plan.parts {
 		if !include[i] {
 			continue
@@ -252,6 +292,19 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		resp.ThrottleMillis = out.Msg.GetThrottleTimeMs()
 	}
 	return resp, nil
+}
+
+// sessionOwner is whom a fetch session belongs to: the connection's
+// principal on a listener that authenticates, else "" (every client is
+// the same anonymous one).
+func (b *Bridge) sessionOwner(ctx context.Context) string {
+	if b.cfg.Guard == nil {
+		return ""
+	}
+	if p, ok := authn.PrincipalFrom(ctx); ok {
+		return p.String()
+	}
+	return acl.Anonymous.String()
 }
 
 // listOffsets answers earliest (-2), latest (-1) and by-timestamp lookups
@@ -312,6 +365,14 @@ func (b *Bridge) listOffsets(ctx context.Context, version int16, req *kmsg.ListO
 				i++
 				if rp.ErrorCode = detailCode(r.GetError(), dataPlane, nil); rp.ErrorCode == errNone {
 					rp.Offset, rp.Timestamp, rp.LeaderEpoch = r.GetOffset(), r.GetTimestampMs(), r.GetLeaderEpoch()
+				}
+				if rp.ErrorCode == errNone && p.Timestamp >= 0 && r.GetTimestampMs() < 0 {
+					// No record at or after the time: the storage node
+					// answers its high watermark (what Strata's consumers
+					// start at), Kafka no error with offset -1 and
+					// timestamp -1 (ReplicaManager.fetchOffset), which
+					// Java's offsetsForTimes reads as no such record.
+					rp.Offset, rp.Timestamp, rp.LeaderEpoch = -1, -1, -1
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -5,9 +5,11 @@
 // A Bridge is built by each service that opens a --kafka-listener, with
 // the upstreams it has: every bridge asks a gateway (GatewayService) for
 // metadata, producer ids and admin calls; a storage node's bridge also
-// sends Produce, Fetch and ListOffsets to its own StorageService, so a
+// sends Produce, Fetch, ListOffsets and OffsetForLeaderEpoch to its own
+// StorageService, so a
 // partition it does not lead is answered NOT_LEADER_OR_FOLLOWER as a
-// Kafka broker would; the coordinator's bridge serves the group APIs.
+// Kafka broker would; every bridge passes the group APIs to the coordinator that owns the
+// group.
 //
 // Record batches pass through as bytes: a Produce request's RecordBatch v2
 // is what the storage node validates and appends, and a Fetch returns the
@@ -17,6 +19,11 @@
 // errors.go (Strata's error details as Kafka error codes), metadata.go
 // (Metadata, DescribeCluster, the brokers' Kafka addresses), data.go
 // (Produce, Fetch, ListOffsets), admin.go (topics and configs, producer
-// ids) and refused.go (the transaction APIs, answered
+// ids), groups.go (FindCoordinator, offsets, listing and describing
+// groups), classicgroup.go (the classic group protocol, run by the
+// coordinator), consumergroup.go (KIP-848), api_<key>_<name>.go (one admin
+// API each, registered beside its handler: OffsetForLeaderEpoch, the ACL
+// APIs, ElectLeaders, the partition reassignment APIs), kafkaacl.go
+// (Kafka's ACLs in Strata's terms) and refused.go (the transaction APIs, answered
 // UNSUPPORTED_VERSION). The API and version table is in docs/kafka.md.
 package kafkabridge

@@ -55,6 +55,25 @@ func (downGateway) DeleteGroup(context.Context, *connect.Request[gatewayv1.Delet
 	return down[gatewayv1.DeleteGroupResponse]()
 }
 
+func (downGateway) ElectLeaders(context.Context, *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error) {
+	return down[gatewayv1.ElectLeadersResponse]()
+}
+func (downGateway) AlterPartitionReassignments(context.Context, *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error) {
+	return down[gatewayv1.AlterPartitionReassignmentsResponse]()
+}
+func (downGateway) ListPartitionReassignments(context.Context, *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error) {
+	return down[gatewayv1.ListPartitionReassignmentsResponse]()
+}
+func (downGateway) CreateAcls(context.Context, *connect.Request[gatewayv1.CreateAclsRequest]) (*connect.Response[gatewayv1.CreateAclsResponse], error) {
+	return down[gatewayv1.CreateAclsResponse]()
+}
+func (downGateway) DescribeAcls(context.Context, *connect.Request[gatewayv1.DescribeAclsRequest]) (*connect.Response[gatewayv1.DescribeAclsResponse], error) {
+	return down[gatewayv1.DescribeAclsResponse]()
+}
+func (downGateway) DeleteAcls(context.Context, *connect.Request[gatewayv1.DeleteAclsRequest]) (*connect.Response[gatewayv1.DeleteAclsResponse], error) {
+	return down[gatewayv1.DeleteAclsResponse]()
+}
+
 // errorCodes lists the ErrorCode fields of v, at any depth.
 func errorCodes(v reflect.Value) []int16 {
 	var out []int16

@@ -27,6 +27,7 @@ const (
 	errInvalidTopic               int16 = 17
 	errNotEnoughReplicas          int16 = 19
 	errNotEnoughReplicasAfterApp  int16 = 20
+	errInvalidRequiredAcks        int16 = 21
 	errIllegalGeneration          int16 = 22
 	errInconsistentGroupProtocol  int16 = 23
 	errUnknownMemberID            int16 = 25
@@ -55,6 +56,13 @@ const (
 	errStaleMemberEpoch           int16 = 113
 	errTransactionalIDAuthFailed  int16 = 53
 	errInvalidReplicaAssignment   int16 = 39
+	errInvalidTimestamp           int16 = 32
+	errInvalidRecord              int16 = 87
+	errReassignmentInProgress     int16 = 60
+	errPreferredLeaderNotAvail    int16 = 80
+	errEligibleLeadersNotAvail    int16 = 83
+	errElectionNotNeeded          int16 = 84
+	errNoReassignmentInProgress   int16 = 85
 )
 
 // reasonCodes maps a Strata reason to the Kafka error a client acts on.
@@ -83,6 +91,8 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_INVALID_REPLICATION_FACTOR:       errInvalidReplicationFactor,
 	commonv1.Reason_REASON_GROUP_ID_NOT_FOUND:               errGroupIDNotFound,
 	commonv1.Reason_REASON_REQUEST_TIMED_OUT:                errRequestTimedOut,
+	commonv1.Reason_REASON_INVALID_RECORD:                   errInvalidRecord,
+	commonv1.Reason_REASON_INVALID_TIMESTAMP:                errInvalidTimestamp,
 }
 
 // plane says what a failed call was doing, for the codes without a

@@ -27,6 +27,18 @@ import (
 // fetchSessionSlots; a node that restarts has none, and its clients'
 // incremental fetches get FETCH_SESSION_ID_NOT_FOUND, on which they start
 // a new session with a full fetch.
+//
+// A session costs its listener memory, so on a listener that
+// authenticates (Config.Guard) it belongs to the connection's principal,
+// and three rules keep one principal from taking everyone's (Kafka has
+// none of them; docs/kafka.md):
+//   - a full fetch opens its session only after it was read, and none
+//     when a partition was refused for authorization: a principal that
+//     may read nothing opens nothing;
+//   - a principal holds at most fetchSessionsPerPrincipal sessions; its
+//     next one replaces its own least recently used;
+//   - a newcomer evicts another principal's session only when that
+//     session is stale, never for being smaller.
 
 // Kafka's error codes of fetch sessions.
 const (
@@ -47,6 +59,9 @@ const (
 	// fetchSessionStaleAfter is how long an unused session keeps its slot
 	// against any newcomer; past it, it is the first evicted.
 	fetchSessionStaleAfter = 2 * time.Minute
+	// defaultFetchSessionsPerPrincipal bounds one principal's sessions on
+	// a listener that authenticates.
+	defaultFetchSessionsPerPrincipal = 100
 )
 
 // fetchPart is one partition a fetch reads, at the offset the client
@@ -83,19 +98,25 @@ type fetchSession struct {
 	parts    map[partKey]*sessionPart
 	order    []partKey // the order partitions are read in
 	lastUsed time.Time
+	// owner is the principal that opened it ("" on a listener that does
+	// not authenticate).
+	owner string
 }
 
 // fetchSessions is one listener's session cache. Safe for concurrent use.
 type fetchSessions struct {
 	mu         sync.Mutex
 	slots      int
+	perOwner   int // sessions one owner may hold; 0: no bound
 	staleAfter time.Duration
 	now        func() time.Time
 	sessions   map[int32]*fetchSession
+	owned      map[string]int // sessions per owner other than ""
 }
 
 func newFetchSessions(slots int) *fetchSessions {
-	return &fetchSessions{slots: slots, staleAfter: fetchSessionStaleAfter, now: time.Now, sessions: map[int32]*fetchSession{}}
+	return &fetchSessions{slots: slots, perOwner: defaultFetchSessionsPerPrincipal, staleAfter: fetchSessionStaleAfter,
+		now: time.Now, sessions: map[int32]*fetchSession{}, owned: map[string]int{}}
 }
 
 // fetchPlan is what one Fetch request reads and how its answer is shaped.
@@ -104,8 +125,13 @@ type fetchPlan struct {
 	// INVALID_FETCH_SESSION_EPOCH): nothing is read, the answer is the
 	// error alone.
 	errCode int16
-	// sessionID is the session id answered: 0 for none.
+	// sessionID is the session id answered: 0 for none. A full fetch
+	// that opens a session gets its id from answer, once it was read.
 	sessionID int32
+	// opening says a session opens for parts, owned by owner, if the
+	// read allows it (see answer).
+	opening bool
+	owner   string
 	// session is the session the fetch belongs to, nil for none;
 	// incremental says whether the answer leaves out what is unchanged.
 	session     *fetchSession
@@ -132,10 +158,10 @@ func requestParts(req *kmsg.FetchRequest) []fetchPart {
 	return out
 }
 
-// open decides what req reads: sessionless (versions before 7, epoch -1,
-// or no room for a session), a new session (epoch 0), or the next fetch of
-// an open one.
-func (c *fetchSessions) open(version int16, req *kmsg.FetchRequest) fetchPlan {
+// open decides what req, from owner, reads: sessionless (versions before
+// 7, epoch -1), a full fetch that may open a session (epoch 0), or the
+// next fetch of an open one.
+func (c *fetchSessions) open(version int16, req *kmsg.FetchRequest, owner string) fetchPlan {
 	parts := requestParts(req)
 	if version < 7 {
 		return fetchPlan{parts: parts}
@@ -148,20 +174,15 @@ func (c *fetchSessions) open(version int16, req *kmsg.FetchRequest) fetchPlan {
 		if req.SessionID != 0 {
 			c.remove(req.SessionID)
 		}
-		if req.SessionEpoch == sessionEpochFinal || len(parts) == 0 {
+		if req.SessionEpoch == sessionEpochFinal || len(parts) == 0 || c.slots <= 0 {
 			fetchRequests.Add(context.Background(), 1, sessionNone)
 			return fetchPlan{parts: parts}
 		}
-		s := c.create(now, parts)
-		if s == nil {
-			fetchRequests.Add(context.Background(), 1, sessionNone)
-			return fetchPlan{parts: parts}
-		}
-		fetchRequests.Add(context.Background(), 1, sessionFull)
-		return fetchPlan{sessionID: s.id, session: s, parts: parts}
+		return fetchPlan{parts: parts, opening: true, owner: owner}
 	}
 	s := c.sessions[req.SessionID]
-	if s == nil {
+	if s == nil || s.owner != owner {
+		// Another principal's session is unknown to this one.
 		fetchRequests.Add(context.Background(), 1, sessionError)
 		return fetchPlan{errCode: errFetchSessionIDNotFound}
 	}
@@ -219,9 +240,13 @@ func (c *fetchSessions) open(version int16, req *kmsg.FetchRequest) fetchPlan {
 // answers everything; an incremental one what is new to the client.
 // Answered partitions move to the end of the session's order, so that
 // when a fetch's byte limit is reached, the next ones read the others
-// first.
-func (c *fetchSessions) answer(plan fetchPlan, results []fetchResult) []bool {
+// first. A full fetch that may open a session opens it here, unless a
+// partition was refused for authorization, and sets plan.sessionID.
+func (c *fetchSessions) answer(plan *fetchPlan, results []fetchResult) []bool {
 	include := make([]bool, len(plan.parts))
+	if plan.opening {
+		c.openAfterRead(plan, results)
+	}
 	if plan.session == nil {
 		for i := range include {
 			include[i] = true
@@ -270,12 +295,48 @@ func (c *fetchSessions) answer(plan fetchPlan, results []fetchResult) []bool {
 	return include
 }
 
-// create opens a session for parts, evicting one when the cache is full:
-// the least recently used if it is stale, or else the smallest if it
-// holds fewer partitions than the new one. Nil when there is no room.
-func (c *fetchSessions) create(now time.Time, parts []fetchPart) *fetchSession {
+// openAfterRead opens the session of plan, a full fetch that was read
+// with results, unless a partition was refused for authorization or there
+// is no room.
+func (c *fetchSessions) openAfterRead(plan *fetchPlan, results []fetchResult) {
+	plan.opening = false
+	for _, r := range results {
+		if r.errCode == errTopicAuthorizationFailed {
+			fetchRequests.Add(context.Background(), 1, sessionNone)
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.create(c.now(), plan.parts, plan.owner)
+	if s == nil {
+		fetchRequests.Add(context.Background(), 1, sessionNone)
+		return
+	}
+	fetchRequests.Add(context.Background(), 1, sessionFull)
+	plan.sessionID, plan.session = s.id, s
+}
+
+// create opens a session for parts, owned by owner. An owner at its bound
+// replaces its own least recently used session. When the cache is full it
+// evicts the least recently used stale session, or else the smallest of
+// owner's own if it holds fewer partitions than the new one. Nil when
+// there is no room.
+func (c *fetchSessions) create(now time.Time, parts []fetchPart, owner string) *fetchSession {
 	if c.slots <= 0 {
 		return nil
+	}
+	if owner != "" && c.perOwner > 0 && c.owned[owner] >= c.perOwner {
+		var victim *fetchSession
+		for _, s := range c.sessions {
+			if s.owner == owner && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+				victim = s
+			}
+		}
+		if victim != nil {
+			c.remove(victim.id)
+			fetchSessionEvictions.Add(context.Background(), 1)
+		}
 	}
 	if len(c.sessions) >= c.slots {
 		var victim *fetchSession
@@ -286,7 +347,7 @@ func (c *fetchSessions) create(now time.Time, parts []fetchPart) *fetchSession {
 		}
 		if victim == nil {
 			for _, s := range c.sessions {
-				if len(s.parts) < len(parts) && (victim == nil || len(s.parts) < len(victim.parts) ||
+				if s.owner == owner && len(s.parts) < len(parts) && (victim == nil || len(s.parts) < len(victim.parts) ||
 					len(s.parts) == len(victim.parts) && s.lastUsed.Before(victim.lastUsed)) {
 					victim = s
 				}
@@ -298,7 +359,7 @@ func (c *fetchSessions) create(now time.Time, parts []fetchPart) *fetchSession {
 		c.remove(victim.id)
 		fetchSessionEvictions.Add(context.Background(), 1)
 	}
-	s := &fetchSession{id: c.newID(), epoch: 1, parts: make(map[partKey]*sessionPart, len(parts)), lastUsed: now}
+	s := &fetchSession{id: c.newID(), epoch: 1, parts: make(map[partKey]*sessionPart, len(parts)), lastUsed: now, owner: owner}
 	for _, p := range parts {
 		k := partKey{p.topic, p.partition}
 		if s.parts[k] == nil {
@@ -307,13 +368,21 @@ func (c *fetchSessions) create(now time.Time, parts []fetchPart) *fetchSession {
 		s.parts[k] = &sessionPart{fetchPart: p}
 	}
 	c.sessions[s.id] = s
+	if owner != "" {
+		c.owned[owner]++
+	}
 	fetchSessionsOpen.Add(context.Background(), 1)
 	return s
 }
 
 func (c *fetchSessions) remove(id int32) {
-	if _, ok := c.sessions[id]; ok {
+	if s, ok := c.sessions[id]; ok {
 		delete(c.sessions, id)
+		if s.owner != "" {
+			if c.owned[s.owner]--; c.owned[s.owner] <= 0 {
+				delete(c.owned, s.owner)
+			}
+		}
 		fetchSessionsOpen.Add(context.Background(), -1)
 	}
 }

@@ -20,94 +20,23 @@ import (
 	"github.com/strata-mq/strata/lib/serve"
 )
 
-// Kafka's classic group protocol (JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup) bridged onto the coordinator's KIP-848 groups, in which the
-// coordinator assigns:
-//
-//   - JoinGroup sends a ConsumerGroupHeartbeat for the member (epoch 0 for
-//     a new one) with the topics and owned partitions of its consumer
-//     protocol metadata, and answers with the member's epoch as the
-//     generation. The member is never the leader, so it runs no
-//     assignor: the coordinator's assignment is the one that counts.
-//   - SyncGroup heartbeats again and answers with the member's assignment
-//     from the coordinator, which only ever holds partitions no other
-//     member still owns.
-//   - Heartbeat heartbeats for the member; when the coordinator's
-//     assignment differs from what the member owns, it answers
-//     REBALANCE_IN_PROGRESS, so the member rejoins (an eager one after
-//     giving up everything, a cooperative one reporting what it keeps)
-//     and gets its new assignment at the next SyncGroup.
-//   - LeaveGroup leaves with epoch -1; OffsetCommit commits with the
-//     member's current coordinator epoch, so the coordinator's fencing
-//     of zombies applies to Kafka clients too.
-//
-// The member state kept here (the coordinator epoch behind a generation,
-// what the member owns) lives in the bridge the client talks to:
-// FindCoordinator names one broker per group (the owning coordinator's
-// Kafka listener, or, when it has none, a storage node chosen by
-// the group id), so a group's classic members meet in one bridge. When
-// that bridge restarts, its members get UNKNOWN_MEMBER_ID and join again;
-// the coordinator expires their old identities after its session timeout.
-
-// classicMember is one classic protocol member as the bridge tracks it.
-type classicMember struct {
-	id         string // member id, also the coordinator's
-	instanceID string
-	clientID   string
-	topics     []string
-	rebalance  int32
-	// epoch is the member's coordinator epoch, the last one the
-	// coordinator answered; generation is the epoch the member was told
-	// at its last JoinGroup, which it sends back.
-	epoch, generation int32
-	// owned is what the member owns: its last SyncGroup's assignment, or
-	// what its JoinGroup metadata reported.
-	owned []*commonv1.TopicPartitions
-	// target is the coordinator's latest assignment for the member.
-	target []*commonv1.TopicPartitions
-	// protocol is the assignor name the member was answered with.
-	protocol string
+// coordinatorClients caches a client per coordinator instance address.
+type coordinatorClients struct {
+	mu     sync.Mutex
+	coords map[string]coordinatorv1connect.CoordinatorServiceClient // by address
 }
 
-// classicGroups holds every classic member this bridge serves.
-type classicGroups struct {
-	mu      sync.Mutex
-	members map[string]map[string]*classicMember // group -> member id -> member
-
-	coordMu sync.Mutex
-	coords  map[string]coordinatorv1connect.CoordinatorServiceClient // by address
-}
-
-func newClassicGroups() *classicGroups {
-	return &classicGroups{members: map[string]map[string]*classicMember{}, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{}}
-}
-
-func (g *classicGroups) get(group, id string) *classicMember {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.members[group][id]
-}
-
-func (g *classicGroups) put(group string, m *classicMember) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.members[group] == nil {
-		g.members[group] = map[string]*classicMember{}
-	}
-	g.members[group][m.id] = m
-}
-
-func (g *classicGroups) drop(group, id string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.members[group], id)
+func newCoordinatorClients() *coordinatorClients {
+	return &coordinatorClients{coords: map[string]coordinatorv1connect.CoordinatorServiceClient{}}
 }
 
 // groupAPIs are the group APIs every bridge serves.
 func (b *Bridge) groupAPIs() []kafkawire.API {
 	return []kafkawire.API{
 		{Key: kmsg.FindCoordinator, MinVersion: 0, MaxVersion: 4, Handle: handler(b.findCoordinator)},
-		{Key: kmsg.JoinGroup, MinVersion: 0, MaxVersion: 7, Handle: handler(b.joinGroup)},
+		{Key: kmsg.JoinGroup, MinVersion: 0, MaxVersion: 7, Handle: func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+			return b.joinGroup(ctx, r.Version, r.ClientID, r.RemoteAddr, r.Body.(*kmsg.JoinGroupRequest)) // classicgroup.go
+		}},
 		{Key: kmsg.SyncGroup, MinVersion: 0, MaxVersion: 5, Handle: handler(b.syncGroup)},
 		{Key: kmsg.Heartbeat, MinVersion: 0, MaxVersion: 4, Handle: handler(b.heartbeat)},
 		{Key: kmsg.LeaveGroup, MinVersion: 0, MaxVersion: 4, Handle: handler(b.leaveGroup)},
@@ -127,9 +56,9 @@ func (b *Bridge) coordinator(ctx context.Context, group string) (coordinatorv1co
 		return nil, err
 	}
 	addr := loc.Msg.GetAddress()
-	g := b.groups
-	g.coordMu.Lock()
-	defer g.coordMu.Unlock()
+	g := b.coords
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	c := g.coords[addr]
 	if c == nil {
 		c = coordinatorv1connect.NewCoordinatorServiceClient(b.cfg.HTTPClient, addr, b.cfg.ClientOptions...)
@@ -214,246 +143,23 @@ func newMemberID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
 }
 
-// memberCode is a coordinator error as the classic protocol's code: a
-// fenced or unknown member must join again from scratch.
-func memberCode(err error) int16 {
-	code := kafkaCode(err, groupPlane)
-	if code == errFencedMemberEpoch || code == errStaleMemberEpoch {
-		return errUnknownMemberID
-	}
-	return code
-}
-
-// beat sends one ConsumerGroupHeartbeat for m at its current epoch with
-// owned, and records the answer in m.
-func (b *Bridge) beat(ctx context.Context, group string, m *classicMember, owned []*commonv1.TopicPartitions) error {
-	c, err := b.coordinator(ctx, group)
-	if err != nil {
-		return err
-	}
-	resp, err := c.ConsumerGroupHeartbeat(ctx, connect.NewRequest(&coordinatorv1.ConsumerGroupHeartbeatRequest{
-		GroupId: group, MemberId: m.id, MemberEpoch: m.epoch, InstanceId: m.instanceID,
-		RebalanceTimeoutMs: m.rebalance, SubscribedTopicNames: m.topics, OwnedPartitions: owned, ClientId: m.clientID,
-	}))
-	if err != nil {
-		return err
-	}
-	m.epoch = resp.Msg.GetMemberEpoch()
-	if a := resp.Msg.GetAssignment(); a != nil {
-		m.target = a.GetPartitions()
-	}
-	return nil
-}
-
-// consumerMetadata decodes a member's consumer protocol metadata. Some
-// clients (segmentio/kafka-go) label version 1 metadata that ends after
-// the user data, without the owned partitions; it is read as version 0.
-func consumerMetadata(b []byte) (kmsg.ConsumerMemberMetadata, bool) {
-	var meta kmsg.ConsumerMemberMetadata
-	if err := meta.ReadFrom(b); err == nil {
-		return meta, true
-	}
-	if len(b) < 2 {
-		return meta, false
-	}
-	v0 := append([]byte{0, 0}, b[2:]...)
-	meta = kmsg.ConsumerMemberMetadata{}
-	if err := meta.ReadFrom(v0); err != nil {
-		return meta, false
-	}
-	return meta, true
-}
-
-// partitionsOf is a consumer protocol's owned list in Strata's shape.
-func partitionsOf(owned []kmsg.ConsumerMemberMetadataOwnedPartition) []*commonv1.TopicPartitions {
-	var out []*commonv1.TopicPartitions
-	for _, o := range owned {
-		out = append(out, &commonv1.TopicPartitions{Topic: o.Topic, Partitions: o.Partitions})
-	}
-	return out
-}
-
-// samePartitions reports whether a and b name the same partitions.
-func samePartitions(a, b []*commonv1.TopicPartitions) bool {
-	flat := func(x []*commonv1.TopicPartitions) []string {
-		var out []string
-		for _, t := range x {
-			for _, p := range t.GetPartitions() {
-				out = append(out, fmt.Sprintf("%s\x00%d", t.GetTopic(), p))
-			}
-		}
-		slices.Sort(out)
-		return out
-	}
-	return slices.Equal(flat(a), flat(b))
-}
-
-func (b *Bridge) joinGroup(ctx context.Context, version int16, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrJoinGroupResponse()
-	resp.Generation = -1
-	if req.ProtocolType != "consumer" || len(req.Protocols) == 0 {
-		resp.ErrorCode = errInconsistentGroupProtocol
-		return resp, nil
-	}
-	meta, ok := consumerMetadata(req.Protocols[0].Metadata)
-	if !ok {
-		resp.ErrorCode = errInconsistentGroupProtocol
-		return resp, nil
-	}
-	m := &classicMember{}
-	if req.MemberID != "" {
-		old := b.groups.get(req.Group, req.MemberID)
-		if old == nil {
-			resp.ErrorCode, resp.MemberID = errUnknownMemberID, req.MemberID
-			return resp, nil
-		}
-		*m = *old
-	} else {
-		m.id = newMemberID()
-	}
-	m.topics, m.rebalance, m.protocol = meta.Topics, req.RebalanceTimeoutMillis, req.Protocols[0].Name
-	if req.InstanceID != nil {
-		m.instanceID = *req.InstanceID
-	}
-	if m.rebalance <= 0 {
-		m.rebalance = req.SessionTimeoutMillis
-	}
-	// An eager member gave up everything before it rejoined; a
-	// cooperative one reports what it keeps.
-	m.owned = partitionsOf(meta.OwnedPartitions)
-	if err := b.beat(ctx, req.Group, m, m.owned); err != nil {
-		resp.ErrorCode = memberCode(err)
-		if resp.ErrorCode == errUnknownMemberID {
-			b.groups.drop(req.Group, m.id)
-		}
-		return resp, nil
-	}
-	m.generation = m.epoch
-	b.groups.put(req.Group, m)
-	resp.Generation, resp.MemberID = m.generation, m.id
-	resp.Protocol, resp.ProtocolType = &m.protocol, &req.ProtocolType
-	// Never the member itself: no member runs a client-side assignor.
-	resp.LeaderID = "strata-coordinator"
-	return resp, nil
-}
-
-// member finds a classic member and checks its generation; it returns
-// the error code to answer otherwise.
-func (b *Bridge) member(group, id string, generation int32) (*classicMember, int16) {
-	m := b.groups.get(group, id)
-	switch {
-	case m == nil:
-		return nil, errUnknownMemberID
-	case generation != m.generation:
-		return nil, errIllegalGeneration
-	}
-	return m, errNone
-}
-
-// beatMember finds a classic member, checks its generation and
-// heartbeats it to the coordinator with what it owns. It returns the
-// member's updated copy, not yet stored, or the error code to answer; a
-// member the coordinator no longer knows is forgotten here too.
-func (b *Bridge) beatMember(ctx context.Context, group, id string, generation int32) (*classicMember, int16) {
-	m, code := b.member(group, id, generation)
-	if code != errNone {
-		return nil, code
-	}
-	c := *m
-	if err := b.beat(ctx, group, &c, c.owned); err != nil {
-		code := memberCode(err)
-		if code == errUnknownMemberID {
-			b.groups.drop(group, m.id)
-		}
-		return nil, code
-	}
-	return &c, errNone
-}
-
-func (b *Bridge) syncGroup(ctx context.Context, version int16, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrSyncGroupResponse()
-	c, code := b.beatMember(ctx, req.Group, req.MemberID, req.Generation)
-	if code != errNone {
-		resp.ErrorCode = code
-		return resp, nil
-	}
-	c.owned = c.target
-	b.groups.put(req.Group, c)
-	var a kmsg.ConsumerMemberAssignment
-	for _, t := range c.target {
-		a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t.GetTopic(), Partitions: t.GetPartitions()})
-	}
-	resp.MemberAssignment = a.AppendTo(nil)
-	pt := "consumer"
-	resp.ProtocolType, resp.Protocol = &pt, &c.protocol
-	return resp, nil
-}
-
-func (b *Bridge) heartbeat(ctx context.Context, version int16, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrHeartbeatResponse()
-	c, code := b.beatMember(ctx, req.Group, req.MemberID, req.Generation)
-	if code != errNone {
-		resp.ErrorCode = code
-		return resp, nil
-	}
-	b.groups.put(req.Group, c)
-	if !samePartitions(c.target, c.owned) {
-		resp.ErrorCode = errRebalanceInProgress
-	}
-	return resp, nil
-}
-
-func (b *Bridge) leaveGroup(ctx context.Context, version int16, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrLeaveGroupResponse()
-	members := req.Members
-	if version < 3 {
-		members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
-	}
-	for _, lm := range members {
-		rm := kmsg.NewLeaveGroupResponseMember()
-		rm.MemberID, rm.InstanceID = lm.MemberID, lm.InstanceID
-		m := b.groups.get(req.Group, lm.MemberID)
-		if m == nil {
-			rm.ErrorCode = errUnknownMemberID
-		} else {
-			c := *m
-			c.epoch = -1
-			if err := b.beat(ctx, req.Group, &c, nil); err != nil {
-				rm.ErrorCode = memberCode(err)
-			}
-			b.groups.drop(req.Group, m.id)
-		}
-		resp.Members = append(resp.Members, rm)
-	}
-	if version < 3 && len(resp.Members) == 1 {
-		resp.ErrorCode = resp.Members[0].ErrorCode
-	}
-	return resp, nil
-}
-
 func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	creq := &coordinatorv1.OffsetCommitRequest{GroupId: req.Group, MemberEpoch: -1}
 	code := errNone
 	kip848 := false // a KIP-848 member's commit (consumergroup.go)
 	if req.MemberID != "" || req.Generation >= 0 {
-		// A group member's commit: fenced by its coordinator epoch. A
-		// standalone one (no member, generation -1) is not.
-		m, c := b.member(req.Group, req.MemberID, req.Generation)
+		// A group member's commit, checked by the coordinator: a classic
+		// member's against its group's generation, a KIP-848 member's
+		// (whose generation is its member epoch) against its epoch. A
+		// standalone one (no member, generation -1) is not checked.
+		creq.MemberId, creq.MemberEpoch = req.MemberID, req.Generation
 		switch {
-		case c == errNone:
-			creq.MemberId, creq.MemberEpoch = m.id, m.epoch
-		case c == errUnknownMemberID && version >= 9:
-			// Not a classic member here: a KIP-848 member, whose
-			// generation is its member epoch, checked by the
-			// coordinator itself.
-			kip848 = true
-			creq.MemberId, creq.MemberEpoch = req.MemberID, req.Generation
-		case c == errUnknownMemberID && b.consumers.get(req.Group, req.MemberID) != nil:
+		case b.consumers.get(req.Group, req.MemberID) != nil && version < 9:
 			// As Kafka: KIP-848 members commit with version 9 or above.
 			code = errUnsupportedVersion
-		default:
-			code = c
+		case version >= 9:
+			kip848 = true
 		}
 	}
 	for _, t := range req.Topics {
@@ -482,8 +188,15 @@ func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.Offs
 			}
 		}
 		if err != nil {
-			if code = memberCode(err); kip848 {
-				code = consumerCommitCode(err)
+			code = classicCode(err) // classicgroup.go
+			if kip848 && code == errFencedMemberEpoch {
+				// As Kafka answers from OffsetCommit v9: an epoch that is
+				// not the member's is STALE_MEMBER_EPOCH, after which the
+				// member retries with its newer epoch the partitions it
+				// still owns.
+				code = errStaleMemberEpoch
+			} else if code == errFencedMemberEpoch || code == errStaleMemberEpoch {
+				code = errUnknownMemberID // a KIP-848 member committing below v9
 			}
 		}
 	}
@@ -606,6 +319,9 @@ func (b *Bridge) listGroups(ctx context.Context, version int16, req *kmsg.ListGr
 		}
 		rg := kmsg.NewListGroupsResponseGroup()
 		rg.Group, rg.ProtocolType, rg.GroupState = g.GetGroupId(), "consumer", state
+		if pt := g.GetProtocolType(); pt != "" {
+			rg.ProtocolType = pt // a classic group's own
+		}
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
@@ -626,12 +342,23 @@ func (b *Bridge) describeGroups(ctx context.Context, version int16, req *kmsg.De
 		}
 		g := out.Msg.GetGroup()
 		rg.State, rg.Protocol = groupState(g.GetState()), g.GetAssignor()
+		classic := g.GetProtocolType() != ""
+		if classic {
+			// A classic group: its state, protocol type and each
+			// member's bytes as the coordinator holds them.
+			rg.State, rg.ProtocolType = g.GetClassicState(), g.GetProtocolType()
+		}
 		for _, m := range g.GetMembers() {
 			rm := kmsg.NewDescribeGroupsResponseGroupMember()
 			rm.MemberID, rm.ClientID, rm.ClientHost = m.GetMemberId(), m.GetClientId(), m.GetClientHost()
 			if m.GetInstanceId() != "" {
 				iid := m.GetInstanceId()
 				rm.InstanceID = &iid
+			}
+			if classic {
+				rm.ProtocolMetadata, rm.MemberAssignment = m.GetClassicMetadata(), m.GetClassicAssignment()
+				rg.Members = append(rg.Members, rm)
+				continue
 			}
 			md := kmsg.ConsumerMemberMetadata{Topics: m.GetSubscribedTopicNames()}
 			rm.ProtocolMetadata = md.AppendTo(nil)

@@ -1,11 +1,14 @@
 package kafkabridge
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"time"
 
 	"github.com/strata-mq/strata/lib/kafkawire"
 	"github.com/strata-mq/strata/lib/serve"
@@ -26,6 +29,39 @@ type ListenerConfig struct {
 	// admin calls (--gateway, on storage nodes and coordinators). Required
 	// with Listen there; unused on the gateway itself.
 	Gateway string
+	// Limits bound what a connection may cost (docs/operations.md, "Kafka
+	// listener limits"); zero fields take Kafka's defaults.
+	Limits ConnLimits
+}
+
+// ConnLimits are the Kafka listener's bounds on connections, each named
+// after the Kafka broker setting it matches. Zero fields take the default
+// stated on each.
+type ConnLimits struct {
+	// MaxRequestBytes is --kafka-socket-request-max-bytes (Kafka's
+	// socket.request.max.bytes): the largest request frame. Default
+	// 104857600.
+	MaxRequestBytes int
+	// MaxPreAuthBytes is --kafka-sasl-max-receive-size (Kafka's
+	// sasl.server.max.receive.size): the largest frame before
+	// authentication with --require-auth. Default 524288.
+	MaxPreAuthBytes int
+	// IdleTimeout is --kafka-connections-max-idle (Kafka's
+	// connections.max.idle.ms). Default 10m.
+	IdleTimeout time.Duration
+	// LoginTimeout is --kafka-login-timeout: how long a connection has to
+	// authenticate with --require-auth. Default 30s.
+	LoginTimeout time.Duration
+	// MaxConnsPerIP is --kafka-max-connections-per-ip (Kafka's
+	// max.connections.per.ip). Default 0: no limit, as in Kafka.
+	MaxConnsPerIP int
+	// MaxConns is --kafka-max-connections (Kafka's max.connections).
+	// Default 0: no limit, as in Kafka.
+	MaxConns int
+	// MaxConnCreationRate is --kafka-max-connection-creation-rate (Kafka's
+	// max.connection.creation.rate, KIP-612), connections a second.
+	// Default 0: no limit, as in Kafka.
+	MaxConnCreationRate float64
 }
 
 // RegisterFlags declares the flags; withGateway adds --gateway.
@@ -34,6 +70,21 @@ func (c *ListenerConfig) RegisterFlags(f *serve.Flags, withGateway bool) {
 		"host:port of a Kafka protocol listener (Kafka clients, kcat, connectors); empty: none. See docs/kafka.md")
 	f.StringVar(&c.Advertise, "kafka-advertise", c.Advertise,
 		"host:port Kafka clients are told to reach this listener at; default the --kafka-listener address")
+	l := &c.Limits
+	f.IntVar(&l.MaxRequestBytes, "kafka-socket-request-max-bytes", cmp.Or(l.MaxRequestBytes, kafkawire.DefaultMaxRequestBytes),
+		"largest Kafka request frame accepted, in bytes (Kafka's socket.request.max.bytes); a larger one closes the connection")
+	f.IntVar(&l.MaxPreAuthBytes, "kafka-sasl-max-receive-size", cmp.Or(l.MaxPreAuthBytes, kafkawire.DefaultMaxPreAuthBytes),
+		"largest Kafka request frame accepted before authentication with --require-auth, in bytes (Kafka's sasl.server.max.receive.size)")
+	f.DurationVar(&l.IdleTimeout, "kafka-connections-max-idle", cmp.Or(l.IdleTimeout, kafkawire.DefaultIdleTimeout),
+		"close a Kafka connection silent this long (Kafka's connections.max.idle.ms)")
+	f.DurationVar(&l.LoginTimeout, "kafka-login-timeout", cmp.Or(l.LoginTimeout, kafkawire.DefaultLoginTimeout),
+		"with --require-auth, close a Kafka connection not authenticated this long after it opened")
+	f.IntVar(&l.MaxConnsPerIP, "kafka-max-connections-per-ip", l.MaxConnsPerIP,
+		"most open Kafka connections from one client IP address (Kafka's max.connections.per.ip); 0: no limit")
+	f.IntVar(&l.MaxConns, "kafka-max-connections", l.MaxConns,
+		"most open Kafka connections on this listener (Kafka's max.connections); 0: no limit")
+	f.Float64Var(&l.MaxConnCreationRate, "kafka-max-connection-creation-rate", l.MaxConnCreationRate,
+		"most new Kafka connections accepted a second on this listener (Kafka's max.connection.creation.rate); over it accepting pauses; 0: no limit")
 	if withGateway {
 		f.StringVar(&c.Gateway, "gateway", c.Gateway,
 			"gateway base URL the Kafka listener asks for metadata, producer ids and admin calls; required with --kafka-listener")
@@ -54,6 +105,28 @@ func (c *ListenerConfig) Validate(p *serve.Problems, sec *serve.Security, withGa
 		if err := serve.CheckKafkaURL(serve.KafkaScheme + c.Advertise); err != nil {
 			p.Flag("kafka-advertise", c.Advertise, "want host:port")
 		}
+	}
+	l := c.Limits
+	if l.MaxRequestBytes < 0 || l.MaxRequestBytes > math.MaxInt32 {
+		p.Flag("kafka-socket-request-max-bytes", l.MaxRequestBytes, "want 0 (the default) to 2147483647")
+	}
+	if l.MaxPreAuthBytes < 0 || l.MaxPreAuthBytes > math.MaxInt32 {
+		p.Flag("kafka-sasl-max-receive-size", l.MaxPreAuthBytes, "want 0 (the default) to 2147483647")
+	}
+	if l.IdleTimeout < 0 {
+		p.Flag("kafka-connections-max-idle", l.IdleTimeout, "want a positive duration")
+	}
+	if l.LoginTimeout < 0 {
+		p.Flag("kafka-login-timeout", l.LoginTimeout, "want a positive duration")
+	}
+	if l.MaxConnsPerIP < 0 {
+		p.Flag("kafka-max-connections-per-ip", l.MaxConnsPerIP, "want 0 (no limit) or more")
+	}
+	if l.MaxConns < 0 {
+		p.Flag("kafka-max-connections", l.MaxConns, "want 0 (no limit) or more")
+	}
+	if l.MaxConnCreationRate < 0 {
+		p.Flag("kafka-max-connection-creation-rate", l.MaxConnCreationRate, "want 0 (no limit) or more")
 	}
 	if withGateway {
 		if urls, err := serve.ParseURLs(c.Gateway); err != nil {
@@ -77,6 +150,7 @@ func (c *ListenerConfig) GatewayURL() string {
 type Listener struct {
 	ln        net.Listener
 	advertise string
+	limits    ConnLimits
 }
 
 // Listen binds the listener, so that its advertised address is known
@@ -97,7 +171,7 @@ func Listen(c ListenerConfig) (*Listener, error) {
 			adv = net.JoinHostPort(host, port)
 		}
 	}
-	return &Listener{ln: ln, advertise: adv}, nil
+	return &Listener{ln: ln, advertise: adv, limits: c.Limits}, nil
 }
 
 // Advertise returns the host:port clients are given.
@@ -124,7 +198,13 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 		l.ln.Close()
 		return err
 	}
-	srv, err := kafkawire.NewServer(kafkawire.Config{APIs: b.APIs(), Logger: cfg.Logger, Auth: Auth(cfg.Guard)})
+	lim := l.limits
+	srv, err := kafkawire.NewServer(kafkawire.Config{
+		APIs: b.APIs(), Logger: cfg.Logger, Auth: Auth(cfg.Guard),
+		MaxRequestBytes: int32(lim.MaxRequestBytes), MaxPreAuthBytes: int32(lim.MaxPreAuthBytes),
+		IdleTimeout: lim.IdleTimeout, LoginTimeout: lim.LoginTimeout,
+		MaxConnsPerIP: lim.MaxConnsPerIP, MaxConns: lim.MaxConns, MaxConnCreationRate: lim.MaxConnCreationRate,
+	})
 	if err != nil {
 		l.ln.Close()
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
@@ -39,7 +40,8 @@ func (f *produceStorage) Produce(_ context.Context, req *connect.Request[storage
 
 func (f *produceStorage) ProducePartitions(_ context.Context, req *connect.Request[storagev1.ProducePartitionsRequest]) (*connect.Response[storagev1.ProducePartitionsResponse], error) {
 	f.mu.Lock()
-	f.many = append(f.many, req.Msg)
+	// A copy: the caller's request is its own again after the call.
+	f.many = append(f.many, proto.Clone(req.Msg).(*storagev1.ProducePartitionsRequest))
 	f.mu.Unlock()
 	out := &storagev1.ProducePartitionsResponse{ThrottleTimeMs: 5}
 	for _, p := range req.Msg.GetPartitions() {

@@ -43,9 +43,10 @@ import (
 // tokenauth=true for delegation tokens) are ignored; a mandatory one
 // (m=) is refused.
 
-// errSCRAMRefused is the reason given for an unknown user and for a
-// wrong token alike.
-var errSCRAMRefused = errors.New("unknown user or wrong token")
+// errSCRAMRefused is the reason given, at the final message, for an
+// unknown user, a wrong token and a token issued before SCRAM was offered
+// alike: a more precise reason would tell a stranger which users exist.
+var errSCRAMRefused = errors.New("unknown user or wrong token (a token issued before SCRAM was offered works with PLAIN only: re-issue it)")
 
 // scramNonceBytes is how many random bytes the server adds to the nonce.
 const scramNonceBytes = 24
@@ -63,7 +64,8 @@ type scramExchange struct {
 	mech token.SCRAMMechanism
 	// Set by the client's first message:
 	user        string          // the user the first message names
-	keys        token.SCRAMKeys // the user's credential
+	keys        token.SCRAMKeys // the user's credential, or a fake one
+	real        bool            // keys is the user's credential
 	gs2Header   string          // "n,," or "y,," (and an authorization id)
 	firstBare   string          // client-first without the GS2 header
 	serverFirst string
@@ -125,15 +127,15 @@ func (e *scramExchange) first(msg string) ([]byte, error) {
 	if authzid != "" && authzid != user {
 		return nil, fmt.Errorf("the authorization id %q differs from the username; acting as another user is not offered", authzid)
 	}
-	keys, err := lookupSCRAM(e.a.Users(), user, e.mech)
-	if err != nil {
-		return nil, err
-	}
+	// An unknown name gets a fake credential and the exchange goes on,
+	// to be refused at the final message like a wrong token: the first
+	// answer looks the same for every name (authn.SCRAMCredential).
+	keys, real := e.a.SCRAMCredential(user, e.mech)
 	var b [scramNonceBytes]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("server nonce: %w", err)
 	}
-	e.user, e.keys = user, keys
+	e.user, e.keys, e.real = user, keys, real
 	e.gs2Header = msg[:len(msg)-len(bare)]
 	e.firstBare = bare
 	e.nonce = cnonce + base64.RawStdEncoding.EncodeToString(b[:])
@@ -167,7 +169,9 @@ func (e *scramExchange) final(msg string) ([]byte, error) {
 		return nil, errors.New("the nonce of the final message is not the server's")
 	}
 	authMessage := e.firstBare + "," + e.serverFirst + "," + withoutProof
-	if !e.keys.VerifyProof(authMessage, proof) {
+	// The proof is checked against a fake credential as against a real
+	// one, so that both refusals cost the same.
+	if ok := e.keys.VerifyProof(authMessage, proof); !ok || !e.real {
 		return nil, errSCRAMRefused
 	}
 	return []byte("v=" + base64.StdEncoding.EncodeToString(e.keys.ServerSignature(authMessage))), nil
@@ -197,19 +201,4 @@ func decodeSASLName(raw string, ok bool) (string, bool) {
 		i += 2
 	}
 	return b.String(), true
-}
-
-// lookupSCRAM returns a user's credential for m, or why there is none:
-// the user is unknown, or its token was issued before SCRAM was offered
-// and has only its hash. The users in force at the first message serve
-// the whole exchange; a user deleted in between is refused at its next
-// login, as a token is at the next request.
-func lookupSCRAM(users *token.Users, name string, m token.SCRAMMechanism) (token.SCRAMKeys, error) {
-	if k, ok := users.SCRAM(name, m); ok {
-		return k, nil
-	}
-	if _, ok := users.Hashed(name); ok {
-		return token.SCRAMKeys{}, fmt.Errorf("the token of user %s predates SCRAM: re-issue it (strata user delete %s, then strata user create %s; ACLs and quotas stay) or use PLAIN", name, name, name)
-	}
-	return token.SCRAMKeys{}, errSCRAMRefused
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/strata-mq/strata/lib/audit"
 )
 
 // Kafka error codes of authentication.
@@ -114,6 +116,9 @@ func (s *Server) startConn(ctx context.Context, c net.Conn) (*connState, error) 
 		cs := tc.ConnectionState()
 		state = &cs
 	}
+	// The connection's requests carry its client's address, for the
+	// audit lines of refusals.
+	ctx = audit.WithSource(ctx, c.RemoteAddr().String())
 	st := &connState{ctx: ctx}
 	if a := s.cfg.Auth; a != nil && a.Connect != nil {
 		c, ok, err := a.Connect(ctx, state)

@@ -114,25 +114,29 @@ func TestSASLRequired(t *testing.T) {
 		}
 	})
 	t.Run("a request before authentication closes", func(t *testing.T) {
-		// A named topic carries the error, then the connection closes.
+		// Refused from its header, before its body is read: Metadata
+		// has no top-level error code, so no answer (an empty one would
+		// read as a cluster without topics), as a Kafka broker's SASL
+		// listener closes without one.
 		_, c := startServer(t, cfg())
-		resp := kmsg.NewPtrMetadataResponse()
-		roundTrip(t, c, metadataRequest(12, "x"), resp)
-		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != codeIllegalSASLState || len(resp.Brokers) != 0 {
-			t.Fatalf("metadata before authentication: %+v", resp)
-		}
-		assertClosed(t, c)
-		// Every topic at v12: no field could carry the error, so no
-		// answer (an empty one would read as a cluster without topics).
-		_, c = startServer(t, cfg())
-		all := kmsg.NewPtrMetadataRequest()
-		all.SetVersion(12)
-		if _, err := c.Write(encodeRequest(1, all)); err != nil {
+		if _, err := c.Write(encodeRequest(1, metadataRequest(12, "x"))); err != nil {
 			t.Fatal(err)
 		}
 		if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {
 			t.Fatalf("got %d bytes, %v; want the connection closed without an answer", len(rest), err)
 		}
+		// A response with a top-level error code carries
+		// ILLEGAL_SASL_STATE, then the connection closes.
+		_, c = startServer(t, cfg())
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.SetVersion(3)
+		fc.CoordinatorKey = "g"
+		fresp := kmsg.NewPtrFindCoordinatorResponse()
+		roundTrip(t, c, fc, fresp)
+		if fresp.ErrorCode != codeIllegalSASLState {
+			t.Fatalf("find coordinator before authentication: %+v", fresp)
+		}
+		assertClosed(t, c)
 	})
 	t.Run("unknown mechanism, then the right one", func(t *testing.T) {
 		_, c := startServer(t, cfg())
@@ -308,10 +312,13 @@ func TestSASLMultiStep(t *testing.T) {
 		authenticate(t, c, 1, "hello:carol")
 		// Half an exchange is not authentication: the request is refused
 		// as any before authentication is, and the connection closes.
-		resp := kmsg.NewPtrMetadataResponse()
-		roundTrip(t, c, metadataRequest(12, "x"), resp)
-		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != codeIllegalSASLState || len(resp.Brokers) != 0 {
-			t.Fatalf("metadata between the steps: %+v", resp)
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.SetVersion(3)
+		fc.CoordinatorKey = "g"
+		resp := kmsg.NewPtrFindCoordinatorResponse()
+		roundTrip(t, c, fc, resp)
+		if resp.ErrorCode != codeIllegalSASLState {
+			t.Fatalf("find coordinator between the steps: %+v", resp)
 		}
 		assertClosed(t, c)
 	})

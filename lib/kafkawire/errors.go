@@ -229,6 +229,49 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			r.Resources = append(r.Resources, rr)
 			n++
 		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		r := resp.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range q.Topics {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				n++
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.ElectLeadersRequest:
+		// v0 (no top-level code), per partition named.
+		r := resp.(*kmsg.ElectLeadersResponse)
+		for _, t := range q.Topics {
+			rt := kmsg.NewElectLeadersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewElectLeadersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+				n++
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.CreateACLsRequest:
+		r := resp.(*kmsg.CreateACLsResponse)
+		for range q.Creations {
+			rr := kmsg.NewCreateACLsResponseResult()
+			rr.ErrorCode = code
+			r.Results = append(r.Results, rr)
+			n++
+		}
+	case *kmsg.DeleteACLsRequest:
+		r := resp.(*kmsg.DeleteACLsResponse)
+		for range q.Filters {
+			rr := kmsg.NewDeleteACLsResponseResult()
+			rr.ErrorCode = code
+			r.Results = append(r.Results, rr)
+			n++
+		}
 	case *kmsg.AddPartitionsToTxnRequest:
 		// Before v4 (no top-level code), per partition.
 		r := resp.(*kmsg.AddPartitionsToTxnResponse)

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,6 +23,16 @@ const (
 	// DefaultMaxRequestBytes is the largest request frame accepted
 	// (Kafka's socket.request.max.bytes).
 	DefaultMaxRequestBytes = 100 << 20
+	// DefaultMaxPreAuthBytes is the largest request frame accepted before
+	// authentication on a listener that requires it (Kafka's
+	// sasl.server.max.receive.size, added by the fix of CVE-2022-34917).
+	DefaultMaxPreAuthBytes = 512 << 10
+	// DefaultIdleTimeout closes a silent connection (Kafka's
+	// connections.max.idle.ms).
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultLoginTimeout closes a connection that has not authenticated
+	// this long after it was accepted, on a listener that requires it.
+	DefaultLoginTimeout = 30 * time.Second
 	// DefaultMaxInFlight is how many requests of one connection are read
 	// ahead of their answers; further ones wait to be read.
 	DefaultMaxInFlight = 16
@@ -75,6 +86,31 @@ type Config struct {
 	// MaxRequestBytes bounds a request frame; 0 means
 	// DefaultMaxRequestBytes.
 	MaxRequestBytes int32
+	// MaxPreAuthBytes bounds a request frame on a connection that has not
+	// authenticated when Auth.Required; 0 means DefaultMaxPreAuthBytes.
+	MaxPreAuthBytes int32
+	// IdleTimeout closes a connection that has sent nothing for this long
+	// while none of its requests is being handled; 0 means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// LoginTimeout closes a connection that has not authenticated this
+	// long after it was accepted, when Auth.Required; 0 means
+	// DefaultLoginTimeout.
+	LoginTimeout time.Duration
+	// MaxConnsPerIP bounds the open connections from one client IP
+	// address (Kafka's max.connections.per.ip); a connection over it is
+	// closed at once. 0, the default, is no limit, as in Kafka.
+	MaxConnsPerIP int
+	// MaxConns bounds the server's open connections (Kafka's
+	// max.connections); a connection over it is closed at once. 0, the
+	// default, is no limit, as in Kafka.
+	MaxConns int
+	// MaxConnCreationRate bounds the connections accepted per second
+	// across the server's listeners (Kafka's max.connection.creation.rate,
+	// KIP-612): over it, accepting pauses until the rate allows the next
+	// one, as a Kafka broker's acceptor does. 0, the default, is no
+	// limit, as in Kafka.
+	MaxConnCreationRate float64
 	// MaxInFlight bounds the requests of one connection read ahead of
 	// their answers; 0 means DefaultMaxInFlight.
 	MaxInFlight int
@@ -97,6 +133,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
+	perIP     map[string]int // open connections by client IP
+	rate      *creationRate  // nil without Config.MaxConnCreationRate
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -106,6 +144,15 @@ type Server struct {
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxPreAuthBytes <= 0 {
+		cfg.MaxPreAuthBytes = DefaultMaxPreAuthBytes
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.LoginTimeout <= 0 {
+		cfg.LoginTimeout = DefaultLoginTimeout
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
@@ -137,7 +184,10 @@ func NewServer(cfg Config) (*Server, error) {
 	apis[kmsg.ApiVersions] = API{Key: kmsg.ApiVersions, MinVersion: 0, MaxVersion: min(3, kmsg.NewPtrApiVersionsRequest().MaxVersion())}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, apis: apis, log: log, ctx: ctx, cancel: cancel,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{}}
+	if cfg.MaxConnCreationRate > 0 {
+		s.rate = &creationRate{perSec: cfg.MaxConnCreationRate}
+	}
 	if cfg.Auth != nil {
 		for _, m := range cfg.Auth.Mechanisms {
 			if m.Name == "" || (m.Authenticate == nil) == (m.Start == nil) {
@@ -192,22 +242,46 @@ func (s *Server) Serve(ln net.Listener) error {
 			}
 			return err
 		}
+		ip := clientIP(c.RemoteAddr())
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			c.Close()
 			return nil
 		}
+		if err := s.overLimit(ip); err != nil {
+			s.mu.Unlock()
+			s.log.Debug("kafka: connection refused", "remote", c.RemoteAddr().String(), "err", err)
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
+		s.perIP[ip]++
 		s.wg.Add(1)
+		var pause time.Duration
+		if s.rate != nil {
+			pause = s.rate.wait(time.Now())
+		}
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
 			s.serveConn(c)
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] == 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
 		}()
+		if pause > 0 {
+			// Over the creation rate: the next connection waits in the
+			// kernel's backlog until the rate allows it.
+			s.log.Debug("kafka: connection creation rate reached", "pause", pause)
+			select {
+			case <-time.After(pause):
+			case <-s.ctx.Done():
+			}
+		}
 	}
 }
 
@@ -241,6 +315,7 @@ type outcome struct {
 }
 
 func (s *Server) serveConn(c net.Conn) {
+	accepted := time.Now()
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
 	defer c.Close()
@@ -279,15 +354,66 @@ func (s *Server) serveConn(c net.Conn) {
 			}
 		}
 	}()
-	r := bufio.NewReaderSize(c, 64<<10)
+	fr := &frameReader{c: c, r: bufio.NewReaderSize(c, 64<<10)}
 	// prev is closed when the previous request's handler has returned:
 	// requests are handled one at a time in arrival order, as a Kafka
 	// broker does, so an idempotent producer's pipelined batches reach the
 	// log in sequence order.
 	prev := make(chan struct{})
 	close(prev)
+	authed := s.cfg.Auth == nil || !s.cfg.Auth.Required || st.authenticated
+	busy := func() bool {
+		select {
+		case <-prev:
+			return false
+		default:
+			return true
+		}
+	}
+	// The bounds on the next frame, set once: open once the connection
+	// may send anything (idle after IdleTimeout of silence), login
+	// before it has authenticated (closed at LoginTimeout from accept).
+	open := frameLimits{max: s.cfg.MaxRequestBytes, busy: busy,
+		deadline: func() time.Time { return time.Now().Add(s.cfg.IdleTimeout) }}
+	loginBy := accepted.Add(s.cfg.LoginTimeout)
+	login := frameLimits{max: s.cfg.MaxPreAuthBytes, preAuth: true, busy: busy,
+		deadline: func() time.Time { return loginBy }}
 	for {
-		frame, err := readFrame(r, s.cfg.MaxRequestBytes)
+		if !authed {
+			// Before authentication a request is read only once the
+			// previous one's handler has returned, as Kafka's
+			// SaslServerAuthenticator takes one request at a time: its
+			// outcome decides the next frame's limits.
+			select {
+			case <-prev:
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+			authed = st.authenticated
+		}
+		limits := open
+		if !authed {
+			limits = login
+		}
+		h, frame, err := fr.next(limits)
+		if errors.Is(err, ErrNotAuthenticated) {
+			// Refused by its API key before its body was read: answered
+			// ILLEGAL_SASL_STATE where the response has a top-level
+			// error code, and closed, as the SASL listener of a Kafka
+			// broker closes it.
+			o := outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, h.Key.Name())}
+			if resp := errorResponse(h, codeIllegalSASLState); resp != nil {
+				o.frame = encodeResponse(h, h.Version, resp.IsFlexible() && h.Key != kmsg.ApiVersions, resp)
+			}
+			s.push(ctx, pending, o)
+			break
+		}
+		if errors.Is(err, errIdle) {
+			s.log.Debug("kafka: closing idle connection", "remote", remote, "authenticated", authed)
+			break
+		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 				s.push(ctx, pending, outcome{close: true, err: err})
@@ -331,26 +457,6 @@ func (s *Server) pushSlot(ctx context.Context, pending chan chan outcome, slot c
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// readFrame reads one size-prefixed request.
-func readFrame(r io.Reader, max int32) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 0 || n > max {
-		return nil, fmt.Errorf("kafkawire: request of %d bytes (limit %d)", n, max)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return b, nil
 }
 
 // Decode parses one request frame (without its size prefix) as the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -338,4 +339,21 @@ func TestRequestsHandledInOrder(t *testing.T) {
 	if want := []string{"start first", "end first", "start second", "end second"}; !slices.Equal(events, want) {
 		t.Fatalf("events %v, want %v", events, want)
 	}
+}
+
+// readFrame reads one size-prefixed response of at most max bytes.
+func readFrame(r io.Reader, max int32) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 0 || n > max {
+		return nil, fmt.Errorf("response of %d bytes (limit %d)", uint32(n), max)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
