@@ -64,6 +64,16 @@ type Config struct {
 	// User:ANONYMOUS (the plain, local cluster of make run). Default
 	// false: they are refused.
 	AllowAnonymous bool
+	// Reserved maps user names only a certificate may carry (the super
+	// users', the service roles') to what owns each, for the line a
+	// refusal shows: "a super user (--super-users)". A token user or an
+	// unprefixed OIDC principal with one of them, in any case, is
+	// refused (reserved.go). ANONYMOUS is always reserved. Default none.
+	Reserved map[string]string
+	// OnRefused, when set, is told of every HTTP request Wrap refuses,
+	// with the refusal (an *Error), before the answer is written: the
+	// audit log's hook. Nil: nobody is told.
+	OnRefused func(ctx context.Context, r *http.Request, err error)
 }
 
 // Authenticator authenticates requests. Safe for concurrent use; the
@@ -73,16 +83,24 @@ type Authenticator struct {
 	users         atomic.Pointer[token.Users]
 	oidc          *oidcVerifier // nil without OIDC
 	anonymous     bool
+	reserved      reservedNames
+	scramSecret   atomic.Pointer[[]byte]                      // the mock SCRAM secret (scram.go); never nil
+	onRefused     func(context.Context, *http.Request, error) // nil: none
 }
 
 // New returns an Authenticator for cfg. With cfg.OIDC and no JWKSURL it
 // fetches the issuer's discovery document, bounded by ctx, and fails
 // when the issuer cannot be reached or does not name itself as
-// configured; ctx is otherwise used only as the context of the key set's
-// later fetches (its values; its cancellation is ignored).
+// configured. The key set is fetched later, within the request that
+// needs it (AuthenticateBearer's ctx).
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{certPrincipal: cfg.CertPrincipal, anonymous: cfg.AllowAnonymous}
+	a := &Authenticator{certPrincipal: cfg.CertPrincipal, anonymous: cfg.AllowAnonymous, reserved: newReservedNames(cfg.Reserved), onRefused: cfg.OnRefused}
 	a.users.Store(cfg.Users)
+	secret, err := randomSCRAMSecret()
+	if err != nil {
+		return nil, err
+	}
+	a.scramSecret.Store(secret)
 	if cfg.OIDC != nil {
 		v, err := newOIDCVerifier(ctx, *cfg.OIDC)
 		if err != nil {
@@ -180,6 +198,9 @@ func (a *Authenticator) AuthenticateBearer(ctx context.Context, bearer string) (
 		if err != nil {
 			return Info{}, err
 		}
+		if err := a.checkOIDCName(p.Name); err != nil {
+			return Info{}, err
+		}
 		return Info{Principal: p, Method: MethodOIDC}, nil
 	default:
 		return refuse("the bearer token is not a Strata token (strata_...), and this cluster accepts no OIDC tokens")
@@ -199,6 +220,12 @@ func (a *Authenticator) checkToken(text string) (Info, error) {
 	if !ok {
 		return refuse("unknown or revoked token")
 	}
+	if err := a.CheckTokenUserName(name); err != nil {
+		// A user stored before its name was reserved (a super user added
+		// later, an older controller): its token must not pass for the
+		// certificate principal or the OIDC user.
+		return refuse("the token's %s", err)
+	}
 	return Info{Principal: acl.User(name), Method: MethodToken}, nil
 }
 
@@ -208,6 +235,9 @@ func (a *Authenticator) checkToken(text string) (Info, error) {
 func (a *Authenticator) authFunc(ctx context.Context, r *http.Request) (any, error) {
 	info, err := a.Authenticate(ctx, r)
 	if err != nil {
+		if a.onRefused != nil {
+			a.onRefused(ctx, r, err)
+		}
 		ce := apierr.New(connect.CodeUnauthenticated, commonv1.Reason_REASON_UNSPECIFIED, "%s", err.Error())
 		ce.Meta().Set("WWW-Authenticate", `Bearer realm="strata"`)
 		return nil, ce

@@ -147,7 +147,8 @@ func TestOIDC(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := serve(t, a)
-		got, err := call(t, srv.Client(), srv.URL, "Bearer "+sign(t, iss.key, iss.kid, claims(nil)))
+		verified := func(c map[string]any) { c["email_verified"] = true }
+		got, err := call(t, srv.Client(), srv.URL, "Bearer "+sign(t, iss.key, iss.kid, claims(verified)))
 		if err != nil || got != "User:alice@example.com oidc" {
 			t.Fatalf("got %q, %v", got, err)
 		}

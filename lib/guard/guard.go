@@ -31,6 +31,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/audit"
 	"github.com/strata-mq/strata/lib/authn"
 	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/tlsconfig"
@@ -48,11 +49,14 @@ type Config struct {
 	SuperUsers []acl.Principal
 	// OIDC, when set, accepts JWTs from one issuer. Default none.
 	OIDC *authn.OIDCConfig
-	// Logger receives refusals at debug level and state changes at info.
+	// Logger receives state changes at info (refusals go to Audit).
 	// Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock quotas are measured on. Default time.Now.
 	Now func() time.Time
+	// Audit receives a line for every authentication failure and
+	// denied request (lib/audit). Default nil: none are written.
+	Audit *audit.Logger
 }
 
 // Guard authenticates, authorizes and throttles requests for one process.
@@ -63,6 +67,7 @@ type Guard struct {
 	quotas  *quota.Limiter
 	logger  *slog.Logger
 	now     func() time.Time
+	audit   *audit.Logger // nil: no audit lines
 
 	mu      sync.Mutex
 	applied *commonv1.SecurityState // last state applied, for DescribeState; nil before
@@ -81,6 +86,8 @@ func New(ctx context.Context, cfg Config) (*Guard, error) {
 		CertPrincipal:  CertPrincipal,
 		OIDC:           cfg.OIDC,
 		AllowAnonymous: !cfg.RequireAuth,
+		Reserved:       reservedNames(cfg.SuperUsers),
+		OnRefused:      auditRefused(cfg.Audit),
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +100,35 @@ func New(ctx context.Context, cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{require: cfg.RequireAuth, authn: a, authz: z, quotas: q, logger: cfg.Logger, now: cfg.Now}, nil
+	return &Guard{require: cfg.RequireAuth, authn: a, authz: z, quotas: q, logger: cfg.Logger, now: cfg.Now, audit: cfg.Audit}, nil
+}
+
+// reservedNames are the user names only a certificate may carry: the
+// super users' (User: ones) and the services' role names, so that no
+// token user or OIDC account can be, or look like, either (lib/authn's
+// reserved.go).
+func reservedNames(supers []acl.Principal) map[string]string {
+	r := map[string]string{}
+	for _, role := range []tlsconfig.Role{tlsconfig.RoleController, tlsconfig.RoleStorage, tlsconfig.RoleGateway, tlsconfig.RoleCoordinator, tlsconfig.RoleTiering} {
+		r[string(role)] = "the name of a Strata service role"
+	}
+	for _, p := range supers {
+		if p.Type == acl.TypeUser {
+			r[p.Name] = "a super user (--super-users), who authenticates with a certificate"
+		}
+	}
+	return r
+}
+
+// CheckNewUserName returns INVALID_ARGUMENT when name may not be a
+// token user's because a certificate principal or OIDC owns it (a super
+// user, a service role, the OIDC prefix), nil otherwise. The controller
+// asks it before creating a user.
+func (g *Guard) CheckNewUserName(name string) error {
+	if err := g.authn.CheckTokenUserName(name); err != nil {
+		return apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_INVALID_ARGUMENT, Message: err.Error()})
+	}
+	return nil
 }
 
 // CertPrincipal maps a verified client certificate to its principal's
@@ -171,8 +206,7 @@ func (g *Guard) Authorize(ctx context.Context, op acl.Operation, rt acl.Resource
 	if d.Allowed {
 		return nil
 	}
-	g.logger.DebugContext(ctx, "request refused", "principal", d.Principal.String(), "operation", op.String(),
-		"resource", d.Resource.String(), "reason", d.Reason)
+	g.auditDenied(ctx, d)
 	if p.IsZero() {
 		// A request that skipped authentication (an internal call).
 		return Denied(fmt.Sprintf("permission denied: a caller without a principal may not %s %s", op, d.Resource))
@@ -184,6 +218,17 @@ func (g *Guard) Authorize(ctx context.Context, op acl.Operation, rt acl.Resource
 // principal may describe).
 func (g *Guard) Allowed(ctx context.Context, op acl.Operation, rt acl.ResourceType, name string) bool {
 	return !g.require || g.authz.Allowed(Principal(ctx), op, rt, name).Allowed
+}
+
+// AuthorizeCreateTopic allows creating topic name with create on the
+// topic or, as in Kafka, create on the cluster (every topic). The cluster
+// is asked first, so a request it allows writes no denied line to the
+// audit log; a refusal names the topic.
+func (g *Guard) AuthorizeCreateTopic(ctx context.Context, name string) error {
+	if g.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
+		return nil
+	}
+	return g.Authorize(ctx, acl.Create, acl.Topic, name)
 }
 
 // Denied is the PERMISSION_DENIED error a handler returns, with msg as
@@ -217,6 +262,7 @@ func (g *Guard) RequireService(ctx context.Context, roles ...tlsconfig.Role) (tl
 		}
 		want = "the " + strings.Join(names, " or ") + " service"
 	}
+	g.auditServiceOnly(ctx, p, "is not "+want)
 	return tlsconfig.Identity{}, Denied(fmt.Sprintf("permission denied: %s is not %s", p.String(), want))
 }
 
@@ -235,6 +281,7 @@ func (g *Guard) RequireStorageNode(ctx context.Context, nodeID int32) error {
 		return err
 	}
 	if n, ok := id.NodeID(); !ok || n != nodeID {
+		g.auditServiceOnly(ctx, ServicePrincipal(id), fmt.Sprintf("may not act as storage node %d", nodeID))
 		return Denied(fmt.Sprintf("permission denied: %s may not act as storage node %d", ServicePrincipal(id), nodeID))
 	}
 	return nil
@@ -258,6 +305,11 @@ func (g *Guard) Owed(ctx context.Context, kind quota.Kind) time.Duration {
 // metadata stream delivers them. A malformed entry is skipped and logged,
 // never applied half: the rest applies. nil clears everything.
 func (g *Guard) Apply(st *commonv1.SecurityState) {
+	if b := st.GetScramMockSecret(); len(b) > 0 {
+		if err := g.authn.SetSCRAMMockSecret(b); err != nil {
+			g.logger.Warn("skipping a malformed SCRAM mock secret in the security state", "err", err)
+		}
+	}
 	users := map[string]token.Hashed{}
 	scram := map[string][]token.SCRAMKeys{}
 	for _, u := range st.GetUsers() {

@@ -30,6 +30,14 @@
 //
 // Quotas are replaced atomically by [Limiter.Set] and apply from the
 // next call: a bucket's debt stays, and is paid at the new rate.
+//
+// # The default quota
+//
+// A quota set for User:* ([acl.AnyUser]) is the default, Kafka's
+// <default> user entity: every user without a quota of its own has it,
+// each with a bucket of its own (it caps each user, not all of them
+// together). A user's own quota replaces the default whole, as Kafka's
+// most specific quota entity does. Services are never limited.
 package quota
 
 import (
@@ -135,7 +143,7 @@ func (l *Limiter) Set(quotas map[acl.Principal]Rates) error {
 	// again later starts with a full bucket.
 	l.buckets.Range(func(key, _ any) bool {
 		bk := key.(bucketKey)
-		if q[bk.p].For(bk.k) == 0 {
+		if effective(q, bk.p).For(bk.k) == 0 {
 			l.buckets.Delete(key)
 		}
 		return true
@@ -157,7 +165,19 @@ func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	if q == nil {
 		return 0
 	}
-	return float64((*q)[p].For(k))
+	return float64(effective(*q, p).For(k))
+}
+
+// effective is p's quota in quotas: its own, or else the default (User:*)
+// for a user.
+func effective(quotas map[acl.Principal]Rates, p acl.Principal) Rates {
+	if r, ok := quotas[p]; ok {
+		return r
+	}
+	if p.Type == acl.TypeUser {
+		return quotas[acl.AnyUser]
+	}
+	return Rates{}
 }
 
 func (l *Limiter) bucket(p acl.Principal, k Kind, rate float64, now time.Time) *bucket {

@@ -302,3 +302,42 @@ func TestDelay(t *testing.T) {
 		t.Fatal("Kind names")
 	}
 }
+
+// TestDefaultQuota: User:*'s quota caps every user without one of its own,
+// each in a bucket of its own; a user's own quota replaces it whole, and
+// services are never limited.
+func TestDefaultQuota(t *testing.T) {
+	alice, bob, carol := acl.User("alice"), acl.User("bob"), acl.User("carol")
+	svc := acl.Principal{Type: acl.TypeService, Name: "storage/1"}
+	l, err := NewLimiter(map[acl.Principal]Rates{
+		acl.AnyUser: {ProduceBytesPerSec: 1000},
+		carol:       {FetchBytesPerSec: 500}, // her own: produce unlimited
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(100, 0)
+	// alice and bob each have a full bucket of 1000 bytes: 3000 bytes
+	// owe 2 s each, whoever else sent.
+	for _, p := range []acl.Principal{alice, bob} {
+		if d := l.Record(p, Produce, 3000, now); d != 2*time.Second {
+			t.Errorf("%v: throttle %v after 3000 bytes at the default 1000 B/s; want 2s", p, d)
+		}
+	}
+	if d := l.Record(carol, Produce, 1<<30, now); d != 0 {
+		t.Errorf("carol, whose own quota has no produce limit, throttled %v", d)
+	}
+	if d := l.Record(carol, Fetch, 1500, now); d != 2*time.Second {
+		t.Errorf("carol's own fetch quota: throttle %v; want 2s", d)
+	}
+	if d := l.Record(svc, Produce, 1<<30, now); d != 0 {
+		t.Errorf("a service throttled %v by the users' default", d)
+	}
+	// Without the default, alice is unlimited again.
+	if err := l.Set(map[acl.Principal]Rates{carol: {FetchBytesPerSec: 500}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := l.Record(alice, Produce, 1<<30, now); d != 0 {
+		t.Errorf("alice throttled %v with no default", d)
+	}
+}

@@ -159,6 +159,7 @@ func (cmd Command) Run(ctx context.Context) int {
 		tel:    tel,
 		health: NewHealth(),
 		client: NewHTTPClient(),
+		limits: newCallLimits(MaxStreamsPerPrincipal, MaxLongPollsPerPrincipal),
 	}
 	code := p.run(ctx, base, cmd.Setup)
 	p.client.CloseIdleConnections()
@@ -210,6 +211,9 @@ type Process struct {
 	client *http.Client
 	tls    *tlsconfig.Source // nil without TLS
 	guard  *guard.Guard
+	// limits bound each user's open streams and long polls across the
+	// process's handlers (concurrency.go).
+	limits *callLimits
 
 	apiLn    net.Listener
 	adminLn  net.Listener
@@ -302,9 +306,10 @@ func (p *Process) HandlePublic(pattern string, h http.Handler) {
 	p.public[pattern] = h
 }
 
-// apiHandler is h behind the guard, with the public handlers beside it.
+// apiHandler is h behind the guard, with the public handlers beside it;
+// unary request bodies are bounded (readlimits.go).
 func (p *Process) apiHandler(h http.Handler) http.Handler {
-	guarded := p.guard.Wrap(h)
+	guarded := limitUnaryBody(p.guard.Wrap(h))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.public) == 0 {

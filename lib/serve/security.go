@@ -38,6 +38,14 @@ type Security struct {
 	// JWTs from one OpenID Connect issuer (--oidc-issuer, --oidc-jwks-url,
 	// --oidc-audience, --oidc-principal-claim). Default: no OIDC.
 	OIDCIssuer, OIDCJWKSURL, OIDCAudience, OIDCClaim string
+	// OIDCPrefix is --oidc-principal-prefix: OIDC principals are
+	// User:<prefix><claim>, and token user names may not start with it.
+	// Default "": the claim is the name (docs/security.md).
+	OIDCPrefix string
+	// AuditLog is --audit-log: a file the audit lines (lib/audit) are
+	// appended to, created 0600. Default empty: they go to the process
+	// log, marked "logger":"audit".
+	AuditLog string
 }
 
 func (s *Security) registerFlags(f *Flags) {
@@ -54,6 +62,10 @@ func (s *Security) registerFlags(f *Flags) {
 	f.StringVar(&s.OIDCJWKSURL, "oidc-jwks-url", s.OIDCJWKSURL, "the issuer's JWKS URL; empty: found by OIDC discovery")
 	f.StringVar(&s.OIDCAudience, "oidc-audience", s.OIDCAudience, "the audience (aud) JWTs must carry; required with --oidc-issuer")
 	f.StringVar(&s.OIDCClaim, "oidc-principal-claim", s.OIDCClaim, "JWT claim naming the user (principal User:<value>); default sub")
+	f.StringVar(&s.OIDCPrefix, "oidc-principal-prefix", s.OIDCPrefix,
+		"prefix of every OIDC principal's name (User:<prefix><claim>, e.g. oidc.); token user names may not start with it; default none")
+	f.StringVar(&s.AuditLog, "audit-log", s.AuditLog,
+		`append the audit log (authentication failures, denied requests, user, ACL and quota changes; one JSON line each) to this file; empty: the process log, marked "logger":"audit"`)
 }
 
 func (s *Security) validate(p *Problems) {
@@ -78,6 +90,11 @@ func (s *Security) validate(p *Problems) {
 	if s.OIDCJWKSURL != "" && s.OIDCIssuer == "" {
 		p.Flag("oidc-jwks-url", s.OIDCJWKSURL, "needs --oidc-issuer")
 	}
+	if s.OIDCPrefix != "" && s.OIDCIssuer == "" {
+		p.Flag("oidc-principal-prefix", s.OIDCPrefix, "needs --oidc-issuer")
+	} else if s.OIDCPrefix != "" && acl.CheckName(s.OIDCPrefix) != nil {
+		p.Flag("oidc-principal-prefix", s.OIDCPrefix, "use letters, digits and . _ - @ + / | =")
+	}
 }
 
 // TLSEnabled reports whether the listeners speak TLS.
@@ -94,7 +111,7 @@ func (s *Security) guardConfig() (guard.Config, error) {
 	}
 	cfg := guard.Config{RequireAuth: s.RequireAuth, SuperUsers: supers}
 	if s.OIDCIssuer != "" {
-		cfg.OIDC = &authn.OIDCConfig{IssuerURL: s.OIDCIssuer, JWKSURL: s.OIDCJWKSURL, Audience: s.OIDCAudience, PrincipalClaim: s.OIDCClaim}
+		cfg.OIDC = &authn.OIDCConfig{IssuerURL: s.OIDCIssuer, JWKSURL: s.OIDCJWKSURL, Audience: s.OIDCAudience, PrincipalClaim: s.OIDCClaim, PrincipalPrefix: s.OIDCPrefix}
 	}
 	return cfg, nil
 }
@@ -115,6 +132,9 @@ func (p *Process) startSecurity(ctx context.Context, s *Security) error {
 		return err
 	}
 	cfg.Logger = p.logger
+	if cfg.Audit, err = p.startAudit(s.AuditLog); err != nil {
+		return err
+	}
 	if p.guard, err = guard.New(ctx, cfg); err != nil {
 		return fmt.Errorf("serve: security: %w", err)
 	}

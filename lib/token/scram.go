@@ -181,3 +181,32 @@ func (k SCRAMKeys) Validate() error {
 	}
 	return nil
 }
+
+// MockSCRAMSecretLen is the length of the secret MockSCRAM derives from.
+const MockSCRAMSecretLen = 32
+
+// MockSCRAM returns the credential a SCRAM server answers with for a name
+// that has none (an unknown user), so that its first message does not say
+// whether the user exists: the salt is HMAC-SHA-256(secret, mechanism and
+// name) cut to a real salt's length, the same for every exchange and, with
+// one secret, on every server, and the iteration count is a real one's
+// (PostgreSQL's scram_mock_salt does the same; RFC 5802, section 9, warns
+// that a server which refuses an unknown name at once reveals which
+// names exist). The keys are derived from the secret too, and no proof
+// matches them (finding one means inverting the hash); the server refuses
+// the exchange at its final message, as it would a wrong token.
+func MockSCRAM(secret []byte, name string, m SCRAMMechanism) SCRAMKeys {
+	mac := func(label string) []byte {
+		h := hmac.New(sha256.New, secret)
+		h.Write([]byte(label))
+		h.Write([]byte{0, byte(m)})
+		h.Write([]byte(name))
+		return h.Sum(nil)
+	}
+	keys := SCRAMKeys{Mechanism: m, Salt: mac("salt")[:scramSaltBytes], Iterations: SCRAMIterations}
+	if h := m.Hash(); h != nil {
+		keys.StoredKey = scramHMAC(h, mac("stored key"), name)
+		keys.ServerKey = scramHMAC(h, mac("server key"), name)
+	}
+	return keys
+}

@@ -342,6 +342,19 @@ const (
 	Reason_REASON_REQUEST_TIMED_OUT Reason = 28
 	// ABORTED: the tier manifest changed under a concurrent writer; reload and retry.
 	Reason_REASON_MANIFEST_CONFLICT Reason = 29
+	// INVALID_ARGUMENT: a record breaks a rule of its topic, such as a record without a key in a
+	// compacted topic (Kafka's INVALID_RECORD). Not retriable: the batch must change.
+	Reason_REASON_INVALID_RECORD Reason = 30
+	// INVALID_ARGUMENT: a record's timestamp is outside the topic's
+	// message.timestamp.before.max.ms / message.timestamp.after.max.ms of the broker's clock
+	// (Kafka's INVALID_TIMESTAMP).
+	Reason_REASON_INVALID_TIMESTAMP Reason = 31
+	// ABORTED: a classic group member's generation is not the group's (Kafka's
+	// ILLEGAL_GENERATION); the member joins again.
+	Reason_REASON_ILLEGAL_GENERATION Reason = 32
+	// ABORTED: a classic group is rebalancing (Kafka's REBALANCE_IN_PROGRESS); the member joins
+	// again.
+	Reason_REASON_REBALANCE_IN_PROGRESS Reason = 33
 )
 
 // Enum value maps for Reason.
@@ -377,6 +390,10 @@ var (
 		27: "REASON_GROUP_ID_NOT_FOUND",
 		28: "REASON_REQUEST_TIMED_OUT",
 		29: "REASON_MANIFEST_CONFLICT",
+		30: "REASON_INVALID_RECORD",
+		31: "REASON_INVALID_TIMESTAMP",
+		32: "REASON_ILLEGAL_GENERATION",
+		33: "REASON_REBALANCE_IN_PROGRESS",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -409,6 +426,10 @@ var (
 		"REASON_GROUP_ID_NOT_FOUND":               27,
 		"REASON_REQUEST_TIMED_OUT":                28,
 		"REASON_MANIFEST_CONFLICT":                29,
+		"REASON_INVALID_RECORD":                   30,
+		"REASON_INVALID_TIMESTAMP":                31,
+		"REASON_ILLEGAL_GENERATION":               32,
+		"REASON_REBALANCE_IN_PROGRESS":            33,
 	}
 )
 
@@ -1952,9 +1973,13 @@ type SecurityState struct {
 	// Every ACL binding.
 	Acls []*AclBinding `protobuf:"bytes,2,rep,name=acls,proto3" json:"acls,omitempty"`
 	// Every quota.
-	Quotas        []*Quota `protobuf:"bytes,3,rep,name=quotas,proto3" json:"quotas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quotas []*Quota `protobuf:"bytes,3,rep,name=quotas,proto3" json:"quotas,omitempty"`
+	// The secret the Kafka listeners derive an unknown user's SCRAM salt from, 32 random bytes the
+	// controller draws once for the cluster, so that every listener answers a name the same way
+	// and none tells which users exist. Empty from a controller that predates it.
+	ScramMockSecret []byte `protobuf:"bytes,4,opt,name=scram_mock_secret,json=scramMockSecret,proto3" json:"scram_mock_secret,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SecurityState) Reset() {
@@ -2004,6 +2029,13 @@ func (x *SecurityState) GetAcls() []*AclBinding {
 func (x *SecurityState) GetQuotas() []*Quota {
 	if x != nil {
 		return x.Quotas
+	}
+	return nil
+}
+
+func (x *SecurityState) GetScramMockSecret() []byte {
+	if x != nil {
+		return x.ScramMockSecret
 	}
 	return nil
 }
@@ -2116,11 +2148,12 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x05Quota\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
 	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
-	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xaa\x01\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xd6\x01\n" +
 	"\rSecurityState\x126\n" +
 	"\x05users\x18\x01 \x03(\v2 .strata.common.v1.UserCredentialR\x05users\x120\n" +
 	"\x04acls\x18\x02 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\x12/\n" +
-	"\x06quotas\x18\x03 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas*J\n" +
+	"\x06quotas\x18\x03 \x03(\v2\x17.strata.common.v1.QuotaR\x06quotas\x12*\n" +
+	"\x11scram_mock_secret\x18\x04 \x01(\fR\x0fscramMockSecret*J\n" +
 	"\x04Acks\x12\x14\n" +
 	"\x10ACKS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tACKS_NONE\x10\x01\x12\x0f\n" +
@@ -2148,7 +2181,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xbd\a\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xb7\b\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2180,7 +2213,11 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\"REASON_DUPLICATE_NODE_REGISTRATION\x10\x1a\x12\x1d\n" +
 	"\x19REASON_GROUP_ID_NOT_FOUND\x10\x1b\x12\x1c\n" +
 	"\x18REASON_REQUEST_TIMED_OUT\x10\x1c\x12\x1c\n" +
-	"\x18REASON_MANIFEST_CONFLICT\x10\x1d*b\n" +
+	"\x18REASON_MANIFEST_CONFLICT\x10\x1d\x12\x19\n" +
+	"\x15REASON_INVALID_RECORD\x10\x1e\x12\x1c\n" +
+	"\x18REASON_INVALID_TIMESTAMP\x10\x1f\x12\x1d\n" +
+	"\x19REASON_ILLEGAL_GENERATION\x10 \x12 \n" +
+	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

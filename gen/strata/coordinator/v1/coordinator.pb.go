@@ -152,6 +152,783 @@ func (ResetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
 }
 
+// ClassicProtocol is one protocol a classic member supports, in its order of preference.
+type ClassicProtocol struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Protocol name (for consumers, the assignor: "range", "cooperative-sticky", ...).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The member's metadata for it, opaque to the coordinator.
+	Metadata      []byte `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicProtocol) Reset() {
+	*x = ClassicProtocol{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicProtocol) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicProtocol) ProtoMessage() {}
+
+func (x *ClassicProtocol) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicProtocol.ProtoReflect.Descriptor instead.
+func (*ClassicProtocol) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ClassicProtocol) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ClassicProtocol) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// ClassicJoinGroupRequest is Kafka's JoinGroup request.
+type ClassicJoinGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Empty on a member's first join.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Static instance id (group.instance.id); kept and described only.
+	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Client id, for DescribeGroup.
+	ClientId string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// Remote address of the member's connection, for DescribeGroup.
+	ClientHost string `protobuf:"bytes,5,opt,name=client_host,json=clientHost,proto3" json:"client_host,omitempty"`
+	// "consumer", "connect", "sr", or any other.
+	ProtocolType string `protobuf:"bytes,6,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// The protocols the member supports, in its order of preference.
+	Protocols []*ClassicProtocol `protobuf:"bytes,7,rep,name=protocols,proto3" json:"protocols,omitempty"`
+	// The member is removed after this long without a heartbeat.
+	SessionTimeoutMs int32 `protobuf:"varint,8,opt,name=session_timeout_ms,json=sessionTimeoutMs,proto3" json:"session_timeout_ms,omitempty"`
+	// 0 means session_timeout_ms (JoinGroup version 0).
+	RebalanceTimeoutMs int32 `protobuf:"varint,9,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
+	// JoinGroup version 4 and later (KIP-394): a member without an id gets one with
+	// MEMBER_ID_REQUIRED and joins again with it.
+	RequireKnownMemberId bool `protobuf:"varint,10,opt,name=require_known_member_id,json=requireKnownMemberId,proto3" json:"require_known_member_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *ClassicJoinGroupRequest) Reset() {
+	*x = ClassicJoinGroupRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicJoinGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicJoinGroupRequest) ProtoMessage() {}
+
+func (x *ClassicJoinGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicJoinGroupRequest.ProtoReflect.Descriptor instead.
+func (*ClassicJoinGroupRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClassicJoinGroupRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetClientId() string {
+	if x != nil {
+		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetClientHost() string {
+	if x != nil {
+		return x.ClientHost
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupRequest) GetProtocols() []*ClassicProtocol {
+	if x != nil {
+		return x.Protocols
+	}
+	return nil
+}
+
+func (x *ClassicJoinGroupRequest) GetSessionTimeoutMs() int32 {
+	if x != nil {
+		return x.SessionTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicJoinGroupRequest) GetRebalanceTimeoutMs() int32 {
+	if x != nil {
+		return x.RebalanceTimeoutMs
+	}
+	return 0
+}
+
+func (x *ClassicJoinGroupRequest) GetRequireKnownMemberId() bool {
+	if x != nil {
+		return x.RequireKnownMemberId
+	}
+	return false
+}
+
+// ClassicJoinGroupResponse is Kafka's JoinGroup response.
+type ClassicJoinGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kafka's error code; 0 on success.
+	ErrorCode int32 `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The new generation; -1 with an error.
+	Generation int32 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The group's protocol type.
+	ProtocolType string `protobuf:"bytes,3,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// The chosen protocol.
+	ProtocolName string `protobuf:"bytes,4,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	// The leader's member id.
+	LeaderId string `protobuf:"bytes,5,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// The member's id (a new member's new one).
+	MemberId string `protobuf:"bytes,6,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Every member with its metadata for protocol_name, for the leader only.
+	Members       []*ClassicJoinedMember `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicJoinGroupResponse) Reset() {
+	*x = ClassicJoinGroupResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicJoinGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicJoinGroupResponse) ProtoMessage() {}
+
+func (x *ClassicJoinGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicJoinGroupResponse.ProtoReflect.Descriptor instead.
+func (*ClassicJoinGroupResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ClassicJoinGroupResponse) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *ClassicJoinGroupResponse) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicJoinGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupResponse) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupResponse) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicJoinGroupResponse) GetMembers() []*ClassicJoinedMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// ClassicJoinedMember is one member as the leader's JoinGroup answer lists it.
+type ClassicJoinedMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Member id.
+	MemberId string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Static instance id (group.instance.id); kept and described only.
+	InstanceId string `protobuf:"bytes,2,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The member's metadata for the chosen protocol, as it sent it.
+	Metadata      []byte `protobuf:"bytes,3,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicJoinedMember) Reset() {
+	*x = ClassicJoinedMember{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicJoinedMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicJoinedMember) ProtoMessage() {}
+
+func (x *ClassicJoinedMember) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicJoinedMember.ProtoReflect.Descriptor instead.
+func (*ClassicJoinedMember) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ClassicJoinedMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicJoinedMember) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ClassicJoinedMember) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// ClassicSyncGroupRequest is Kafka's SyncGroup request.
+type ClassicSyncGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Member id.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The generation the member joined.
+	Generation int32 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Checked when set (SyncGroup version 5).
+	ProtocolType string `protobuf:"bytes,4,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// The chosen protocol; checked when set (SyncGroup version 5).
+	ProtocolName string `protobuf:"bytes,5,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	// The leader's assignment of every member; empty from the other members.
+	Assignments   []*ClassicAssignment `protobuf:"bytes,6,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicSyncGroupRequest) Reset() {
+	*x = ClassicSyncGroupRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicSyncGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicSyncGroupRequest) ProtoMessage() {}
+
+func (x *ClassicSyncGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicSyncGroupRequest.ProtoReflect.Descriptor instead.
+func (*ClassicSyncGroupRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ClassicSyncGroupRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupRequest) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ClassicSyncGroupRequest) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupRequest) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupRequest) GetAssignments() []*ClassicAssignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+// ClassicAssignment is the leader's bytes for one member.
+type ClassicAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Member id.
+	MemberId string `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The leader's bytes for the member.
+	Assignment    []byte `protobuf:"bytes,2,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicAssignment) Reset() {
+	*x = ClassicAssignment{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicAssignment) ProtoMessage() {}
+
+func (x *ClassicAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicAssignment.ProtoReflect.Descriptor instead.
+func (*ClassicAssignment) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ClassicAssignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicAssignment) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// ClassicSyncGroupResponse is Kafka's SyncGroup response.
+type ClassicSyncGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kafka's error code; 0 on success.
+	ErrorCode int32 `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// The group's protocol type.
+	ProtocolType string `protobuf:"bytes,2,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// The chosen protocol.
+	ProtocolName string `protobuf:"bytes,3,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
+	// The bytes the leader assigned this member, unchanged.
+	Assignment    []byte `protobuf:"bytes,4,opt,name=assignment,proto3" json:"assignment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicSyncGroupResponse) Reset() {
+	*x = ClassicSyncGroupResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicSyncGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicSyncGroupResponse) ProtoMessage() {}
+
+func (x *ClassicSyncGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicSyncGroupResponse.ProtoReflect.Descriptor instead.
+func (*ClassicSyncGroupResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ClassicSyncGroupResponse) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+func (x *ClassicSyncGroupResponse) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupResponse) GetProtocolName() string {
+	if x != nil {
+		return x.ProtocolName
+	}
+	return ""
+}
+
+func (x *ClassicSyncGroupResponse) GetAssignment() []byte {
+	if x != nil {
+		return x.Assignment
+	}
+	return nil
+}
+
+// ClassicHeartbeatRequest is Kafka's Heartbeat request.
+type ClassicHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Member id.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The generation the member joined.
+	Generation    int32 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicHeartbeatRequest) Reset() {
+	*x = ClassicHeartbeatRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicHeartbeatRequest) ProtoMessage() {}
+
+func (x *ClassicHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*ClassicHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ClassicHeartbeatRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ClassicHeartbeatRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ClassicHeartbeatRequest) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// ClassicHeartbeatResponse is Kafka's Heartbeat response.
+type ClassicHeartbeatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kafka's error code; 0 on success.
+	ErrorCode     int32 `protobuf:"varint,1,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicHeartbeatResponse) Reset() {
+	*x = ClassicHeartbeatResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicHeartbeatResponse) ProtoMessage() {}
+
+func (x *ClassicHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*ClassicHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ClassicHeartbeatResponse) GetErrorCode() int32 {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return 0
+}
+
+// ClassicLeaveGroupRequest is Kafka's LeaveGroup request.
+type ClassicLeaveGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Members leaving.
+	MemberIds     []string `protobuf:"bytes,2,rep,name=member_ids,json=memberIds,proto3" json:"member_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicLeaveGroupRequest) Reset() {
+	*x = ClassicLeaveGroupRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicLeaveGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicLeaveGroupRequest) ProtoMessage() {}
+
+func (x *ClassicLeaveGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicLeaveGroupRequest.ProtoReflect.Descriptor instead.
+func (*ClassicLeaveGroupRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ClassicLeaveGroupRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *ClassicLeaveGroupRequest) GetMemberIds() []string {
+	if x != nil {
+		return x.MemberIds
+	}
+	return nil
+}
+
+// ClassicLeaveGroupResponse answers each member named, in order.
+type ClassicLeaveGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Kafka's error code per member: 0, or UNKNOWN_MEMBER_ID.
+	ErrorCodes    []int32 `protobuf:"varint,1,rep,packed,name=error_codes,json=errorCodes,proto3" json:"error_codes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassicLeaveGroupResponse) Reset() {
+	*x = ClassicLeaveGroupResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassicLeaveGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassicLeaveGroupResponse) ProtoMessage() {}
+
+func (x *ClassicLeaveGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassicLeaveGroupResponse.ProtoReflect.Descriptor instead.
+func (*ClassicLeaveGroupResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ClassicLeaveGroupResponse) GetErrorCodes() []int32 {
+	if x != nil {
+		return x.ErrorCodes
+	}
+	return nil
+}
+
 // ConsumerGroupHeartbeatRequest is one member heartbeat.
 type ConsumerGroupHeartbeatRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -189,7 +966,7 @@ type ConsumerGroupHeartbeatRequest struct {
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
 	*x = ConsumerGroupHeartbeatRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +978,7 @@ func (x *ConsumerGroupHeartbeatRequest) String() string {
 func (*ConsumerGroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[0]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +991,7 @@ func (x *ConsumerGroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{0}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConsumerGroupHeartbeatRequest) GetGroupId() string {
@@ -309,7 +1086,7 @@ type ConsumerGroupHeartbeatResponse struct {
 
 func (x *ConsumerGroupHeartbeatResponse) Reset() {
 	*x = ConsumerGroupHeartbeatResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +1098,7 @@ func (x *ConsumerGroupHeartbeatResponse) String() string {
 func (*ConsumerGroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[1]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +1111,7 @@ func (x *ConsumerGroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerGroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*ConsumerGroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConsumerGroupHeartbeatResponse) GetMemberId() string {
@@ -376,7 +1153,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +1165,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[2]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +1178,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Assignment) GetPartitions() []*v1.TopicPartitions {
@@ -424,7 +1201,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +1213,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[3]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +1226,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaveGroupRequest) GetGroupId() string {
@@ -479,7 +1256,7 @@ type MemberIdentity struct {
 
 func (x *MemberIdentity) Reset() {
 	*x = MemberIdentity{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +1268,7 @@ func (x *MemberIdentity) String() string {
 func (*MemberIdentity) ProtoMessage() {}
 
 func (x *MemberIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[4]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +1281,7 @@ func (x *MemberIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberIdentity.ProtoReflect.Descriptor instead.
 func (*MemberIdentity) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{4}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MemberIdentity) GetMemberId() string {
@@ -532,7 +1309,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +1321,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[5]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +1334,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{5}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeaveGroupResponse) GetRemovedMemberIds() []string {
@@ -585,7 +1362,7 @@ type OffsetCommitRequest struct {
 
 func (x *OffsetCommitRequest) Reset() {
 	*x = OffsetCommitRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -597,7 +1374,7 @@ func (x *OffsetCommitRequest) String() string {
 func (*OffsetCommitRequest) ProtoMessage() {}
 
 func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[6]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -610,7 +1387,7 @@ func (x *OffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*OffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{6}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OffsetCommitRequest) GetGroupId() string {
@@ -665,7 +1442,7 @@ type OffsetCommitPartition struct {
 
 func (x *OffsetCommitPartition) Reset() {
 	*x = OffsetCommitPartition{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +1454,7 @@ func (x *OffsetCommitPartition) String() string {
 func (*OffsetCommitPartition) ProtoMessage() {}
 
 func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[7]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +1467,7 @@ func (x *OffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{7}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OffsetCommitPartition) GetTopic() string {
@@ -746,7 +1523,7 @@ type OffsetCommitResponse struct {
 
 func (x *OffsetCommitResponse) Reset() {
 	*x = OffsetCommitResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +1535,7 @@ func (x *OffsetCommitResponse) String() string {
 func (*OffsetCommitResponse) ProtoMessage() {}
 
 func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[8]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +1548,7 @@ func (x *OffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*OffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{8}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OffsetCommitResponse) GetPartitions() []*OffsetCommitPartitionResult {
@@ -796,7 +1573,7 @@ type OffsetCommitPartitionResult struct {
 
 func (x *OffsetCommitPartitionResult) Reset() {
 	*x = OffsetCommitPartitionResult{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1585,7 @@ func (x *OffsetCommitPartitionResult) String() string {
 func (*OffsetCommitPartitionResult) ProtoMessage() {}
 
 func (x *OffsetCommitPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[9]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1598,7 @@ func (x *OffsetCommitPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetCommitPartitionResult.ProtoReflect.Descriptor instead.
 func (*OffsetCommitPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{9}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetCommitPartitionResult) GetTopic() string {
@@ -858,7 +1635,7 @@ type OffsetFetchRequest struct {
 
 func (x *OffsetFetchRequest) Reset() {
 	*x = OffsetFetchRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1647,7 @@ func (x *OffsetFetchRequest) String() string {
 func (*OffsetFetchRequest) ProtoMessage() {}
 
 func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[10]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1660,7 @@ func (x *OffsetFetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchRequest.ProtoReflect.Descriptor instead.
 func (*OffsetFetchRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{10}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetFetchRequest) GetGroupId() string {
@@ -912,7 +1689,7 @@ type OffsetFetchResponse struct {
 
 func (x *OffsetFetchResponse) Reset() {
 	*x = OffsetFetchResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1701,7 @@ func (x *OffsetFetchResponse) String() string {
 func (*OffsetFetchResponse) ProtoMessage() {}
 
 func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[11]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1714,7 @@ func (x *OffsetFetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetFetchResponse.ProtoReflect.Descriptor instead.
 func (*OffsetFetchResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{11}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OffsetFetchResponse) GetOffsets() []*CommittedOffset {
@@ -968,7 +1745,7 @@ type CommittedOffset struct {
 
 func (x *CommittedOffset) Reset() {
 	*x = CommittedOffset{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +1757,7 @@ func (x *CommittedOffset) String() string {
 func (*CommittedOffset) ProtoMessage() {}
 
 func (x *CommittedOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[12]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +1770,7 @@ func (x *CommittedOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommittedOffset.ProtoReflect.Descriptor instead.
 func (*CommittedOffset) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{12}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CommittedOffset) GetTopic() string {
@@ -1049,7 +1826,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1061,7 +1838,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[13]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1074,7 +1851,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{13}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListGroupsRequest) GetStates() []GroupState {
@@ -1092,14 +1869,17 @@ type GroupListing struct {
 	// Current state.
 	State GroupState `protobuf:"varint,2,opt,name=state,proto3,enum=strata.coordinator.v1.GroupState" json:"state,omitempty"`
 	// Number of live members.
-	MemberCount   int32 `protobuf:"varint,3,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	MemberCount int32 `protobuf:"varint,3,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	// A classic group's protocol type ("consumer", "connect", ...); empty for a group of
+	// KIP-848 or Strata members.
+	ProtocolType  string `protobuf:"bytes,4,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupListing) Reset() {
 	*x = GroupListing{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1111,7 +1891,7 @@ func (x *GroupListing) String() string {
 func (*GroupListing) ProtoMessage() {}
 
 func (x *GroupListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[14]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1124,7 +1904,7 @@ func (x *GroupListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupListing.ProtoReflect.Descriptor instead.
 func (*GroupListing) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{14}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupListing) GetGroupId() string {
@@ -1148,6 +1928,13 @@ func (x *GroupListing) GetMemberCount() int32 {
 	return 0
 }
 
+func (x *GroupListing) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
 // ListGroupsResponse lists groups.
 type ListGroupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1159,7 +1946,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1958,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[15]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1971,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{15}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupListing {
@@ -1205,7 +1992,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +2004,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[16]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +2017,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{16}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeGroupRequest) GetGroupId() string {
@@ -1251,7 +2038,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +2050,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[17]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +2063,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{17}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeGroupResponse) GetGroup() *GroupDescription {
@@ -1308,13 +2095,19 @@ type GroupDescription struct {
 	Partitions []*PartitionLag `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	// Id of the coordinator instance that owns the group.
 	CoordinatorId string `protobuf:"bytes,8,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	// A classic group's protocol type; empty for a group of KIP-848 or Strata members. For a
+	// classic group, assignor is the chosen protocol, group_epoch the generation, and members
+	// carry their metadata and the leader's assignment as bytes.
+	ProtocolType string `protobuf:"bytes,9,opt,name=protocol_type,json=protocolType,proto3" json:"protocol_type,omitempty"`
+	// A classic group's state as Kafka names it ("PreparingRebalance", ...); empty otherwise.
+	ClassicState  string `protobuf:"bytes,10,opt,name=classic_state,json=classicState,proto3" json:"classic_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupDescription) Reset() {
 	*x = GroupDescription{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +2119,7 @@ func (x *GroupDescription) String() string {
 func (*GroupDescription) ProtoMessage() {}
 
 func (x *GroupDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[18]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +2132,7 @@ func (x *GroupDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupDescription.ProtoReflect.Descriptor instead.
 func (*GroupDescription) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{18}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupDescription) GetGroupId() string {
@@ -1398,6 +2191,20 @@ func (x *GroupDescription) GetCoordinatorId() string {
 	return ""
 }
 
+func (x *GroupDescription) GetProtocolType() string {
+	if x != nil {
+		return x.ProtocolType
+	}
+	return ""
+}
+
+func (x *GroupDescription) GetClassicState() string {
+	if x != nil {
+		return x.ClassicState
+	}
+	return ""
+}
+
 // GroupMember is one live member.
 type GroupMember struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1421,13 +2228,17 @@ type GroupMember struct {
 	TargetAssignment *Assignment `protobuf:"bytes,9,opt,name=target_assignment,json=targetAssignment,proto3" json:"target_assignment,omitempty"`
 	// Rebalance timeout of the member, in milliseconds.
 	RebalanceTimeoutMs int32 `protobuf:"varint,10,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// A classic member's metadata for the group's protocol, as it sent it.
+	ClassicMetadata []byte `protobuf:"bytes,11,opt,name=classic_metadata,json=classicMetadata,proto3" json:"classic_metadata,omitempty"`
+	// A classic member's assignment, as the leader sent it.
+	ClassicAssignment []byte `protobuf:"bytes,12,opt,name=classic_assignment,json=classicAssignment,proto3" json:"classic_assignment,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +2250,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[19]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +2263,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{19}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -1525,6 +2336,20 @@ func (x *GroupMember) GetRebalanceTimeoutMs() int32 {
 	return 0
 }
 
+func (x *GroupMember) GetClassicMetadata() []byte {
+	if x != nil {
+		return x.ClassicMetadata
+	}
+	return nil
+}
+
+func (x *GroupMember) GetClassicAssignment() []byte {
+	if x != nil {
+		return x.ClassicAssignment
+	}
+	return nil
+}
+
 // PartitionLag is one partition's progress for a group.
 type PartitionLag struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1548,7 +2373,7 @@ type PartitionLag struct {
 
 func (x *PartitionLag) Reset() {
 	*x = PartitionLag{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +2385,7 @@ func (x *PartitionLag) String() string {
 func (*PartitionLag) ProtoMessage() {}
 
 func (x *PartitionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[20]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +2398,7 @@ func (x *PartitionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionLag.ProtoReflect.Descriptor instead.
 func (*PartitionLag) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{20}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PartitionLag) GetTopic() string {
@@ -1640,7 +2465,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1652,7 +2477,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[21]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1665,7 +2490,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{21}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetOffsetsRequest) GetGroupId() string {
@@ -1721,7 +2546,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2558,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[22]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2571,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{22}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResetOffsetsResponse) GetPartitions() []*ResetOffsetsPartitionResult {
@@ -1775,7 +2600,7 @@ type ResetOffsetsPartitionResult struct {
 
 func (x *ResetOffsetsPartitionResult) Reset() {
 	*x = ResetOffsetsPartitionResult{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +2612,7 @@ func (x *ResetOffsetsPartitionResult) String() string {
 func (*ResetOffsetsPartitionResult) ProtoMessage() {}
 
 func (x *ResetOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[23]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +2625,7 @@ func (x *ResetOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsPartitionResult.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{23}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResetOffsetsPartitionResult) GetTopic() string {
@@ -1849,7 +2674,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2686,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[24]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2699,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{24}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteGroupRequest) GetGroupId() string {
@@ -1893,7 +2718,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2730,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[25]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2743,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{25}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
 // LocateGroupRequest names a group.
@@ -1936,7 +2761,7 @@ type LocateGroupRequest struct {
 
 func (x *LocateGroupRequest) Reset() {
 	*x = LocateGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2773,7 @@ func (x *LocateGroupRequest) String() string {
 func (*LocateGroupRequest) ProtoMessage() {}
 
 func (x *LocateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[26]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2786,7 @@ func (x *LocateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateGroupRequest.ProtoReflect.Descriptor instead.
 func (*LocateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{26}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LocateGroupRequest) GetGroupId() string {
@@ -1998,7 +2823,7 @@ type LocateGroupResponse struct {
 
 func (x *LocateGroupResponse) Reset() {
 	*x = LocateGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2835,7 @@ func (x *LocateGroupResponse) String() string {
 func (*LocateGroupResponse) ProtoMessage() {}
 
 func (x *LocateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[27]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2848,7 @@ func (x *LocateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateGroupResponse.ProtoReflect.Descriptor instead.
 func (*LocateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{27}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LocateGroupResponse) GetCoordinatorId() string {
@@ -2058,7 +2883,78 @@ var File_strata_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
 
 const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
-	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\x1a\x1dstrata/common/v1/common.proto\"\xb0\x03\n" +
+	"'strata/coordinator/v1/coordinator.proto\x12\x15strata.coordinator.v1\x1a\x1dstrata/common/v1/common.proto\"A\n" +
+	"\x0fClassicProtocol\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bmetadata\x18\x02 \x01(\fR\bmetadata\"\xb2\x03\n" +
+	"\x17ClassicJoinGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x12\x1b\n" +
+	"\tclient_id\x18\x04 \x01(\tR\bclientId\x12\x1f\n" +
+	"\vclient_host\x18\x05 \x01(\tR\n" +
+	"clientHost\x12#\n" +
+	"\rprotocol_type\x18\x06 \x01(\tR\fprotocolType\x12D\n" +
+	"\tprotocols\x18\a \x03(\v2&.strata.coordinator.v1.ClassicProtocolR\tprotocols\x12,\n" +
+	"\x12session_timeout_ms\x18\b \x01(\x05R\x10sessionTimeoutMs\x120\n" +
+	"\x14rebalance_timeout_ms\x18\t \x01(\x05R\x12rebalanceTimeoutMs\x125\n" +
+	"\x17require_known_member_id\x18\n" +
+	" \x01(\bR\x14requireKnownMemberId\"\xa3\x02\n" +
+	"\x18ClassicJoinGroupResponse\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x05R\n" +
+	"generation\x12#\n" +
+	"\rprotocol_type\x18\x03 \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\x04 \x01(\tR\fprotocolName\x12\x1b\n" +
+	"\tleader_id\x18\x05 \x01(\tR\bleaderId\x12\x1b\n" +
+	"\tmember_id\x18\x06 \x01(\tR\bmemberId\x12D\n" +
+	"\amembers\x18\a \x03(\v2*.strata.coordinator.v1.ClassicJoinedMemberR\amembers\"o\n" +
+	"\x13ClassicJoinedMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
+	"\vinstance_id\x18\x02 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\x87\x02\n" +
+	"\x17ClassicSyncGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\x12#\n" +
+	"\rprotocol_type\x18\x04 \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\x05 \x01(\tR\fprotocolName\x12J\n" +
+	"\vassignments\x18\x06 \x03(\v2(.strata.coordinator.v1.ClassicAssignmentR\vassignments\"P\n" +
+	"\x11ClassicAssignment\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x02 \x01(\fR\n" +
+	"assignment\"\xa3\x01\n" +
+	"\x18ClassicSyncGroupResponse\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\x12#\n" +
+	"\rprotocol_type\x18\x02 \x01(\tR\fprotocolType\x12#\n" +
+	"\rprotocol_name\x18\x03 \x01(\tR\fprotocolName\x12\x1e\n" +
+	"\n" +
+	"assignment\x18\x04 \x01(\fR\n" +
+	"assignment\"q\n" +
+	"\x17ClassicHeartbeatRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\"9\n" +
+	"\x18ClassicHeartbeatResponse\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\"T\n" +
+	"\x18ClassicLeaveGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1d\n" +
+	"\n" +
+	"member_ids\x18\x02 \x03(\tR\tmemberIds\"<\n" +
+	"\x19ClassicLeaveGroupResponse\x12\x1f\n" +
+	"\verror_codes\x18\x01 \x03(\x05R\n" +
+	"errorCodes\"\xb0\x03\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -2128,17 +3024,18 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x12$\n" +
 	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"N\n" +
 	"\x11ListGroupsRequest\x129\n" +
-	"\x06states\x18\x01 \x03(\x0e2!.strata.coordinator.v1.GroupStateR\x06states\"\x85\x01\n" +
+	"\x06states\x18\x01 \x03(\x0e2!.strata.coordinator.v1.GroupStateR\x06states\"\xaa\x01\n" +
 	"\fGroupListing\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.strata.coordinator.v1.GroupStateR\x05state\x12!\n" +
-	"\fmember_count\x18\x03 \x01(\x05R\vmemberCount\"Q\n" +
+	"\fmember_count\x18\x03 \x01(\x05R\vmemberCount\x12#\n" +
+	"\rprotocol_type\x18\x04 \x01(\tR\fprotocolType\"Q\n" +
 	"\x12ListGroupsResponse\x12;\n" +
 	"\x06groups\x18\x01 \x03(\v2#.strata.coordinator.v1.GroupListingR\x06groups\"1\n" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"V\n" +
 	"\x15DescribeGroupResponse\x12=\n" +
-	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"\xf8\x02\n" +
+	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"\xc2\x03\n" +
 	"\x10GroupDescription\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x127\n" +
 	"\x05state\x18\x02 \x01(\x0e2!.strata.coordinator.v1.GroupStateR\x05state\x12\x1f\n" +
@@ -2150,7 +3047,10 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\a \x03(\v2#.strata.coordinator.v1.PartitionLagR\n" +
 	"partitions\x12%\n" +
-	"\x0ecoordinator_id\x18\b \x01(\tR\rcoordinatorId\"\xc0\x03\n" +
+	"\x0ecoordinator_id\x18\b \x01(\tR\rcoordinatorId\x12#\n" +
+	"\rprotocol_type\x18\t \x01(\tR\fprotocolType\x12#\n" +
+	"\rclassic_state\x18\n" +
+	" \x01(\tR\fclassicState\"\x9a\x04\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2166,7 +3066,9 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"assignment\x12N\n" +
 	"\x11target_assignment\x18\t \x01(\v2!.strata.coordinator.v1.AssignmentR\x10targetAssignment\x120\n" +
 	"\x14rebalance_timeout_ms\x18\n" +
-	" \x01(\x05R\x12rebalanceTimeoutMs\"\xc2\x01\n" +
+	" \x01(\x05R\x12rebalanceTimeoutMs\x12)\n" +
+	"\x10classic_metadata\x18\v \x01(\fR\x0fclassicMetadata\x12-\n" +
+	"\x12classic_assignment\x18\f \x01(\fR\x11classicAssignment\"\xc2\x01\n" +
 	"\fPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
@@ -2216,7 +3118,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x13RESET_SPEC_EARLIEST\x10\x01\x12\x15\n" +
 	"\x11RESET_SPEC_LATEST\x10\x02\x12\x15\n" +
 	"\x11RESET_SPEC_OFFSET\x10\x03\x12\x18\n" +
-	"\x14RESET_SPEC_TIMESTAMP\x10\x042\xd2\a\n" +
+	"\x14RESET_SPEC_TIMESTAMP\x10\x042\xa9\v\n" +
 	"\x12CoordinatorService\x12\x85\x01\n" +
 	"\x16ConsumerGroupHeartbeat\x124.strata.coordinator.v1.ConsumerGroupHeartbeatRequest\x1a5.strata.coordinator.v1.ConsumerGroupHeartbeatResponse\x12a\n" +
 	"\n" +
@@ -2228,7 +3130,11 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\rDescribeGroup\x12+.strata.coordinator.v1.DescribeGroupRequest\x1a,.strata.coordinator.v1.DescribeGroupResponse\x12g\n" +
 	"\fResetOffsets\x12*.strata.coordinator.v1.ResetOffsetsRequest\x1a+.strata.coordinator.v1.ResetOffsetsResponse\x12d\n" +
 	"\vDeleteGroup\x12).strata.coordinator.v1.DeleteGroupRequest\x1a*.strata.coordinator.v1.DeleteGroupResponse\x12d\n" +
-	"\vLocateGroup\x12).strata.coordinator.v1.LocateGroupRequest\x1a*.strata.coordinator.v1.LocateGroupResponseB\xe8\x01\n" +
+	"\vLocateGroup\x12).strata.coordinator.v1.LocateGroupRequest\x1a*.strata.coordinator.v1.LocateGroupResponse\x12s\n" +
+	"\x10ClassicJoinGroup\x12..strata.coordinator.v1.ClassicJoinGroupRequest\x1a/.strata.coordinator.v1.ClassicJoinGroupResponse\x12s\n" +
+	"\x10ClassicSyncGroup\x12..strata.coordinator.v1.ClassicSyncGroupRequest\x1a/.strata.coordinator.v1.ClassicSyncGroupResponse\x12s\n" +
+	"\x10ClassicHeartbeat\x12..strata.coordinator.v1.ClassicHeartbeatRequest\x1a/.strata.coordinator.v1.ClassicHeartbeatResponse\x12v\n" +
+	"\x11ClassicLeaveGroup\x12/.strata.coordinator.v1.ClassicLeaveGroupRequest\x1a0.strata.coordinator.v1.ClassicLeaveGroupResponseB\xe8\x01\n" +
 	"\x19com.strata.coordinator.v1B\x10CoordinatorProtoP\x01ZCgithub.com/strata-mq/strata/gen/strata/coordinator/v1;coordinatorv1\xa2\x02\x03SCX\xaa\x02\x15Strata.Coordinator.V1\xca\x02\x15Strata\\Coordinator\\V1\xe2\x02!Strata\\Coordinator\\V1\\GPBMetadata\xea\x02\x17Strata::Coordinator::V1b\x06proto3"
 
 var (
@@ -2244,87 +3150,109 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(GroupState)(0),                        // 0: strata.coordinator.v1.GroupState
 	(ResetSpec)(0),                         // 1: strata.coordinator.v1.ResetSpec
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 2: strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil), // 3: strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	(*Assignment)(nil),                     // 4: strata.coordinator.v1.Assignment
-	(*LeaveGroupRequest)(nil),              // 5: strata.coordinator.v1.LeaveGroupRequest
-	(*MemberIdentity)(nil),                 // 6: strata.coordinator.v1.MemberIdentity
-	(*LeaveGroupResponse)(nil),             // 7: strata.coordinator.v1.LeaveGroupResponse
-	(*OffsetCommitRequest)(nil),            // 8: strata.coordinator.v1.OffsetCommitRequest
-	(*OffsetCommitPartition)(nil),          // 9: strata.coordinator.v1.OffsetCommitPartition
-	(*OffsetCommitResponse)(nil),           // 10: strata.coordinator.v1.OffsetCommitResponse
-	(*OffsetCommitPartitionResult)(nil),    // 11: strata.coordinator.v1.OffsetCommitPartitionResult
-	(*OffsetFetchRequest)(nil),             // 12: strata.coordinator.v1.OffsetFetchRequest
-	(*OffsetFetchResponse)(nil),            // 13: strata.coordinator.v1.OffsetFetchResponse
-	(*CommittedOffset)(nil),                // 14: strata.coordinator.v1.CommittedOffset
-	(*ListGroupsRequest)(nil),              // 15: strata.coordinator.v1.ListGroupsRequest
-	(*GroupListing)(nil),                   // 16: strata.coordinator.v1.GroupListing
-	(*ListGroupsResponse)(nil),             // 17: strata.coordinator.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),           // 18: strata.coordinator.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),          // 19: strata.coordinator.v1.DescribeGroupResponse
-	(*GroupDescription)(nil),               // 20: strata.coordinator.v1.GroupDescription
-	(*GroupMember)(nil),                    // 21: strata.coordinator.v1.GroupMember
-	(*PartitionLag)(nil),                   // 22: strata.coordinator.v1.PartitionLag
-	(*ResetOffsetsRequest)(nil),            // 23: strata.coordinator.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 24: strata.coordinator.v1.ResetOffsetsResponse
-	(*ResetOffsetsPartitionResult)(nil),    // 25: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(*DeleteGroupRequest)(nil),             // 26: strata.coordinator.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),            // 27: strata.coordinator.v1.DeleteGroupResponse
-	(*LocateGroupRequest)(nil),             // 28: strata.coordinator.v1.LocateGroupRequest
-	(*LocateGroupResponse)(nil),            // 29: strata.coordinator.v1.LocateGroupResponse
-	(*v1.TopicPartitions)(nil),             // 30: strata.common.v1.TopicPartitions
-	(*v1.ErrorDetail)(nil),                 // 31: strata.common.v1.ErrorDetail
+	(*ClassicProtocol)(nil),                // 2: strata.coordinator.v1.ClassicProtocol
+	(*ClassicJoinGroupRequest)(nil),        // 3: strata.coordinator.v1.ClassicJoinGroupRequest
+	(*ClassicJoinGroupResponse)(nil),       // 4: strata.coordinator.v1.ClassicJoinGroupResponse
+	(*ClassicJoinedMember)(nil),            // 5: strata.coordinator.v1.ClassicJoinedMember
+	(*ClassicSyncGroupRequest)(nil),        // 6: strata.coordinator.v1.ClassicSyncGroupRequest
+	(*ClassicAssignment)(nil),              // 7: strata.coordinator.v1.ClassicAssignment
+	(*ClassicSyncGroupResponse)(nil),       // 8: strata.coordinator.v1.ClassicSyncGroupResponse
+	(*ClassicHeartbeatRequest)(nil),        // 9: strata.coordinator.v1.ClassicHeartbeatRequest
+	(*ClassicHeartbeatResponse)(nil),       // 10: strata.coordinator.v1.ClassicHeartbeatResponse
+	(*ClassicLeaveGroupRequest)(nil),       // 11: strata.coordinator.v1.ClassicLeaveGroupRequest
+	(*ClassicLeaveGroupResponse)(nil),      // 12: strata.coordinator.v1.ClassicLeaveGroupResponse
+	(*ConsumerGroupHeartbeatRequest)(nil),  // 13: strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil), // 14: strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	(*Assignment)(nil),                     // 15: strata.coordinator.v1.Assignment
+	(*LeaveGroupRequest)(nil),              // 16: strata.coordinator.v1.LeaveGroupRequest
+	(*MemberIdentity)(nil),                 // 17: strata.coordinator.v1.MemberIdentity
+	(*LeaveGroupResponse)(nil),             // 18: strata.coordinator.v1.LeaveGroupResponse
+	(*OffsetCommitRequest)(nil),            // 19: strata.coordinator.v1.OffsetCommitRequest
+	(*OffsetCommitPartition)(nil),          // 20: strata.coordinator.v1.OffsetCommitPartition
+	(*OffsetCommitResponse)(nil),           // 21: strata.coordinator.v1.OffsetCommitResponse
+	(*OffsetCommitPartitionResult)(nil),    // 22: strata.coordinator.v1.OffsetCommitPartitionResult
+	(*OffsetFetchRequest)(nil),             // 23: strata.coordinator.v1.OffsetFetchRequest
+	(*OffsetFetchResponse)(nil),            // 24: strata.coordinator.v1.OffsetFetchResponse
+	(*CommittedOffset)(nil),                // 25: strata.coordinator.v1.CommittedOffset
+	(*ListGroupsRequest)(nil),              // 26: strata.coordinator.v1.ListGroupsRequest
+	(*GroupListing)(nil),                   // 27: strata.coordinator.v1.GroupListing
+	(*ListGroupsResponse)(nil),             // 28: strata.coordinator.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),           // 29: strata.coordinator.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),          // 30: strata.coordinator.v1.DescribeGroupResponse
+	(*GroupDescription)(nil),               // 31: strata.coordinator.v1.GroupDescription
+	(*GroupMember)(nil),                    // 32: strata.coordinator.v1.GroupMember
+	(*PartitionLag)(nil),                   // 33: strata.coordinator.v1.PartitionLag
+	(*ResetOffsetsRequest)(nil),            // 34: strata.coordinator.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),           // 35: strata.coordinator.v1.ResetOffsetsResponse
+	(*ResetOffsetsPartitionResult)(nil),    // 36: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(*DeleteGroupRequest)(nil),             // 37: strata.coordinator.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),            // 38: strata.coordinator.v1.DeleteGroupResponse
+	(*LocateGroupRequest)(nil),             // 39: strata.coordinator.v1.LocateGroupRequest
+	(*LocateGroupResponse)(nil),            // 40: strata.coordinator.v1.LocateGroupResponse
+	(*v1.TopicPartitions)(nil),             // 41: strata.common.v1.TopicPartitions
+	(*v1.ErrorDetail)(nil),                 // 42: strata.common.v1.ErrorDetail
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	30, // 0: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
-	4,  // 1: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
-	30, // 2: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
-	6,  // 3: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
-	9,  // 4: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
-	11, // 5: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
-	31, // 6: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	30, // 7: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	14, // 8: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
-	0,  // 9: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	0,  // 10: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
-	16, // 11: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	20, // 12: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	0,  // 13: strata.coordinator.v1.GroupDescription.state:type_name -> strata.coordinator.v1.GroupState
-	21, // 14: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
-	22, // 15: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
-	4,  // 16: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
-	4,  // 17: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
-	30, // 18: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	1,  // 19: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	25, // 20: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	31, // 21: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	2,  // 22: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	5,  // 23: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	8,  // 24: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
-	12, // 25: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
-	15, // 26: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	18, // 27: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
-	23, // 28: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	26, // 29: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	28, // 30: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
-	3,  // 31: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	7,  // 32: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	10, // 33: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
-	13, // 34: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
-	17, // 35: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	19, // 36: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
-	24, // 37: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	27, // 38: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	29, // 39: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
-	31, // [31:40] is the sub-list for method output_type
-	22, // [22:31] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	2,  // 0: strata.coordinator.v1.ClassicJoinGroupRequest.protocols:type_name -> strata.coordinator.v1.ClassicProtocol
+	5,  // 1: strata.coordinator.v1.ClassicJoinGroupResponse.members:type_name -> strata.coordinator.v1.ClassicJoinedMember
+	7,  // 2: strata.coordinator.v1.ClassicSyncGroupRequest.assignments:type_name -> strata.coordinator.v1.ClassicAssignment
+	41, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
+	15, // 4: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
+	41, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
+	17, // 6: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
+	20, // 7: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
+	22, // 8: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
+	42, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	41, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	25, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
+	0,  // 12: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	0,  // 13: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
+	27, // 14: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	31, // 15: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	0,  // 16: strata.coordinator.v1.GroupDescription.state:type_name -> strata.coordinator.v1.GroupState
+	32, // 17: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
+	33, // 18: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
+	15, // 19: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
+	15, // 20: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
+	41, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	1,  // 22: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	36, // 23: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	42, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	13, // 25: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	16, // 26: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	19, // 27: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
+	23, // 28: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
+	26, // 29: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	29, // 30: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
+	34, // 31: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	37, // 32: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	39, // 33: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
+	3,  // 34: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
+	6,  // 35: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
+	9,  // 36: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
+	11, // 37: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
+	14, // 38: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	18, // 39: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	21, // 40: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
+	24, // 41: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
+	28, // 42: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	30, // 43: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
+	35, // 44: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	38, // 45: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	40, // 46: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
+	4,  // 47: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
+	8,  // 48: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
+	10, // 49: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
+	12, // 50: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -2338,7 +3266,7 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

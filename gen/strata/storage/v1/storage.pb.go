@@ -1963,9 +1963,14 @@ type DescribeLogPartitionResult struct {
 	// Bytes held in the tier for this partition.
 	TieredSizeBytes int64 `protobuf:"varint,13,opt,name=tiered_size_bytes,json=tieredSizeBytes,proto3" json:"tiered_size_bytes,omitempty"`
 	// On the leader: follower node ids with their log end offsets. Empty on followers.
-	Replicas      []*ReplicaState `protobuf:"bytes,14,rep,name=replicas,proto3" json:"replicas,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Replicas []*ReplicaState `protobuf:"bytes,14,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// For a topic whose cleanup.policy includes compact: the log cleaner's dirty ratio of this
+	// replica, the share of its cleanable bytes not yet cleaned, as the cleaner last saw it (a
+	// pass starts at min.cleanable.dirty.ratio). Unset for other topics, and until the cleaner
+	// first looks at the replica.
+	CleanerDirtyRatio *float64 `protobuf:"fixed64,15,opt,name=cleaner_dirty_ratio,json=cleanerDirtyRatio,proto3,oneof" json:"cleaner_dirty_ratio,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DescribeLogPartitionResult) Reset() {
@@ -2094,6 +2099,13 @@ func (x *DescribeLogPartitionResult) GetReplicas() []*ReplicaState {
 		return x.Replicas
 	}
 	return nil
+}
+
+func (x *DescribeLogPartitionResult) GetCleanerDirtyRatio() float64 {
+	if x != nil && x.CleanerDirtyRatio != nil {
+		return *x.CleanerDirtyRatio
+	}
+	return 0
 }
 
 // ReplicaState is the leader's view of one follower.
@@ -2341,7 +2353,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12M\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2-.strata.storage.v1.DescribeLogPartitionResultR\n" +
-	"partitions\"\xdb\x04\n" +
+	"partitions\"\xa8\x05\n" +
 	"\x1aDescribeLogPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -2357,7 +2369,9 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x13local_segment_count\x18\v \x01(\x05R\x11localSegmentCount\x12*\n" +
 	"\x11tiered_end_offset\x18\f \x01(\x03R\x0ftieredEndOffset\x12*\n" +
 	"\x11tiered_size_bytes\x18\r \x01(\x03R\x0ftieredSizeBytes\x12;\n" +
-	"\breplicas\x18\x0e \x03(\v2\x1f.strata.storage.v1.ReplicaStateR\breplicas\"\xb9\x01\n" +
+	"\breplicas\x18\x0e \x03(\v2\x1f.strata.storage.v1.ReplicaStateR\breplicas\x123\n" +
+	"\x13cleaner_dirty_ratio\x18\x0f \x01(\x01H\x00R\x11cleanerDirtyRatio\x88\x01\x01B\x16\n" +
+	"\x14_cleaner_dirty_ratio\"\xb9\x01\n" +
 	"\fReplicaState\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12$\n" +
 	"\x0elog_end_offset\x18\x02 \x01(\x03R\flogEndOffset\x122\n" +
@@ -2481,6 +2495,7 @@ func file_strata_storage_v1_storage_proto_init() {
 	if File_strata_storage_v1_storage_proto != nil {
 		return
 	}
+	file_strata_storage_v1_storage_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -553,6 +553,8 @@ type TieredPartitionState struct {
 	// Topic id (UUID text) of the manifest.
 	TopicId string `protobuf:"bytes,4,opt,name=topic_id,json=topicId,proto3" json:"topic_id,omitempty"`
 	// First offset held in the tier (after tiered retention), or -1 when nothing is tiered.
+	// Equal to tiered_end_offset when retention expired everything: the partition's log
+	// start, below which local copies are expired too.
 	LogStartOffset int64 `protobuf:"varint,5,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// One past the last offset durable in the tier ("tiered up to"), or -1 when nothing is
 	// tiered. Local segments wholly below it may be deleted.
@@ -1283,7 +1285,11 @@ type Manifest struct {
 	Partition int32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Version: incremented by one on every write.
 	Version int64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
-	// First offset held in the tier after tiered retention; -1 when empty.
+	// First offset held in the tier after tiered retention (part of the format): the first
+	// active segment's base_offset; when retention expired every segment, one past the last
+	// expired offset, so the manifest keeps the partition's extent with no segment (the tier
+	// is empty there, and an upload must start at it); -1 only when the tier never held
+	// anything. Segments wholly below it are never stored again.
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// Segments ordered by base offset; the active ones do not overlap and cover
 	// [log_start_offset, last segment's last_offset] without gaps, except gaps compaction

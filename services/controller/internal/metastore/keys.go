@@ -91,6 +91,9 @@ const (
 	PrefixUsers    = PrefixSecurity + "users/"
 	PrefixAcls     = PrefixSecurity + "acls/"
 	PrefixQuotas   = PrefixSecurity + "quotas/"
+	// KeySCRAMMockSecret holds the secret unknown users' SCRAM salts are
+	// derived from (EnsureSCRAMMockSecret).
+	KeySCRAMMockSecret = PrefixSecurity + "scram-mock-secret"
 
 	PrefixCoordinators = Prefix + "coordinators/"
 )

@@ -61,6 +61,9 @@ type Model struct {
 	Acls map[string]*commonv1.AclBinding
 	// Quotas holds the quotas by key (quotaKey).
 	Quotas map[string]*commonv1.Quota
+	// SCRAMMockSecret is the cluster's mock SCRAM secret, nil before
+	// EnsureSCRAMMockSecret.
+	SCRAMMockSecret []byte
 	// Coordinators holds the live coordinator registrations by Kafka
 	// node id.
 	Coordinators map[int32]*controllerv1.CoordinatorRegistration
@@ -294,6 +297,8 @@ func (m *Model) put(kv *mvccpb.KeyValue) error {
 		m.Generation, m.GenerationRev = v, kv.ModRevision
 	case k == KeyBalancedNodes:
 		m.BalancedNodes, m.BalancedNodesRev = string(kv.Value), kv.ModRevision
+	case k == KeySCRAMMockSecret:
+		m.SCRAMMockSecret = kv.Value
 	case strings.HasPrefix(k, PrefixUsers):
 		u := &commonv1.UserCredential{}
 		if err := proto.Unmarshal(kv.Value, u); err != nil {
@@ -363,6 +368,8 @@ func (m *Model) delete(k string) {
 		m.Generation, m.GenerationRev = 0, 0
 	case k == KeyBalancedNodes:
 		m.BalancedNodes, m.BalancedNodesRev = "", 0
+	case k == KeySCRAMMockSecret:
+		m.SCRAMMockSecret = nil
 	case strings.HasPrefix(k, PrefixUsers):
 		delete(m.Users, strings.TrimPrefix(k, PrefixUsers))
 	case strings.HasPrefix(k, PrefixAcls):

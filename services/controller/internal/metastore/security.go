@@ -3,6 +3,7 @@ package metastore
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
@@ -346,8 +347,8 @@ func (s *Store) SetQuota(ctx context.Context, q *commonv1.Quota) error {
 	if err != nil {
 		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota: %s", strings.TrimPrefix(err.Error(), "acl: "))
 	}
-	if p.Type != acl.TypeUser || p.IsWildcard() {
-		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota principal %s is not one user (User:NAME)", p)
+	if p.Type != acl.TypeUser {
+		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota principal %s is not a user (User:NAME, or User:* for the default)", p)
 	}
 	if q.GetProduceBytesPerSecond() < 0 || q.GetFetchBytesPerSecond() < 0 {
 		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota of %s: rates must be 0 (unlimited) or more", p)
@@ -394,7 +395,24 @@ func (m *Model) Security() *commonv1.SecurityState {
 	}
 	st.Acls = sortBindings(slices.Collect(maps.Values(m.Acls)))
 	st.Quotas = m.quotaList()
+	st.ScramMockSecret = m.SCRAMMockSecret
 	return st
+}
+
+// EnsureSCRAMMockSecret draws the cluster's mock SCRAM secret
+// (token.MockSCRAM) unless etcd has one: every controller calls it at
+// start, and the first one's stays (the key is written only while
+// absent). Drawn once for the cluster rather than per process, so that an
+// unknown name gets the same fake salt from every Kafka listener, as a
+// real user's salt is the same everywhere.
+func (s *Store) EnsureSCRAMMockSecret(ctx context.Context) error {
+	b := make([]byte, token.MockSCRAMSecretLen)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("metastore: reading random bytes: %w", err)
+	}
+	_, err := s.cl.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(KeySCRAMMockSecret), "=", 0)).
+		Then(clientv3.OpPut(KeySCRAMMockSecret, string(b))).Commit()
+	return err
 }
 
 // WatchSecurity calls apply with the security state at once and then

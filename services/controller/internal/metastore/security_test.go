@@ -397,7 +397,7 @@ func TestQuotas(t *testing.T) {
 	for _, q := range []struct {
 		p              string
 		produce, fetch int64
-	}{{"User:bob", 0, 2000}, {"User:alice", 1000, 0}, {"User:alice", 1500, 500}} {
+	}{{"User:bob", 0, 2000}, {"User:alice", 1000, 0}, {"User:alice", 1500, 500}, {"User:*", 100, 0}} {
 		if err := set(q.p, q.produce, q.fetch); err != nil {
 			t.Fatal(err)
 		}
@@ -407,6 +407,7 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []*commonv1.Quota{
+		{Principal: "User:*", ProduceBytesPerSecond: 100},
 		{Principal: "User:alice", ProduceBytesPerSecond: 1500, FetchBytesPerSecond: 500},
 		{Principal: "User:bob", FetchBytesPerSecond: 2000},
 	}
@@ -416,7 +417,7 @@ func TestQuotas(t *testing.T) {
 	for _, bad := range []struct {
 		p              string
 		produce, fetch int64
-	}{{"User:alice", -1, 0}, {"User:alice", 0, -5}, {"alice", 1, 1}, {"User:*", 1, 1}, {"Service:storage/1", 1, 1}, {"", 1, 1}} {
+	}{{"User:alice", -1, 0}, {"User:alice", 0, -5}, {"alice", 1, 1}, {"Service:storage/1", 1, 1}, {"", 1, 1}} {
 		if err := set(bad.p, bad.produce, bad.fetch); code(err) != commonv1.Code_CODE_INVALID_ARGUMENT {
 			t.Errorf("SetQuota(%v): %v, want INVALID_ARGUMENT", bad, err)
 		}
@@ -426,6 +427,9 @@ func TestQuotas(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := set("User:nobody", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := set("User:*", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := s.ListQuotas(ctx); len(list) != 1 || list[0].GetPrincipal() != "User:bob" {

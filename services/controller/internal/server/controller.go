@@ -93,6 +93,10 @@ func Start(ctx context.Context, cfg Config) (*Controller, error) {
 		mem.Close()
 		return nil, fmt.Errorf("server: cluster id: %w", err)
 	}
+	if err := c.store.EnsureSCRAMMockSecret(ctx); err != nil {
+		mem.Close()
+		return nil, fmt.Errorf("server: SCRAM mock secret: %w", err)
+	}
 	if c.guard == nil {
 		if c.guard, err = guard.New(ctx, guard.Config{Logger: log}); err != nil {
 			mem.Close()
@@ -142,6 +146,7 @@ func (c *Controller) Guard() *guard.Guard { return c.guard }
 
 // Handler returns the Connect handler's path and http.Handler.
 func (c *Controller) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(rules.Interceptor()))
 	return controllerv1connect.NewControllerServiceHandler(&Handler{c: c}, opts...)
 }
 

@@ -133,7 +133,7 @@ func (h *Handler) UnregisterCoordinator(ctx context.Context, req *connect.Reques
 }
 
 func (h *Handler) CreateTopic(ctx context.Context, req *connect.Request[controllerv1.CreateTopicRequest]) (*connect.Response[controllerv1.CreateTopicResponse], error) {
-	if err := h.authorizeCreateTopic(ctx, req.Msg.Name); err != nil {
+	if err := h.c.guard.AuthorizeCreateTopic(ctx, req.Msg.Name); err != nil {
 		return nil, err
 	}
 	m := req.Msg
@@ -194,15 +194,6 @@ func (h *Handler) DescribeTopics(ctx context.Context, req *connect.Request[contr
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
-
-// authorizeCreateTopic allows creating topic name with create on the
-// cluster (every topic) or on the topic; a refusal names the topic.
-func (h *Handler) authorizeCreateTopic(ctx context.Context, name string) error {
-	if h.c.guard.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
-		return nil
-	}
-	return h.c.guard.Authorize(ctx, acl.Create, acl.Topic, name)
-}
 
 func (h *Handler) ListTopics(ctx context.Context, req *connect.Request[controllerv1.ListTopicsRequest]) (*connect.Response[controllerv1.ListTopicsResponse], error) {
 	m, err := h.c.store.Load(ctx)

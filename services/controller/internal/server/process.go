@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -26,7 +27,9 @@ type ProcessConfig struct {
 	id                 string
 	dataDir            string
 	peers              string
+	etcdClient         string
 	etcdClientPort     int
+	etcdPeerNames      string
 	etcdPeerListen     string
 	nodeSessionTimeout time.Duration
 	sessionTTL         time.Duration
@@ -44,7 +47,12 @@ func (c *ProcessConfig) RegisterFlags(f *serve.Flags) {
 		"every controller's etcd peer URL, ID=URL comma-separated; 1, 3 or 5 members, the same on every controller; with --tls-cert peer traffic is mutual TLS with the controller's certificate (http:// URLs are taken as https://)")
 	f.StringVar(&c.etcdPeerListen, "etcd-peer-listen", "",
 		"host:port the embedded etcd's peer listener binds; empty: the host:port of this controller's --peers URL (etcd binds IPs only: set 0.0.0.0:PORT when --peers names DNS names)")
-	f.IntVar(&c.etcdClientPort, "etcd-client-port", 0, "loopback port of the embedded etcd's client listener; 0 picks a free port")
+	f.StringVar(&c.etcdClient, "etcd-client", "",
+		"the embedded etcd's client listener, used by this process only: unix:///ABSOLUTE/PATH (a socket of mode 0600) or, with --tls-cert, https://IP:PORT (mutual TLS accepting controller certificates only); empty: unix://DATA-DIR/etcd.sock")
+	f.IntVar(&c.etcdClientPort, "etcd-client-port", 0,
+		"deprecated, use --etcd-client: with --tls-cert, the same as --etcd-client https://127.0.0.1:PORT; refused without TLS, since a plain TCP listener would hand etcd to every user of the host")
+	f.StringVar(&c.etcdPeerNames, "etcd-peer-names", "",
+		"with --tls-cert, the host names (DNS names or IPs) one of which an etcd peer's certificate must be valid for, comma-separated; empty: the hosts of --peers")
 	f.DurationVar(&c.nodeSessionTimeout, "node-session-timeout", metastore.DefaultNodeSessionTimeout,
 		"storage node lease TTL: a node silent this long is dead (whole seconds)")
 	f.DurationVar(&c.sessionTTL, "controller-session-timeout", 5*time.Second,
@@ -81,8 +89,13 @@ func (c *ProcessConfig) Validate() error {
 			p.Flag("etcd-peer-listen", c.etcdPeerListen, "must be host:port")
 		}
 	}
-	if c.etcdClientPort < 0 || c.etcdClientPort > 65535 {
+	switch {
+	case c.etcdClientPort < 0 || c.etcdClientPort > 65535:
 		p.Flag("etcd-client-port", c.etcdClientPort, "must be 0..65535")
+	case c.etcdClientPort != 0 && c.etcdClient != "":
+		p.Flag("etcd-client-port", c.etcdClientPort, "give --etcd-client or --etcd-client-port, not both")
+	case c.dataDir != "":
+		c.checkEtcdClient(&p)
 	}
 	if c.nodeSessionTimeout < time.Second {
 		p.Flag("node-session-timeout", c.nodeSessionTimeout, "must be at least 1s")
@@ -119,17 +132,47 @@ func (c *ProcessConfig) peerTLS() *etcdmember.PeerTLS {
 	return &etcdmember.PeerTLS{CertFile: c.TLS.Cert, KeyFile: c.TLS.Key, CAFile: c.TLS.CA}
 }
 
+// checkEtcdClient reports a client listener the member would refuse,
+// under the flag that asked for it.
+func (c *ProcessConfig) checkEtcdClient(p *serve.Problems) {
+	m := c.member()
+	if _, err := m.ResolvedClientURL(); err != nil {
+		reason := strings.TrimPrefix(err.Error(), "etcdmember: ")
+		if c.etcdClientPort != 0 {
+			p.Flag("etcd-client-port", c.etcdClientPort, reason)
+		} else {
+			p.Flag("etcd-client", c.etcdClient, reason)
+		}
+	}
+}
+
+// member is the embedded etcd member's configuration.
+func (c *ProcessConfig) member() etcdmember.Config {
+	return etcdmember.Config{
+		Name: c.id, Dir: c.dataDir, Peers: c.parsedPeers,
+		PeerListen: c.etcdPeerListen, ClientURL: c.etcdClient, ClientPort: c.etcdClientPort,
+		PeerNames: peerNames(c.etcdPeerNames), LogLevel: c.etcdLogLevel, PeerTLS: c.peerTLS(),
+	}
+}
+
+// peerNames splits --etcd-peer-names; nil when empty.
+func peerNames(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Setup returns the serve.SetupFunc of strata-controller: it starts the
 // member (Start), hands a drain signal on, registers shutdown and readiness,
 // and serves ControllerService.
 func Setup(cfg *ProcessConfig) serve.SetupFunc {
 	return func(ctx context.Context, p *serve.Process) (http.Handler, error) {
 		c, err := Start(ctx, Config{
-			Member: etcdmember.Config{
-				Name: cfg.id, Dir: cfg.dataDir, Peers: cfg.parsedPeers,
-				PeerListen: cfg.etcdPeerListen, ClientPort: cfg.etcdClientPort, LogLevel: cfg.etcdLogLevel,
-				PeerTLS: cfg.peerTLS(),
-			},
+			Member:             cfg.member(),
 			Address:            p.URL(),
 			NodeSessionTimeout: cfg.nodeSessionTimeout,
 			SessionTTL:         cfg.sessionTTL,
@@ -152,7 +195,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		}()
 		p.AddReadinessCheck("controller", c.Ready)
 		mux := http.NewServeMux()
-		mux.Handle(c.Handler(p.ConnectOption()))
+		mux.Handle(c.Handler(p.HandlerOption()))
 		return mux, nil
 	}
 }

@@ -48,3 +48,29 @@ func TestProcessConfigReportsEveryProblem(t *testing.T) {
 		}
 	}
 }
+
+// Without TLS the embedded etcd's client listener can only be the owner-only
+// Unix socket: a TCP port (--etcd-client-port, an https --etcd-client) would
+// need certificates, so each is refused with one line naming its flag.
+func TestProcessConfigEtcdClientNeedsSocketOrTLS(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		flag string
+		want string
+	}{
+		{[]string{"--etcd-client-port", "9303"}, "--etcd-client-port", "no TLS"},
+		{[]string{"--etcd-client", "https://127.0.0.1:9303"}, "--etcd-client", "no TLS"},
+		{[]string{"--etcd-client", "unix://relative.sock"}, "--etcd-client", "absolute"},
+		{[]string{"--etcd-client", "http://127.0.0.1:9303"}, "--etcd-client", "unix:///absolute/path"},
+		{[]string{"--etcd-client", "unix:///x.sock", "--etcd-client-port", "1"}, "--etcd-client-port", "not both"},
+	} {
+		_, err := parseProcessConfig(t, append([]string{"--data-dir", dir}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want a refusal naming %s and %q", tc.args, err, tc.flag, tc.want)
+		}
+	}
+	if _, err := parseProcessConfig(t, "--data-dir", dir, "--etcd-client", "unix://"+dir+"/e.sock"); err != nil {
+		t.Errorf("an absolute socket path: %v", err)
+	}
+}

@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/audit"
+	"github.com/strata-mq/strata/lib/guard"
 )
 
 // The security RPCs: users, ACLs and quotas (metastore/security.go). Each
@@ -15,6 +20,41 @@ import (
 // reaches this controller's guard through its etcd watch
 // (Controller.watchSecurity) and every other service through the
 // metadata stream.
+
+// auditChange writes the audit line of a change the caller made: kind,
+// op ("create", "delete", "set"), the resource changed and what it was
+// set to.
+func (h *Handler) auditChange(ctx context.Context, kind audit.Kind, op, resource, detail string) {
+	caller := guard.Principal(ctx)
+	who := ""
+	if !caller.IsZero() {
+		who = caller.String()
+	}
+	// A change made through the gateway comes from its service identity;
+	// the gateway names its caller, whom the line names.
+	var hdr http.Header
+	source := ""
+	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		hdr, source = ci.RequestHeader(), ci.Peer().Addr
+	}
+	who, via := audit.Attribute(who, caller.IsService(), hdr)
+	if via != "" {
+		detail = strings.TrimSpace(detail + " via " + via)
+	}
+	h.c.guard.Audit().Record(ctx, audit.Event{Kind: kind, Principal: who, Source: source, Operation: op, Resource: resource,
+		Outcome: audit.OutcomeSuccess, Reason: detail})
+}
+
+// auditACLs writes one audit line per ACL binding created or deleted.
+func (h *Handler) auditACLs(ctx context.Context, op string, bs []*commonv1.AclBinding) {
+	for _, b := range bs {
+		text := b.GetPrincipal()
+		if ab, err := guard.BindingFromProto(b); err == nil {
+			text = ab.String()
+		}
+		h.auditChange(ctx, audit.ACLChange, op, "acl "+text, "")
+	}
+}
 
 // authorizeCluster allows the request to do op to the cluster.
 func (h *Handler) authorizeCluster(ctx context.Context, op acl.Operation) error {
@@ -25,11 +65,18 @@ func (h *Handler) CreateUser(ctx context.Context, req *connect.Request[controlle
 	if err := h.authorizeCluster(ctx, acl.Alter); err != nil {
 		return nil, err
 	}
+	// Names a certificate or OIDC owns are refused before the store
+	// sees them: a user allowed to alter the cluster must not become a
+	// super user by naming a token user after one.
+	if err := h.c.guard.CheckNewUserName(req.Msg.GetName()); err != nil {
+		return nil, err
+	}
 	cred, tok, err := h.c.store.CreateUser(ctx, req.Msg.GetName())
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
 	}
 	h.c.log.InfoContext(ctx, "user created", slog.String("user", cred.GetName()))
+	h.auditChange(ctx, audit.UserChange, "create", "user "+cred.GetName(), "")
 	return connect.NewResponse(&controllerv1.CreateUserResponse{
 		User:  &commonv1.UserCredential{Name: cred.GetName(), CreatedMs: cred.GetCreatedMs()},
 		Token: tok.Reveal(),
@@ -44,6 +91,7 @@ func (h *Handler) DeleteUser(ctx context.Context, req *connect.Request[controlle
 		return nil, h.toConnect(ctx, err)
 	}
 	h.c.log.InfoContext(ctx, "user deleted", slog.String("user", req.Msg.GetName()))
+	h.auditChange(ctx, audit.UserChange, "delete", "user "+req.Msg.GetName(), "")
 	return connect.NewResponse(&controllerv1.DeleteUserResponse{}), nil
 }
 
@@ -69,6 +117,7 @@ func (h *Handler) CreateAcls(ctx context.Context, req *connect.Request[controlle
 	if n > 0 {
 		h.c.log.InfoContext(ctx, "ACLs created", slog.Int("acls", n))
 	}
+	h.auditACLs(ctx, "create", req.Msg.GetAcls())
 	return connect.NewResponse(&controllerv1.CreateAclsResponse{}), nil
 }
 
@@ -83,6 +132,7 @@ func (h *Handler) DeleteAcls(ctx context.Context, req *connect.Request[controlle
 	if len(deleted) > 0 {
 		h.c.log.InfoContext(ctx, "ACLs deleted", slog.Int("acls", len(deleted)))
 	}
+	h.auditACLs(ctx, "delete", deleted)
 	return connect.NewResponse(&controllerv1.DeleteAclsResponse{Deleted: deleted}), nil
 }
 
@@ -107,6 +157,8 @@ func (h *Handler) SetQuota(ctx context.Context, req *connect.Request[controllerv
 	}
 	h.c.log.InfoContext(ctx, "quota set", slog.String("principal", q.GetPrincipal()),
 		slog.Int64("produce_bytes_per_second", q.GetProduceBytesPerSecond()), slog.Int64("fetch_bytes_per_second", q.GetFetchBytesPerSecond()))
+	h.auditChange(ctx, audit.QuotaChange, "set", "quota "+q.GetPrincipal(), fmt.Sprintf("produce_bytes_per_second=%d fetch_bytes_per_second=%d",
+		q.GetProduceBytesPerSecond(), q.GetFetchBytesPerSecond()))
 	return connect.NewResponse(&controllerv1.SetQuotaResponse{}), nil
 }
 

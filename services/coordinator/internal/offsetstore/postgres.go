@@ -186,8 +186,8 @@ func (p *Postgres) Release(ctx context.Context, f Fence) error {
 // SaveGroup implements Store.
 func (p *Postgres) SaveGroup(ctx context.Context, f Fence, g Group) error {
 	return p.fenced(ctx, f, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE strata_groups SET has_state = TRUE, state = $2, member_count = $3, data = $4, updated_ms = $5 WHERE group_id = $1`,
-			f.GroupID, g.State, g.MemberCount, g.Data, ms(time.Now()))
+		_, err := tx.Exec(ctx, `UPDATE strata_groups SET has_state = TRUE, state = $2, member_count = $3, data = $4, updated_ms = $5, protocol_type = $6 WHERE group_id = $1`,
+			f.GroupID, g.State, g.MemberCount, g.Data, ms(time.Now()), g.ProtocolType)
 		return err
 	})
 }
@@ -195,8 +195,8 @@ func (p *Postgres) SaveGroup(ctx context.Context, f Fence, g Group) error {
 // LoadGroup implements Store.
 func (p *Postgres) LoadGroup(ctx context.Context, group string) (Group, bool, error) {
 	g := Group{GroupID: group}
-	err := p.pool.QueryRow(ctx, `SELECT state, member_count, data FROM strata_groups WHERE group_id = $1 AND has_state`, group).
-		Scan(&g.State, &g.MemberCount, &g.Data)
+	err := p.pool.QueryRow(ctx, `SELECT state, member_count, data, protocol_type FROM strata_groups WHERE group_id = $1 AND has_state`, group).
+		Scan(&g.State, &g.MemberCount, &g.Data, &g.ProtocolType)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return g, false, nil
 	}
@@ -251,7 +251,8 @@ func (p *Postgres) FetchOffsets(ctx context.Context, group string) ([]Offset, er
 }
 
 const listSQL = `
-SELECT g.group_id, CASE WHEN g.has_state THEN g.state ELSE 'empty' END, CASE WHEN g.has_state THEN g.member_count ELSE 0 END
+SELECT g.group_id, CASE WHEN g.has_state THEN g.state ELSE 'empty' END, CASE WHEN g.has_state THEN g.member_count ELSE 0 END,
+       CASE WHEN g.has_state THEN g.protocol_type ELSE '' END
   FROM strata_groups g
  WHERE g.has_state OR EXISTS (SELECT 1 FROM strata_offsets o WHERE o.group_id = g.group_id)
  ORDER BY g.group_id`
@@ -266,7 +267,7 @@ func (p *Postgres) ListGroups(ctx context.Context) ([]Group, error) {
 	var out []Group
 	for rows.Next() {
 		var g Group
-		if err := rows.Scan(&g.GroupID, &g.State, &g.MemberCount); err != nil {
+		if err := rows.Scan(&g.GroupID, &g.State, &g.MemberCount, &g.ProtocolType); err != nil {
 			return nil, fmt.Errorf("offsetstore: list groups: %w", err)
 		}
 		out = append(out, g)
@@ -280,7 +281,7 @@ func (p *Postgres) DeleteGroup(ctx context.Context, f Fence) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM strata_offsets WHERE group_id = $1`, f.GroupID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE strata_groups SET has_state = FALSE, state = 'empty', member_count = 0, data = NULL, updated_ms = $2 WHERE group_id = $1`,
+		_, err := tx.Exec(ctx, `UPDATE strata_groups SET has_state = FALSE, state = 'empty', member_count = 0, data = NULL, protocol_type = '', updated_ms = $2 WHERE group_id = $1`,
 			f.GroupID, ms(time.Now()))
 		return err
 	})

@@ -172,8 +172,8 @@ func (s *SQLite) Release(ctx context.Context, f Fence) error {
 // SaveGroup implements Store.
 func (s *SQLite) SaveGroup(ctx context.Context, f Fence, g Group) error {
 	return s.fenced(ctx, f, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE strata_groups SET has_state = 1, state = ?, member_count = ?, data = ?, updated_ms = ? WHERE group_id = ?`,
-			g.State, g.MemberCount, g.Data, ms(time.Now()), f.GroupID)
+		_, err := tx.ExecContext(ctx, `UPDATE strata_groups SET has_state = 1, state = ?, member_count = ?, data = ?, updated_ms = ?, protocol_type = ? WHERE group_id = ?`,
+			g.State, g.MemberCount, g.Data, ms(time.Now()), g.ProtocolType, f.GroupID)
 		return err
 	})
 }
@@ -181,8 +181,8 @@ func (s *SQLite) SaveGroup(ctx context.Context, f Fence, g Group) error {
 // LoadGroup implements Store.
 func (s *SQLite) LoadGroup(ctx context.Context, group string) (Group, bool, error) {
 	g := Group{GroupID: group}
-	err := s.db.QueryRowContext(ctx, `SELECT state, member_count, data FROM strata_groups WHERE group_id = ? AND has_state = 1`, group).
-		Scan(&g.State, &g.MemberCount, &g.Data)
+	err := s.db.QueryRowContext(ctx, `SELECT state, member_count, data, protocol_type FROM strata_groups WHERE group_id = ? AND has_state = 1`, group).
+		Scan(&g.State, &g.MemberCount, &g.Data, &g.ProtocolType)
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, false, nil
 	}
@@ -239,7 +239,8 @@ func (s *SQLite) FetchOffsets(ctx context.Context, group string) ([]Offset, erro
 // ListGroups implements Store.
 func (s *SQLite) ListGroups(ctx context.Context) ([]Group, error) {
 	rows, err := s.db.QueryContext(ctx, `
-SELECT g.group_id, CASE WHEN g.has_state = 1 THEN g.state ELSE 'empty' END, CASE WHEN g.has_state = 1 THEN g.member_count ELSE 0 END
+SELECT g.group_id, CASE WHEN g.has_state = 1 THEN g.state ELSE 'empty' END, CASE WHEN g.has_state = 1 THEN g.member_count ELSE 0 END,
+       CASE WHEN g.has_state = 1 THEN g.protocol_type ELSE '' END
   FROM strata_groups g
  WHERE g.has_state = 1 OR EXISTS (SELECT 1 FROM strata_offsets o WHERE o.group_id = g.group_id)
  ORDER BY g.group_id`)
@@ -250,7 +251,7 @@ SELECT g.group_id, CASE WHEN g.has_state = 1 THEN g.state ELSE 'empty' END, CASE
 	var out []Group
 	for rows.Next() {
 		var g Group
-		if err := rows.Scan(&g.GroupID, &g.State, &g.MemberCount); err != nil {
+		if err := rows.Scan(&g.GroupID, &g.State, &g.MemberCount, &g.ProtocolType); err != nil {
 			return nil, fmt.Errorf("offsetstore: list groups: %w", err)
 		}
 		out = append(out, g)
@@ -264,7 +265,7 @@ func (s *SQLite) DeleteGroup(ctx context.Context, f Fence) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM strata_offsets WHERE group_id = ?`, f.GroupID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE strata_groups SET has_state = 0, state = 'empty', member_count = 0, data = NULL, updated_ms = ? WHERE group_id = ?`,
+		_, err := tx.ExecContext(ctx, `UPDATE strata_groups SET has_state = 0, state = 'empty', member_count = 0, data = NULL, protocol_type = '', updated_ms = ? WHERE group_id = ?`,
 			ms(time.Now()), f.GroupID)
 		return err
 	})

@@ -79,7 +79,11 @@ type Group struct {
 	GroupID     string
 	State       string // "empty", "reconciling" or "stable"
 	MemberCount int
-	Data        []byte
+	// ProtocolType is a classic group's protocol type ("consumer",
+	// "connect", ...), Data then being the classic state; empty for a
+	// KIP-848 group.
+	ProtocolType string
+	Data         []byte
 }
 
 // Store is the offsets database. Implementations are safe for concurrent

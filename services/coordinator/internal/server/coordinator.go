@@ -37,6 +37,7 @@ import (
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
+	"github.com/strata-mq/strata/services/coordinator/internal/classic"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
 )
@@ -79,6 +80,9 @@ type owned struct {
 	fence   offsetstore.Fence
 	expires time.Time // local view of the lease end
 	g       *group.Group
+	// cg is the group's classic state while it is a classic group
+	// (classic.go); nil for a KIP-848 group.
+	cg      *classic.Group
 	dropped bool
 }
 
@@ -146,7 +150,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			}
 		}
 		mux := http.NewServeMux()
-		mux.Handle(c.Handler(p.ConnectOption()))
+		mux.Handle(c.Handler(p.HandlerOption()))
 		return mux, nil
 	}
 }
@@ -237,6 +241,7 @@ func (c *Coordinator) listenerAddress(name string) string {
 
 // Handler returns the CoordinatorService path and handler.
 func (c *Coordinator) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(rules.Interceptor()))
 	return coordinatorv1connect.NewCoordinatorServiceHandler(c, opts...)
 }
 
@@ -281,6 +286,9 @@ func (c *Coordinator) Close() error {
 			og.mu.Lock()
 			if !og.dropped {
 				og.dropped = true
+				if og.cg != nil {
+					og.cg.Wake() // waiting classic calls give up
+				}
 				if err := c.store.Release(ctx, og.fence); err != nil && !errors.Is(err, offsetstore.ErrNotOwner) {
 					c.log.Warn("release group", "group", og.fence.GroupID, "err", err)
 				}
@@ -346,6 +354,9 @@ func (c *Coordinator) expire(ctx context.Context) {
 	now := time.Now()
 	for _, og := range c.snapshot() {
 		og.mu.Lock()
+		if !og.dropped && og.cg != nil {
+			_ = c.tickClassicLocked(ctx, og, now) // classic.go; a fenced save drops the group
+		}
 		if og.dropped || len(og.g.Members) == 0 {
 			og.mu.Unlock()
 			continue
@@ -380,6 +391,9 @@ func (c *Coordinator) dropLocked(og *owned, why string) {
 		return
 	}
 	og.dropped = true
+	if og.cg != nil {
+		og.cg.Wake() // waiting classic calls give up
+	}
 	c.mu.Lock()
 	if c.groups[og.fence.GroupID] == og {
 		delete(c.groups, og.fence.GroupID)
@@ -391,11 +405,21 @@ func (c *Coordinator) dropLocked(og *owned, why string) {
 // saveLocked persists og's state under its fence. og.mu is held. On
 // ErrNotOwner the group is dropped and NOT_COORDINATOR returned.
 func (c *Coordinator) saveLocked(ctx context.Context, og *owned) error {
-	data, err := og.g.Marshal()
+	save := offsetstore.Group{GroupID: og.fence.GroupID, State: og.g.State(), MemberCount: len(og.g.Members)}
+	var err error
+	if og.cg != nil {
+		save.State, save.MemberCount, save.ProtocolType = classicState(og.cg.State), len(og.cg.Members), og.cg.ProtocolType
+		if save.ProtocolType == "" {
+			save.ProtocolType = "consumer" // a classic group that never had a member
+		}
+		save.Data, err = og.cg.Marshal()
+	} else {
+		save.Data, err = og.g.Marshal()
+	}
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
 	}
-	err = c.store.SaveGroup(ctx, og.fence, offsetstore.Group{GroupID: og.fence.GroupID, State: og.g.State(), MemberCount: len(og.g.Members), Data: data})
+	err = c.store.SaveGroup(ctx, og.fence, save)
 	return c.fenceErr(ctx, og, err)
 }
 
@@ -478,14 +502,21 @@ func (c *Coordinator) claim(ctx context.Context, id string) (*owned, error) {
 		_ = c.store.Release(ctx, o.Fence())
 		return nil, errDatabase(err)
 	}
-	if found && len(saved.Data) > 0 {
+	var cg *classic.Group
+	if found && len(saved.Data) > 0 && saved.ProtocolType != "" {
+		if cg, err = classic.Unmarshal(saved.Data, time.Now()); err != nil {
+			_ = c.store.Release(ctx, o.Fence())
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		cg.ID = id
+	} else if found && len(saved.Data) > 0 {
 		if g, err = group.Unmarshal(saved.Data, c.cfg.SessionTimeout, time.Now()); err != nil {
 			_ = c.store.Release(ctx, o.Fence())
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
 		g.ID = id
 	}
-	og = &owned{fence: o.Fence(), expires: at.Add(c.cfg.OwnershipLease), g: g}
+	og = &owned{fence: o.Fence(), expires: at.Add(c.cfg.OwnershipLease), g: g, cg: cg}
 	c.mu.Lock()
 	c.groups[id] = og
 	c.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
+	"github.com/strata-mq/strata/services/coordinator/internal/classic"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
 )
@@ -50,6 +51,12 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 		return nil, err
 	}
 	defer og.mu.Unlock()
+	if og.cg != nil {
+		if len(og.cg.Members) > 0 {
+			return nil, errClassicGroup(m.GetGroupId()) // classic.go
+		}
+		og.cg = nil // an empty classic group becomes a KIP-848 one, as in Kafka
+	}
 	defer c.traceRebalance(ctx, og)() // telemetry.go
 	topics := m.GetSubscribedTopicNames()
 	if len(topics) == 0 {
@@ -124,8 +131,15 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *connect.Request[coo
 	for i, p := range m.GetPartitions() {
 		list[i] = group.CommitPartition{TP: group.TP{Topic: p.GetTopic(), Partition: p.GetPartition()}, Epoch: p.GetMemberEpoch()}
 	}
-	refused, err := og.g.CheckCommit(m.GetMemberId(), m.GetMemberEpoch(), list)
-	if err != nil {
+	var refused []error
+	if og.cg != nil {
+		// A classic member's commit: checked against the generation
+		// (classic.go), as Kafka's validateOffsetCommit.
+		if code := og.cg.CheckCommit(m.GetMemberId(), m.GetMemberEpoch(), time.Now()); code != classic.ErrNone {
+			return nil, classicCommitErr(code)
+		}
+		refused = make([]error, len(list))
+	} else if refused, err = og.g.CheckCommit(m.GetMemberId(), m.GetMemberEpoch(), list); err != nil {
 		return nil, groupErr(err)
 	}
 	out := &coordinatorv1.OffsetCommitResponse{}
@@ -241,7 +255,7 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *connect.Request[coord
 	}
 	out := &coordinatorv1.ListGroupsResponse{}
 	for _, g := range list {
-		st, n := stateOf(g.State), int32(g.MemberCount)
+		st, n, pt := stateOf(g.State), int32(g.MemberCount), g.ProtocolType
 		c.mu.Lock()
 		og := c.groups[g.GroupID]
 		c.mu.Unlock()
@@ -249,20 +263,24 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *connect.Request[coord
 			og.mu.Lock()
 			if !og.dropped {
 				st, n = stateOf(og.g.State()), int32(len(og.g.Members))
+				pt = ""
+				if og.cg != nil {
+					st, n, pt = stateOf(classicState(og.cg.State)), int32(len(og.cg.Members)), og.cg.ProtocolType
+				}
 			}
 			og.mu.Unlock()
 		}
 		if len(want) > 0 && !want[st] || !c.guard.Allowed(ctx, acl.Describe, acl.Group, g.GroupID) {
 			continue
 		}
-		out.Groups = append(out.Groups, &coordinatorv1.GroupListing{GroupId: g.GroupID, State: st, MemberCount: n})
+		out.Groups = append(out.Groups, &coordinatorv1.GroupListing{GroupId: g.GroupID, State: st, MemberCount: n, ProtocolType: pt})
 	}
 	return connect.NewResponse(out), nil
 }
 
 // exists reports whether the group has state or offsets in the database.
 func (c *Coordinator) exists(ctx context.Context, og *owned) (bool, error) {
-	if len(og.g.Members) > 0 {
+	if len(og.g.Members)+og.classicMembers() > 0 {
 		return true, nil
 	}
 	if _, ok, err := c.store.LoadGroup(ctx, og.fence.GroupID); err != nil || ok {
@@ -291,6 +309,16 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 		og.mu.Unlock()
 		return nil, apierr.New(connect.CodeNotFound, commonv1.Reason_REASON_GROUP_ID_NOT_FOUND, "group %q does not exist", id)
 	}
+	if og.cg != nil {
+		d := describeClassic(id, c.id, og.cg) // classic.go
+		og.mu.Unlock()
+		rows, err := c.lagRows(ctx, id, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		d.Partitions = rows
+		return connect.NewResponse(&coordinatorv1.DescribeGroupResponse{Group: c.guard.DescribableGroup(ctx, d)}), nil
+	}
 	g := og.g
 	d := &coordinatorv1.GroupDescription{GroupId: id, State: stateOf(g.State()), GroupEpoch: g.Epoch, AssignmentEpoch: g.AssignmentEpoch,
 		Assignor: assignor.Name, CoordinatorId: c.id}
@@ -314,7 +342,7 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 		return nil, err
 	}
 	d.Partitions = rows
-	return connect.NewResponse(&coordinatorv1.DescribeGroupResponse{Group: d}), nil
+	return connect.NewResponse(&coordinatorv1.DescribeGroupResponse{Group: c.guard.DescribableGroup(ctx, d)}), nil
 }
 
 // lagRows computes the committed offset, high watermark and lag of every
@@ -408,9 +436,9 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, req *connect.Request[coo
 		return nil, err
 	}
 	defer og.mu.Unlock()
-	if len(og.g.Members) > 0 {
+	if n := len(og.g.Members) + og.classicMembers(); n > 0 {
 		return nil, apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
-			"group %q has %d live members; stop them before resetting offsets", m.GetGroupId(), len(og.g.Members))
+			"group %q has %d live members; stop them before resetting offsets", m.GetGroupId(), n)
 	}
 	md := c.meta.lookup(ctx, names)
 	prev, err := c.store.FetchOffsets(ctx, m.GetGroupId())
@@ -499,9 +527,9 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 		return nil, err
 	}
 	defer og.mu.Unlock()
-	if len(og.g.Members) > 0 {
+	if n := len(og.g.Members) + og.classicMembers(); n > 0 {
 		return nil, apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY,
-			"group %q has %d live members; stop them before deleting it", id, len(og.g.Members))
+			"group %q has %d live members; stop them before deleting it", id, n)
 	}
 	ok, err := c.exists(ctx, og)
 	if err != nil {
@@ -513,7 +541,7 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 	if err := c.fenceErr(ctx, og, c.store.DeleteGroup(ctx, og.fence)); err != nil {
 		return nil, err
 	}
-	og.g = group.New(id, c.cfg.SessionTimeout)
+	og.g, og.cg = group.New(id, c.cfg.SessionTimeout), nil
 	c.lagMu.Lock()
 	for k := range c.lag {
 		if k.group == id {

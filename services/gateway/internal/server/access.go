@@ -61,16 +61,6 @@ func (g *Gateway) authorizeTopics(ctx context.Context, op acl.Operation, names .
 	return nil
 }
 
-// authorizeCreateTopic allows creating the topic with create on it or,
-// as in Kafka, create on the cluster. The refusal names the topic.
-func (g *Gateway) authorizeCreateTopic(ctx context.Context, name string) error {
-	err := g.guard.Authorize(ctx, acl.Create, acl.Topic, name)
-	if err != nil && g.guard.Allowed(ctx, acl.Create, acl.Cluster, acl.ClusterName) {
-		return nil
-	}
-	return err
-}
-
 // visible drops the items whose resource (named by name) the caller may
 // not describe. It filters s in place and returns it.
 func visible[T any](ctx context.Context, g *Gateway, rt acl.ResourceType, s []T, name func(T) string) []T {

@@ -33,7 +33,7 @@ const probeTimeout = 2 * time.Second
 // topic or on the cluster.
 func (g *Gateway) CreateTopic(ctx context.Context, req *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error) {
 	m := req.Msg
-	if err := g.authorizeCreateTopic(ctx, m.GetName()); err != nil {
+	if err := g.guard.AuthorizeCreateTopic(ctx, m.GetName()); err != nil {
 		return nil, err
 	}
 	up := &controllerv1.CreateTopicRequest{

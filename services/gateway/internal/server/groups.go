@@ -257,7 +257,7 @@ func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewa
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: res.GetGroup()}), nil
+	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: g.guard.DescribableGroup(ctx, res.GetGroup())}), nil
 }
 
 // ResetOffsets passes through to the group's coordinator; it needs read on

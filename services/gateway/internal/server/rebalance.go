@@ -9,6 +9,8 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/audit"
+	"github.com/strata-mq/strata/lib/guard"
 )
 
 // The elastic-storage admin calls (partition moves, rebalance, drain, more
@@ -34,7 +36,11 @@ func passThrough[GRes, CReq, CRes any, PGRes interface {
 		return nil, err
 	}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*CRes, error) {
-		return unwrap(call(c, ctx, connect.NewRequest((*CReq)(up))))
+		req := connect.NewRequest((*CReq)(up))
+		if p := guard.Principal(ctx); !p.IsZero() {
+			audit.ForwardPrincipal(req.Header(), p.String()) // the controller's audit line names the caller
+		}
+		return unwrap(call(c, ctx, req))
 	})
 	if err != nil {
 		return nil, err

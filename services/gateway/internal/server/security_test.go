@@ -105,7 +105,7 @@ func startSecure(t *testing.T, s secureSetup) *secureGateway {
 			}
 		}
 	}
-	gd, err := guard.New(context.Background(), guard.Config{RequireAuth: s.require, SuperUsers: []acl.Principal{acl.User("admin")}, Now: sg.clock.Now})
+	gd, err := guard.New(context.Background(), guard.Config{RequireAuth: s.require, Now: sg.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +187,8 @@ func binding(who string, perm acl.Permission, op acl.Operation, rt acl.ResourceT
 // groupCoordinator owns every group and answers the group calls the
 // gateway passes through, recording them.
 type groupCoordinator struct {
+	// describe, when set, is the description DescribeGroup answers.
+	describe *coordinatorv1.GroupDescription
 	coordinatorv1connect.UnimplementedCoordinatorServiceHandler
 	self   string
 	groups []*coordinatorv1.GroupListing
@@ -225,7 +227,12 @@ func (f *groupCoordinator) ListGroups(context.Context, *connect.Request[coordina
 
 func (f *groupCoordinator) DescribeGroup(_ context.Context, req *connect.Request[coordinatorv1.DescribeGroupRequest]) (*connect.Response[coordinatorv1.DescribeGroupResponse], error) {
 	f.record(req.Msg)
-	return connect.NewResponse(&coordinatorv1.DescribeGroupResponse{Group: &coordinatorv1.GroupDescription{GroupId: req.Msg.GetGroupId()}}), nil
+	d := &coordinatorv1.GroupDescription{GroupId: req.Msg.GetGroupId()}
+	if f.describe != nil {
+		d = proto.Clone(f.describe).(*coordinatorv1.GroupDescription)
+		d.GroupId = req.Msg.GetGroupId()
+	}
+	return connect.NewResponse(&coordinatorv1.DescribeGroupResponse{Group: d}), nil
 }
 
 func (f *groupCoordinator) ResetOffsets(_ context.Context, req *connect.Request[coordinatorv1.ResetOffsetsRequest]) (*connect.Response[coordinatorv1.ResetOffsetsResponse], error) {
@@ -240,7 +247,7 @@ func (f *groupCoordinator) DeleteGroup(_ context.Context, req *connect.Request[c
 
 // securedCluster starts a gateway enforcing ACLs over a fake cluster with
 // topics orders (2 partitions), orders-eu and audit, a coordinator owning
-// groups g, g-alice and g-bob, and users admin (super user), alice and bob.
+// groups g, g-alice and g-bob, and users admin (allowed everything), alice and bob.
 func securedCluster(t *testing.T, acls ...*commonv1.AclBinding) (*secureGateway, *fakeCluster, *fakeController, *groupCoordinator) {
 	t.Helper()
 	cl := newFakeCluster(t, 1)
@@ -259,7 +266,12 @@ func securedCluster(t *testing.T, acls ...*commonv1.AclBinding) (*secureGateway,
 		fc:       fc,
 		snapshot: cl.snapshot(1, map[string]int32{"orders": 2, "orders-eu": 1, "audit": 1}),
 		users:    []string{"admin", "alice", "bob"},
-		acls:     acls,
+		// admin is allowed everything by ACLs: a super user's name is
+		// reserved for its certificate, so no token user can be one.
+		acls: append(acls,
+			binding("admin", acl.Allow, acl.All, acl.Topic, acl.AnyResource),
+			binding("admin", acl.Allow, acl.All, acl.Group, acl.AnyResource),
+			binding("admin", acl.Allow, acl.All, acl.Cluster, acl.ClusterName)),
 	})
 	return sg, cl, fc, coord
 }
@@ -726,5 +738,62 @@ func TestWhoAmI(t *testing.T) {
 		}})); err != nil {
 			t.Errorf("ProduceJSON without --require-auth: %v", err)
 		}
+	}
+}
+
+// TestDescribeGroupShowsOnlyDescribableTopics: a group's description,
+// and the lag ListGroups adds, leave out the topics the caller may not
+// describe (their lag rows, subscriptions and assigned partitions), as
+// OffsetFetch leaves out their offsets; a caller who may describe them
+// sees everything.
+func TestDescribeGroupShowsOnlyDescribableTopics(t *testing.T) {
+	sg, _, _, coord := securedCluster(t,
+		binding("alice", acl.Allow, acl.Describe, acl.Group, "g-alice"),
+		binding("alice", acl.Allow, acl.Read, acl.Topic, "orders"),
+	)
+	coord.describe = &coordinatorv1.GroupDescription{
+		Members: []*coordinatorv1.GroupMember{{
+			MemberId: "m1", SubscribedTopicNames: []string{"orders", "audit"},
+			Assignment: &coordinatorv1.Assignment{Partitions: []*commonv1.TopicPartitions{
+				{Topic: "orders", Partitions: []int32{0, 1}}, {Topic: "audit", Partitions: []int32{0}}}},
+			TargetAssignment: &coordinatorv1.Assignment{Partitions: []*commonv1.TopicPartitions{{Topic: "audit", Partitions: []int32{0}}}},
+		}},
+		Partitions: []*coordinatorv1.PartitionLag{
+			{Topic: "audit", Partition: 0, CommittedOffset: 5, LogEndOffset: 905, Lag: 900},
+			{Topic: "orders", Partition: 0, CommittedOffset: 1, LogEndOffset: 3, Lag: 2},
+			{Topic: "orders", Partition: 1, CommittedOffset: 1, LogEndOffset: 4, Lag: 3},
+		},
+	}
+	ctx := context.Background()
+	res, err := sg.client("alice").DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: "g-alice"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.Msg.GetGroup()
+	for _, p := range got.GetPartitions() {
+		if p.GetTopic() != "orders" {
+			t.Errorf("alice sees the lag of %s/%d", p.GetTopic(), p.GetPartition())
+		}
+	}
+	m := got.GetMembers()[0]
+	if len(got.GetPartitions()) != 2 || !slices.Equal(m.GetSubscribedTopicNames(), []string{"orders"}) ||
+		len(m.GetAssignment().GetPartitions()) != 1 || m.GetAssignment().GetPartitions()[0].GetTopic() != "orders" ||
+		len(m.GetTargetAssignment().GetPartitions()) != 0 {
+		t.Fatalf("alice's view of the group: %v", got)
+	}
+	lags, err := sg.client("alice").ListGroups(ctx, connect.NewRequest(&gatewayv1.ListGroupsRequest{IncludeLag: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := lags.Msg.GetLags(); len(l) != 1 || l[0].GetGroupId() != "g-alice" || l[0].GetTotalLag() != 5 || l[0].GetPartitions() != 2 {
+		t.Fatalf("alice's group lags %v; want g-alice with 2 partitions and a lag of 5 (audit's 900 left out)", l)
+	}
+	// admin may describe every topic and sees all of it.
+	res, err = sg.client("admin").DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: "g-alice"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Msg.GetGroup(); len(got.GetPartitions()) != 3 || len(got.GetMembers()[0].GetSubscribedTopicNames()) != 2 {
+		t.Fatalf("admin's view of the group: %v", got)
 	}
 }

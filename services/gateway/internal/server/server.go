@@ -171,6 +171,7 @@ func Start(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 
 // Handler returns the GatewayService handler and the path to mount it on.
 func (g *Gateway) Handler(opts ...connect.HandlerOption) (string, http.Handler) {
+	opts = append(opts[:len(opts):len(opts)], connect.WithInterceptors(rules.Interceptor()))
 	return gatewayv1connect.NewGatewayServiceHandler(g, opts...)
 }
 
@@ -225,7 +226,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 			}
 		}
 		mux := http.NewServeMux()
-		mux.Handle(g.Handler(p.ConnectOption()))
+		mux.Handle(g.Handler(p.HandlerOption()))
 		// The console's files carry no cluster data; the page calls the
 		// API above with the user's credentials.
 		p.HandlePublic(console.Path, console.Handler())

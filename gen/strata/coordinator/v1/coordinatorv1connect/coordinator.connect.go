@@ -67,6 +67,18 @@ const (
 	// CoordinatorServiceLocateGroupProcedure is the fully-qualified name of the CoordinatorService's
 	// LocateGroup RPC.
 	CoordinatorServiceLocateGroupProcedure = "/strata.coordinator.v1.CoordinatorService/LocateGroup"
+	// CoordinatorServiceClassicJoinGroupProcedure is the fully-qualified name of the
+	// CoordinatorService's ClassicJoinGroup RPC.
+	CoordinatorServiceClassicJoinGroupProcedure = "/strata.coordinator.v1.CoordinatorService/ClassicJoinGroup"
+	// CoordinatorServiceClassicSyncGroupProcedure is the fully-qualified name of the
+	// CoordinatorService's ClassicSyncGroup RPC.
+	CoordinatorServiceClassicSyncGroupProcedure = "/strata.coordinator.v1.CoordinatorService/ClassicSyncGroup"
+	// CoordinatorServiceClassicHeartbeatProcedure is the fully-qualified name of the
+	// CoordinatorService's ClassicHeartbeat RPC.
+	CoordinatorServiceClassicHeartbeatProcedure = "/strata.coordinator.v1.CoordinatorService/ClassicHeartbeat"
+	// CoordinatorServiceClassicLeaveGroupProcedure is the fully-qualified name of the
+	// CoordinatorService's ClassicLeaveGroup RPC.
+	CoordinatorServiceClassicLeaveGroupProcedure = "/strata.coordinator.v1.CoordinatorService/ClassicLeaveGroup"
 )
 
 // CoordinatorServiceClient is a client for the strata.coordinator.v1.CoordinatorService service.
@@ -84,8 +96,10 @@ type CoordinatorServiceClient interface {
 	// Errors: INVALID_ARGUMENT for an empty group_id or member_id, or a join (epoch 0) without
 	// subscribed topics; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID) for an unknown member, and
 	// ABORTED (REASON_FENCED_MEMBER_EPOCH) for a stale member epoch, after both of which the
-	// member drops its partitions and joins again with epoch 0; FAILED_PRECONDITION
-	// (REASON_NOT_COORDINATOR); UNAVAILABLE (REASON_COORDINATOR_LOADING).
+	// member drops its partitions and joins again with epoch 0; NOT_FOUND
+	// (REASON_GROUP_ID_NOT_FOUND) when the group is a classic group with members
+	// (ClassicJoinGroup); FAILED_PRECONDITION (REASON_NOT_COORDINATOR); UNAVAILABLE
+	// (REASON_COORDINATOR_LOADING).
 	ConsumerGroupHeartbeat(context.Context, *connect.Request[v1.ConsumerGroupHeartbeatRequest]) (*connect.Response[v1.ConsumerGroupHeartbeatResponse], error)
 	// LeaveGroup removes members on an operator's behalf (for example a static member that
 	// will not come back). Members leave by themselves with a heartbeat of epoch -1.
@@ -106,6 +120,10 @@ type CoordinatorServiceClient interface {
 	// OffsetCommitPartitionResult.error, ABORTED (REASON_FENCED_MEMBER_EPOCH) for a partition
 	// the member does not hold or whose records were read under an epoch older than the
 	// partition's assignment epoch, and INVALID_ARGUMENT for a negative offset.
+	// In a classic group (ClassicJoinGroup) member_epoch is the member's generation, checked
+	// as Kafka does: NOT_FOUND (REASON_UNKNOWN_MEMBER_ID), ABORTED (REASON_ILLEGAL_GENERATION)
+	// for another generation, ABORTED (REASON_REBALANCE_IN_PROGRESS) while the leader's
+	// ClassicSyncGroup is awaited.
 	OffsetCommit(context.Context, *connect.Request[v1.OffsetCommitRequest]) (*connect.Response[v1.OffsetCommitResponse], error)
 	// OffsetFetch returns committed offsets of a group.
 	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR). An unknown group returns no
@@ -139,6 +157,23 @@ type CoordinatorServiceClient interface {
 	// Errors: INVALID_ARGUMENT for an empty group_id; UNAVAILABLE when the offsets database is
 	// unreachable.
 	LocateGroup(context.Context, *connect.Request[v1.LocateGroupRequest]) (*connect.Response[v1.LocateGroupResponse], error)
+	// ClassicJoinGroup is Kafka's JoinGroup in the classic group protocol, which the members'
+	// leader assigns: any protocol type, with protocol metadata the coordinator does not read.
+	// The call waits until the group's join phase ends (every member joined again, or the
+	// largest rebalance timeout of the members passed), as Kafka's does. A group is classic or
+	// KIP-848 (ConsumerGroupHeartbeat), not both: joining a group with KIP-848 members answers
+	// INCONSISTENT_GROUP_PROTOCOL. Kafka's errors are answered in error_code; Connect errors
+	// only for FAILED_PRECONDITION (REASON_NOT_COORDINATOR) and UNAVAILABLE.
+	ClassicJoinGroup(context.Context, *connect.Request[v1.ClassicJoinGroupRequest]) (*connect.Response[v1.ClassicJoinGroupResponse], error)
+	// ClassicSyncGroup is Kafka's SyncGroup: the leader sends every member's assignment, and
+	// each member's call answers with its own, once the leader's arrived. Errors as
+	// ClassicJoinGroup.
+	ClassicSyncGroup(context.Context, *connect.Request[v1.ClassicSyncGroupRequest]) (*connect.Response[v1.ClassicSyncGroupResponse], error)
+	// ClassicHeartbeat is Kafka's Heartbeat: REBALANCE_IN_PROGRESS in error_code tells the
+	// member to join again. A member silent for its session timeout is removed.
+	ClassicHeartbeat(context.Context, *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error)
+	// ClassicLeaveGroup is Kafka's LeaveGroup for classic members.
+	ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error)
 }
 
 // NewCoordinatorServiceClient constructs a client for the strata.coordinator.v1.CoordinatorService
@@ -206,6 +241,30 @@ func NewCoordinatorServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(coordinatorServiceMethods.ByName("LocateGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		classicJoinGroup: connect.NewClient[v1.ClassicJoinGroupRequest, v1.ClassicJoinGroupResponse](
+			httpClient,
+			baseURL+CoordinatorServiceClassicJoinGroupProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ClassicJoinGroup")),
+			connect.WithClientOptions(opts...),
+		),
+		classicSyncGroup: connect.NewClient[v1.ClassicSyncGroupRequest, v1.ClassicSyncGroupResponse](
+			httpClient,
+			baseURL+CoordinatorServiceClassicSyncGroupProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ClassicSyncGroup")),
+			connect.WithClientOptions(opts...),
+		),
+		classicHeartbeat: connect.NewClient[v1.ClassicHeartbeatRequest, v1.ClassicHeartbeatResponse](
+			httpClient,
+			baseURL+CoordinatorServiceClassicHeartbeatProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ClassicHeartbeat")),
+			connect.WithClientOptions(opts...),
+		),
+		classicLeaveGroup: connect.NewClient[v1.ClassicLeaveGroupRequest, v1.ClassicLeaveGroupResponse](
+			httpClient,
+			baseURL+CoordinatorServiceClassicLeaveGroupProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ClassicLeaveGroup")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -220,6 +279,10 @@ type coordinatorServiceClient struct {
 	resetOffsets           *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
 	deleteGroup            *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
 	locateGroup            *connect.Client[v1.LocateGroupRequest, v1.LocateGroupResponse]
+	classicJoinGroup       *connect.Client[v1.ClassicJoinGroupRequest, v1.ClassicJoinGroupResponse]
+	classicSyncGroup       *connect.Client[v1.ClassicSyncGroupRequest, v1.ClassicSyncGroupResponse]
+	classicHeartbeat       *connect.Client[v1.ClassicHeartbeatRequest, v1.ClassicHeartbeatResponse]
+	classicLeaveGroup      *connect.Client[v1.ClassicLeaveGroupRequest, v1.ClassicLeaveGroupResponse]
 }
 
 // ConsumerGroupHeartbeat calls strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat.
@@ -267,6 +330,26 @@ func (c *coordinatorServiceClient) LocateGroup(ctx context.Context, req *connect
 	return c.locateGroup.CallUnary(ctx, req)
 }
 
+// ClassicJoinGroup calls strata.coordinator.v1.CoordinatorService.ClassicJoinGroup.
+func (c *coordinatorServiceClient) ClassicJoinGroup(ctx context.Context, req *connect.Request[v1.ClassicJoinGroupRequest]) (*connect.Response[v1.ClassicJoinGroupResponse], error) {
+	return c.classicJoinGroup.CallUnary(ctx, req)
+}
+
+// ClassicSyncGroup calls strata.coordinator.v1.CoordinatorService.ClassicSyncGroup.
+func (c *coordinatorServiceClient) ClassicSyncGroup(ctx context.Context, req *connect.Request[v1.ClassicSyncGroupRequest]) (*connect.Response[v1.ClassicSyncGroupResponse], error) {
+	return c.classicSyncGroup.CallUnary(ctx, req)
+}
+
+// ClassicHeartbeat calls strata.coordinator.v1.CoordinatorService.ClassicHeartbeat.
+func (c *coordinatorServiceClient) ClassicHeartbeat(ctx context.Context, req *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error) {
+	return c.classicHeartbeat.CallUnary(ctx, req)
+}
+
+// ClassicLeaveGroup calls strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup.
+func (c *coordinatorServiceClient) ClassicLeaveGroup(ctx context.Context, req *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error) {
+	return c.classicLeaveGroup.CallUnary(ctx, req)
+}
+
 // CoordinatorServiceHandler is an implementation of the strata.coordinator.v1.CoordinatorService
 // service.
 type CoordinatorServiceHandler interface {
@@ -283,8 +366,10 @@ type CoordinatorServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for an empty group_id or member_id, or a join (epoch 0) without
 	// subscribed topics; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID) for an unknown member, and
 	// ABORTED (REASON_FENCED_MEMBER_EPOCH) for a stale member epoch, after both of which the
-	// member drops its partitions and joins again with epoch 0; FAILED_PRECONDITION
-	// (REASON_NOT_COORDINATOR); UNAVAILABLE (REASON_COORDINATOR_LOADING).
+	// member drops its partitions and joins again with epoch 0; NOT_FOUND
+	// (REASON_GROUP_ID_NOT_FOUND) when the group is a classic group with members
+	// (ClassicJoinGroup); FAILED_PRECONDITION (REASON_NOT_COORDINATOR); UNAVAILABLE
+	// (REASON_COORDINATOR_LOADING).
 	ConsumerGroupHeartbeat(context.Context, *connect.Request[v1.ConsumerGroupHeartbeatRequest]) (*connect.Response[v1.ConsumerGroupHeartbeatResponse], error)
 	// LeaveGroup removes members on an operator's behalf (for example a static member that
 	// will not come back). Members leave by themselves with a heartbeat of epoch -1.
@@ -305,6 +390,10 @@ type CoordinatorServiceHandler interface {
 	// OffsetCommitPartitionResult.error, ABORTED (REASON_FENCED_MEMBER_EPOCH) for a partition
 	// the member does not hold or whose records were read under an epoch older than the
 	// partition's assignment epoch, and INVALID_ARGUMENT for a negative offset.
+	// In a classic group (ClassicJoinGroup) member_epoch is the member's generation, checked
+	// as Kafka does: NOT_FOUND (REASON_UNKNOWN_MEMBER_ID), ABORTED (REASON_ILLEGAL_GENERATION)
+	// for another generation, ABORTED (REASON_REBALANCE_IN_PROGRESS) while the leader's
+	// ClassicSyncGroup is awaited.
 	OffsetCommit(context.Context, *connect.Request[v1.OffsetCommitRequest]) (*connect.Response[v1.OffsetCommitResponse], error)
 	// OffsetFetch returns committed offsets of a group.
 	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR). An unknown group returns no
@@ -338,6 +427,23 @@ type CoordinatorServiceHandler interface {
 	// Errors: INVALID_ARGUMENT for an empty group_id; UNAVAILABLE when the offsets database is
 	// unreachable.
 	LocateGroup(context.Context, *connect.Request[v1.LocateGroupRequest]) (*connect.Response[v1.LocateGroupResponse], error)
+	// ClassicJoinGroup is Kafka's JoinGroup in the classic group protocol, which the members'
+	// leader assigns: any protocol type, with protocol metadata the coordinator does not read.
+	// The call waits until the group's join phase ends (every member joined again, or the
+	// largest rebalance timeout of the members passed), as Kafka's does. A group is classic or
+	// KIP-848 (ConsumerGroupHeartbeat), not both: joining a group with KIP-848 members answers
+	// INCONSISTENT_GROUP_PROTOCOL. Kafka's errors are answered in error_code; Connect errors
+	// only for FAILED_PRECONDITION (REASON_NOT_COORDINATOR) and UNAVAILABLE.
+	ClassicJoinGroup(context.Context, *connect.Request[v1.ClassicJoinGroupRequest]) (*connect.Response[v1.ClassicJoinGroupResponse], error)
+	// ClassicSyncGroup is Kafka's SyncGroup: the leader sends every member's assignment, and
+	// each member's call answers with its own, once the leader's arrived. Errors as
+	// ClassicJoinGroup.
+	ClassicSyncGroup(context.Context, *connect.Request[v1.ClassicSyncGroupRequest]) (*connect.Response[v1.ClassicSyncGroupResponse], error)
+	// ClassicHeartbeat is Kafka's Heartbeat: REBALANCE_IN_PROGRESS in error_code tells the
+	// member to join again. A member silent for its session timeout is removed.
+	ClassicHeartbeat(context.Context, *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error)
+	// ClassicLeaveGroup is Kafka's LeaveGroup for classic members.
+	ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error)
 }
 
 // NewCoordinatorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -401,6 +507,30 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 		connect.WithSchema(coordinatorServiceMethods.ByName("LocateGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorServiceClassicJoinGroupHandler := connect.NewUnaryHandler(
+		CoordinatorServiceClassicJoinGroupProcedure,
+		svc.ClassicJoinGroup,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ClassicJoinGroup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceClassicSyncGroupHandler := connect.NewUnaryHandler(
+		CoordinatorServiceClassicSyncGroupProcedure,
+		svc.ClassicSyncGroup,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ClassicSyncGroup")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceClassicHeartbeatHandler := connect.NewUnaryHandler(
+		CoordinatorServiceClassicHeartbeatProcedure,
+		svc.ClassicHeartbeat,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ClassicHeartbeat")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceClassicLeaveGroupHandler := connect.NewUnaryHandler(
+		CoordinatorServiceClassicLeaveGroupProcedure,
+		svc.ClassicLeaveGroup,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ClassicLeaveGroup")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.coordinator.v1.CoordinatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorServiceConsumerGroupHeartbeatProcedure:
@@ -421,6 +551,14 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 			coordinatorServiceDeleteGroupHandler.ServeHTTP(w, r)
 		case CoordinatorServiceLocateGroupProcedure:
 			coordinatorServiceLocateGroupHandler.ServeHTTP(w, r)
+		case CoordinatorServiceClassicJoinGroupProcedure:
+			coordinatorServiceClassicJoinGroupHandler.ServeHTTP(w, r)
+		case CoordinatorServiceClassicSyncGroupProcedure:
+			coordinatorServiceClassicSyncGroupHandler.ServeHTTP(w, r)
+		case CoordinatorServiceClassicHeartbeatProcedure:
+			coordinatorServiceClassicHeartbeatHandler.ServeHTTP(w, r)
+		case CoordinatorServiceClassicLeaveGroupProcedure:
+			coordinatorServiceClassicLeaveGroupHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -464,4 +602,20 @@ func (UnimplementedCoordinatorServiceHandler) DeleteGroup(context.Context, *conn
 
 func (UnimplementedCoordinatorServiceHandler) LocateGroup(context.Context, *connect.Request[v1.LocateGroupRequest]) (*connect.Response[v1.LocateGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.LocateGroup is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ClassicJoinGroup(context.Context, *connect.Request[v1.ClassicJoinGroupRequest]) (*connect.Response[v1.ClassicJoinGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ClassicJoinGroup is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ClassicSyncGroup(context.Context, *connect.Request[v1.ClassicSyncGroupRequest]) (*connect.Response[v1.ClassicSyncGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ClassicSyncGroup is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ClassicHeartbeat(context.Context, *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ClassicHeartbeat is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup is not implemented"))
 }

@@ -20,7 +20,449 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/coordinator/v1/coordinator.proto.
  */
 export const file_strata_coordinator_v1_coordinator: GenFile = /*@__PURE__*/
-  fileDesc("CidzdHJhdGEvY29vcmRpbmF0b3IvdjEvY29vcmRpbmF0b3IucHJvdG8SFXN0cmF0YS5jb29yZGluYXRvci52MSKnAgodQ29uc3VtZXJHcm91cEhlYXJ0YmVhdFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhQKDG1lbWJlcl9lcG9jaBgDIAEoBRITCgtpbnN0YW5jZV9pZBgEIAEoCRIPCgdyYWNrX2lkGAUgASgJEhwKFHJlYmFsYW5jZV90aW1lb3V0X21zGAYgASgFEh4KFnN1YnNjcmliZWRfdG9waWNfbmFtZXMYByADKAkSFwoPc2VydmVyX2Fzc2lnbm9yGAggASgJEjsKEG93bmVkX3BhcnRpdGlvbnMYCSADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIRCgljbGllbnRfaWQYCiABKAkinwEKHkNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXNwb25zZRIRCgltZW1iZXJfaWQYASABKAkSFAoMbWVtYmVyX2Vwb2NoGAIgASgFEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgDIAEoBRI1Cgphc3NpZ25tZW50GAQgASgLMiEuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFzc2lnbm1lbnQiQwoKQXNzaWdubWVudBI1CgpwYXJ0aXRpb25zGAEgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMiXQoRTGVhdmVHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSNgoHbWVtYmVycxgCIAMoCzIlLnN0cmF0YS5jb29yZGluYXRvci52MS5NZW1iZXJJZGVudGl0eSI4Cg5NZW1iZXJJZGVudGl0eRIRCgltZW1iZXJfaWQYASABKAkSEwoLaW5zdGFuY2VfaWQYAiABKAkiMAoSTGVhdmVHcm91cFJlc3BvbnNlEhoKEnJlbW92ZWRfbWVtYmVyX2lkcxgBIAMoCSKSAQoTT2Zmc2V0Q29tbWl0UmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSFAoMbWVtYmVyX2Vwb2NoGAMgASgFEkAKCnBhcnRpdGlvbnMYBCADKAsyLC5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UGFydGl0aW9uIpsBChVPZmZzZXRDb21taXRQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSHgoWY29tbWl0dGVkX2xlYWRlcl9lcG9jaBgEIAEoBRIQCghtZXRhZGF0YRgFIAEoCRIUCgxtZW1iZXJfZXBvY2gYBiABKAUiXgoUT2Zmc2V0Q29tbWl0UmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRDb21taXRQYXJ0aXRpb25SZXN1bHQibQobT2Zmc2V0Q29tbWl0UGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwiWQoST2Zmc2V0RmV0Y2hSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEjEKBnRvcGljcxgCIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIk4KE09mZnNldEZldGNoUmVzcG9uc2USNwoHb2Zmc2V0cxgBIAMoCzImLnN0cmF0YS5jb29yZGluYXRvci52MS5Db21taXR0ZWRPZmZzZXQilwEKD0NvbW1pdHRlZE9mZnNldBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSGAoQY29tbWl0dGVkX29mZnNldBgDIAEoAxIeChZjb21taXR0ZWRfbGVhZGVyX2Vwb2NoGAQgASgFEhAKCG1ldGFkYXRhGAUgASgJEhYKDmNvbW1pdF90aW1lX21zGAYgASgDIkYKEUxpc3RHcm91cHNSZXF1ZXN0EjEKBnN0YXRlcxgBIAMoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlImgKDEdyb3VwTGlzdGluZxIQCghncm91cF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlEhQKDG1lbWJlcl9jb3VudBgDIAEoBSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiKdAgoQR3JvdXBEZXNjcmlwdGlvbhIQCghncm91cF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlEhMKC2dyb3VwX2Vwb2NoGAMgASgFEhgKEGFzc2lnbm1lbnRfZXBvY2gYBCABKAUSEAoIYXNzaWdub3IYBSABKAkSMwoHbWVtYmVycxgGIAMoCzIiLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cE1lbWJlchI3CgpwYXJ0aXRpb25zGAcgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlBhcnRpdGlvbkxhZxIWCg5jb29yZGluYXRvcl9pZBgIIAEoCSK3AgoLR3JvdXBNZW1iZXISEQoJbWVtYmVyX2lkGAEgASgJEhMKC2luc3RhbmNlX2lkGAIgASgJEhEKCWNsaWVudF9pZBgDIAEoCRITCgtjbGllbnRfaG9zdBgEIAEoCRIPCgdyYWNrX2lkGAUgASgJEhQKDG1lbWJlcl9lcG9jaBgGIAEoBRIeChZzdWJzY3JpYmVkX3RvcGljX25hbWVzGAcgAygJEjUKCmFzc2lnbm1lbnQYCCABKAsyIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQXNzaWdubWVudBI8ChF0YXJnZXRfYXNzaWdubWVudBgJIAEoCzIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Bc3NpZ25tZW50EhwKFHJlYmFsYW5jZV90aW1lb3V0X21zGAogASgFIoIBCgxQYXJ0aXRpb25MYWcSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSFgoObG9nX2VuZF9vZmZzZXQYBCABKAMSCwoDbGFnGAUgASgDEhEKCW1lbWJlcl9pZBgGIAEoCSLBAQoTUmVzZXRPZmZzZXRzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIuCgRzcGVjGAMgASgOMiAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0U3BlYxIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEg8KB2RyeV9ydW4YBiABKAgiXgoUUmVzZXRPZmZzZXRzUmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQimgEKG1Jlc2V0T2Zmc2V0c1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhcKD3ByZXZpb3VzX29mZnNldBgEIAEoAxISCgpuZXdfb2Zmc2V0GAUgASgDIiYKEkRlbGV0ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSIVChNEZWxldGVHcm91cFJlc3BvbnNlIjgKEkxvY2F0ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIQCghsaXN0ZW5lchgCIAEoCSJuChNMb2NhdGVHcm91cFJlc3BvbnNlEhYKDmNvb3JkaW5hdG9yX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEwoLb3duZXJfZXBvY2gYAyABKAMSGQoRbGlzdGVuZXJfcmVzb2x2ZWQYBCABKAgqiwEKCkdyb3VwU3RhdGUSGwoXR1JPVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFHUk9VUF9TVEFURV9FTVBUWRABEhsKF0dST1VQX1NUQVRFX1JFQ09OQ0lMSU5HEAISFgoSR1JPVVBfU1RBVEVfU1RBQkxFEAMSFAoQR1JPVVBfU1RBVEVfREVBRBAEKogBCglSZXNldFNwZWMSGgoWUkVTRVRfU1BFQ19VTlNQRUNJRklFRBAAEhcKE1JFU0VUX1NQRUNfRUFSTElFU1QQARIVChFSRVNFVF9TUEVDX0xBVEVTVBACEhUKEVJFU0VUX1NQRUNfT0ZGU0VUEAMSGAoUUkVTRVRfU1BFQ19USU1FU1RBTVAQBDLSBwoSQ29vcmRpbmF0b3JTZXJ2aWNlEoUBChZDb25zdW1lckdyb3VwSGVhcnRiZWF0EjQuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXF1ZXN0GjUuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXNwb25zZRJhCgpMZWF2ZUdyb3VwEiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxlYXZlR3JvdXBSZXF1ZXN0Gikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxlYXZlR3JvdXBSZXNwb25zZRJnCgxPZmZzZXRDb21taXQSKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UmVxdWVzdBorLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRDb21taXRSZXNwb25zZRJkCgtPZmZzZXRGZXRjaBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRGZXRjaFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0RmV0Y2hSZXNwb25zZRJhCgpMaXN0R3JvdXBzEiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxpc3RHcm91cHNSZXF1ZXN0Gikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxpc3RHcm91cHNSZXNwb25zZRJqCg1EZXNjcmliZUdyb3VwEisuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlc2NyaWJlR3JvdXBSZXF1ZXN0Giwuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlc2NyaWJlR3JvdXBSZXNwb25zZRJnCgxSZXNldE9mZnNldHMSKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuUmVzZXRPZmZzZXRzUmVxdWVzdBorLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNSZXNwb25zZRJkCgtEZWxldGVHcm91cBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5EZWxldGVHcm91cFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVsZXRlR3JvdXBSZXNwb25zZRJkCgtMb2NhdGVHcm91cBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5Mb2NhdGVHcm91cFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuTG9jYXRlR3JvdXBSZXNwb25zZULoAQoZY29tLnN0cmF0YS5jb29yZGluYXRvci52MUIQQ29vcmRpbmF0b3JQcm90b1ABWkNnaXRodWIuY29tL3N0cmF0YS1tcS9zdHJhdGEvZ2VuL3N0cmF0YS9jb29yZGluYXRvci92MTtjb29yZGluYXRvcnYxogIDU0NYqgIVU3RyYXRhLkNvb3JkaW5hdG9yLlYxygIVU3RyYXRhXENvb3JkaW5hdG9yXFYx4gIhU3RyYXRhXENvb3JkaW5hdG9yXFYxXEdQQk1ldGFkYXRh6gIXU3RyYXRhOjpDb29yZGluYXRvcjo6VjFiBnByb3RvMw", [file_strata_common_v1_common]);
+  fileDesc("CidzdHJhdGEvY29vcmRpbmF0b3IvdjEvY29vcmRpbmF0b3IucHJvdG8SFXN0cmF0YS5jb29yZGluYXRvci52MSIxCg9DbGFzc2ljUHJvdG9jb2wSDAoEbmFtZRgBIAEoCRIQCghtZXRhZGF0YRgCIAEoDCKoAgoXQ2xhc3NpY0pvaW5Hcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhMKC2luc3RhbmNlX2lkGAMgASgJEhEKCWNsaWVudF9pZBgEIAEoCRITCgtjbGllbnRfaG9zdBgFIAEoCRIVCg1wcm90b2NvbF90eXBlGAYgASgJEjkKCXByb3RvY29scxgHIAMoCzImLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljUHJvdG9jb2wSGgoSc2Vzc2lvbl90aW1lb3V0X21zGAggASgFEhwKFHJlYmFsYW5jZV90aW1lb3V0X21zGAkgASgFEh8KF3JlcXVpcmVfa25vd25fbWVtYmVyX2lkGAogASgIItMBChhDbGFzc2ljSm9pbkdyb3VwUmVzcG9uc2USEgoKZXJyb3JfY29kZRgBIAEoBRISCgpnZW5lcmF0aW9uGAIgASgFEhUKDXByb3RvY29sX3R5cGUYAyABKAkSFQoNcHJvdG9jb2xfbmFtZRgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSEQoJbWVtYmVyX2lkGAYgASgJEjsKB21lbWJlcnMYByADKAsyKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0pvaW5lZE1lbWJlciJPChNDbGFzc2ljSm9pbmVkTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIQCghtZXRhZGF0YRgDIAEoDCK/AQoXQ2xhc3NpY1N5bmNHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCRIVCg1wcm90b2NvbF9uYW1lGAUgASgJEj0KC2Fzc2lnbm1lbnRzGAYgAygLMiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNBc3NpZ25tZW50IjoKEUNsYXNzaWNBc3NpZ25tZW50EhEKCW1lbWJlcl9pZBgBIAEoCRISCgphc3NpZ25tZW50GAIgASgMInAKGENsYXNzaWNTeW5jR3JvdXBSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFEhUKDXByb3RvY29sX3R5cGUYAiABKAkSFQoNcHJvdG9jb2xfbmFtZRgDIAEoCRISCgphc3NpZ25tZW50GAQgASgMIlIKF0NsYXNzaWNIZWFydGJlYXRSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhEKCW1lbWJlcl9pZBgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgFIi4KGENsYXNzaWNIZWFydGJlYXRSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFIkAKGENsYXNzaWNMZWF2ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRISCgptZW1iZXJfaWRzGAIgAygJIjAKGUNsYXNzaWNMZWF2ZUdyb3VwUmVzcG9uc2USEwoLZXJyb3JfY29kZXMYASADKAUipwIKHUNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhEKCW1lbWJlcl9pZBgCIAEoCRIUCgxtZW1iZXJfZXBvY2gYAyABKAUSEwoLaW5zdGFuY2VfaWQYBCABKAkSDwoHcmFja19pZBgFIAEoCRIcChRyZWJhbGFuY2VfdGltZW91dF9tcxgGIAEoBRIeChZzdWJzY3JpYmVkX3RvcGljX25hbWVzGAcgAygJEhcKD3NlcnZlcl9hc3NpZ25vchgIIAEoCRI7ChBvd25lZF9wYXJ0aXRpb25zGAkgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMSEQoJY2xpZW50X2lkGAogASgJIp8BCh5Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVzcG9uc2USEQoJbWVtYmVyX2lkGAEgASgJEhQKDG1lbWJlcl9lcG9jaBgCIAEoBRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKAUSNQoKYXNzaWdubWVudBgEIAEoCzIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Bc3NpZ25tZW50IkMKCkFzc2lnbm1lbnQSNQoKcGFydGl0aW9ucxgBIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIl0KEUxlYXZlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEjYKB21lbWJlcnMYAiADKAsyJS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTWVtYmVySWRlbnRpdHkiOAoOTWVtYmVySWRlbnRpdHkSEQoJbWVtYmVyX2lkGAEgASgJEhMKC2luc3RhbmNlX2lkGAIgASgJIjAKEkxlYXZlR3JvdXBSZXNwb25zZRIaChJyZW1vdmVkX21lbWJlcl9pZHMYASADKAkikgEKE09mZnNldENvbW1pdFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhQKDG1lbWJlcl9lcG9jaBgDIAEoBRJACgpwYXJ0aXRpb25zGAQgAygLMiwuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldENvbW1pdFBhcnRpdGlvbiKbAQoVT2Zmc2V0Q29tbWl0UGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIYChBjb21taXR0ZWRfb2Zmc2V0GAMgASgDEh4KFmNvbW1pdHRlZF9sZWFkZXJfZXBvY2gYBCABKAUSEAoIbWV0YWRhdGEYBSABKAkSFAoMbWVtYmVyX2Vwb2NoGAYgASgFIl4KFE9mZnNldENvbW1pdFJlc3BvbnNlEkYKCnBhcnRpdGlvbnMYASADKAsyMi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UGFydGl0aW9uUmVzdWx0Im0KG09mZnNldENvbW1pdFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsIlkKEk9mZnNldEZldGNoUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucyJOChNPZmZzZXRGZXRjaFJlc3BvbnNlEjcKB29mZnNldHMYASADKAsyJi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ29tbWl0dGVkT2Zmc2V0IpcBCg9Db21taXR0ZWRPZmZzZXQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSHgoWY29tbWl0dGVkX2xlYWRlcl9lcG9jaBgEIAEoBRIQCghtZXRhZGF0YRgFIAEoCRIWCg5jb21taXRfdGltZV9tcxgGIAEoAyJGChFMaXN0R3JvdXBzUmVxdWVzdBIxCgZzdGF0ZXMYASADKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZSJ/CgxHcm91cExpc3RpbmcSEAoIZ3JvdXBfaWQYASABKAkSMAoFc3RhdGUYAiABKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZRIUCgxtZW1iZXJfY291bnQYAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiLLAgoQR3JvdXBEZXNjcmlwdGlvbhIQCghncm91cF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlEhMKC2dyb3VwX2Vwb2NoGAMgASgFEhgKEGFzc2lnbm1lbnRfZXBvY2gYBCABKAUSEAoIYXNzaWdub3IYBSABKAkSMwoHbWVtYmVycxgGIAMoCzIiLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cE1lbWJlchI3CgpwYXJ0aXRpb25zGAcgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlBhcnRpdGlvbkxhZxIWCg5jb29yZGluYXRvcl9pZBgIIAEoCRIVCg1wcm90b2NvbF90eXBlGAkgASgJEhUKDWNsYXNzaWNfc3RhdGUYCiABKAki7QIKC0dyb3VwTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEwoLY2xpZW50X2hvc3QYBCABKAkSDwoHcmFja19pZBgFIAEoCRIUCgxtZW1iZXJfZXBvY2gYBiABKAUSHgoWc3Vic2NyaWJlZF90b3BpY19uYW1lcxgHIAMoCRI1Cgphc3NpZ25tZW50GAggASgLMiEuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFzc2lnbm1lbnQSPAoRdGFyZ2V0X2Fzc2lnbm1lbnQYCSABKAsyIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQXNzaWdubWVudBIcChRyZWJhbGFuY2VfdGltZW91dF9tcxgKIAEoBRIYChBjbGFzc2ljX21ldGFkYXRhGAsgASgMEhoKEmNsYXNzaWNfYXNzaWdubWVudBgMIAEoDCKCAQoMUGFydGl0aW9uTGFnEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIYChBjb21taXR0ZWRfb2Zmc2V0GAMgASgDEhYKDmxvZ19lbmRfb2Zmc2V0GAQgASgDEgsKA2xhZxgFIAEoAxIRCgltZW1iZXJfaWQYBiABKAkiwQEKE1Jlc2V0T2Zmc2V0c1JlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSMQoGdG9waWNzGAIgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMSLgoEc3BlYxgDIAEoDjIgLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldFNwZWMSDgoGb2Zmc2V0GAQgASgDEhQKDHRpbWVzdGFtcF9tcxgFIAEoAxIPCgdkcnlfcnVuGAYgASgIIl4KFFJlc2V0T2Zmc2V0c1Jlc3BvbnNlEkYKCnBhcnRpdGlvbnMYASADKAsyMi5zdHJhdGEuY29vcmRpbmF0b3IudjEuUmVzZXRPZmZzZXRzUGFydGl0aW9uUmVzdWx0IpoBChtSZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIXCg9wcmV2aW91c19vZmZzZXQYBCABKAMSEgoKbmV3X29mZnNldBgFIAEoAyImChJEZWxldGVHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkiFQoTRGVsZXRlR3JvdXBSZXNwb25zZSI4ChJMb2NhdGVHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEAoIbGlzdGVuZXIYAiABKAkibgoTTG9jYXRlR3JvdXBSZXNwb25zZRIWCg5jb29yZGluYXRvcl9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhMKC293bmVyX2Vwb2NoGAMgASgDEhkKEWxpc3RlbmVyX3Jlc29sdmVkGAQgASgIKosBCgpHcm91cFN0YXRlEhsKF0dST1VQX1NUQVRFX1VOU1BFQ0lGSUVEEAASFQoRR1JPVVBfU1RBVEVfRU1QVFkQARIbChdHUk9VUF9TVEFURV9SRUNPTkNJTElORxACEhYKEkdST1VQX1NUQVRFX1NUQUJMRRADEhQKEEdST1VQX1NUQVRFX0RFQUQQBCqIAQoJUmVzZXRTcGVjEhoKFlJFU0VUX1NQRUNfVU5TUEVDSUZJRUQQABIXChNSRVNFVF9TUEVDX0VBUkxJRVNUEAESFQoRUkVTRVRfU1BFQ19MQVRFU1QQAhIVChFSRVNFVF9TUEVDX09GRlNFVBADEhgKFFJFU0VUX1NQRUNfVElNRVNUQU1QEAQyqQsKEkNvb3JkaW5hdG9yU2VydmljZRKFAQoWQ29uc3VtZXJHcm91cEhlYXJ0YmVhdBI0LnN0cmF0YS5jb29yZGluYXRvci52MS5Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVxdWVzdBo1LnN0cmF0YS5jb29yZGluYXRvci52MS5Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVzcG9uc2USYQoKTGVhdmVHcm91cBIoLnN0cmF0YS5jb29yZGluYXRvci52MS5MZWF2ZUdyb3VwUmVxdWVzdBopLnN0cmF0YS5jb29yZGluYXRvci52MS5MZWF2ZUdyb3VwUmVzcG9uc2USZwoMT2Zmc2V0Q29tbWl0Eiouc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldENvbW1pdFJlcXVlc3QaKy5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UmVzcG9uc2USZAoLT2Zmc2V0RmV0Y2gSKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0RmV0Y2hSZXF1ZXN0Giouc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldEZldGNoUmVzcG9uc2USYQoKTGlzdEdyb3VwcxIoLnN0cmF0YS5jb29yZGluYXRvci52MS5MaXN0R3JvdXBzUmVxdWVzdBopLnN0cmF0YS5jb29yZGluYXRvci52MS5MaXN0R3JvdXBzUmVzcG9uc2USagoNRGVzY3JpYmVHcm91cBIrLnN0cmF0YS5jb29yZGluYXRvci52MS5EZXNjcmliZUdyb3VwUmVxdWVzdBosLnN0cmF0YS5jb29yZGluYXRvci52MS5EZXNjcmliZUdyb3VwUmVzcG9uc2USZwoMUmVzZXRPZmZzZXRzEiouc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0T2Zmc2V0c1JlcXVlc3QaKy5zdHJhdGEuY29vcmRpbmF0b3IudjEuUmVzZXRPZmZzZXRzUmVzcG9uc2USZAoLRGVsZXRlR3JvdXASKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVsZXRlR3JvdXBSZXF1ZXN0Giouc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlbGV0ZUdyb3VwUmVzcG9uc2USZAoLTG9jYXRlR3JvdXASKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTG9jYXRlR3JvdXBSZXF1ZXN0Giouc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxvY2F0ZUdyb3VwUmVzcG9uc2UScwoQQ2xhc3NpY0pvaW5Hcm91cBIuLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljSm9pbkdyb3VwUmVxdWVzdBovLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljSm9pbkdyb3VwUmVzcG9uc2UScwoQQ2xhc3NpY1N5bmNHcm91cBIuLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljU3luY0dyb3VwUmVxdWVzdBovLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljU3luY0dyb3VwUmVzcG9uc2UScwoQQ2xhc3NpY0hlYXJ0YmVhdBIuLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljSGVhcnRiZWF0UmVxdWVzdBovLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljSGVhcnRiZWF0UmVzcG9uc2USdgoRQ2xhc3NpY0xlYXZlR3JvdXASLy5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0xlYXZlR3JvdXBSZXF1ZXN0GjAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNMZWF2ZUdyb3VwUmVzcG9uc2VC6AEKGWNvbS5zdHJhdGEuY29vcmRpbmF0b3IudjFCEENvb3JkaW5hdG9yUHJvdG9QAVpDZ2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29vcmRpbmF0b3IvdjE7Y29vcmRpbmF0b3J2MaICA1NDWKoCFVN0cmF0YS5Db29yZGluYXRvci5WMcoCFVN0cmF0YVxDb29yZGluYXRvclxWMeICIVN0cmF0YVxDb29yZGluYXRvclxWMVxHUEJNZXRhZGF0YeoCF1N0cmF0YTo6Q29vcmRpbmF0b3I6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
+
+/**
+ * ClassicProtocol is one protocol a classic member supports, in its order of preference.
+ *
+ * @generated from message strata.coordinator.v1.ClassicProtocol
+ */
+export type ClassicProtocol = Message<"strata.coordinator.v1.ClassicProtocol"> & {
+  /**
+   * Protocol name (for consumers, the assignor: "range", "cooperative-sticky", ...).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The member's metadata for it, opaque to the coordinator.
+   *
+   * @generated from field: bytes metadata = 2;
+   */
+  metadata: Uint8Array;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicProtocol.
+ * Use `create(ClassicProtocolSchema)` to create a new message.
+ */
+export const ClassicProtocolSchema: GenMessage<ClassicProtocol> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 0);
+
+/**
+ * ClassicJoinGroupRequest is Kafka's JoinGroup request.
+ *
+ * @generated from message strata.coordinator.v1.ClassicJoinGroupRequest
+ */
+export type ClassicJoinGroupRequest = Message<"strata.coordinator.v1.ClassicJoinGroupRequest"> & {
+  /**
+   * Group id.
+   *
+   * @generated from field: string group_id = 1;
+   */
+  groupId: string;
+
+  /**
+   * Empty on a member's first join.
+   *
+   * @generated from field: string member_id = 2;
+   */
+  memberId: string;
+
+  /**
+   * Static instance id (group.instance.id); kept and described only.
+   *
+   * @generated from field: string instance_id = 3;
+   */
+  instanceId: string;
+
+  /**
+   * Client id, for DescribeGroup.
+   *
+   * @generated from field: string client_id = 4;
+   */
+  clientId: string;
+
+  /**
+   * Remote address of the member's connection, for DescribeGroup.
+   *
+   * @generated from field: string client_host = 5;
+   */
+  clientHost: string;
+
+  /**
+   * "consumer", "connect", "sr", or any other.
+   *
+   * @generated from field: string protocol_type = 6;
+   */
+  protocolType: string;
+
+  /**
+   * The protocols the member supports, in its order of preference.
+   *
+   * @generated from field: repeated strata.coordinator.v1.ClassicProtocol protocols = 7;
+   */
+  protocols: ClassicProtocol[];
+
+  /**
+   * The member is removed after this long without a heartbeat.
+   *
+   * @generated from field: int32 session_timeout_ms = 8;
+   */
+  sessionTimeoutMs: number;
+
+  /**
+   * 0 means session_timeout_ms (JoinGroup version 0).
+   *
+   * @generated from field: int32 rebalance_timeout_ms = 9;
+   */
+  rebalanceTimeoutMs: number;
+
+  /**
+   * JoinGroup version 4 and later (KIP-394): a member without an id gets one with
+   * MEMBER_ID_REQUIRED and joins again with it.
+   *
+   * @generated from field: bool require_known_member_id = 10;
+   */
+  requireKnownMemberId: boolean;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicJoinGroupRequest.
+ * Use `create(ClassicJoinGroupRequestSchema)` to create a new message.
+ */
+export const ClassicJoinGroupRequestSchema: GenMessage<ClassicJoinGroupRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 1);
+
+/**
+ * ClassicJoinGroupResponse is Kafka's JoinGroup response.
+ *
+ * @generated from message strata.coordinator.v1.ClassicJoinGroupResponse
+ */
+export type ClassicJoinGroupResponse = Message<"strata.coordinator.v1.ClassicJoinGroupResponse"> & {
+  /**
+   * Kafka's error code; 0 on success.
+   *
+   * @generated from field: int32 error_code = 1;
+   */
+  errorCode: number;
+
+  /**
+   * The new generation; -1 with an error.
+   *
+   * @generated from field: int32 generation = 2;
+   */
+  generation: number;
+
+  /**
+   * The group's protocol type.
+   *
+   * @generated from field: string protocol_type = 3;
+   */
+  protocolType: string;
+
+  /**
+   * The chosen protocol.
+   *
+   * @generated from field: string protocol_name = 4;
+   */
+  protocolName: string;
+
+  /**
+   * The leader's member id.
+   *
+   * @generated from field: string leader_id = 5;
+   */
+  leaderId: string;
+
+  /**
+   * The member's id (a new member's new one).
+   *
+   * @generated from field: string member_id = 6;
+   */
+  memberId: string;
+
+  /**
+   * Every member with its metadata for protocol_name, for the leader only.
+   *
+   * @generated from field: repeated strata.coordinator.v1.ClassicJoinedMember members = 7;
+   */
+  members: ClassicJoinedMember[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicJoinGroupResponse.
+ * Use `create(ClassicJoinGroupResponseSchema)` to create a new message.
+ */
+export const ClassicJoinGroupResponseSchema: GenMessage<ClassicJoinGroupResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 2);
+
+/**
+ * ClassicJoinedMember is one member as the leader's JoinGroup answer lists it.
+ *
+ * @generated from message strata.coordinator.v1.ClassicJoinedMember
+ */
+export type ClassicJoinedMember = Message<"strata.coordinator.v1.ClassicJoinedMember"> & {
+  /**
+   * Member id.
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+
+  /**
+   * Static instance id (group.instance.id); kept and described only.
+   *
+   * @generated from field: string instance_id = 2;
+   */
+  instanceId: string;
+
+  /**
+   * The member's metadata for the chosen protocol, as it sent it.
+   *
+   * @generated from field: bytes metadata = 3;
+   */
+  metadata: Uint8Array;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicJoinedMember.
+ * Use `create(ClassicJoinedMemberSchema)` to create a new message.
+ */
+export const ClassicJoinedMemberSchema: GenMessage<ClassicJoinedMember> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 3);
+
+/**
+ * ClassicSyncGroupRequest is Kafka's SyncGroup request.
+ *
+ * @generated from message strata.coordinator.v1.ClassicSyncGroupRequest
+ */
+export type ClassicSyncGroupRequest = Message<"strata.coordinator.v1.ClassicSyncGroupRequest"> & {
+  /**
+   * Group id.
+   *
+   * @generated from field: string group_id = 1;
+   */
+  groupId: string;
+
+  /**
+   * Member id.
+   *
+   * @generated from field: string member_id = 2;
+   */
+  memberId: string;
+
+  /**
+   * The generation the member joined.
+   *
+   * @generated from field: int32 generation = 3;
+   */
+  generation: number;
+
+  /**
+   * Checked when set (SyncGroup version 5).
+   *
+   * @generated from field: string protocol_type = 4;
+   */
+  protocolType: string;
+
+  /**
+   * The chosen protocol; checked when set (SyncGroup version 5).
+   *
+   * @generated from field: string protocol_name = 5;
+   */
+  protocolName: string;
+
+  /**
+   * The leader's assignment of every member; empty from the other members.
+   *
+   * @generated from field: repeated strata.coordinator.v1.ClassicAssignment assignments = 6;
+   */
+  assignments: ClassicAssignment[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicSyncGroupRequest.
+ * Use `create(ClassicSyncGroupRequestSchema)` to create a new message.
+ */
+export const ClassicSyncGroupRequestSchema: GenMessage<ClassicSyncGroupRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 4);
+
+/**
+ * ClassicAssignment is the leader's bytes for one member.
+ *
+ * @generated from message strata.coordinator.v1.ClassicAssignment
+ */
+export type ClassicAssignment = Message<"strata.coordinator.v1.ClassicAssignment"> & {
+  /**
+   * Member id.
+   *
+   * @generated from field: string member_id = 1;
+   */
+  memberId: string;
+
+  /**
+   * The leader's bytes for the member.
+   *
+   * @generated from field: bytes assignment = 2;
+   */
+  assignment: Uint8Array;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicAssignment.
+ * Use `create(ClassicAssignmentSchema)` to create a new message.
+ */
+export const ClassicAssignmentSchema: GenMessage<ClassicAssignment> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 5);
+
+/**
+ * ClassicSyncGroupResponse is Kafka's SyncGroup response.
+ *
+ * @generated from message strata.coordinator.v1.ClassicSyncGroupResponse
+ */
+export type ClassicSyncGroupResponse = Message<"strata.coordinator.v1.ClassicSyncGroupResponse"> & {
+  /**
+   * Kafka's error code; 0 on success.
+   *
+   * @generated from field: int32 error_code = 1;
+   */
+  errorCode: number;
+
+  /**
+   * The group's protocol type.
+   *
+   * @generated from field: string protocol_type = 2;
+   */
+  protocolType: string;
+
+  /**
+   * The chosen protocol.
+   *
+   * @generated from field: string protocol_name = 3;
+   */
+  protocolName: string;
+
+  /**
+   * The bytes the leader assigned this member, unchanged.
+   *
+   * @generated from field: bytes assignment = 4;
+   */
+  assignment: Uint8Array;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicSyncGroupResponse.
+ * Use `create(ClassicSyncGroupResponseSchema)` to create a new message.
+ */
+export const ClassicSyncGroupResponseSchema: GenMessage<ClassicSyncGroupResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 6);
+
+/**
+ * ClassicHeartbeatRequest is Kafka's Heartbeat request.
+ *
+ * @generated from message strata.coordinator.v1.ClassicHeartbeatRequest
+ */
+export type ClassicHeartbeatRequest = Message<"strata.coordinator.v1.ClassicHeartbeatRequest"> & {
+  /**
+   * Group id.
+   *
+   * @generated from field: string group_id = 1;
+   */
+  groupId: string;
+
+  /**
+   * Member id.
+   *
+   * @generated from field: string member_id = 2;
+   */
+  memberId: string;
+
+  /**
+   * The generation the member joined.
+   *
+   * @generated from field: int32 generation = 3;
+   */
+  generation: number;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicHeartbeatRequest.
+ * Use `create(ClassicHeartbeatRequestSchema)` to create a new message.
+ */
+export const ClassicHeartbeatRequestSchema: GenMessage<ClassicHeartbeatRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 7);
+
+/**
+ * ClassicHeartbeatResponse is Kafka's Heartbeat response.
+ *
+ * @generated from message strata.coordinator.v1.ClassicHeartbeatResponse
+ */
+export type ClassicHeartbeatResponse = Message<"strata.coordinator.v1.ClassicHeartbeatResponse"> & {
+  /**
+   * Kafka's error code; 0 on success.
+   *
+   * @generated from field: int32 error_code = 1;
+   */
+  errorCode: number;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicHeartbeatResponse.
+ * Use `create(ClassicHeartbeatResponseSchema)` to create a new message.
+ */
+export const ClassicHeartbeatResponseSchema: GenMessage<ClassicHeartbeatResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 8);
+
+/**
+ * ClassicLeaveGroupRequest is Kafka's LeaveGroup request.
+ *
+ * @generated from message strata.coordinator.v1.ClassicLeaveGroupRequest
+ */
+export type ClassicLeaveGroupRequest = Message<"strata.coordinator.v1.ClassicLeaveGroupRequest"> & {
+  /**
+   * Group id.
+   *
+   * @generated from field: string group_id = 1;
+   */
+  groupId: string;
+
+  /**
+   * Members leaving.
+   *
+   * @generated from field: repeated string member_ids = 2;
+   */
+  memberIds: string[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicLeaveGroupRequest.
+ * Use `create(ClassicLeaveGroupRequestSchema)` to create a new message.
+ */
+export const ClassicLeaveGroupRequestSchema: GenMessage<ClassicLeaveGroupRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 9);
+
+/**
+ * ClassicLeaveGroupResponse answers each member named, in order.
+ *
+ * @generated from message strata.coordinator.v1.ClassicLeaveGroupResponse
+ */
+export type ClassicLeaveGroupResponse = Message<"strata.coordinator.v1.ClassicLeaveGroupResponse"> & {
+  /**
+   * Kafka's error code per member: 0, or UNKNOWN_MEMBER_ID.
+   *
+   * @generated from field: repeated int32 error_codes = 1;
+   */
+  errorCodes: number[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ClassicLeaveGroupResponse.
+ * Use `create(ClassicLeaveGroupResponseSchema)` to create a new message.
+ */
+export const ClassicLeaveGroupResponseSchema: GenMessage<ClassicLeaveGroupResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 10);
 
 /**
  * ConsumerGroupHeartbeatRequest is one member heartbeat.
@@ -112,7 +554,7 @@ export type ConsumerGroupHeartbeatRequest = Message<"strata.coordinator.v1.Consu
  * Use `create(ConsumerGroupHeartbeatRequestSchema)` to create a new message.
  */
 export const ConsumerGroupHeartbeatRequestSchema: GenMessage<ConsumerGroupHeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 0);
+  messageDesc(file_strata_coordinator_v1_coordinator, 11);
 
 /**
  * ConsumerGroupHeartbeatResponse is the coordinator's answer to a heartbeat.
@@ -159,7 +601,7 @@ export type ConsumerGroupHeartbeatResponse = Message<"strata.coordinator.v1.Cons
  * Use `create(ConsumerGroupHeartbeatResponseSchema)` to create a new message.
  */
 export const ConsumerGroupHeartbeatResponseSchema: GenMessage<ConsumerGroupHeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 1);
+  messageDesc(file_strata_coordinator_v1_coordinator, 12);
 
 /**
  * Assignment is the set of partitions a member should own.
@@ -180,7 +622,7 @@ export type Assignment = Message<"strata.coordinator.v1.Assignment"> & {
  * Use `create(AssignmentSchema)` to create a new message.
  */
 export const AssignmentSchema: GenMessage<Assignment> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 2);
+  messageDesc(file_strata_coordinator_v1_coordinator, 13);
 
 /**
  * LeaveGroupRequest removes members on an operator's behalf.
@@ -208,7 +650,7 @@ export type LeaveGroupRequest = Message<"strata.coordinator.v1.LeaveGroupRequest
  * Use `create(LeaveGroupRequestSchema)` to create a new message.
  */
 export const LeaveGroupRequestSchema: GenMessage<LeaveGroupRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 3);
+  messageDesc(file_strata_coordinator_v1_coordinator, 14);
 
 /**
  * MemberIdentity names a member by member id or static instance id.
@@ -236,7 +678,7 @@ export type MemberIdentity = Message<"strata.coordinator.v1.MemberIdentity"> & {
  * Use `create(MemberIdentitySchema)` to create a new message.
  */
 export const MemberIdentitySchema: GenMessage<MemberIdentity> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 4);
+  messageDesc(file_strata_coordinator_v1_coordinator, 15);
 
 /**
  * LeaveGroupResponse confirms the removal.
@@ -257,7 +699,7 @@ export type LeaveGroupResponse = Message<"strata.coordinator.v1.LeaveGroupRespon
  * Use `create(LeaveGroupResponseSchema)` to create a new message.
  */
 export const LeaveGroupResponseSchema: GenMessage<LeaveGroupResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 5);
+  messageDesc(file_strata_coordinator_v1_coordinator, 16);
 
 /**
  * OffsetCommitRequest stores committed offsets.
@@ -300,7 +742,7 @@ export type OffsetCommitRequest = Message<"strata.coordinator.v1.OffsetCommitReq
  * Use `create(OffsetCommitRequestSchema)` to create a new message.
  */
 export const OffsetCommitRequestSchema: GenMessage<OffsetCommitRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 6);
+  messageDesc(file_strata_coordinator_v1_coordinator, 17);
 
 /**
  * OffsetCommitPartition is one committed position.
@@ -359,7 +801,7 @@ export type OffsetCommitPartition = Message<"strata.coordinator.v1.OffsetCommitP
  * Use `create(OffsetCommitPartitionSchema)` to create a new message.
  */
 export const OffsetCommitPartitionSchema: GenMessage<OffsetCommitPartition> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 7);
+  messageDesc(file_strata_coordinator_v1_coordinator, 18);
 
 /**
  * OffsetCommitResponse reports each partition's commit.
@@ -380,7 +822,7 @@ export type OffsetCommitResponse = Message<"strata.coordinator.v1.OffsetCommitRe
  * Use `create(OffsetCommitResponseSchema)` to create a new message.
  */
 export const OffsetCommitResponseSchema: GenMessage<OffsetCommitResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 8);
+  messageDesc(file_strata_coordinator_v1_coordinator, 19);
 
 /**
  * OffsetCommitPartitionResult is one partition's commit outcome.
@@ -415,7 +857,7 @@ export type OffsetCommitPartitionResult = Message<"strata.coordinator.v1.OffsetC
  * Use `create(OffsetCommitPartitionResultSchema)` to create a new message.
  */
 export const OffsetCommitPartitionResultSchema: GenMessage<OffsetCommitPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 9);
+  messageDesc(file_strata_coordinator_v1_coordinator, 20);
 
 /**
  * OffsetFetchRequest asks for committed offsets.
@@ -443,7 +885,7 @@ export type OffsetFetchRequest = Message<"strata.coordinator.v1.OffsetFetchReque
  * Use `create(OffsetFetchRequestSchema)` to create a new message.
  */
 export const OffsetFetchRequestSchema: GenMessage<OffsetFetchRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 10);
+  messageDesc(file_strata_coordinator_v1_coordinator, 21);
 
 /**
  * OffsetFetchResponse returns committed offsets.
@@ -465,7 +907,7 @@ export type OffsetFetchResponse = Message<"strata.coordinator.v1.OffsetFetchResp
  * Use `create(OffsetFetchResponseSchema)` to create a new message.
  */
 export const OffsetFetchResponseSchema: GenMessage<OffsetFetchResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 11);
+  messageDesc(file_strata_coordinator_v1_coordinator, 22);
 
 /**
  * CommittedOffset is one partition's committed position.
@@ -521,7 +963,7 @@ export type CommittedOffset = Message<"strata.coordinator.v1.CommittedOffset"> &
  * Use `create(CommittedOffsetSchema)` to create a new message.
  */
 export const CommittedOffsetSchema: GenMessage<CommittedOffset> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 12);
+  messageDesc(file_strata_coordinator_v1_coordinator, 23);
 
 /**
  * ListGroupsRequest filters the group list.
@@ -542,7 +984,7 @@ export type ListGroupsRequest = Message<"strata.coordinator.v1.ListGroupsRequest
  * Use `create(ListGroupsRequestSchema)` to create a new message.
  */
 export const ListGroupsRequestSchema: GenMessage<ListGroupsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 13);
+  messageDesc(file_strata_coordinator_v1_coordinator, 24);
 
 /**
  * GroupListing is one line of the group list.
@@ -570,6 +1012,14 @@ export type GroupListing = Message<"strata.coordinator.v1.GroupListing"> & {
    * @generated from field: int32 member_count = 3;
    */
   memberCount: number;
+
+  /**
+   * A classic group's protocol type ("consumer", "connect", ...); empty for a group of
+   * KIP-848 or Strata members.
+   *
+   * @generated from field: string protocol_type = 4;
+   */
+  protocolType: string;
 };
 
 /**
@@ -577,7 +1027,7 @@ export type GroupListing = Message<"strata.coordinator.v1.GroupListing"> & {
  * Use `create(GroupListingSchema)` to create a new message.
  */
 export const GroupListingSchema: GenMessage<GroupListing> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 14);
+  messageDesc(file_strata_coordinator_v1_coordinator, 25);
 
 /**
  * ListGroupsResponse lists groups.
@@ -598,7 +1048,7 @@ export type ListGroupsResponse = Message<"strata.coordinator.v1.ListGroupsRespon
  * Use `create(ListGroupsResponseSchema)` to create a new message.
  */
 export const ListGroupsResponseSchema: GenMessage<ListGroupsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 15);
+  messageDesc(file_strata_coordinator_v1_coordinator, 26);
 
 /**
  * DescribeGroupRequest names the group to describe.
@@ -619,7 +1069,7 @@ export type DescribeGroupRequest = Message<"strata.coordinator.v1.DescribeGroupR
  * Use `create(DescribeGroupRequestSchema)` to create a new message.
  */
 export const DescribeGroupRequestSchema: GenMessage<DescribeGroupRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 16);
+  messageDesc(file_strata_coordinator_v1_coordinator, 27);
 
 /**
  * DescribeGroupResponse describes the group.
@@ -640,7 +1090,7 @@ export type DescribeGroupResponse = Message<"strata.coordinator.v1.DescribeGroup
  * Use `create(DescribeGroupResponseSchema)` to create a new message.
  */
 export const DescribeGroupResponseSchema: GenMessage<DescribeGroupResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 17);
+  messageDesc(file_strata_coordinator_v1_coordinator, 28);
 
 /**
  * GroupDescription is a group with its members, assignments and lag.
@@ -706,6 +1156,22 @@ export type GroupDescription = Message<"strata.coordinator.v1.GroupDescription">
    * @generated from field: string coordinator_id = 8;
    */
   coordinatorId: string;
+
+  /**
+   * A classic group's protocol type; empty for a group of KIP-848 or Strata members. For a
+   * classic group, assignor is the chosen protocol, group_epoch the generation, and members
+   * carry their metadata and the leader's assignment as bytes.
+   *
+   * @generated from field: string protocol_type = 9;
+   */
+  protocolType: string;
+
+  /**
+   * A classic group's state as Kafka names it ("PreparingRebalance", ...); empty otherwise.
+   *
+   * @generated from field: string classic_state = 10;
+   */
+  classicState: string;
 };
 
 /**
@@ -713,7 +1179,7 @@ export type GroupDescription = Message<"strata.coordinator.v1.GroupDescription">
  * Use `create(GroupDescriptionSchema)` to create a new message.
  */
 export const GroupDescriptionSchema: GenMessage<GroupDescription> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 18);
+  messageDesc(file_strata_coordinator_v1_coordinator, 29);
 
 /**
  * GroupMember is one live member.
@@ -790,6 +1256,20 @@ export type GroupMember = Message<"strata.coordinator.v1.GroupMember"> & {
    * @generated from field: int32 rebalance_timeout_ms = 10;
    */
   rebalanceTimeoutMs: number;
+
+  /**
+   * A classic member's metadata for the group's protocol, as it sent it.
+   *
+   * @generated from field: bytes classic_metadata = 11;
+   */
+  classicMetadata: Uint8Array;
+
+  /**
+   * A classic member's assignment, as the leader sent it.
+   *
+   * @generated from field: bytes classic_assignment = 12;
+   */
+  classicAssignment: Uint8Array;
 };
 
 /**
@@ -797,7 +1277,7 @@ export type GroupMember = Message<"strata.coordinator.v1.GroupMember"> & {
  * Use `create(GroupMemberSchema)` to create a new message.
  */
 export const GroupMemberSchema: GenMessage<GroupMember> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 19);
+  messageDesc(file_strata_coordinator_v1_coordinator, 30);
 
 /**
  * PartitionLag is one partition's progress for a group.
@@ -855,7 +1335,7 @@ export type PartitionLag = Message<"strata.coordinator.v1.PartitionLag"> & {
  * Use `create(PartitionLagSchema)` to create a new message.
  */
 export const PartitionLagSchema: GenMessage<PartitionLag> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 20);
+  messageDesc(file_strata_coordinator_v1_coordinator, 31);
 
 /**
  * ResetOffsetsRequest moves committed offsets.
@@ -912,7 +1392,7 @@ export type ResetOffsetsRequest = Message<"strata.coordinator.v1.ResetOffsetsReq
  * Use `create(ResetOffsetsRequestSchema)` to create a new message.
  */
 export const ResetOffsetsRequestSchema: GenMessage<ResetOffsetsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 21);
+  messageDesc(file_strata_coordinator_v1_coordinator, 32);
 
 /**
  * ResetOffsetsResponse reports each partition's reset.
@@ -933,7 +1413,7 @@ export type ResetOffsetsResponse = Message<"strata.coordinator.v1.ResetOffsetsRe
  * Use `create(ResetOffsetsResponseSchema)` to create a new message.
  */
 export const ResetOffsetsResponseSchema: GenMessage<ResetOffsetsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 22);
+  messageDesc(file_strata_coordinator_v1_coordinator, 33);
 
 /**
  * ResetOffsetsPartitionResult is one partition's reset.
@@ -982,7 +1462,7 @@ export type ResetOffsetsPartitionResult = Message<"strata.coordinator.v1.ResetOf
  * Use `create(ResetOffsetsPartitionResultSchema)` to create a new message.
  */
 export const ResetOffsetsPartitionResultSchema: GenMessage<ResetOffsetsPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 23);
+  messageDesc(file_strata_coordinator_v1_coordinator, 34);
 
 /**
  * DeleteGroupRequest names the group to delete.
@@ -1003,7 +1483,7 @@ export type DeleteGroupRequest = Message<"strata.coordinator.v1.DeleteGroupReque
  * Use `create(DeleteGroupRequestSchema)` to create a new message.
  */
 export const DeleteGroupRequestSchema: GenMessage<DeleteGroupRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 24);
+  messageDesc(file_strata_coordinator_v1_coordinator, 35);
 
 /**
  * DeleteGroupResponse confirms the deletion.
@@ -1018,7 +1498,7 @@ export type DeleteGroupResponse = Message<"strata.coordinator.v1.DeleteGroupResp
  * Use `create(DeleteGroupResponseSchema)` to create a new message.
  */
 export const DeleteGroupResponseSchema: GenMessage<DeleteGroupResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 25);
+  messageDesc(file_strata_coordinator_v1_coordinator, 36);
 
 /**
  * LocateGroupRequest names a group.
@@ -1048,7 +1528,7 @@ export type LocateGroupRequest = Message<"strata.coordinator.v1.LocateGroupReque
  * Use `create(LocateGroupRequestSchema)` to create a new message.
  */
 export const LocateGroupRequestSchema: GenMessage<LocateGroupRequest> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 26);
+  messageDesc(file_strata_coordinator_v1_coordinator, 37);
 
 /**
  * LocateGroupResponse names the owning instance.
@@ -1093,7 +1573,7 @@ export type LocateGroupResponse = Message<"strata.coordinator.v1.LocateGroupResp
  * Use `create(LocateGroupResponseSchema)` to create a new message.
  */
 export const LocateGroupResponseSchema: GenMessage<LocateGroupResponse> = /*@__PURE__*/
-  messageDesc(file_strata_coordinator_v1_coordinator, 27);
+  messageDesc(file_strata_coordinator_v1_coordinator, 38);
 
 /**
  * GroupState is the lifecycle state of a consumer group.
@@ -1211,8 +1691,10 @@ export const CoordinatorService: GenService<{
    * Errors: INVALID_ARGUMENT for an empty group_id or member_id, or a join (epoch 0) without
    * subscribed topics; NOT_FOUND (REASON_UNKNOWN_MEMBER_ID) for an unknown member, and
    * ABORTED (REASON_FENCED_MEMBER_EPOCH) for a stale member epoch, after both of which the
-   * member drops its partitions and joins again with epoch 0; FAILED_PRECONDITION
-   * (REASON_NOT_COORDINATOR); UNAVAILABLE (REASON_COORDINATOR_LOADING).
+   * member drops its partitions and joins again with epoch 0; NOT_FOUND
+   * (REASON_GROUP_ID_NOT_FOUND) when the group is a classic group with members
+   * (ClassicJoinGroup); FAILED_PRECONDITION (REASON_NOT_COORDINATOR); UNAVAILABLE
+   * (REASON_COORDINATOR_LOADING).
    *
    * @generated from rpc strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat
    */
@@ -1249,6 +1731,10 @@ export const CoordinatorService: GenService<{
    * OffsetCommitPartitionResult.error, ABORTED (REASON_FENCED_MEMBER_EPOCH) for a partition
    * the member does not hold or whose records were read under an epoch older than the
    * partition's assignment epoch, and INVALID_ARGUMENT for a negative offset.
+   * In a classic group (ClassicJoinGroup) member_epoch is the member's generation, checked
+   * as Kafka does: NOT_FOUND (REASON_UNKNOWN_MEMBER_ID), ABORTED (REASON_ILLEGAL_GENERATION)
+   * for another generation, ABORTED (REASON_REBALANCE_IN_PROGRESS) while the leader's
+   * ClassicSyncGroup is awaited.
    *
    * @generated from rpc strata.coordinator.v1.CoordinatorService.OffsetCommit
    */
@@ -1336,6 +1822,55 @@ export const CoordinatorService: GenService<{
     methodKind: "unary";
     input: typeof LocateGroupRequestSchema;
     output: typeof LocateGroupResponseSchema;
+  },
+  /**
+   * ClassicJoinGroup is Kafka's JoinGroup in the classic group protocol, which the members'
+   * leader assigns: any protocol type, with protocol metadata the coordinator does not read.
+   * The call waits until the group's join phase ends (every member joined again, or the
+   * largest rebalance timeout of the members passed), as Kafka's does. A group is classic or
+   * KIP-848 (ConsumerGroupHeartbeat), not both: joining a group with KIP-848 members answers
+   * INCONSISTENT_GROUP_PROTOCOL. Kafka's errors are answered in error_code; Connect errors
+   * only for FAILED_PRECONDITION (REASON_NOT_COORDINATOR) and UNAVAILABLE.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.ClassicJoinGroup
+   */
+  classicJoinGroup: {
+    methodKind: "unary";
+    input: typeof ClassicJoinGroupRequestSchema;
+    output: typeof ClassicJoinGroupResponseSchema;
+  },
+  /**
+   * ClassicSyncGroup is Kafka's SyncGroup: the leader sends every member's assignment, and
+   * each member's call answers with its own, once the leader's arrived. Errors as
+   * ClassicJoinGroup.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.ClassicSyncGroup
+   */
+  classicSyncGroup: {
+    methodKind: "unary";
+    input: typeof ClassicSyncGroupRequestSchema;
+    output: typeof ClassicSyncGroupResponseSchema;
+  },
+  /**
+   * ClassicHeartbeat is Kafka's Heartbeat: REBALANCE_IN_PROGRESS in error_code tells the
+   * member to join again. A member silent for its session timeout is removed.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.ClassicHeartbeat
+   */
+  classicHeartbeat: {
+    methodKind: "unary";
+    input: typeof ClassicHeartbeatRequestSchema;
+    output: typeof ClassicHeartbeatResponseSchema;
+  },
+  /**
+   * ClassicLeaveGroup is Kafka's LeaveGroup for classic members.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup
+   */
+  classicLeaveGroup: {
+    methodKind: "unary";
+    input: typeof ClassicLeaveGroupRequestSchema;
+    output: typeof ClassicLeaveGroupResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_coordinator_v1_coordinator, 0);

@@ -312,6 +312,8 @@ export type TieredPartitionState = Message<"strata.tiering.v1.TieredPartitionSta
 
   /**
    * First offset held in the tier (after tiered retention), or -1 when nothing is tiered.
+   * Equal to tiered_end_offset when retention expired everything: the partition's log
+   * start, below which local copies are expired too.
    *
    * @generated from field: int64 log_start_offset = 5;
    */
@@ -769,7 +771,11 @@ export type Manifest = Message<"strata.tiering.v1.Manifest"> & {
   version: bigint;
 
   /**
-   * First offset held in the tier after tiered retention; -1 when empty.
+   * First offset held in the tier after tiered retention (part of the format): the first
+   * active segment's base_offset; when retention expired every segment, one past the last
+   * expired offset, so the manifest keeps the partition's extent with no segment (the tier
+   * is empty there, and an upload must start at it); -1 only when the tier never held
+   * anything. Segments wholly below it are never stored again.
    *
    * @generated from field: int64 log_start_offset = 6;
    */

@@ -34,6 +34,7 @@ func Run(t *testing.T, open Open) {
 		{"FetchUnknownGroup", testFetchUnknown},
 		{"SaveLoadListGroups", testSaveLoadList},
 		{"DeleteGroupKeepsEpoch", testDelete},
+		{"ClassicProtocolType", testClassicProtocolType},
 		{"CommitRacingHandover", testCommitRacingHandover},
 	}
 	for _, tc := range tests {
@@ -251,6 +252,34 @@ func testSaveLoadList(t *testing.T, s offsetstore.Store) {
 	}
 	if len(list) != 2 || list[0].GroupID != "g1" || list[0].State != "empty" || list[1].GroupID != "g2" || list[1].MemberCount != 3 {
 		t.Fatalf("ListGroups = %+v; want g1 (offsets only, empty) and g2 (stable, 3)", list)
+	}
+}
+
+// testClassicProtocolType saves a classic group (a protocol type) and a
+// KIP-848 one (none): each loads and lists with its own, and a save
+// without one turns the group back.
+func testClassicProtocolType(t *testing.T, s offsetstore.Store) {
+	a, _ := claim(t, s, "connect-cluster", "a", time.Minute)
+	b, _ := claim(t, s, "plain", "a", time.Minute)
+	if err := s.SaveGroup(ctx(t), a.Fence(), offsetstore.Group{GroupID: "connect-cluster", State: "stable", MemberCount: 2, ProtocolType: "connect", Data: []byte(`{"Generation":3}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveGroup(ctx(t), b.Fence(), offsetstore.Group{GroupID: "plain", State: "empty", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	g, ok, err := s.LoadGroup(ctx(t), "connect-cluster")
+	if err != nil || !ok || g.ProtocolType != "connect" || string(g.Data) != `{"Generation":3}` {
+		t.Fatalf("LoadGroup = %+v, %v, %v; want protocol type connect", g, ok, err)
+	}
+	list, err := s.ListGroups(ctx(t))
+	if err != nil || len(list) != 2 || list[0].ProtocolType != "connect" || list[1].ProtocolType != "" {
+		t.Fatalf("ListGroups = %+v, %v; want connect-cluster (connect) and plain (none)", list, err)
+	}
+	if err := s.SaveGroup(ctx(t), a.Fence(), offsetstore.Group{GroupID: "connect-cluster", State: "empty", Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if g, _, _ := s.LoadGroup(ctx(t), "connect-cluster"); g.ProtocolType != "" {
+		t.Fatalf("protocol type after a KIP-848 save = %q; want none", g.ProtocolType)
 	}
 }
 

@@ -1,0 +1,24 @@
+package server
+
+import (
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	"github.com/strata-mq/strata/lib/guard"
+)
+
+// rules is what each CoordinatorService RPC requires of its caller; the
+// handlers check it (security.go), and an RPC missing here is refused.
+var rules = guard.Rules{
+	coordinatorv1connect.CoordinatorServiceConsumerGroupHeartbeatProcedure: {Access: guard.ACL, Check: "read on the group; topics the member may not describe are left out of its assignment"},
+	coordinatorv1connect.CoordinatorServiceLeaveGroupProcedure:             {Access: guard.ACL, Check: "read on the group"},
+	coordinatorv1connect.CoordinatorServiceOffsetCommitProcedure:           {Access: guard.ACL, Check: "read on the group and on each topic committed"},
+	coordinatorv1connect.CoordinatorServiceOffsetFetchProcedure:            {Access: guard.ACL, Check: "describe on the group and on each topic named; asked for all, topics the caller may not describe are left out"},
+	coordinatorv1connect.CoordinatorServiceListGroupsProcedure:             {Access: guard.Filtered, Check: "the groups the caller may describe"},
+	coordinatorv1connect.CoordinatorServiceDescribeGroupProcedure:          {Access: guard.ACL, Check: "describe on the group; topics the caller may not describe are left out"},
+	coordinatorv1connect.CoordinatorServiceResetOffsetsProcedure:           {Access: guard.ACL, Check: "read on the group and on each topic reset"},
+	coordinatorv1connect.CoordinatorServiceDeleteGroupProcedure:            {Access: guard.ACL, Check: "delete on the group"},
+	coordinatorv1connect.CoordinatorServiceLocateGroupProcedure:            {Access: guard.ACL, Check: "describe on the group"},
+	coordinatorv1connect.CoordinatorServiceClassicJoinGroupProcedure:       {Access: guard.ACL, Check: "read on the group"},
+	coordinatorv1connect.CoordinatorServiceClassicSyncGroupProcedure:       {Access: guard.ACL, Check: "read on the group"},
+	coordinatorv1connect.CoordinatorServiceClassicHeartbeatProcedure:       {Access: guard.ACL, Check: "read on the group"},
+	coordinatorv1connect.CoordinatorServiceClassicLeaveGroupProcedure:      {Access: guard.ACL, Check: "read on the group"},
+}
