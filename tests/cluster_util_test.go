@@ -206,9 +206,15 @@ func readPartition(ctx context.Context, t testing.TB, c *harness.Cluster, topic 
 
 // describeLog returns one node's view of its replica of a partition.
 func describeLog(ctx context.Context, n *harness.Node, topic string, partition int32) (*storagev1.DescribeLogPartitionResult, error) {
+	return describeLogWith(ctx, n.StorageClient(), topic, partition)
+}
+
+// describeLogWith asks the storage node behind sc for its replica of a
+// partition, within 5 seconds; a partition error is returned as an error.
+func describeLogWith(ctx context.Context, sc storagev1connect.StorageServiceClient, topic string, partition int32) (*storagev1.DescribeLogPartitionResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := n.StorageClient().DescribeLog(ctx, connect.NewRequest(&storagev1.DescribeLogRequest{
+	resp, err := sc.DescribeLog(ctx, connect.NewRequest(&storagev1.DescribeLogRequest{
 		Partitions: []*commonv1.TopicPartition{{Topic: topic, Partition: partition}},
 	}))
 	if err != nil {

@@ -68,7 +68,22 @@ func waitAgreedActive(ctx context.Context, t *testing.T, nodes []*harness.Node) 
 // directory, becomes ready, agrees with the others on the active
 // controller and sees the topic created while it was down.
 func TestControllerQuorumFailover(t *testing.T) {
-	c := harness.StartCluster(t, harness.ClusterConfig{Controllers: 3, StorageNodes: 1})
+	t.Parallel()
+	testControllerQuorumFailover(t, false)
+}
+
+// TestControllerQuorumFailoverSecure is TestControllerQuorumFailover with
+// TLS: the etcd peer ports admit controller certificates only (and each
+// client listener is the controller's own socket), and the quorum still
+// forms, fails over and takes its restarted member back.
+func TestControllerQuorumFailoverSecure(t *testing.T) {
+	t.Parallel()
+	testControllerQuorumFailover(t, true)
+}
+
+func testControllerQuorumFailover(t *testing.T, secure bool) {
+	// Race: an active controller killed and its quorum failing over.
+	c := harness.StartCluster(t, harness.ClusterConfig{Controllers: 3, StorageNodes: 1, Secure: secure, Race: true})
 	ctx := harness.Deadline(t, 120*time.Second)
 
 	all := c.Controllers()

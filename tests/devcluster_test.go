@@ -36,6 +36,7 @@ type devCluster struct {
 // partition and offset it was acknowledged at, and records of one key must
 // come back in the order they were produced.
 func TestDevClusterQuickstart(t *testing.T) {
+	t.Parallel()
 	// StartDev stops strata dev with SIGINT and waits for it before the
 	// test's directory is removed: a killed strata dev leaves its children
 	// stopping on their own, still writing there.
@@ -65,6 +66,9 @@ func TestDevClusterQuickstart(t *testing.T) {
 	if cj.Gateway != gateway {
 		t.Fatalf("cluster.json gateway %q, want %q", cj.Gateway, gateway)
 	}
+	// etcd holds the cluster's state: only the controller may reach it,
+	// over its owner-only socket, even in a plain dev cluster.
+	checkEtcdClientSockets(t, d, 1)
 	if _, err := cli("", "topic", "create", "orders", "-p", "12", "-r", "3"); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 //     re-reads everything once;
 //   - `group delete billing` removes it from `group list`.
 func TestGroupCLI(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})

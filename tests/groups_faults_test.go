@@ -68,6 +68,7 @@ type groupEnv struct {
 //     fence) and got them back cannot commit records it read before: the
 //     commit fails with client.ErrFenced and the offset does not move back.
 func TestConsumerGroupFaults(t *testing.T) {
+	t.Parallel()
 	dsn := pgtest.NewDatabase(t)
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	gs := harness.StartGroupServices(t, c, harness.GroupConfig{DSN: dsn, SessionTimeout: faultSession, HeartbeatInterval: faultHeartbeat})

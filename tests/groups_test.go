@@ -122,7 +122,10 @@ func waitAssigned(t *testing.T, ms []*member, total int) time.Duration {
 // the members are User:app with a token and only the ACLs they need
 // (read and write on the topic, read on every group), so the coordinator
 // that takes over enforces them too.
-func TestConsumerGroupsOnPostgres(t *testing.T) { plainAndSecure(t, testConsumerGroupsOnPostgres) }
+func TestConsumerGroupsOnPostgres(t *testing.T) {
+	t.Parallel()
+	plainAndSecure(t, testConsumerGroupsOnPostgres)
+}
 
 func testConsumerGroupsOnPostgres(t *testing.T, secure bool) {
 	dsn := pgtest.NewDatabase(t)

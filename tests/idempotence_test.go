@@ -15,6 +15,7 @@ import (
 // sequence goes on where it was: the restarted leader loaded its producer
 // state from its snapshots, however many segments rolled since the batch.
 func TestIdempotentRetryAfterLeaderKill(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	ctx := harness.Deadline(t, 90*time.Second)
 	const topic = "idem"

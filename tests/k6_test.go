@@ -77,6 +77,7 @@ func k6Post(ctx context.Context, t *testing.T, base, method string, body []byte,
 // this file mirrors is still in them, every fixture they open exists, and
 // every threshold on a scenario names a scenario of the same script.
 func TestK6ScriptsStatic(t *testing.T) {
+	t.Parallel()
 	lib, err := os.ReadFile(filepath.Join(k6Dir, "lib", "strata.js"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,7 @@ func TestK6ScriptsStatic(t *testing.T) {
 // from the earliest offset of every partition follows nextOffset through
 // every produced record in offset order.
 func TestK6Requests(t *testing.T) {
+	t.Parallel()
 	dev := harness.StartDev(t, "--storage-nodes", "3")
 	base := dev.Gateways[0]
 	ctx := harness.Deadline(t, 2*time.Minute)

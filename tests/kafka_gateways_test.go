@@ -23,6 +23,7 @@ const coordinatorNodeIDBase = 2146435072
 // registered coordinators), then consumes and commits in a group through
 // it.
 func TestKafkaCoordinatorOnEveryGateway(t *testing.T) {
+	t.Parallel()
 	d := harness.StartDev(t)
 	b := d.StartGateway(t)
 	ctx := harness.Deadline(t, 3*time.Minute)

@@ -152,10 +152,9 @@ func (d *crashDialer) crash() {
 // read and commit everything; kadm then lists and describes the group,
 // and deletes it once it is empty.
 func TestKafkaGroupMemberKilled(t *testing.T) {
-	// A short coordinator session timeout (only the coordinator has
-	// --session-timeout), so the killed member's partitions move within
-	// seconds: classic members live as long as the coordinator's session.
-	t.Setenv("STRATA_SESSION_TIMEOUT", "6s")
+	// A short session timeout, so the killed member's partitions move
+	// within seconds: a classic member is removed after its own
+	// session.timeout.ms, as in Kafka.
 	d, cli := kafkaDev(t)
 	ctx := harness.Deadline(t, 5*time.Minute)
 	if _, err := cli("", "topic", "create", "grp", "-p", "6", "-r", "3"); err != nil {
@@ -184,7 +183,7 @@ func TestKafkaGroupMemberKilled(t *testing.T) {
 	for i := range 3 {
 		dial := &crashDialer{}
 		owners[i] = map[int32]bool{}
-		cl := kafkaClient(t, d, kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"),
+		cl := kafkaClient(t, d, kgo.ConsumerGroup("g1"), kgo.ConsumeTopics("grp"), kgo.SessionTimeout(6*time.Second),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.Dialer(dial.dial),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 				mu.Lock()

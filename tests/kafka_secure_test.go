@@ -7,10 +7,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +30,10 @@ import (
 
 // TestKafkaSecure runs Kafka clients against the Kafka listeners of
 // `strata dev --secure` (docs/kafka.md, "Security"): TLS verified by the
-// dev CA and SASL with Strata tokens. The admin's token (User:admin, a
-// super user) produces and consumes with franz-go over SASL PLAIN; a user
+// dev CA and SASL with Strata tokens. The token of ops (allowed all on
+// every topic, group and the cluster; the super user User:admin is a
+// certificate principal whose name no token user may take) produces and
+// consumes with franz-go over SASL PLAIN; a user
 // granted read on one topic sees only that topic in Metadata, reads it,
 // and is refused TOPIC_AUTHORIZATION_FAILED when producing to it, over
 // OAUTHBEARER as over PLAIN, and its consumer group needs read on the
@@ -39,6 +43,7 @@ import (
 // kcat -L works with SASL_SSL and with the admin's certificate over SSL,
 // and kcat produces and consumes over SCRAM-SHA-256.
 func TestKafkaSecure(t *testing.T) {
+	t.Parallel()
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
 	ctx := harness.Deadline(t, 3*time.Minute)
 	if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+5); d.File.KafkaBootstrap != want || d.File.KafkaSecurityProtocol != "SASL_SSL" {
@@ -64,7 +69,12 @@ func TestKafkaSecure(t *testing.T) {
 	}
 	cli("topic", "create", "granted", "-p", "1", "-r", "1")
 	cli("topic", "create", "hidden", "-p", "1", "-r", "1")
-	adminToken, readerToken := tokenOf("admin"), tokenOf("reader")
+	// The super user User:admin is a certificate principal: its name is
+	// reserved, so the token user with every right is ops.
+	opsToken, readerToken := tokenOf("ops"), tokenOf("reader")
+	for _, res := range [][]string{{"--topic", "*"}, {"--group", "*"}, {"--cluster"}} {
+		cli(append([]string{"acl", "create", "--principal", "User:ops", "--allow", "all"}, res...)...)
+	}
 	cli("acl", "create", "--principal", "User:reader", "--allow", "read", "--topic", "granted")
 
 	caPEM, err := os.ReadFile(d.File.TLSCA)
@@ -89,18 +99,18 @@ func TestKafkaSecure(t *testing.T) {
 	}
 
 	// The tokens reach the gateway within a second (metadata stream).
-	adminCl := client(plainAs("admin", adminToken))
-	testwait.Until(t, 30*time.Second, "the admin's token to authenticate on the Kafka listener", func() error {
-		return adminCl.Ping(ctx)
+	opsCl := client(plainAs("ops", opsToken))
+	testwait.Until(t, 30*time.Second, "the ops token to authenticate on the Kafka listener", func() error {
+		return opsCl.Ping(ctx)
 	})
-	t.Run("admin produces and consumes", func(t *testing.T) {
+	t.Run("ops produces and consumes", func(t *testing.T) {
 		for i := range 3 {
 			r := &kgo.Record{Topic: "granted", Value: fmt.Appendf(nil, "r%d", i)}
-			if err := adminCl.ProduceSync(ctx, r).FirstErr(); err != nil {
-				t.Fatalf("produce as the admin: %v", err)
+			if err := opsCl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce as ops: %v", err)
 			}
 		}
-		cons := client(plainAs("admin", adminToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		cons := client(plainAs("ops", opsToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		got := pollUntil(t, ctx, cons, 3)
 		if string(got[0].Value) != "r0" || got[2].Offset != 2 {
 			t.Fatalf("consumed %q at %d ..", got[0].Value, got[0].Offset)
@@ -131,7 +141,7 @@ func TestKafkaSecure(t *testing.T) {
 		}
 		cons := client(plainAs("reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if got := pollUntil(t, ctx, cons, 3); len(got) != 3 {
-			t.Fatalf("reader consumed %d records, want the admin's 3", len(got))
+			t.Fatalf("reader consumed %d records, want ops's 3", len(got))
 		}
 	})
 
@@ -186,19 +196,19 @@ func TestKafkaSecure(t *testing.T) {
 		for i, m := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
 			// One login without retries first, so a refused mechanism
 			// fails at once rather than at the test's deadline.
-			if err := client(scramAs(m, "admin", adminToken), kgo.RequestRetries(0)).Ping(ctx); err != nil {
-				t.Fatalf("the admin's %s login: %v", m, err)
+			if err := client(scramAs(m, "ops", opsToken), kgo.RequestRetries(0)).Ping(ctx); err != nil {
+				t.Fatalf("ops's %s login: %v", m, err)
 			}
-			// The admin (a super user) produces and consumes.
-			cl := client(scramAs(m, "admin", adminToken))
+			// ops (allowed everything) produces and consumes.
+			cl := client(scramAs(m, "ops", opsToken))
 			r := &kgo.Record{Topic: "scram", Value: []byte(m)}
 			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-				t.Fatalf("produce as the admin over %s: %v", m, err)
+				t.Fatalf("produce as ops over %s: %v", m, err)
 			}
 			if r.Offset != int64(i) {
 				t.Fatalf("%s: produced at offset %d, want %d", m, r.Offset, i)
 			}
-			cons := client(scramAs(m, "admin", adminToken), kgo.ConsumeTopics("scram"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			cons := client(scramAs(m, "ops", opsToken), kgo.ConsumeTopics("scram"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 			if got := pollUntil(t, ctx, cons, i+1); string(got[i].Value) != m {
 				t.Fatalf("%s: consumed %q at offset %d", m, got[i].Value, got[i].Offset)
 			}
@@ -220,12 +230,12 @@ func TestKafkaSecure(t *testing.T) {
 			}
 			rc := client(scramAs(m, "reader", readerToken), kgo.ConsumeTopics("granted"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 			if got := pollUntil(t, ctx, rc, 3); len(got) != 3 {
-				t.Fatalf("reader over %s consumed %d records, want the admin's 3", m, len(got))
+				t.Fatalf("reader over %s consumed %d records, want ops's 3", m, len(got))
 			}
 
 			// Wrong credentials.
 			for name, mech := range map[string]kgo.Opt{
-				"another user's token": scramAs(m, "admin", readerToken),
+				"another user's token": scramAs(m, "ops", readerToken),
 				"unknown token":        scramAs(m, "reader", "strata_"+strings.Repeat("A", 43)),
 				"unknown user":         scramAs(m, "nobody", readerToken),
 			} {
@@ -237,10 +247,22 @@ func TestKafkaSecure(t *testing.T) {
 		}
 	})
 
+	t.Run("SCRAM does not reveal users", func(t *testing.T) {
+		brokers, err := kadm.NewClient(opsCl).BrokerMetadata(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs := []string{d.File.KafkaBootstrap}
+		for _, b := range brokers.Brokers {
+			addrs = append(addrs, net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))))
+		}
+		testSCRAMDoesNotRevealUsers(ctx, t, addrs, pool, "reader")
+	})
+
 	t.Run("wrong credentials fail authentication", func(t *testing.T) {
 		for name, mech := range map[string]kgo.Opt{
 			"unknown token":       plainAs("reader", "strata_"+strings.Repeat("A", 43)),
-			"another user's name": plainAs("admin", readerToken),
+			"another user's name": plainAs("ops", readerToken),
 		} {
 			err := client(mech, kgo.RequestRetries(0)).Ping(ctx)
 			if !errors.Is(err, kerr.SaslAuthenticationFailed) {
@@ -274,7 +296,7 @@ func TestKafkaSecure(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(kctx, kcat, append([]string{"-b", d.File.KafkaBootstrap, "-X", "ssl.ca.location=" + d.File.TLSCA,
 				"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-256",
-				"-X", "sasl.username=admin", "-X", "sasl.password=" + adminToken}, args...)...)
+				"-X", "sasl.username=ops", "-X", "sasl.password=" + opsToken}, args...)...)
 			cmd.Stdin = strings.NewReader(stdin)
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb
@@ -296,9 +318,9 @@ func TestKafkaSecure(t *testing.T) {
 		}
 		tlsDir := filepath.Join(d.Dir, "tls")
 		for name, opts := range map[string][]string{
-			// The admin's token over SASL PLAIN.
+			// ops's token over SASL PLAIN.
 			"SASL_SSL": {"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=PLAIN",
-				"-X", "sasl.username=admin", "-X", "sasl.password=" + adminToken},
+				"-X", "sasl.username=ops", "-X", "sasl.password=" + opsToken},
 			// The admin's client certificate, as the ready block prints.
 			"SSL": {"-X", "security.protocol=SSL", "-X", "ssl.certificate.location=" + filepath.Join(tlsDir, "admin.pem"),
 				"-X", "ssl.key.location=" + filepath.Join(tlsDir, "admin-key.pem")},

@@ -26,9 +26,9 @@ import (
 
 // kafkaDev starts strata dev and checks that cluster.json names the Kafka
 // bootstrap at P+5.
-func kafkaDev(t *testing.T) (*harness.Dev, func(stdin string, args ...string) (string, error)) {
+func kafkaDev(t *testing.T, env ...string) (*harness.Dev, func(stdin string, args ...string) (string, error)) {
 	t.Helper()
-	d := harness.StartDev(t)
+	d := harness.StartDevEnv(t, env)
 	if want := fmt.Sprintf("127.0.0.1:%d", d.BasePort+5); d.File.KafkaBootstrap != want {
 		t.Fatalf("cluster.json kafka_bootstrap %q, want %q", d.File.KafkaBootstrap, want)
 	}
@@ -107,14 +107,26 @@ func consumeUntil(t *testing.T, d *harness.Dev, topic, what string, done func([]
 }
 
 // TestKafkaClients runs franz-go (produce idempotently, consume, admin
-// through kadm), kcat (-L, -P, -C) and Strata's own CLI (a Connect
+// through kadm), kcat (-L, -P, -C), sarama, segmentio/kafka-go and
+// Strata's own CLI (a Connect
 // client) against one strata dev, and checks that both protocols see the
 // same records at the same offsets with the same headers, both ways.
 func TestKafkaClients(t *testing.T) {
+	t.Parallel()
 	// Told to KIP-848 members (classic ones keep their own), so the
 	// KIP-848 group settles within seconds.
-	t.Setenv("STRATA_HEARTBEAT_INTERVAL", "1s")
-	d, cli := kafkaDev(t)
+	d, cli := kafkaDev(t, "STRATA_HEARTBEAT_INTERVAL=1s")
+	// sarama and segmentio/kafka-go (kafka_clients_test.go) share the
+	// cluster, each on its own topic and group; they run once this
+	// function returns.
+	t.Run("sarama", func(t *testing.T) {
+		t.Parallel()
+		kafkaSarama(t, d, cli)
+	})
+	t.Run("kafka-go", func(t *testing.T) {
+		t.Parallel()
+		kafkaKafkaGo(t, d, cli)
+	})
 	ctx := harness.Deadline(t, 3*time.Minute)
 	kc := kafkaClient(t, d)
 	adm := kadm.NewClient(kc)
@@ -205,6 +217,10 @@ func TestKafkaClients(t *testing.T) {
 			return nil
 		})
 	})
+
+	// The admin APIs kafka-acls.sh, kafka-reassign-partitions.sh and
+	// kafka-leader-election.sh call, through kadm (docs/kafka.md).
+	t.Run("ACLs, moves, elections and epochs", func(t *testing.T) { testKafkaClusterAdmin(t, ctx, d, cli, adm) })
 
 	// Kafka producer -> Kafka consumer and Connect consumer.
 	t.Run("franz-go to CLI", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 // unknown flag or a bad value exits 2 with "bad config"), then fails the
 // probe with exit 1 without starting anything.
 func TestLaunchFlagsAreTheBinariesFlags(t *testing.T) {
+	t.Parallel()
 	bin := func(service string) string {
 		return harness.Binary(t, "github.com/strata-mq/strata/services/"+service+"/cmd/strata-"+service)
 	}
@@ -35,7 +36,7 @@ func TestLaunchFlagsAreTheBinariesFlags(t *testing.T) {
 		argv    []string
 	}{
 		{"controller", launch.Controller{Process: proc("controller"), ID: 1, DataDir: dir, Peers: []string{"http://127.0.0.1:3"},
-			EtcdClientPort: 4, NodeSessionTimeout: time.Second, SessionTimeout: time.Second}.Argv()},
+			EtcdClient: "unix://" + dir + "/etcd.sock", EtcdClientPort: 4, NodeSessionTimeout: time.Second, SessionTimeout: time.Second}.Argv()},
 		{"storage", launch.Storage{Process: kafka(proc("storage")), Gateway: "http://127.0.0.1:8", NodeID: 1, Advertise: "http://127.0.0.1:1", DataDir: dir,
 			Controllers: []string{"http://127.0.0.1:5"}, Tiering: "http://127.0.0.1:6", TierInterval: time.Second,
 			ReplicaLagTime: time.Second}.Argv()},

@@ -76,6 +76,7 @@ func (p *natProxy) URL() string { return "http://" + p.ln.Addr().String() }
 // flow there: through the forwarders for the external client, never for
 // the internal one.
 func TestAdvertisedListeners(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	proxies := map[string]*natProxy{} // "storage-1", "coordinator-1"
 	forward := func(name string) func(int, string) []string {

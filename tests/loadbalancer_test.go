@@ -40,6 +40,7 @@ type lbAck struct {
 // and the metadata the balancer hands out must name the storage nodes
 // themselves (clients reach them directly, not through the balancer).
 func TestGatewaysBehindLoadBalancer(t *testing.T) {
+	t.Parallel()
 	dev := harness.StartDev(t, "--gateways", "2", "--storage-nodes", "3")
 	if len(dev.Gateways) != 2 {
 		t.Fatalf("cluster.json lists gateways %q, want 2", dev.Gateways)

@@ -20,6 +20,7 @@ import (
 // process acknowledged, and hold nothing but whole, correct batches: the
 // recovered log is batches 0..n-1 with n at least the acknowledged count.
 func TestLogSurvivesKill9(t *testing.T) {
+	t.Parallel()
 	bin := harness.Binary(t, "./cmd/logwriter")
 	for _, flush := range []string{"sync", "none"} {
 		t.Run("flush="+flush, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-mq/strata/examples/orders/report"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/testports"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
 	"github.com/strata-mq/strata/tests/harness"
@@ -30,15 +31,17 @@ import (
 // The orders story's programs (examples/orders).
 const ordersPkg = "github.com/strata-mq/strata/examples/orders/"
 
-// buildOrders builds strata dev's binaries and the orders programs into
-// one directory and returns it.
-func buildOrders(t *testing.T) string {
+// buildOrders builds strata dev's binaries and the orders programs and
+// returns the orders programs' directory and the strata CLI, which the
+// demo is told of (--strata): with make test's prebuilt bin/ the two are
+// not in one directory.
+func buildOrders(t *testing.T) (dir, strata string) {
 	t.Helper()
-	dir := filepath.Dir(harness.BuildDev(t))
+	strata = harness.BuildDev(t)
 	for _, p := range []string{"shop", "billing", "analytics", "demo"} {
-		harness.Binary(t, ordersPkg+p)
+		dir = filepath.Dir(harness.Binary(t, ordersPkg+p))
 	}
-	return dir
+	return dir, strata
 }
 
 // TestOrdersDemo runs a short `make demo` (the demo program on its own
@@ -46,10 +49,14 @@ func buildOrders(t *testing.T) string {
 // code agrees, a billing member and a storage node were killed, and every
 // check of the report passed.
 func TestOrdersDemo(t *testing.T) {
-	bin := buildOrders(t)
+	t.Parallel()
+	bin, strata := buildOrders(t)
 	dsn := pgtest.NewDatabase(t)
-	d := harness.Start(t, "demo", []string{filepath.Join(bin, "demo"), "--dsn", dsn, "--duration", "20s", "--rate", "150",
-		"--dir", t.TempDir(), "--timeout", "8m"})
+	// A base port held for this test (lib/testports): the demo's cluster
+	// restarts a killed storage node on its port, which another test's
+	// cluster must not take meanwhile.
+	d := harness.Start(t, "demo", []string{filepath.Join(bin, "demo"), "--strata", strata, "--dsn", dsn, "--duration", "20s", "--rate", "150",
+		"--dir", t.TempDir(), "--timeout", "8m", "--base-port", strconv.Itoa(testports.Reserve(t))})
 	err := d.Wait(harness.Deadline(t, 10*time.Minute))
 	lines := d.Lines()
 	if len(lines) == 0 {
@@ -92,8 +99,9 @@ func TestOrdersDemo(t *testing.T) {
 // TestOrdersDemoWithoutPostgres: without a reachable PostgreSQL the demo
 // says so in its one last line and exits 1, before it starts anything.
 func TestOrdersDemoWithoutPostgres(t *testing.T) {
-	bin := buildOrders(t)
-	d := harness.Start(t, "demo", []string{filepath.Join(bin, "demo"), "--dsn", "postgres://postgres@127.0.0.1:1/strata_demo?sslmode=disable", "--dir", t.TempDir()})
+	t.Parallel()
+	bin, strata := buildOrders(t)
+	d := harness.Start(t, "demo", []string{filepath.Join(bin, "demo"), "--strata", strata, "--dsn", "postgres://postgres@127.0.0.1:1/strata_demo?sslmode=disable", "--dir", t.TempDir()})
 	err := d.Wait(harness.Deadline(t, time.Minute))
 	lines := d.Lines()
 	want := "demo FAILED: PostgreSQL is not reachable at 127.0.0.1:1 ("
@@ -143,7 +151,8 @@ func sinkApplied(ctx context.Context, pool *pgxpool.Pool, group string) (int64, 
 // then behind the sink's; the partitions' next owner starts at the sink's,
 // so every event is still applied exactly once.
 func TestBillingKilledBetweenCommits(t *testing.T) {
-	bin := buildOrders(t)
+	t.Parallel()
+	bin, _ := buildOrders(t)
 	gateway, dsn, pool := ordersCluster(t)
 	ctx := harness.Deadline(t, 5*time.Minute)
 	var members []*harness.Process
@@ -263,6 +272,7 @@ func (c *coordinatorCut) Do(req *http.Request) (*http.Response, error) {
 // everything. The zombie's transaction for the batch is then refused: no
 // write of it reaches the database, and ErrFenced says why.
 func TestZombieBillingTransactionRefused(t *testing.T) {
+	t.Parallel()
 	gateway, _, pool := ordersCluster(t)
 	ctx := harness.Deadline(t, 3*time.Minute)
 	if _, err := pool.Exec(ctx, "CREATE TABLE effects (partition_index integer, record_offset bigint, member text)"); err != nil {

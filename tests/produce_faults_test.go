@@ -63,6 +63,7 @@ type leaderKillPoint struct {
 // batch it already holds with its original offset), and the partition holds
 // each record exactly once, at the offset its callback reported.
 func TestProduceSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
 	// A long lag time keeps the paused followers in the ISR.
 	c := harness.StartCluster(t, harness.ClusterConfig{ReplicaLagTime: 20 * time.Second})
 	gw := harness.StartGateway(t, c)
@@ -198,6 +199,7 @@ func waitCond(ctx context.Context, t *testing.T, what string, cond func() bool) 
 // The CLI exits 0 with one delivery report per record, and every record is
 // in the topic exactly once, at the partition and offset its report gave.
 func TestCLIProduceSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
 	const (
 		topic      = "cli-load"
 		partitions = 6

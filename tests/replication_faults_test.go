@@ -172,10 +172,15 @@ func waitProgress(t *testing.T, producers []*keyProducer, n int64, timeout time.
 // killed). It runs on a plain cluster and on a secure one (the test's
 // calls are the admin's; producer ids are asked for as the gateway, since
 // the controller hands them to services only).
-func TestAcksAllSurvivesLeaderKill(t *testing.T) { plainAndSecure(t, testAcksAllSurvivesLeaderKill) }
+func TestAcksAllSurvivesLeaderKill(t *testing.T) {
+	t.Parallel()
+	plainAndSecure(t, testAcksAllSurvivesLeaderKill)
+}
 
 func testAcksAllSurvivesLeaderKill(t *testing.T, secure bool) {
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, Secure: secure})
+	// Race: the kill and the failover it forces are where the storage
+	// nodes' and controllers' unusual interleavings are.
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, Secure: secure, Race: true})
 	ctx := harness.Deadline(t, 150*time.Second)
 	const topic = "orders"
 	const partitions = 3
@@ -339,11 +344,12 @@ func summarize(seqs []int) string {
 //     truncated it, as acks=1 allows); and the three replicas' logs are
 //     byte-identical on disk.
 func TestPausedLeaderIsFenced(t *testing.T) {
+	t.Parallel()
 	// A lag time far above how long the followers stay paused, so the old
 	// leader never shrinks its ISR to itself (which would leave the
 	// partition offline once it is paused). No step here waits for an ISR
 	// shrink.
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, ReplicaLagTime: 30 * time.Second})
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, ReplicaLagTime: 30 * time.Second, Race: true})
 	ctx := harness.Deadline(t, 150*time.Second)
 	const topic = "zombie"
 	c.CreateTopic(ctx, topic, 1, 3, map[string]string{"min.insync.replicas": "2"})

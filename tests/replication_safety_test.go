@@ -34,6 +34,7 @@ import (
 //     killed; every acknowledged record is still read back at its offset
 //     from the new leader (and the replication check holds throughout).
 func TestWipedReplicaDoesNotRejoinOnStaleState(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3, ReplicaLagTime: 20 * time.Second, StorageProxies: true})
 	ctx := harness.Deadline(t, 150*time.Second)
 	const topic = "wiped"
@@ -128,6 +129,7 @@ func nodeEpoch(t *testing.T, c *harness.Cluster, id int) int64 {
 // without any restart, and setting it back to 2 must make acks=all work
 // again.
 func TestTopicConfigChangeReachesOpenReplicas(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
 	ctx := harness.Deadline(t, 120*time.Second)
 	const topic = "alter-min-isr"

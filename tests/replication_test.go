@@ -74,6 +74,7 @@ func requireValuesAt(t *testing.T, records []recordbatch.Record, values []string
 // three replicas hold byte-identical logs containing every acknowledged
 // record at its acknowledged offset.
 func TestReplicaRestartCatchesUp(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
 	ctx := harness.Deadline(t, 120*time.Second)
 	const topic = "catchup"
@@ -125,6 +126,7 @@ func TestReplicaRestartCatchesUp(t *testing.T) {
 // watermark stays below it, although the other ISR member has it) until
 // the ISR is back at min.insync.replicas (KIP-966).
 func TestAcksAllTooFewReplicas(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
 	ctx := harness.Deadline(t, 120*time.Second)
 	const topic = "too-few"

@@ -52,6 +52,7 @@ func strataCLI(t *testing.T, gateway string) func(args ...string) (string, error
 // duplicated (each is read once, where it was acknowledged), and the
 // consumer never goes more than maxStall without records.
 func TestScaleOutUnderLoad(t *testing.T) {
+	t.Parallel()
 	d := harness.StartDev(t, "--ready-timeout", "3m")
 	strata, dir, base := d.Strata, d.Dir, d.BasePort
 	ctx := harness.Deadline(t, 6*time.Minute)
@@ -127,6 +128,7 @@ func TestScaleOutUnderLoad(t *testing.T) {
 // min.insync.replicas, and the cluster is healthy afterwards with the
 // drained node retired.
 func TestDrainUnderLoad(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 4})
 	gw := harness.StartGateway(t, c)
 	ctx := harness.Deadline(t, 4*time.Minute)
@@ -183,8 +185,9 @@ func TestDrainUnderLoad(t *testing.T) {
 // preferred replica of (Kafka's auto.leader.rebalance.enable), once it is
 // back in their ISR.
 func TestLeadersReturnToPreferred(t *testing.T) {
-	t.Setenv("STRATA_LEADER_BALANCE_INTERVAL", "1s") // read by every controller
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3})
+	t.Parallel()
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 3,
+		Env: []string{"STRATA_LEADER_BALANCE_INTERVAL=1s"}}) // read by every controller
 	ctx := harness.Deadline(t, 3*time.Minute)
 	c.CreateTopic(ctx, "orders", 6, 3, nil)
 	c.WaitFullISR(ctx, "orders", 6)
@@ -236,6 +239,7 @@ func TestLeadersReturnToPreferred(t *testing.T) {
 // below min.insync.replicas, no partition is without a leader, nothing
 // acknowledged is lost or duplicated, and the replicas end byte-identical.
 func TestMoveSurvivesControllerKill(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterConfig{Controllers: 3, StorageNodes: 3})
 	ctx := harness.Deadline(t, 5*time.Minute)
 	c.CreateTopic(ctx, "orders", 3, 3, map[string]string{"min.insync.replicas": "2"})

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 // with one line until the admin grants write, after which it succeeds;
 // without credentials the CLI is refused with one line.
 func TestSecurityDevSecure(t *testing.T) {
+	t.Parallel()
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
 	ctx := harness.Deadline(t, 3*time.Minute)
 
@@ -97,6 +99,12 @@ func TestSecurityDevSecure(t *testing.T) {
 		"unauthenticated")
 
 	must(cli(adminEnv, "", "acl", "create", "--principal", "User:bob", "--allow", "write", "--topic", "orders"), "acl create")
+	// Each of those wrote its line to the audit log of the process that
+	// decided it, in DIR/logs (the ready block names them).
+	wantDevAudit(t, d.Dir, "gateway-1", map[string]string{"event": "denied", "principal": "User:bob", "resource": "topic orders"})
+	wantDevAudit(t, d.Dir, "gateway-1", map[string]string{"event": "authentication_failure", "outcome": "failure"})
+	wantDevAudit(t, d.Dir, "controller-1", map[string]string{"event": "user_change", "principal": "User:admin", "resource": "user bob"})
+	wantDevAudit(t, d.Dir, "controller-1", map[string]string{"event": "acl_change", "principal": "User:admin", "resource": "acl User:bob allow write topic orders"})
 	// The grant reaches the gateway and the storage node within a second;
 	// until it does, each try is refused whole (nothing written).
 	testwait.Until(t, 30*time.Second, "bob's produce to succeed after the grant", func() error {
@@ -140,4 +148,31 @@ func readAdminEnv(t *testing.T, path string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// wantDevAudit checks that process's audit log in a `strata dev --secure`
+// cluster in dir has a line with the fields of want.
+func wantDevAudit(t *testing.T, dir, process string, want map[string]string) {
+	t.Helper()
+	path := filepath.Join(dir, "logs", process+".audit.log")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Errorf("audit log: %v", err)
+		return
+	}
+	for _, raw := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l auditLine
+		if json.Unmarshal([]byte(raw), &l) != nil {
+			t.Errorf("%s: line %q is not JSON", path, raw)
+			continue
+		}
+		match := l.str("logger") == "audit"
+		for k, v := range want {
+			match = match && l.str(k) == v
+		}
+		if match {
+			return
+		}
+	}
+	t.Errorf("%s has no line with %v:\n%s", path, want, b)
 }

@@ -65,6 +65,7 @@ type secureCluster struct {
 }
 
 func TestSecurity(t *testing.T) {
+	t.Parallel()
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2, Secure: true}, harness.TieringConfig{})
 	gs := harness.StartGroupServices(t, c, harness.GroupConfig{})
 	s := &secureCluster{c: c, tr: tr, gw: gs.Gateway, co: gs.Coordinators[0],
@@ -75,6 +76,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("DenyBeatsAllowAndPrefixes", s.testDenyAndPrefixes)
 	t.Run("GrantAndRevokeDelay", s.testGrantRevokeDelay)
 	t.Run("Quota", s.testQuota)
+	t.Run("Audit", s.testAudit)
 }
 
 // http is an HTTP client calling as cr, one per credentials.

@@ -32,6 +32,10 @@ func cliWithEnv(t *testing.T, ctx context.Context, strata, gateway string, env [
 	return out.String()
 }
 
+// exportSoon makes a process export its spans within a tenth of a second
+// rather than the default 5s (the batch span processor's delay).
+const exportSoon = "OTEL_BSP_SCHEDULE_DELAY=100"
+
 // TestOneTraceFromProducerToConsumer: with every process of a dev cluster
 // exporting to an OTLP receiver (strata dev --otlp) and the CLI exporting
 // there too (OTEL_EXPORTER_OTLP_ENDPOINT), one record produced with acks=all
@@ -39,13 +43,13 @@ func cliWithEnv(t *testing.T, ctx context.Context, strata, gateway string, env [
 // span, the leader's append and replication wait, and the consumer's
 // process span, from at least three processes, linked parent to child.
 func TestOneTraceFromProducerToConsumer(t *testing.T) {
+	t.Parallel()
 	recv := harness.StartOTLPReceiver(t)
 	// Export within a fraction of a second rather than the default 5s.
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	dev := harness.StartDev(t, "--storage-nodes", "3", "--otlp", recv.URL)
+	dev := harness.StartDevEnv(t, []string{exportSoon}, "--storage-nodes", "3", "--otlp", recv.URL)
 	ctx := harness.Deadline(t, 5*time.Minute)
 	gw := dev.Gateways[0]
-	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL}
+	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL, exportSoon}
 
 	cliWithEnv(t, ctx, dev.Strata, gw, nil, "", "topic", "create", "traced", "-p", "1", "-r", "3")
 	cliWithEnv(t, ctx, dev.Strata, gw, otelEnv, "hello\n", "produce", "traced", "--acks", "all")
@@ -128,12 +132,12 @@ func TestOneTraceFromProducerToConsumer(t *testing.T) {
 // spans. The bound holds however slow the machine is: a slower machine
 // polls less, never more.
 func TestIdleClusterExportsAlmostNothing(t *testing.T) {
+	t.Parallel()
 	recv := harness.StartOTLPReceiver(t)
-	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
-	dev := harness.StartDev(t, "--storage-nodes", "3", "--otlp", recv.URL)
+	dev := harness.StartDevEnv(t, []string{exportSoon}, "--storage-nodes", "3", "--otlp", recv.URL)
 	ctx := harness.Deadline(t, 5*time.Minute)
 	gw := dev.Gateways[0]
-	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL}
+	otelEnv := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + recv.URL, exportSoon}
 
 	cliWithEnv(t, ctx, dev.Strata, gw, nil, "", "topic", "create", "idle", "-p", "3", "-r", "3")
 	cliWithEnv(t, ctx, dev.Strata, gw, otelEnv, "one\n", "produce", "idle")

@@ -151,7 +151,10 @@ func checkManifest(ctx context.Context, t *testing.T, tr *harness.Tiering, topic
 // tiered start 0 below the moved local start. It runs on a plain cluster
 // and on a secure one, where storage nodes upload to and read from tiering
 // over mutual TLS.
-func TestTieredReadsMatchLocal(t *testing.T) { plainAndSecure(t, testTieredReadsMatchLocal) }
+func TestTieredReadsMatchLocal(t *testing.T) {
+	t.Parallel()
+	plainAndSecure(t, testTieredReadsMatchLocal)
+}
 
 func testTieredReadsMatchLocal(t *testing.T, secure bool) {
 	ctx := harness.Deadline(t, 120*time.Second)
@@ -193,6 +196,7 @@ func testTieredReadsMatchLocal(t *testing.T, secure bool) {
 // when killed, and every manifest entry is contiguous and names complete
 // objects; all records read back.
 func TestTieringLeaderKilledMidUpload(t *testing.T) {
+	t.Parallel()
 	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 1},
 		harness.TieringConfig{Args: []string{"--fault-upload-delay", "4s", "--fault-upload-count", "1"}})
@@ -256,6 +260,7 @@ func TestTieringLeaderKilledMidUpload(t *testing.T) {
 // segment that is not tiered, and after SIGCONT the tier catches up,
 // local segments go, and every record reads back from offset 0.
 func TestTieringPausedDelaysButLosesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-pause"
@@ -333,6 +338,7 @@ func TestTieringPausedDelaysButLosesNothing(t *testing.T) {
 // restarts at the tiered end offset, so reads below it go to the tier and
 // new records never reuse tiered offsets.
 func TestTieredHistorySurvivesLosingEveryDisk(t *testing.T) {
+	t.Parallel()
 	ctx := harness.Deadline(t, 120*time.Second)
 	c, tr := harness.StartTieredCluster(t, harness.ClusterConfig{StorageNodes: 2}, harness.TieringConfig{})
 	const topic = "tiered-disks"

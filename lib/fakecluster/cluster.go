@@ -26,7 +26,9 @@
 package fakecluster
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -113,6 +115,25 @@ func (c *Cluster) SetTiered(topicName string, part int32, localStart, tieredEnd,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.topics[topicName].parts[part].tier = tierExtent{set: true, localStart: localStart, end: tieredEnd, size: tieredBytes}
+}
+
+// DeleteRecordsBefore moves a partition's log start offset up to offset
+// (not past its end), as retention or a deletion of records does: fetches
+// below it answer OFFSET_OUT_OF_RANGE from then on.
+func (c *Cluster) DeleteRecordsBefore(topicName string, part int32, offset int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.topics[topicName].parts[part]
+	p.start = max(p.start, min(offset, p.next))
+}
+
+// DeleteTopic deletes a topic, as the gateway's DeleteTopic does; a topic
+// created again under the same name gets a new id.
+func (c *Cluster) DeleteTopic(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.topics, name)
+	c.bumpLocked()
 }
 
 type producerState struct {
@@ -411,7 +432,15 @@ type Fault struct {
 	Count       int
 	AfterAppend bool
 	Kill        bool
-	Range       *commonv1.OffsetRangeHint
+	// Hang (Produce and ProducePartitions only), instead of an error
+	// answer, holds the call until its caller gives up (the call's
+	// context ends) or the fault is removed, when it fails with
+	// UNAVAILABLE: the client never sees the answer, as when a leader's
+	// replies are black-holed or delayed past the request timeout. With
+	// AfterAppend the batch is in the log first, so only the answer is
+	// lost; without, the request is lost too.
+	Hang  bool
+	Range *commonv1.OffsetRangeHint
 
 	NotEnoughReplicas *commonv1.NotEnoughReplicasHint
 	// Message, when set, is the refusal's message instead of "injected
@@ -436,6 +465,7 @@ func (c *Cluster) RemoveFault(f *Fault) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.faults = slices.DeleteFunc(c.faults, func(g *Fault) bool { return g == f })
+	c.notifyLocked() // calls held by a Hang fault see it lifted
 }
 
 // Fired reports how often a fault has fired.
@@ -455,6 +485,9 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 			continue
 		}
 		f.fired++
+		if f.Hang {
+			return &hangError{f: f}
+		}
 		if f.Kill && node > 0 {
 			c.killLocked(node)
 			return errorf(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "injected fault: node %d killed", node)
@@ -475,6 +508,38 @@ func (c *Cluster) faultLocked(node int32, method, topicName string, part int32, 
 		return errorf(f.Code, f.Reason, "injected fault: %v", f.Reason)
 	}
 	return nil
+}
+
+// hangError is what faultLocked returns for a Hang fault: the caller
+// holds the call (holdLocked) instead of answering.
+type hangError struct{ f *Fault }
+
+func (e *hangError) Error() string { return "injected fault: answer held" }
+
+// holdLocked holds a call a Hang fault matched until ctx ends or the fault
+// is removed, with c.mu released meanwhile; it returns the error the
+// caller then sees.
+func (c *Cluster) holdLocked(ctx context.Context, f *Fault) error {
+	for slices.Contains(c.faults, f) && ctx.Err() == nil {
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
+	}
+	if err := ctx.Err(); err != nil {
+		// As a real server answers: a passed deadline (the caller's, carried
+		// in the call's timeout header) is DeadlineExceeded, anything else
+		// Canceled.
+		code := connect.CodeCanceled
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = connect.CodeDeadlineExceeded
+		}
+		return connect.NewError(code, err)
+	}
+	return errorf(connect.CodeUnavailable, commonv1.Reason_REASON_UNSPECIFIED, "injected fault: answer lost")
 }
 
 // notifyLocked wakes long-polling fetches.

@@ -2,8 +2,10 @@ package fakecluster
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -13,6 +15,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/topicconfig"
 )
 
 // storage is one node's StorageService.
@@ -107,6 +110,10 @@ func (s *storage) ProducePartitions(ctx context.Context, req *connect.Request[st
 	defer c.mu.Unlock()
 	c.calls["ProducePartitions"]++
 	if err := c.faultLocked(s.id, "ProducePartitions", "", -1, false); err != nil {
+		var hang *hangError
+		if errors.As(err, &hang) {
+			return nil, c.holdLocked(ctx, hang.f)
+		}
 		return nil, err
 	}
 	out := &storagev1.ProducePartitionsResponse{}
@@ -173,6 +180,11 @@ func (s *storage) producePartLocked(ctx context.Context, topic string, part, epo
 		c.mu.Lock()
 		resp, ahead, err = s.produceLocked(topic, part, epoch, records, acks, true)
 	}
+	var hang *hangError
+	if errors.As(err, &hang) {
+		err = c.holdLocked(ctx, hang.f)
+		resp = nil
+	}
 	call.Err = err
 	c.produced = append(c.produced, call)
 	return resp, err
@@ -193,10 +205,19 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 	if d != nil {
 		return nil, false, asError(d)
 	}
+	maxBatch := -1 // max.message.bytes, with the framing the storage node allows
+	if v, err := strconv.Atoi(c.topics[topic].configs[topicconfig.MaxMessageBytes]); err == nil && v > 0 {
+		maxBatch = v + 64<<10
+	}
 	b := records
 	var batches [][]byte
 	var headers []recordbatch.Header
 	for len(b) > 0 {
+		if size, err := recordbatch.PeekSize(b); err == nil && maxBatch >= 0 && size > maxBatch {
+			// As the storage node refuses it (partlog.ErrBatchTooLarge).
+			return nil, false, errorf(connect.CodeResourceExhausted, commonv1.Reason_REASON_RECORD_TOO_LARGE,
+				"partlog: batch too large: batch %d is %d bytes, limit %d", len(batches), size, maxBatch)
+		}
 		h, err := recordbatch.Verify(b)
 		if err != nil {
 			return nil, false, errorf(connect.CodeInvalidArgument, commonv1.Reason_REASON_CORRUPT_RECORD, "corrupt batch: %v", err)
@@ -219,6 +240,20 @@ func (s *storage) produceLocked(topic string, part, epoch int32, records []byte,
 				// at any sequence, as by the storage service.
 				ps = &producerState{epoch: h.ProducerEpoch, nextSeq: h.BaseSequence, recent: map[int32]int64{}}
 				p.producers[h.ProducerID] = ps
+			}
+			// The storage service's epoch rules: an older epoch is
+			// fenced; a newer one (the producer bumped it, KIP-360)
+			// starts again at sequence 0 and forgets the old batches.
+			switch {
+			case h.ProducerEpoch < ps.epoch:
+				return nil, false, errorf(connect.CodeAborted, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH,
+					"producer %d epoch %d, partition has seen %d", h.ProducerID, h.ProducerEpoch, ps.epoch)
+			case h.ProducerEpoch > ps.epoch:
+				if h.BaseSequence != 0 {
+					return nil, false, errorf(connect.CodeFailedPrecondition, commonv1.Reason_REASON_OUT_OF_ORDER_SEQUENCE,
+						"producer %d new epoch %d must start at sequence 0, got %d", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+				}
+				ps.epoch, ps.nextSeq, ps.recent = h.ProducerEpoch, 0, map[int32]int64{}
 			}
 			if base, ok := ps.recent[h.BaseSequence]; ok {
 				if first < 0 {
@@ -283,12 +318,17 @@ func (s *storage) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 			if limit == 0 {
 				limit = 1 << 20
 			}
+			if m.GetMaxBytes() > 0 {
+				limit = max(min(limit, int(m.GetMaxBytes())-bytes), 0)
+			}
 			for _, raw := range p.batches {
 				h, _ := recordbatch.PeekHeader(raw)
 				if h.NextOffset() <= off {
 					continue
 				}
-				if len(r.Records) > 0 && len(r.Records)+len(raw) > limit {
+				// As a storage node: only the first partition with records
+				// may go over the limits with its first batch (KIP-74).
+				if (len(r.Records) > 0 || bytes > 0) && len(r.Records)+len(raw) > limit {
 					break
 				}
 				r.Records = append(r.Records, raw...)

@@ -69,6 +69,9 @@ type Security struct {
 	// SuperUsers is --super-users, principals allowed everything
 	// ("User:admin"), written comma-separated.
 	SuperUsers []string
+	// AuditLog is --audit-log, the file the audit lines are appended
+	// to; empty: the process log.
+	AuditLog string
 }
 
 // args accumulates a command line, leaving out flags whose value is zero.
@@ -106,6 +109,7 @@ func (a *args) security(s Security) {
 		*a = append(*a, "--require-auth")
 	}
 	a.list("--super-users", s.SuperUsers)
+	a.str("--audit-log", s.AuditLog)
 }
 
 // argv builds bin and the common flags (security included), then the
@@ -133,8 +137,13 @@ type Controller struct {
 	// Peers are the etcd peer URLs of every member, member i at index
 	// i-1; written as --peers 1=URL,2=URL,...
 	Peers []string
-	// EtcdClientPort is --etcd-client-port, the embedded etcd's loopback
-	// client port.
+	// EtcdClient is --etcd-client, the embedded etcd's client listener:
+	// unix:///PATH (a socket of mode 0600) or, with TLS, https://IP:PORT.
+	// Empty: the controller's default, unix://DATA-DIR/etcd.sock.
+	EtcdClient string
+	// EtcdClientPort is --etcd-client-port, deprecated: with TLS the same
+	// as EtcdClient https://127.0.0.1:PORT; the controller refuses it
+	// without TLS. Use EtcdClient.
 	EtcdClientPort int
 	// NodeSessionTimeout is --node-session-timeout: how long a silent
 	// storage node stays alive.
@@ -156,6 +165,7 @@ func (c Controller) Argv() []string {
 			}
 			a.list("--peers", peers)
 		}
+		a.str("--etcd-client", c.EtcdClient)
 		a.int("--etcd-client-port", c.EtcdClientPort)
 		a.dur("--node-session-timeout", c.NodeSessionTimeout)
 		a.dur("--controller-session-timeout", c.SessionTimeout)

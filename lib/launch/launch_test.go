@@ -21,10 +21,10 @@ func TestArgv(t *testing.T) {
 		want string
 	}{
 		{"controller", Controller{Process: common, ID: 2, DataDir: "/d/c2",
-			Peers:          []string{"http://127.0.0.1:10", "http://127.0.0.1:11"},
-			EtcdClientPort: 12, NodeSessionTimeout: 3 * time.Second, SessionTimeout: 2 * time.Second}.Argv(),
+			Peers:      []string{"http://127.0.0.1:10", "http://127.0.0.1:11"},
+			EtcdClient: "unix:///d/c2/etcd.sock", EtcdClientPort: 12, NodeSessionTimeout: 3 * time.Second, SessionTimeout: 2 * time.Second}.Argv(),
 			"/bin/x --listen 127.0.0.1:1 --admin-listen 127.0.0.1:2 --log-format text --drain-timeout 2s --id 2 --data-dir /d/c2 " +
-				"--peers 1=http://127.0.0.1:10,2=http://127.0.0.1:11 --etcd-client-port 12 --node-session-timeout 3s --controller-session-timeout 2s"},
+				"--peers 1=http://127.0.0.1:10,2=http://127.0.0.1:11 --etcd-client unix:///d/c2/etcd.sock --etcd-client-port 12 --node-session-timeout 3s --controller-session-timeout 2s"},
 		{"storage", Storage{Process: Process{Bin: "/bin/s", CORSAllowedOrigins: "http://localhost:*", Extra: []string{"--rack", "a"}},
 			NodeID: 0, Advertise: "http://p:1", DataDir: "/d/s0", Controllers: []string{"http://c1", "http://c2"},
 			Tiering: "http://t", TierInterval: 500 * time.Millisecond, ReplicaLagTime: 2 * time.Second}.Argv(),

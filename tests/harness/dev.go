@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/testports"
 )
 
 // Import paths of every binary `strata dev` runs, and of the CLI.
@@ -59,6 +59,9 @@ type DevProcess struct {
 	AdminAddress string   `json:"admin_address"`
 	Argv         []string `json:"argv"`
 	KafkaAddress string   `json:"kafka_address"`
+	// EtcdClient is a controller's etcd client endpoint (unix:///PATH or
+	// an https URL); empty for other services.
+	EtcdClient string `json:"etcd_client"`
 }
 
 // BuildDev builds every binary `strata dev` runs, and the strata CLI
@@ -78,13 +81,20 @@ func BuildDev(t testing.TB) string {
 // the test ends.
 func StartDev(t testing.TB, args ...string) *Dev {
 	t.Helper()
+	return StartDevEnv(t, nil, args...)
+}
+
+// StartDevEnv is StartDev with env added to strata dev's environment,
+// which every process it starts inherits (STRATA_* settings its services
+// read): what a test would otherwise set with t.Setenv, which a parallel
+// test may not call.
+func StartDevEnv(t testing.TB, env []string, args ...string) *Dev {
+	t.Helper()
 	d := &Dev{Dir: t.TempDir(), Strata: BuildDev(t)}
 	for attempt := 0; ; attempt++ {
-		// Below the kernel's ephemeral range (32768 and up on Linux), where
-		// outgoing connections take ports at random.
-		d.BasePort = 20000 + rand.IntN(12000)
+		d.BasePort = reserveBasePort(t)
 		argv := append([]string{d.Strata, "dev", "--dir", d.Dir, "--base-port", fmt.Sprint(d.BasePort)}, args...)
-		d.Proc = Start(t, "strata-dev", argv)
+		d.Proc = Start(t, "strata-dev", argv, env...)
 		// A port taken by another process is reported on stderr and
 		// strata dev exits: try another base port.
 		// Four minutes: strata dev's own --ready-timeout (a test may raise
@@ -179,4 +189,13 @@ func (d *Dev) StartGateway(t testing.TB) DevGateway {
 	}.Argv())
 	WaitReadyz(Deadline(t, time.Minute), t, "http://"+admin, p)
 	return DevGateway{URL: "http://" + api, KafkaAddress: kafka, Proc: p}
+}
+
+// reserveBasePort picks a base port whose range no other test's cluster
+// uses, in this process or any other test process (lib/testports), below
+// the kernel's ephemeral range, and releases it when the test ends: a port
+// a killed node left free, or one a node added later binds, is never
+// taken by another test's cluster meanwhile.
+func reserveBasePort(t testing.TB) int {
+	return testports.Reserve(t)
 }

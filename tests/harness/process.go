@@ -31,9 +31,15 @@ import (
 // path. Build failures fail the test with the compiler output.
 func Build(t testing.TB, dir, pkg string) string {
 	t.Helper()
+	return build(t, dir, pkg)
+}
+
+// build is Build with more go build flags.
+func build(t testing.TB, dir, pkg string, flags ...string) string {
+	t.Helper()
 	name := filepath.Base(pkg)
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
@@ -353,7 +359,11 @@ type testWriter struct {
 	mu     sync.Mutex
 	buf    []byte
 	tail   []string
+	raced  bool // a race report was seen, and the test failed for it
 }
+
+// raceWarning is the first line of a race detector report.
+const raceWarning = "WARNING: DATA RACE"
 
 func (w *testWriter) tailText() string {
 	w.mu.Lock()
@@ -372,6 +382,12 @@ func (w *testWriter) Write(b []byte) (int, error) {
 		}
 		line := strings.TrimRight(string(w.buf[:i]), "\r")
 		w.t.Log(w.prefix + line)
+		if line == raceWarning && !w.raced {
+			// A process built with -race (ClusterConfig.Race) found one;
+			// its report follows in the log.
+			w.raced = true
+			w.t.Errorf("harness: %sthe race detector found a data race (its report follows)", w.prefix)
+		}
 		if len(w.tail) == stderrTailLines {
 			w.tail = append(w.tail[:0], w.tail[1:]...)
 		}

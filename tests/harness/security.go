@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -209,9 +212,36 @@ func (c *Cluster) process(bin, api, admin string, role tlsconfig.Role, id int) l
 		if err != nil {
 			c.t.Fatalf("harness: %v", err)
 		}
+		sec.AuditLog = c.auditLogPath(string(role), id)
 		p.Security = sec
 	}
 	return p
+}
+
+// auditLogPath is where the process of role and id writes its audit log
+// in a secure cluster: DIR/audit-<role>-<id>.log.
+func (c *Cluster) auditLogPath(role string, id int) string {
+	return filepath.Join(filepath.Dir(c.sec.dir), fmt.Sprintf("audit-%s-%d.log", role, id))
+}
+
+// AuditLines are the lines of n's audit log (--audit-log) so far, in a
+// secure cluster; none before the process writes one.
+func (n *Node) AuditLines() ([]string, error) {
+	n.c.mustSecure("AuditLines")
+	b, err := os.ReadFile(n.c.auditLogPath(n.Service, n.ID))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // Admin is the admin's credentials in a secure cluster (the CA and

@@ -37,6 +37,13 @@ type bed struct {
 	tiering *harness.Tiering
 	pg      *harness.Postgres
 	net     *netcut.Net
+	// clients is the cgroup of the test process itself, where every
+	// client of the workload runs: the group CutAnswers cuts off from a
+	// leader's answers.
+	clients *netcut.Group
+	// clientProxies carry the pipelined producers' calls to the storage
+	// nodes (pipeline.go).
+	clientProxies clientProxies
 
 	mu     sync.Mutex
 	groups map[string]*netcut.Group // process name to its cgroup
@@ -55,6 +62,16 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 	}
 	t.Cleanup(func() { nt.Close() })
 	b := &bed{t: t, net: nt, groups: map[string]*netcut.Group{}, disks: map[int]*diskfull.Disk{}}
+	// The test process joins a group of its own before it opens any
+	// connection, so that every socket of the workload is born there (the
+	// processes it starts are started in their own groups). Close moves it
+	// back out.
+	if b.clients, err = nt.Group("clients"); err == nil {
+		err = b.clients.Add(os.Getpid())
+	}
+	if err != nil {
+		t.Fatalf("nemesis: the clients' cgroup: %v", err)
+	}
 
 	b.pg = harness.StartPostgres(t)
 	if err := b.pg.CreateDatabase(ctx, "strata"); err != nil {
@@ -71,7 +88,10 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 		ControllerSessionTimeout: 4 * time.Second,
 		ReplicaLagTime:           4 * time.Second,
 		ReadyTimeout:             90 * time.Second,
-		StorageArgs:              []string{"--fault-injection", "--retention-interval", "5s"},
+		// The cleaner looks for dirty logs every second rather than every
+		// 15s, so that the compacted topic is cleaned, and its tombstones
+		// removed, many times in a run of a few minutes.
+		StorageArgs: []string{"--fault-injection", "--retention-interval", "5s", "--cleaner-backoff", "1s"},
 		Setup: func(n *harness.Node, cmd *exec.Cmd) {
 			if n.Service == "storage" && n.ID >= firstTmpfs {
 				b.mountTmpfs(n, cfg.tmpfsBytes)
@@ -84,6 +104,7 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 		S3Proxy:      true,
 		Args:         []string{"--retention-interval", "5s", "--orphan-grace", "1m"},
 	})
+	b.clientProxies = startClientProxies(t, b.cluster.StorageNodes())
 	b.group = harness.StartGroupServices(t, b.cluster, harness.GroupConfig{
 		DSN:            b.pg.DSN("strata"),
 		SessionTimeout: 8 * time.Second,

@@ -10,6 +10,8 @@
 //	make test                              TestNemesisShort: every fault once, fixed seed, a few minutes
 //	make test-nemesis DURATION=30m         TestNemesisRandom: random faults for DURATION (build tag nemesis)
 //	make test-nemesis DURATION=30m SEED=N  the same schedule again
+//	go test -run TestNemesisShort ./nemesis/ -args -nemesis.faults a,b+c
+//	                                       just faults a, then b with c alongside
 //
 // A run prints its seed, where its history file is (-nemesis.out, default
 // $TMPDIR/strata-nemesis), the faults it injected by kind, and the
@@ -29,6 +31,31 @@
 // every partition from its start to its end: the complete read the
 // checker measures lost writes against.
 //
+// Two pipelined producers (pipeline.go) write every partition of a third
+// topic with five batches in flight and short timeouts (a 1s request
+// timeout, calls given up after 6s, a 14s delivery timeout), through
+// proxies of their own in front of the storage nodes: they are where a
+// lost or late answer meets batches that may already be in the log. Two
+// members of another group (sink.go) apply that topic to PostgreSQL with
+// client/pgsink, one effect row per record; after the final read they
+// catch up to its end, and their rows go into the history for the
+// checker, which wants exactly one per record.
+//
+// One more producer (compacted.go) overwrites the 64 keys of a compacted
+// topic of three partitions (cleanup.policy=compact; segments that roll
+// every second, a dirty ratio of 0.01, no compaction lag, tombstones kept
+// a second), an eighth of its sends tombstones; the first eight keys it
+// deletes after two values it never writes again. The storage nodes'
+// cleaner, looking for dirty logs every second (--cleaner-backoff), removes
+// what newer records shadow and the expired tombstones as the run goes.
+// The consumers read this topic with the others. The final read sets
+// every partition to its log start and notes so in the history; for the
+// compacted topic it must show each key's newest acknowledged write (or a
+// later send of unknown outcome), a deleted key at most as its tombstone,
+// never an older value. The test fails too when the final read shows the
+// cleaner removed no acknowledged record, or no deleted key's tombstone:
+// then the compaction rules had nothing to judge.
+//
 // # The faults (faults.go)
 //
 //   - processes: SIGKILL of any one process, or of two at once (two storage
@@ -45,6 +72,15 @@
 //     of the random steps run one of these under another fault.
 //   - dependencies: PostgreSQL crashed (immediate shutdown) and restarted;
 //     the object store unreachable, or slow.
+//   - answers (the faults that find a producer appending a batch twice):
+//     a leader's answers to the clients dropped, and nothing else it
+//     sends, for longer than the pipelined producers' delivery timeout
+//     (netcut.CutAnswers on the test process's own cgroup); its answers
+//     to the pipelined producers delayed past their calls' timeout (their
+//     proxy); and an unrelated fatal error on the same producer, a record
+//     over another topic's max.message.bytes every 100ms. Random steps
+//     that lose or delay answers have the oversize fault alongside half
+//     the time; the short schedule runs it alongside answers-late.
 //
 // To add a fault, write a function with fault's inject signature in
 // faults.go: it injects the fault, says what it did in words, and returns
@@ -62,6 +98,9 @@
 // them in the file: a value's send (its invoke and its completion), every
 // poll that returned it, and the fault events around them (their
 // descriptions say which process or link was hit). Process names are
-// producer-N, consumer, member-N, final-read and nemesis; the processes of
+// producer-N, pipelined-N, compacted-producer, consumer, member-N,
+// final-read and nemesis, and setup for the topic notes; the processes of
 // the cluster log to the test output under their names (storage-2, ...).
+// A compacted topic's anomaly names its key: its sends are those with that
+// key and topic, tombstone set on the deletes.
 package nemesis

@@ -57,6 +57,9 @@ var faults = []fault{
 	{"postgres-restart", history.FaultPostgresRestart, restartPostgres},
 	{"s3-errors", history.FaultS3Errors, breakS3},
 	{"s3-slow", history.FaultS3Slow, slowS3},
+	{"answers-lost", history.FaultAnswersLost, answersLost},
+	{"answers-late", history.FaultAnswersLate, answersLate},
+	{"oversize", history.FaultOversize, sendOversize},
 }
 
 // faultNamed returns the fault called name.
@@ -141,16 +144,24 @@ func isolateFromControllers(ctx context.Context, r *run, rng *rand.Rand) (string
 	return n.Name() + " cannot reach the controllers", heal, err
 }
 
+// randomLeader picks a partition of topic and returns its leader and
+// the partition's name, "topic-p".
+func (r *run) randomLeader(ctx context.Context, topic string, rng *rand.Rand) (*harness.Node, string, error) {
+	p, err := r.bed.cluster.Partition(ctx, topic, rng.Int32N(r.partitionsOf(topic)))
+	if err != nil || p.GetLeaderId() < 0 {
+		return nil, "", fmt.Errorf("no leader of %s: %v", topic, err)
+	}
+	return r.bed.cluster.Storage(int(p.GetLeaderId())), fmt.Sprintf("%s-%d", topic, p.GetPartition()), nil
+}
+
 // isolateLeader cuts a partition's leader off from the other storage
 // nodes, both ways (no replication either way), but not from the
 // controllers or its clients: the leader of a minority.
 func isolateLeader(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
-	topic := pick(rng, r.topics)
-	p, err := r.bed.cluster.Partition(ctx, topic, rng.Int32N(r.partitions))
-	if err != nil || p.GetLeaderId() < 0 {
-		return "", nil, fmt.Errorf("no leader to isolate: %v", err)
+	leader, part, err := r.randomLeader(ctx, pick(rng, r.topics), rng)
+	if err != nil {
+		return "", nil, err
 	}
-	leader := r.bed.cluster.Storage(int(p.GetLeaderId()))
 	var others []*netcut.Group
 	for _, s := range r.bed.cluster.StorageNodes() {
 		if s != leader {
@@ -161,7 +172,7 @@ func isolateLeader(ctx context.Context, r *run, rng *rand.Rand) (string, func(co
 	heal, err := r.cut(ctx, func() (netcut.CutID, error) {
 		return r.bed.net.Partition(ctx, []*netcut.Group{r.bed.groupOf(leader)}, others, portsOf)
 	})
-	return fmt.Sprintf("%s (leader of %s-%d) cut off from the other storage nodes", leader.Name(), topic, p.GetPartition()), heal, err
+	return fmt.Sprintf("%s (leader of %s) cut off from the other storage nodes", leader.Name(), part), heal, err
 }
 
 // isolateThenKillLeader cuts a partition's leader off from the other
@@ -338,7 +349,8 @@ func (r *run) randomReplicas(rng *rand.Rand, n int) []int32 {
 // completes (or is cancelled by a later fault) on its own; heal does
 // nothing.
 func movePartition(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
-	topic, p := pick(rng, r.topics), rng.Int32N(r.partitions)
+	topic := pick(rng, r.topics)
+	p := rng.Int32N(r.partitionsOf(topic))
 	to := r.randomReplicas(rng, 3)
 	if err := r.reassign(ctx, topic, p, to); err != nil {
 		return "", nil, err
@@ -359,9 +371,10 @@ func cancelAndReAdd(ctx context.Context, r *run, rng *rand.Rand) (string, func(c
 	// Half the time on the quiet topic: with writes every few milliseconds
 	// the high watermark soon passes what a removed replica last fetched,
 	// and stale state could not pass for caught up.
-	topic, p := pick(rng, r.topics), rng.Int32N(r.partitions)
+	topic := pick(rng, r.topics)
+	p := rng.Int32N(r.partitionsOf(topic))
 	if rng.IntN(2) == 0 {
-		topic = quietTopic
+		topic = quietTopic // which has as many partitions as any
 	}
 	cur, err := r.bed.cluster.Partition(ctx, topic, p)
 	if err != nil || cur.GetLeaderId() < 0 {
@@ -492,6 +505,70 @@ func slowS3(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.C
 		px.SetDelay(harness.ToClient, 0)
 		return nil
 	}, nil
+}
+
+// answersLostFor is how long answersLost lasts at least: longer than the
+// pipelined producers' delivery timeout, so their batches whose answers
+// it drops fail at their deadline while later ones still wait.
+const answersLostFor = pipelineDeliveryTimeout + 2*time.Second
+
+// answersLost drops every packet a leader of the pipelined topic sends
+// to the workload's clients (netcut.CutAnswers on the test process's
+// group), and nothing it sends its followers, the controllers or the
+// gateway: requests keep reaching it and being appended, and no answer
+// comes back. It lasts answersLostFor whatever the step's hold, so the
+// batches whose answers it drops reach their delivery timeout; heal
+// lifts the cut and TCP delivers the answers late.
+func answersLost(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	leader, part, err := r.randomLeader(ctx, pipelineTopic, rng)
+	if err != nil {
+		return "", nil, err
+	}
+	start := time.Now()
+	heal, err := r.cut(ctx, func() (netcut.CutID, error) { return r.bed.net.CutAnswers(ctx, r.bed.clients, ports(leader)...) })
+	if err != nil {
+		return "", nil, err
+	}
+	return fmt.Sprintf("answers of %s (leader of %s) to its clients dropped for %v", leader.Name(), part, answersLostFor), func(ctx context.Context) error {
+		sleep(ctx, time.Until(start.Add(answersLostFor)))
+		return heal(ctx)
+	}, nil
+}
+
+// answersLate delays every answer a leader of the pipelined topic gives
+// the pipelined producers (through their proxy in front of it) past their
+// calls' timeout: each call times out and its batch is sent again, while
+// the first copy is in the log. heal ends the delay for answers read from
+// then on; those already held are still delivered late. Held 4 seconds
+// (the short schedule), the retries' answers come back within the
+// delivery timeout: nothing fails there, and a batch appended twice is
+// one rebuilt for another reason (the oversize fault alongside).
+func answersLate(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	leader, part, err := r.randomLeader(ctx, pipelineTopic, rng)
+	if err != nil {
+		return "", nil, err
+	}
+	px := r.bed.clientProxies.of(leader)
+	d := pipelineCallTimeout + time.Duration(500+rng.IntN(1500))*time.Millisecond
+	px.SetDelay(harness.ToClient, d)
+	return fmt.Sprintf("answers of %s (leader of %s) to the pipelined producers delayed %v", leader.Name(), part, d), func(ctx context.Context) error {
+		px.SetDelay(harness.ToClient, 0)
+		return nil
+	}, nil
+}
+
+// sendOversize has the pipelined producers send, while it lasts, a record
+// larger than oversizeTopic's max.message.bytes every oversizeEvery: each
+// fails with RECORD_TOO_LARGE, an error unrelated to the pipelined
+// topic's partitions on the same producer, which must not change what
+// happens to their batches.
+func sendOversize(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	r.oversizing.Store(true)
+	return fmt.Sprintf("pipelined producers send a %d-byte record to %s (max.message.bytes %d) every %v", oversizeRecord, oversizeTopic, oversizeLimit, oversizeEvery),
+		func(ctx context.Context) error {
+			r.oversizing.Store(false)
+			return nil
+		}, nil
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.

@@ -10,7 +10,7 @@ import (
 var (
 	seedFlag = flag.Uint64("nemesis.seed", 0, "seed of the random schedule (0: from the clock); the run prints the one it used")
 	outFlag  = flag.String("nemesis.out", "", "directory for the run's history (default: $TMPDIR/strata-nemesis)")
-	onlyFlag = flag.String("nemesis.faults", "", "comma-separated fault names: run just these, in order, instead of the short schedule (faults.go lists the names)")
+	onlyFlag = flag.String("nemesis.faults", "", "comma-separated fault names: run just these, in order, instead of the short schedule (faults.go lists the names); a+b runs b alongside a")
 )
 
 // TestNemesisShort runs every fault once, in a fixed order and with a
@@ -26,7 +26,13 @@ func TestNemesisShort(t *testing.T) {
 	if *onlyFlag != "" {
 		schedule = nil
 		for _, name := range strings.Split(*onlyFlag, ",") {
-			schedule = append(schedule, step{fault: faultNamed(strings.TrimSpace(name)), hold: 4 * time.Second, gap: 2 * time.Second})
+			first, with, _ := strings.Cut(strings.TrimSpace(name), "+")
+			s := step{fault: faultNamed(first), hold: 4 * time.Second, gap: 2 * time.Second}
+			if with != "" {
+				w := faultNamed(with)
+				s.with = &w
+			}
+			schedule = append(schedule, s)
 		}
 	}
 	execute(t, runConfig{seed: seed, schedule: schedule, out: *outFlag})

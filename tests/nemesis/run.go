@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,13 +20,20 @@ import (
 // run is one nemesis run: the bed, the workload writing the history, and
 // the schedule of faults.
 type run struct {
-	t          testing.TB
-	bed        *bed
-	rec        *history.Recorder
-	topics     []string
+	t      testing.TB
+	bed    *bed
+	rec    *history.Recorder
+	topics []string
+	// partitions is how many partitions each topic has, but the
+	// compacted one (partitionsOf).
 	partitions int32
 	seed       uint64
 	path       string // the history file
+
+	// oversizing is set while the oversize fault lasts: the pipelined
+	// producers then send records too large for oversizeTopic.
+	oversizing atomic.Bool
+	oversize   oversizeCounts
 
 	mu       sync.Mutex
 	injected map[string]int // faults injected, by kind
@@ -42,11 +50,20 @@ type step struct {
 	gap   time.Duration
 }
 
-// shortSchedule runs every fault once, in order, and one membership
-// change under a kill: what make test runs.
+// shortSchedule runs every fault once, in order, the oversize fault
+// alongside answers-late (where it can make a batch be rebuilt), and one
+// membership change under a kill: what make test runs.
 func shortSchedule() []step {
 	var out []step
+	oversize := faultNamed("oversize")
 	for _, f := range faults {
+		switch f.name {
+		case "oversize":
+			continue
+		case "answers-late":
+			out = append(out, step{fault: f, with: &oversize, hold: 4 * time.Second, gap: 2 * time.Second})
+			continue
+		}
 		out = append(out, step{fault: f, hold: 4 * time.Second, gap: 2 * time.Second})
 	}
 	cancel := faultNamed("cancel-and-re-add")
@@ -64,14 +81,26 @@ func membership(f fault) bool {
 	return false
 }
 
+// answers reports whether f loses or delays a leader's answers.
+func answers(f fault) bool {
+	return f.kind == history.FaultAnswersLost || f.kind == history.FaultAnswersLate
+}
+
 // randomStep draws the next step of a random schedule: any fault, held 2
-// to 10 seconds, then 1 to 5 seconds of calm; a third of the time a
-// membership change runs alongside.
+// to 10 seconds, then 1 to 5 seconds of calm; half the time a fault on
+// answers has the oversize fault alongside, a third of the time another
+// has a membership change.
 func randomStep(rng *rand.Rand) step {
 	s := step{
 		fault: pick(rng, faults),
 		hold:  time.Duration(2000+rng.IntN(8000)) * time.Millisecond,
 		gap:   time.Duration(1000+rng.IntN(4000)) * time.Millisecond,
+	}
+	if answers(s.fault) && rng.IntN(2) == 0 {
+		// The unrelated fatal error while batches wait for their answers.
+		w := faultNamed("oversize")
+		s.with = &w
+		return s
 	}
 	if !membership(s.fault) && rng.IntN(3) == 0 {
 		var ms []fault
@@ -206,12 +235,21 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 	ctx := context.Background()
 	r.createTopics(ctx)
 	rng := rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))
+	sk, err := r.startSink(ctx)
+	if err != nil {
+		t.Fatalf("nemesis: %v", err)
+	}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := range producers {
 		prng := rand.New(rand.NewPCG(cfg.seed+uint64(i)+1, 7))
 		wg.Go(func() { r.produce(wctx, i+1, prng) })
 	}
+	for i := range pipelinedProducers {
+		prng := rand.New(rand.NewPCG(cfg.seed+uint64(i)+101, 7))
+		wg.Go(func() { r.producePipelined(wctx, i+1, prng) })
+	}
+	wg.Go(func() { r.produceCompacted(wctx, rand.New(rand.NewPCG(cfg.seed+201, 7))) })
 	wg.Go(func() { r.consume(wctx) })
 	for i := range groupMembers {
 		wg.Go(func() { r.groupMember(wctx, i+1) })
@@ -247,8 +285,12 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := r.finalRead(fctx); err != nil {
+	ends, err := r.finalRead(fctx)
+	if err != nil {
 		t.Errorf("nemesis: final read: %v", err)
+	}
+	if err := r.finishSink(ctx, sk, ends); err != nil {
+		t.Errorf("nemesis: %v", err)
 	}
 	if err := r.rec.Err(); err != nil {
 		t.Fatalf("nemesis: writing the history: %v", err)
@@ -258,28 +300,58 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 	if !res.Ok() {
 		t.Errorf("nemesis: %d anomalies (seed %d, history %s):\n%s", res.Anomalies(), cfg.seed, path, res)
 	}
+	// Without records removed, and deleted keys gone with their
+	// tombstones, the compaction rules judged nothing the cleaner did; a
+	// key written by two producers has no order to judge it by.
+	if c := res.Compaction; c.Removed == 0 || c.DeletedGone == 0 || c.Shared > 0 {
+		t.Errorf("nemesis: the checker could not judge compaction of %s (seed %d, history %s): %v", compactedTopic, cfg.seed, path, c)
+	}
 	return res
 }
 
 // createTopics creates the workload's topics: a plain one, one tiered to
 // the object store with little kept locally (moves copy from a log start
-// above 0, reads go to the tier), and a quiet one that gets a write every
+// above 0, reads go to the tier), a quiet one that gets a write every
 // few seconds per partition, where a fault may find a replica's state
-// unchanged since its last fetch.
+// unchanged since its last fetch, the pipelined producers' one, the
+// compacted one (compacted.go), and the one the oversize fault's records
+// are too large for. Each is noted in the history with its configs.
 func (r *run) createTopics(ctx context.Context) {
-	r.topics = []string{"plain", "tiered", quietTopic}
-	for _, name := range []string{"plain", quietTopic} {
-		r.bed.cluster.CreateTopic(ctx, name, r.partitions, 3, map[string]string{
+	r.topics = []string{"plain", "tiered", quietTopic, pipelineTopic, compactedTopic}
+	for _, name := range []string{"plain", quietTopic, pipelineTopic} {
+		r.createTopic(ctx, name, r.partitions, map[string]string{
 			"min.insync.replicas": "2", "segment.bytes": "65536",
 		})
 	}
-	r.bed.cluster.CreateTopic(ctx, "tiered", r.partitions, 3, map[string]string{
+	r.createTopic(ctx, "tiered", r.partitions, map[string]string{
 		"min.insync.replicas": "2", "segment.bytes": "65536",
 		"remote.storage.enable": "true", "local.retention.bytes": "131072",
 	})
+	r.createTopic(ctx, compactedTopic, compactedPartitions, compactedConfigs())
+	// Written only by the oversize fault, with records it refuses; not
+	// read, so not one of r.topics.
+	r.createTopic(ctx, oversizeTopic, 1, map[string]string{
+		"min.insync.replicas": "2", "max.message.bytes": fmt.Sprint(oversizeLimit),
+	})
 	for _, t := range r.topics {
-		r.bed.cluster.WaitFullISR(ctx, t, r.partitions)
+		r.bed.cluster.WaitFullISR(ctx, t, r.partitionsOf(t))
 	}
+	r.bed.cluster.WaitFullISR(ctx, oversizeTopic, 1)
+}
+
+// createTopic creates a topic of three replicas and notes it in the
+// history.
+func (r *run) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string) {
+	r.bed.cluster.CreateTopic(ctx, name, partitions, 3, configs)
+	r.rec.Note("setup", history.TopicOp(history.Topic{Name: name, Partitions: partitions, Configs: configs}))
+}
+
+// partitionsOf is how many partitions topic, one of r.topics, has.
+func (r *run) partitionsOf(topic string) int32 {
+	if topic == compactedTopic {
+		return compactedPartitions
+	}
+	return r.partitions
 }
 
 // report logs the run's figures: operations, faults injected by kind,
@@ -296,6 +368,12 @@ func (r *run) report(res checker.Result) {
 	fmt.Fprintf(&b, "nemesis: seed %d, history %s\nfaults injected:", r.seed, r.path)
 	for _, k := range kinds {
 		fmt.Fprintf(&b, " %s=%d", k, r.injected[k])
+	}
+	if n := r.oversize.sent.Load(); n > 0 {
+		fmt.Fprintf(&b, "\noversized records: %d sent, %d refused as too large, %d otherwise", n, r.oversize.refused.Load(), r.oversize.other.Load())
+		if first := r.oversize.firstOther.Load(); first != nil {
+			fmt.Fprintf(&b, " (first: %s)", *first)
+		}
 	}
 	if len(r.failed) > 0 {
 		fmt.Fprintf(&b, "\nfaults not injected or healed (%d): %s", len(r.failed), strings.Join(r.failed, "; "))

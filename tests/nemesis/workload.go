@@ -34,14 +34,16 @@ const (
 )
 
 // topicFor picks the topic of the next send: the quiet topic once in
-// quietEvery, else one of the others.
+// quietEvery, else one of the busy ones. The pipelined and compacted
+// topics are not among them: their own producers write them alone
+// (pipeline.go, compacted.go).
 func (r *run) topicFor(rng *rand.Rand) string {
 	if rng.IntN(quietEvery) == 0 {
 		return quietTopic
 	}
 	var busy []string
 	for _, t := range r.topics {
-		if t != quietTopic {
+		if t != quietTopic && t != pipelineTopic && t != compactedTopic {
 			busy = append(busy, t)
 		}
 	}
@@ -58,41 +60,103 @@ func (r *run) produce(ctx context.Context, id int, rng *rand.Rand) {
 		return
 	}
 	defer p.Close()
-	// Records are produced under their own context: stopping the workload
-	// must not cancel records in flight, whose outcome the history needs.
-	sendCtx := context.WithoutCancel(ctx)
-	sem := make(chan struct{}, inFlight)
-	var wg sync.WaitGroup
+	s := r.newSender(ctx, p, name, inFlight)
 	for n := 0; sleep(ctx, sendInterval); n++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			continue
-		}
-		topic := r.topicFor(rng)
-		key := fmt.Sprintf("k%d", rng.IntN(keysPerTopic))
-		value := fmt.Sprintf("%s-%d", name, n)
-		h := r.rec.Invoke(name, history.SendOp(topic, key, value))
-		wg.Add(1)
-		p.Produce(sendCtx, &client.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}, func(rec *client.Record, err error) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err != nil {
-				// Not acknowledged: it may or may not be in the log.
-				h.Info(err)
-				return
-			}
-			h.SendOk(rec.Partition, rec.Offset)
-		})
+		s.send(ctx, r.topicFor(rng), n, rng)
 	}
-	wg.Wait()
+	s.wait()
 }
 
-// records converts consumed records for the history.
+// sender is one producer of the workload whose records go into the
+// history: a send's invoke when the record is handed to the producer, its
+// outcome when the producer answers. send runs on one goroutine; the
+// producer's callbacks on others.
+type sender struct {
+	r    *run
+	p    *client.Producer
+	name string
+	// ctx is the records' own: stopping the workload must not cancel
+	// records in flight, whose outcome the history needs.
+	ctx context.Context
+	sem chan struct{}  // a slot per unacknowledged record
+	wg  sync.WaitGroup // records not yet answered
+}
+
+// newSender is the sender called name over p, with at most inFlight
+// records unacknowledged.
+func (r *run) newSender(ctx context.Context, p *client.Producer, name string, inFlight int) *sender {
+	return &sender{r: r, p: p, name: name, ctx: context.WithoutCancel(ctx), sem: make(chan struct{}, inFlight)}
+}
+
+// send sends record n of the sender to topic under a random key, once a
+// slot is free; nothing is sent if ctx ends first.
+func (s *sender) send(ctx context.Context, topic string, n int, rng *rand.Rand) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	s.produce(topic, fmt.Sprintf("k%d", rng.IntN(keysPerTopic)), n, false)
+}
+
+// sendKey sends record n of the sender to topic under key, a tombstone
+// when tombstone is set, once a slot is free. It reports whether it sent:
+// nothing is sent if ctx ends first.
+func (s *sender) sendKey(ctx context.Context, topic, key string, n int, tombstone bool) bool {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	s.produce(topic, key, n, tombstone)
+	return true
+}
+
+// valueHeader carries a tombstone's value, which names its send in the
+// history, since the record itself has none.
+const valueHeader = "nemesis-value"
+
+// produce hands record n to the producer, its slot taken, and records its
+// send and outcome in the history.
+func (s *sender) produce(topic, key string, n int, tombstone bool) {
+	value := fmt.Sprintf("%s-%d", s.name, n)
+	rec := &client.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}
+	op := history.SendOp(topic, key, value)
+	if tombstone {
+		rec.Value, rec.Headers = nil, []client.Header{{Key: valueHeader, Value: []byte(value)}}
+		op = history.TombstoneOp(topic, key, value)
+	}
+	h := s.r.rec.Invoke(s.name, op)
+	s.wg.Add(1)
+	s.p.Produce(s.ctx, rec, func(rec *client.Record, err error) {
+		defer s.wg.Done()
+		defer func() { <-s.sem }()
+		if err != nil {
+			// Not acknowledged: it may or may not be in the log.
+			h.Info(err)
+			return
+		}
+		h.SendOk(rec.Partition, rec.Offset)
+	})
+}
+
+// wait waits for the outcome of every record sent.
+func (s *sender) wait() { s.wg.Wait() }
+
+// records converts consumed records for the history. A tombstone's value
+// is the one its header carries (valueHeader).
 func records(recs []*client.Record) []history.Record {
 	out := make([]history.Record, len(recs))
 	for i, rec := range recs {
 		out[i] = history.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: string(rec.Key), Value: string(rec.Value)}
+		if rec.Value == nil {
+			out[i].Tombstone = true
+			for _, h := range rec.Headers {
+				if h.Key == valueHeader {
+					out[i].Value = string(h.Value)
+				}
+			}
+		}
 	}
 	return out
 }
@@ -130,7 +194,7 @@ func (r *run) consume(ctx context.Context) {
 	assign := map[string]map[int32]client.Offset{}
 	for _, t := range r.topics {
 		assign[t] = map[int32]client.Offset{}
-		for p := range r.partitions {
+		for p := range r.partitionsOf(t) {
 			assign[t][p] = client.StartOffset()
 		}
 	}
@@ -210,32 +274,46 @@ func (r *run) groupMember(ctx context.Context, id int) {
 
 // finalRead reads every partition from the start to its end with a fresh
 // consumer, once the faults are healed, and marks the last poll of each
-// partition as having reached its end: the checker's complete read.
-func (r *run) finalRead(ctx context.Context) error {
+// partition as having reached its end: the checker's complete read. An
+// assign note first says which offset each partition is read from (its
+// log start), so that the checker knows the read is whole. It returns the
+// end offsets it read to.
+func (r *run) finalRead(ctx context.Context) (map[history.TopicPartition]int64, error) {
 	const name = "final-read"
 	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer c.Close()
 	ends := map[history.TopicPartition]int64{}
 	assign := map[string]map[int32]client.Offset{}
+	var from history.Assign
 	for _, t := range r.topics {
-		parts := make([]int32, r.partitions)
+		parts := make([]int32, r.partitionsOf(t))
 		for i := range parts {
 			parts[i] = int32(i)
 		}
 		latest, err := c.ListOffsets(ctx, t, parts, client.EndOffset())
 		if err != nil {
-			return fmt.Errorf("end offsets of %s: %w", t, err)
+			return nil, fmt.Errorf("end offsets of %s: %w", t, err)
+		}
+		earliest, err := c.ListOffsets(ctx, t, parts, client.StartOffset())
+		if err != nil {
+			return nil, fmt.Errorf("start offsets of %s: %w", t, err)
 		}
 		assign[t] = map[int32]client.Offset{}
 		for p, end := range latest {
-			ends[history.TopicPartition{Topic: t, Partition: p}] = end
+			tp := history.TopicPartition{Topic: t, Partition: p}
+			ends[tp] = end
 			if end > 0 {
-				assign[t][p] = client.StartOffset()
+				assign[t][p] = client.AtOffset(earliest[p])
+				from.Assigned = append(from.Assigned, tp)
+				from.Offsets = append(from.Offsets, history.PartitionOffset{Topic: t, Partition: p, Offset: earliest[p]})
 			}
 		}
+	}
+	if len(from.Assigned) > 0 {
+		r.rec.Note(name, history.AssignOp(from))
 	}
 	c.Assign(assign)
 	done := map[history.TopicPartition]bool{}
@@ -252,7 +330,7 @@ func (r *run) finalRead(ctx context.Context) error {
 	}
 	for len(done) < len(ends) {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%d of %d partitions read to their end: %w", len(done), len(ends), err)
+			return nil, fmt.Errorf("%d of %d partitions read to their end: %w", len(done), len(ends), err)
 		}
 		h := r.rec.Invoke(name, history.PollOp("", ""))
 		recs, err := pollOnce(ctx, 2*time.Second, c.Poll)
@@ -274,5 +352,5 @@ func (r *run) finalRead(ctx context.Context) error {
 		}
 		h.PollOk(history.Poll{Records: records(recs), AtEnd: reached})
 	}
-	return nil
+	return ends, nil
 }

@@ -113,3 +113,53 @@ func (b *builder) reset(all bool) *history.Handle {
 }
 
 func (b *builder) check() Result { return Check(b.rec.Events(), Options{}) }
+
+// compacted is the compacted topic of the builder's histories: a topic
+// note names it, and its records are written and read by key.
+const compacted = "c"
+
+var ctp0 = history.TopicPartition{Topic: compacted, Partition: 0}
+
+// compactedTopic records the topic note that makes compacted a compacted
+// topic.
+func (b *builder) compactedTopic() {
+	b.rec.Note("admin", history.TopicOp(history.Topic{Name: compacted, Partitions: 2,
+		Configs: map[string]string{"cleanup.policy": "compact"}}))
+}
+
+// put invokes a send of value under key to compacted, or a tombstone named
+// value when tombstone is set, and leaves it open.
+func (b *builder) put(key, value string, tombstone bool) *history.Handle {
+	op := history.SendOp(compacted, key, value)
+	if tombstone {
+		op = history.TombstoneOp(compacted, key, value)
+	}
+	return b.rec.Invoke("p", op)
+}
+
+// wrote records a write of value under key to compacted, acknowledged at
+// partition 0 and offset; del the same for a tombstone.
+func (b *builder) wrote(key, value string, offset int64) { b.put(key, value, false).SendOk(0, offset) }
+func (b *builder) del(key, value string, offset int64)   { b.put(key, value, true).SendOk(0, offset) }
+
+// cr is a record of compacted's partition 0; ct a tombstone.
+func cr(offset int64, key, value string) history.Record {
+	return history.Record{Topic: compacted, Offset: offset, Key: key, Value: value}
+}
+func ct(offset int64, key, value string) history.Record {
+	return history.Record{Topic: compacted, Offset: offset, Key: key, Value: value, Tombstone: true}
+}
+
+// startWhole records a consumer proc setting itself to read compacted's
+// partition 0 from offset: the start of a whole read.
+func (b *builder) startWhole(proc string, from int64) {
+	b.rec.Note(proc, history.AssignOp(history.Assign{Assigned: []history.TopicPartition{ctp0},
+		Offsets: []history.PartitionOffset{{Topic: compacted, Offset: from}}}))
+}
+
+// readWhole records a whole read of compacted's partition 0 by "final":
+// from offset from, one poll returning recs that reaches the end.
+func (b *builder) readWhole(from int64, recs ...history.Record) {
+	b.startWhole("final", from)
+	b.pollToEnd("final", []history.TopicPartition{ctp0}, recs...)
+}

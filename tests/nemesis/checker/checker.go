@@ -59,6 +59,11 @@ type Result struct {
 	NonmonotonicPolls   Found[NonmonotonicPoll]
 	PollSkips           Found[PollSkip]
 	CommitsBackwards    Found[CommitBackwards]
+	EffectDuplicates    Found[EffectDuplicate]
+	EffectsMissing      Found[EffectMissing]
+	EffectsWrong        Found[EffectWrong]
+	StaleKeys           Found[CompactedKey]
+	ResurrectedKeys     Found[CompactedKey]
 
 	// Unread are acknowledged sends never read where no poll read as far
 	// as their offset: not judged lost. The suite's final full read
@@ -67,6 +72,9 @@ type Result struct {
 	// RebalanceSkips counts polls that jumped over existing offsets of a
 	// partition across an assignment change: allowed.
 	RebalanceSkips int
+	// Compaction is what the complete reads of compacted topics cover and
+	// show the cleaner removed.
+	Compaction Compaction
 	// SendAvailability and PollAvailability are the periods without a
 	// successful send, and poll, while some were attempted.
 	SendAvailability Availability
@@ -127,6 +135,10 @@ func Check(h []history.Event, opts Options) Result {
 	res.RebalanceSkips = pr.rebalanceSkips
 	res.VanishedReads = found(vanishedReads(m, pr.runs), limit)
 	res.CommitsBackwards = found(commitsBackwards(hs), limit)
+	edups, emissing, ewrong := effectAnomalies(hs, m)
+	res.EffectDuplicates, res.EffectsMissing, res.EffectsWrong = found(edups, limit), found(emissing, limit), found(ewrong, limit)
+	stale, resurrected, compaction := compactedKeys(m)
+	res.StaleKeys, res.ResurrectedKeys, res.Compaction = found(stale, limit), found(resurrected, limit), compaction
 	res.SendAvailability = availability(hs, history.FSend, opts)
 	res.PollAvailability = availability(hs, history.FPoll, opts)
 	return res

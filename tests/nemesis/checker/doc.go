@@ -35,6 +35,24 @@
 //	commits.go    commit-backwards: per group and partition, an ok commit
 //	              lower than an ok commit that completed before it was
 //	              invoked, with no reset in between.
+//	effects.go    effect-duplicate: a record a sink (client/pgsink) wrote two
+//	              or more effect rows for; effect-missing: a record of a
+//	              sink's topics, below the offset the sink reached, with
+//	              no row; effect-wrong: a row whose position holds another
+//	              value in the log, or was never read.
+//	compacted.go  per key of a compacted topic, against the last complete
+//	              read of its partition (a consumer set to an offset by an
+//	              assign note's offsets, read on until Poll.AtEnd):
+//	              stale-key: the read's last record of the key is neither
+//	              the key's newest write acknowledged before the read began
+//	              nor a send after it (at or above the acknowledged
+//	              offset), or the read has no record of a key whose newest
+//	              acknowledged write is a value; resurrected-key: the newest
+//	              acknowledged write is a tombstone and the read shows an
+//	              older value, a deleted key come back. A key with no
+//	              acknowledged write, or sent by more than one process, is
+//	              not judged. Result.Compaction counts what the reads
+//	              cover and what the cleaner removed (informational).
 //	availability.go
 //	              windows longer than Options.UnavailableAfter with no
 //	              successful send (and, apart, poll) while some were
@@ -49,8 +67,19 @@
 //     clocks only measure the availability windows).
 //   - Failed sends did not happen; info and pending sends may have: they are
 //     never lost, and reading them once is no anomaly.
-//   - Topics are not compacted: a gap in offsets that some poll returned
-//     records in is a skip, not compaction.
+//   - Topics are not compacted unless a topic note (f topic) gives them a
+//     cleanup.policy holding compact. Elsewhere a gap in offsets that some
+//     poll returned records in is a skip, a record gone is vanished and an
+//     acknowledged record never read is lost. In a compacted topic the
+//     cleaner removes records and leaves gaps legitimately: lost-write,
+//     poll-skip and vanished-read pass over it, and compacted.go judges
+//     it by key. The rules about values and positions (duplicate,
+//     inconsistent-offset, aborted-read, phantom-read) and about order
+//     (nonmonotonic-send, nonmonotonic-poll) hold there as anywhere.
+//   - Each key of a compacted topic is written by one producer, whose
+//     records of a key land in the order it sent them: a key's order is
+//     its sends' invoke order. A tombstone is a send with tombstone set;
+//     its value names it, and reads report that name.
 //   - Retention is not judged: a read that starts after an offset says
 //     nothing about the record there.
 //

@@ -56,11 +56,12 @@ func (a UnreadWrite) String() string {
 // "read past" rule of Jepsen's Kafka checker), unread otherwise. A value
 // returned at another position is not lost: that is a duplicate or an
 // inconsistent offset, reported by their own rules. Sends that failed or
-// are indeterminate are never lost.
+// are indeterminate are never lost. Sends to compacted topics, whose
+// records the cleaner removes, are judged by key instead (compacted.go).
 func lostWrites(m *model) (lost []LostWrite, unread []UnreadWrite) {
 	for _, o := range m.h.byF(history.FSend) {
 		s := o.ev.Send
-		if !o.ok() || s.Partition < 0 || s.Offset < 0 || len(m.positions[s.Value]) > 0 {
+		if !o.ok() || s.Partition < 0 || s.Offset < 0 || len(m.positions[s.Value]) > 0 || m.compacted[s.Topic] {
 			continue
 		}
 		tp := history.TopicPartition{Topic: s.Topic, Partition: s.Partition}

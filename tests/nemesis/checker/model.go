@@ -66,7 +66,11 @@ type model struct {
 	// sends maps each value to its send; a value the workload sent twice
 	// (which it must not) maps to the first.
 	sends map[string]*op
-	parts map[history.TopicPartition]*partition
+	// compacted names the compacted topics (compacted.go): their records
+	// are judged by key, and the rules that take a gap in offsets or a
+	// record gone for a loss pass over them.
+	compacted map[string]bool
+	parts     map[history.TopicPartition]*partition
 	// positions maps each value read to the positions polls returned it
 	// at, each once, first served first.
 	positions map[string][]Position
@@ -77,8 +81,8 @@ type model struct {
 }
 
 func newModel(h *hist) *model {
-	m := &model{h: h, sends: map[string]*op{}, parts: map[history.TopicPartition]*partition{},
-		positions: map[string][]Position{}}
+	m := &model{h: h, sends: map[string]*op{}, compacted: compactedTopics(h),
+		parts: map[history.TopicPartition]*partition{}, positions: map[string][]Position{}}
 	for _, o := range h.byF(history.FSend) {
 		s := o.ev.Send
 		if _, dup := m.sends[s.Value]; !dup {

@@ -145,6 +145,10 @@ func hasPayload(ev history.Event) bool {
 		return ev.Assign != nil
 	case history.FReset:
 		return ev.Reset != nil
+	case history.FEffects:
+		return ev.Effects != nil
+	case history.FTopic:
+		return ev.Topic != nil
 	}
 	return false
 }

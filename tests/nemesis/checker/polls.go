@@ -131,7 +131,8 @@ type cursor struct {
 // partition, comparing each offset returned with the one before: lower or
 // equal is a nonmonotonic poll, a jump over existing offsets is a skip,
 // unless the partition was reassigned or sought in between (then a skip is
-// only counted as a rebalance skip).
+// only counted as a rebalance skip). In a compacted topic a jump over
+// offsets is the cleaner's doing: only going backwards is judged there.
 //
 // "In between" two polls P1 and P2 is generous: an assign event of the
 // process naming the partition (or naming none) anywhere after P1's invoke
@@ -173,7 +174,7 @@ func checkPolls(h *hist, m *model) pollResult {
 				c = &cursor{run: newRun(proc, tp, p)}
 				cs[tp] = c
 			} else if c.lastPoll != p && moved(c, tp) {
-				if n, _ := m.parts[tp].existingBetween(c.last, rec.Offset); rec.Offset > c.last && n > 0 {
+				if n, _ := m.parts[tp].existingBetween(c.last, rec.Offset); rec.Offset > c.last && n > 0 && !m.compacted[tp.Topic] {
 					res.rebalanceSkips++
 				}
 				c.run = newRun(proc, tp, p)
@@ -181,7 +182,7 @@ func checkPolls(h *hist, m *model) pollResult {
 				res.nonmonotonic = append(res.nonmonotonic, NonmonotonicPoll{Process: proc, TP: tp,
 					Prev: c.last, Offset: rec.Offset, PrevPoll: c.lastPoll.complete, Poll: p.complete,
 					WithinPoll: c.lastPoll == p})
-			} else if n, first := m.parts[tp].existingBetween(c.last, rec.Offset); n > 0 {
+			} else if n, first := m.parts[tp].existingBetween(c.last, rec.Offset); n > 0 && !m.compacted[tp.Topic] {
 				res.skips = append(res.skips, PollSkip{Process: proc, TP: tp, From: c.last, To: rec.Offset,
 					Skipped: n, FirstSkipped: first, PrevPoll: c.lastPoll.complete, Poll: p.complete})
 			}

@@ -103,9 +103,14 @@ func abortedAndPhantomReads(m *model) (aborted []AbortedRead, phantom []PhantomR
 // before the offset and reached the partition's end (Poll.AtEnd) short of
 // it. The earliest evidence is reported, once per value and position. A
 // later read that jumps over the offset is a poll skip, not judged here.
+// Compacted topics are not judged: the cleaner removes records served
+// before (compacted.go judges what must stay).
 func vanishedReads(m *model, runs map[history.TopicPartition][]*run) []VanishedRead {
 	var out []VanishedRead
 	for _, tp := range m.sortedTPs() {
+		if m.compacted[tp.Topic] {
+			continue
+		}
 		p := m.parts[tp]
 		for _, off := range p.offsets {
 			svs := p.at[off]

@@ -22,6 +22,11 @@ const (
 	KindNonmonotonicPoll   = "nonmonotonic-poll"
 	KindPollSkip           = "poll-skip"
 	KindCommitBackwards    = "commit-backwards"
+	KindEffectDuplicate    = "effect-duplicate"
+	KindEffectMissing      = "effect-missing"
+	KindEffectWrong        = "effect-wrong"
+	KindStaleKey           = "stale-key"
+	KindResurrectedKey     = "resurrected-key"
 )
 
 // row is one anomaly kind of the summary.
@@ -43,6 +48,11 @@ func (r Result) anomalyRows() []row {
 		{KindNonmonotonicPoll, r.NonmonotonicPolls.Count, lines(r.NonmonotonicPolls.First)},
 		{KindPollSkip, r.PollSkips.Count, lines(r.PollSkips.First)},
 		{KindCommitBackwards, r.CommitsBackwards.Count, lines(r.CommitsBackwards.First)},
+		{KindEffectDuplicate, r.EffectDuplicates.Count, lines(r.EffectDuplicates.First)},
+		{KindEffectMissing, r.EffectsMissing.Count, lines(r.EffectsMissing.First)},
+		{KindEffectWrong, r.EffectsWrong.Count, lines(r.EffectsWrong.First)},
+		{KindStaleKey, r.StaleKeys.Count, lines(r.StaleKeys.First)},
+		{KindResurrectedKey, r.ResurrectedKeys.Count, lines(r.ResurrectedKeys.First)},
 	}
 }
 
@@ -69,11 +79,15 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "history: %d events, %d records polled\n", r.Events, r.Records)
 	fmt.Fprintf(&b, "%-10s %8s %8s %8s %8s\n", "operation", "ok", "fail", "info", "pending")
-	for _, f := range []history.Func{history.FSend, history.FPoll, history.FCommit, history.FAssign, history.FReset} {
+	for _, f := range []history.Func{history.FSend, history.FPoll, history.FCommit, history.FAssign, history.FReset, history.FEffects} {
 		o := r.Ops[f]
 		fmt.Fprintf(&b, "%-10s %8d %8d %8d %8d\n", f, o.Ok, o.Fail, o.Info, o.Pending)
 	}
-	fmt.Fprintf(&b, "faults: %s\n\n", countsLine(r.Faults))
+	fmt.Fprintf(&b, "faults: %s\n", countsLine(r.Faults))
+	if r.Compaction != (Compaction{}) {
+		fmt.Fprintf(&b, "compacted topics: %v\n", r.Compaction)
+	}
+	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "anomaly\tcount")

@@ -19,8 +19,9 @@
 //	fault.Stop("node 2 restarted")
 //
 // Assignment changes and seeks a consumer learns of, and explicit resets of
-// a group's offsets, are notes: single events with no invoke
-// (Recorder.Note). Faults are notes of the nemesis process.
+// a group's offsets, what a sink wrote, and the topics the run created are
+// notes: single events with no invoke (Recorder.Note). Faults are notes of
+// the nemesis process.
 //
 // # How to read a history
 //
@@ -37,27 +38,40 @@
 //	         file is pending: unknown too.
 //	invoke   on a completion, the index of the invoke it completes; absent
 //	         on an invoke and on a note
-//	f        send | poll | commit | assign | reset | fault
+//	f        send | poll | commit | assign | reset | effects | topic | fault
 //	error    on fail and info, why
 //
 // and one payload object named like f. On an invoke it holds the request;
 // on a completion the request again, with the result:
 //
-//	send    {topic, key, value, partition, offset}: partition and offset
-//	        are -1 until known; on ok, where the record was acknowledged.
-//	        Values are unique per send.
+//	send    {topic, key, value, tombstone, partition, offset}: partition
+//	        and offset are -1 until known; on ok, where the record was
+//	        acknowledged. Values are unique per send. tombstone (absent
+//	        when false): the record's value is null, a delete; value then
+//	        names the send and travels in a record header.
 //	poll    {group, member, epoch, assigned, records, at_end}: group,
 //	        member and epoch for a group member (member epoch at the poll);
 //	        assigned: the partitions ([{topic, partition}]) assigned at the
-//	        poll; records: on ok, [{topic, partition, offset, key, value}]
-//	        in the order returned; at_end: partitions whose position reached
-//	        the high watermark after this poll.
+//	        poll; records: on ok, [{topic, partition, offset, key, value,
+//	        tombstone}] in the order returned (a tombstone's value is the
+//	        name from its header); at_end: partitions whose position
+//	        reached the high watermark after this poll.
 //	commit  {group, member, epoch, offsets}: offsets is
 //	        [{topic, partition, offset}], offset the next to read.
-//	assign  {group, member, epoch, revoked, assigned}: a rebalance or a
-//	        seek; a note. Naming no partition restarts all of them.
+//	assign  {group, member, epoch, revoked, assigned, offsets}: a
+//	        rebalance or a seek; a note. Naming no partition restarts all
+//	        of them. offsets, when present, [{topic, partition, offset}]:
+//	        where the consumer set itself to read each partition from.
 //	reset   {group, offsets}: an explicit reset of committed offsets (all
 //	        of the group's when offsets is empty).
+//	effects {group, topics, next, rows}: what a consumer group's sink wrote
+//	        to its database, a note recorded once it stopped; next: its
+//	        offsets then, [{topic, partition, offset}]; rows: one
+//	        {topic, partition, offset, value} per effect row.
+//	topic   {name, partitions, configs}: a topic the run created, with the
+//	        configs it was given (Kafka's names); a note, recorded before
+//	        any operation on it. A cleanup.policy holding compact makes
+//	        its records judged by key.
 //	fault   {kind, phase, start, description}: phase start or stop; a
 //	        stop's start is the index of the start event it ends. A fault
 //	        never stopped lasts to the end of the run.

@@ -2,6 +2,7 @@ package history
 
 import (
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -42,6 +43,12 @@ const (
 	// administrator's reset), after which a lower commit is no anomaly;
 	// Event.Reset is set.
 	FReset Func = "reset"
+	// FEffects is what a sink wrote to its database: a note, recorded
+	// once the sink has stopped; Event.Effects is set.
+	FEffects Func = "effects"
+	// FTopic is a topic the run created, with its configs: a note,
+	// recorded before any operation on the topic; Event.Topic is set.
+	FTopic Func = "topic"
 	// FFault is the nemesis starting or stopping a fault; Event.Fault is
 	// set. Always a note.
 	FFault Func = "fault"
@@ -63,6 +70,9 @@ const (
 	FaultPostgresRestart   = "postgres-restart"
 	FaultS3Errors          = "s3-errors"
 	FaultS3Slow            = "s3-slow"
+	FaultAnswersLost       = "answers-lost"
+	FaultAnswersLate       = "answers-late"
+	FaultOversize          = "oversize-record"
 )
 
 // Fault phases.
@@ -104,13 +114,15 @@ type Event struct {
 // names is set. On an invoke it holds the request; on a completion the
 // request again, with the result filled in.
 type Op struct {
-	F      Func    `json:"f"`
-	Send   *Send   `json:"send,omitempty"`
-	Poll   *Poll   `json:"poll,omitempty"`
-	Commit *Commit `json:"commit,omitempty"`
-	Assign *Assign `json:"assign,omitempty"`
-	Reset  *Reset  `json:"reset,omitempty"`
-	Fault  *Fault  `json:"fault,omitempty"`
+	F       Func     `json:"f"`
+	Send    *Send    `json:"send,omitempty"`
+	Poll    *Poll    `json:"poll,omitempty"`
+	Commit  *Commit  `json:"commit,omitempty"`
+	Assign  *Assign  `json:"assign,omitempty"`
+	Reset   *Reset   `json:"reset,omitempty"`
+	Effects *Effects `json:"effects,omitempty"`
+	Topic   *Topic   `json:"topic,omitempty"`
+	Fault   *Fault   `json:"fault,omitempty"`
 }
 
 // Send is a record sent to a topic.
@@ -120,6 +132,10 @@ type Send struct {
 	// Value is unique to this send in the workload: the checker tells
 	// records apart by value.
 	Value string `json:"value"`
+	// Tombstone: the record sent has a null value (a delete, on a
+	// compacted topic). Value still names the send; the workload carries
+	// it in a record header so that reads can tell tombstones apart.
+	Tombstone bool `json:"tombstone,omitempty"`
 	// Partition is where the record went; -1 when not known (on an
 	// invoke the producer may not have chosen yet, and on fail or info
 	// it may never have).
@@ -158,6 +174,9 @@ type Record struct {
 	Offset    int64  `json:"offset"`
 	Key       string `json:"key"`
 	Value     string `json:"value"`
+	// Tombstone: the record's value is null; Value is then the name of
+	// the send it came from (Send.Tombstone), read from its header.
+	Tombstone bool `json:"tombstone,omitempty"`
 }
 
 // Commit is a group's commit of the next offsets to read.
@@ -183,6 +202,10 @@ type Assign struct {
 	Epoch    int32            `json:"epoch,omitempty"`
 	Revoked  []TopicPartition `json:"revoked,omitempty"`
 	Assigned []TopicPartition `json:"assigned,omitempty"`
+	// Offsets are, for partitions of Assigned the consumer set itself,
+	// the offset it reads each from (the log start offset, for a read of
+	// the whole partition); absent when the client picks the position.
+	Offsets []PartitionOffset `json:"offsets,omitempty"`
 }
 
 // Reset is an explicit change of a group's committed offsets, outside the
@@ -192,6 +215,31 @@ type Reset struct {
 	// Offsets are the partitions reset and where to; empty means every
 	// partition of the group.
 	Offsets []PartitionOffset `json:"offsets,omitempty"`
+}
+
+// Effects are the rows a consumer group's sink (client/pgsink) wrote to
+// its database, one for each record it applied, read back after it
+// stopped. Applied exactly once, every record of Topics below Next has
+// one row, and no record has two.
+type Effects struct {
+	Group  string   `json:"group"`
+	Topics []string `json:"topics"`
+	// Next is, per partition, the sink's offset when it stopped: the
+	// first record it had not applied.
+	Next []PartitionOffset `json:"next"`
+	// Rows are the effect rows: the position and value of the record
+	// each was written for (Key empty).
+	Rows []Record `json:"rows"`
+}
+
+// Topic is a topic the run created: its name, partition count and the
+// configs it was created with (Kafka's names, as given to CreateTopic).
+// The checker reads cleanup.policy from Configs: a compacted topic's
+// records are judged by key, not one by one.
+type Topic struct {
+	Name       string            `json:"name"`
+	Partitions int32             `json:"partitions"`
+	Configs    map[string]string `json:"configs,omitempty"`
 }
 
 // Fault is a fault's start or stop.
@@ -235,6 +283,14 @@ func SendOp(topic, key, value string) Op {
 	return Op{F: FSend, Send: &Send{Topic: topic, Key: key, Value: value, Partition: -1, Offset: -1}}
 }
 
+// TombstoneOp is a send of a tombstone (a null value) under key to topic,
+// named value (Send.Tombstone).
+func TombstoneOp(topic, key, value string) Op {
+	op := SendOp(topic, key, value)
+	op.Send.Tombstone = true
+	return op
+}
+
 // PollOp is a poll by a plain consumer (group and member empty) or a
 // group member.
 func PollOp(group, member string) Op {
@@ -254,10 +310,16 @@ func ResetOp(group string, offsets ...PartitionOffset) Op {
 	return Op{F: FReset, Reset: &Reset{Group: group, Offsets: offsets}}
 }
 
+// EffectsOp is what group's sink wrote for topics.
+func EffectsOp(e Effects) Op { return Op{F: FEffects, Effects: &e} }
+
+// TopicOp is a topic the run created.
+func TopicOp(t Topic) Op { return Op{F: FTopic, Topic: &t} }
+
 // payloadOK reports whether exactly the payload F names is set.
 func (o Op) payloadOK() bool {
 	set := 0
-	for _, p := range []bool{o.Send != nil, o.Poll != nil, o.Commit != nil, o.Assign != nil, o.Reset != nil, o.Fault != nil} {
+	for _, p := range []bool{o.Send != nil, o.Poll != nil, o.Commit != nil, o.Assign != nil, o.Reset != nil, o.Effects != nil, o.Topic != nil, o.Fault != nil} {
 		if p {
 			set++
 		}
@@ -276,6 +338,10 @@ func (o Op) payloadOK() bool {
 		return o.Assign != nil
 	case FReset:
 		return o.Reset != nil
+	case FEffects:
+		return o.Effects != nil
+	case FTopic:
+		return o.Topic != nil
 	case FFault:
 		return o.Fault != nil
 	}
@@ -306,12 +372,25 @@ func (o Op) clone() Op {
 		a := *o.Assign
 		a.Revoked = cloneSlice(a.Revoked)
 		a.Assigned = cloneSlice(a.Assigned)
+		a.Offsets = cloneSlice(a.Offsets)
 		c.Assign = &a
 	}
 	if o.Reset != nil {
 		r := *o.Reset
 		r.Offsets = cloneSlice(r.Offsets)
 		c.Reset = &r
+	}
+	if o.Effects != nil {
+		e := *o.Effects
+		e.Topics = cloneSlice(e.Topics)
+		e.Next = cloneSlice(e.Next)
+		e.Rows = cloneSlice(e.Rows)
+		c.Effects = &e
+	}
+	if o.Topic != nil {
+		t := *o.Topic
+		t.Configs = maps.Clone(t.Configs)
+		c.Topic = &t
 	}
 	if o.Fault != nil {
 		f := *o.Fault

@@ -32,14 +32,23 @@ func everyKind(rec *Recorder) {
 
 	f := rec.StartFault(FaultPartition, "node 1 | nodes 2, 3")
 	rec.Note("consumer-1", AssignOp(Assign{Group: "g", Member: "m1", Epoch: 3,
-		Revoked: []TopicPartition{{Topic: "t", Partition: 0}}, Assigned: []TopicPartition{tp}}))
+		Revoked: []TopicPartition{{Topic: "t", Partition: 0}}, Assigned: []TopicPartition{tp},
+		Offsets: []PartitionOffset{{Topic: "t", Partition: 1, Offset: 40}}}))
 	p := rec.Invoke("consumer-1", PollOp("g", "m1"))
 	p.PollOk(Poll{Epoch: 3, Assigned: []TopicPartition{tp}, AtEnd: []TopicPartition{tp},
 		Records: []Record{{Topic: "t", Partition: 1, Offset: 41, Key: "k1", Value: "v1"}}})
 	c := rec.Invoke("consumer-1", CommitOp("g", "m1", 3, PartitionOffset{Topic: "t", Partition: 1, Offset: 42}))
 	c.Ok(Op{})
 	rec.Note("admin", ResetOp("g", PartitionOffset{Topic: "t", Partition: 1, Offset: 0}))
+	rec.Note("sink", EffectsOp(Effects{Group: "s", Topics: []string{"t"},
+		Next: []PartitionOffset{{Topic: "t", Partition: 1, Offset: 42}},
+		Rows: []Record{{Topic: "t", Partition: 1, Offset: 41, Value: "v1"}}}))
 	f.Stop("healed")
+
+	rec.Note("admin", TopicOp(Topic{Name: "c", Partitions: 3, Configs: map[string]string{"cleanup.policy": "compact"}}))
+	rec.Invoke("producer-1", TombstoneOp("c", "k1", "v5")).SendOk(2, 7)
+	rec.Invoke("consumer-1", PollOp("", "")).PollOk(Poll{
+		Records: []Record{{Topic: "c", Partition: 2, Offset: 7, Key: "k1", Value: "v5", Tombstone: true}}})
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -50,8 +59,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := rec.Events()
-	if len(want) != 15 {
-		t.Fatalf("recorded %d events, want 15", len(want))
+	if len(want) != 21 {
+		t.Fatalf("recorded %d events, want 21", len(want))
 	}
 	if n := strings.Count(buf.String(), "\n"); n != len(want) {
 		t.Fatalf("file has %d lines for %d events", n, len(want))
@@ -95,9 +104,24 @@ func TestRecordedFields(t *testing.T) {
 	if poll.Poll.Group != "g" || poll.Poll.Member != "m1" || len(poll.Poll.Records) != 1 {
 		t.Fatalf("poll ok takes group and member from its invoke: %+v", poll.Poll)
 	}
-	stop := evs[14]
+	if e := evs[14].Effects; e == nil || e.Group != "s" || len(e.Rows) != 1 || e.Next[0].Offset != 42 {
+		t.Fatalf("effects note: %+v", evs[14])
+	}
+	stop := evs[15]
 	if stop.Fault.Phase != FaultStop || stop.Fault.Start != evs[7].Index || stop.Process != NemesisProcess {
 		t.Fatalf("fault stop: %+v %+v", stop, stop.Fault)
+	}
+	if a := evs[8].Assign; a == nil || len(a.Offsets) != 1 || a.Offsets[0].Offset != 40 {
+		t.Fatalf("assign note with offsets: %+v", evs[8])
+	}
+	if tn := evs[16]; tn.Type != Ok || tn.Invoke != 0 || tn.Topic == nil || tn.Topic.Configs["cleanup.policy"] != "compact" {
+		t.Fatalf("topic note: %+v %+v", tn, tn.Topic)
+	}
+	if ts := evs[18]; !ts.Send.Tombstone || ts.Send.Value != "v5" || ts.Send.Offset != 7 {
+		t.Fatalf("tombstone send ok: %+v", ts.Send)
+	}
+	if r := evs[20].Poll.Records[0]; !r.Tombstone || r.Value != "v5" {
+		t.Fatalf("tombstone read: %+v", r)
 	}
 }
 

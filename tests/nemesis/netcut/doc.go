@@ -46,6 +46,27 @@
 //     reach A and be answered. Cut both ways with Partition, or with two
 //     Cuts.
 //
+// CutAnswers(ctx, a, P...) is the other way round, a rule on the input
+// hook that matches the socket a packet arrives at, and only segments
+// that carry data (@ih,0,8 loads the first byte of the TCP payload, and
+// fails on a segment without one):
+//
+//	tcp sport { P... } @ih,0,8 >= 0 socket cgroupv2 level L "<group path>" drop
+//
+// It makes these true until it is healed:
+//
+//   - Every TCP segment carrying data sent from a port in P that arrives
+//     at a socket of group A is dropped: the answers of the servers on P
+//     on the connections A's processes opened to them, new ones included.
+//   - Segments without data arrive: handshakes complete, and the servers'
+//     acknowledgements keep what A sends flowing, so a server receives and
+//     acts on every request whose answer is lost. No connection is
+//     destroyed; once healed, retransmission delivers the answers late
+//     and the connections go on. (Dropping every packet instead would
+//     stall A's sending after its first retransmission timeout, a few
+//     hundred milliseconds: the requests would land only after the heal.)
+//   - Nothing else changes: the servers' answers to other groups flow.
+//
 // Only TCP is cut, and only in the network namespace of the caller (every
 // process of a loopback cluster shares it).
 //

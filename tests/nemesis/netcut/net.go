@@ -46,20 +46,51 @@ type cut struct {
 	killed int // connections destroyed when the cut was made
 }
 
-// rule is one nftables rule: packets from a group to ports are dropped.
+// rule is one nftables rule: packets a group sends to ports are dropped
+// or, for an answers rule (CutAnswers), packets a group receives from
+// ports.
 type rule struct {
-	from   *Group
-	ports  []int // sorted, no duplicates
-	handle int   // the rule's handle in the chain, to delete it
+	from    *Group // the group whose sockets the rule matches
+	ports   []int  // sorted, no duplicates
+	answers bool   // match packets from ports arriving at from's sockets
+	handle  int    // the rule's handle in its chain, to delete it
 }
 
-func (r rule) String() string { return r.from.name + " -> " + joinPorts(r.ports, ",") }
+func (r rule) String() string {
+	if r.answers {
+		return r.from.name + " <- " + joinPorts(r.ports, ",")
+	}
+	return r.from.name + " -> " + joinPorts(r.ports, ",")
+}
+
+// chain is the chain of the Net's table that holds r.
+func (r rule) chain() string {
+	if r.answers {
+		return inputChain
+	}
+	return chain
+}
+
+// nft is r as the body of an nft add rule.
+func (r rule) nft() string {
+	if r.answers {
+		// @ih,0,8 loads the first byte of the TCP payload: a segment
+		// without data (the handshake, a bare acknowledgement, a FIN)
+		// has none, the load fails and the rule does not match it.
+		return fmt.Sprintf("tcp sport { %s } @ih,0,8 >= 0 socket cgroupv2 level %d %q drop", joinPorts(r.ports, ", "), r.from.level, r.from.path)
+	}
+	return fmt.Sprintf("socket cgroupv2 level %d %q tcp dport { %s } drop", r.from.level, r.from.path, joinPorts(r.ports, ", "))
+}
 
 // instances tells apart the Nets of one process, in group and table names.
 var instances atomic.Int64
 
-// chain is the output-hook chain of a Net's table that holds the cuts.
-const chain = "output"
+// chain is the output-hook chain of a Net's table that holds the cuts;
+// inputChain, on the input hook, holds CutAnswers's rules.
+const (
+	chain      = "output"
+	inputChain = "input"
+)
 
 // closeTimeout bounds Close: the nft call and moving processes out of
 // the groups, which take milliseconds on an idle machine.
@@ -95,7 +126,9 @@ func New(ctx context.Context) (*Net, error) {
 	if err := os.Mkdir(n.parent, 0o755); err != nil {
 		return nil, fmt.Errorf("netcut: making the parent cgroup: %w", err)
 	}
-	script := fmt.Sprintf("add table inet %[1]s\nadd chain inet %[1]s %[2]s { type filter hook output priority filter; policy accept; }\n", n.table, chain)
+	script := fmt.Sprintf("add table inet %[1]s\n"+
+		"add chain inet %[1]s %[2]s { type filter hook output priority filter; policy accept; }\n"+
+		"add chain inet %[1]s %[3]s { type filter hook input priority filter; policy accept; }\n", n.table, chain, inputChain)
 	if _, err := runNFT(ctx, script); err != nil {
 		os.Remove(n.parent)
 		return nil, err
@@ -156,6 +189,27 @@ func (n *Net) Cut(ctx context.Context, from *Group, ports ...int) (CutID, error)
 		return 0, err
 	}
 	return n.addCut(ctx, "", []rule{{from: from, ports: ps}})
+}
+
+// CutAnswers drops every TCP segment carrying data that arrives at a
+// socket of group to from one of ports (on any address, IPv4 or IPv6):
+// the answers of the servers listening on ports on the connections to's
+// processes opened to them. Segments without data still arrive, so
+// connections open and stay open, and the servers' acknowledgements keep
+// what to sends flowing: a server receives and acts on every request
+// whose answer is lost. Unlike Cut it destroys no connection; once
+// healed, TCP retransmits the answers and the connections go on, the
+// answers late. What a server sends to sockets of other groups still
+// flows. It returns once the rule is in effect. On error nothing was cut.
+func (n *Net) CutAnswers(ctx context.Context, to *Group, ports ...int) (CutID, error) {
+	if err := n.check(to); err != nil {
+		return 0, err
+	}
+	ps, err := portSet(ports)
+	if err != nil {
+		return 0, err
+	}
+	return n.addCut(ctx, "", []rule{{from: to, ports: ps, answers: true}})
 }
 
 // Partition splits groups a from groups b both ways: each group of a is
@@ -234,7 +288,8 @@ func (n *Net) HealAll(ctx context.Context) error {
 }
 
 // String lists the active cuts, for logs: "cut 1: a -> 9001,9002 (2
-// connections destroyed); cut 2 (partition a | b c): ...".
+// connections destroyed); cut 2 (partition a | b c): ...; cut 3: a <-
+// 9003" (answers from 9003 to a dropped).
 func (n *Net) String() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -339,8 +394,7 @@ func (n *Net) addCut(ctx context.Context, what string, rules []rule) (CutID, err
 	id := n.lastID + 1
 	var script strings.Builder
 	for _, r := range rules {
-		fmt.Fprintf(&script, "add rule inet %s %s socket cgroupv2 level %d %q tcp dport { %s } drop comment %q\n",
-			n.table, chain, r.from.level, r.from.path, joinPorts(r.ports, ", "), fmt.Sprintf("cut %d: %s", id, r))
+		fmt.Fprintf(&script, "add rule inet %s %s %s comment %q\n", n.table, r.chain(), r.nft(), fmt.Sprintf("cut %d: %s", id, r))
 	}
 	out, err := runNFT(ctx, script.String(), "--echo", "--handle")
 	if err != nil {
@@ -358,6 +412,9 @@ func (n *Net) addCut(ctx context.Context, what string, rules []rule) (CutID, err
 	killed := 0
 	for i := range rules {
 		rules[i].handle = handles[i]
+		if rules[i].answers {
+			continue // the connections stay: only their answers are lost
+		}
 		pids, err := rules[i].from.Pids()
 		if err == nil {
 			var conns []conn
@@ -376,7 +433,7 @@ func (n *Net) addCut(ctx context.Context, what string, rules []rule) (CutID, err
 // flushLocked removes every rule of the table, and so every cut.
 func (n *Net) flushLocked(ctx context.Context) error {
 	n.cuts = nil
-	_, err := runNFT(ctx, fmt.Sprintf("flush chain inet %s %s\n", n.table, chain))
+	_, err := runNFT(ctx, fmt.Sprintf("flush chain inet %[1]s %[2]s\nflush chain inet %[1]s %[3]s\n", n.table, chain, inputChain))
 	return err
 }
 
@@ -387,7 +444,7 @@ func (n *Net) deleteRules(ctx context.Context, rules []rule) error {
 	}
 	var script strings.Builder
 	for _, r := range rules {
-		fmt.Fprintf(&script, "delete rule inet %s %s handle %d\n", n.table, chain, r.handle)
+		fmt.Fprintf(&script, "delete rule inet %s %s handle %d\n", n.table, r.chain(), r.handle)
 	}
 	_, err := runNFT(ctx, script.String())
 	return err

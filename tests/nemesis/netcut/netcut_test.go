@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -220,6 +221,65 @@ func TestCut(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCutAnswers drops what b sends back to a, and checks what the
+// package doc promises: a's requests still reach b over a connection
+// opened before, long after a retransmission timeout too, their answers
+// are lost, no connection is destroyed, b's answers to others flow, and
+// once healed the same connection goes on.
+func TestCutAnswers(t *testing.T) {
+	ctx := harness.Deadline(t, testTimeout)
+	n := newNet(t)
+	ga, gb, gc := newGroup(t, n, "a"), newGroup(t, n, "b"), newGroup(t, n, "c")
+	a, b, c := startPeer(t, "a", ga.Setup), startPeer(t, "b", gb.Setup), startPeer(t, "c", gc.Setup)
+
+	if got := a.ask(t, "/open?port=%d&id=1&timeout=%s", b.port, okWait); got != "ok" {
+		t.Fatalf("open a connection from a to b: %s", got)
+	}
+	if got := a.ask(t, "/use?id=1&timeout=%s", okWait); got != "ok" {
+		t.Fatalf("a's connection to b before the cut: %s", got)
+	}
+	id, err := n.CutAnswers(ctx, ga, b.port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("cut %d: a <- %d", id, b.port); n.String() != want {
+		t.Errorf("String() = %q, want %q", n, want)
+	}
+	served := b.ask(t, "/pings")
+	if got := a.ask(t, "/use?id=1&timeout=%s", cutWait); !strings.HasPrefix(got, "timeout:") {
+		t.Fatalf("a's connection to b under the cut: %s, want a timeout (answer lost)", got)
+	}
+	before, _ := strconv.Atoi(served)
+	// answered waits until b has answered n of a's requests since the cut.
+	answered := func(what string, n int) {
+		t.Helper()
+		testwait.Until(t, 20*time.Second, "b to answer "+what, func() error {
+			if got, _ := strconv.Atoi(b.ask(t, "/pings")); got != before+n {
+				return fmt.Errorf("b answered %d pings, want %d", got, before+n)
+			}
+			return nil
+		})
+	}
+	answered("a's request sent under the cut", 1)
+	// A second request on the same connection, a second after the first
+	// (well past TCP's retransmission timeout), still arrives.
+	if got := a.ask(t, "/use?id=1&timeout=%s", cutWait); !strings.HasPrefix(got, "timeout:") {
+		t.Fatalf("a's second request to b under the cut: %s, want a timeout (answer lost)", got)
+	}
+	answered("a's second request sent under the cut", 2)
+	cutOff(t, a, b.port) // a new connection opens, and its answer is lost
+	reaches(t, c, b.port)
+	reaches(t, b, a.port)
+
+	if err := n.Heal(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.ask(t, "/use?id=1&timeout=%s", okWait); got != "ok" {
+		t.Errorf("a's connection to b after the heal: %s, want ok (not destroyed)", got)
+	}
+	reaches(t, a, b.port)
 }
 
 // TestPartition isolates a from b and c both ways, while b and c still

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -36,6 +37,7 @@ func TestMain(m *testing.M) {
 //	/dial?port=P&timeout=D  opens a new connection to P, asks /ping, closes
 //	/open?port=P&id=K       opens connection K to P and keeps it
 //	/use?id=K&timeout=D     asks /ping over connection K
+//	/pings                  says how many /ping it has answered
 //
 // A failure is answered with status 502 and a body "timeout: ERR" when
 // the deadline passed, "error: ERR" otherwise.
@@ -48,9 +50,14 @@ func runPeer() error {
 	var (
 		mu    sync.Mutex
 		conns = map[string]*peerConn{}
+		pings atomic.Int64
 	)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "pong") })
+	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) {
+		pings.Add(1)
+		fmt.Fprint(w, "pong")
+	})
+	mux.HandleFunc("/pings", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, pings.Load()) })
 	mux.HandleFunc("/dial", func(w http.ResponseWriter, r *http.Request) {
 		c, err := dialPeer(r.FormValue("port"), r.FormValue("timeout"))
 		if err == nil {

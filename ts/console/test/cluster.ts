@@ -43,7 +43,10 @@ export class DevCluster {
     const strata = join(binDir, "strata");
     if (!existsSync(strata)) throw new Error(`${strata} is missing: run 'make build' (or set STRATA_BIN)`);
     for (let attempt = 0; attempt < 8; attempt++) {
-      const base = 20_000 + Math.floor(Math.random() * 4_000) * 10;
+      // Bases from 28000 to 32490: below the kernel's ephemeral range
+      // (the cluster uses up to base+215) and above the Go tests' (20000
+      // to 28000, lib/testports), which run beside this suite in make test.
+      const base = 28_000 + Math.floor(Math.random() * 450) * 10;
       const dir = mkdtempSync(join(tmpdir(), "strata-console-"));
       const output: string[] = [];
       const proc = spawn(strata, ["dev", "--dir", dir, "--base-port", String(base), "--storage-nodes", String(storageNodes), ...args], { stdio: ["ignore", "pipe", "pipe"] });

@@ -1,5 +1,3 @@
-//go:build kafka
-
 package tests
 
 import (
@@ -12,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
@@ -42,13 +41,40 @@ func (h *saramaGroupHandler) count() int {
 	return len(h.seen)
 }
 
-// TestKafkaSarama produces idempotently with IBM/sarama (acks=all) and
-// reads everything back in a sarama consumer group of two.
-func TestKafkaSarama(t *testing.T) {
-	d, cli := kafkaDev(t)
+// The Kafka clients besides franz-go and kcat, run by TestKafkaClients
+// (kafka_test.go) on its cluster, each on its own topic and group.
+
+// kafkaTopicReady waits until every partition of topic answers ListOffsets
+// at its leader through the Kafka listener: a topic just created is in the
+// metadata before its leaders have opened it, and clients that give up
+// after a few retries (sarama's SyncProducer retries 3 times, 100 ms
+// apart) would fail on a loaded machine.
+func kafkaTopicReady(t *testing.T, d *harness.Dev, topic string) {
+	t.Helper()
+	adm := kadm.NewClient(kafkaClient(t, d))
+	ctx := harness.Deadline(t, 2*time.Minute)
+	testwait.Until(t, 2*time.Minute, "every partition of "+topic+" to answer at its leader", func() error {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if err := offs.Error(); err != nil {
+			return err
+		}
+		if len(offs[topic]) == 0 {
+			return fmt.Errorf("no partition of %s listed", topic)
+		}
+		return nil
+	})
+}
+
+// kafkaSarama produces idempotently with IBM/sarama (acks=all) and reads
+// everything back in a sarama consumer group of two.
+func kafkaSarama(t *testing.T, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
 	if _, err := cli("", "topic", "create", "sarama", "-p", "4", "-r", "3"); err != nil {
 		t.Fatal(err)
 	}
+	kafkaTopicReady(t, d, "sarama")
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.Idempotent = true
@@ -97,13 +123,13 @@ func TestKafkaSarama(t *testing.T) {
 	wg.Wait()
 }
 
-// TestKafkaKafkaGo writes with segmentio/kafka-go (acks=all) and reads
+// kafkaKafkaGo writes with segmentio/kafka-go (acks=all) and reads
 // everything back with a kafka-go group reader.
-func TestKafkaKafkaGo(t *testing.T) {
-	d, cli := kafkaDev(t)
+func kafkaKafkaGo(t *testing.T, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
 	if _, err := cli("", "topic", "create", "kgo-seg", "-p", "3", "-r", "3"); err != nil {
 		t.Fatal(err)
 	}
+	kafkaTopicReady(t, d, "kgo-seg")
 	ctx := harness.Deadline(t, 3*time.Minute)
 	w := &kafkago.Writer{Addr: kafkago.TCP(d.File.KafkaBootstrap), Topic: "kgo-seg", RequiredAcks: kafkago.RequireAll, Balancer: &kafkago.Hash{}}
 	defer w.Close()
