@@ -5,6 +5,8 @@
 # `make bench-cluster`; LOAD_BASE_PORT moves the cluster's ports, and
 # LOAD_SECURE=1 starts it with `strata dev --secure` (TLS, mutual TLS
 # between services, authentication and ACLs) and loads it as its admin.
+# LOAD_KAFKA=1 runs strata-load a second time on the same cluster with
+# --protocol kafka (franz-go at the Kafka listener), RF=3 acks=all only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for b in strata strata-load; do
@@ -55,3 +57,7 @@ for _ in $(seq 600); do
 done
 echo "load: cluster healthy after $((SECONDS - started))s" >&2
 bin/strata-load --gateway "$scheme://127.0.0.1:$port" --cluster-json "$dir/cluster.json" "$@"
+if [ "${LOAD_KAFKA:-0}" != 0 ]; then
+  echo "load: the same workload with franz-go at the Kafka listener" >&2
+  bin/strata-load --gateway "$scheme://127.0.0.1:$port" --cluster-json "$dir/cluster.json" "$@" --protocol kafka --durability rf3-all
+fi

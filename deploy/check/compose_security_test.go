@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,6 +251,16 @@ func TestComposeCertificates(t *testing.T) {
 		}
 	}
 
+	// The etcd members' peer hosts, from controller-1's --peers.
+	var peerHosts []string
+	for _, peer := range strings.Split(flagValue(project.Services["controller-1"].Command, "peers"), ",") {
+		_, raw, _ := strings.Cut(peer, "=")
+		pu, err := url.Parse(raw)
+		if err != nil {
+			t.Fatalf("controller-1 --peers %q: %v", peer, err)
+		}
+		peerHosts = append(peerHosts, pu.Hostname())
+	}
 	for name, svc := range project.Services {
 		bin, ok := binaryFor(svc.Image)
 		if !ok || bin == "strata" {
@@ -269,8 +280,17 @@ func TestComposeCertificates(t *testing.T) {
 			if id := flagValue(svc.Command, "id"); want != "spiffe://strata/controller/"+id {
 				t.Errorf("service %s: --id %s, but its identity is %s", name, id, want)
 			}
+			checkEtcdClient(t, "compose service "+name, svc.Command)
 		}
 		leaf := load(name)
+		// The etcd peer port admits certificates valid for a --peers
+		// host: each controller's, and no other service's.
+		for _, host := range peerHosts {
+			valid := leaf.VerifyHostname(host) == nil
+			if mine := role == "controller" && host == name; valid != mine {
+				t.Errorf("service %s: certificate valid for etcd peer host %s: %v, want %v", name, host, valid, mine)
+			}
+		}
 		if len(leaf.URIs) != 1 || leaf.URIs[0].String() != want {
 			t.Errorf("service %s: certificate names %v; want exactly %s", name, leaf.URIs, want)
 		}

@@ -92,6 +92,20 @@ func strataContainers(w workload) map[*corev1.Container]string {
 	return out
 }
 
+// checkEtcdClient fails unless the controller with args serves its etcd
+// client listener on a Unix socket in its data directory, which only the
+// controller's user may open, rather than on a TCP port.
+func checkEtcdClient(t *testing.T, what string, args []string) {
+	t.Helper()
+	if hasFlag(args, "etcd-client-port") {
+		t.Errorf("%s: --etcd-client-port puts etcd on a TCP port; use --etcd-client unix://", what)
+	}
+	dir := flagValue(args, "data-dir")
+	if ec := flagValue(args, "etcd-client"); dir == "" || !strings.HasPrefix(ec, "unix://"+strings.TrimSuffix(dir, "/")+"/") {
+		t.Errorf("%s: --etcd-client %q; want a unix:// socket in --data-dir %s", what, ec, dir)
+	}
+}
+
 // hasFlag reports a boolean flag given bare or as =true.
 func hasFlag(args []string, name string) bool {
 	return slices.Contains(args, "--"+name) || slices.Contains(args, "--"+name+"=true")
@@ -146,6 +160,9 @@ func checkSecurity(t *testing.T, r *rendered) {
 			// controllers' metadata stream.
 			if bin != "strata-controller" && flagValue(c.Args, "controller") == "" {
 				t.Errorf("%s: has no --controller, so no ACLs to enforce", cw)
+			}
+			if bin == "strata-controller" {
+				checkEtcdClient(t, cw, c.Args)
 			}
 			var dirs []string
 			for _, f := range tlsFileFlags {

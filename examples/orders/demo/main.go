@@ -68,6 +68,7 @@ type options struct {
 	keep     bool
 	bin      string
 	strata   string
+	basePort int // 0: a random free range
 }
 
 func main() {
@@ -81,6 +82,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the directory after a run that passed")
 	flag.StringVar(&o.bin, "bin", "", "directory of shop, billing and analytics; default this program's")
 	flag.StringVar(&o.strata, "strata", "", "the strata binary; default next to this program, in the directory above, or on PATH")
+	flag.IntVar(&o.basePort, "base-port", 0, "strata dev's --base-port; default a random free range below the kernel's ephemeral ports")
 	flag.Parse()
 	if o.duration <= 0 || o.rate < 1 || o.billing < 2 || o.billing > 9 || o.timeout <= 0 {
 		fmt.Println("demo FAILED: bad flags: --duration, --rate and --timeout must be positive, --billing 2..9")
@@ -259,6 +261,9 @@ func createDatabase(ctx context.Context, cfg *pgx.ConnConfig) error {
 func (d *demo) startCluster(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		base := 20000 + rand.IntN(12000) // below the kernel's ephemeral ports
+		if d.o.basePort > 0 {
+			base = d.o.basePort
+		}
 		ready := make(chan string, 1)
 		dev, err := d.start("strata-dev", []string{d.bins["strata"], "dev", "--dir", filepath.Join(d.dir, "cluster"),
 			"--base-port", strconv.Itoa(base), "--postgres", d.o.dsn}, nil, false, func(l string) {
@@ -288,7 +293,7 @@ func (d *demo) startCluster(ctx context.Context) error {
 				return nil
 			}
 			<-dev.done
-			if attempt == 5 {
+			if attempt == 5 || d.o.basePort > 0 {
 				return fmt.Errorf("strata dev: no free ports after 5 tries: %s", l)
 			}
 		case <-dev.done:

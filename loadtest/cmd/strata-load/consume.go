@@ -19,7 +19,7 @@ import (
 // for each stamped record, the time from its intended send to its
 // delivery by Poll.
 type e2eConsumer struct {
-	c      *client.Consumer
+	c      reader
 	got    atomic.Int64
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -30,15 +30,10 @@ type e2eConsumer struct {
 // the consumer has read the warm-up records, so it is connected to every
 // leader before the first stamped record is sent.
 func (r *runner) startE2EConsumer(ctx context.Context, w workload, topic string, lat *latency) (*e2eConsumer, error) {
-	c, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
+	c, err := r.newReader(topic, w.Partitions)
 	if err != nil {
 		return nil, err
 	}
-	parts := map[int32]client.Offset{}
-	for p := range w.Partitions {
-		parts[p] = client.StartOffset()
-	}
-	c.Assign(map[string]map[int32]client.Offset{topic: parts})
 	cctx, cancel := context.WithCancel(ctx)
 	e := &e2eConsumer{c: c, cancel: cancel, done: make(chan struct{})}
 	warm := make(chan struct{})
@@ -176,6 +171,35 @@ func (pr *progress) add(recs []*client.Record, now time.Time) {
 type group struct {
 	name    string
 	members []*client.GroupConsumer
+	kafka   *kafkaGroup // instead of members, with --protocol kafka
+}
+
+// reader is a consumer of every partition of a topic from its start.
+type reader interface {
+	poller
+	Close()
+}
+
+// newReader returns a reader of partitions 0..n-1 of topic: Strata's Go
+// consumer, or franz-go with --protocol kafka.
+func (r *runner) newReader(topic string, n int32) (reader, error) {
+	parts := make([]int32, n)
+	for p := range n {
+		parts[p] = p
+	}
+	if r.kafka != nil {
+		return r.newKafkaReader(topic, parts)
+	}
+	c, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
+	if err != nil {
+		return nil, err
+	}
+	all := map[int32]client.Offset{}
+	for _, p := range parts {
+		all[p] = client.StartOffset()
+	}
+	c.Assign(map[string]map[int32]client.Offset{topic: all})
+	return c, nil
 }
 
 // formGroup joins members consumers to a new group on topic and returns
@@ -184,6 +208,18 @@ type group struct {
 // many partitions as members).
 func (r *runner) formGroup(ctx context.Context, w workload, topic string, members int) (*group, error) {
 	g := &group{name: fmt.Sprintf("%s-g%d", topic, members)}
+	if r.kafka != nil {
+		kg, err := r.newKafkaGroup(g.name, topic, members)
+		if err != nil {
+			return nil, err
+		}
+		g.kafka = kg
+		if err := waitFor(ctx, time.Minute, func() bool { return kg.spread(int(w.Partitions)) }); err != nil {
+			g.close(ctx)
+			return nil, fmt.Errorf("group %s did not share %d partitions among %d members: %w", g.name, w.Partitions, members, err)
+		}
+		return g, nil
+	}
 	for range members {
 		m, err := client.NewGroupConsumer(r.gateway, g.name, []string{topic}, client.GroupConsumerOptions(r.consumerOpts()...))
 		if err != nil {
@@ -215,26 +251,30 @@ func (r *runner) formGroup(ctx context.Context, w workload, topic string, member
 	return g, nil
 }
 
+// size is the number of members.
+func (g *group) size() int {
+	if g.kafka != nil {
+		return len(g.kafka.members)
+	}
+	return len(g.members)
+}
+
 func (g *group) close(ctx context.Context) {
+	if g.kafka != nil {
+		g.kafka.close()
+	}
 	for _, m := range g.members {
 		_ = m.Close(context.WithoutCancel(ctx))
 	}
 }
 
-// waitStable polls DescribeGroup until the group is stable with its
-// members sharing every partition.
-func (r *runner) waitStable(ctx context.Context, name string, members, partitions int) error {
-	// Members learn of one another at their heartbeat interval (seconds),
-	// and a partition moves in two heartbeats; a minute is generous.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := r.gw.DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: name}))
-		if err == nil && spread(resp.Msg.GetGroup(), members, partitions) {
-			return nil
-		}
+// waitFor checks cond every 50ms until it holds, ctx ends or timeout
+// passes.
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("group %s did not share %d partitions among %d members within a minute (last error: %v)",
-				name, partitions, members, err)
+			return fmt.Errorf("not within %s", timeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -242,6 +282,25 @@ func (r *runner) waitStable(ctx context.Context, name string, members, partition
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return nil
+}
+
+// waitStable polls DescribeGroup until the group is stable with its
+// members sharing every partition.
+func (r *runner) waitStable(ctx context.Context, name string, members, partitions int) error {
+	// Members learn of one another at their heartbeat interval (seconds),
+	// and a partition moves in two heartbeats; a minute is generous.
+	var lastErr error
+	err := waitFor(ctx, time.Minute, func() bool {
+		resp, err := r.gw.DescribeGroup(ctx, connect.NewRequest(&gatewayv1.DescribeGroupRequest{GroupId: name}))
+		lastErr = err
+		return err == nil && spread(resp.Msg.GetGroup(), members, partitions)
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("group %s did not share %d partitions among %d members within a minute (last error: %v)",
+			name, partitions, members, lastErr)
+	}
+	return err
 }
 
 // spread reports whether the group is stable with exactly members members
@@ -298,19 +357,20 @@ func (r *runner) runConsume(ctx context.Context, w workload, topic string, g *gr
 	pr := newProgress(end)
 
 	var readers []poller
-	if g == nil {
-		c, err := client.NewConsumer(r.gateway, r.consumerOpts()...)
+	switch {
+	case g == nil:
+		c, err := r.newReader(topic, w.Partitions)
 		if err != nil {
 			return res, err
 		}
 		defer c.Close()
-		all := map[int32]client.Offset{}
-		for _, p := range parts {
-			all[p] = client.StartOffset()
-		}
-		c.Assign(map[string]map[int32]client.Offset{topic: all})
 		readers = append(readers, c)
-	} else {
+	case g.kafka != nil:
+		for _, m := range g.kafka.members {
+			readers = append(readers, m)
+		}
+		g.kafka.resume()
+	default:
 		for _, m := range g.members {
 			readers = append(readers, m)
 		}

@@ -31,7 +31,25 @@ type clusterProcess struct {
 }
 
 type clusterFile struct {
-	Processes []clusterProcess `json:"processes"`
+	Processes      []clusterProcess `json:"processes"`
+	KafkaBootstrap string           `json:"kafka_bootstrap"`
+}
+
+// kafkaBootstrapOf returns the Kafka bootstrap address a cluster.json
+// names.
+func kafkaBootstrapOf(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var f clusterFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if f.KafkaBootstrap == "" {
+		return "", fmt.Errorf("%s names no kafka_bootstrap: the cluster has no Kafka listener; give --kafka-bootstrap", path)
+	}
+	return f.KafkaBootstrap, nil
 }
 
 // readClusterJSON returns the running processes listed in a cluster.json.

@@ -57,6 +57,21 @@ func (c credentials) adminHTTPClient(ctx context.Context) (hc *http.Client, clos
 	return hc, close, nil
 }
 
+// kafka is how franz-go reaches the Kafka listener at bootstrap with c:
+// TLS from the files, and SASL OAUTHBEARER with the token. close stops
+// watching the files.
+func (c credentials) kafka(ctx context.Context, bootstrap string) (kc *kafkaConfig, close func(), err error) {
+	kc, close = &kafkaConfig{bootstrap: bootstrap, token: c.token}, func() {}
+	if c.files().Enabled() {
+		src, err := tlsconfig.Load(ctx, c.files(), tlsconfig.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return nil, nil, err
+		}
+		kc.tls, close = src.ClientConfig(), func() { src.Close() }
+	}
+	return kc, close, nil
+}
+
 // bearerTransport adds the Authorization header to every request.
 type bearerTransport struct {
 	next   http.RoundTripper

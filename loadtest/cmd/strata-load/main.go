@@ -49,6 +49,8 @@ import (
 type options struct {
 	gateway     string
 	clusterJSON string
+	protocol    string // connect or kafka
+	kafkaBoot   string // --kafka-bootstrap, or cluster.json's kafka_bootstrap
 	matrix      []workload
 	set         settings
 	output      string
@@ -82,6 +84,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep.Settings.MaxInFlight = opts.set.maxInFlight
 	rep.Settings.Keys = opts.set.keys
 	rep.Settings.Rate = opts.set.rate.String()
+	rep.Settings.Protocol = opts.protocol
 	if opts.peersFile != "" {
 		if rep.Peers, err = readPeers(opts.peersFile); err != nil {
 			fmt.Fprintf(stderr, "strata-load: peers: %v\n", err)
@@ -106,6 +109,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	r.copts = opts.creds.clientOpts()
 	if opts.creds.files().Enabled() {
 		r.admin, r.adminScheme = hc, "https"
+	}
+	if opts.protocol == "kafka" {
+		kc, closeKafka, err := opts.creds.kafka(ctx, opts.kafkaBoot)
+		if err != nil {
+			fmt.Fprintf(stderr, "strata-load: %v\n", err)
+			return 2
+		}
+		defer closeKafka()
+		r.kafka = kc
 	}
 
 	runErr := runMatrix(ctx, r, opts.matrix, &rep.Results)
@@ -218,7 +230,7 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 		for _, grp := range []*group{nil, g} {
 			what := "one consumer of every partition"
 			if grp != nil {
-				what = fmt.Sprintf("the group of %d", len(grp.members))
+				what = fmt.Sprintf("the group of %d", grp.size())
 			}
 			next(w, "consume: "+what+", from the start")
 			cr, err := r.runConsume(ctx, w, topic, grp)
@@ -260,6 +272,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs.StringVar(&o.gateway, "gateway", envOr("STRATA_GATEWAY", "http://127.0.0.1:9092"), "gateway base URL (env STRATA_GATEWAY)")
 	fs.StringVar(&o.clusterJSON, "cluster-json", "", "the cluster.json `file` strata dev writes; enables the cluster's CPU figures and --profile")
+	fs.StringVar(&o.protocol, "protocol", "connect", "connect (Strata's Go client through Connect) or kafka (the same workload with franz-go at the Kafka listener)")
+	fs.StringVar(&o.kafkaBoot, "kafka-bootstrap", envOr("STRATA_KAFKA_BOOTSTRAP", ""), "host:port of the Kafka listener for --protocol kafka (default: kafka_bootstrap in --cluster-json; env STRATA_KAFKA_BOOTSTRAP)")
 	matrix := fs.String("matrix", "", "a preset list of workloads ("+presetNames()+"); replaces --partitions, --record-bytes, --durability and --modes")
 	partitions := fs.String("partitions", "12", "partitions of each workload's topic (comma-separated list)")
 	sizes := fs.String("record-bytes", "1KiB", "record value size: bytes, NKiB or NMiB (comma-separated list)")
@@ -377,6 +391,25 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if strings.ContainsFunc(o.creds.token, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 		bad("--token (STRATA_TOKEN) has spaces or characters an HTTP header cannot carry")
+	}
+	switch o.protocol {
+	case "connect":
+	case "kafka":
+		if o.kafkaBoot == "" && o.clusterJSON != "" {
+			boot, err := kafkaBootstrapOf(o.clusterJSON)
+			if err != nil {
+				problems = append(problems, err)
+			}
+			o.kafkaBoot = boot
+		}
+		if o.kafkaBoot == "" && o.clusterJSON == "" {
+			bad("--protocol kafka needs --kafka-bootstrap or --cluster-json (whose kafka_bootstrap it reads)")
+		}
+		if set["max-in-flight"] {
+			bad("--max-in-flight is the Go client's; --protocol kafka keeps franz-go's defaults")
+		}
+	default:
+		bad("--protocol %q: connect or kafka", o.protocol)
 	}
 	if o.profileDir != "" && o.clusterJSON == "" {
 		bad("--profile needs --cluster-json (it profiles the processes listed there)")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -104,6 +106,41 @@ func TestParseSizeAndRate(t *testing.T) {
 	for _, bad := range []string{"0", "-1", "0%", "x%", ""} {
 		if _, err := parseRate(bad); err == nil {
 			t.Errorf("parseRate(%q) accepted", bad)
+		}
+	}
+}
+
+func TestParseFlagsProtocol(t *testing.T) {
+	o, err := parseFlags([]string{"--protocol", "kafka", "--kafka-bootstrap", "127.0.0.1:9097"}, io.Discard)
+	if err != nil || o.protocol != "kafka" || o.kafkaBoot != "127.0.0.1:9097" {
+		t.Fatalf("--protocol kafka --kafka-bootstrap: %+v, %v", o, err)
+	}
+	if o, err := parseFlags(nil, io.Discard); err != nil || o.protocol != "connect" {
+		t.Fatalf("default protocol %q, %v; want connect", o.protocol, err)
+	}
+	dir := t.TempDir()
+	cj := filepath.Join(dir, "cluster.json")
+	if err := os.WriteFile(cj, []byte(`{"kafka_bootstrap":"127.0.0.1:19097","processes":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := parseFlags([]string{"--protocol", "kafka", "--cluster-json", cj}, io.Discard); err != nil || o.kafkaBoot != "127.0.0.1:19097" {
+		t.Fatalf("bootstrap from cluster.json: %q, %v", o.kafkaBoot, err)
+	}
+	noKafka := filepath.Join(dir, "plain.json")
+	if err := os.WriteFile(noKafka, []byte(`{"processes":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--protocol", "kafka"}, "--protocol kafka needs --kafka-bootstrap or --cluster-json"},
+		{[]string{"--protocol", "kafka", "--cluster-json", noKafka}, "names no kafka_bootstrap"},
+		{[]string{"--protocol", "kafka", "--kafka-bootstrap", "h:1", "--max-in-flight", "2"}, "--max-in-flight is the Go client's"},
+		{[]string{"--protocol", "amqp"}, `--protocol "amqp": connect or kafka`},
+	} {
+		if _, err := parseFlags(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
 		}
 	}
 }

@@ -41,9 +41,12 @@ type runner struct {
 	admin       *http.Client
 	adminScheme string
 	gw          gatewayv1connect.GatewayServiceClient
-	set         settings
-	cpu         *cpuMeter
-	progress    io.Writer
+	// kafka, when set (--protocol kafka), makes the runs' producers and
+	// consumers franz-go at the Kafka listener (kafka.go).
+	kafka    *kafkaConfig
+	set      settings
+	cpu      *cpuMeter
+	progress io.Writer
 	// origin is the zero of the send times stamped into rate-run values,
 	// taken from the monotonic clock so a wall-clock step cannot skew
 	// end-to-end latency (producer and consumer share this process).
@@ -91,11 +94,21 @@ const warmUpRecords = 4
 // fetched metadata, its producer id and a connection to every leader, so
 // a run measures none of that. The warm-up records are one byte long, so
 // rate-run consumers can tell them from stamped values.
-func (r *runner) newProducer(ctx context.Context, w workload, topic string) (*client.Producer, error) {
-	p, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
-		client.Idempotent(w.Durability.Acks == client.AcksAll), client.MaxInFlight(r.set.maxInFlight))...)
-	if err != nil {
-		return nil, err
+func (r *runner) newProducer(ctx context.Context, w workload, topic string) (loadProducer, error) {
+	var p loadProducer
+	if r.kafka != nil {
+		kp, err := r.newKafkaProducer(w)
+		if err != nil {
+			return nil, err
+		}
+		p = kp
+	} else {
+		gp, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
+			client.Idempotent(w.Durability.Acks == client.AcksAll), client.MaxInFlight(r.set.maxInFlight))...)
+		if err != nil {
+			return nil, err
+		}
+		p = goProducer{gp}
 	}
 	var recs []*client.Record
 	for part := range w.Partitions {
@@ -104,8 +117,8 @@ func (r *runner) newProducer(ctx context.Context, w workload, topic string) (*cl
 			recs = append(recs, &client.Record{Topic: topic, Key: key, Value: []byte("w")})
 		}
 	}
-	if err := p.ProduceSync(ctx, recs...); err != nil {
-		p.Close()
+	if err := p.produceSync(ctx, recs); err != nil {
+		p.close()
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	return p, nil
@@ -192,7 +205,7 @@ func (r *runner) runMax(ctx context.Context, w workload, topic string, records i
 	if err != nil {
 		return res, err
 	}
-	defer p.Close()
+	defer p.close()
 
 	value := recordValue(w.RecordBytes)
 	lat := newLatency()
@@ -217,7 +230,7 @@ func (r *runner) runMax(ctx context.Context, w workload, topic string, records i
 		}
 		wg.Add(1)
 		sent := time.Now()
-		p.Produce(ctx, &client.Record{Topic: topic, Key: r.keys[i%len(r.keys)], Value: value}, func(_ *client.Record, err error) {
+		p.produce(ctx, topic, r.keys[i%len(r.keys)], value, func(err error) {
 			lat.Record(time.Since(sent))
 			o.done(w.RecordBytes, err)
 			<-window
@@ -254,7 +267,7 @@ func (r *runner) runRate(ctx context.Context, w workload, mbps float64) (Result,
 	if err != nil {
 		return res, err
 	}
-	defer p.Close()
+	defer p.close()
 
 	e2e := newLatency()
 	cons, err := r.startE2EConsumer(ctx, w, topic, e2e)
@@ -280,7 +293,7 @@ func (r *runner) runRate(ctx context.Context, w workload, mbps float64) (Result,
 		copy(v, template)
 		stamp(v, intended.Sub(r.origin), i)
 		wg.Add(1)
-		p.Produce(ctx, &client.Record{Topic: topic, Key: r.keys[i%len(r.keys)], Value: v}, func(_ *client.Record, err error) {
+		p.produce(ctx, topic, r.keys[i%len(r.keys)], v, func(err error) {
 			ack.Record(time.Since(intended))
 			o.done(w.RecordBytes, err)
 			wg.Done()

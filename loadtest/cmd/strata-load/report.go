@@ -92,6 +92,9 @@ type Report struct {
 		MaxInFlight int     `json:"max_in_flight"`
 		Keys        int     `json:"keys"`
 		Rate        string  `json:"rate"`
+		// Protocol is connect (Strata's Go client) or kafka (franz-go at
+		// the Kafka listener).
+		Protocol string `json:"protocol"`
 	} `json:"settings"`
 	Results []Result `json:"results"`
 	Peers   []Peer   `json:"peers,omitempty"`
@@ -266,9 +269,13 @@ func ifFn(c bool, f func(float64) bool) func(float64) bool {
 
 // printText writes the results table, the peers and the checks.
 func printText(w io.Writer, rep *Report) {
-	fmt.Fprintf(w, "\nStrata load, %s; in-flight %d, linger %s, %d batches in flight per partition, %d keys\n",
-		rep.Started.Format("2006-01-02 15:04 MST"), rep.Settings.Inflight,
-		time.Duration(rep.Settings.LingerMs*float64(time.Millisecond)), rep.Settings.MaxInFlight, rep.Settings.Keys)
+	client := fmt.Sprintf("Strata's Go client, %d batches in flight per partition", rep.Settings.MaxInFlight)
+	if rep.Settings.Protocol == "kafka" {
+		client = "franz-go at the Kafka listener"
+	}
+	fmt.Fprintf(w, "\nStrata load, %s; %s; in-flight %d, linger %s, %d keys\n",
+		rep.Started.Format("2006-01-02 15:04 MST"), client, rep.Settings.Inflight,
+		time.Duration(rep.Settings.LingerMs*float64(time.Millisecond)), rep.Settings.Keys)
 	// The first two columns are text, left-aligned by padding; the
 	// tabwriter right-aligns the figures.
 	wn, mn := len("workload"), len("mode")

@@ -272,6 +272,16 @@ func TestProduceConsumeEndToEnd(t *testing.T) {
 	if r = run(t, gw, "", "consume", "t", "-o", "end", "-e"); r.code != 0 || r.stdout != "" {
 		t.Fatalf("%+v", r)
 	}
+	// --isolation: both levels read every record (no transactional batch
+	// is ever written); any other level is refused in one line.
+	for _, level := range []string{"committed", "uncommitted"} {
+		r = run(t, gw, "", "consume", "t", "-p", fmt.Sprint(p), "-e", "--isolation", level)
+		if r.code != 0 || r.stdout != "v1\nv4\n" {
+			t.Fatalf("--isolation %s: %+v", level, r)
+		}
+	}
+	wantOneLine(t, run(t, gw, "", "consume", "t", "--isolation", "read_committed"),
+		`strata: --isolation must be committed or uncommitted, not "read_committed"`)
 }
 
 func TestProduceThroughLeaderChange(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 func consume(ctx context.Context, e *Env, args []string) error {
 	var (
 		group, start, format  string
+		isolation             string
 		count, partition      int
 		exitAtEnd, skipBroken bool
 		deliveryTimeout       time.Duration
@@ -44,7 +45,12 @@ warning on stderr for each.
 While the client retries (no leader, an unreachable node, the group
 coordinator unavailable), one line on stderr says why it waits, and one
 more when another reason appears. When no fetch has succeeded for
---delivery-timeout, consume exits 1 with one line saying what it waited for.`,
+--delivery-timeout, consume exits 1 with one line saying what it waited for.
+
+--isolation committed (the default, Kafka's read_committed) reads committed
+data; uncommitted (read_uncommitted) reads up to the high watermark. Strata
+refuses transactional batches today, so every record up to the high
+watermark is committed and the two read the same records.`,
 		`strata consume orders -o start -e -f '%p:%o %k=%v\n'`)
 	f.String(&group, "g", "group", "GROUP", "", "consume as a member of a consumer group (needs the coordinator)")
 	f.String(&start, "o", "offset", "POSITION", "start", "where to start: start, end, OFFSET, -N or @UNIX_MS")
@@ -53,6 +59,7 @@ more when another reason appears. When no fetch has succeeded for
 	f.String(&format, "f", "format", "FORMAT", `%v\n`, "output format: json or a format string")
 	f.Int(&partition, "p", "partition", "PARTITION", -1, "read only this partition (-1: all)")
 	f.Bool(&skipBroken, "", "skip-corrupt", "skip batches that cannot be decoded (their records are lost), warning on stderr")
+	f.String(&isolation, "", "isolation", "LEVEL", "committed", "committed (read_committed) or uncommitted (read up to the high watermark)")
 	f.Duration(&deliveryTimeout, "", "delivery-timeout", "DURATION", 2*time.Minute,
 		"how long a poll may keep retrying failed fetches (no leader, unreachable node, no coordinator) before consume fails")
 	pos, err := f.parse(args, "TOPIC")
@@ -61,6 +68,9 @@ more when another reason appears. When no fetch has succeeded for
 	}
 	if deliveryTimeout <= 0 {
 		return usagef("--delivery-timeout must be positive, not %s", deliveryTimeout)
+	}
+	if isolation != "committed" && isolation != "uncommitted" {
+		return usagef("--isolation must be committed or uncommitted, not %q", isolation)
 	}
 	topic := pos[0]
 	off, err := parseStart(start)

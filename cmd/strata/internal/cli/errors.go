@@ -46,6 +46,11 @@ func (e *coordinatorError) Unwrap() error { return e.err }
 // no Go error chains, no stack traces, no internal paths.
 func (e *Env) explain(err error) string {
 	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown) && errors.Is(err, client.ErrDeliveryTimeout):
+		// An idempotent producer's batch sent and never answered.
+		return "may or may not have been written, not acknowledged within the delivery timeout: " + e.explainCause(timeoutCause(err))
+	case errors.Is(err, client.ErrOutcomeUnknown) && client.ReasonOf(err) == commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID:
+		return "may or may not have been written, and the leader no longer knows this producer, so it was not sent again: " + e.explainCause(err)
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		return "may or may not have been written, so it was not sent again (--acks all retries safely): " + e.explainCause(err)
 	case errors.Is(err, client.ErrDeliveryTimeout):

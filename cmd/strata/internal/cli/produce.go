@@ -235,7 +235,11 @@ func (r *reporter) print(i int, rp report) {
 		why := e.explain(rp.err)
 		if errors.Is(rp.err, client.ErrDeliveryTimeout) {
 			why = fmt.Sprintf("not acknowledged within the delivery timeout (%s): %s", r.deliveryTimeout,
-				e.explainCause(causeAfter(rp.err, client.ErrDeliveryTimeout)))
+				e.explainCause(timeoutCause(rp.err)))
+			if errors.Is(rp.err, client.ErrOutcomeUnknown) {
+				// Sent, and never answered: it may be in the log.
+				why = "may or may not have been written, " + why
+			}
 		}
 		fmt.Fprintf(e.Stderr, "strata: %s failed: %s\n", what, why)
 		return

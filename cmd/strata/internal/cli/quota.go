@@ -51,9 +51,11 @@ func quotaSet(ctx context.Context, e *Env, args []string) error {
 		"Set a principal's produce or fetch byte-rate quota; a rate not given keeps its current\n"+
 			"value, 0 removes that limit (both 0 removes the quota). Rates take units: 10MB, 512KiB,\n"+
 			"1048576. A principal over its quota is throttled: the services tell its clients how\n"+
-			"long to wait. It takes effect on every service within a second.",
+			"long to wait. It takes effect on every service within a second.\n\n"+
+			"User:* sets the default quota (Kafka's <default> user): every user without a quota of\n"+
+			"its own gets it, each user its own allowance; a user's own quota replaces it whole.",
 		"strata quota set --principal User:alice --produce-bytes-per-sec 1MiB")
-	f.String(&principal, "", "principal", "User:NAME", "", "the principal the quota is for (required)")
+	f.String(&principal, "", "principal", "User:NAME", "", "the principal the quota is for, or User:* for the default (required)")
 	f.String(&produce, "", "produce-bytes-per-sec", "N", "", "produce bytes per second (0: unlimited; default: unchanged)")
 	f.String(&fetch, "", "fetch-bytes-per-sec", "N", "", "fetch bytes per second (0: unlimited; default: unchanged)")
 	if _, err := f.parse(args); err != nil {

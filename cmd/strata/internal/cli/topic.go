@@ -143,7 +143,11 @@ type partitionJSON struct {
 	TieredLogStartOffset *int64 `json:"tiered_log_start_offset"`
 	TieredLogEndOffset   *int64 `json:"tiered_log_end_offset"`
 	TieredBytes          *int64 `json:"tiered_bytes"`
-	Error                string `json:"error,omitempty"`
+	// CleanerDirtyRatio is the leader's log cleaner dirty ratio, for a
+	// compacted topic: the share of its cleanable bytes not yet cleaned.
+	// Null for other topics.
+	CleanerDirtyRatio *float64 `json:"cleaner_dirty_ratio"`
+	Error             string   `json:"error,omitempty"`
 }
 
 func describeJSON(t *controllerv1.TopicDescription, offsets map[int32]*gatewayv1.PartitionOffsets) topicJSON {
@@ -219,6 +223,21 @@ func topicDescribe(ctx context.Context, e *Env, args []string) error {
 	}
 	header := []string{"PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "START", "END",
 		"LOCAL-START", "LOCAL-END", "LOCAL-BYTES", "TIERED-START", "TIERED-END", "TIERED-BYTES"}
+	// For a compacted topic, the log cleaner's dirty ratio of each leader.
+	dirty := false
+	for _, p := range d.Partitions {
+		dirty = dirty || p.CleanerDirtyRatio != nil
+	}
+	if dirty {
+		header = append(header, "DIRTY")
+		for i, p := range d.Partitions {
+			v := "-"
+			if p.CleanerDirtyRatio != nil {
+				v = fmt.Sprintf("%.2f", *p.CleanerDirtyRatio)
+			}
+			rows[i] = append(rows[i], v)
+		}
+	}
 	// While partitions move, one more column says what each move adds and
 	// removes.
 	moving := false
@@ -323,6 +342,10 @@ func setLogExtent(p *partitionJSON, r *storagev1.DescribeLogPartitionResult) {
 	ptr := func(v int64) *int64 { return &v }
 	p.LocalLogStartOffset, p.LocalLogEndOffset, p.LocalBytes = ptr(r.GetLocalLogStartOffset()), ptr(r.GetLogEndOffset()), ptr(r.GetLocalSizeBytes())
 	p.TieredBytes = ptr(r.GetTieredSizeBytes())
+	if r.CleanerDirtyRatio != nil {
+		v := r.GetCleanerDirtyRatio()
+		p.CleanerDirtyRatio = &v
+	}
 	if r.GetTieredEndOffset() >= 0 {
 		p.TieredLogStartOffset, p.TieredLogEndOffset = ptr(r.GetLogStartOffset()), ptr(r.GetTieredEndOffset())
 	}

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/lib/fakecluster"
 )
 
@@ -108,6 +109,11 @@ func TestTopicDescribeLogExtents(t *testing.T) {
 				}
 			}
 
+			// Not a compacted topic: no dirty ratio, and no DIRTY column.
+			if v, ok := p1["cleaner_dirty_ratio"]; !ok || v != nil {
+				t.Errorf("cleaner_dirty_ratio = %v (present %v), want null", v, ok)
+			}
+
 			r = run(t, gw, "", "topic", "describe", "orders")
 			if r.code != 0 || r.stderr != "" {
 				t.Fatalf("text: %+v", r)
@@ -135,4 +141,24 @@ func TestTopicDescribeLogExtents(t *testing.T) {
 func jsonInt(v int64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A leader's DescribeLog answer for a compacted topic carries the log
+// cleaner's dirty ratio into the partition's JSON.
+func TestSetLogExtentDirtyRatio(t *testing.T) {
+	ratio := 0.25
+	var p partitionJSON
+	setLogExtent(&p, &storagev1.DescribeLogPartitionResult{LogEndOffset: 10, TieredEndOffset: -1, CleanerDirtyRatio: &ratio})
+	if p.CleanerDirtyRatio == nil || *p.CleanerDirtyRatio != 0.25 {
+		t.Fatalf("dirty ratio %v", p.CleanerDirtyRatio)
+	}
+	setLogExtent(&p, &storagev1.DescribeLogPartitionResult{LogEndOffset: 10, TieredEndOffset: -1})
+	if p.CleanerDirtyRatio == nil {
+		t.Fatal("an answer without a ratio cleared one already set")
+	}
+	var q partitionJSON
+	setLogExtent(&q, &storagev1.DescribeLogPartitionResult{LogEndOffset: 10, TieredEndOffset: -1})
+	if q.CleanerDirtyRatio != nil {
+		t.Fatalf("dirty ratio %v for a topic that is not compacted", *q.CleanerDirtyRatio)
+	}
 }

@@ -128,3 +128,9 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// timeoutCause is the cause of a delivery timeout, past the
+// ErrOutcomeUnknown that wraps it when the batch may have been written.
+func timeoutCause(err error) error {
+	return causeAfter(causeAfter(err, client.ErrOutcomeUnknown), client.ErrDeliveryTimeout)
+}

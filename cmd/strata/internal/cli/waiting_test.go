@@ -172,6 +172,16 @@ func TestDeliveryTimeoutFlag(t *testing.T) {
 	}
 	fc.RemoveFault(f)
 
+	// Appended, and the answer never comes: the record may be in the log.
+	f = fc.AddFault(&fakecluster.Fault{Method: "Produce", Topic: "orders", Partition: -1, AfterAppend: true, Hang: true})
+	r = run(t, fc.GatewayURL(), "v3\n", "produce", "orders", "--delivery-timeout", "1s")
+	want = "strata: record 1 failed: may or may not have been written, not acknowledged within the delivery timeout (1s): timed out\n" +
+		"strata: 1 of 1 records failed\n"
+	if r.code != 1 || r.stdout != "" || r.stderr != want {
+		t.Fatalf("produce, answer lost: exit %d, stdout %q, stderr %q; want exit 1 and stderr %q", r.code, r.stdout, r.stderr, want)
+	}
+	fc.RemoveFault(f)
+
 	fc.UpdatePartition("orders", 0, func(m *commonv1.PartitionMetadata) { m.LeaderId = -1 })
 	for _, args := range [][]string{
 		{"consume", "orders", "-o", "0", "-n", "1"}, // waits in Poll

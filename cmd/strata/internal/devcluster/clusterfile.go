@@ -89,6 +89,11 @@ type processEntry struct {
 	// KafkaAddress is the host:port of the process's Kafka protocol
 	// listener (docs/kafka.md); absent for a process without one.
 	KafkaAddress string `json:"kafka_address,omitempty"`
+	// EtcdClient is a controller's etcd client endpoint: unix:///PATH of
+	// its socket (mode 0600, only the controller's user may connect), or
+	// an https URL; absent for other services. Nothing but the controller
+	// itself needs it; it is here so an operator or a test can find it.
+	EtcdClient string `json:"etcd_client,omitempty"`
 	// DataDir is the process's data directory; empty for the gateway.
 	DataDir string `json:"data_dir,omitempty"`
 	// Argv is the full command line; Argv[0] is the binary's absolute path.

@@ -37,9 +37,12 @@ const (
 	offGateways    = 30  // gateway i >= 2 at P+30+i (P+32..P+39)
 	offAdmin       = 100 // a service's admin port is its API port + 100
 	offEtcdPeer    = 200 // controller i's etcd peer port at P+200+i
-	offEtcdClient  = 210 // controller i's etcd client port at P+210+i
+	// P+211..P+215 were the controllers' etcd client ports; etcd's client
+	// listener is a Unix socket now (etcdSocket), and the range stays
+	// reserved so the --base-port limits do not change.
+	offEtcdClient = 210
 
-	// maxOffset is the highest offset any process uses: the etcd client
+	// maxOffset is the highest offset reserved: the former etcd client
 	// port of controller 5.
 	maxOffset = offEtcdClient + maxControllers
 )
@@ -101,8 +104,16 @@ func (l layout) controller(id int) int {
 	return l.base + offController + id
 }
 
-func (l layout) etcdPeer(id int) int   { return l.base + offEtcdPeer + id }
-func (l layout) etcdClient(id int) int { return l.base + offEtcdClient + id }
+func (l layout) etcdPeer(id int) int { return l.base + offEtcdPeer + id }
+
+// etcdSocket is the Unix socket of the etcd client listener of the
+// controller whose data directory is dataDir: the controller's default,
+// written out so cluster.json can name it.
+func etcdSocket(dataDir string) string { return "unix://" + filepath.Join(dataDir, etcdSocketName) }
+
+// etcdSocketName is the socket's file name in a controller's data
+// directory (strata-controller's default).
+const etcdSocketName = "etcd.sock"
 
 // admin is the admin port (/healthz, /readyz, /metrics) of the service
 // whose API listens on port.
@@ -128,6 +139,9 @@ type procSpec struct {
 	// extraPorts are ports the process binds besides port and adminPort
 	// (a controller's etcd ports), each with what it is for.
 	extraPorts []portUse
+	// etcdClient is a controller's etcd client endpoint (a unix:// socket),
+	// named in cluster.json as etcd_client; empty for other services.
+	etcdClient string
 	// kafkaPort is the port of the process's Kafka protocol listener; 0
 	// for none (controllers, tiering, gateways after the first). In a
 	// secure cluster it speaks TLS and SASL like the process's API.
@@ -273,16 +287,14 @@ func makePlan(dir string, basePort, controllers, storageNodes, gateways int, bin
 	}
 	for id := 1; id <= controllers; id++ {
 		s := spec(serviceController, id, l.controller(id), true)
-		s.extraPorts = []portUse{
-			{l.etcdPeer(id), s.name() + " etcd peer"},
-			{l.etcdClient(id), s.name() + " etcd client"},
-		}
+		s.extraPorts = []portUse{{l.etcdPeer(id), s.name() + " etcd peer"}}
+		s.etcdClient = etcdSocket(s.dataDir)
 		s.argv = launch.Controller{
-			Process:        common(s, ""),
-			ID:             id,
-			DataDir:        s.dataDir,
-			Peers:          peers,
-			EtcdClientPort: l.etcdClient(id),
+			Process:    common(s, ""),
+			ID:         id,
+			DataDir:    s.dataDir,
+			Peers:      peers,
+			EtcdClient: s.etcdClient,
 		}.Argv()
 		pl.controllers = append(pl.controllers, s)
 	}

@@ -14,10 +14,10 @@ func TestLayoutPorts(t *testing.T) {
 		controller1, controller2, controller5 int
 		storage1, storage9                    int
 		gateway2, gateway9                    int
-		etcdPeer1, etcdClient1, etcdClient5   int
+		etcdPeer1                             int
 	}{
-		{9092, 9092, 9094, 9095, 9096, 9093, 9114, 9117, 9103, 9111, 9124, 9131, 9293, 9303, 9307},
-		{20000, 20000, 20002, 20003, 20004, 20001, 20022, 20025, 20011, 20019, 20032, 20039, 20201, 20211, 20215},
+		{9092, 9092, 9094, 9095, 9096, 9093, 9114, 9117, 9103, 9111, 9124, 9131, 9293},
+		{20000, 20000, 20002, 20003, 20004, 20001, 20022, 20025, 20011, 20019, 20032, 20039, 20201},
 	} {
 		t.Run(fmt.Sprint(tc.base), func(t *testing.T) {
 			l := layout{tc.base}
@@ -38,8 +38,6 @@ func TestLayoutPorts(t *testing.T) {
 				{"gateway 2", l.gatewayN(2), tc.gateway2},
 				{"gateway 9", l.gatewayN(9), tc.gateway9},
 				{"etcd peer 1", l.etcdPeer(1), tc.etcdPeer1},
-				{"etcd client 1", l.etcdClient(1), tc.etcdClient1},
-				{"etcd client 5", l.etcdClient(5), tc.etcdClient5},
 				{"gateway admin", admin(l.gateway()), tc.gateway + 100},
 				{"storage 1 admin", admin(l.storage(1)), tc.storage1 + 100},
 			} {
@@ -95,9 +93,9 @@ func TestPlanArgv(t *testing.T) {
 		got = append(got, s.name()+": "+strings.Join(s.argv, " "))
 	}
 	want := []string{
-		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text --id 1 --data-dir /dev-dir/controller-1 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9303",
-		"controller-2: /bin/strata-controller --listen 127.0.0.1:9114 --admin-listen 127.0.0.1:9214 --log-format text --id 2 --data-dir /dev-dir/controller-2 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9304",
-		"controller-3: /bin/strata-controller --listen 127.0.0.1:9115 --admin-listen 127.0.0.1:9215 --log-format text --id 3 --data-dir /dev-dir/controller-3 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client-port 9305",
+		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text --id 1 --data-dir /dev-dir/controller-1 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client unix:///dev-dir/controller-1/etcd.sock",
+		"controller-2: /bin/strata-controller --listen 127.0.0.1:9114 --admin-listen 127.0.0.1:9214 --log-format text --id 2 --data-dir /dev-dir/controller-2 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client unix:///dev-dir/controller-2/etcd.sock",
+		"controller-3: /bin/strata-controller --listen 127.0.0.1:9115 --admin-listen 127.0.0.1:9215 --log-format text --id 3 --data-dir /dev-dir/controller-3 --peers 1=http://127.0.0.1:9293,2=http://127.0.0.1:9294,3=http://127.0.0.1:9295 --etcd-client unix:///dev-dir/controller-3/etcd.sock",
 		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --kafka-listener 127.0.0.1:9133 --admin-listen 127.0.0.1:9203 --log-format text --node-id 1 --advertise http://127.0.0.1:9103 --data-dir /dev-dir/storage-1 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"storage-2: /bin/strata-storage --listen 127.0.0.1:9104 --kafka-listener 127.0.0.1:9134 --admin-listen 127.0.0.1:9204 --log-format text --node-id 2 --advertise http://127.0.0.1:9104 --data-dir /dev-dir/storage-2 --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --tiering http://127.0.0.1:9095 --gateway http://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
 		"gateway-1: /bin/strata-gateway --listen 127.0.0.1:9092 --kafka-listener 127.0.0.1:9097 --admin-listen 127.0.0.1:9192 --log-format text --controller http://127.0.0.1:9093,http://127.0.0.1:9114,http://127.0.0.1:9115 --coordinator http://127.0.0.1:9094 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",
@@ -117,7 +115,8 @@ func TestPlanArgv(t *testing.T) {
 }
 
 // TestSecurePlanArgv: with --secure every process gets its certificate
-// from DIR/tls, the dev CA, --require-auth and the admin as super user, and
+// from DIR/tls, the dev CA, --require-auth, the admin as super user and
+// an audit log in DIR/logs, and
 // every URL between the services is https (etcd's peer URLs stay its own).
 func TestSecurePlanArgv(t *testing.T) {
 	bins := map[string]string{
@@ -129,7 +128,7 @@ func TestSecurePlanArgv(t *testing.T) {
 	}
 	pl := makePlan("/d", 9092, 1, 1, 1, bins, true)
 	sec := func(name string) string {
-		return "--tls-cert /d/tls/" + name + ".pem --tls-key /d/tls/" + name + "-key.pem --tls-client-ca /d/tls/ca.pem --require-auth --super-users User:admin"
+		return "--tls-cert /d/tls/" + name + ".pem --tls-key /d/tls/" + name + "-key.pem --tls-client-ca /d/tls/ca.pem --require-auth --super-users User:admin --audit-log /d/logs/" + name + ".audit.log"
 	}
 	var got []string
 	for _, s := range pl.all() {
@@ -137,7 +136,7 @@ func TestSecurePlanArgv(t *testing.T) {
 	}
 	want := []string{
 		"controller-1: /bin/strata-controller --listen 127.0.0.1:9093 --admin-listen 127.0.0.1:9193 --log-format text " + sec("controller-1") +
-			" --id 1 --data-dir /d/controller-1 --peers 1=http://127.0.0.1:9293 --etcd-client-port 9303",
+			" --id 1 --data-dir /d/controller-1 --peers 1=http://127.0.0.1:9293 --etcd-client unix:///d/controller-1/etcd.sock",
 		"storage-1: /bin/strata-storage --listen 127.0.0.1:9103 --kafka-listener 127.0.0.1:9133 --admin-listen 127.0.0.1:9203 --log-format text " + sec("storage-1") +
 			" --node-id 1 --advertise https://127.0.0.1:9103 --data-dir /d/storage-1 --controller https://127.0.0.1:9093 --tiering https://127.0.0.1:9095" +
 			" --gateway https://127.0.0.1:9092 --cors-allowed-origins http://localhost:*,http://127.0.0.1:*,http://[::1]:*",

@@ -189,6 +189,11 @@ func parse(args []string, stdout io.Writer) (options, error) {
 		return o, fmt.Errorf("--dir %q: %v", o.dir, err)
 	}
 	o.dir = abs
+	// A controller's etcd listens on a Unix socket in its data directory,
+	// and a socket path must stay short (maxSocketPath).
+	if sock := etcdSocket(filepath.Join(abs, serviceController+"-5")); len(sock)-len("unix://") > maxSocketPath {
+		return o, fmt.Errorf("--dir %q is too long: the controllers' etcd sockets under it (%s) would pass the %d bytes a Unix socket path may have", o.dir, sock, maxSocketPath)
+	}
 	return o, nil
 }
 

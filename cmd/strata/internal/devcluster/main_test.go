@@ -115,3 +115,15 @@ func TestPrepareDir(t *testing.T) {
 		}
 	})
 }
+
+// A --dir so long that a controller's etcd socket under it would not fit a
+// Unix socket path is refused up front, in one line, rather than as a
+// controller failing to start.
+func TestDirTooLongForEtcdSocket(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	dir := "/tmp/" + strings.Repeat("d", 90)
+	code := Main(context.Background(), []string{"--dir", dir}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "too long") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Fatalf("exit %d, stderr %q; want one line saying --dir is too long", code, stderr.String())
+	}
+}

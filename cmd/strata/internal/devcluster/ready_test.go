@@ -23,6 +23,7 @@ func TestReadyKafkaLines(t *testing.T) {
 			want = []string{
 				"kcat -b 127.0.0.1:9097 -X security.protocol=SSL -X ssl.ca.location=/d/tls/ca.pem -X ssl.certificate.location=/d/tls/admin.pem -X ssl.key.location=/d/tls/admin-key.pem -L",
 				`kcat -b 127.0.0.1:9097 -X security.protocol=SASL_SSL -X sasl.mechanisms=PLAIN -X sasl.username=alice -X sasl.password="$(cut -d= -f2- alice.env)" -X ssl.ca.location=/d/tls/ca.pem -L`,
+				"audit log     /d/logs/*.audit.log",
 			}
 		} else {
 			want = []string{"kcat -b 127.0.0.1:9097 -L "}
@@ -32,7 +33,7 @@ func TestReadyKafkaLines(t *testing.T) {
 				t.Errorf("secure=%v: the ready block lacks %q:\n%s", secure, w, got)
 			}
 		}
-		if !secure && strings.Contains(got, "security.protocol") {
+		if !secure && (strings.Contains(got, "security.protocol") || strings.Contains(got, "audit log")) {
 			t.Errorf("a plain cluster's block names a security protocol:\n%s", got)
 		}
 	}

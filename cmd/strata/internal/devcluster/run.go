@@ -416,6 +416,7 @@ func (c *cluster) writeClusterFile() error {
 			URL:          c.plan.url(p.port),
 			AdminAddress: hostPort(p.adminPort),
 			DataDir:      p.dataDir,
+			EtcdClient:   p.etcdClient,
 			Argv:         p.argv,
 			Log:          p.log,
 		})
@@ -434,6 +435,10 @@ func (c *cluster) printReady() {
 	}
 	fmt.Fprintf(w, "  console       %s/console/\n", gw)
 	fmt.Fprintf(w, "  cluster.json  %s\n", c.opts.dir+string(os.PathSeparator)+clusterFileName)
+	if c.plan.secure {
+		fmt.Fprintf(w, "  audit log     %s   # authentication failures, denied requests, user, ACL and quota changes\n",
+			filepath.Join(c.opts.dir, "logs", "*.audit.log"))
+	}
 	fmt.Fprintf(w, "\nnext steps, in another terminal:\n")
 	if dir, ok := strataNotOnPath(); ok {
 		fmt.Fprintf(w, "  export PATH=%s:$PATH\n", dir)

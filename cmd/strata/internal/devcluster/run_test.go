@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-mq/strata/lib/testports"
 	"github.com/strata-mq/strata/lib/testwait"
 )
 
@@ -44,14 +44,14 @@ func (s *syncBuffer) String() string {
 }
 
 // freeBasePort returns a base port whose whole range of cluster ports is
-// free right now. Bases are drawn below the kernel's ephemeral range
+// free right now and held for this test alone (lib/testports: no other
+// test process takes it meanwhile), below the kernel's ephemeral range
 // (32768 and up on Linux; the range reaches base+215), where outgoing
-// connections and listeners on port 0 take ports at random and could take
-// one before strata dev binds it.
+// connections and listeners on port 0 take ports at random.
 func freeBasePort(t *testing.T, controllers, storageNodes int) int {
 	t.Helper()
-	for range 50 {
-		p := 20000 + rand.IntN(12000)
+	for range 5 { // a slot in use by something else stays held until the test ends
+		p := testports.Reserve(t)
 		pl := makePlan(t.TempDir(), p, controllers, storageNodes, 2, map[string]string{}, false)
 		if checkPorts(pl) == nil {
 			return p

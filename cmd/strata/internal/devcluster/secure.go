@@ -26,6 +26,7 @@ import (
 //	DIR/tls/<service>-<id>.pem, -key.pem   each process's certificate: spiffe://strata/<service>/<id>
 //	DIR/tls/admin.pem, admin-key.pem the admin's client certificate, CN admin (User:admin)
 //	DIR/admin.env                    export lines for the CLI, 0600
+//	DIR/logs/<service>-<id>.audit.log each process's audit log (lib/audit), 0600
 //
 // A later run with the same DIR reuses the CA and every certificate that is
 // still good (signed by that CA, the right identity, valid for a day
@@ -77,7 +78,14 @@ func processSecurity(dir string, s procSpec) launch.Security {
 		TLSClientCA: ca,
 		RequireAuth: true,
 		SuperUsers:  []string{"User:" + adminUser},
+		AuditLog:    auditLogFile(dir, s),
 	}
+}
+
+// auditLogFile is where process s of a secure cluster in dir writes its
+// audit log: DIR/logs/<service>-<id>.audit.log, next to its log.
+func auditLogFile(dir string, s procSpec) string {
+	return filepath.Join(dir, "logs", s.name()+".audit.log")
 }
 
 // openCA loads dir's dev CA, or creates it (and DIR/tls, mode 0700) when
