@@ -16,15 +16,26 @@ PKGS := $(MODULES:%=./%/...)
 CMDS := $(wildcard cmd/* services/*/cmd/* loadtest/cmd/*)
 
 GO ?= go
+# -trimpath keeps directory names out of compiled code, so the build cache
+# does not depend on where the checkout is: a fresh clone (CI's) reuses what
+# any earlier build of the same code compiled instead of compiling the
+# whole tree again (about 200 s of make test's CPU on this machine).
+GOFLAGS += -trimpath
+export GOFLAGS
 # The race detector doubles test time on this 2-core machine but catches the
 # reader/appender bugs the partition log is most exposed to, so it is on.
 # go test stops a package's tests after 10 minutes by default; the
 # real-process tests take about 2 minutes on an idle machine and several
 # times that on a loaded one, so the limit is 30 minutes.
-TESTFLAGS ?= -race -count=1 -timeout 30m
-# The fault suite's short schedule runs after the other packages, not
-# beside them: its cluster of a dozen processes would crowd the two cores
-# the other real-process tests share.
+# -parallel 4: the real-process tests (tests/, each t.Parallel) spend
+# three quarters of their time waiting on clusters (make test-profile:
+# 148 s of CPU in 574 s run one at a time), so four at once keep the two
+# cores busy without starving each other.
+TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
+# The fault suite's short schedule runs beside the other packages and the
+# TypeScript suites (make test's three parts run at once): its schedule is
+# paced by its faults, not by the CPU, and its checker asserts outcomes,
+# not timings.
 NEMESIS_PKG := ./tests/nemesis/
 # make test-stress: how many runs of make test, and how many busy loops
 # keep cores occupied meanwhile.
@@ -47,6 +58,15 @@ build: ## Compile every module and put every binary (strata and each service) in
 	$(GO) build $(PKGS)
 	$(if $(CMDS),$(GO) build -o bin/ $(CMDS:%=./%))
 
+# The services that fault tests run with the race detector
+# (harness ClusterConfig.Race): built once here, as bin/ is.
+RACE_CMDS := services/storage/cmd/strata-storage services/controller/cmd/strata-controller
+
+.PHONY: build-race
+build-race: ## Put strata-storage and strata-controller built with -race in bin/race/ (for the fault tests that run them)
+	@mkdir -p bin/race
+	$(GO) build -race -o bin/race/ $(RACE_CMDS:%=./%)
+
 .PHONY: lint
 lint: buflint ## Run buf lint, gofmt and go vet
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
@@ -60,10 +80,30 @@ modules-check: ## Build and vet each module on its own (GOWORK=off), so each go.
 	done
 
 .PHONY: test
-test: ## Run the fast test suite (units, fuzz seeds, fault injection, the fault suite's short schedule) with the race detector, then the TypeScript client's (ts-test) and the console's browser tests (console-test)
+test: ## Run the fast test suite (units, fuzz seeds, fault injection, the fault suite's short schedule) with the race detector, beside the TypeScript client's (ts-test) and the console's browser tests (console-test)
 	$(GO) vet $(PKGS)
-	$(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -v '/tests/nemesis$$')
-	$(GO) test $(TESTFLAGS) $(NEMESIS_PKG)
+	$(MAKE) build ts
+	$(MAKE) -j3 --output-sync=target test-go test-nemesis-short test-ts
+
+# The Go packages that take longest (make test-profile), listed first so
+# that go test links and starts them first: go test runs packages in the
+# order it is given them, and the real-process tests (./tests), which
+# mostly wait on their clusters, left last had the machine half idle for
+# their last minutes.
+SLOW_FIRST := ./tests ./services/controller/internal/metastore ./cmd/strata/internal/devcluster \
+	./client ./lib/recordbatch ./lib/partlog ./services/storage/internal/server ./deploy/check
+
+# make test's three parts, which it runs at once (each one's output is
+# printed whole when it ends). Every part needs bin/ and the TypeScript
+# build, which make test makes first so they do not build them twice.
+# STRATA_BIN points the Go tests' harness at bin/ (tests/harness/build.go),
+# so no test package links its own copies of strata dev's binaries.
+.PHONY: test-go test-nemesis-short test-ts
+test-go: build build-race
+	STRATA_BIN=$(CURDIR)/bin STRATA_RACE_BIN=$(CURDIR)/bin/race $(GO) test $(TESTFLAGS) $$($(GO) list $(SLOW_FIRST) $(PKGS) | grep -v '/tests/nemesis$$')
+test-nemesis-short: build
+	STRATA_BIN=$(CURDIR)/bin $(GO) test $(TESTFLAGS) $(NEMESIS_PKG)
+test-ts:
 	$(MAKE) ts-test
 	$(MAKE) console-test
 
@@ -95,6 +135,27 @@ console-test: $(TS_STAMP) build ## Run the console's browser tests: headless Chr
 ts-test: ts build ## Run the TypeScript client's tests: codec and partitioner vectors, a local HTTP/2 server (tokens, TLS, refusals, throttling), then a real strata dev cluster (Go interop, groups, leader kill, headless Chromium, two gateways behind HAProxy) and strata dev --secure
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm test
 
+# make test-profile: the same runs as make test, each Go test binary under
+# tests/cmd/testprofile (go test -exec) so its CPU time, its cluster's
+# included, is recorded beside go test's wall times; the TypeScript and
+# browser suites are measured as steps. The table goes to stdout and to
+# .tmp/profile/table.md (docs/design/testing.md keeps one).
+PROFILE_DIR := .tmp/profile
+
+.PHONY: test-profile
+test-profile: build ## Run the fast suite once and print its slowest packages, steps and tests (wall and CPU time) as a table
+	@rm -rf $(PROFILE_DIR) && mkdir -p $(PROFILE_DIR)/records
+	$(GO) build -o $(PROFILE_DIR)/testprofile ./tests/cmd/testprofile
+	status=0; export STRATA_BIN=$(CURDIR)/bin; \
+	exec="$(CURDIR)/$(PROFILE_DIR)/testprofile exec -out $(CURDIR)/$(PROFILE_DIR)/records"; \
+	$(GO) test $(TESTFLAGS) -json -exec "$$exec" $$($(GO) list $(PKGS) | grep -v '/tests/nemesis$$') > $(PROFILE_DIR)/go.json || status=1; \
+	$(GO) test $(TESTFLAGS) -json -exec "$$exec" $(NEMESIS_PKG) >> $(PROFILE_DIR)/go.json || status=1; \
+	$(PROFILE_DIR)/testprofile run -out $(PROFILE_DIR)/records -name ts-test -- $(MAKE) ts-test || status=1; \
+	$(PROFILE_DIR)/testprofile run -out $(PROFILE_DIR)/records -name console-test -- $(MAKE) console-test || status=1; \
+	$(PROFILE_DIR)/testprofile report -json $(PROFILE_DIR)/go.json -out $(PROFILE_DIR)/records | tee $(PROFILE_DIR)/table.md; \
+	grep -h '"Action":"fail"' $(PROFILE_DIR)/go.json | grep -v '"Test"' || true; \
+	exit $$status
+
 .PHONY: test-stress
 test-stress: ## Run make test STRESS_RUNS times (default 5) while BUSY busy loops (default 1) load the cores; prints each run's result and time
 	RUNS=$(STRESS_RUNS) BUSY=$(BUSY) MAKE="$(MAKE)" make/test-stress.sh
@@ -107,6 +168,7 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd services/tiering && $(GO) test -run '^$$' -fuzz '^FuzzDecodeManifest$$' -fuzztime $(FUZZTIME) ./internal/manifest/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kafkawire/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime $(FUZZTIME) ./kafkawire/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) ./kafkabridge/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSCRAMMessages$$' -fuzztime $(FUZZTIME) ./kafkabridge/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
@@ -135,12 +197,12 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
 .PHONY: test-kafka
-test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, a group with a member killed, sarama, segmentio/kafka-go, kafkajs); the short one (franz-go, kadm, kcat, interop) is in make test
+test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, groups with a member killed, fetch sessions across a leader kill), and the Kafka tests make test holds (franz-go, kadm, kcat, sarama, segmentio/kafka-go, kafkajs)
 	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm run test:kafka
 
 .PHONY: bench
-bench: ## Run the benchmarks (append, read, group commit, codecs, validation, the leader's produce path, the acks=all round trip) and print figures
+bench: ## Run the benchmarks (append, read, group commit, the log cleaner over 1M keys, codecs, validation, the leader's produce path, the acks=all round trip) and print figures
 	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./services/storage/internal/replica/ ./services/storage/internal/server/
 
