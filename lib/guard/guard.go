@@ -287,18 +287,27 @@ func (g *Guard) RequireStorageNode(ctx context.Context, nodeID int32) error {
 	return nil
 }
 
-// Throttle records bytes of kind for the request's principal and returns
-// how long it must wait before its next request of that kind (0 when it is
-// within its quota or has none).
-func (g *Guard) Throttle(ctx context.Context, kind quota.Kind, bytes int64) time.Duration {
-	return g.quotas.Record(Principal(ctx), kind, bytes, g.now())
+// Reserve admits a request of kind for the request's principal before it
+// is served: it waits while the principal owes an earlier throttle (so a
+// client that ignores throttle_time_ms gains nothing), then charges bytes
+// at once; the caller settles the charge with what it moved. It fails with
+// ctx's error when the request ends while held back. See lib/quota.
+func (g *Guard) Reserve(ctx context.Context, kind quota.Kind, bytes int64) (quota.Reservation, error) {
+	return g.quotas.Reserve(ctx, Principal(ctx), kind, bytes, g.now)
 }
 
-// Owed is how much of an earlier throttle the request's principal has not
-// waited out: a server holds the answer that long for a client that did
-// not honour its throttle time.
-func (g *Guard) Owed(ctx context.Context, kind quota.Kind) time.Duration {
-	return g.quotas.Pending(Principal(ctx), kind, g.now())
+// Settle corrects r with the bytes the request moved and returns its
+// throttle time (0 within the quota or without one).
+func (g *Guard) Settle(r quota.Reservation, used int64) time.Duration {
+	return r.Settle(used, g.now())
+}
+
+// FetchEstimate is what a fetch of at most maxBytes reserves for the
+// request's principal: maxBytes, but never more than one second of its
+// fetch quota, so a long poll does not hold back its principal's other
+// requests for longer than that.
+func (g *Guard) FetchEstimate(ctx context.Context, maxBytes int64) int64 {
+	return min(maxBytes, g.quotas.Capacity(Principal(ctx), quota.Fetch))
 }
 
 // Apply replaces users, ACLs and quotas with st, as the controller's

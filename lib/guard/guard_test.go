@@ -138,14 +138,24 @@ func TestApplyUsersAndQuotas(t *testing.T) {
 	if _, ok := g.authn.Users().Hashed("broken"); ok {
 		t.Fatal("a user with a malformed hash was applied")
 	}
-	var wait time.Duration
-	for range 5 {
-		wait = g.Throttle(as("User:alice"), quota.Produce, 1000)
+	// Alice's bucket holds 1000 bytes: 5000 at once leave 4000 of debt.
+	r, err := g.Reserve(as("User:alice"), quota.Produce, 5000)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if wait <= 0 {
-		t.Fatal("alice at 5x her quota is not throttled")
+	if wait := g.Settle(r, 5000); wait < 3*time.Second {
+		t.Fatalf("alice at 5x her quota is throttled %v, want about 4s", wait)
 	}
-	if w := g.Throttle(as("User:bob"), quota.Produce, 1<<20); w != 0 {
+	short, cancel := context.WithTimeout(as("User:alice"), 20*time.Millisecond)
+	defer cancel()
+	if _, err := g.Reserve(short, quota.Produce, 1); err == nil {
+		t.Fatal("alice admitted while she owes 4s")
+	}
+	r, err = g.Reserve(as("User:bob"), quota.Produce, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := g.Settle(r, 1<<20); w != 0 {
 		t.Fatalf("bob without a quota throttled %v", w)
 	}
 }

@@ -253,8 +253,8 @@ func (b *Bridge) authorizeCluster(ctx context.Context, op acl.Operation) error {
 // guardedStorage checks and throttles the data path as a storage node's
 // handlers do: Produce and ProducePartitions write on the topic, Fetch
 // read and ListOffsets describe partition by partition, and the produce
-// and fetch quotas of the connection's principal (held back what it still
-// owes, then charged what it sent or received, surfaced as
+// and fetch quotas of the connection's principal (held back while it owes, charged
+// before the call and settled with what it sent or received, surfaced as
 // throttle_time_ms).
 type guardedStorage struct {
 	storagev1connect.StorageServiceClient
@@ -265,14 +265,16 @@ func (w guardedStorage) Produce(ctx context.Context, req *connect.Request[storag
 	if err := authorize(ctx, w.g, acl.Write, acl.Topic, req.Msg.GetTopic()); err != nil {
 		return nil, err
 	}
-	if err := quota.Delay(ctx, w.g.Owed(ctx, quota.Produce)); err != nil {
+	res, err := w.g.Reserve(ctx, quota.Produce, int64(len(req.Msg.GetRecords())))
+	if err != nil {
 		return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	out, err := w.StorageServiceClient.Produce(ctx, req)
 	if err != nil {
+		w.g.Settle(res, 0)
 		return nil, err
 	}
-	t := throttleMs(w.g.Throttle(ctx, quota.Produce, int64(len(req.Msg.GetRecords()))))
+	t := throttleMs(w.g.Settle(res, int64(len(req.Msg.GetRecords()))))
 	out.Msg.ThrottleTimeMs = max(out.Msg.GetThrottleTimeMs(), t)
 	return out, nil
 }
@@ -297,21 +299,23 @@ func (w guardedStorage) ProducePartitions(ctx context.Context, req *connect.Requ
 	var results []*storagev1.ProducePartitionResult
 	out := connect.NewResponse(&storagev1.ProducePartitionsResponse{})
 	if len(allowed) > 0 {
-		if err := quota.Delay(ctx, w.g.Owed(ctx, quota.Produce)); err != nil {
+		res, err := w.g.Reserve(ctx, quota.Produce, int64(bytes))
+		if err != nil {
 			return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
 		}
 		// The caller's request keeps every partition: it matches the
 		// answers to them by position.
 		req.Msg.Partitions = allowed
 		defer func() { req.Msg.Partitions = parts }()
-		var err error
 		if out, err = w.StorageServiceClient.ProducePartitions(ctx, req); err != nil {
+			w.g.Settle(res, 0)
 			return nil, err
 		}
 		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
+			w.g.Settle(res, 0)
 			return nil, connect.NewError(connect.CodeInternal, errors.New("produce answered a different number of partitions"))
 		}
-		t := throttleMs(w.g.Throttle(ctx, quota.Produce, int64(bytes)))
+		t := throttleMs(w.g.Settle(res, int64(bytes)))
 		out.Msg.ThrottleTimeMs = max(out.Msg.GetThrottleTimeMs(), t)
 	}
 	// In request order: the bridge matches answers by position.
@@ -339,7 +343,12 @@ func (w guardedStorage) Fetch(ctx context.Context, req *connect.Request[storagev
 			allowed = append(allowed, p)
 		}
 	}
-	if err := quota.Delay(ctx, w.g.Owed(ctx, quota.Fetch)); err != nil {
+	maxBytes := int64(req.Msg.GetMaxBytes())
+	if maxBytes <= 0 {
+		maxBytes = math.MaxInt64
+	}
+	res, err := w.g.Reserve(ctx, quota.Fetch, w.g.FetchEstimate(ctx, maxBytes))
+	if err != nil {
 		return nil, connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	var results []*storagev1.FetchPartitionResult
@@ -349,12 +358,13 @@ func (w guardedStorage) Fetch(ctx context.Context, req *connect.Request[storagev
 		// answers to them by position.
 		req.Msg.Partitions = allowed
 		defer func() { req.Msg.Partitions = parts }()
-		var err error
 		if out, err = w.StorageServiceClient.Fetch(ctx, req); err != nil {
+			w.g.Settle(res, 0)
 			return nil, err
 		}
 		results = out.Msg.GetPartitions()
 		if len(results) != len(allowed) {
+			w.g.Settle(res, 0)
 			return nil, connect.NewError(connect.CodeInternal, errors.New("fetch answered a different number of partitions"))
 		}
 	}
@@ -370,7 +380,7 @@ func (w guardedStorage) Fetch(ctx context.Context, req *connect.Request[storagev
 		j++
 	}
 	out.Msg.Partitions = merged
-	t := throttleMs(w.g.Throttle(ctx, quota.Fetch, int64(bytes)))
+	t := throttleMs(w.g.Settle(res, int64(bytes)))
 	out.Msg.ThrottleTimeMs = max(out.Msg.GetThrottleTimeMs(), t)
 	return out, nil
 }

@@ -17,6 +17,16 @@
 // Window of bytes and its last request: a few percent above its quota
 // over a minute, less over longer periods.
 //
+// # Charged before serving
+//
+// A request is charged when it is admitted, before it is served
+// ([Limiter.Reserve]): it waits while its principal owes anything, then
+// takes its bytes (a produce's batches; a fetch's estimate, at most one
+// Window of the rate) out of the bucket at once, and corrects the charge
+// with what it really moved when it answers ([Reservation.Settle]). So
+// requests a principal sends in parallel are admitted one after another
+// as the bucket allows, never all at once before any of them is counted.
+//
 // # Who waits
 //
 // The server answers at once and returns the throttle with the answer
@@ -245,6 +255,75 @@ func (l *Limiter) Pending(p acl.Principal, k Kind, now time.Time) time.Duration 
 	defer b.mu.Unlock()
 	b.refill(rate, now)
 	return b.owed(rate)
+}
+
+// Reservation is what [Limiter.Reserve] took from a principal's quota for
+// one request; Settle corrects it with what the request moved. The zero
+// Reservation (a principal without a quota) settles to no throttle.
+type Reservation struct {
+	l     *Limiter
+	p     acl.Principal
+	k     Kind
+	taken int64
+}
+
+// Reserve admits a request of kind k from p that expects to move bytes:
+// it waits, in steps that end with ctx, while p owes anything of an
+// earlier charge, then takes bytes from p's bucket at once (below zero
+// if need be: the next request waits that out). It returns ctx's error if
+// ctx ends first. A principal without a quota is admitted at once. now is
+// the clock (time.Now outside tests).
+func (l *Limiter) Reserve(ctx context.Context, p acl.Principal, k Kind, bytes int64, now func() time.Time) (Reservation, error) {
+	bytes = max(bytes, 0)
+	for {
+		rate := l.rate(p, k)
+		if rate <= 0 {
+			return Reservation{}, nil
+		}
+		t := now()
+		b := l.bucket(p, k, rate, t)
+		b.mu.Lock()
+		b.refill(rate, t)
+		owed := b.owed(rate)
+		if owed == 0 {
+			b.tokens -= float64(bytes)
+			b.mu.Unlock()
+			return Reservation{l: l, p: p, k: k, taken: bytes}, nil
+		}
+		b.mu.Unlock()
+		// Another request's settlement may give back part of the debt:
+		// look again at least every Window.
+		if err := Delay(ctx, min(owed, Window)); err != nil {
+			return Reservation{}, err
+		}
+	}
+}
+
+// Settle corrects r's charge to used bytes (giving back what was taken
+// and not used, or taking the rest) and returns how long the principal
+// must wait before its next request of that kind: the request's
+// throttle_time_ms. Negative used counts as 0.
+func (r Reservation) Settle(used int64, now time.Time) time.Duration {
+	if r.l == nil {
+		return 0
+	}
+	rate := r.l.rate(r.p, r.k)
+	if rate <= 0 {
+		return 0
+	}
+	b := r.l.bucket(r.p, r.k, rate, now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(rate, now)
+	b.tokens += float64(r.taken - max(used, 0))
+	b.refill(rate, now) // a refund never fills past one Window
+	return b.owed(rate)
+}
+
+// Capacity is the most p may move of kind k at once: one Window of its
+// rate, 0 without a quota. A fetch reserves at most this much.
+func (l *Limiter) Capacity(p acl.Principal, k Kind) int64 {
+	return int64(l.rate(p, k) * Window.Seconds())
 }
 
 // Delay waits d, or until ctx ends, whichever is first, and returns

@@ -341,3 +341,122 @@ func TestDefaultQuota(t *testing.T) {
 		t.Errorf("alice throttled %v with no default", d)
 	}
 }
+
+// fakeClock is a clock tests move by hand; Reserve reads it between
+// waits, so a waiting Reserve sees time pass only when the test moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// The issue this answers: parallel requests all got in before any of them
+// was charged. With Reserve, a request admitted while the bucket is full
+// charges at once, and the next one waits for the debt.
+func TestReserveAdmitsParallelRequestsOneAfterAnother(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: t0}
+	ctx := context.Background()
+	first, err := l.Reserve(ctx, alice, Produce, 2*mb, clock.Now) // a full bucket: admitted, 1 MB in debt
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second request made before the first is settled must wait for
+	// the first's debt: it is not admitted while the clock stands still.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := l.Reserve(short, alice, Produce, mb, clock.Now); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Reserve while the first's debt stands: %v, want it held until its deadline", err)
+	}
+	if got := first.Settle(2*mb, clock.Now()); got != time.Second {
+		t.Fatalf("first throttle %v, want 1s (1 MB of debt at 1 MB/s)", got)
+	}
+	// Once the debt is paid, the next is admitted.
+	clock.Add(time.Second)
+	second, err := l.Reserve(ctx, alice, Produce, mb/2, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := second.Settle(mb/2, clock.Now()); got != time.Second/2 {
+		t.Fatalf("second throttle %v, want 500ms", got)
+	}
+}
+
+func TestReserveWaitsOnTheRealClock(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {FetchBytesPerSec: 100 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := l.Reserve(ctx, alice, Fetch, 110<<10, time.Now) // 10 KiB in debt: 100ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Settle(110<<10, time.Now())
+	start := time.Now()
+	if _, err := l.Reserve(ctx, alice, Fetch, 1, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited < 90*time.Millisecond {
+		t.Fatalf("admitted after %v, want it held for the ~100ms of debt", waited)
+	}
+}
+
+func TestSettleGivesBackWhatWasNotUsed(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {FetchBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: t0}
+	if got := l.Capacity(alice, Fetch); got != mb {
+		t.Fatalf("Capacity %d, want one second of the rate, %d", got, mb)
+	}
+	r, err := l.Reserve(context.Background(), alice, Fetch, 3*mb, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Pending(alice, Fetch, clock.Now()); got != 2*time.Second {
+		t.Fatalf("Pending after the reservation %v, want 2s", got)
+	}
+	// The fetch found only 100 KiB: it owes nothing, and the refund
+	// never fills the bucket past one window.
+	if got := r.Settle(100<<10, clock.Now()); got != 0 {
+		t.Fatalf("throttle %v after a small read, want 0", got)
+	}
+	r2, err := l.Reserve(context.Background(), alice, Fetch, 0, clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The bucket held 1 MiB - 100 KiB: 1 MiB leaves 100 KiB of debt.
+	if got, want := r2.Settle(mb, clock.Now()), 97656250*time.Nanosecond; got != want {
+		t.Fatalf("throttle %v after 1 MiB on a bucket holding 1 MiB - 100 KiB, want %v", got, want)
+	}
+}
+
+func TestReserveWithoutAQuota(t *testing.T) {
+	var l Limiter
+	r, err := l.Reserve(context.Background(), bob, Produce, 1<<40, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Settle(1<<40, time.Now()); got != 0 {
+		t.Fatalf("unlimited principal throttled %v", got)
+	}
+	if got := (Reservation{}).Settle(5, time.Now()); got != 0 {
+		t.Fatalf("zero Reservation throttled %v", got)
+	}
+}

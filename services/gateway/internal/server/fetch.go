@@ -45,9 +45,6 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	if err := g.authorizeTopics(ctx, acl.Read, m.GetTopic()); err != nil {
 		return nil, err
 	}
-	if err := g.holdOwed(ctx, quota.Fetch); err != nil {
-		return nil, err
-	}
 	// Unknown topic or partition, or no metadata yet, fail at once; a
 	// missing leader is retried below.
 	if _, err := g.leaderOf(m.GetTopic(), m.GetPartition()); err != nil && (connect.CodeOf(err) == connect.CodeNotFound || !g.cache.Ready()) {
@@ -61,6 +58,11 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	if maxBytes == 0 {
 		maxBytes = defaultFetchBytes
 	}
+	quotaCharge, err := g.reserve(ctx, quota.Fetch, g.guard.FetchEstimate(ctx, int64(maxBytes)))
+	if err != nil {
+		return nil, err
+	}
+	defer quotaCharge.release()
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.GetMaxWaitMs())*time.Millisecond+fetchRetryBudget)
 	defer cancel()
 
@@ -68,7 +70,7 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	var result *storagev1.FetchPartitionResult
 	var offset int64
 	var upstream int32 // the leader's throttle of the gateway, in ms
-	err := g.onLeader(ctx, m.GetTopic(), m.GetPartition(), func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
+	err = g.onLeader(ctx, m.GetTopic(), m.GetPartition(), func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
 		offset = m.GetOffset()
 		if offset < 0 {
 			spec := storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST
@@ -123,7 +125,7 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	if err != nil {
 		return nil, err
 	}
-	out.ThrottleTimeMs = g.throttleMs(ctx, quota.Fetch, read, upstream)
+	out.ThrottleTimeMs = quotaCharge.throttleMs(read, upstream)
 	return connect.NewResponse(out), nil
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"google.golang.org/protobuf/proto"
 	"slices"
 	"sync"
 	"time"
@@ -47,9 +48,13 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	if err := g.authorizeTopics(ctx, acl.Write, m.GetTopic()); err != nil {
 		return nil, err
 	}
-	if err := g.holdOwed(ctx, quota.Produce); err != nil {
+	// Charged before serving with the request's size, settled with the
+	// batches' bytes (throttle.go).
+	quotaCharge, err := g.reserve(ctx, quota.Produce, int64(proto.Size(m)))
+	if err != nil {
 		return nil, err
 	}
+	defer quotaCharge.release()
 	st := g.cache.Load()
 	if st == nil {
 		return nil, errNoMetadata()
@@ -176,7 +181,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	for _, n := range sent {
 		bytes += n
 	}
-	throttle := g.throttleMs(ctx, quota.Produce, bytes, slices.Max(upstream))
+	throttle := quotaCharge.throttleMs(bytes, slices.Max(upstream))
 	return connect.NewResponse(&gatewayv1.ProduceJSONResponse{Results: results, ThrottleTimeMs: throttle}), nil
 }
 

@@ -65,29 +65,31 @@ func (a *topicAccess) check(topic string) *commonv1.ErrorDetail {
 	return d
 }
 
-// hold waits out what the request's principal still owes of an earlier
-// throttle of kind: a client that did not wait its throttle_time_ms gets
-// its answer that much later, so ignoring the throttle gains nothing (as
-// Kafka mutes the channel). The wait ends with the request's own deadline
-// or cancellation, which is then the answer.
-func (s *service) hold(ctx context.Context, kind quota.Kind) error {
-	err := quota.Delay(ctx, s.n.cfg.Guard.Owed(ctx, kind))
+// reserve admits a request of kind that expects to move bytes, charging
+// its principal's quota before the request is served (lib/quota): it
+// waits while the principal still owes an earlier throttle, so a client
+// that did not wait its throttle_time_ms gets its answer that much later
+// and ignoring the throttle gains nothing (as Kafka mutes the channel),
+// and parallel requests are admitted one after another as the quota
+// allows. The wait ends with the request's own deadline or cancellation,
+// which is then the answer.
+func (s *service) reserve(ctx context.Context, kind quota.Kind, bytes int) (quota.Reservation, error) {
+	r, err := s.n.cfg.Guard.Reserve(ctx, kind, int64(bytes))
 	if err == nil {
-		return nil
+		return r, nil
 	}
 	d := &commonv1.ErrorDetail{Code: commonv1.Code_CODE_CANCELED, Message: "request canceled while held back for its principal's " + kind.String() + " quota"}
 	if errors.Is(err, context.DeadlineExceeded) {
 		d.Code, d.Reason = commonv1.Code_CODE_DEADLINE_EXCEEDED, commonv1.Reason_REASON_REQUEST_TIMED_OUT
 		d.Message = "request deadline passed while held back for its principal's " + kind.String() + " quota"
 	}
-	return apierr.Error(d)
+	return quota.Reservation{}, apierr.Error(d)
 }
 
-// throttleTime counts bytes of kind served to the request's principal and
-// returns its throttle time in milliseconds, for throttle_time_ms: 0
-// within its quota or without one.
-func (s *service) throttleTime(ctx context.Context, kind quota.Kind, bytes int) int32 {
-	return throttleMs(s.n.cfg.Guard.Throttle(ctx, kind, int64(bytes)))
+// settle corrects r with the bytes the request moved and returns the
+// answer's throttle_time_ms: 0 within the quota or without one.
+func (s *service) settle(r quota.Reservation, bytes int) int32 {
+	return throttleMs(s.n.cfg.Guard.Settle(r, int64(bytes)))
 }
 
 // throttleMs rounds d up to whole milliseconds, so a client that waits

@@ -295,6 +295,45 @@ func TestQuotaThrottlesAndHolds(t *testing.T) {
 	}
 }
 
+// Parallel requests from one principal are charged as they are admitted,
+// not after they are served: four produces of one second of quota each,
+// sent at once, end no sooner than the quota lets their bytes through
+// (before, all four got in before any was charged). Only a lower bound on
+// time is asserted.
+func TestQuotaChargesParallelRequestsBeforeServing(t *testing.T) {
+	c := newSecureCluster(t, 1)
+	c.createTopic("orders", 1, 1)
+	s := c.handler(1)
+	const rate = 100_000 // bytes/s; the bucket holds one second of it
+	c.setSecurity(&commonv1.SecurityState{
+		Acls:   []*commonv1.AclBinding{allow("User:alice", acl.All, acl.Topic, "orders")},
+		Quotas: []*commonv1.Quota{{Principal: "User:alice", ProduceBytesPerSecond: rate}},
+	})
+	second, err := recordbatch.Build(recordbatch.BuildOptions{}, []recordbatch.Record{{Value: make([]byte, rate), Timestamp: time.Now().UnixMilli()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			_, err := produceAs(as(t, "User:alice"), s, "orders", second)
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A full bucket admits the first two at once (the first leaves it
+	// nearly empty, the second 1 s in debt); the third waits 1 s, the
+	// fourth 1 s more.
+	if took := time.Since(start); took < 1900*time.Millisecond {
+		t.Fatalf("four parallel produces of 1 s of quota each took %v, want at least 2s", took)
+	}
+}
+
 // Without --require-auth a node allows every request, whatever ACLs the
 // metadata carries.
 func TestWithoutRequireAuthEverythingIsAllowed(t *testing.T) {

@@ -157,17 +157,19 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
 		return nil, err
 	}
-	if err := s.hold(ctx, quota.Produce); err != nil { // security.go
+	quotaRes, err := s.reserve(ctx, quota.Produce, len(m.GetRecords())) // security.go
+	if err != nil {
 		return nil, err
 	}
 	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
 	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout)
 	if d != nil {
+		s.settle(quotaRes, 0)
 		return nil, apierr.Error(d)
 	}
 	countProduced(m.GetTopic(), res, len(m.GetRecords())) // telemetry.go
 	out := &storagev1.ProduceResponse{BaseOffset: res.BaseOffset, LogAppendTimeMs: res.LogAppendTime, LogStartOffset: res.LogStart, Duplicate: res.Duplicate,
-		ThrottleTimeMs: s.throttleTime(ctx, quota.Produce, len(m.GetRecords()))}
+		ThrottleTimeMs: s.settle(quotaRes, len(m.GetRecords()))}
 	if acks == replica.AcksNone {
 		out.BaseOffset = -1
 	}
@@ -238,7 +240,14 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 		seen[k] = struct{}{}
 	}
 	access := s.topicAccess(ctx, acl.Write) // security.go
-	if err := s.hold(ctx, quota.Produce); err != nil {
+	want := 0
+	for _, p := range parts {
+		if access.check(p.GetTopic()) == nil {
+			want += len(p.GetRecords())
+		}
+	}
+	quotaRes, err := s.reserve(ctx, quota.Produce, want)
+	if err != nil {
 		return nil, err
 	}
 	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
@@ -287,7 +296,7 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 		counted.add(p.GetTopic(), results[i], len(p.GetRecords()))
 	}
 	counted.flush() // telemetry.go
-	out.ThrottleTimeMs = s.throttleTime(ctx, quota.Produce, bytes)
+	out.ThrottleTimeMs = s.settle(quotaRes, bytes)
 	return connect.NewResponse(out), nil
 }
 
@@ -325,12 +334,13 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	for i, p := range m.GetPartitions() {
 		refused[i] = access.check(p.GetTopic())
 	}
-	if err := s.hold(ctx, quota.Fetch); err != nil {
-		return nil, err
-	}
 	maxBytes := int(m.GetMaxBytes())
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
+	}
+	quotaRes, err := s.reserve(ctx, quota.Fetch, int(s.n.cfg.Guard.FetchEstimate(ctx, int64(maxBytes))))
+	if err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
 	// Read buffers, taken from the pool when a partition first has
@@ -362,7 +372,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 		}
 		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 ||
 			!s.waitChange(ctx, chans, deadline) {
-			out.ThrottleTimeMs = s.throttleTime(ctx, quota.Fetch, total)
+			out.ThrottleTimeMs = s.settle(quotaRes, total)
 			return connect.NewResponse(out), nil
 		}
 	}
