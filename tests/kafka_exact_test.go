@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 	"github.com/strata-mq/strata/tests/harness"
 )
 
-// TestKafkaExactAnswers checks, against the Kafka listeners of a real
+// testKafkaExactAnswers checks, against the Kafka listeners of a real
 // strata dev with raw kmsg requests, the answers docs/kafka.md ("Produce,
 // Fetch and ListOffsets answers") says match Kafka's: ListOffsets by
 // timestamp finds the record, not its batch, and answers -1/-1 past the
@@ -28,10 +29,14 @@ import (
 // (KIP-74); acks outside -1, 0, 1 are INVALID_REQUIRED_ACKS; a batch whose
 // records do not add up is INVALID_RECORD; a failed acks=0 produce closes
 // the connection.
-func TestKafkaExactAnswers(t *testing.T) {
-	t.Parallel()
-	d, _ := kafkaDev(t)
-	ctx := harness.Deadline(t, 3*time.Minute)
+//
+// It runs as a subtest of TestKafkaClients, on that test's cluster: it
+// only reads and writes topics of its own. It stays a real-process test
+// because it checks the door and the owner together (the Kafka listener's
+// answers over a real storage node's handlers and the gateway's
+// bootstrap listener); each half's logic is tested in-process too
+// (lib/kafkabridge exact_test.go, services/storage/internal/server).
+func testKafkaExactAnswers(t *testing.T, ctx context.Context, d *harness.Dev) {
 	cl := kafkaClient(t, d)
 	adm := kadm.NewClient(cl)
 	if resp, err := adm.CreateTopic(ctx, 4, 1, nil, "exact"); err != nil || resp.Err != nil {

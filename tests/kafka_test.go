@@ -119,6 +119,7 @@ func TestKafkaClients(t *testing.T) {
 	// sarama and segmentio/kafka-go (kafka_clients_test.go) share the
 	// cluster, each on its own topic and group; they run once this
 	// function returns.
+	t.Run("exact answers", func(t *testing.T) { testKafkaExactAnswers(t, harness.Deadline(t, 3*time.Minute), d) })
 	t.Run("sarama", func(t *testing.T) {
 		t.Parallel()
 		kafkaSarama(t, d, cli)

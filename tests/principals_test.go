@@ -9,44 +9,11 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
-	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/tests/harness"
 )
-
-// TestReservedUserNames: on a secure cluster whose super user is the
-// certificate principal User:admin, no one (not even the admin) can
-// create a token user named admin, any case of it, or a service role,
-// so holding alter on the cluster never yields the super user's name.
-func TestReservedUserNames(t *testing.T) {
-	t.Parallel()
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1, Secure: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for name, want := range map[string]string{
-		harness.AdminUser: "user name admin is reserved: a super user",
-		"ADMIN":           "user name ADMIN is reserved: a super user",
-		"storage":         "user name storage is reserved: the name of a Strata service role",
-		"ANONYMOUS":       "ANONYMOUS",
-	} {
-		_, err := c.Ctl().CreateUser(ctx, connect.NewRequest(&controllerv1.CreateUserRequest{Name: name}))
-		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), want) {
-			t.Errorf("create user %s: %v, want INVALID_ARGUMENT with %q", name, err, want)
-		}
-	}
-	resp, err := c.Ctl().ListUsers(ctx, connect.NewRequest(&controllerv1.ListUsersRequest{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(resp.Msg.GetUsers()); n != 0 {
-		t.Fatalf("%d users were created: %v", n, resp.Msg.GetUsers())
-	}
-	c.CreateUser(ctx, "alice")
-}
 
 // scramFirstAnswer opens a TLS connection to the Kafka listener at addr,
 // starts SASL SCRAM-SHA-256 for user with a fixed client nonce and

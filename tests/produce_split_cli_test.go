@@ -19,16 +19,24 @@ import (
 	"github.com/strata-mq/strata/tests/harness"
 )
 
-// TestCLIProduceToSmallMaxMessageBytes is issue 36's new user: a topic
-// created with max.message.bytes=4096 and `strata produce` of 12000 small
-// records. Every record must be written, once and in order; before the
-// producer kept its batches within the topic's limit (and split a batch
-// refused as too large), thousands failed with "batch too large".
-func TestCLIProduceToSmallMaxMessageBytes(t *testing.T) {
+// TestMaxMessageBytesOnARealNode runs the producer's max.message.bytes
+// checks, each on a topic of its own, on one shared single-node cluster
+// and gateway: neither breaks the cluster.
+func TestMaxMessageBytesOnARealNode(t *testing.T) {
 	t.Parallel()
 	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
 	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
 	gw := harness.StartGateway(t, c)
+	t.Run("CLI produce to a small max.message.bytes", func(t *testing.T) { testCLIProduceToSmallMaxMessageBytes(t, strata, gw) })
+	t.Run("producer splits on a real node", func(t *testing.T) { testProducerSplitsOnARealNode(t, strata, c, gw) })
+}
+
+// testCLIProduceToSmallMaxMessageBytes is issue 36's new user: a topic
+// created with max.message.bytes=4096 and `strata produce` of 12000 small
+// records. Every record must be written, once and in order; before the
+// producer kept its batches within the topic's limit (and split a batch
+// refused as too large), thousands failed with "batch too large".
+func testCLIProduceToSmallMaxMessageBytes(t *testing.T, strata string, gw *harness.Node) {
 	ctx := harness.Deadline(t, 120*time.Second)
 	cli := func(stdin string, args ...string) string {
 		t.Helper()
@@ -57,16 +65,12 @@ func TestCLIProduceToSmallMaxMessageBytes(t *testing.T) {
 	}
 }
 
-// TestProducerSplitsOnARealNode: a producer that cached a topic's
+// testProducerSplitsOnARealNode: a producer that cached a topic's
 // metadata before its max.message.bytes was lowered learns the limit from
 // the storage node's refusal. The refused batch is split and the halves go
 // on the partition's next producer epoch, which the real node takes at
 // sequence 0: every record lands once, in order.
-func TestProducerSplitsOnARealNode(t *testing.T) {
-	t.Parallel()
-	strata := harness.Binary(t, "github.com/strata-mq/strata/cmd/strata")
-	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1})
-	gw := harness.StartGateway(t, c)
+func testProducerSplitsOnARealNode(t *testing.T, strata string, c *harness.Cluster, gw *harness.Node) {
 	ctx := harness.Deadline(t, 120*time.Second)
 	cli := func(args ...string) {
 		t.Helper()

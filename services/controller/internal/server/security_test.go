@@ -351,6 +351,36 @@ func TestTopicAndClusterACLs(t *testing.T) {
 	})
 }
 
+// TestReservedUserNames: with the certificate principal User:admin a
+// super user, no one (not even the admin) can create a token user named
+// admin, any case of it, or a service role, so holding alter on the
+// cluster never yields the super user's name. (It ran against a real
+// secure cluster in tests/ before; only this handler decides it.)
+func TestReservedUserNames(t *testing.T) {
+	ctx := context.Background()
+	s := startSecure(t)
+	admin := s.user(t, "admin")
+	for name, want := range map[string]string{
+		"admin":     "user name admin is reserved: a super user",
+		"ADMIN":     "user name ADMIN is reserved: a super user",
+		"storage":   "user name storage is reserved: the name of a Strata service role",
+		"ANONYMOUS": "ANONYMOUS",
+	} {
+		_, err := admin.CreateUser(ctx, req(&controllerv1.CreateUserRequest{Name: name}))
+		refused(t, "CreateUser "+name, err, connect.CodeInvalidArgument, want)
+	}
+	users, err := admin.ListUsers(ctx, req(&controllerv1.ListUsersRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := users.Msg.GetUsers(); len(u) != 0 {
+		t.Fatalf("%d users were created: %v", len(u), u)
+	}
+	if _, err := admin.CreateUser(ctx, req(&controllerv1.CreateUserRequest{Name: "alice"})); err != nil {
+		t.Fatalf("CreateUser alice: %v", err)
+	}
+}
+
 func TestUsersTokensAndQuotas(t *testing.T) {
 	ctx := context.Background()
 	s := startSecure(t)
