@@ -936,58 +936,8 @@ func (s *secureCluster) testQuota(t *testing.T) {
 		return err
 	})
 
-	// run produces records of quotaRecord bytes as cr from start until
-	// end, offering rate bytes per second (0: as fast as the producer
-	// takes them), and returns the acknowledged value bytes in [from,
-	// end) and the errors.
-	value := bytes.Repeat([]byte("v"), quotaRecord)
-	run := func(cr harness.Credentials, start, from, end time.Time, rate int) (acked int64, failed []error) {
-		opts := append(asProducerOpts(cr.ClientOpts()), client.MaxBatchBytes(16<<10), client.MaxBufferedRecords(64), client.WithCompression(client.NoCompression))
-		pr, err := client.NewProducer(s.gw.URL, opts...)
-		if err != nil {
-			return 0, []error{err}
-		}
-		var mu sync.Mutex
-		cb := func(_ *client.Record, err error) {
-			now := time.Now()
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				failed = append(failed, err)
-			case !now.Before(from) && now.Before(end):
-				acked += quotaRecord
-			}
-		}
-		pctx, cancel := context.WithDeadline(ctx, end)
-		defer cancel()
-		for sent := 0; pctx.Err() == nil; {
-			if rate == 0 {
-				pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
-				continue
-			}
-			// Pacing, not an assertion: catch up to the offered rate,
-			// then pause, so a late wake-up does not lower the rate.
-			for due := int(time.Since(start).Seconds() * float64(rate) / quotaRecord); sent < due && pctx.Err() == nil; sent++ {
-				pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
-			}
-			select {
-			case <-pctx.Done():
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-		pr.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		// A record waiting for buffer space when end comes fails with the
-		// loop's context: not a produce error.
-		var errs []error
-		for _, err := range failed {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				errs = append(errs, err)
-			}
-		}
-		return acked, errs
+	run := func(cr harness.Credentials, start, from, end time.Time, rate int) (int64, []error) {
+		return produceForQuota(ctx, s.gw.URL, cr, topic, start, from, end, rate)
 	}
 
 	start := time.Now()
@@ -1011,4 +961,58 @@ func (s *secureCluster) testQuota(t *testing.T) {
 	if fastGot < 3*quotaRate {
 		t.Errorf("User:fast produced %.0f B/s beside the throttled User:slow; want at least 3 times the other's quota (%d B/s): it has none", fastGot, 3*quotaRate)
 	}
+}
+
+// produceForQuota produces records of quotaRecord bytes to topic as cr,
+// bootstrapping from the gateway at gateway, from start until end,
+// offering rate bytes per second (0: as fast as the producer takes them),
+// and returns the acknowledged value bytes in [from, end) and the errors.
+func produceForQuota(ctx context.Context, gateway string, cr harness.Credentials, topic string, start, from, end time.Time, rate int) (acked int64, failed []error) {
+	value := bytes.Repeat([]byte("v"), quotaRecord)
+	opts := append(asProducerOpts(cr.ClientOpts()), client.MaxBatchBytes(16<<10), client.MaxBufferedRecords(64), client.WithCompression(client.NoCompression))
+	pr, err := client.NewProducer(gateway, opts...)
+	if err != nil {
+		return 0, []error{err}
+	}
+	var mu sync.Mutex
+	cb := func(_ *client.Record, err error) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			failed = append(failed, err)
+		case !now.Before(from) && now.Before(end):
+			acked += quotaRecord
+		}
+	}
+	pctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	for sent := 0; pctx.Err() == nil; {
+		if rate == 0 {
+			pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
+			continue
+		}
+		// Pacing, not an assertion: catch up to the offered rate,
+		// then pause, so a late wake-up does not lower the rate.
+		for due := int(time.Since(start).Seconds() * float64(rate) / quotaRecord); sent < due && pctx.Err() == nil; sent++ {
+			pr.Produce(pctx, &client.Record{Topic: topic, Value: value}, cb)
+		}
+		select {
+		case <-pctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	pr.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	// A record waiting for buffer space when end comes fails with the
+	// loop's context: not a produce error.
+	var errs []error
+	for _, err := range failed {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			errs = append(errs, err)
+		}
+	}
+	return acked, errs
 }

@@ -310,6 +310,20 @@ func (g *Guard) FetchEstimate(ctx context.Context, maxBytes int64) int64 {
 	return min(maxBytes, g.quotas.Capacity(Principal(ctx), quota.Fetch))
 }
 
+// TakeQuotaUsage is what each principal with a quota moved through this
+// process since the last call, in bytes per second (lib/quota's
+// TakeUsage): a storage node sends it with its heartbeat.
+func (g *Guard) TakeQuotaUsage() map[acl.Principal]quota.Rates {
+	return g.quotas.TakeUsage(g.now())
+}
+
+// SetQuotaCluster shares the quotas with the other nodes: nodes is how
+// many share them, others what the other nodes moved per principal
+// (lib/quota's SetCluster).
+func (g *Guard) SetQuotaCluster(nodes int, others map[acl.Principal]quota.Rates) {
+	g.quotas.SetCluster(nodes, others)
+}
+
 // Apply replaces users, ACLs and quotas with st, as the controller's
 // metadata stream delivers them. A malformed entry is skipped and logged,
 // never applied half: the rest applies. nil clears everything.

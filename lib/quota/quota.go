@@ -41,6 +41,17 @@
 // Quotas are replaced atomically by [Limiter.Set] and apply from the
 // next call: a bucket's debt stays, and is paid at the new rate.
 //
+// # One quota for a cluster
+//
+// A quota is the principal's across the cluster, not per process. Each
+// storage node keeps its own buckets, reports what each limited principal
+// moved through it (TakeUsage) with its heartbeat, and hears back what the
+// other nodes moved ([Limiter.SetCluster]); it then lets through what the
+// others leave of the quota, never less than quota / nodes. Where Kafka's
+// quotas hold per broker (a client spread over three brokers moves three
+// times its quota), a principal here stays near its quota however its
+// partitions are spread.
+//
 // # The default quota
 //
 // A quota set for User:* ([acl.AnyUser]) is the default, Kafka's
@@ -113,7 +124,17 @@ func (r Rates) For(k Kind) int64 {
 // never waits and limited principals do not wait for each other.
 type Limiter struct {
 	quotas  atomic.Pointer[map[acl.Principal]Rates]
-	buckets sync.Map // bucketKey → *bucket, only for limited pairs
+	cluster atomic.Pointer[clusterView] // nil: this process alone holds the quotas
+	buckets sync.Map                    // bucketKey → *bucket, only for limited pairs
+
+	usageMu    sync.Mutex
+	usageSince time.Time // when TakeUsage last read the buckets' moved bytes
+}
+
+// clusterView is what the other processes sharing the quotas moved.
+type clusterView struct {
+	nodes  int
+	others map[acl.Principal]Rates // bytes per second the other nodes moved
 }
 
 type bucketKey struct {
@@ -126,6 +147,7 @@ type bucket struct {
 	mu     sync.Mutex
 	tokens float64   // bytes that may go out now; negative is debt
 	last   time.Time // when tokens was last brought up to date
+	moved  int64     // bytes settled since TakeUsage last read them; under mu
 }
 
 // NewLimiter returns a Limiter enforcing quotas (see Set).
@@ -170,12 +192,71 @@ func (l *Limiter) Quotas() map[acl.Principal]Rates {
 	return maps.Clone(*q)
 }
 
+// rate is what p may move of kind k per second through this process: its
+// quota, or, when the quota is shared by a cluster (SetCluster), what the
+// other nodes leave of it, and never less than an equal share.
 func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	q := l.quotas.Load()
 	if q == nil {
 		return 0
 	}
-	return float64(effective(*q, p).For(k))
+	total := float64(effective(*q, p).For(k))
+	cv := l.cluster.Load()
+	if total <= 0 || cv == nil || cv.nodes <= 1 {
+		return total
+	}
+	return max(total-float64(cv.others[p].For(k)), total/float64(cv.nodes))
+}
+
+// SetCluster shares every quota among nodes processes (storage nodes, in
+// Strata), given what the other nodes moved per second lately (others,
+// by principal): from now on a principal may move through this process
+// what the others leave of its quota, and never less than quota / nodes,
+// so that each node can always take its equal share while traffic moves
+// to it. nodes <= 1 means this process holds the whole quota again.
+//
+// Fed once a heartbeat, it converges in a few: nodes that all want more
+// than their share settle on quota / nodes each; a node that wants less
+// leaves the rest to the others.
+func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Rates) {
+	if nodes <= 1 {
+		l.cluster.Store(nil)
+		return
+	}
+	l.cluster.Store(&clusterView{nodes: nodes, others: maps.Clone(others)})
+}
+
+// TakeUsage returns, for every principal with a quota that moved bytes
+// through this process since the last call, the bytes per second it moved
+// of each kind, and starts counting again. The first call only starts the
+// count and returns nothing.
+func (l *Limiter) TakeUsage(now time.Time) map[acl.Principal]Rates {
+	l.usageMu.Lock()
+	defer l.usageMu.Unlock()
+	since := l.usageSince
+	l.usageSince = now
+	out := map[acl.Principal]Rates{}
+	l.buckets.Range(func(key, v any) bool {
+		bk, b := key.(bucketKey), v.(*bucket)
+		b.mu.Lock()
+		moved := b.moved
+		b.moved = 0
+		b.mu.Unlock()
+		if moved == 0 || since.IsZero() || !now.After(since) {
+			return true
+		}
+		r := out[bk.p]
+		perSec := int64(float64(moved) / now.Sub(since).Seconds())
+		switch bk.k {
+		case Produce:
+			r.ProduceBytesPerSec = perSec
+		case Fetch:
+			r.FetchBytesPerSec = perSec
+		}
+		out[bk.p] = r
+		return true
+	})
+	return out
 }
 
 // effective is p's quota in quotas: its own, or else the default (User:*)
@@ -234,6 +315,7 @@ func (l *Limiter) Record(p acl.Principal, k Kind, bytes int64, now time.Time) ti
 	defer b.mu.Unlock()
 	b.refill(rate, now)
 	b.tokens -= float64(max(bytes, 0))
+	b.moved += max(bytes, 0)
 	return b.owed(rate)
 }
 
@@ -317,6 +399,7 @@ func (r Reservation) Settle(used int64, now time.Time) time.Duration {
 	b.refill(rate, now)
 	b.tokens += float64(r.taken - max(used, 0))
 	b.refill(rate, now) // a refund never fills past one Window
+	b.moved += max(used, 0)
 	return b.owed(rate)
 }
 

@@ -460,3 +460,115 @@ func TestReserveWithoutAQuota(t *testing.T) {
 		t.Fatalf("zero Reservation throttled %v", got)
 	}
 }
+
+// Three nodes share a 1 MB/s quota: clients that honour their throttles
+// and want 1 MB/s on every node move about 1 MB/s in all once the nodes
+// exchange what they moved (once a simulated heartbeat), not 3 MB/s.
+func TestClusterSharesOneQuota(t *testing.T) {
+	const nodes = 3
+	var ls [nodes]*Limiter
+	for i := range ls {
+		l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls[i] = l
+		l.TakeUsage(t0) // starts the count
+	}
+	clients := make([]*client, nodes)
+	for i := range clients {
+		clients[i] = &client{p: alice, kind: Produce, size: mb / 20, interval: 25 * time.Millisecond, next: t0}
+	}
+	heartbeat := time.Second
+	var sentAfterWarmup int64
+	for tick := 1; tick <= 30; tick++ {
+		now := t0.Add(time.Duration(tick) * heartbeat)
+		before := int64(0)
+		for i, c := range clients {
+			before += c.sent
+			c.run(ls[i], now)
+		}
+		// Each node reports; each hears the others' sum.
+		usage := make([]map[acl.Principal]Rates, nodes)
+		for i, l := range ls {
+			usage[i] = l.TakeUsage(now)
+		}
+		for i, l := range ls {
+			others := map[acl.Principal]Rates{}
+			for j := range ls {
+				if j != i {
+					r := others[alice]
+					r.ProduceBytesPerSec += usage[j][alice].ProduceBytesPerSec
+					others[alice] = r
+				}
+			}
+			l.SetCluster(nodes, others)
+		}
+		if tick > 10 {
+			after := int64(0)
+			for _, c := range clients {
+				after += c.sent
+			}
+			sentAfterWarmup += after - before
+		}
+	}
+	got := rate(sentAfterWarmup, 20*heartbeat)
+	t.Logf("three nodes: %.0f B/s in all", got)
+	if !within(got, mb, 0.10) {
+		t.Fatalf("three nodes let alice move %.0f B/s in all, want within 10%% of her 1 MiB/s quota", got)
+	}
+}
+
+// A node whose share the others leave unused takes it: one node carrying
+// all of a principal's traffic gets the whole quota; with a second node
+// busy too each is held to half; none is ever held below quota / nodes.
+func TestSetClusterRates(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {FetchBytesPerSec: 900}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		nodes  int
+		others int64
+		want   int64
+	}{
+		{"alone", 1, 0, 900},
+		{"others idle", 3, 0, 900},
+		{"others move 400", 3, 400, 500},
+		{"others move everything", 3, 900, 300},
+		{"others over the quota", 3, 5000, 300},
+	} {
+		l.SetCluster(tc.nodes, map[acl.Principal]Rates{alice: {FetchBytesPerSec: tc.others}})
+		if got := l.Capacity(alice, Fetch); got != tc.want {
+			t.Errorf("%s: rate %d, want %d", tc.name, got, tc.want)
+		}
+		if got := l.Capacity(bob, Fetch); got != 0 {
+			t.Errorf("%s: bob without a quota limited to %d", tc.name, got)
+		}
+	}
+}
+
+func TestTakeUsage(t *testing.T) {
+	l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb, FetchBytesPerSec: mb}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := l.TakeUsage(t0); len(u) != 0 {
+		t.Fatalf("first TakeUsage %v, want nothing", u)
+	}
+	r, err := l.Reserve(context.Background(), alice, Produce, 1000, func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Settle(600, t0)
+	l.Record(alice, Fetch, 2000, t0)
+	l.Record(bob, Fetch, 5000, t0) // no quota: not counted
+	u := l.TakeUsage(t0.Add(2 * time.Second))
+	if want := (Rates{ProduceBytesPerSec: 300, FetchBytesPerSec: 1000}); len(u) != 1 || u[alice] != want {
+		t.Fatalf("TakeUsage %v, want alice %+v", u, want)
+	}
+	if u := l.TakeUsage(t0.Add(3 * time.Second)); len(u) != 0 {
+		t.Fatalf("TakeUsage after an idle second %v, want nothing", u)
+	}
+}

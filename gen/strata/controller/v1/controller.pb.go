@@ -356,7 +356,11 @@ type HeartbeatRequest struct {
 	// node fenced (no leaderships) until it has caught up.
 	MetadataVersion int64 `protobuf:"varint,3,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
 	// True when the node is shutting down cleanly and wants its leaderships moved away first.
-	WantShutdown  bool `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	WantShutdown bool `protobuf:"varint,4,opt,name=want_shutdown,json=wantShutdown,proto3" json:"want_shutdown,omitempty"`
+	// What each principal with a quota moved through the node since its last heartbeat, in
+	// bytes per second (principals that moved nothing are left out). The controller answers
+	// with what the other nodes moved, so the nodes share each quota (lib/quota).
+	QuotaUsage    []*QuotaUsage `protobuf:"bytes,5,rep,name=quota_usage,json=quotaUsage,proto3" json:"quota_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +423,77 @@ func (x *HeartbeatRequest) GetWantShutdown() bool {
 	return false
 }
 
+func (x *HeartbeatRequest) GetQuotaUsage() []*QuotaUsage {
+	if x != nil {
+		return x.QuotaUsage
+	}
+	return nil
+}
+
+// QuotaUsage is one principal's traffic in bytes per second.
+type QuotaUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The principal, as in strata.common.v1.Quota ("User:alice").
+	Principal string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
+	// Bytes of record batches produced per second.
+	ProduceBytesPerSecond int64 `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
+	// Bytes of record batches fetched per second.
+	FetchBytesPerSecond int64 `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *QuotaUsage) Reset() {
+	*x = QuotaUsage{}
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuotaUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuotaUsage) ProtoMessage() {}
+
+func (x *QuotaUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuotaUsage.ProtoReflect.Descriptor instead.
+func (*QuotaUsage) Descriptor() ([]byte, []int) {
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *QuotaUsage) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *QuotaUsage) GetProduceBytesPerSecond() int64 {
+	if x != nil {
+		return x.ProduceBytesPerSecond
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetFetchBytesPerSecond() int64 {
+	if x != nil {
+		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
 // HeartbeatResponse confirms the lease.
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -428,13 +503,20 @@ type HeartbeatResponse struct {
 	Fenced bool `protobuf:"varint,2,opt,name=fenced,proto3" json:"fenced,omitempty"`
 	// True once a node that asked want_shutdown leads no partitions and may exit.
 	ShutdownReady bool `protobuf:"varint,3,opt,name=shutdown_ready,json=shutdownReady,proto3" json:"shutdown_ready,omitempty"`
+	// How many storage nodes share the quotas: those whose heartbeats this controller heard
+	// within a lease. 0 when it knows of none (a controller that has just taken over).
+	QuotaNodes int32 `protobuf:"varint,4,opt,name=quota_nodes,json=quotaNodes,proto3" json:"quota_nodes,omitempty"`
+	// For each principal another node reported, what all the other nodes moved, in bytes per
+	// second: the node lets through what they leave of the principal's quota, and never less
+	// than quota / quota_nodes.
+	QuotaOthers   []*QuotaUsage `protobuf:"bytes,5,rep,name=quota_others,json=quotaOthers,proto3" json:"quota_others,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[3]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +528,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[3]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +541,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{3}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HeartbeatResponse) GetLeaseTtlMs() int32 {
@@ -481,6 +563,20 @@ func (x *HeartbeatResponse) GetShutdownReady() bool {
 		return x.ShutdownReady
 	}
 	return false
+}
+
+func (x *HeartbeatResponse) GetQuotaNodes() int32 {
+	if x != nil {
+		return x.QuotaNodes
+	}
+	return 0
+}
+
+func (x *HeartbeatResponse) GetQuotaOthers() []*QuotaUsage {
+	if x != nil {
+		return x.QuotaOthers
+	}
+	return nil
 }
 
 // CoordinatorRegistration is a live coordinator instance as the metadata stream lists it.
@@ -505,7 +601,7 @@ type CoordinatorRegistration struct {
 
 func (x *CoordinatorRegistration) Reset() {
 	*x = CoordinatorRegistration{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +613,7 @@ func (x *CoordinatorRegistration) String() string {
 func (*CoordinatorRegistration) ProtoMessage() {}
 
 func (x *CoordinatorRegistration) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[4]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +626,7 @@ func (x *CoordinatorRegistration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorRegistration.ProtoReflect.Descriptor instead.
 func (*CoordinatorRegistration) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{4}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CoordinatorRegistration) GetCoordinatorId() string {
@@ -579,7 +675,7 @@ type RegisterCoordinatorRequest struct {
 
 func (x *RegisterCoordinatorRequest) Reset() {
 	*x = RegisterCoordinatorRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +687,7 @@ func (x *RegisterCoordinatorRequest) String() string {
 func (*RegisterCoordinatorRequest) ProtoMessage() {}
 
 func (x *RegisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[5]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +700,7 @@ func (x *RegisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*RegisterCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{5}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterCoordinatorRequest) GetCoordinator() *CoordinatorRegistration {
@@ -630,7 +726,7 @@ type RegisterCoordinatorResponse struct {
 
 func (x *RegisterCoordinatorResponse) Reset() {
 	*x = RegisterCoordinatorResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +738,7 @@ func (x *RegisterCoordinatorResponse) String() string {
 func (*RegisterCoordinatorResponse) ProtoMessage() {}
 
 func (x *RegisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[6]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +751,7 @@ func (x *RegisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*RegisterCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{6}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterCoordinatorResponse) GetRegistrationId() int64 {
@@ -692,7 +788,7 @@ type CoordinatorHeartbeatRequest struct {
 
 func (x *CoordinatorHeartbeatRequest) Reset() {
 	*x = CoordinatorHeartbeatRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +800,7 @@ func (x *CoordinatorHeartbeatRequest) String() string {
 func (*CoordinatorHeartbeatRequest) ProtoMessage() {}
 
 func (x *CoordinatorHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[7]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +813,7 @@ func (x *CoordinatorHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*CoordinatorHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{7}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CoordinatorHeartbeatRequest) GetKafkaNodeId() int32 {
@@ -745,7 +841,7 @@ type CoordinatorHeartbeatResponse struct {
 
 func (x *CoordinatorHeartbeatResponse) Reset() {
 	*x = CoordinatorHeartbeatResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +853,7 @@ func (x *CoordinatorHeartbeatResponse) String() string {
 func (*CoordinatorHeartbeatResponse) ProtoMessage() {}
 
 func (x *CoordinatorHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[8]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +866,7 @@ func (x *CoordinatorHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*CoordinatorHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{8}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CoordinatorHeartbeatResponse) GetLeaseTtlMs() int32 {
@@ -791,7 +887,7 @@ type UnregisterCoordinatorRequest struct {
 
 func (x *UnregisterCoordinatorRequest) Reset() {
 	*x = UnregisterCoordinatorRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +899,7 @@ func (x *UnregisterCoordinatorRequest) String() string {
 func (*UnregisterCoordinatorRequest) ProtoMessage() {}
 
 func (x *UnregisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[9]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +912,7 @@ func (x *UnregisterCoordinatorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterCoordinatorRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterCoordinatorRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{9}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnregisterCoordinatorRequest) GetRegistrationId() int64 {
@@ -835,7 +931,7 @@ type UnregisterCoordinatorResponse struct {
 
 func (x *UnregisterCoordinatorResponse) Reset() {
 	*x = UnregisterCoordinatorResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +943,7 @@ func (x *UnregisterCoordinatorResponse) String() string {
 func (*UnregisterCoordinatorResponse) ProtoMessage() {}
 
 func (x *UnregisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[10]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +956,7 @@ func (x *UnregisterCoordinatorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterCoordinatorResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterCoordinatorResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{10}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{11}
 }
 
 // CoordinatorRegistry is every live coordinator registration.
@@ -874,7 +970,7 @@ type CoordinatorRegistry struct {
 
 func (x *CoordinatorRegistry) Reset() {
 	*x = CoordinatorRegistry{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +982,7 @@ func (x *CoordinatorRegistry) String() string {
 func (*CoordinatorRegistry) ProtoMessage() {}
 
 func (x *CoordinatorRegistry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[11]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +995,7 @@ func (x *CoordinatorRegistry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CoordinatorRegistry.ProtoReflect.Descriptor instead.
 func (*CoordinatorRegistry) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{11}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CoordinatorRegistry) GetCoordinators() []*CoordinatorRegistration {
@@ -935,7 +1031,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1043,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[12]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1056,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{12}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeStatus) GetNode() *v1.Node {
@@ -1027,7 +1123,7 @@ type ConfigEntry struct {
 
 func (x *ConfigEntry) Reset() {
 	*x = ConfigEntry{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1135,7 @@ func (x *ConfigEntry) String() string {
 func (*ConfigEntry) ProtoMessage() {}
 
 func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[13]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1148,7 @@ func (x *ConfigEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigEntry.ProtoReflect.Descriptor instead.
 func (*ConfigEntry) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{13}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConfigEntry) GetKey() string {
@@ -1097,7 +1193,7 @@ type TopicDescription struct {
 
 func (x *TopicDescription) Reset() {
 	*x = TopicDescription{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1205,7 @@ func (x *TopicDescription) String() string {
 func (*TopicDescription) ProtoMessage() {}
 
 func (x *TopicDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[14]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1218,7 @@ func (x *TopicDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDescription.ProtoReflect.Descriptor instead.
 func (*TopicDescription) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{14}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TopicDescription) GetName() string {
@@ -1187,7 +1283,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1295,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[15]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1308,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{15}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateTopicRequest) GetName() string {
@@ -1261,7 +1357,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1369,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[16]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1382,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{16}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateTopicResponse) GetTopic() *TopicDescription {
@@ -1310,7 +1406,7 @@ type DeleteTopicRequest struct {
 
 func (x *DeleteTopicRequest) Reset() {
 	*x = DeleteTopicRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1418,7 @@ func (x *DeleteTopicRequest) String() string {
 func (*DeleteTopicRequest) ProtoMessage() {}
 
 func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[17]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1431,7 @@ func (x *DeleteTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTopicRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{17}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeleteTopicRequest) GetName() string {
@@ -1363,7 +1459,7 @@ type DeleteTopicResponse struct {
 
 func (x *DeleteTopicResponse) Reset() {
 	*x = DeleteTopicResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1471,7 @@ func (x *DeleteTopicResponse) String() string {
 func (*DeleteTopicResponse) ProtoMessage() {}
 
 func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[18]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1484,7 @@ func (x *DeleteTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTopicResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{18}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteTopicResponse) GetTopicId() string {
@@ -1409,7 +1505,7 @@ type DescribeTopicsRequest struct {
 
 func (x *DescribeTopicsRequest) Reset() {
 	*x = DescribeTopicsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1517,7 @@ func (x *DescribeTopicsRequest) String() string {
 func (*DescribeTopicsRequest) ProtoMessage() {}
 
 func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[19]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1530,7 @@ func (x *DescribeTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{19}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DescribeTopicsRequest) GetNames() []string {
@@ -1455,7 +1551,7 @@ type DescribeTopicsResponse struct {
 
 func (x *DescribeTopicsResponse) Reset() {
 	*x = DescribeTopicsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1563,7 @@ func (x *DescribeTopicsResponse) String() string {
 func (*DescribeTopicsResponse) ProtoMessage() {}
 
 func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[20]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1576,7 @@ func (x *DescribeTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{20}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeTopicsResponse) GetTopics() []*TopicDescription {
@@ -1501,7 +1597,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1609,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[21]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1622,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{21}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListTopicsRequest) GetIncludeInternal() bool {
@@ -1555,7 +1651,7 @@ type TopicListing struct {
 
 func (x *TopicListing) Reset() {
 	*x = TopicListing{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1567,7 +1663,7 @@ func (x *TopicListing) String() string {
 func (*TopicListing) ProtoMessage() {}
 
 func (x *TopicListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[22]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1580,7 +1676,7 @@ func (x *TopicListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicListing.ProtoReflect.Descriptor instead.
 func (*TopicListing) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{22}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TopicListing) GetName() string {
@@ -1629,7 +1725,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1737,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[23]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1750,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{23}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicListing {
@@ -1681,7 +1777,7 @@ type AlterTopicConfigRequest struct {
 
 func (x *AlterTopicConfigRequest) Reset() {
 	*x = AlterTopicConfigRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1789,7 @@ func (x *AlterTopicConfigRequest) String() string {
 func (*AlterTopicConfigRequest) ProtoMessage() {}
 
 func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[24]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1802,7 @@ func (x *AlterTopicConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigRequest.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{24}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AlterTopicConfigRequest) GetName() string {
@@ -1748,7 +1844,7 @@ type AlterTopicConfigResponse struct {
 
 func (x *AlterTopicConfigResponse) Reset() {
 	*x = AlterTopicConfigResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1856,7 @@ func (x *AlterTopicConfigResponse) String() string {
 func (*AlterTopicConfigResponse) ProtoMessage() {}
 
 func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[25]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1869,7 @@ func (x *AlterTopicConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterTopicConfigResponse.ProtoReflect.Descriptor instead.
 func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{25}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AlterTopicConfigResponse) GetConfigs() []*ConfigEntry {
@@ -1798,7 +1894,7 @@ type AlterPartitionRequest struct {
 
 func (x *AlterPartitionRequest) Reset() {
 	*x = AlterPartitionRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1906,7 @@ func (x *AlterPartitionRequest) String() string {
 func (*AlterPartitionRequest) ProtoMessage() {}
 
 func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[26]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +1919,7 @@ func (x *AlterPartitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{26}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AlterPartitionRequest) GetNodeId() int32 {
@@ -1874,7 +1970,7 @@ type AlterPartitionItem struct {
 
 func (x *AlterPartitionItem) Reset() {
 	*x = AlterPartitionItem{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1982,7 @@ func (x *AlterPartitionItem) String() string {
 func (*AlterPartitionItem) ProtoMessage() {}
 
 func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[27]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1995,7 @@ func (x *AlterPartitionItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionItem.ProtoReflect.Descriptor instead.
 func (*AlterPartitionItem) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{27}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AlterPartitionItem) GetTopic() string {
@@ -1964,7 +2060,7 @@ type IsrMember struct {
 
 func (x *IsrMember) Reset() {
 	*x = IsrMember{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2072,7 @@ func (x *IsrMember) String() string {
 func (*IsrMember) ProtoMessage() {}
 
 func (x *IsrMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[28]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2085,7 @@ func (x *IsrMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IsrMember.ProtoReflect.Descriptor instead.
 func (*IsrMember) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{28}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *IsrMember) GetNodeId() int32 {
@@ -2017,7 +2113,7 @@ type AlterPartitionResponse struct {
 
 func (x *AlterPartitionResponse) Reset() {
 	*x = AlterPartitionResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2125,7 @@ func (x *AlterPartitionResponse) String() string {
 func (*AlterPartitionResponse) ProtoMessage() {}
 
 func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[29]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2138,7 @@ func (x *AlterPartitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{29}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AlterPartitionResponse) GetPartitions() []*AlterPartitionResult {
@@ -2070,7 +2166,7 @@ type AlterPartitionResult struct {
 
 func (x *AlterPartitionResult) Reset() {
 	*x = AlterPartitionResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +2178,7 @@ func (x *AlterPartitionResult) String() string {
 func (*AlterPartitionResult) ProtoMessage() {}
 
 func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[30]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +2191,7 @@ func (x *AlterPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AlterPartitionResult.ProtoReflect.Descriptor instead.
 func (*AlterPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{30}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AlterPartitionResult) GetTopic() string {
@@ -2140,7 +2236,7 @@ type WatchMetadataRequest struct {
 
 func (x *WatchMetadataRequest) Reset() {
 	*x = WatchMetadataRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2248,7 @@ func (x *WatchMetadataRequest) String() string {
 func (*WatchMetadataRequest) ProtoMessage() {}
 
 func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[31]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2261,7 @@ func (x *WatchMetadataRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataRequest.ProtoReflect.Descriptor instead.
 func (*WatchMetadataRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{31}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchMetadataRequest) GetNodeId() int32 {
@@ -2200,7 +2296,7 @@ type WatchMetadataResponse struct {
 
 func (x *WatchMetadataResponse) Reset() {
 	*x = WatchMetadataResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2308,7 @@ func (x *WatchMetadataResponse) String() string {
 func (*WatchMetadataResponse) ProtoMessage() {}
 
 func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[32]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2321,7 @@ func (x *WatchMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMetadataResponse.ProtoReflect.Descriptor instead.
 func (*WatchMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{32}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WatchMetadataResponse) GetVersion() int64 {
@@ -2300,7 +2396,7 @@ type MetadataSnapshot struct {
 
 func (x *MetadataSnapshot) Reset() {
 	*x = MetadataSnapshot{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2408,7 @@ func (x *MetadataSnapshot) String() string {
 func (*MetadataSnapshot) ProtoMessage() {}
 
 func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[33]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2421,7 @@ func (x *MetadataSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataSnapshot.ProtoReflect.Descriptor instead.
 func (*MetadataSnapshot) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{33}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MetadataSnapshot) GetClusterId() string {
@@ -2395,7 +2491,7 @@ type MetadataDelta struct {
 
 func (x *MetadataDelta) Reset() {
 	*x = MetadataDelta{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2503,7 @@ func (x *MetadataDelta) String() string {
 func (*MetadataDelta) ProtoMessage() {}
 
 func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[34]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2516,7 @@ func (x *MetadataDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetadataDelta.ProtoReflect.Descriptor instead.
 func (*MetadataDelta) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{34}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MetadataDelta) GetTopics() []*v1.TopicMetadata {
@@ -2494,7 +2590,7 @@ type PartitionChange struct {
 
 func (x *PartitionChange) Reset() {
 	*x = PartitionChange{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2602,7 @@ func (x *PartitionChange) String() string {
 func (*PartitionChange) ProtoMessage() {}
 
 func (x *PartitionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[35]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2615,7 @@ func (x *PartitionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionChange.ProtoReflect.Descriptor instead.
 func (*PartitionChange) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{35}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PartitionChange) GetTopic() string {
@@ -2556,7 +2652,7 @@ type DeletedTopic struct {
 
 func (x *DeletedTopic) Reset() {
 	*x = DeletedTopic{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2664,7 @@ func (x *DeletedTopic) String() string {
 func (*DeletedTopic) ProtoMessage() {}
 
 func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[36]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2677,7 @@ func (x *DeletedTopic) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeletedTopic.ProtoReflect.Descriptor instead.
 func (*DeletedTopic) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{36}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeletedTopic) GetName() string {
@@ -2611,7 +2707,7 @@ type ControllerQuorum struct {
 
 func (x *ControllerQuorum) Reset() {
 	*x = ControllerQuorum{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2719,7 @@ func (x *ControllerQuorum) String() string {
 func (*ControllerQuorum) ProtoMessage() {}
 
 func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[37]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2732,7 @@ func (x *ControllerQuorum) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerQuorum.ProtoReflect.Descriptor instead.
 func (*ControllerQuorum) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{37}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ControllerQuorum) GetMembers() []*ControllerMember {
@@ -2670,7 +2766,7 @@ type ControllerMember struct {
 
 func (x *ControllerMember) Reset() {
 	*x = ControllerMember{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2778,7 @@ func (x *ControllerMember) String() string {
 func (*ControllerMember) ProtoMessage() {}
 
 func (x *ControllerMember) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[38]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2791,7 @@ func (x *ControllerMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControllerMember.ProtoReflect.Descriptor instead.
 func (*ControllerMember) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{38}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ControllerMember) GetControllerId() string {
@@ -2739,7 +2835,7 @@ type AllocateProducerIdsRequest struct {
 
 func (x *AllocateProducerIdsRequest) Reset() {
 	*x = AllocateProducerIdsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2847,7 @@ func (x *AllocateProducerIdsRequest) String() string {
 func (*AllocateProducerIdsRequest) ProtoMessage() {}
 
 func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[39]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2860,7 @@ func (x *AllocateProducerIdsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsRequest.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{39}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AllocateProducerIdsRequest) GetRequester() string {
@@ -2794,7 +2890,7 @@ type AllocateProducerIdsResponse struct {
 
 func (x *AllocateProducerIdsResponse) Reset() {
 	*x = AllocateProducerIdsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2806,7 +2902,7 @@ func (x *AllocateProducerIdsResponse) String() string {
 func (*AllocateProducerIdsResponse) ProtoMessage() {}
 
 func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[40]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2819,7 +2915,7 @@ func (x *AllocateProducerIdsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateProducerIdsResponse.ProtoReflect.Descriptor instead.
 func (*AllocateProducerIdsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{40}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AllocateProducerIdsResponse) GetFirstProducerId() int64 {
@@ -2850,7 +2946,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +2958,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[41]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +2971,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{41}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() ElectionType {
@@ -2903,7 +2999,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +3011,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[42]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3024,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{42}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*ElectLeadersResult {
@@ -2957,7 +3053,7 @@ type ElectLeadersResult struct {
 
 func (x *ElectLeadersResult) Reset() {
 	*x = ElectLeadersResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3065,7 @@ func (x *ElectLeadersResult) String() string {
 func (*ElectLeadersResult) ProtoMessage() {}
 
 func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[43]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3078,7 @@ func (x *ElectLeadersResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResult.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{43}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ElectLeadersResult) GetTopic() string {
@@ -3029,7 +3125,7 @@ type DescribeClusterRequest struct {
 
 func (x *DescribeClusterRequest) Reset() {
 	*x = DescribeClusterRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3137,7 @@ func (x *DescribeClusterRequest) String() string {
 func (*DescribeClusterRequest) ProtoMessage() {}
 
 func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[44]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3150,7 @@ func (x *DescribeClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterRequest.ProtoReflect.Descriptor instead.
 func (*DescribeClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{44}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{45}
 }
 
 // DescribeClusterResponse is the cluster as the controller sees it.
@@ -3078,7 +3174,7 @@ type DescribeClusterResponse struct {
 
 func (x *DescribeClusterResponse) Reset() {
 	*x = DescribeClusterResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3090,7 +3186,7 @@ func (x *DescribeClusterResponse) String() string {
 func (*DescribeClusterResponse) ProtoMessage() {}
 
 func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[45]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3103,7 +3199,7 @@ func (x *DescribeClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeClusterResponse.ProtoReflect.Descriptor instead.
 func (*DescribeClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{45}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DescribeClusterResponse) GetClusterId() string {
@@ -3163,7 +3259,7 @@ type PartitionReassignment struct {
 
 func (x *PartitionReassignment) Reset() {
 	*x = PartitionReassignment{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3271,7 @@ func (x *PartitionReassignment) String() string {
 func (*PartitionReassignment) ProtoMessage() {}
 
 func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[46]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3284,7 @@ func (x *PartitionReassignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignment.ProtoReflect.Descriptor instead.
 func (*PartitionReassignment) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{46}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PartitionReassignment) GetTopic() string {
@@ -3227,7 +3323,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3335,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[47]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3348,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{47}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*PartitionReassignment {
@@ -3280,7 +3376,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3292,7 +3388,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[48]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3305,7 +3401,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{48}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*PartitionReassignmentResult {
@@ -3332,7 +3428,7 @@ type PartitionReassignmentResult struct {
 
 func (x *PartitionReassignmentResult) Reset() {
 	*x = PartitionReassignmentResult{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3344,7 +3440,7 @@ func (x *PartitionReassignmentResult) String() string {
 func (*PartitionReassignmentResult) ProtoMessage() {}
 
 func (x *PartitionReassignmentResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[49]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3357,7 +3453,7 @@ func (x *PartitionReassignmentResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionReassignmentResult.ProtoReflect.Descriptor instead.
 func (*PartitionReassignmentResult) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{49}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PartitionReassignmentResult) GetTopic() string {
@@ -3399,7 +3495,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3507,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[50]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3520,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{50}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -3447,7 +3543,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3459,7 +3555,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[51]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3472,7 +3568,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{51}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*PartitionChange {
@@ -3503,7 +3599,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3611,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[52]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3624,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{52}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -3565,7 +3661,7 @@ type PlannedMove struct {
 
 func (x *PlannedMove) Reset() {
 	*x = PlannedMove{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3577,7 +3673,7 @@ func (x *PlannedMove) String() string {
 func (*PlannedMove) ProtoMessage() {}
 
 func (x *PlannedMove) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[53]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3590,7 +3686,7 @@ func (x *PlannedMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedMove.ProtoReflect.Descriptor instead.
 func (*PlannedMove) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{53}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PlannedMove) GetTopic() string {
@@ -3645,7 +3741,7 @@ type NodeLoad struct {
 
 func (x *NodeLoad) Reset() {
 	*x = NodeLoad{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3657,7 +3753,7 @@ func (x *NodeLoad) String() string {
 func (*NodeLoad) ProtoMessage() {}
 
 func (x *NodeLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[54]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3670,7 +3766,7 @@ func (x *NodeLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeLoad.ProtoReflect.Descriptor instead.
 func (*NodeLoad) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{54}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeLoad) GetNodeId() int32 {
@@ -3720,7 +3816,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3828,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[55]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3841,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{55}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RebalanceResponse) GetMoves() []*PlannedMove {
@@ -3799,7 +3895,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3811,7 +3907,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[56]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3824,7 +3920,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{56}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -3863,7 +3959,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +3971,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[57]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +3984,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{57}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *DrainNodeResponse) GetNode() *NodeStatus {
@@ -3927,7 +4023,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3939,7 +4035,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[58]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3952,7 +4048,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{58}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -3987,7 +4083,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4095,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[59]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4108,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{59}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *TopicDescription {
@@ -4033,7 +4129,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4045,7 +4141,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[60]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4058,7 +4154,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{60}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateUserRequest) GetName() string {
@@ -4081,7 +4177,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4093,7 +4189,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[61]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4106,7 +4202,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{61}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateUserResponse) GetUser() *v1.UserCredential {
@@ -4134,7 +4230,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4146,7 +4242,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[62]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4159,7 +4255,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{62}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteUserRequest) GetName() string {
@@ -4178,7 +4274,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4286,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[63]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4299,7 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{63}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{64}
 }
 
 // ListUsersRequest has no parameters.
@@ -4215,7 +4311,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4323,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[64]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4336,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{64}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{65}
 }
 
 // ListUsersResponse lists users by name, without their token hashes.
@@ -4254,7 +4350,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4362,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[65]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4375,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{65}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
@@ -4300,7 +4396,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4312,7 +4408,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[66]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4325,7 +4421,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{66}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
@@ -4344,7 +4440,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4452,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[67]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4465,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{67}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{68}
 }
 
 // AclFilter selects bindings: every set field must match exactly; unset fields match anything.
@@ -4393,7 +4489,7 @@ type AclFilter struct {
 
 func (x *AclFilter) Reset() {
 	*x = AclFilter{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4405,7 +4501,7 @@ func (x *AclFilter) String() string {
 func (*AclFilter) ProtoMessage() {}
 
 func (x *AclFilter) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[68]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4418,7 +4514,7 @@ func (x *AclFilter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AclFilter.ProtoReflect.Descriptor instead.
 func (*AclFilter) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{68}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *AclFilter) GetPrincipal() string {
@@ -4474,7 +4570,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +4582,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[69]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +4595,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{69}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *DeleteAclsRequest) GetFilter() *AclFilter {
@@ -4520,7 +4616,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4532,7 +4628,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[70]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4545,7 +4641,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{70}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
@@ -4566,7 +4662,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4674,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[71]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4687,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{71}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *AclFilter {
@@ -4612,7 +4708,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4720,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[72]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4733,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{72}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
@@ -4658,7 +4754,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4670,7 +4766,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[73]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4683,7 +4779,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{73}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *SetQuotaRequest) GetQuota() *v1.Quota {
@@ -4702,7 +4798,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4714,7 +4810,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[74]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4727,7 +4823,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{74}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{75}
 }
 
 // ListQuotasRequest has no parameters.
@@ -4739,7 +4835,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4751,7 +4847,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[75]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4764,7 +4860,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{75}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{76}
 }
 
 // ListQuotasResponse lists every quota, by principal.
@@ -4778,7 +4874,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4790,7 +4886,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_controller_v1_controller_proto_msgTypes[76]
+	mi := &file_strata_controller_v1_controller_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4803,7 +4899,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{76}
+	return file_strata_controller_v1_controller_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
@@ -4829,18 +4925,28 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"node_epoch\x18\x01 \x01(\x03R\tnodeEpoch\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x05R\x13heartbeatIntervalMs\x12 \n" +
 	"\flease_ttl_ms\x18\x03 \x01(\x05R\n" +
-	"leaseTtlMs\"\x9a\x01\n" +
+	"leaseTtlMs\"\xdd\x01\n" +
 	"\x10HeartbeatRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x05R\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"node_epoch\x18\x02 \x01(\x03R\tnodeEpoch\x12)\n" +
 	"\x10metadata_version\x18\x03 \x01(\x03R\x0fmetadataVersion\x12#\n" +
-	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\"t\n" +
+	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12A\n" +
+	"\vquota_usage\x18\x05 \x03(\v2 .strata.controller.v1.QuotaUsageR\n" +
+	"quotaUsage\"\x98\x01\n" +
+	"\n" +
+	"QuotaUsage\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
+	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xda\x01\n" +
 	"\x11HeartbeatResponse\x12 \n" +
 	"\flease_ttl_ms\x18\x01 \x01(\x05R\n" +
 	"leaseTtlMs\x12\x16\n" +
 	"\x06fenced\x18\x02 \x01(\bR\x06fenced\x12%\n" +
-	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\"\xdf\x01\n" +
+	"\x0eshutdown_ready\x18\x03 \x01(\bR\rshutdownReady\x12\x1f\n" +
+	"\vquota_nodes\x18\x04 \x01(\x05R\n" +
+	"quotaNodes\x12C\n" +
+	"\fquota_others\x18\x05 \x03(\v2 .strata.controller.v1.QuotaUsageR\vquotaOthers\"\xdf\x01\n" +
 	"\x17CoordinatorRegistration\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\"\n" +
 	"\rkafka_node_id\x18\x02 \x01(\x05R\vkafkaNodeId\x12\x18\n" +
@@ -5190,7 +5296,7 @@ func file_strata_controller_v1_controller_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_controller_v1_controller_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
+var file_strata_controller_v1_controller_proto_msgTypes = make([]protoimpl.MessageInfo, 80)
 var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(NodeState)(0),                              // 0: strata.controller.v1.NodeState
 	(ConfigSource)(0),                           // 1: strata.controller.v1.ConfigSource
@@ -5198,225 +5304,228 @@ var file_strata_controller_v1_controller_proto_goTypes = []any{
 	(*RegisterNodeRequest)(nil),                 // 3: strata.controller.v1.RegisterNodeRequest
 	(*RegisterNodeResponse)(nil),                // 4: strata.controller.v1.RegisterNodeResponse
 	(*HeartbeatRequest)(nil),                    // 5: strata.controller.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                   // 6: strata.controller.v1.HeartbeatResponse
-	(*CoordinatorRegistration)(nil),             // 7: strata.controller.v1.CoordinatorRegistration
-	(*RegisterCoordinatorRequest)(nil),          // 8: strata.controller.v1.RegisterCoordinatorRequest
-	(*RegisterCoordinatorResponse)(nil),         // 9: strata.controller.v1.RegisterCoordinatorResponse
-	(*CoordinatorHeartbeatRequest)(nil),         // 10: strata.controller.v1.CoordinatorHeartbeatRequest
-	(*CoordinatorHeartbeatResponse)(nil),        // 11: strata.controller.v1.CoordinatorHeartbeatResponse
-	(*UnregisterCoordinatorRequest)(nil),        // 12: strata.controller.v1.UnregisterCoordinatorRequest
-	(*UnregisterCoordinatorResponse)(nil),       // 13: strata.controller.v1.UnregisterCoordinatorResponse
-	(*CoordinatorRegistry)(nil),                 // 14: strata.controller.v1.CoordinatorRegistry
-	(*NodeStatus)(nil),                          // 15: strata.controller.v1.NodeStatus
-	(*ConfigEntry)(nil),                         // 16: strata.controller.v1.ConfigEntry
-	(*TopicDescription)(nil),                    // 17: strata.controller.v1.TopicDescription
-	(*CreateTopicRequest)(nil),                  // 18: strata.controller.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),                 // 19: strata.controller.v1.CreateTopicResponse
-	(*DeleteTopicRequest)(nil),                  // 20: strata.controller.v1.DeleteTopicRequest
-	(*DeleteTopicResponse)(nil),                 // 21: strata.controller.v1.DeleteTopicResponse
-	(*DescribeTopicsRequest)(nil),               // 22: strata.controller.v1.DescribeTopicsRequest
-	(*DescribeTopicsResponse)(nil),              // 23: strata.controller.v1.DescribeTopicsResponse
-	(*ListTopicsRequest)(nil),                   // 24: strata.controller.v1.ListTopicsRequest
-	(*TopicListing)(nil),                        // 25: strata.controller.v1.TopicListing
-	(*ListTopicsResponse)(nil),                  // 26: strata.controller.v1.ListTopicsResponse
-	(*AlterTopicConfigRequest)(nil),             // 27: strata.controller.v1.AlterTopicConfigRequest
-	(*AlterTopicConfigResponse)(nil),            // 28: strata.controller.v1.AlterTopicConfigResponse
-	(*AlterPartitionRequest)(nil),               // 29: strata.controller.v1.AlterPartitionRequest
-	(*AlterPartitionItem)(nil),                  // 30: strata.controller.v1.AlterPartitionItem
-	(*IsrMember)(nil),                           // 31: strata.controller.v1.IsrMember
-	(*AlterPartitionResponse)(nil),              // 32: strata.controller.v1.AlterPartitionResponse
-	(*AlterPartitionResult)(nil),                // 33: strata.controller.v1.AlterPartitionResult
-	(*WatchMetadataRequest)(nil),                // 34: strata.controller.v1.WatchMetadataRequest
-	(*WatchMetadataResponse)(nil),               // 35: strata.controller.v1.WatchMetadataResponse
-	(*MetadataSnapshot)(nil),                    // 36: strata.controller.v1.MetadataSnapshot
-	(*MetadataDelta)(nil),                       // 37: strata.controller.v1.MetadataDelta
-	(*PartitionChange)(nil),                     // 38: strata.controller.v1.PartitionChange
-	(*DeletedTopic)(nil),                        // 39: strata.controller.v1.DeletedTopic
-	(*ControllerQuorum)(nil),                    // 40: strata.controller.v1.ControllerQuorum
-	(*ControllerMember)(nil),                    // 41: strata.controller.v1.ControllerMember
-	(*AllocateProducerIdsRequest)(nil),          // 42: strata.controller.v1.AllocateProducerIdsRequest
-	(*AllocateProducerIdsResponse)(nil),         // 43: strata.controller.v1.AllocateProducerIdsResponse
-	(*ElectLeadersRequest)(nil),                 // 44: strata.controller.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 45: strata.controller.v1.ElectLeadersResponse
-	(*ElectLeadersResult)(nil),                  // 46: strata.controller.v1.ElectLeadersResult
-	(*DescribeClusterRequest)(nil),              // 47: strata.controller.v1.DescribeClusterRequest
-	(*DescribeClusterResponse)(nil),             // 48: strata.controller.v1.DescribeClusterResponse
-	(*PartitionReassignment)(nil),               // 49: strata.controller.v1.PartitionReassignment
-	(*AlterPartitionReassignmentsRequest)(nil),  // 50: strata.controller.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 51: strata.controller.v1.AlterPartitionReassignmentsResponse
-	(*PartitionReassignmentResult)(nil),         // 52: strata.controller.v1.PartitionReassignmentResult
-	(*ListPartitionReassignmentsRequest)(nil),   // 53: strata.controller.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 54: strata.controller.v1.ListPartitionReassignmentsResponse
-	(*RebalanceRequest)(nil),                    // 55: strata.controller.v1.RebalanceRequest
-	(*PlannedMove)(nil),                         // 56: strata.controller.v1.PlannedMove
-	(*NodeLoad)(nil),                            // 57: strata.controller.v1.NodeLoad
-	(*RebalanceResponse)(nil),                   // 58: strata.controller.v1.RebalanceResponse
-	(*DrainNodeRequest)(nil),                    // 59: strata.controller.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                   // 60: strata.controller.v1.DrainNodeResponse
-	(*CreatePartitionsRequest)(nil),             // 61: strata.controller.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 62: strata.controller.v1.CreatePartitionsResponse
-	(*CreateUserRequest)(nil),                   // 63: strata.controller.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),                  // 64: strata.controller.v1.CreateUserResponse
-	(*DeleteUserRequest)(nil),                   // 65: strata.controller.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),                  // 66: strata.controller.v1.DeleteUserResponse
-	(*ListUsersRequest)(nil),                    // 67: strata.controller.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),                   // 68: strata.controller.v1.ListUsersResponse
-	(*CreateAclsRequest)(nil),                   // 69: strata.controller.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 70: strata.controller.v1.CreateAclsResponse
-	(*AclFilter)(nil),                           // 71: strata.controller.v1.AclFilter
-	(*DeleteAclsRequest)(nil),                   // 72: strata.controller.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                  // 73: strata.controller.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),                 // 74: strata.controller.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                // 75: strata.controller.v1.DescribeAclsResponse
-	(*SetQuotaRequest)(nil),                     // 76: strata.controller.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                    // 77: strata.controller.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),                   // 78: strata.controller.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                  // 79: strata.controller.v1.ListQuotasResponse
-	nil,                                         // 80: strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 81: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Listener)(nil),                         // 82: strata.common.v1.Listener
-	(*v1.Node)(nil),                             // 83: strata.common.v1.Node
-	(*v1.PartitionMetadata)(nil),                // 84: strata.common.v1.PartitionMetadata
-	(*v1.ErrorDetail)(nil),                      // 85: strata.common.v1.ErrorDetail
-	(*v1.TopicMetadata)(nil),                    // 86: strata.common.v1.TopicMetadata
-	(*v1.SecurityState)(nil),                    // 87: strata.common.v1.SecurityState
-	(*v1.TopicPartitions)(nil),                  // 88: strata.common.v1.TopicPartitions
-	(*v1.UserCredential)(nil),                   // 89: strata.common.v1.UserCredential
-	(*v1.AclBinding)(nil),                       // 90: strata.common.v1.AclBinding
-	(v1.AclPermission)(0),                       // 91: strata.common.v1.AclPermission
-	(v1.AclOperation)(0),                        // 92: strata.common.v1.AclOperation
-	(v1.AclResourceType)(0),                     // 93: strata.common.v1.AclResourceType
-	(v1.AclPatternType)(0),                      // 94: strata.common.v1.AclPatternType
-	(*v1.Quota)(nil),                            // 95: strata.common.v1.Quota
+	(*QuotaUsage)(nil),                          // 6: strata.controller.v1.QuotaUsage
+	(*HeartbeatResponse)(nil),                   // 7: strata.controller.v1.HeartbeatResponse
+	(*CoordinatorRegistration)(nil),             // 8: strata.controller.v1.CoordinatorRegistration
+	(*RegisterCoordinatorRequest)(nil),          // 9: strata.controller.v1.RegisterCoordinatorRequest
+	(*RegisterCoordinatorResponse)(nil),         // 10: strata.controller.v1.RegisterCoordinatorResponse
+	(*CoordinatorHeartbeatRequest)(nil),         // 11: strata.controller.v1.CoordinatorHeartbeatRequest
+	(*CoordinatorHeartbeatResponse)(nil),        // 12: strata.controller.v1.CoordinatorHeartbeatResponse
+	(*UnregisterCoordinatorRequest)(nil),        // 13: strata.controller.v1.UnregisterCoordinatorRequest
+	(*UnregisterCoordinatorResponse)(nil),       // 14: strata.controller.v1.UnregisterCoordinatorResponse
+	(*CoordinatorRegistry)(nil),                 // 15: strata.controller.v1.CoordinatorRegistry
+	(*NodeStatus)(nil),                          // 16: strata.controller.v1.NodeStatus
+	(*ConfigEntry)(nil),                         // 17: strata.controller.v1.ConfigEntry
+	(*TopicDescription)(nil),                    // 18: strata.controller.v1.TopicDescription
+	(*CreateTopicRequest)(nil),                  // 19: strata.controller.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),                 // 20: strata.controller.v1.CreateTopicResponse
+	(*DeleteTopicRequest)(nil),                  // 21: strata.controller.v1.DeleteTopicRequest
+	(*DeleteTopicResponse)(nil),                 // 22: strata.controller.v1.DeleteTopicResponse
+	(*DescribeTopicsRequest)(nil),               // 23: strata.controller.v1.DescribeTopicsRequest
+	(*DescribeTopicsResponse)(nil),              // 24: strata.controller.v1.DescribeTopicsResponse
+	(*ListTopicsRequest)(nil),                   // 25: strata.controller.v1.ListTopicsRequest
+	(*TopicListing)(nil),                        // 26: strata.controller.v1.TopicListing
+	(*ListTopicsResponse)(nil),                  // 27: strata.controller.v1.ListTopicsResponse
+	(*AlterTopicConfigRequest)(nil),             // 28: strata.controller.v1.AlterTopicConfigRequest
+	(*AlterTopicConfigResponse)(nil),            // 29: strata.controller.v1.AlterTopicConfigResponse
+	(*AlterPartitionRequest)(nil),               // 30: strata.controller.v1.AlterPartitionRequest
+	(*AlterPartitionItem)(nil),                  // 31: strata.controller.v1.AlterPartitionItem
+	(*IsrMember)(nil),                           // 32: strata.controller.v1.IsrMember
+	(*AlterPartitionResponse)(nil),              // 33: strata.controller.v1.AlterPartitionResponse
+	(*AlterPartitionResult)(nil),                // 34: strata.controller.v1.AlterPartitionResult
+	(*WatchMetadataRequest)(nil),                // 35: strata.controller.v1.WatchMetadataRequest
+	(*WatchMetadataResponse)(nil),               // 36: strata.controller.v1.WatchMetadataResponse
+	(*MetadataSnapshot)(nil),                    // 37: strata.controller.v1.MetadataSnapshot
+	(*MetadataDelta)(nil),                       // 38: strata.controller.v1.MetadataDelta
+	(*PartitionChange)(nil),                     // 39: strata.controller.v1.PartitionChange
+	(*DeletedTopic)(nil),                        // 40: strata.controller.v1.DeletedTopic
+	(*ControllerQuorum)(nil),                    // 41: strata.controller.v1.ControllerQuorum
+	(*ControllerMember)(nil),                    // 42: strata.controller.v1.ControllerMember
+	(*AllocateProducerIdsRequest)(nil),          // 43: strata.controller.v1.AllocateProducerIdsRequest
+	(*AllocateProducerIdsResponse)(nil),         // 44: strata.controller.v1.AllocateProducerIdsResponse
+	(*ElectLeadersRequest)(nil),                 // 45: strata.controller.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 46: strata.controller.v1.ElectLeadersResponse
+	(*ElectLeadersResult)(nil),                  // 47: strata.controller.v1.ElectLeadersResult
+	(*DescribeClusterRequest)(nil),              // 48: strata.controller.v1.DescribeClusterRequest
+	(*DescribeClusterResponse)(nil),             // 49: strata.controller.v1.DescribeClusterResponse
+	(*PartitionReassignment)(nil),               // 50: strata.controller.v1.PartitionReassignment
+	(*AlterPartitionReassignmentsRequest)(nil),  // 51: strata.controller.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 52: strata.controller.v1.AlterPartitionReassignmentsResponse
+	(*PartitionReassignmentResult)(nil),         // 53: strata.controller.v1.PartitionReassignmentResult
+	(*ListPartitionReassignmentsRequest)(nil),   // 54: strata.controller.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 55: strata.controller.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 56: strata.controller.v1.RebalanceRequest
+	(*PlannedMove)(nil),                         // 57: strata.controller.v1.PlannedMove
+	(*NodeLoad)(nil),                            // 58: strata.controller.v1.NodeLoad
+	(*RebalanceResponse)(nil),                   // 59: strata.controller.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 60: strata.controller.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 61: strata.controller.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 62: strata.controller.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 63: strata.controller.v1.CreatePartitionsResponse
+	(*CreateUserRequest)(nil),                   // 64: strata.controller.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 65: strata.controller.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 66: strata.controller.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 67: strata.controller.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 68: strata.controller.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 69: strata.controller.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 70: strata.controller.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 71: strata.controller.v1.CreateAclsResponse
+	(*AclFilter)(nil),                           // 72: strata.controller.v1.AclFilter
+	(*DeleteAclsRequest)(nil),                   // 73: strata.controller.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 74: strata.controller.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 75: strata.controller.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 76: strata.controller.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 77: strata.controller.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 78: strata.controller.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 79: strata.controller.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 80: strata.controller.v1.ListQuotasResponse
+	nil,                                         // 81: strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 82: strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Listener)(nil),                         // 83: strata.common.v1.Listener
+	(*v1.Node)(nil),                             // 84: strata.common.v1.Node
+	(*v1.PartitionMetadata)(nil),                // 85: strata.common.v1.PartitionMetadata
+	(*v1.ErrorDetail)(nil),                      // 86: strata.common.v1.ErrorDetail
+	(*v1.TopicMetadata)(nil),                    // 87: strata.common.v1.TopicMetadata
+	(*v1.SecurityState)(nil),                    // 88: strata.common.v1.SecurityState
+	(*v1.TopicPartitions)(nil),                  // 89: strata.common.v1.TopicPartitions
+	(*v1.UserCredential)(nil),                   // 90: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 91: strata.common.v1.AclBinding
+	(v1.AclPermission)(0),                       // 92: strata.common.v1.AclPermission
+	(v1.AclOperation)(0),                        // 93: strata.common.v1.AclOperation
+	(v1.AclResourceType)(0),                     // 94: strata.common.v1.AclResourceType
+	(v1.AclPatternType)(0),                      // 95: strata.common.v1.AclPatternType
+	(*v1.Quota)(nil),                            // 96: strata.common.v1.Quota
 }
 var file_strata_controller_v1_controller_proto_depIdxs = []int32{
-	82, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
-	82, // 1: strata.controller.v1.CoordinatorRegistration.listeners:type_name -> strata.common.v1.Listener
-	7,  // 2: strata.controller.v1.RegisterCoordinatorRequest.coordinator:type_name -> strata.controller.v1.CoordinatorRegistration
-	7,  // 3: strata.controller.v1.CoordinatorRegistry.coordinators:type_name -> strata.controller.v1.CoordinatorRegistration
-	83, // 4: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
-	0,  // 5: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
-	1,  // 6: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
-	84, // 7: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
-	16, // 8: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
-	80, // 9: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
-	17, // 10: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	17, // 11: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	25, // 12: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	81, // 13: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
-	16, // 14: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	30, // 15: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
-	31, // 16: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
-	33, // 17: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
-	85, // 18: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	84, // 19: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
-	36, // 20: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
-	37, // 21: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
-	86, // 22: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
-	15, // 23: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
-	40, // 24: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	87, // 25: strata.controller.v1.MetadataSnapshot.security:type_name -> strata.common.v1.SecurityState
-	14, // 26: strata.controller.v1.MetadataSnapshot.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
-	86, // 27: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
-	38, // 28: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
-	39, // 29: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
-	15, // 30: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
-	40, // 31: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	87, // 32: strata.controller.v1.MetadataDelta.security:type_name -> strata.common.v1.SecurityState
-	14, // 33: strata.controller.v1.MetadataDelta.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
-	84, // 34: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
-	41, // 35: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
-	2,  // 36: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	88, // 37: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	46, // 38: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	85, // 39: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
-	40, // 40: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	15, // 41: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	49, // 42: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	52, // 43: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	85, // 44: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
-	84, // 45: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
-	38, // 46: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	56, // 47: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	57, // 48: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	57, // 49: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	15, // 50: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	56, // 51: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	17, // 52: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	89, // 53: strata.controller.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	89, // 54: strata.controller.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	90, // 55: strata.controller.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	91, // 56: strata.controller.v1.AclFilter.permission:type_name -> strata.common.v1.AclPermission
-	92, // 57: strata.controller.v1.AclFilter.operation:type_name -> strata.common.v1.AclOperation
-	93, // 58: strata.controller.v1.AclFilter.resource_type:type_name -> strata.common.v1.AclResourceType
-	94, // 59: strata.controller.v1.AclFilter.pattern_type:type_name -> strata.common.v1.AclPatternType
-	71, // 60: strata.controller.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	90, // 61: strata.controller.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	71, // 62: strata.controller.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	90, // 63: strata.controller.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	95, // 64: strata.controller.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	95, // 65: strata.controller.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	3,  // 66: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
-	5,  // 67: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
-	8,  // 68: strata.controller.v1.ControllerService.RegisterCoordinator:input_type -> strata.controller.v1.RegisterCoordinatorRequest
-	10, // 69: strata.controller.v1.ControllerService.CoordinatorHeartbeat:input_type -> strata.controller.v1.CoordinatorHeartbeatRequest
-	12, // 70: strata.controller.v1.ControllerService.UnregisterCoordinator:input_type -> strata.controller.v1.UnregisterCoordinatorRequest
-	18, // 71: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
-	20, // 72: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
-	22, // 73: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
-	24, // 74: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
-	27, // 75: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
-	29, // 76: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
-	34, // 77: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
-	42, // 78: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
-	44, // 79: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
-	47, // 80: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
-	50, // 81: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
-	53, // 82: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
-	55, // 83: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
-	59, // 84: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
-	61, // 85: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
-	63, // 86: strata.controller.v1.ControllerService.CreateUser:input_type -> strata.controller.v1.CreateUserRequest
-	65, // 87: strata.controller.v1.ControllerService.DeleteUser:input_type -> strata.controller.v1.DeleteUserRequest
-	67, // 88: strata.controller.v1.ControllerService.ListUsers:input_type -> strata.controller.v1.ListUsersRequest
-	69, // 89: strata.controller.v1.ControllerService.CreateAcls:input_type -> strata.controller.v1.CreateAclsRequest
-	72, // 90: strata.controller.v1.ControllerService.DeleteAcls:input_type -> strata.controller.v1.DeleteAclsRequest
-	74, // 91: strata.controller.v1.ControllerService.DescribeAcls:input_type -> strata.controller.v1.DescribeAclsRequest
-	76, // 92: strata.controller.v1.ControllerService.SetQuota:input_type -> strata.controller.v1.SetQuotaRequest
-	78, // 93: strata.controller.v1.ControllerService.ListQuotas:input_type -> strata.controller.v1.ListQuotasRequest
-	4,  // 94: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
-	6,  // 95: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
-	9,  // 96: strata.controller.v1.ControllerService.RegisterCoordinator:output_type -> strata.controller.v1.RegisterCoordinatorResponse
-	11, // 97: strata.controller.v1.ControllerService.CoordinatorHeartbeat:output_type -> strata.controller.v1.CoordinatorHeartbeatResponse
-	13, // 98: strata.controller.v1.ControllerService.UnregisterCoordinator:output_type -> strata.controller.v1.UnregisterCoordinatorResponse
-	19, // 99: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
-	21, // 100: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
-	23, // 101: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
-	26, // 102: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
-	28, // 103: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
-	32, // 104: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
-	35, // 105: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
-	43, // 106: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
-	45, // 107: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
-	48, // 108: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
-	51, // 109: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
-	54, // 110: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
-	58, // 111: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
-	60, // 112: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
-	62, // 113: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
-	64, // 114: strata.controller.v1.ControllerService.CreateUser:output_type -> strata.controller.v1.CreateUserResponse
-	66, // 115: strata.controller.v1.ControllerService.DeleteUser:output_type -> strata.controller.v1.DeleteUserResponse
-	68, // 116: strata.controller.v1.ControllerService.ListUsers:output_type -> strata.controller.v1.ListUsersResponse
-	70, // 117: strata.controller.v1.ControllerService.CreateAcls:output_type -> strata.controller.v1.CreateAclsResponse
-	73, // 118: strata.controller.v1.ControllerService.DeleteAcls:output_type -> strata.controller.v1.DeleteAclsResponse
-	75, // 119: strata.controller.v1.ControllerService.DescribeAcls:output_type -> strata.controller.v1.DescribeAclsResponse
-	77, // 120: strata.controller.v1.ControllerService.SetQuota:output_type -> strata.controller.v1.SetQuotaResponse
-	79, // 121: strata.controller.v1.ControllerService.ListQuotas:output_type -> strata.controller.v1.ListQuotasResponse
-	94, // [94:122] is the sub-list for method output_type
-	66, // [66:94] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	83, // 0: strata.controller.v1.RegisterNodeRequest.listeners:type_name -> strata.common.v1.Listener
+	6,  // 1: strata.controller.v1.HeartbeatRequest.quota_usage:type_name -> strata.controller.v1.QuotaUsage
+	6,  // 2: strata.controller.v1.HeartbeatResponse.quota_others:type_name -> strata.controller.v1.QuotaUsage
+	83, // 3: strata.controller.v1.CoordinatorRegistration.listeners:type_name -> strata.common.v1.Listener
+	8,  // 4: strata.controller.v1.RegisterCoordinatorRequest.coordinator:type_name -> strata.controller.v1.CoordinatorRegistration
+	8,  // 5: strata.controller.v1.CoordinatorRegistry.coordinators:type_name -> strata.controller.v1.CoordinatorRegistration
+	84, // 6: strata.controller.v1.NodeStatus.node:type_name -> strata.common.v1.Node
+	0,  // 7: strata.controller.v1.NodeStatus.state:type_name -> strata.controller.v1.NodeState
+	1,  // 8: strata.controller.v1.ConfigEntry.source:type_name -> strata.controller.v1.ConfigSource
+	85, // 9: strata.controller.v1.TopicDescription.partitions:type_name -> strata.common.v1.PartitionMetadata
+	17, // 10: strata.controller.v1.TopicDescription.configs:type_name -> strata.controller.v1.ConfigEntry
+	81, // 11: strata.controller.v1.CreateTopicRequest.configs:type_name -> strata.controller.v1.CreateTopicRequest.ConfigsEntry
+	18, // 12: strata.controller.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	18, // 13: strata.controller.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	26, // 14: strata.controller.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	82, // 15: strata.controller.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.controller.v1.AlterTopicConfigRequest.SetConfigsEntry
+	17, // 16: strata.controller.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	31, // 17: strata.controller.v1.AlterPartitionRequest.partitions:type_name -> strata.controller.v1.AlterPartitionItem
+	32, // 18: strata.controller.v1.AlterPartitionItem.new_isr_members:type_name -> strata.controller.v1.IsrMember
+	34, // 19: strata.controller.v1.AlterPartitionResponse.partitions:type_name -> strata.controller.v1.AlterPartitionResult
+	86, // 20: strata.controller.v1.AlterPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	85, // 21: strata.controller.v1.AlterPartitionResult.state:type_name -> strata.common.v1.PartitionMetadata
+	37, // 22: strata.controller.v1.WatchMetadataResponse.snapshot:type_name -> strata.controller.v1.MetadataSnapshot
+	38, // 23: strata.controller.v1.WatchMetadataResponse.delta:type_name -> strata.controller.v1.MetadataDelta
+	87, // 24: strata.controller.v1.MetadataSnapshot.topics:type_name -> strata.common.v1.TopicMetadata
+	16, // 25: strata.controller.v1.MetadataSnapshot.nodes:type_name -> strata.controller.v1.NodeStatus
+	41, // 26: strata.controller.v1.MetadataSnapshot.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	88, // 27: strata.controller.v1.MetadataSnapshot.security:type_name -> strata.common.v1.SecurityState
+	15, // 28: strata.controller.v1.MetadataSnapshot.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
+	87, // 29: strata.controller.v1.MetadataDelta.topics:type_name -> strata.common.v1.TopicMetadata
+	39, // 30: strata.controller.v1.MetadataDelta.partitions:type_name -> strata.controller.v1.PartitionChange
+	40, // 31: strata.controller.v1.MetadataDelta.deleted_topics:type_name -> strata.controller.v1.DeletedTopic
+	16, // 32: strata.controller.v1.MetadataDelta.nodes:type_name -> strata.controller.v1.NodeStatus
+	41, // 33: strata.controller.v1.MetadataDelta.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	88, // 34: strata.controller.v1.MetadataDelta.security:type_name -> strata.common.v1.SecurityState
+	15, // 35: strata.controller.v1.MetadataDelta.coordinators:type_name -> strata.controller.v1.CoordinatorRegistry
+	85, // 36: strata.controller.v1.PartitionChange.partition:type_name -> strata.common.v1.PartitionMetadata
+	42, // 37: strata.controller.v1.ControllerQuorum.members:type_name -> strata.controller.v1.ControllerMember
+	2,  // 38: strata.controller.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	89, // 39: strata.controller.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	47, // 40: strata.controller.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	86, // 41: strata.controller.v1.ElectLeadersResult.error:type_name -> strata.common.v1.ErrorDetail
+	41, // 42: strata.controller.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	16, // 43: strata.controller.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	50, // 44: strata.controller.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	53, // 45: strata.controller.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	86, // 46: strata.controller.v1.PartitionReassignmentResult.error:type_name -> strata.common.v1.ErrorDetail
+	85, // 47: strata.controller.v1.PartitionReassignmentResult.state:type_name -> strata.common.v1.PartitionMetadata
+	39, // 48: strata.controller.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	57, // 49: strata.controller.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	58, // 50: strata.controller.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	58, // 51: strata.controller.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	16, // 52: strata.controller.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	57, // 53: strata.controller.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	18, // 54: strata.controller.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	90, // 55: strata.controller.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	90, // 56: strata.controller.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	91, // 57: strata.controller.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	92, // 58: strata.controller.v1.AclFilter.permission:type_name -> strata.common.v1.AclPermission
+	93, // 59: strata.controller.v1.AclFilter.operation:type_name -> strata.common.v1.AclOperation
+	94, // 60: strata.controller.v1.AclFilter.resource_type:type_name -> strata.common.v1.AclResourceType
+	95, // 61: strata.controller.v1.AclFilter.pattern_type:type_name -> strata.common.v1.AclPatternType
+	72, // 62: strata.controller.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	91, // 63: strata.controller.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	72, // 64: strata.controller.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	91, // 65: strata.controller.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	96, // 66: strata.controller.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	96, // 67: strata.controller.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	3,  // 68: strata.controller.v1.ControllerService.RegisterNode:input_type -> strata.controller.v1.RegisterNodeRequest
+	5,  // 69: strata.controller.v1.ControllerService.Heartbeat:input_type -> strata.controller.v1.HeartbeatRequest
+	9,  // 70: strata.controller.v1.ControllerService.RegisterCoordinator:input_type -> strata.controller.v1.RegisterCoordinatorRequest
+	11, // 71: strata.controller.v1.ControllerService.CoordinatorHeartbeat:input_type -> strata.controller.v1.CoordinatorHeartbeatRequest
+	13, // 72: strata.controller.v1.ControllerService.UnregisterCoordinator:input_type -> strata.controller.v1.UnregisterCoordinatorRequest
+	19, // 73: strata.controller.v1.ControllerService.CreateTopic:input_type -> strata.controller.v1.CreateTopicRequest
+	21, // 74: strata.controller.v1.ControllerService.DeleteTopic:input_type -> strata.controller.v1.DeleteTopicRequest
+	23, // 75: strata.controller.v1.ControllerService.DescribeTopics:input_type -> strata.controller.v1.DescribeTopicsRequest
+	25, // 76: strata.controller.v1.ControllerService.ListTopics:input_type -> strata.controller.v1.ListTopicsRequest
+	28, // 77: strata.controller.v1.ControllerService.AlterTopicConfig:input_type -> strata.controller.v1.AlterTopicConfigRequest
+	30, // 78: strata.controller.v1.ControllerService.AlterPartition:input_type -> strata.controller.v1.AlterPartitionRequest
+	35, // 79: strata.controller.v1.ControllerService.WatchMetadata:input_type -> strata.controller.v1.WatchMetadataRequest
+	43, // 80: strata.controller.v1.ControllerService.AllocateProducerIds:input_type -> strata.controller.v1.AllocateProducerIdsRequest
+	45, // 81: strata.controller.v1.ControllerService.ElectLeaders:input_type -> strata.controller.v1.ElectLeadersRequest
+	48, // 82: strata.controller.v1.ControllerService.DescribeCluster:input_type -> strata.controller.v1.DescribeClusterRequest
+	51, // 83: strata.controller.v1.ControllerService.AlterPartitionReassignments:input_type -> strata.controller.v1.AlterPartitionReassignmentsRequest
+	54, // 84: strata.controller.v1.ControllerService.ListPartitionReassignments:input_type -> strata.controller.v1.ListPartitionReassignmentsRequest
+	56, // 85: strata.controller.v1.ControllerService.Rebalance:input_type -> strata.controller.v1.RebalanceRequest
+	60, // 86: strata.controller.v1.ControllerService.DrainNode:input_type -> strata.controller.v1.DrainNodeRequest
+	62, // 87: strata.controller.v1.ControllerService.CreatePartitions:input_type -> strata.controller.v1.CreatePartitionsRequest
+	64, // 88: strata.controller.v1.ControllerService.CreateUser:input_type -> strata.controller.v1.CreateUserRequest
+	66, // 89: strata.controller.v1.ControllerService.DeleteUser:input_type -> strata.controller.v1.DeleteUserRequest
+	68, // 90: strata.controller.v1.ControllerService.ListUsers:input_type -> strata.controller.v1.ListUsersRequest
+	70, // 91: strata.controller.v1.ControllerService.CreateAcls:input_type -> strata.controller.v1.CreateAclsRequest
+	73, // 92: strata.controller.v1.ControllerService.DeleteAcls:input_type -> strata.controller.v1.DeleteAclsRequest
+	75, // 93: strata.controller.v1.ControllerService.DescribeAcls:input_type -> strata.controller.v1.DescribeAclsRequest
+	77, // 94: strata.controller.v1.ControllerService.SetQuota:input_type -> strata.controller.v1.SetQuotaRequest
+	79, // 95: strata.controller.v1.ControllerService.ListQuotas:input_type -> strata.controller.v1.ListQuotasRequest
+	4,  // 96: strata.controller.v1.ControllerService.RegisterNode:output_type -> strata.controller.v1.RegisterNodeResponse
+	7,  // 97: strata.controller.v1.ControllerService.Heartbeat:output_type -> strata.controller.v1.HeartbeatResponse
+	10, // 98: strata.controller.v1.ControllerService.RegisterCoordinator:output_type -> strata.controller.v1.RegisterCoordinatorResponse
+	12, // 99: strata.controller.v1.ControllerService.CoordinatorHeartbeat:output_type -> strata.controller.v1.CoordinatorHeartbeatResponse
+	14, // 100: strata.controller.v1.ControllerService.UnregisterCoordinator:output_type -> strata.controller.v1.UnregisterCoordinatorResponse
+	20, // 101: strata.controller.v1.ControllerService.CreateTopic:output_type -> strata.controller.v1.CreateTopicResponse
+	22, // 102: strata.controller.v1.ControllerService.DeleteTopic:output_type -> strata.controller.v1.DeleteTopicResponse
+	24, // 103: strata.controller.v1.ControllerService.DescribeTopics:output_type -> strata.controller.v1.DescribeTopicsResponse
+	27, // 104: strata.controller.v1.ControllerService.ListTopics:output_type -> strata.controller.v1.ListTopicsResponse
+	29, // 105: strata.controller.v1.ControllerService.AlterTopicConfig:output_type -> strata.controller.v1.AlterTopicConfigResponse
+	33, // 106: strata.controller.v1.ControllerService.AlterPartition:output_type -> strata.controller.v1.AlterPartitionResponse
+	36, // 107: strata.controller.v1.ControllerService.WatchMetadata:output_type -> strata.controller.v1.WatchMetadataResponse
+	44, // 108: strata.controller.v1.ControllerService.AllocateProducerIds:output_type -> strata.controller.v1.AllocateProducerIdsResponse
+	46, // 109: strata.controller.v1.ControllerService.ElectLeaders:output_type -> strata.controller.v1.ElectLeadersResponse
+	49, // 110: strata.controller.v1.ControllerService.DescribeCluster:output_type -> strata.controller.v1.DescribeClusterResponse
+	52, // 111: strata.controller.v1.ControllerService.AlterPartitionReassignments:output_type -> strata.controller.v1.AlterPartitionReassignmentsResponse
+	55, // 112: strata.controller.v1.ControllerService.ListPartitionReassignments:output_type -> strata.controller.v1.ListPartitionReassignmentsResponse
+	59, // 113: strata.controller.v1.ControllerService.Rebalance:output_type -> strata.controller.v1.RebalanceResponse
+	61, // 114: strata.controller.v1.ControllerService.DrainNode:output_type -> strata.controller.v1.DrainNodeResponse
+	63, // 115: strata.controller.v1.ControllerService.CreatePartitions:output_type -> strata.controller.v1.CreatePartitionsResponse
+	65, // 116: strata.controller.v1.ControllerService.CreateUser:output_type -> strata.controller.v1.CreateUserResponse
+	67, // 117: strata.controller.v1.ControllerService.DeleteUser:output_type -> strata.controller.v1.DeleteUserResponse
+	69, // 118: strata.controller.v1.ControllerService.ListUsers:output_type -> strata.controller.v1.ListUsersResponse
+	71, // 119: strata.controller.v1.ControllerService.CreateAcls:output_type -> strata.controller.v1.CreateAclsResponse
+	74, // 120: strata.controller.v1.ControllerService.DeleteAcls:output_type -> strata.controller.v1.DeleteAclsResponse
+	76, // 121: strata.controller.v1.ControllerService.DescribeAcls:output_type -> strata.controller.v1.DescribeAclsResponse
+	78, // 122: strata.controller.v1.ControllerService.SetQuota:output_type -> strata.controller.v1.SetQuotaResponse
+	80, // 123: strata.controller.v1.ControllerService.ListQuotas:output_type -> strata.controller.v1.ListQuotasResponse
+	96, // [96:124] is the sub-list for method output_type
+	68, // [68:96] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_strata_controller_v1_controller_proto_init() }
@@ -5424,7 +5533,7 @@ func file_strata_controller_v1_controller_proto_init() {
 	if File_strata_controller_v1_controller_proto != nil {
 		return
 	}
-	file_strata_controller_v1_controller_proto_msgTypes[32].OneofWrappers = []any{
+	file_strata_controller_v1_controller_proto_msgTypes[33].OneofWrappers = []any{
 		(*WatchMetadataResponse_Snapshot)(nil),
 		(*WatchMetadataResponse_Delta)(nil),
 	}
@@ -5434,7 +5543,7 @@ func file_strata_controller_v1_controller_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_controller_v1_controller_proto_rawDesc), len(file_strata_controller_v1_controller_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   79,
+			NumMessages:   80,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

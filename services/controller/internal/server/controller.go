@@ -70,6 +70,8 @@ type Controller struct {
 	stopSecurity   context.CancelFunc
 	securityDone   chan struct{}
 	securityLoaded atomic.Bool
+
+	quotas quotaShares // the storage nodes' quota traffic (quotashare.go)
 }
 
 // Start starts the etcd member, waits until it is ready (or ctx ends),

@@ -88,7 +88,8 @@ func (h *Handler) Heartbeat(ctx context.Context, req *connect.Request[controller
 	if err != nil {
 		return nil, h.toConnect(ctx, err)
 	}
-	return connect.NewResponse(&controllerv1.HeartbeatResponse{LeaseTtlMs: int32(ttl / time.Millisecond)}), nil
+	nodes, others := h.c.quotas.report(req.Msg.GetNodeId(), req.Msg.GetQuotaUsage(), time.Now(), ttl)
+	return connect.NewResponse(&controllerv1.HeartbeatResponse{LeaseTtlMs: int32(ttl / time.Millisecond), QuotaNodes: nodes, QuotaOthers: others}), nil
 }
 
 // RegisterCoordinator, CoordinatorHeartbeat and UnregisterCoordinator

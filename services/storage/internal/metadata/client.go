@@ -42,6 +42,21 @@ type Config struct {
 	Options     []connect.ClientOption
 	Logger      *slog.Logger // default slog.Default()
 	Clock       clock.Clock  // default clock.System
+	// Quotas, when set, is asked for the node's quota traffic before each
+	// heartbeat and told what the controller answered (the nodes share
+	// each quota; lib/quota). nil: no quota traffic is exchanged.
+	Quotas QuotaExchange
+}
+
+// QuotaExchange is the node's side of the quota traffic exchanged with
+// heartbeats.
+type QuotaExchange interface {
+	// QuotaUsage is what each principal with a quota moved through the
+	// node since the last call, in bytes per second.
+	QuotaUsage() []*controllerv1.QuotaUsage
+	// SetQuotaCluster is what the controller answered: how many nodes
+	// share the quotas and what the others moved.
+	SetQuotaCluster(nodes int32, others []*controllerv1.QuotaUsage)
 }
 
 // Client is the controller link. Run drives it; the other methods are safe
@@ -255,10 +270,14 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			return
 		}
 		var resp *controllerv1.HeartbeatResponse
+		var usage []*controllerv1.QuotaUsage
+		if c.cfg.Quotas != nil {
+			usage = c.cfg.Quotas.QuotaUsage()
+		}
 		sent := c.cfg.Clock.Mono()
 		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.Heartbeat(ctx, connect.NewRequest(&controllerv1.HeartbeatRequest{
-				NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), MetadataVersion: c.version.Load(),
+				NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), MetadataVersion: c.version.Load(), QuotaUsage: usage,
 			}))
 			if err == nil {
 				resp = r.Msg
@@ -272,6 +291,9 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			}
 			c.leaseFrom.Store(int64(sent))
 			c.fenced.Store(resp.GetFenced())
+			if c.cfg.Quotas != nil {
+				c.cfg.Quotas.SetQuotaCluster(resp.GetQuotaNodes(), resp.GetQuotaOthers())
+			}
 		case connect.CodeOf(err) == connect.CodeAborted || connect.CodeOf(err) == connect.CodeNotFound:
 			// Our registration is gone (stale node epoch): a new
 			// incarnation of ourselves is needed.

@@ -205,6 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.meta = metadata.New(metadata.Config{
 		NodeID: cfg.NodeID, Address: cfg.Advertise, Listeners: cfg.Listeners, Rack: cfg.Rack, Controllers: cfg.Controllers,
 		HTTPClient: cfg.HTTPClient, Options: cfg.ClientOptions, Logger: n.logger, Clock: cfg.Clock,
+		Quotas: quotaExchange{cfg.Guard}, // security.go
 	})
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	isr := &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Interval: cfg.ISRCheckInterval, Logger: n.logger}

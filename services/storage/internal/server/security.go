@@ -7,8 +7,10 @@ import (
 	"time"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/quota"
 )
@@ -100,4 +102,30 @@ func throttleMs(d time.Duration) int32 {
 	}
 	ms := (d + time.Millisecond - 1) / time.Millisecond
 	return int32(min(ms, math.MaxInt32))
+}
+
+// quotaExchange sends the guard's quota traffic with each heartbeat and
+// hands it what the controller answered, so that the storage nodes share
+// each quota (lib/quota, "One quota for a cluster").
+type quotaExchange struct{ g *guard.Guard }
+
+func (q quotaExchange) QuotaUsage() []*controllerv1.QuotaUsage {
+	usage := q.g.TakeQuotaUsage()
+	out := make([]*controllerv1.QuotaUsage, 0, len(usage))
+	for p, r := range usage {
+		out = append(out, &controllerv1.QuotaUsage{Principal: p.String(), ProduceBytesPerSecond: r.ProduceBytesPerSec, FetchBytesPerSecond: r.FetchBytesPerSec})
+	}
+	return out
+}
+
+func (q quotaExchange) SetQuotaCluster(nodes int32, others []*controllerv1.QuotaUsage) {
+	m := make(map[acl.Principal]quota.Rates, len(others))
+	for _, o := range others {
+		p, err := acl.ParsePrincipal(o.GetPrincipal())
+		if err != nil {
+			continue // a principal this node cannot hold a quota for
+		}
+		m[p] = quota.Rates{ProduceBytesPerSec: o.GetProduceBytesPerSecond(), FetchBytesPerSec: o.GetFetchBytesPerSecond()}
+	}
+	q.g.SetQuotaCluster(int(nodes), m)
 }
