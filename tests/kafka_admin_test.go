@@ -217,4 +217,34 @@ func testKafkaClusterAdmin(t *testing.T, ctx context.Context, d *harness.Dev, cl
 	if e := epochs["moves"][0]; e.Err != nil || e.LeaderEpoch != after.LeaderEpoch || e.EndOffset != 30 {
 		t.Fatalf("epoch %d: %+v, want the log end 30", after.LeaderEpoch, e)
 	}
+
+	// Log directories: each replica of "moves" (30 records) is in the
+	// directory of the storage node holding it, with its size; the
+	// coordinators' listeners hold no log.
+	brokers, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, dirs := 0, 0
+	for _, b := range brokers.Brokers {
+		described, err := adm.DescribeBrokerLogDirs(ctx, b.NodeID, nil)
+		if err != nil {
+			t.Fatalf("DescribeLogDirs of broker %d: %v", b.NodeID, err)
+		}
+		for _, dir := range described {
+			if dir.Err != nil || dir.Dir == "" || dir.TotalBytes <= 0 {
+				t.Fatalf("broker %d directory %q: %v, total %d bytes", b.NodeID, dir.Dir, dir.Err, dir.TotalBytes)
+			}
+			dirs++
+			for _, p := range dir.Topics["moves"] {
+				if p.Size <= 0 {
+					t.Fatalf("broker %d holds moves-%d with %d bytes", b.NodeID, p.Partition, p.Size)
+				}
+				held++
+			}
+		}
+	}
+	if dirs != 3 || held < 2 {
+		t.Fatalf("DescribeLogDirs over every broker: %d directories and %d replicas of moves-0; want the 3 storage nodes' and at least its 2 replicas", dirs, held)
+	}
 }

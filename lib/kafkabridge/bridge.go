@@ -35,6 +35,9 @@ type Config struct {
 	// Guard authorizes and throttles every call in the name of the Kafka
 	// connection's principal (authz.go). Nil: nothing is checked.
 	Guard *guard.Guard
+	// LogDir is the storage node's data directory, the one log directory
+	// DescribeLogDirs names. Empty on the gateway and the coordinator.
+	LogDir string
 }
 
 // Gateway is the part of GatewayService the bridge calls: a
@@ -139,6 +142,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
 		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
 		b.offsetForLeaderEpochAPI(),
+		b.describeLogDirsAPI(),
 	)
 	return apis
 }

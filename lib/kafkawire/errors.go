@@ -242,6 +242,14 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.DescribeLogDirsRequest:
+		// v0–2 (no top-level code): one directory entry carrying it, as
+		// the bridge answers a refusal.
+		r := resp.(*kmsg.DescribeLogDirsResponse)
+		d := kmsg.NewDescribeLogDirsResponseDir()
+		d.ErrorCode = code
+		r.Dirs = append(r.Dirs, d)
+		n++
 	case *kmsg.ElectLeadersRequest:
 		// v0 (no top-level code), per partition named.
 		r := resp.(*kmsg.ElectLeadersResponse)

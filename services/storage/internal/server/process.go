@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -157,9 +158,14 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		}
 		p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
 		if kafka != nil {
-			err := kafka.Serve(p, kafkabridge.Config{
+			logDir, err := filepath.Abs(cfg.DataDir)
+			if err != nil {
+				logDir = cfg.DataDir
+			}
+			err = kafka.Serve(p, kafkabridge.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Kafka.GatewayURL(), p.ConnectOption()),
 				Storage: storagev1connect.NewStorageServiceClient(p.HTTPClient(), p.URL(), serve.DataPathClientOption(), p.ConnectOption()),
+				LogDir:  logDir,
 			})
 			if err != nil {
 				return nil, err
