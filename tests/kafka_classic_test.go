@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -25,6 +26,90 @@ func TestKafkaClassicGroups(t *testing.T) {
 	ctx := harness.Deadline(t, 4*time.Minute)
 	t.Run("ConnectProtocolLeaderAssigns", func(t *testing.T) { testConnectProtocol(t, ctx, d) })
 	t.Run("ClientSideBalancerHonoured", func(t *testing.T) { testClientSideBalancer(t, ctx, d, cli) })
+	t.Run("StaticMemberRestartsWithoutRebalance", func(t *testing.T) { testStaticMemberRestart(t, ctx, d, cli) })
+}
+
+// testStaticMemberRestart is KIP-345 with franz-go: two members with
+// instance ids (group.instance.id) share a topic's partitions; one closes
+// (a static member does not leave its group) and a new client with the
+// same instance id takes its place. It gets the partitions its previous
+// incarnation had, and the group does not rebalance: the other member
+// stays at its generation.
+func testStaticMemberRestart(t *testing.T, ctx context.Context, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
+	if _, err := cli("", "topic", "create", "static", "-p", "4", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	owned := map[string]map[int32]bool{}
+	start := func(name, instance string) *kgo.Client {
+		mu.Lock()
+		owned[name] = map[int32]bool{}
+		mu.Unlock()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(d.File.KafkaBootstrap), kgo.ConsumerGroup("static-members"), kgo.ConsumeTopics("static"),
+			kgo.InstanceID(instance), kgo.SessionTimeout(60*time.Second),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m["static"] {
+					owned[name][p] = true
+				}
+			}),
+			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, p := range m["static"] {
+					delete(owned[name], p)
+				}
+			}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			for ctx.Err() == nil {
+				if cl.PollFetches(ctx).IsClientClosed() {
+					return
+				}
+			}
+		}()
+		return cl
+	}
+	a := start("a", "worker-a")
+	defer a.Close()
+	b := start("b", "worker-b")
+	settled := func(x, y string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(owned[x]) != 2 || len(owned[y]) != 2 {
+			return fmt.Errorf("partitions owned: %s %v, %s %v", x, owned[x], y, owned[y])
+		}
+		return nil
+	}
+	testwait.Until(t, 90*time.Second, "two static members to own two partitions each", func() error { return settled("a", "b") })
+	_, genA := a.GroupMetadata()
+	_, genB := b.GroupMetadata()
+	if genA != genB {
+		t.Fatalf("generations a %d, b %d after settling", genA, genB)
+	}
+	mu.Lock()
+	before := maps.Clone(owned["b"])
+	mu.Unlock()
+	b.Close() // a static member does not send LeaveGroup
+
+	b2 := start("b2", "worker-b")
+	defer b2.Close()
+	testwait.Until(t, 60*time.Second, "the restarted member to get its partitions back", func() error { return settled("a", "b2") })
+	mu.Lock()
+	after := maps.Clone(owned["b2"])
+	mu.Unlock()
+	if !maps.Equal(before, after) {
+		t.Fatalf("the restarted member owns %v, its previous incarnation %v", after, before)
+	}
+	if _, gen := a.GroupMetadata(); gen != genA {
+		t.Fatalf("member a is at generation %d after the restart, was %d: the group rebalanced", gen, genA)
+	}
+	if _, gen := b2.GroupMetadata(); gen != genA {
+		t.Fatalf("the restarted member joined generation %d, want the group's %d", gen, genA)
+	}
 }
 
 // classicMember is a raw kmsg member of a classic group.

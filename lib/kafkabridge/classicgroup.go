@@ -19,7 +19,9 @@ import (
 // by the members' preferences, a leader that gets every member's
 // metadata and whose SyncGroup assignment each member receives unchanged.
 // The bridge keeps no group state: a JoinGroup or SyncGroup waits in the
-// coordinator's call, and any bridge may serve any member.
+// coordinator's call, and any bridge may serve any member. Static members
+// (KIP-345, group.instance.id) are passed on with their instance ids, in
+// JoinGroup, SyncGroup and Heartbeat from v3 and in LeaveGroup's members.
 
 // classicCode is a failed classic call as a Kafka error code.
 func classicCode(err error) int16 {
@@ -87,6 +89,9 @@ func (b *Bridge) syncGroup(ctx context.Context, version int16, req *kmsg.SyncGro
 	if req.Protocol != nil {
 		creq.ProtocolName = *req.Protocol
 	}
+	if req.InstanceID != nil {
+		creq.InstanceId = *req.InstanceID
+	}
 	for _, a := range req.GroupAssignment {
 		creq.Assignments = append(creq.Assignments, &coordinatorv1.ClassicAssignment{MemberId: a.MemberID, Assignment: a.MemberAssignment})
 	}
@@ -113,7 +118,11 @@ func (b *Bridge) heartbeat(ctx context.Context, version int16, req *kmsg.Heartbe
 	c, err := b.coordinator(ctx, req.Group)
 	var out *connect.Response[coordinatorv1.ClassicHeartbeatResponse]
 	if err == nil {
-		out, err = c.ClassicHeartbeat(ctx, connect.NewRequest(&coordinatorv1.ClassicHeartbeatRequest{GroupId: req.Group, MemberId: req.MemberID, Generation: req.Generation}))
+		hreq := &coordinatorv1.ClassicHeartbeatRequest{GroupId: req.Group, MemberId: req.MemberID, Generation: req.Generation}
+		if req.InstanceID != nil {
+			hreq.InstanceId = *req.InstanceID
+		}
+		out, err = c.ClassicHeartbeat(ctx, connect.NewRequest(hreq))
 	}
 	if err != nil {
 		resp.ErrorCode = classicCode(err)
@@ -130,8 +139,17 @@ func (b *Bridge) leaveGroup(ctx context.Context, version int16, req *kmsg.LeaveG
 		members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
 	creq := &coordinatorv1.ClassicLeaveGroupRequest{GroupId: req.Group}
+	static := false
 	for _, lm := range members {
+		instance := ""
+		if lm.InstanceID != nil {
+			instance, static = *lm.InstanceID, true
+		}
 		creq.MemberIds = append(creq.MemberIds, lm.MemberID)
+		creq.InstanceIds = append(creq.InstanceIds, instance)
+	}
+	if !static {
+		creq.InstanceIds = nil
 	}
 	c, err := b.coordinator(ctx, req.Group)
 	var out *connect.Response[coordinatorv1.ClassicLeaveGroupResponse]

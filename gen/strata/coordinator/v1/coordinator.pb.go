@@ -214,7 +214,9 @@ type ClassicJoinGroupRequest struct {
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Empty on a member's first join.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
-	// Static instance id (group.instance.id); kept and described only.
+	// Static instance id (group.instance.id, KIP-345): a member joining again under it with
+	// no member id takes its previous incarnation's place and assignment, without a
+	// rebalance in a stable group.
 	InstanceId string `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// Client id, for DescribeGroup.
 	ClientId string `protobuf:"bytes,4,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -513,7 +515,10 @@ type ClassicSyncGroupRequest struct {
 	// The chosen protocol; checked when set (SyncGroup version 5).
 	ProtocolName string `protobuf:"bytes,5,opt,name=protocol_name,json=protocolName,proto3" json:"protocol_name,omitempty"`
 	// The leader's assignment of every member; empty from the other members.
-	Assignments   []*ClassicAssignment `protobuf:"bytes,6,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	Assignments []*ClassicAssignment `protobuf:"bytes,6,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	// A static member's instance id (SyncGroup version 3+): another incarnation's member id
+	// answers FENCED_INSTANCE_ID.
+	InstanceId    string `protobuf:"bytes,7,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +593,13 @@ func (x *ClassicSyncGroupRequest) GetAssignments() []*ClassicAssignment {
 		return x.Assignments
 	}
 	return nil
+}
+
+func (x *ClassicSyncGroupRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
 }
 
 // ClassicAssignment is the leader's bytes for one member.
@@ -726,7 +738,10 @@ type ClassicHeartbeatRequest struct {
 	// Member id.
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// The generation the member joined.
-	Generation    int32 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation int32 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	// A static member's instance id (Heartbeat version 3+): another incarnation's member id
+	// answers FENCED_INSTANCE_ID.
+	InstanceId    string `protobuf:"bytes,4,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -782,6 +797,13 @@ func (x *ClassicHeartbeatRequest) GetGeneration() int32 {
 	return 0
 }
 
+func (x *ClassicHeartbeatRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
 // ClassicHeartbeatResponse is Kafka's Heartbeat response.
 type ClassicHeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -833,8 +855,12 @@ type ClassicLeaveGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Group id.
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
-	// Members leaving.
-	MemberIds     []string `protobuf:"bytes,2,rep,name=member_ids,json=memberIds,proto3" json:"member_ids,omitempty"`
+	// Members leaving. From LeaveGroup version 3 a static member may be named by its
+	// instance id alone, with an empty member id.
+	MemberIds []string `protobuf:"bytes,2,rep,name=member_ids,json=memberIds,proto3" json:"member_ids,omitempty"`
+	// The instance id of each member in member_ids, in order ("" for a dynamic member); empty
+	// when none is static.
+	InstanceIds   []string `protobuf:"bytes,3,rep,name=instance_ids,json=instanceIds,proto3" json:"instance_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -883,10 +909,18 @@ func (x *ClassicLeaveGroupRequest) GetMemberIds() []string {
 	return nil
 }
 
+func (x *ClassicLeaveGroupRequest) GetInstanceIds() []string {
+	if x != nil {
+		return x.InstanceIds
+	}
+	return nil
+}
+
 // ClassicLeaveGroupResponse answers each member named, in order.
 type ClassicLeaveGroupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Kafka's error code per member: 0, or UNKNOWN_MEMBER_ID.
+	// Kafka's error code per member: 0, UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID for an
+	// instance id whose static member has another member id.
 	ErrorCodes    []int32 `protobuf:"varint,1,rep,packed,name=error_codes,json=errorCodes,proto3" json:"error_codes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2916,7 +2950,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
 	"instanceId\x12\x1a\n" +
-	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\x87\x02\n" +
+	"\bmetadata\x18\x03 \x01(\fR\bmetadata\"\xa8\x02\n" +
 	"\x17ClassicSyncGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
@@ -2925,7 +2959,9 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"generation\x12#\n" +
 	"\rprotocol_type\x18\x04 \x01(\tR\fprotocolType\x12#\n" +
 	"\rprotocol_name\x18\x05 \x01(\tR\fprotocolName\x12J\n" +
-	"\vassignments\x18\x06 \x03(\v2(.strata.coordinator.v1.ClassicAssignmentR\vassignments\"P\n" +
+	"\vassignments\x18\x06 \x03(\v2(.strata.coordinator.v1.ClassicAssignmentR\vassignments\x12\x1f\n" +
+	"\vinstance_id\x18\a \x01(\tR\n" +
+	"instanceId\"P\n" +
 	"\x11ClassicAssignment\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1e\n" +
 	"\n" +
@@ -2938,20 +2974,23 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\rprotocol_name\x18\x03 \x01(\tR\fprotocolName\x12\x1e\n" +
 	"\n" +
 	"assignment\x18\x04 \x01(\fR\n" +
-	"assignment\"q\n" +
+	"assignment\"\x92\x01\n" +
 	"\x17ClassicHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x05R\n" +
-	"generation\"9\n" +
+	"generation\x12\x1f\n" +
+	"\vinstance_id\x18\x04 \x01(\tR\n" +
+	"instanceId\"9\n" +
 	"\x18ClassicHeartbeatResponse\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x01 \x01(\x05R\terrorCode\"T\n" +
+	"error_code\x18\x01 \x01(\x05R\terrorCode\"w\n" +
 	"\x18ClassicLeaveGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1d\n" +
 	"\n" +
-	"member_ids\x18\x02 \x03(\tR\tmemberIds\"<\n" +
+	"member_ids\x18\x02 \x03(\tR\tmemberIds\x12!\n" +
+	"\finstance_ids\x18\x03 \x03(\tR\vinstanceIds\"<\n" +
 	"\x19ClassicLeaveGroupResponse\x12\x1f\n" +
 	"\verror_codes\x18\x01 \x03(\x05R\n" +
 	"errorCodes\"\xb0\x03\n" +

@@ -36,6 +36,7 @@ const (
 	ErrUnknownMemberID           int16 = 25
 	ErrRebalanceInProgress       int16 = 27
 	ErrMemberIDRequired          int16 = 79
+	ErrFencedInstanceID          int16 = 82
 )
 
 // Group states, as Kafka names them.
@@ -208,6 +209,27 @@ func (g *Group) Join(j Join, newID func() string, now time.Time) (res *JoinResul
 	if len(g.Members) > 0 && (j.ProtocolType != g.ProtocolType || !g.supportedByAll(j.MemberID, j.Protocols)) {
 		return fail(ErrInconsistentGroupProtocol)
 	}
+	if j.InstanceID != "" {
+		// A static member (KIP-345): known by its instance id.
+		// Its member ids are the instance id, a dash and a fresh id, as
+		// Kafka's: clients recognise a static leader's restart by the
+		// prefix (franz-go's KIP-345 handling does).
+		known := g.static(j.InstanceID)
+		switch {
+		case j.MemberID == "" && known != nil:
+			id := j.InstanceID + "-" + newID()
+			return g.replaceStatic(known, id, j, now), id
+		case j.MemberID == "":
+			// A new static member needs no MEMBER_ID_REQUIRED round
+			// (Kafka asks it of dynamic members only).
+			id := j.InstanceID + "-" + newID()
+			return g.add(id, j, now), id
+		case known != nil && known.ID != j.MemberID:
+			return fail(ErrFencedInstanceID)
+		case known == nil:
+			return fail(ErrUnknownMemberID)
+		}
+	}
 	if j.MemberID == "" {
 		id := newID()
 		if j.RequireKnownMemberID {
@@ -243,6 +265,71 @@ func (g *Group) Join(j Join, newID func() string, now time.Time) (res *JoinResul
 	g.rebalance(now)
 	g.maybeCompleteJoin(now)
 	return m.join, m.ID
+}
+
+// static is the member whose instance id is instanceID, or nil.
+func (g *Group) static(instanceID string) *Member {
+	for _, m := range g.Members {
+		if m.InstanceID == instanceID {
+			return m
+		}
+	}
+	return nil
+}
+
+// fenced reports whether instanceID names a static member other than id
+// (Kafka's isStaticMemberFenced): the caller is an older incarnation.
+func (g *Group) fenced(id, instanceID string) bool {
+	if instanceID == "" {
+		return false
+	}
+	m := g.static(instanceID)
+	return m != nil && m.ID != id
+}
+
+// replaceStatic is Kafka's updateStaticMemberAndRebalance: a static member
+// that joins again without its member id (a restarted process) takes the
+// place of its previous incarnation under a new id, with its assignment.
+// A JoinGroup or SyncGroup the old one still waits on is answered
+// FENCED_INSTANCE_ID. In a stable group whose protocol the new metadata
+// does not change there is no rebalance: the member is answered at once
+// with the current generation and the current leader's id (so that it
+// never takes itself for the leader, even when it was: a stable group
+// would not pass a new assignment on), and its SyncGroup returns the
+// assignment it had. Otherwise the group rebalances.
+func (g *Group) replaceStatic(old *Member, id string, j Join, now time.Time) *JoinResult {
+	currentLeader := g.Leader
+	m := &Member{ID: id, Assignment: old.Assignment, lastSeen: now}
+	g.update(m, j)
+	if old.joining || old.join != nil || old.syncing || old.sync != nil {
+		old.join = &JoinResult{Error: ErrFencedInstanceID, MemberID: old.ID, Generation: -1}
+		old.sync = &SyncResult{Error: ErrFencedInstanceID}
+	}
+	m.joining = old.joining
+	old.joining, old.syncing = false, false
+	delete(g.Members, old.ID)
+	g.Members[id] = m
+	g.Order[slices.Index(g.Order, old.ID)] = id
+	if g.Leader == old.ID {
+		g.Leader = id
+	}
+	g.notify()
+	switch g.State {
+	case StateStable:
+		if g.selectProtocol() == g.Protocol {
+			return &JoinResult{MemberID: id, Generation: g.Generation, ProtocolType: g.ProtocolType, Protocol: g.Protocol, Leader: currentLeader}
+		}
+		m.joining = true
+		g.rebalance(now)
+	case StateCompletingRebalance:
+		// The leader may already be assigning to the old id: start again.
+		m.joining = true
+		g.rebalance(now)
+	case StatePreparingRebalance:
+		m.joining = true
+	}
+	g.maybeCompleteJoin(now)
+	return m.join
 }
 
 func (g *Group) update(m *Member, j Join) {
@@ -418,6 +505,7 @@ func (g *Group) Member(id string) *Member { return g.Members[id] }
 // Sync is one SyncGroup request.
 type Sync struct {
 	MemberID     string
+	InstanceID   string // a static member's; empty for a dynamic one
 	Generation   int32
 	ProtocolType string // empty before SyncGroup v5: not checked
 	Protocol     string
@@ -430,6 +518,8 @@ type Sync struct {
 func (g *Group) Sync(s Sync, now time.Time) *SyncResult {
 	m := g.Members[s.MemberID]
 	switch {
+	case g.fenced(s.MemberID, s.InstanceID):
+		return &SyncResult{Error: ErrFencedInstanceID}
 	case m == nil:
 		return &SyncResult{Error: ErrUnknownMemberID}
 	case s.Generation != g.Generation:
@@ -478,9 +568,11 @@ func TakeSync(m *Member) *SyncResult {
 
 // Heartbeat handles a Heartbeat: REBALANCE_IN_PROGRESS tells the member to
 // join again.
-func (g *Group) Heartbeat(id string, generation int32, now time.Time) int16 {
+func (g *Group) Heartbeat(id, instanceID string, generation int32, now time.Time) int16 {
 	m := g.Members[id]
 	switch {
+	case g.fenced(id, instanceID):
+		return ErrFencedInstanceID
 	case m == nil:
 		return ErrUnknownMemberID
 	case generation != g.Generation:
@@ -513,13 +605,26 @@ func (g *Group) CheckCommit(id string, generation int32, now time.Time) int16 {
 	return ErrNone
 }
 
-// Leave removes member id (LeaveGroup); false when it is unknown.
-func (g *Group) Leave(id string, now time.Time) bool {
+// Leave removes member id (LeaveGroup), or the static member instanceID
+// names when it is set (from LeaveGroup v3, id may then be empty): Kafka's
+// error for the member, UNKNOWN_MEMBER_ID when there is none and
+// FENCED_INSTANCE_ID when id is another incarnation's.
+func (g *Group) Leave(id, instanceID string, now time.Time) int16 {
+	if instanceID != "" {
+		m := g.static(instanceID)
+		switch {
+		case m == nil:
+			return ErrUnknownMemberID
+		case id != "" && id != m.ID:
+			return ErrFencedInstanceID
+		}
+		id = m.ID
+	}
 	if g.Members[id] == nil {
-		return false
+		return ErrUnknownMemberID
 	}
 	g.leave([]string{id}, now)
-	return true
+	return ErrNone
 }
 
 func (g *Group) leave(ids []string, now time.Time) {

@@ -37,7 +37,7 @@ func TestTwoMembersLeaderAssigns(t *testing.T) {
 	if res != nil {
 		t.Fatalf("second join answered before the leader rejoined: %+v", res)
 	}
-	if code := g.Heartbeat(a, 1, t0); code != ErrRebalanceInProgress {
+	if code := g.Heartbeat(a, "", 1, t0); code != ErrRebalanceInProgress {
 		t.Fatalf("leader heartbeat = %d; want REBALANCE_IN_PROGRESS", code)
 	}
 	ra, _ := g.Join(join(a, "sessioned", "default"), next, t0)
@@ -63,10 +63,10 @@ func TestTwoMembersLeaderAssigns(t *testing.T) {
 	if r := TakeSync(g.Member(b)); r == nil || string(r.Assignment) != string(want) || g.State != StateStable {
 		t.Fatalf("follower sync = %+v, state %s", r, g.State)
 	}
-	if code := g.Heartbeat(b, 1, t0); code != ErrIllegalGeneration {
+	if code := g.Heartbeat(b, "", 1, t0); code != ErrIllegalGeneration {
 		t.Fatalf("stale heartbeat = %d", code)
 	}
-	if code := g.Heartbeat("nobody", 2, t0); code != ErrUnknownMemberID {
+	if code := g.Heartbeat("nobody", "", 2, t0); code != ErrUnknownMemberID {
 		t.Fatalf("unknown heartbeat = %d", code)
 	}
 }
@@ -131,12 +131,12 @@ func TestSessionExpiry(t *testing.T) {
 	if gone, _ := g.Tick(t0.Add(9 * time.Second)); len(gone) != 0 {
 		t.Fatalf("expired early: %v", gone)
 	}
-	g.Heartbeat(a, 2, t0.Add(9*time.Second))
+	g.Heartbeat(a, "", 2, t0.Add(9*time.Second))
 	gone, dirty := g.Tick(t0.Add(11 * time.Second))
 	if len(gone) != 1 || gone[0] != b || !dirty || g.State != StatePreparingRebalance {
 		t.Fatalf("gone %v, state %s", gone, g.State)
 	}
-	if code := g.Heartbeat(a, 2, t0.Add(11*time.Second)); code != ErrRebalanceInProgress {
+	if code := g.Heartbeat(a, "", 2, t0.Add(11*time.Second)); code != ErrRebalanceInProgress {
 		t.Fatalf("survivor heartbeat = %d", code)
 	}
 	if r, _ := g.Join(join(a, "p"), next, t0.Add(12*time.Second)); r == nil || r.Generation != 3 || len(r.Members) != 1 {
@@ -203,8 +203,151 @@ func TestWaitingSyncNotExpired(t *testing.T) {
 	if r := g.Sync(Sync{MemberID: b, Generation: 2}, t0); r != nil {
 		t.Fatalf("follower sync = %+v", r)
 	}
-	g.Heartbeat(a, 2, t0.Add(9*time.Second))
+	g.Heartbeat(a, "", 2, t0.Add(9*time.Second))
 	if gone, _ := g.Tick(t0.Add(15 * time.Second)); len(gone) != 0 {
 		t.Fatalf("removed while waiting for the leader: %v", gone)
+	}
+}
+
+// staticJoin is join for a static member with instance id instance.
+func staticJoin(id, instance string, protos ...string) Join {
+	j := join(id, protos...)
+	j.InstanceID, j.RequireKnownMemberID = instance, true
+	return j
+}
+
+// stableStaticGroup is a stable group of two static members, "a-1" the
+// leader and "b-1", at generation 2, each with its assignment.
+func stableStaticGroup(t *testing.T, protos ...string) (g *Group, a, b string, next func() string) {
+	t.Helper()
+	if len(protos) == 0 {
+		protos = []string{"range"}
+	}
+	g, next = New("g"), ids()
+	res, a := g.Join(staticJoin("", "a-1", protos...), next, t0)
+	if res == nil || res.Error != ErrNone {
+		t.Fatalf("a static member's first join (no MEMBER_ID_REQUIRED round) = %+v", res)
+	}
+	g.Sync(Sync{MemberID: a, InstanceID: "a-1", Generation: 1}, t0)
+	if res, b = g.Join(staticJoin("", "b-1", protos...), next, t0); res != nil {
+		t.Fatalf("b answered before the leader rejoined: %+v", res)
+	}
+	g.Join(staticJoin(a, "a-1", protos...), next, t0)
+	g.Sync(Sync{MemberID: a, InstanceID: "a-1", Generation: 2, Assignments: map[string][]byte{a: []byte("A"), b: []byte("B")}}, t0)
+	if r := g.Sync(Sync{MemberID: b, InstanceID: "b-1", Generation: 2}, t0); r == nil || string(r.Assignment) != "B" || g.State != StateStable {
+		t.Fatalf("b's sync = %+v, state %s", r, g.State)
+	}
+	return g, a, b, next
+}
+
+// KIP-345: a static member restarted (joining again under its instance id
+// with no member id) takes its old place and assignment under a new id,
+// with no rebalance; the old incarnation is fenced.
+func TestStaticMemberRejoinsWithoutRebalance(t *testing.T) {
+	g, a, b, next := stableStaticGroup(t)
+	res, b2 := g.Join(staticJoin("", "b-1", "range"), next, t0.Add(time.Second))
+	if res == nil || res.Error != ErrNone || b2 == b || res.MemberID != b2 || res.Generation != 2 || res.Leader != a || len(res.Members) != 0 {
+		t.Fatalf("b's rejoin = %+v (id %s); want the current generation 2 at once, a new id, leader %s", res, b2, a)
+	}
+	if g.State != StateStable || g.Generation != 2 {
+		t.Fatalf("after a static rejoin: %s at generation %d, want Stable at 2", g.State, g.Generation)
+	}
+	if r := g.Sync(Sync{MemberID: b2, InstanceID: "b-1", Generation: 2}, t0); r == nil || r.Error != ErrNone || string(r.Assignment) != "B" {
+		t.Fatalf("b's sync after its rejoin = %+v, want its assignment B", r)
+	}
+	if code := g.Heartbeat(a, "a-1", 2, t0); code != ErrNone {
+		t.Fatalf("a's heartbeat = %d: the other member was made to rebalance", code)
+	}
+	// The old incarnation is fenced wherever it shows up.
+	if code := g.Heartbeat(b, "b-1", 2, t0); code != ErrFencedInstanceID {
+		t.Fatalf("old b's heartbeat = %d, want FENCED_INSTANCE_ID", code)
+	}
+	if r := g.Sync(Sync{MemberID: b, InstanceID: "b-1", Generation: 2}, t0); r.Error != ErrFencedInstanceID {
+		t.Fatalf("old b's sync = %+v, want FENCED_INSTANCE_ID", r)
+	}
+	if res, _ := g.Join(staticJoin(b, "b-1", "range"), next, t0); res == nil || res.Error != ErrFencedInstanceID {
+		t.Fatalf("old b's join = %+v, want FENCED_INSTANCE_ID", res)
+	}
+	if code := g.Leave(b, "b-1", t0); code != ErrFencedInstanceID {
+		t.Fatalf("old b's leave = %d, want FENCED_INSTANCE_ID", code)
+	}
+}
+
+// The leader restarted: it comes back under a new id, is told the old
+// leader's id (so it does not assign in a stable group), and gets its
+// assignment back; the group's leader is now its new id.
+func TestStaticLeaderRejoins(t *testing.T) {
+	g, a, _, next := stableStaticGroup(t)
+	res, a2 := g.Join(staticJoin("", "a-1", "range"), next, t0)
+	if res == nil || res.Error != ErrNone || res.Leader != a || res.MemberID != a2 || len(res.Members) != 0 {
+		t.Fatalf("leader's rejoin = %+v, want leader %s (its old id) and no members to assign", res, a)
+	}
+	if g.Leader != a2 || g.State != StateStable {
+		t.Fatalf("leader %s, state %s; want %s, Stable", g.Leader, g.State, a2)
+	}
+	if r := g.Sync(Sync{MemberID: a2, InstanceID: "a-1", Generation: 2}, t0); r == nil || string(r.Assignment) != "A" {
+		t.Fatalf("leader's sync = %+v, want A", r)
+	}
+}
+
+// A static member back with other protocols changes what the group would
+// choose: the group rebalances. (The leader's preference breaks the tie of
+// one vote each.)
+func TestStaticRejoinWithNewProtocolRebalances(t *testing.T) {
+	g, _, b, next := stableStaticGroup(t, "range", "roundrobin")
+	if g.Protocol != "range" {
+		t.Fatalf("protocol %q, want range", g.Protocol)
+	}
+	if res, _ := g.Join(staticJoin("", "a-1", "roundrobin", "range"), next, t0); res != nil || g.State != StatePreparingRebalance {
+		t.Fatalf("the leader's rejoin preferring roundrobin = %+v, state %s; want a rebalance", res, g.State)
+	}
+	if code := g.Heartbeat(b, "b-1", 2, t0); code != ErrRebalanceInProgress {
+		t.Fatalf("b's heartbeat = %d, want REBALANCE_IN_PROGRESS", code)
+	}
+}
+
+// An old incarnation waiting in its JoinGroup is answered
+// FENCED_INSTANCE_ID when its restart takes its place.
+func TestStaticRejoinFencesAParkedJoin(t *testing.T) {
+	g, _, b, next := stableStaticGroup(t)
+	// A rebalance: b rejoins with its id and waits for a.
+	g.Join(staticJoin("", "c-1", "range"), next, t0)
+	if res, _ := g.Join(staticJoin(b, "b-1", "range"), next, t0); res != nil {
+		t.Fatalf("b's join answered before a rejoined: %+v", res)
+	}
+	old := g.Member(b)
+	if _, b2 := g.Join(staticJoin("", "b-1", "range"), next, t0); b2 == b {
+		t.Fatal("the restart kept the old member id")
+	}
+	if r := TakeJoin(old); r == nil || r.Error != ErrFencedInstanceID {
+		t.Fatalf("the old incarnation's parked join = %+v, want FENCED_INSTANCE_ID", r)
+	}
+}
+
+// LeaveGroup by instance id alone (v3+) removes the static member.
+func TestStaticLeaveByInstanceID(t *testing.T) {
+	g, _, b, _ := stableStaticGroup(t)
+	if code := g.Leave("", "nobody", t0); code != ErrUnknownMemberID {
+		t.Fatalf("leave of an unknown instance = %d", code)
+	}
+	if code := g.Leave("", "b-1", t0); code != ErrNone || g.Member(b) != nil || g.State != StatePreparingRebalance {
+		t.Fatalf("leave by instance id = %d; member %v, state %s", code, g.Member(b), g.State)
+	}
+}
+
+// A saved group keeps its static members: a restart after the
+// coordinator moved still finds them.
+func TestStaticMembersSurviveMarshal(t *testing.T) {
+	g, _, b, next := stableStaticGroup(t)
+	raw, err := g.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := Unmarshal(raw, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, b2 := g2.Join(staticJoin("", "b-1", "range"), next, t0); res == nil || res.Error != ErrNone || b2 == b || g2.Generation != 2 {
+		t.Fatalf("static rejoin on the reloaded group = %+v", res)
 	}
 }

@@ -211,7 +211,7 @@ func (c *Coordinator) ClassicSyncGroup(ctx context.Context, req *connect.Request
 		og.mu.Unlock()
 		return connect.NewResponse(&coordinatorv1.ClassicSyncGroupResponse{ErrorCode: int32(classic.ErrUnknownMemberID)}), nil
 	}
-	s := classic.Sync{MemberID: m.GetMemberId(), Generation: m.GetGeneration(), ProtocolType: m.GetProtocolType(), Protocol: m.GetProtocolName(),
+	s := classic.Sync{MemberID: m.GetMemberId(), InstanceID: m.GetInstanceId(), Generation: m.GetGeneration(), ProtocolType: m.GetProtocolType(), Protocol: m.GetProtocolName(),
 		Assignments: map[string][]byte{}}
 	for _, a := range m.GetAssignments() {
 		s.Assignments[a.GetMemberId()] = a.GetAssignment()
@@ -244,7 +244,7 @@ func (c *Coordinator) ClassicHeartbeat(ctx context.Context, req *connect.Request
 	defer og.mu.Unlock()
 	code := classic.ErrUnknownMemberID
 	if ok {
-		code = og.cg.Heartbeat(req.Msg.GetMemberId(), req.Msg.GetGeneration(), time.Now())
+		code = og.cg.Heartbeat(req.Msg.GetMemberId(), req.Msg.GetInstanceId(), req.Msg.GetGeneration(), time.Now())
 	}
 	return connect.NewResponse(&coordinatorv1.ClassicHeartbeatResponse{ErrorCode: int32(code)}), nil
 }
@@ -258,11 +258,17 @@ func (c *Coordinator) ClassicLeaveGroup(ctx context.Context, req *connect.Reques
 	defer og.mu.Unlock()
 	out := &coordinatorv1.ClassicLeaveGroupResponse{}
 	left := false
-	for _, id := range req.Msg.GetMemberIds() {
-		code := classic.ErrUnknownMemberID
-		if ok && og.cg.Leave(id, time.Now()) {
-			code, left = classic.ErrNone, true
+	instances := req.Msg.GetInstanceIds()
+	for i, id := range req.Msg.GetMemberIds() {
+		instance := ""
+		if i < len(instances) {
+			instance = instances[i]
 		}
+		code := classic.ErrUnknownMemberID
+		if ok {
+			code = og.cg.Leave(id, instance, time.Now())
+		}
+		left = left || code == classic.ErrNone
 		out.ErrorCodes = append(out.ErrorCodes, int32(code))
 	}
 	if left {
