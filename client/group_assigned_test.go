@@ -67,34 +67,30 @@ func TestOnAssignedOnlyTakenPartitions(t *testing.T) {
 	var gc *GroupConsumer
 	gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"},
 		GroupConsumerOptions(RetryBackoff(5*time.Millisecond), MaxRetryBackoff(20*time.Millisecond), FetchMaxWait(50*time.Millisecond)),
-		// The first start-offset lookup (all four partitions) waits until
-		// the coordinator has shrunk the assignment to partition 0.
+		// The first start-offset lookup (all four partitions) has the
+		// coordinator shrink the assignment to partition 0, and every
+		// lookup waits until the heartbeat that carried it has updated
+		// the member's target: a lookup whose call ended first (a loaded
+		// machine) fails and is made again, and must not answer before.
 		StartOffsets(func(ctx context.Context, _ int32, tps []TopicPartition) (map[TopicPartition]int64, error) {
 			mu.Lock()
-			wait := first
+			shrink := first
 			first = false
 			mu.Unlock()
-			if wait {
+			if shrink {
 				co.shrink()
+			}
+			for {
+				gc.mu.Lock()
+				shrunk := len(gc.target) == 1
+				gc.mu.Unlock()
+				if shrunk {
+					break
+				}
 				select {
-				case <-co.sent:
 				case <-ctx.Done():
 					return nil, ctx.Err()
-				}
-				// And until the heartbeat that carried it has updated
-				// the member's target.
-				for {
-					gc.mu.Lock()
-					shrunk := len(gc.target) == 1
-					gc.mu.Unlock()
-					if shrunk {
-						break
-					}
-					select {
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					case <-time.After(5 * time.Millisecond):
-					}
+				case <-time.After(5 * time.Millisecond):
 				}
 			}
 			return map[TopicPartition]int64{}, nil

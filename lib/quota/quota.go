@@ -44,13 +44,19 @@
 // # One quota for a cluster
 //
 // A quota is the principal's across the cluster, not per process. Each
-// storage node keeps its own buckets, reports what each limited principal
-// moved through it (TakeUsage) with its heartbeat, and hears back what the
-// other nodes moved ([Limiter.SetCluster]); it then lets through what the
-// others leave of the quota, never less than quota / nodes. Where Kafka's
-// quotas hold per broker (a client spread over three brokers moves three
-// times its quota), a principal here stays near its quota however its
-// partitions are spread.
+// storage node keeps its own buckets and lets each principal through at a
+// share of its quota. With every heartbeat the node reports what each
+// limited principal moved through it ([Limiter.TakeUsage]) and hears
+// back how many nodes share the quotas and what the other nodes moved
+// ([Limiter.SetCluster]); it then moves its share by the cluster's error,
+// (quota - total moved) / nodes. That is an integral controller: when
+// every node is busy the shares settle where the total is the quota, a
+// window that moved too little (a client stalled) is made up by the next
+// and one that moved too much is paid back, so over time the total is the
+// quota; a node whose share the others leave unused grows it, up to the
+// whole quota. Where Kafka's quotas hold per broker (a client spread over
+// three brokers moves three times its quota), a principal here stays near
+// its quota however its partitions are spread.
 //
 // # The default quota
 //
@@ -128,14 +134,20 @@ type Limiter struct {
 	buckets sync.Map                    // bucketKey → *bucket, only for limited pairs
 
 	usageMu    sync.Mutex
-	usageSince time.Time // when TakeUsage last read the buckets' moved bytes
+	usageSince time.Time               // when TakeUsage last read the buckets' moved bytes
+	lastUsage  map[acl.Principal]Rates // what TakeUsage last returned
 }
 
-// clusterView is what the other processes sharing the quotas moved.
+// clusterView is this process's share of each quota shared by a
+// cluster, as fractions of the quota.
 type clusterView struct {
 	nodes  int
-	others map[acl.Principal]Rates // bytes per second the other nodes moved
+	shares map[bucketKey]float64 // in [minShare(nodes), 1]; absent: 1 / nodes
 }
+
+// minShare is the least share a node keeps of a quota: enough for traffic
+// that moves to it to start while the shares adjust.
+func minShare(nodes int) float64 { return 1 / float64(2*nodes) }
 
 type bucketKey struct {
 	p acl.Principal
@@ -193,8 +205,8 @@ func (l *Limiter) Quotas() map[acl.Principal]Rates {
 }
 
 // rate is what p may move of kind k per second through this process: its
-// quota, or, when the quota is shared by a cluster (SetCluster), what the
-// other nodes leave of it, and never less than an equal share.
+// quota, or, when the quota is shared by a cluster (SetCluster), this
+// process's share of it.
 func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	q := l.quotas.Load()
 	if q == nil {
@@ -205,25 +217,70 @@ func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	if total <= 0 || cv == nil || cv.nodes <= 1 {
 		return total
 	}
-	return max(total-float64(cv.others[p].For(k)), total/float64(cv.nodes))
+	share, ok := cv.shares[bucketKey{p, k}]
+	if !ok {
+		share = 1 / float64(cv.nodes)
+	}
+	return total * share
 }
 
 // SetCluster shares every quota among nodes processes (storage nodes, in
-// Strata), given what the other nodes moved per second lately (others,
-// by principal): from now on a principal may move through this process
-// what the others leave of its quota, and never less than quota / nodes,
-// so that each node can always take its equal share while traffic moves
-// to it. nodes <= 1 means this process holds the whole quota again.
-//
-// Fed once a heartbeat, it converges in a few: nodes that all want more
-// than their share settle on quota / nodes each; a node that wants less
-// leaves the rest to the others.
+// Strata), given what the other nodes moved per second in the window the
+// last TakeUsage measured (others, by principal): each principal's share
+// here moves by (quota - total moved) / nodes / quota, within
+// [1/(2 nodes), 1] (see "One quota for a cluster" above). nodes <= 1
+// means this process holds the whole quota again. Call it after
+// TakeUsage, once per exchange.
 func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Rates) {
 	if nodes <= 1 {
 		l.cluster.Store(nil)
 		return
 	}
-	l.cluster.Store(&clusterView{nodes: nodes, others: maps.Clone(others)})
+	q := l.quotas.Load()
+	l.usageMu.Lock()
+	own := l.lastUsage
+	l.usageMu.Unlock()
+	prev := l.cluster.Load()
+	next := &clusterView{nodes: nodes, shares: map[bucketKey]float64{}}
+	lo := minShare(nodes)
+	step := func(p acl.Principal, k Kind) {
+		key := bucketKey{p, k}
+		if _, done := next.shares[key]; done || q == nil {
+			return
+		}
+		total := float64(effective(*q, p).For(k))
+		if total <= 0 {
+			return
+		}
+		share := 1 / float64(nodes)
+		if prev != nil {
+			if s, ok := prev.shares[key]; ok {
+				share = s
+			}
+		}
+		moved := float64(own[p].For(k) + others[p].For(k))
+		share += (total - moved) / float64(nodes) / total
+		next.shares[key] = min(max(share, lo), 1)
+	}
+	for _, m := range []map[acl.Principal]Rates{own, others} {
+		for p, r := range m {
+			if r.ProduceBytesPerSec > 0 {
+				step(p, Produce)
+			}
+			if r.FetchBytesPerSec > 0 {
+				step(p, Fetch)
+			}
+		}
+	}
+	// A principal that moved nothing anywhere this window keeps its share.
+	if prev != nil {
+		for key, s := range prev.shares {
+			if _, ok := next.shares[key]; !ok {
+				next.shares[key] = s
+			}
+		}
+	}
+	l.cluster.Store(next)
 }
 
 // TakeUsage returns, for every principal with a quota that moved bytes
@@ -256,6 +313,7 @@ func (l *Limiter) TakeUsage(now time.Time) map[acl.Principal]Rates {
 		out[bk.p] = r
 		return true
 	})
+	l.lastUsage = out
 	return out
 }
 

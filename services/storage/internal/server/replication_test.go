@@ -207,12 +207,21 @@ func TestLeaderChangeTruncatesDivergentTail(t *testing.T) {
 	})
 	c.start(2)
 	c.start(3)
-	// Node 3, restarted, may be out of the ISR until it catches up (a
-	// restarted replica rejoins through an expansion): wait for it, or the
-	// acks=all produce is refused NOT_ENOUGH_REPLICAS on a loaded machine.
-	c.eventually("node 2 leads with node 3 in its ISR", func() bool {
+	// Node 3, restarted, leaves the ISR once the leader learns of its new
+	// incarnation and rejoins through an expansion when it has caught up
+	// (KIP-903): wait until the leader has seen the new incarnation fetch
+	// to its log end with node 3 in the ISR, or the acks=all produce may
+	// meet the shrink and be refused NOT_ENOUGH_REPLICAS on a loaded
+	// machine (an ISR of 2 seen before the shrink is not enough).
+	c.eventually("node 2 leads with node 3's new incarnation caught up and in its ISR", func() bool {
 		r := c.node(2).node.replica("d", 0)
-		return r != nil && r.View().State.LeaderEpoch == 2 && len(r.View().State.ISR) >= 2
+		if r == nil {
+			return false
+		}
+		v := r.View()
+		f, ok := v.Followers[3]
+		return v.State.LeaderEpoch == 2 && slices.Contains(v.State.ISR, 3) && ok &&
+			f.NodeEpoch == c.node(3).node.meta.NodeEpoch() && f.LEO >= r.Log().LogEndOffset()
 	})
 	if _, err := produce(c.storage(2), "d", acksAll, 2, batch(t, "new-1"), 5*time.Second); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -317,7 +318,8 @@ func TestQuotaChargesParallelRequestsBeforeServing(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {
-			_, err := produceAs(as(t, "User:alice"), s, "orders", second)
+			// Each its own copy: the node writes offsets into the batch.
+			_, err := produceAs(as(t, "User:alice"), s, "orders", bytes.Clone(second))
 			errs <- err
 		}()
 	}
