@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/strata-mq/strata/lib/kafkawire"
@@ -62,6 +64,61 @@ type ConnLimits struct {
 	// max.connection.creation.rate, KIP-612), connections a second.
 	// Default 0: no limit, as in Kafka.
 	MaxConnCreationRate float64
+	// MaxConnsPerIPOverrides is --kafka-max-connections-per-ip-overrides
+	// (Kafka's max.connections.per.ip.overrides), "IP:N,IP:N": N replaces
+	// MaxConnsPerIP for that address; 0 lets nothing in from it.
+	MaxConnsPerIPOverrides string
+	// ConnCreationRatePerIP is --kafka-connection-creation-rate-per-ip
+	// (KIP-612's per-IP connection_creation_rate quota), connections a
+	// second from one address. Default 0: no limit, as in Kafka.
+	ConnCreationRatePerIP float64
+	// ConnCreationRatePerIPOverrides is
+	// --kafka-connection-creation-rate-per-ip-overrides, "IP:R,IP:R": R
+	// replaces ConnCreationRatePerIP for that address; 0 is no limit.
+	ConnCreationRatePerIPOverrides string
+}
+
+// ipOverrides parses "IP:V,IP:V" (IPv6 in brackets or bare: the value is
+// after the last colon), each value by parse. Host names are refused:
+// connections are counted by the address they come from.
+func ipOverrides[V any](s string, parse func(string) (V, error)) (map[string]V, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]V{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("%q: want IP:value", item)
+		}
+		ip := net.ParseIP(strings.Trim(item[:i], "[]"))
+		if ip == nil {
+			return nil, fmt.Errorf("%q: %q is not an IP address (host names are not resolved)", item, item[:i])
+		}
+		v, err := parse(item[i+1:])
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v", item, err)
+		}
+		out[ip.String()] = v
+	}
+	return out, nil
+}
+
+func parseCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a count (0 or more)", s)
+	}
+	return n, nil
+}
+
+func parseRate(s string) (float64, error) {
+	r, err := strconv.ParseFloat(s, 64)
+	if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return 0, fmt.Errorf("%q is not a rate (0 or more a second)", s)
+	}
+	return r, nil
 }
 
 // RegisterFlags declares the flags; withGateway adds --gateway.
@@ -85,6 +142,12 @@ func (c *ListenerConfig) RegisterFlags(f *serve.Flags, withGateway bool) {
 		"most open Kafka connections on this listener (Kafka's max.connections); 0: no limit")
 	f.Float64Var(&l.MaxConnCreationRate, "kafka-max-connection-creation-rate", l.MaxConnCreationRate,
 		"most new Kafka connections accepted a second on this listener (Kafka's max.connection.creation.rate); over it accepting pauses; 0: no limit")
+	f.StringVar(&l.MaxConnsPerIPOverrides, "kafka-max-connections-per-ip-overrides", l.MaxConnsPerIPOverrides,
+		"per-address replacements of --kafka-max-connections-per-ip, IP:N comma-separated (Kafka's max.connections.per.ip.overrides); 0 lets nothing in from that address")
+	f.Float64Var(&l.ConnCreationRatePerIP, "kafka-connection-creation-rate-per-ip", l.ConnCreationRatePerIP,
+		"most new Kafka connections a second from one client IP address (KIP-612's per-IP connection_creation_rate); over it a connection is closed at once; 0: no limit")
+	f.StringVar(&l.ConnCreationRatePerIPOverrides, "kafka-connection-creation-rate-per-ip-overrides", l.ConnCreationRatePerIPOverrides,
+		"per-address replacements of --kafka-connection-creation-rate-per-ip, IP:RATE comma-separated; 0: no limit for that address")
 	if withGateway {
 		f.StringVar(&c.Gateway, "gateway", c.Gateway,
 			"gateway base URL the Kafka listener asks for metadata, producer ids and admin calls; required with --kafka-listener")
@@ -127,6 +190,15 @@ func (c *ListenerConfig) Validate(p *serve.Problems, sec *serve.Security, withGa
 	}
 	if l.MaxConnCreationRate < 0 {
 		p.Flag("kafka-max-connection-creation-rate", l.MaxConnCreationRate, "want 0 (no limit) or more")
+	}
+	if _, err := ipOverrides(l.MaxConnsPerIPOverrides, parseCount); err != nil {
+		p.Flag("kafka-max-connections-per-ip-overrides", l.MaxConnsPerIPOverrides, err.Error())
+	}
+	if l.ConnCreationRatePerIP < 0 {
+		p.Flag("kafka-connection-creation-rate-per-ip", l.ConnCreationRatePerIP, "want 0 (no limit) or more")
+	}
+	if _, err := ipOverrides(l.ConnCreationRatePerIPOverrides, parseRate); err != nil {
+		p.Flag("kafka-connection-creation-rate-per-ip-overrides", l.ConnCreationRatePerIPOverrides, err.Error())
 	}
 	if withGateway {
 		if urls, err := serve.ParseURLs(c.Gateway); err != nil {
@@ -199,11 +271,16 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 		return err
 	}
 	lim := l.limits
+	// Checked by Validate.
+	connOverrides, _ := ipOverrides(lim.MaxConnsPerIPOverrides, parseCount)
+	rateOverrides, _ := ipOverrides(lim.ConnCreationRatePerIPOverrides, parseRate)
 	srv, err := kafkawire.NewServer(kafkawire.Config{
 		APIs: b.APIs(), Logger: cfg.Logger, Auth: Auth(cfg.Guard),
 		MaxRequestBytes: int32(lim.MaxRequestBytes), MaxPreAuthBytes: int32(lim.MaxPreAuthBytes),
 		IdleTimeout: lim.IdleTimeout, LoginTimeout: lim.LoginTimeout,
 		MaxConnsPerIP: lim.MaxConnsPerIP, MaxConns: lim.MaxConns, MaxConnCreationRate: lim.MaxConnCreationRate,
+		MaxConnsPerIPOverrides: connOverrides, ConnCreationRatePerIP: lim.ConnCreationRatePerIP,
+		ConnCreationRatePerIPOverrides: rateOverrides,
 	})
 	if err != nil {
 		l.ln.Close()

@@ -47,4 +47,40 @@ func TestListenerLimitFlags(t *testing.T) {
 	if err := p.Err(); err == nil || !strings.Contains(err.Error(), "--kafka-max-connections-per-ip") {
 		t.Fatalf("validate: %v", err)
 	}
+
+	// Per-address overrides: parsed into the listener's maps, and a
+	// host name or a bad value refused in one line naming the flag.
+	c, err = parse([]string{"--kafka-listener", "127.0.0.1:0", "--kafka-max-connections-per-ip-overrides", "10.0.0.1:5, [::1]:0",
+		"--kafka-connection-creation-rate-per-ip", "3"},
+		map[string]string{"STRATA_KAFKA_CONNECTION_CREATION_RATE_PER_IP_OVERRIDES": "10.0.0.2:0.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = serve.Problems{}
+	c.Validate(&p, nil, false)
+	if err := p.Err(); err != nil {
+		t.Fatalf("validate overrides: %v", err)
+	}
+	conns, err := ipOverrides(c.Limits.MaxConnsPerIPOverrides, parseCount)
+	if err != nil || len(conns) != 2 || conns["10.0.0.1"] != 5 || conns["::1"] != 0 {
+		t.Fatalf("connection overrides %v %v", conns, err)
+	}
+	rates, err := ipOverrides(c.Limits.ConnCreationRatePerIPOverrides, parseRate)
+	if err != nil || rates["10.0.0.2"] != 0.5 || c.Limits.ConnCreationRatePerIP != 3 {
+		t.Fatalf("rate overrides %v %v, rate %v", rates, err, c.Limits.ConnCreationRatePerIP)
+	}
+	for flag, value := range map[string]string{
+		"kafka-max-connections-per-ip-overrides":          "broker.example.com:5",
+		"kafka-connection-creation-rate-per-ip-overrides": "10.0.0.1:fast",
+	} {
+		c, err = parse([]string{"--kafka-listener", "127.0.0.1:0", "--" + flag, value}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = serve.Problems{}
+		c.Validate(&p, nil, false)
+		if err := p.Err(); err == nil || !strings.Contains(err.Error(), "--"+flag) || strings.Count(err.Error(), "\n") > 1 {
+			t.Fatalf("--%s %s: %v, want one line naming the flag", flag, value, err)
+		}
+	}
 }

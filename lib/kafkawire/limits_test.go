@@ -144,6 +144,7 @@ func TestConnectionLimits(t *testing.T) {
 	}{
 		{"per IP", Config{APIs: []API{whoAPI()}, MaxConnsPerIP: 2}},
 		{"in total", Config{APIs: []API{whoAPI()}, MaxConns: 2}},
+		{"per IP override", Config{APIs: []API{whoAPI()}, MaxConnsPerIP: 10, MaxConnsPerIPOverrides: map[string]int{"127.0.0.1": 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, first := startServer(t, tc.cfg)
@@ -229,4 +230,60 @@ func TestCreationRatePausesAccepting(t *testing.T) {
 	}
 	s.Close()
 	assertClosedUnanswered(t, second)
+}
+
+// An override of 0 lets nothing in from its address; other addresses keep
+// the default (none here).
+func TestConnectionOverrideOfZeroBlocks(t *testing.T) {
+	_, first := startServer(t, Config{APIs: []API{whoAPI()}, MaxConnsPerIPOverrides: map[string]int{"127.0.0.1": 0, "10.0.0.9": 5}})
+	assertClosedUnanswered(t, first)
+}
+
+// KIP-612's per-IP creation rate: within a second's burst connections are
+// served; over it one is closed at once; an override replaces the rate
+// for its address.
+func TestPerIPCreationRate(t *testing.T) {
+	s := &Server{ipRates: map[string]*ipRate{}}
+	t0 := time.Unix(1000, 0)
+	for i, want := range []bool{true, true, false} {
+		if got := s.takeIPToken("10.0.0.1", 2, t0); got != want {
+			t.Fatalf("connection %d at once at 2/s: allowed %v, want %v", i+1, got, want)
+		}
+	}
+	if !s.takeIPToken("10.0.0.2", 2, t0) {
+		t.Fatal("another address was held to the first's rate")
+	}
+	if !s.takeIPToken("10.0.0.1", 2, t0.Add(500*time.Millisecond)) {
+		t.Fatal("half a second later at 2/s: refused, want one token back")
+	}
+	// Full buckets are swept once there are many.
+	for i := range maxIPRateBuckets {
+		s.takeIPToken(fmt.Sprintf("10.1.%d.%d", i/256, i%256), 2, t0)
+	}
+	s.takeIPToken("10.2.0.1", 2, t0.Add(time.Hour))
+	if n := len(s.ipRates); n != 1 {
+		t.Fatalf("%d buckets kept after an hour, want only the new one", n)
+	}
+
+	// Through a server: the second connection of a slow address is
+	// closed unanswered; an override lifts the limit for its address.
+	_, first := startServer(t, Config{APIs: []API{whoAPI()}, ConnCreationRatePerIP: 0.001})
+	who(t, first)
+	c, err := net.Dial("tcp", first.RemoteAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	assertClosedUnanswered(t, c)
+
+	_, first = startServer(t, Config{APIs: []API{whoAPI()}, ConnCreationRatePerIP: 0.001, ConnCreationRatePerIPOverrides: map[string]float64{"127.0.0.1": 0}})
+	who(t, first)
+	c2, err := net.Dial("tcp", first.RemoteAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	c2.SetDeadline(time.Now().Add(30 * time.Second))
+	who(t, c2)
 }

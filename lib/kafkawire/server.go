@@ -101,6 +101,18 @@ type Config struct {
 	// address (Kafka's max.connections.per.ip); a connection over it is
 	// closed at once. 0, the default, is no limit, as in Kafka.
 	MaxConnsPerIP int
+	// MaxConnsPerIPOverrides replaces MaxConnsPerIP for the client IP
+	// addresses it names (Kafka's max.connections.per.ip.overrides); an
+	// override of 0 lets no connection in from that address.
+	MaxConnsPerIPOverrides map[string]int
+	// ConnCreationRatePerIP bounds the connections one client IP address
+	// may open a second (KIP-612's per-IP connection_creation_rate
+	// quota): a connection over it is closed at once. 0, the default, is
+	// no limit, as in Kafka.
+	ConnCreationRatePerIP float64
+	// ConnCreationRatePerIPOverrides replaces ConnCreationRatePerIP for
+	// the addresses it names; 0 is no limit for that address.
+	ConnCreationRatePerIPOverrides map[string]float64
 	// MaxConns bounds the server's open connections (Kafka's
 	// max.connections); a connection over it is closed at once. 0, the
 	// default, is no limit, as in Kafka.
@@ -133,8 +145,9 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[net.Conn]struct{}
-	perIP     map[string]int // open connections by client IP
-	rate      *creationRate  // nil without Config.MaxConnCreationRate
+	perIP     map[string]int     // open connections by client IP
+	ipRates   map[string]*ipRate // creation-rate buckets by client IP (connlimit.go)
+	rate      *creationRate      // nil without Config.MaxConnCreationRate
 	closed    bool
 	wg        sync.WaitGroup
 }
@@ -184,7 +197,7 @@ func NewServer(cfg Config) (*Server, error) {
 	apis[kmsg.ApiVersions] = API{Key: kmsg.ApiVersions, MinVersion: 0, MaxVersion: min(3, kmsg.NewPtrApiVersionsRequest().MaxVersion())}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, apis: apis, log: log, ctx: ctx, cancel: cancel,
-		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{}}
+		listeners: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, perIP: map[string]int{}, ipRates: map[string]*ipRate{}}
 	if cfg.MaxConnCreationRate > 0 {
 		s.rate = &creationRate{perSec: cfg.MaxConnCreationRate}
 	}
@@ -249,7 +262,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			c.Close()
 			return nil
 		}
-		if err := s.overLimit(ip); err != nil {
+		if err := s.overLimit(ip, time.Now()); err != nil {
 			s.mu.Unlock()
 			s.log.Debug("kafka: connection refused", "remote", c.RemoteAddr().String(), "err", err)
 			c.Close()
