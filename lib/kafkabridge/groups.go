@@ -41,7 +41,7 @@ func (b *Bridge) groupAPIs() []kafkawire.API {
 		{Key: kmsg.Heartbeat, MinVersion: 0, MaxVersion: 4, Handle: handler(b.heartbeat)},
 		{Key: kmsg.LeaveGroup, MinVersion: 0, MaxVersion: 4, Handle: handler(b.leaveGroup)},
 		{Key: kmsg.OffsetCommit, MinVersion: 0, MaxVersion: 9, Handle: handler(b.offsetCommit)},
-		{Key: kmsg.OffsetFetch, MinVersion: 0, MaxVersion: 7, Handle: handler(b.offsetFetch)},
+		{Key: kmsg.OffsetFetch, MinVersion: 0, MaxVersion: 9, Handle: handler(b.offsetFetch)},
 		{Key: kmsg.ListGroups, MinVersion: 0, MaxVersion: 4, Handle: handler(b.listGroups)},
 		{Key: kmsg.DescribeGroups, MinVersion: 0, MaxVersion: 5, Handle: handler(b.describeGroups)},
 		{Key: kmsg.DeleteGroups, MinVersion: 0, MaxVersion: 2, Handle: handler(b.deleteGroups)},
@@ -224,6 +224,9 @@ func (b *Bridge) offsetCommit(ctx context.Context, version int16, req *kmsg.Offs
 }
 
 func (b *Bridge) offsetFetch(ctx context.Context, version int16, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	if version >= 8 {
+		return b.offsetFetchGroups(ctx, req)
+	}
 	resp := kmsg.NewPtrOffsetFetchResponse()
 	creq := &coordinatorv1.OffsetFetchRequest{GroupId: req.Group}
 	for _, t := range req.Topics {
@@ -286,6 +289,47 @@ func (b *Bridge) offsetFetch(ctx context.Context, version int16, req *kmsg.Offse
 				resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 			}
 		}
+	}
+	return resp, nil
+}
+
+// offsetFetchGroups answers OffsetFetch v8 and v9 (KIP-709): several
+// groups in one request, each fetched as a v7 request for one group is
+// (each from its own coordinator, whichever listener is asked) and
+// answered in its own entry with its own error code. v9's member id and
+// epoch (KIP-848) are not checked: a fetch changes nothing, and commits
+// are fenced.
+func (b *Bridge) offsetFetchGroups(ctx context.Context, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	for _, g := range req.Groups {
+		one := kmsg.NewPtrOffsetFetchRequest()
+		one.Group, one.RequireStable = g.Group, req.RequireStable
+		if g.Topics != nil {
+			one.Topics = []kmsg.OffsetFetchRequestTopic{}
+		}
+		for _, t := range g.Topics {
+			rt := kmsg.NewOffsetFetchRequestTopic()
+			rt.Topic, rt.Partitions = t.Topic, t.Partitions
+			one.Topics = append(one.Topics, rt)
+		}
+		r, err := b.offsetFetch(ctx, 7, one)
+		if err != nil {
+			return nil, err
+		}
+		v7 := r.(*kmsg.OffsetFetchResponse)
+		rg := kmsg.NewOffsetFetchResponseGroup()
+		rg.Group, rg.ErrorCode = g.Group, v7.ErrorCode
+		for _, t := range v7.Topics {
+			gt := kmsg.NewOffsetFetchResponseGroupTopic()
+			gt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+				gt.Partitions = append(gt.Partitions, gp)
+			}
+			rg.Topics = append(rg.Topics, gt)
+		}
+		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
 }
