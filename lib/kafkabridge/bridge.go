@@ -130,6 +130,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 	apis = append(apis,
 		b.describeAclsAPI(), b.createAclsAPI(), b.deleteAclsAPI(),
 		b.electLeadersAPI(), b.alterPartitionReassignmentsAPI(), b.listPartitionReassignmentsAPI(),
+		b.consumerGroupDescribeAPI(),
 	)
 	apis = append(apis, b.groupAPIs()...)
 	apis = append(apis, b.consumerGroupAPIs()...)

@@ -242,6 +242,14 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.ConsumerGroupDescribeRequest:
+		r := resp.(*kmsg.ConsumerGroupDescribeResponse)
+		for _, g := range q.Groups {
+			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			rg.Group, rg.ErrorCode = g, code
+			r.Groups = append(r.Groups, rg)
+			n++
+		}
 	case *kmsg.DescribeLogDirsRequest:
 		// v0–2 (no top-level code): one directory entry carrying it, as
 		// the bridge answers a refusal.
