@@ -38,6 +38,11 @@ type Config struct {
 	// LogDir is the storage node's data directory, the one log directory
 	// DescribeLogDirs names. Empty on the gateway and the coordinator.
 	LogDir string
+	// AutoCreateTopics creates the unknown topics a Metadata request names
+	// and allows to be created (Kafka's auto.create.topics.enable;
+	// metadata.go). The listener's --kafka-auto-create-topics-enable sets
+	// it.
+	AutoCreateTopics bool
 }
 
 // Gateway is the part of GatewayService the bridge calls: a

@@ -34,6 +34,11 @@ type ListenerConfig struct {
 	// Limits bound what a connection may cost (docs/operations.md, "Kafka
 	// listener limits"); zero fields take Kafka's defaults.
 	Limits ConnLimits
+	// AutoCreateTopics is --kafka-auto-create-topics-enable (Kafka's
+	// auto.create.topics.enable): a Metadata request that names a topic
+	// that does not exist, and allows it, creates it with the cluster's
+	// defaults. Default false, where Kafka's is true.
+	AutoCreateTopics bool
 }
 
 // ConnLimits are the Kafka listener's bounds on connections, each named
@@ -148,6 +153,8 @@ func (c *ListenerConfig) RegisterFlags(f *serve.Flags, withGateway bool) {
 		"most new Kafka connections a second from one client IP address (KIP-612's per-IP connection_creation_rate); over it a connection is closed at once; 0: no limit")
 	f.StringVar(&l.ConnCreationRatePerIPOverrides, "kafka-connection-creation-rate-per-ip-overrides", l.ConnCreationRatePerIPOverrides,
 		"per-address replacements of --kafka-connection-creation-rate-per-ip, IP:RATE comma-separated; 0: no limit for that address")
+	f.BoolVar(&c.AutoCreateTopics, "kafka-auto-create-topics-enable", c.AutoCreateTopics,
+		"create a topic a Kafka client's Metadata request names and allows to be created, with the cluster's default partitions and replication (Kafka's auto.create.topics.enable; off by default here)")
 	if withGateway {
 		f.StringVar(&c.Gateway, "gateway", c.Gateway,
 			"gateway base URL the Kafka listener asks for metadata, producer ids and admin calls; required with --kafka-listener")
@@ -220,9 +227,10 @@ func (c *ListenerConfig) GatewayURL() string {
 
 // Listener is an open Kafka listener.
 type Listener struct {
-	ln        net.Listener
-	advertise string
-	limits    ConnLimits
+	ln         net.Listener
+	advertise  string
+	limits     ConnLimits
+	autoCreate bool
 }
 
 // Listen binds the listener, so that its advertised address is known
@@ -243,7 +251,7 @@ func Listen(c ListenerConfig) (*Listener, error) {
 			adv = net.JoinHostPort(host, port)
 		}
 	}
-	return &Listener{ln: ln, advertise: adv, limits: c.Limits}, nil
+	return &Listener{ln: ln, advertise: adv, limits: c.Limits, autoCreate: c.AutoCreateTopics}, nil
 }
 
 // Advertise returns the host:port clients are given.
@@ -265,6 +273,7 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 	if cfg.Guard == nil {
 		cfg.Guard = p.Guard()
 	}
+	cfg.AutoCreateTopics = cfg.AutoCreateTopics || l.autoCreate
 	b, err := New(cfg)
 	if err != nil {
 		l.ln.Close()

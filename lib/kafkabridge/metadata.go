@@ -179,12 +179,15 @@ func (b *Bridge) metadata(ctx context.Context, version int16, req *kmsg.Metadata
 			}
 			kt := kmsg.NewMetadataResponseTopic()
 			kt.Topic, kt.TopicID, kt.ErrorCode = rt.Topic, rt.TopicID, errUnknownTopicOrPartition
-			if rt.Topic == nil || *rt.Topic == "" {
+			switch g := b.cfg.Guard; {
+			case rt.Topic == nil || *rt.Topic == "":
 				kt.ErrorCode = errUnknownTopicID
-			} else if g := b.cfg.Guard; g != nil && !g.Allowed(ctx, acl.Describe, acl.Topic, *rt.Topic) {
+			case g != nil && !g.Allowed(ctx, acl.Describe, acl.Topic, *rt.Topic):
 				// As Kafka: a named topic the principal may not describe,
 				// whether it exists or not.
 				kt.ErrorCode = errTopicAuthorizationFailed
+			case b.cfg.AutoCreateTopics && (version < 4 || req.AllowAutoTopicCreation):
+				kt.ErrorCode = b.autoCreateTopic(ctx, *rt.Topic)
 			}
 			resp.Topics = append(resp.Topics, kt)
 		}
@@ -208,4 +211,25 @@ func (b *Bridge) describeCluster(ctx context.Context, version int16, req *kmsg.D
 		resp.Brokers = append(resp.Brokers, kb)
 	}
 	return resp, nil
+}
+
+// autoCreateTopic creates topic for a Metadata request, as Kafka does with
+// auto.create.topics.enable, with the cluster's default partitions and
+// replication, and returns the topic's code in that answer:
+// LEADER_NOT_AVAILABLE once it exists (created now, or by a client racing
+// this one), so the client asks again when its leaders are elected;
+// TOPIC_AUTHORIZATION_FAILED when the principal may not create it (as
+// Kafka answers a topic it was not authorized to create); the creation's
+// own error otherwise (INVALID_TOPIC_EXCEPTION for a bad name, say).
+func (b *Bridge) autoCreateTopic(ctx context.Context, topic string) int16 {
+	_, err := b.cfg.Gateway.CreateTopic(ctx, connect.NewRequest(&gatewayv1.CreateTopicRequest{Name: topic}))
+	switch code := kafkaCode(err, adminPlane); {
+	case err == nil, code == errTopicAlreadyExists:
+		b.log.Info("kafka: topic created for a Metadata request (auto.create.topics.enable)", "topic", topic)
+		return errLeaderNotAvailable
+	case connect.CodeOf(err) == connect.CodePermissionDenied:
+		return errTopicAuthorizationFailed
+	default:
+		return code
+	}
 }
