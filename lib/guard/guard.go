@@ -320,7 +320,7 @@ func (g *Guard) TakeQuotaUsage() map[acl.Principal]quota.Rates {
 // SetQuotaCluster shares the quotas with the other nodes: nodes is how
 // many share them, others what the other nodes moved per principal
 // (lib/quota's SetCluster).
-func (g *Guard) SetQuotaCluster(nodes int, others map[acl.Principal]quota.Rates) {
+func (g *Guard) SetQuotaCluster(nodes int, others map[acl.Principal]quota.Elsewhere) {
 	g.quotas.SetCluster(nodes, others)
 }
 

@@ -48,15 +48,20 @@
 // share of its quota. With every heartbeat the node reports what each
 // limited principal moved through it ([Limiter.TakeUsage]) and hears
 // back how many nodes share the quotas and what the other nodes moved
-// ([Limiter.SetCluster]); it then moves its share by the cluster's error,
-// (quota - total moved) / nodes. That is an integral controller: when
-// every node is busy the shares settle where the total is the quota, a
-// window that moved too little (a client stalled) is made up by the next
-// and one that moved too much is paid back, so over time the total is the
-// quota; a node whose share the others leave unused grows it, up to the
-// whole quota. Where Kafka's quotas hold per broker (a client spread over
-// three brokers moves three times its quota), a principal here stays near
-// its quota however its partitions are spread.
+// ([Limiter.SetCluster]). A node the principal has not used for a few
+// exchanges may move what the others leave; the only node it used has the whole quota (its bucket
+// holds it there); a node it used beside others moves its share by the
+// cluster's error divided among the nodes it used, (quota - total moved)
+// / active nodes.
+// That is an integral controller: a principal using one node gets the
+// whole quota there at the next exchange; nodes that all want more
+// settle where the total is the quota; a window that moved too little (a
+// client stalled) is made up by the next and one that moved too much is
+// paid back, so over time the total is the quota. Where Kafka's quotas
+// hold per broker (a client spread over three brokers moves three times
+// its quota), a principal here stays near its quota however its
+// partitions are spread; until the first exchange after it starts, each
+// node lets it move its whole quota, as Kafka would.
 //
 // # The default quota
 //
@@ -142,7 +147,20 @@ type Limiter struct {
 // cluster, as fractions of the quota.
 type clusterView struct {
 	nodes  int
-	shares map[bucketKey]float64 // in [minShare(nodes), 1]; absent: 1 / nodes
+	shares map[bucketKey]float64 // in [minShare(nodes), 1]; absent: 1
+	idle   map[bucketKey]int     // exchanges in a row this node moved nothing of the pair
+}
+
+// idleWindows is how many exchanges in a row a node must have moved
+// nothing of a principal before it counts as not used by it: one empty
+// window (every request waiting on the quota) is no sign of that.
+const idleWindows = 3
+
+func prevIdle(cv *clusterView, key bucketKey) int {
+	if cv == nil {
+		return 0
+	}
+	return cv.idle[key]
 }
 
 // minShare is the least share a node keeps of a quota: enough for traffic
@@ -219,19 +237,42 @@ func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	}
 	share, ok := cv.shares[bucketKey{p, k}]
 	if !ok {
-		share = 1 / float64(cv.nodes)
+		share = 1 // no node moved it lately
 	}
 	return total * share
 }
 
+// Elsewhere is what the other nodes sharing the quotas moved for one
+// principal: bytes per second of each kind in their last windows, and how
+// many of them moved each kind lately (within a few windows, so that one
+// window in which a busy node settled nothing does not read as the
+// principal gone from it).
+type Elsewhere struct {
+	Rates
+	ProduceNodes, FetchNodes int
+}
+
+func (e Elsewhere) nodes(k Kind) int {
+	switch k {
+	case Produce:
+		return e.ProduceNodes
+	case Fetch:
+		return e.FetchNodes
+	}
+	return 0
+}
+
 // SetCluster shares every quota among nodes processes (storage nodes, in
-// Strata), given what the other nodes moved per second in the window the
-// last TakeUsage measured (others, by principal): each principal's share
-// here moves by (quota - total moved) / nodes / quota, within
-// [1/(2 nodes), 1] (see "One quota for a cluster" above). nodes <= 1
-// means this process holds the whole quota again. Call it after
-// TakeUsage, once per exchange.
-func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Rates) {
+// Strata), given what the others moved in the window the last TakeUsage
+// measured (see "One quota for a cluster" above). For each principal and
+// kind: a node that moved nothing for idleWindows exchanges may move what
+// the others leave; a node
+// that moved some moves its share by the cluster's error divided among
+// the nodes that moved it, (quota - total) / (active nodes × quota);
+// shares stay within [1/(2 nodes), 1], and a principal no node moved has
+// the whole quota until one does. nodes <= 1 means this process holds the
+// whole quota again. Call it after TakeUsage, once per exchange.
+func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Elsewhere) {
 	if nodes <= 1 {
 		l.cluster.Store(nil)
 		return
@@ -241,7 +282,7 @@ func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Rates) {
 	own := l.lastUsage
 	l.usageMu.Unlock()
 	prev := l.cluster.Load()
-	next := &clusterView{nodes: nodes, shares: map[bucketKey]float64{}}
+	next := &clusterView{nodes: nodes, shares: map[bucketKey]float64{}, idle: map[bucketKey]int{}}
 	lo := minShare(nodes)
 	step := func(p acl.Principal, k Kind) {
 		key := bucketKey{p, k}
@@ -252,31 +293,57 @@ func (l *Limiter) SetCluster(nodes int, others map[acl.Principal]Rates) {
 		if total <= 0 {
 			return
 		}
-		share := 1 / float64(nodes)
+		mine, theirs := float64(own[p].For(k)), float64(others[p].For(k))
+		idle := 0
+		if mine == 0 {
+			idle = prevIdle(prev, key) + 1
+			next.idle[key] = idle
+		}
+		switch {
+		case idle >= idleWindows:
+			// Not moved here for a while: what the others leave.
+			next.shares[key] = min(max(1-theirs/total, lo), 1)
+			return
+		case others[p].nodes(k) == 0:
+			// No other node moved it lately: the whole quota, which
+			// this node's bucket holds it to (a burst over it is
+			// already debt there, not to be charged twice).
+			next.shares[key] = 1
+			return
+		}
+		share := 1.0
 		if prev != nil {
 			if s, ok := prev.shares[key]; ok {
 				share = s
 			}
 		}
-		moved := float64(own[p].For(k) + others[p].For(k))
-		share += (total - moved) / float64(nodes) / total
+		active := float64(others[p].nodes(k))
+		if mine > 0 {
+			active++
+		}
+		share += (total - mine - theirs) / (max(active, 1) * total)
 		next.shares[key] = min(max(share, lo), 1)
 	}
-	for _, m := range []map[acl.Principal]Rates{own, others} {
-		for p, r := range m {
-			if r.ProduceBytesPerSec > 0 {
-				step(p, Produce)
-			}
-			if r.FetchBytesPerSec > 0 {
-				step(p, Fetch)
+	for p, r := range own {
+		for _, k := range []Kind{Produce, Fetch} {
+			if r.For(k) > 0 {
+				step(p, k)
 			}
 		}
 	}
-	// A principal that moved nothing anywhere this window keeps its share.
+	for p, e := range others {
+		for _, k := range []Kind{Produce, Fetch} {
+			if e.For(k) > 0 || e.nodes(k) > 0 {
+				step(p, k)
+			}
+		}
+	}
+	// A principal moved here lately but in no report this window keeps
+	// its share and counts the idle window.
 	if prev != nil {
-		for key, s := range prev.shares {
-			if _, ok := next.shares[key]; !ok {
-				next.shares[key] = s
+		for key, sh := range prev.shares {
+			if _, ok := next.shares[key]; !ok && prevIdle(prev, key)+1 < idleWindows {
+				next.shares[key], next.idle[key] = sh, prevIdle(prev, key)+1
 			}
 		}
 	}

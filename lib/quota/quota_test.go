@@ -488,22 +488,7 @@ func TestClusterSharesOneQuota(t *testing.T) {
 			before += c.sent
 			c.run(ls[i], now)
 		}
-		// Each node reports; each hears the others' sum.
-		usage := make([]map[acl.Principal]Rates, nodes)
-		for i, l := range ls {
-			usage[i] = l.TakeUsage(now)
-		}
-		for i, l := range ls {
-			others := map[acl.Principal]Rates{}
-			for j := range ls {
-				if j != i {
-					r := others[alice]
-					r.ProduceBytesPerSec += usage[j][alice].ProduceBytesPerSec
-					others[alice] = r
-				}
-			}
-			l.SetCluster(nodes, others)
-		}
+		exchange(ls[:], now)
 		if tick > 10 {
 			after := int64(0)
 			for _, c := range clients {
@@ -530,38 +515,58 @@ func TestSharesFollowTheCluster(t *testing.T) {
 	}
 	now := t0
 	l.TakeUsage(now)
-	l.SetCluster(3, nil) // an equal share until the first exchange
-	if got := l.Capacity(alice, Fetch); got != quota/3 {
-		t.Fatalf("before any exchange: rate %d, want an equal share %d", got, quota/3)
+	l.SetCluster(3, nil) // the whole quota until some node moves it
+	if got := l.Capacity(alice, Fetch); got != quota {
+		t.Fatalf("before any exchange: rate %d, want the whole quota %d", got, quota)
 	}
-	// window moves what the node lets through for one second, and
-	// exchanges it with others moved elsewhere.
-	window := func(others int64) int64 {
-		moved := l.Capacity(alice, Fetch)
-		l.Record(alice, Fetch, moved, now)
+	// window moves what the node lets through for one second (or
+	// nothing), and exchanges it with others moved by two other nodes.
+	window := func(move bool, others int64) int64 {
+		if move {
+			l.Record(alice, Fetch, l.Capacity(alice, Fetch), now)
+		}
 		now = now.Add(time.Second)
 		l.TakeUsage(now)
-		l.SetCluster(3, map[acl.Principal]Rates{alice: {FetchBytesPerSec: others}})
+		e := Elsewhere{Rates: Rates{FetchBytesPerSec: others}}
+		if others > 0 {
+			e.FetchNodes = 2
+		}
+		l.SetCluster(3, map[acl.Principal]Elsewhere{alice: e})
 		return l.Capacity(alice, Fetch)
 	}
-	if got := window(0); got <= quota/3 {
-		t.Fatalf("after one window alone: rate %d, want it grown past an equal share (%d)", got, quota/3)
+	// Used elsewhere only, for a few windows: what the others leave.
+	for range 3 {
+		window(false, 600)
 	}
-	var got int64
+	if got := l.Capacity(alice, Fetch); got != 300 {
+		t.Fatalf("not used here, 600 B/s elsewhere: rate %d, want what is left, 300", got)
+	}
+	// Used here, beside 600 elsewhere: the error (900 - 300 - 600 = 0)
+	// leaves the share.
+	got := window(true, 600)
+	if got != 300 {
+		t.Fatalf("used here at 300 beside 600: rate %d, want 300", got)
+	}
+	// The others stop: alone, the node gets the whole quota at the next
+	// exchange.
+	if got := window(true, 0); got != quota {
+		t.Fatalf("alone: rate %d, want the whole quota %d at once", got, quota)
+	}
 	for range 30 {
-		got = window(0)
-	}
-	if got < quota*95/100 || got > quota {
-		t.Fatalf("alone for 30 windows: rate %d, want the whole quota %d", got, quota)
-	}
-	for range 30 {
-		got = window(5000)
+		got = window(true, 5000)
 	}
 	if got != quota/6 {
 		t.Fatalf("beside nodes moving 5000 B/s: rate %d, want the floor %d", got, quota/6)
 	}
 	if got := l.Capacity(bob, Fetch); got != 0 {
 		t.Fatalf("bob without a quota limited to %d", got)
+	}
+	// Nobody moves it any more: the whole quota again.
+	for range 3 {
+		got = window(false, 0)
+	}
+	if got != quota {
+		t.Fatalf("moved nowhere: rate %d, want %d", got, quota)
 	}
 	l.SetCluster(1, nil)
 	if got := l.Capacity(alice, Fetch); got != quota {
@@ -604,19 +609,7 @@ func TestClusterShareHoldsThroughStalls(t *testing.T) {
 				sent += c.sent - before
 			}
 		}
-		usage := make([]map[acl.Principal]Rates, nodes)
-		for i, l := range ls {
-			usage[i] = l.TakeUsage(now)
-		}
-		for i, l := range ls {
-			var others int64
-			for j := range ls {
-				if j != i {
-					others += usage[j][alice].ProduceBytesPerSec
-				}
-			}
-			l.SetCluster(nodes, map[acl.Principal]Rates{alice: {ProduceBytesPerSec: others}})
-		}
+		exchange(ls[:], now)
 	}
 	got := rate(sent, (windows-warmUp)*time.Second)
 	t.Logf("three nodes with stalling clients: %.0f B/s in all (%.1f%% of the quota)", got, 100*got/mb)
@@ -646,5 +639,35 @@ func TestTakeUsage(t *testing.T) {
 	}
 	if u := l.TakeUsage(t0.Add(3 * time.Second)); len(u) != 0 {
 		t.Fatalf("TakeUsage after an idle second %v, want nothing", u)
+	}
+}
+
+// exchange is one heartbeat round among ls: each node reports what it
+// moved and hears what the others moved (the controller's sums).
+func exchange(ls []*Limiter, now time.Time) {
+	usage := make([]map[acl.Principal]Rates, len(ls))
+	for i, l := range ls {
+		usage[i] = l.TakeUsage(now)
+	}
+	for i, l := range ls {
+		others := map[acl.Principal]Elsewhere{}
+		for j := range ls {
+			if j == i {
+				continue
+			}
+			for p, r := range usage[j] {
+				e := others[p]
+				e.ProduceBytesPerSec += r.ProduceBytesPerSec
+				e.FetchBytesPerSec += r.FetchBytesPerSec
+				if r.ProduceBytesPerSec > 0 {
+					e.ProduceNodes++
+				}
+				if r.FetchBytesPerSec > 0 {
+					e.FetchNodes++
+				}
+				others[p] = e
+			}
+		}
+		l.SetCluster(len(ls), others)
 	}
 }

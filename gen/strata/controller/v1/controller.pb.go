@@ -439,8 +439,12 @@ type QuotaUsage struct {
 	ProduceBytesPerSecond int64 `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
 	// Bytes of record batches fetched per second.
 	FetchBytesPerSecond int64 `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// In HeartbeatResponse.quota_others: how many of the other nodes produced (moved produce
+	// bytes) for the principal, and how many fetched. Unset in a node's own report.
+	ProduceNodes  int32 `protobuf:"varint,4,opt,name=produce_nodes,json=produceNodes,proto3" json:"produce_nodes,omitempty"`
+	FetchNodes    int32 `protobuf:"varint,5,opt,name=fetch_nodes,json=fetchNodes,proto3" json:"fetch_nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QuotaUsage) Reset() {
@@ -490,6 +494,20 @@ func (x *QuotaUsage) GetProduceBytesPerSecond() int64 {
 func (x *QuotaUsage) GetFetchBytesPerSecond() int64 {
 	if x != nil {
 		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetProduceNodes() int32 {
+	if x != nil {
+		return x.ProduceNodes
+	}
+	return 0
+}
+
+func (x *QuotaUsage) GetFetchNodes() int32 {
+	if x != nil {
+		return x.FetchNodes
 	}
 	return 0
 }
@@ -4933,12 +4951,15 @@ const file_strata_controller_v1_controller_proto_rawDesc = "" +
 	"\x10metadata_version\x18\x03 \x01(\x03R\x0fmetadataVersion\x12#\n" +
 	"\rwant_shutdown\x18\x04 \x01(\bR\fwantShutdown\x12A\n" +
 	"\vquota_usage\x18\x05 \x03(\v2 .strata.controller.v1.QuotaUsageR\n" +
-	"quotaUsage\"\x98\x01\n" +
+	"quotaUsage\"\xde\x01\n" +
 	"\n" +
 	"QuotaUsage\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
 	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
-	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xda\x01\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\x12#\n" +
+	"\rproduce_nodes\x18\x04 \x01(\x05R\fproduceNodes\x12\x1f\n" +
+	"\vfetch_nodes\x18\x05 \x01(\x05R\n" +
+	"fetchNodes\"\xda\x01\n" +
 	"\x11HeartbeatResponse\x12 \n" +
 	"\flease_ttl_ms\x18\x01 \x01(\x05R\n" +
 	"leaseTtlMs\x12\x16\n" +

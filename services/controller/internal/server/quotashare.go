@@ -13,47 +13,86 @@ import (
 // the cluster (lib/quota's SetCluster). It is soft state, kept in memory
 // by whichever controller the nodes heartbeat to: a controller that has
 // just taken over knows nothing for a heartbeat or two, and the nodes then
-// hold to an equal share of each quota until it does.
+// let each principal through at its whole quota until it does.
 type quotaShares struct {
 	mu    sync.Mutex
-	nodes map[int32]nodeUsage
+	nodes map[int32]*nodeUsage
 }
 
 type nodeUsage struct {
 	at    time.Time
 	usage []*controllerv1.QuotaUsage
+	// active is when the node last moved each principal's produce [0]
+	// and fetch [1] bytes: a node counts as moving a principal for a
+	// lease after its last report of it, so that one window in which a
+	// busy node settled nothing does not read as the principal gone.
+	active map[string][2]time.Time
 }
 
 // report records node's usage at now, forgets nodes not heard from within
 // ttl, and returns how many nodes share the quotas (those heard from,
-// node included) and, for each principal another node reported, the sum
-// of the other nodes' traffic.
+// node included) and, for each principal another node moved lately, the
+// sum of the other nodes' last reported traffic and how many of them
+// moved each kind within ttl.
 func (q *quotaShares) report(node int32, usage []*controllerv1.QuotaUsage, now time.Time, ttl time.Duration) (int32, []*controllerv1.QuotaUsage) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.nodes == nil {
-		q.nodes = map[int32]nodeUsage{}
+		q.nodes = map[int32]*nodeUsage{}
 	}
-	q.nodes[node] = nodeUsage{at: now, usage: usage}
+	nu := q.nodes[node]
+	if nu == nil {
+		nu = &nodeUsage{active: map[string][2]time.Time{}}
+		q.nodes[node] = nu
+	}
+	nu.at, nu.usage = now, usage
+	for _, u := range usage {
+		a := nu.active[u.GetPrincipal()]
+		if u.GetProduceBytesPerSecond() > 0 {
+			a[0] = now
+		}
+		if u.GetFetchBytesPerSecond() > 0 {
+			a[1] = now
+		}
+		nu.active[u.GetPrincipal()] = a
+	}
 	sums := map[string]*controllerv1.QuotaUsage{}
 	var order []string
-	for id, nu := range q.nodes {
-		if now.Sub(nu.at) > ttl {
+	sum := func(p string) *controllerv1.QuotaUsage {
+		s := sums[p]
+		if s == nil {
+			s = &controllerv1.QuotaUsage{Principal: p}
+			sums[p] = s
+			order = append(order, p)
+		}
+		return s
+	}
+	for id, o := range q.nodes {
+		if now.Sub(o.at) > ttl {
 			delete(q.nodes, id)
 			continue
+		}
+		for p, a := range o.active {
+			if now.Sub(a[0]) > ttl && now.Sub(a[1]) > ttl {
+				delete(o.active, p)
+			}
 		}
 		if id == node {
 			continue
 		}
-		for _, u := range nu.usage {
-			s := sums[u.GetPrincipal()]
-			if s == nil {
-				s = &controllerv1.QuotaUsage{Principal: u.GetPrincipal()}
-				sums[u.GetPrincipal()] = s
-				order = append(order, u.GetPrincipal())
-			}
+		for _, u := range o.usage {
+			s := sum(u.GetPrincipal())
 			s.ProduceBytesPerSecond += u.GetProduceBytesPerSecond()
 			s.FetchBytesPerSecond += u.GetFetchBytesPerSecond()
+		}
+		for p, a := range o.active {
+			s := sum(p)
+			if now.Sub(a[0]) <= ttl {
+				s.ProduceNodes++
+			}
+			if now.Sub(a[1]) <= ttl {
+				s.FetchNodes++
+			}
 		}
 	}
 	others := make([]*controllerv1.QuotaUsage, 0, len(order))

@@ -119,13 +119,14 @@ func (q quotaExchange) QuotaUsage() []*controllerv1.QuotaUsage {
 }
 
 func (q quotaExchange) SetQuotaCluster(nodes int32, others []*controllerv1.QuotaUsage) {
-	m := make(map[acl.Principal]quota.Rates, len(others))
+	m := make(map[acl.Principal]quota.Elsewhere, len(others))
 	for _, o := range others {
 		p, err := acl.ParsePrincipal(o.GetPrincipal())
 		if err != nil {
 			continue // a principal this node cannot hold a quota for
 		}
-		m[p] = quota.Rates{ProduceBytesPerSec: o.GetProduceBytesPerSecond(), FetchBytesPerSec: o.GetFetchBytesPerSecond()}
+		m[p] = quota.Elsewhere{Rates: quota.Rates{ProduceBytesPerSec: o.GetProduceBytesPerSecond(), FetchBytesPerSec: o.GetFetchBytesPerSecond()},
+			ProduceNodes: int(o.GetProduceNodes()), FetchNodes: int(o.GetFetchNodes())}
 	}
 	q.g.SetQuotaCluster(int(nodes), m)
 }
