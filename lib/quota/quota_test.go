@@ -466,15 +466,7 @@ func TestReserveWithoutAQuota(t *testing.T) {
 // exchange what they moved (once a simulated heartbeat), not 3 MB/s.
 func TestClusterSharesOneQuota(t *testing.T) {
 	const nodes = 3
-	var ls [nodes]*Limiter
-	for i := range ls {
-		l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls[i] = l
-		l.TakeUsage(t0) // starts the count
-	}
+	ls := clusterOf(t, nodes)
 	clients := make([]*client, nodes)
 	for i := range clients {
 		clients[i] = &client{p: alice, kind: Produce, size: mb / 20, interval: 25 * time.Millisecond, next: t0}
@@ -488,7 +480,7 @@ func TestClusterSharesOneQuota(t *testing.T) {
 			before += c.sent
 			c.run(ls[i], now)
 		}
-		exchange(ls[:], now)
+		exchange(ls, now)
 		if tick > 10 {
 			after := int64(0)
 			for _, c := range clients {
@@ -579,15 +571,7 @@ func TestSharesFollowTheCluster(t *testing.T) {
 // stays within 10% of the quota, and above 90% of it.
 func TestClusterShareHoldsThroughStalls(t *testing.T) {
 	const nodes = 3
-	var ls [nodes]*Limiter
-	for i := range ls {
-		l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls[i] = l
-		l.TakeUsage(t0)
-	}
+	ls := clusterOf(t, nodes)
 	clients := make([]*client, nodes)
 	for i := range clients {
 		clients[i] = &client{p: alice, kind: Produce, size: mb / 50, interval: 10 * time.Millisecond, next: t0}
@@ -609,7 +593,7 @@ func TestClusterShareHoldsThroughStalls(t *testing.T) {
 				sent += c.sent - before
 			}
 		}
-		exchange(ls[:], now)
+		exchange(ls, now)
 	}
 	got := rate(sent, (windows-warmUp)*time.Second)
 	t.Logf("three nodes with stalling clients: %.0f B/s in all (%.1f%% of the quota)", got, 100*got/mb)
@@ -670,4 +654,20 @@ func exchange(ls []*Limiter, now time.Time) {
 		}
 		l.SetCluster(len(ls), others)
 	}
+}
+
+// clusterOf is n nodes' limiters, each holding alice to 1 MiB/s of
+// produce, their usage counts started at t0.
+func clusterOf(t *testing.T, n int) []*Limiter {
+	t.Helper()
+	ls := make([]*Limiter, n)
+	for i := range ls {
+		l, err := NewLimiter(map[acl.Principal]Rates{alice: {ProduceBytesPerSec: mb}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.TakeUsage(t0) // starts the count
+		ls[i] = l
+	}
+	return ls
 }
