@@ -135,7 +135,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 	apis = append(apis,
 		b.describeAclsAPI(), b.createAclsAPI(), b.deleteAclsAPI(),
 		b.electLeadersAPI(), b.alterPartitionReassignmentsAPI(), b.listPartitionReassignmentsAPI(),
-		b.consumerGroupDescribeAPI(),
+		b.consumerGroupDescribeAPI(), b.offsetDeleteAPI(),
 	)
 	apis = append(apis, b.groupAPIs()...)
 	apis = append(apis, b.consumerGroupAPIs()...)

@@ -49,6 +49,7 @@ const (
 	errUnknownProducerID          int16 = 59
 	errNonEmptyGroup              int16 = 68
 	errGroupIDNotFound            int16 = 69
+	errGroupSubscribedToTopic     int16 = 86
 	errFencedLeaderEpoch          int16 = 74
 	errUnknownLeaderEpoch         int16 = 75
 	errUnknownTopicID             int16 = 100
@@ -93,6 +94,7 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_REQUEST_TIMED_OUT:                errRequestTimedOut,
 	commonv1.Reason_REASON_INVALID_RECORD:                   errInvalidRecord,
 	commonv1.Reason_REASON_INVALID_TIMESTAMP:                errInvalidTimestamp,
+	commonv1.Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC:        errGroupSubscribedToTopic,
 }
 
 // plane says what a failed call was doing, for the codes without a

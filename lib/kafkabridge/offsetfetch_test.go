@@ -96,3 +96,66 @@ func newBridgeWithCoordinator(t *testing.T, h coordinatorv1connect.CoordinatorSe
 	}
 	return b
 }
+
+// deletingCoordinator answers OffsetDelete: partitions of "orders" are
+// subscribed to, the others deleted.
+type deletingCoordinator struct {
+	*scriptedCoordinator
+	asked *coordinatorv1.OffsetDeleteRequest
+}
+
+func (c *deletingCoordinator) OffsetDelete(_ context.Context, req *connect.Request[coordinatorv1.OffsetDeleteRequest]) (*connect.Response[coordinatorv1.OffsetDeleteResponse], error) {
+	c.asked = req.Msg
+	out := &coordinatorv1.OffsetDeleteResponse{}
+	for _, t := range req.Msg.GetTopics() {
+		for _, p := range t.GetPartitions() {
+			r := &coordinatorv1.OffsetDeleteResult{Topic: t.GetTopic(), Partition: p}
+			if t.GetTopic() == "orders" {
+				r.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC}
+			}
+			out.Partitions = append(out.Partitions, r)
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// OffsetDelete (47): each partition's code from the coordinator
+// (GROUP_SUBSCRIBED_TO_TOPIC for a subscribed topic); with a guard,
+// delete on the group is needed (GROUP_AUTHORIZATION_FAILED), and a topic
+// the principal may not read is refused in place without reaching the
+// coordinator.
+func TestOffsetDelete(t *testing.T) {
+	coord := &deletingCoordinator{scriptedCoordinator: &scriptedCoordinator{}}
+	b := newBridgeWithCoordinator(t, coord)
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	for _, name := range []string{"orders", "audit"} {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = name
+		rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+	}
+	r, err := b.offsetDelete(context.Background(), 0, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := decoded(t, r, 0).(*kmsg.OffsetDeleteResponse)
+	if resp.ErrorCode != 0 || len(resp.Topics) != 2 || resp.Topics[0].Partitions[0].ErrorCode != errGroupSubscribedToTopic || resp.Topics[1].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("answer %+v, want orders GROUP_SUBSCRIBED_TO_TOPIC and audit deleted", resp)
+	}
+
+	g, ctx := readerGuard(t)
+	guarded, err := New(Config{Gateway: b.cfg.Gateway, HTTPClient: b.cfg.HTTPClient, Guard: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	coord.asked = nil
+	r, err = guarded.offsetDelete(ctx, 0, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := r.(*kmsg.OffsetDeleteResponse); resp.ErrorCode != errGroupAuthorizationFailed || coord.asked != nil {
+		t.Fatalf("without delete on the group: code %d, coordinator asked %v; want GROUP_AUTHORIZATION_FAILED and never asked", resp.ErrorCode, coord.asked)
+	}
+}

@@ -355,6 +355,9 @@ const (
 	// ABORTED: a classic group is rebalancing (Kafka's REBALANCE_IN_PROGRESS); the member joins
 	// again.
 	Reason_REASON_REBALANCE_IN_PROGRESS Reason = 33
+	// FAILED_PRECONDITION: a group's offsets for a topic its live members subscribe to cannot be
+	// deleted (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
+	Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC Reason = 34
 )
 
 // Enum value maps for Reason.
@@ -394,6 +397,7 @@ var (
 		31: "REASON_INVALID_TIMESTAMP",
 		32: "REASON_ILLEGAL_GENERATION",
 		33: "REASON_REBALANCE_IN_PROGRESS",
+		34: "REASON_GROUP_SUBSCRIBED_TO_TOPIC",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -430,6 +434,7 @@ var (
 		"REASON_INVALID_TIMESTAMP":                31,
 		"REASON_ILLEGAL_GENERATION":               32,
 		"REASON_REBALANCE_IN_PROGRESS":            33,
+		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":        34,
 	}
 )
 
@@ -2181,7 +2186,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xb7\b\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xdd\b\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2217,7 +2222,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x15REASON_INVALID_RECORD\x10\x1e\x12\x1c\n" +
 	"\x18REASON_INVALID_TIMESTAMP\x10\x1f\x12\x1d\n" +
 	"\x19REASON_ILLEGAL_GENERATION\x10 \x12 \n" +
-	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!*b\n" +
+	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!\x12$\n" +
+	" REASON_GROUP_SUBSCRIBED_TO_TOPIC\x10\"*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

@@ -2780,6 +2780,171 @@ func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{36}
 }
 
+// OffsetDeleteRequest names a group and partitions whose offsets to delete.
+type OffsetDeleteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Group id.
+	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// Partitions whose committed offsets to delete.
+	Topics        []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteRequest) Reset() {
+	*x = OffsetDeleteRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteRequest) ProtoMessage() {}
+
+func (x *OffsetDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteRequest.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *OffsetDeleteRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *OffsetDeleteRequest) GetTopics() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+// OffsetDeleteResponse answers each partition named, in request order.
+type OffsetDeleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per partition, in request order.
+	Partitions    []*OffsetDeleteResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResponse) Reset() {
+	*x = OffsetDeleteResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResponse) ProtoMessage() {}
+
+func (x *OffsetDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResponse.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *OffsetDeleteResponse) GetPartitions() []*OffsetDeleteResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// OffsetDeleteResult is one partition's outcome.
+type OffsetDeleteResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset when the offset was deleted (or there was none).
+	Error         *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OffsetDeleteResult) Reset() {
+	*x = OffsetDeleteResult{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OffsetDeleteResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OffsetDeleteResult) ProtoMessage() {}
+
+func (x *OffsetDeleteResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OffsetDeleteResult.ProtoReflect.Descriptor instead.
+func (*OffsetDeleteResult) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *OffsetDeleteResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *OffsetDeleteResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *OffsetDeleteResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 // LocateGroupRequest names a group.
 type LocateGroupRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2795,7 +2960,7 @@ type LocateGroupRequest struct {
 
 func (x *LocateGroupRequest) Reset() {
 	*x = LocateGroupRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2972,7 @@ func (x *LocateGroupRequest) String() string {
 func (*LocateGroupRequest) ProtoMessage() {}
 
 func (x *LocateGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[37]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2985,7 @@ func (x *LocateGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateGroupRequest.ProtoReflect.Descriptor instead.
 func (*LocateGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{37}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LocateGroupRequest) GetGroupId() string {
@@ -2857,7 +3022,7 @@ type LocateGroupResponse struct {
 
 func (x *LocateGroupResponse) Reset() {
 	*x = LocateGroupResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3034,7 @@ func (x *LocateGroupResponse) String() string {
 func (*LocateGroupResponse) ProtoMessage() {}
 
 func (x *LocateGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[38]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3047,7 @@ func (x *LocateGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocateGroupResponse.ProtoReflect.Descriptor instead.
 func (*LocateGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{38}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LocateGroupResponse) GetCoordinatorId() string {
@@ -3135,7 +3300,18 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"new_offset\x18\x05 \x01(\x03R\tnewOffset\"/\n" +
 	"\x12DeleteGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"\x15\n" +
-	"\x13DeleteGroupResponse\"K\n" +
+	"\x13DeleteGroupResponse\"k\n" +
+	"\x13OffsetDeleteRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x129\n" +
+	"\x06topics\x18\x02 \x03(\v2!.strata.common.v1.TopicPartitionsR\x06topics\"a\n" +
+	"\x14OffsetDeleteResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.coordinator.v1.OffsetDeleteResultR\n" +
+	"partitions\"}\n" +
+	"\x12OffsetDeleteResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"K\n" +
 	"\x12LocateGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1a\n" +
 	"\blistener\x18\x02 \x01(\tR\blistener\"\xa4\x01\n" +
@@ -3157,7 +3333,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x13RESET_SPEC_EARLIEST\x10\x01\x12\x15\n" +
 	"\x11RESET_SPEC_LATEST\x10\x02\x12\x15\n" +
 	"\x11RESET_SPEC_OFFSET\x10\x03\x12\x18\n" +
-	"\x14RESET_SPEC_TIMESTAMP\x10\x042\xa9\v\n" +
+	"\x14RESET_SPEC_TIMESTAMP\x10\x042\x92\f\n" +
 	"\x12CoordinatorService\x12\x85\x01\n" +
 	"\x16ConsumerGroupHeartbeat\x124.strata.coordinator.v1.ConsumerGroupHeartbeatRequest\x1a5.strata.coordinator.v1.ConsumerGroupHeartbeatResponse\x12a\n" +
 	"\n" +
@@ -3168,7 +3344,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"ListGroups\x12(.strata.coordinator.v1.ListGroupsRequest\x1a).strata.coordinator.v1.ListGroupsResponse\x12j\n" +
 	"\rDescribeGroup\x12+.strata.coordinator.v1.DescribeGroupRequest\x1a,.strata.coordinator.v1.DescribeGroupResponse\x12g\n" +
 	"\fResetOffsets\x12*.strata.coordinator.v1.ResetOffsetsRequest\x1a+.strata.coordinator.v1.ResetOffsetsResponse\x12d\n" +
-	"\vDeleteGroup\x12).strata.coordinator.v1.DeleteGroupRequest\x1a*.strata.coordinator.v1.DeleteGroupResponse\x12d\n" +
+	"\vDeleteGroup\x12).strata.coordinator.v1.DeleteGroupRequest\x1a*.strata.coordinator.v1.DeleteGroupResponse\x12g\n" +
+	"\fOffsetDelete\x12*.strata.coordinator.v1.OffsetDeleteRequest\x1a+.strata.coordinator.v1.OffsetDeleteResponse\x12d\n" +
 	"\vLocateGroup\x12).strata.coordinator.v1.LocateGroupRequest\x1a*.strata.coordinator.v1.LocateGroupResponse\x12s\n" +
 	"\x10ClassicJoinGroup\x12..strata.coordinator.v1.ClassicJoinGroupRequest\x1a/.strata.coordinator.v1.ClassicJoinGroupResponse\x12s\n" +
 	"\x10ClassicSyncGroup\x12..strata.coordinator.v1.ClassicSyncGroupRequest\x1a/.strata.coordinator.v1.ClassicSyncGroupResponse\x12s\n" +
@@ -3189,7 +3366,7 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(GroupState)(0),                        // 0: strata.coordinator.v1.GroupState
 	(ResetSpec)(0),                         // 1: strata.coordinator.v1.ResetSpec
@@ -3230,23 +3407,26 @@ var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*ResetOffsetsPartitionResult)(nil),    // 36: strata.coordinator.v1.ResetOffsetsPartitionResult
 	(*DeleteGroupRequest)(nil),             // 37: strata.coordinator.v1.DeleteGroupRequest
 	(*DeleteGroupResponse)(nil),            // 38: strata.coordinator.v1.DeleteGroupResponse
-	(*LocateGroupRequest)(nil),             // 39: strata.coordinator.v1.LocateGroupRequest
-	(*LocateGroupResponse)(nil),            // 40: strata.coordinator.v1.LocateGroupResponse
-	(*v1.TopicPartitions)(nil),             // 41: strata.common.v1.TopicPartitions
-	(*v1.ErrorDetail)(nil),                 // 42: strata.common.v1.ErrorDetail
+	(*OffsetDeleteRequest)(nil),            // 39: strata.coordinator.v1.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),           // 40: strata.coordinator.v1.OffsetDeleteResponse
+	(*OffsetDeleteResult)(nil),             // 41: strata.coordinator.v1.OffsetDeleteResult
+	(*LocateGroupRequest)(nil),             // 42: strata.coordinator.v1.LocateGroupRequest
+	(*LocateGroupResponse)(nil),            // 43: strata.coordinator.v1.LocateGroupResponse
+	(*v1.TopicPartitions)(nil),             // 44: strata.common.v1.TopicPartitions
+	(*v1.ErrorDetail)(nil),                 // 45: strata.common.v1.ErrorDetail
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	2,  // 0: strata.coordinator.v1.ClassicJoinGroupRequest.protocols:type_name -> strata.coordinator.v1.ClassicProtocol
 	5,  // 1: strata.coordinator.v1.ClassicJoinGroupResponse.members:type_name -> strata.coordinator.v1.ClassicJoinedMember
 	7,  // 2: strata.coordinator.v1.ClassicSyncGroupRequest.assignments:type_name -> strata.coordinator.v1.ClassicAssignment
-	41, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
+	44, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
 	15, // 4: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
-	41, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
+	44, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
 	17, // 6: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
 	20, // 7: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
 	22, // 8: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
-	42, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	41, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	45, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	44, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	25, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
 	0,  // 12: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
 	0,  // 13: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
@@ -3257,41 +3437,46 @@ var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	33, // 18: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
 	15, // 19: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
 	15, // 20: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
-	41, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	44, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	1,  // 22: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
 	36, // 23: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	42, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	13, // 25: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	16, // 26: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	19, // 27: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
-	23, // 28: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
-	26, // 29: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	29, // 30: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
-	34, // 31: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	37, // 32: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	39, // 33: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
-	3,  // 34: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
-	6,  // 35: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
-	9,  // 36: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
-	11, // 37: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
-	14, // 38: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	18, // 39: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	21, // 40: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
-	24, // 41: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
-	28, // 42: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	30, // 43: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
-	35, // 44: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	38, // 45: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	40, // 46: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
-	4,  // 47: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
-	8,  // 48: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
-	10, // 49: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
-	12, // 50: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
-	38, // [38:51] is the sub-list for method output_type
-	25, // [25:38] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	45, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	44, // 25: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	41, // 26: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
+	45, // 27: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
+	13, // 28: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	16, // 29: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	19, // 30: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
+	23, // 31: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
+	26, // 32: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	29, // 33: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
+	34, // 34: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	37, // 35: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	39, // 36: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
+	42, // 37: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
+	3,  // 38: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
+	6,  // 39: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
+	9,  // 40: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
+	11, // 41: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
+	14, // 42: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	18, // 43: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	21, // 44: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
+	24, // 45: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
+	28, // 46: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	30, // 47: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
+	35, // 48: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	38, // 49: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	40, // 50: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
+	43, // 51: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
+	4,  // 52: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
+	8,  // 53: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
+	10, // 54: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
+	12, // 55: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
+	42, // [42:56] is the sub-list for method output_type
+	28, // [28:42] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -3305,7 +3490,7 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

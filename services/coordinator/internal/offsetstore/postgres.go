@@ -276,6 +276,20 @@ func (p *Postgres) ListGroups(ctx context.Context) ([]Group, error) {
 }
 
 // DeleteGroup implements Store.
+// DeleteOffsets implements Store.
+func (p *Postgres) DeleteOffsets(ctx context.Context, f Fence, parts []Offset) error {
+	return p.fenced(ctx, f, func(tx pgx.Tx) error {
+		for _, o := range parts {
+			if _, err := tx.Exec(ctx, `DELETE FROM strata_offsets WHERE group_id = $1 AND topic = $2 AND partition_index = $3`,
+				f.GroupID, o.Topic, o.Partition); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteGroup implements Store.
 func (p *Postgres) DeleteGroup(ctx context.Context, f Fence) error {
 	return p.fenced(ctx, f, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM strata_offsets WHERE group_id = $1`, f.GroupID); err != nil {

@@ -260,6 +260,20 @@ SELECT g.group_id, CASE WHEN g.has_state = 1 THEN g.state ELSE 'empty' END, CASE
 }
 
 // DeleteGroup implements Store.
+// DeleteOffsets implements Store.
+func (s *SQLite) DeleteOffsets(ctx context.Context, f Fence, parts []Offset) error {
+	return s.fenced(ctx, f, func(tx *sql.Tx) error {
+		for _, o := range parts {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM strata_offsets WHERE group_id = ? AND topic = ? AND partition_index = ?`,
+				f.GroupID, o.Topic, o.Partition); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteGroup implements Store.
 func (s *SQLite) DeleteGroup(ctx context.Context, f Fence) error {
 	return s.fenced(ctx, f, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM strata_offsets WHERE group_id = ?`, f.GroupID); err != nil {

@@ -116,6 +116,10 @@ type Store interface {
 	// ListGroups returns, sorted by id, every group with saved state or
 	// committed offsets (Data left nil).
 	ListGroups(ctx context.Context) ([]Group, error)
+	// DeleteOffsets removes the committed offsets of the named partitions
+	// (Offset's Topic and Partition; the rest is ignored) under f, all or
+	// none; a partition with no offset is no error.
+	DeleteOffsets(ctx context.Context, f Fence, parts []Offset) error
 	// DeleteGroup removes the group's state and offsets under f. The
 	// ownership row stays so the owner epoch keeps growing.
 	DeleteGroup(ctx context.Context, f Fence) error

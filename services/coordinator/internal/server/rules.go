@@ -16,6 +16,7 @@ var rules = guard.Rules{
 	coordinatorv1connect.CoordinatorServiceDescribeGroupProcedure:          {Access: guard.ACL, Check: "describe on the group; topics the caller may not describe are left out"},
 	coordinatorv1connect.CoordinatorServiceResetOffsetsProcedure:           {Access: guard.ACL, Check: "read on the group and on each topic reset"},
 	coordinatorv1connect.CoordinatorServiceDeleteGroupProcedure:            {Access: guard.ACL, Check: "delete on the group"},
+	coordinatorv1connect.CoordinatorServiceOffsetDeleteProcedure:           {Access: guard.ACL, Check: "delete on the group, and read on each topic named"},
 	coordinatorv1connect.CoordinatorServiceLocateGroupProcedure:            {Access: guard.ACL, Check: "describe on the group"},
 	coordinatorv1connect.CoordinatorServiceClassicJoinGroupProcedure:       {Access: guard.ACL, Check: "read on the group"},
 	coordinatorv1connect.CoordinatorServiceClassicSyncGroupProcedure:       {Access: guard.ACL, Check: "read on the group"},

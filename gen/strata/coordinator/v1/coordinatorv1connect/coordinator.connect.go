@@ -64,6 +64,9 @@ const (
 	// CoordinatorServiceDeleteGroupProcedure is the fully-qualified name of the CoordinatorService's
 	// DeleteGroup RPC.
 	CoordinatorServiceDeleteGroupProcedure = "/strata.coordinator.v1.CoordinatorService/DeleteGroup"
+	// CoordinatorServiceOffsetDeleteProcedure is the fully-qualified name of the CoordinatorService's
+	// OffsetDelete RPC.
+	CoordinatorServiceOffsetDeleteProcedure = "/strata.coordinator.v1.CoordinatorService/OffsetDelete"
 	// CoordinatorServiceLocateGroupProcedure is the fully-qualified name of the CoordinatorService's
 	// LocateGroup RPC.
 	CoordinatorServiceLocateGroupProcedure = "/strata.coordinator.v1.CoordinatorService/LocateGroup"
@@ -151,6 +154,14 @@ type CoordinatorServiceClient interface {
 	// (REASON_GROUP_NOT_EMPTY) while members are live; FAILED_PRECONDITION
 	// (REASON_NOT_COORDINATOR).
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// OffsetDelete deletes a group's committed offsets for the named partitions (Kafka's
+	// OffsetDelete, KIP-496), partition by partition: a partition of a topic the group's live
+	// members subscribe to answers FAILED_PRECONDITION (REASON_GROUP_SUBSCRIBED_TO_TOPIC) in
+	// OffsetDeleteResult.error, one of a topic the caller may not read PERMISSION_DENIED.
+	// Errors: NOT_FOUND (REASON_GROUP_ID_NOT_FOUND); FAILED_PRECONDITION (REASON_GROUP_NOT_EMPTY)
+	// for a classic group with live members that is not a consumer group (its subscriptions
+	// are opaque); FAILED_PRECONDITION (REASON_NOT_COORDINATOR).
+	OffsetDelete(context.Context, *connect.Request[v1.OffsetDeleteRequest]) (*connect.Response[v1.OffsetDeleteResponse], error)
 	// LocateGroup answers which instance owns a group. Any instance answers; when no live
 	// instance owns the group, the answering instance claims it in the database and names
 	// itself. The gateway's FindCoordinator calls this.
@@ -235,6 +246,12 @@ func NewCoordinatorServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(coordinatorServiceMethods.ByName("DeleteGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		offsetDelete: connect.NewClient[v1.OffsetDeleteRequest, v1.OffsetDeleteResponse](
+			httpClient,
+			baseURL+CoordinatorServiceOffsetDeleteProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("OffsetDelete")),
+			connect.WithClientOptions(opts...),
+		),
 		locateGroup: connect.NewClient[v1.LocateGroupRequest, v1.LocateGroupResponse](
 			httpClient,
 			baseURL+CoordinatorServiceLocateGroupProcedure,
@@ -278,6 +295,7 @@ type coordinatorServiceClient struct {
 	describeGroup          *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
 	resetOffsets           *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
 	deleteGroup            *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	offsetDelete           *connect.Client[v1.OffsetDeleteRequest, v1.OffsetDeleteResponse]
 	locateGroup            *connect.Client[v1.LocateGroupRequest, v1.LocateGroupResponse]
 	classicJoinGroup       *connect.Client[v1.ClassicJoinGroupRequest, v1.ClassicJoinGroupResponse]
 	classicSyncGroup       *connect.Client[v1.ClassicSyncGroupRequest, v1.ClassicSyncGroupResponse]
@@ -323,6 +341,11 @@ func (c *coordinatorServiceClient) ResetOffsets(ctx context.Context, req *connec
 // DeleteGroup calls strata.coordinator.v1.CoordinatorService.DeleteGroup.
 func (c *coordinatorServiceClient) DeleteGroup(ctx context.Context, req *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return c.deleteGroup.CallUnary(ctx, req)
+}
+
+// OffsetDelete calls strata.coordinator.v1.CoordinatorService.OffsetDelete.
+func (c *coordinatorServiceClient) OffsetDelete(ctx context.Context, req *connect.Request[v1.OffsetDeleteRequest]) (*connect.Response[v1.OffsetDeleteResponse], error) {
+	return c.offsetDelete.CallUnary(ctx, req)
 }
 
 // LocateGroup calls strata.coordinator.v1.CoordinatorService.LocateGroup.
@@ -421,6 +444,14 @@ type CoordinatorServiceHandler interface {
 	// (REASON_GROUP_NOT_EMPTY) while members are live; FAILED_PRECONDITION
 	// (REASON_NOT_COORDINATOR).
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// OffsetDelete deletes a group's committed offsets for the named partitions (Kafka's
+	// OffsetDelete, KIP-496), partition by partition: a partition of a topic the group's live
+	// members subscribe to answers FAILED_PRECONDITION (REASON_GROUP_SUBSCRIBED_TO_TOPIC) in
+	// OffsetDeleteResult.error, one of a topic the caller may not read PERMISSION_DENIED.
+	// Errors: NOT_FOUND (REASON_GROUP_ID_NOT_FOUND); FAILED_PRECONDITION (REASON_GROUP_NOT_EMPTY)
+	// for a classic group with live members that is not a consumer group (its subscriptions
+	// are opaque); FAILED_PRECONDITION (REASON_NOT_COORDINATOR).
+	OffsetDelete(context.Context, *connect.Request[v1.OffsetDeleteRequest]) (*connect.Response[v1.OffsetDeleteResponse], error)
 	// LocateGroup answers which instance owns a group. Any instance answers; when no live
 	// instance owns the group, the answering instance claims it in the database and names
 	// itself. The gateway's FindCoordinator calls this.
@@ -501,6 +532,12 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 		connect.WithSchema(coordinatorServiceMethods.ByName("DeleteGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorServiceOffsetDeleteHandler := connect.NewUnaryHandler(
+		CoordinatorServiceOffsetDeleteProcedure,
+		svc.OffsetDelete,
+		connect.WithSchema(coordinatorServiceMethods.ByName("OffsetDelete")),
+		connect.WithHandlerOptions(opts...),
+	)
 	coordinatorServiceLocateGroupHandler := connect.NewUnaryHandler(
 		CoordinatorServiceLocateGroupProcedure,
 		svc.LocateGroup,
@@ -549,6 +586,8 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 			coordinatorServiceResetOffsetsHandler.ServeHTTP(w, r)
 		case CoordinatorServiceDeleteGroupProcedure:
 			coordinatorServiceDeleteGroupHandler.ServeHTTP(w, r)
+		case CoordinatorServiceOffsetDeleteProcedure:
+			coordinatorServiceOffsetDeleteHandler.ServeHTTP(w, r)
 		case CoordinatorServiceLocateGroupProcedure:
 			coordinatorServiceLocateGroupHandler.ServeHTTP(w, r)
 		case CoordinatorServiceClassicJoinGroupProcedure:
@@ -598,6 +637,10 @@ func (UnimplementedCoordinatorServiceHandler) ResetOffsets(context.Context, *con
 
 func (UnimplementedCoordinatorServiceHandler) DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.DeleteGroup is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) OffsetDelete(context.Context, *connect.Request[v1.OffsetDeleteRequest]) (*connect.Response[v1.OffsetDeleteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.OffsetDelete is not implemented"))
 }
 
 func (UnimplementedCoordinatorServiceHandler) LocateGroup(context.Context, *connect.Request[v1.LocateGroupRequest]) (*connect.Response[v1.LocateGroupResponse], error) {

@@ -34,6 +34,7 @@ func Run(t *testing.T, open Open) {
 		{"FetchUnknownGroup", testFetchUnknown},
 		{"SaveLoadListGroups", testSaveLoadList},
 		{"DeleteGroupKeepsEpoch", testDelete},
+		{"DeleteOffsets", testDeleteOffsets},
 		{"ClassicProtocolType", testClassicProtocolType},
 		{"CommitRacingHandover", testCommitRacingHandover},
 	}
@@ -219,6 +220,35 @@ func testCommitFetch(t *testing.T, s offsetstore.Store) {
 	}
 	if got[0].CommitTime.IsZero() || time.Since(got[0].CommitTime) > time.Minute {
 		t.Fatalf("commit time not set: %v", got[0].CommitTime)
+	}
+}
+
+// testDeleteOffsets: the named partitions' offsets go, the others stay; a
+// partition without one is no error; a stale fence deletes nothing.
+func testDeleteOffsets(t *testing.T, s offsetstore.Store) {
+	a, _ := claim(t, s, "g", "a", time.Minute)
+	in := []offsetstore.Offset{{Topic: "a", Partition: 0, Offset: 5, LeaderEpoch: -1}, {Topic: "a", Partition: 1, Offset: 6, LeaderEpoch: -1},
+		{Topic: "b", Partition: 0, Offset: 7, LeaderEpoch: -1}}
+	if err := s.CommitOffsets(ctx(t), a.Fence(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteOffsets(ctx(t), a.Fence(), []offsetstore.Offset{{Topic: "a", Partition: 1}, {Topic: "b", Partition: 0}, {Topic: "c", Partition: 9}}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	got, err := s.FetchOffsets(ctx(t), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Topic != "a" || got[0].Partition != 0 || got[0].Offset != 5 {
+		t.Fatalf("after deleting a-1 and b-0: %+v, want a-0 alone", got)
+	}
+	stale := a.Fence()
+	stale.OwnerEpoch--
+	if err := s.DeleteOffsets(ctx(t), stale, []offsetstore.Offset{{Topic: "a", Partition: 0}}); !errors.Is(err, offsetstore.ErrNotOwner) {
+		t.Fatalf("delete under a stale fence: %v, want ErrNotOwner", err)
+	}
+	if got, _ := s.FetchOffsets(ctx(t), "g"); len(got) != 1 {
+		t.Fatalf("a stale fence deleted: %+v", got)
 	}
 }
 
