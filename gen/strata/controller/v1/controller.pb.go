@@ -439,9 +439,11 @@ type QuotaUsage struct {
 	ProduceBytesPerSecond int64 `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
 	// Bytes of record batches fetched per second.
 	FetchBytesPerSecond int64 `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
-	// In HeartbeatResponse.quota_others: how many of the other nodes produced (moved produce
-	// bytes) for the principal, and how many fetched. Unset in a node's own report.
-	ProduceNodes  int32 `protobuf:"varint,4,opt,name=produce_nodes,json=produceNodes,proto3" json:"produce_nodes,omitempty"`
+	// In HeartbeatResponse.quota_others: how many of the other nodes produced for the principal
+	// within a lease. Unset in a node's own report.
+	ProduceNodes int32 `protobuf:"varint,4,opt,name=produce_nodes,json=produceNodes,proto3" json:"produce_nodes,omitempty"`
+	// In HeartbeatResponse.quota_others: how many of the other nodes fetched for the principal
+	// within a lease. Unset in a node's own report.
 	FetchNodes    int32 `protobuf:"varint,5,opt,name=fetch_nodes,json=fetchNodes,proto3" json:"fetch_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

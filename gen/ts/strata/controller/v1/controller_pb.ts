@@ -188,14 +188,17 @@ export type QuotaUsage = Message<"strata.controller.v1.QuotaUsage"> & {
   fetchBytesPerSecond: bigint;
 
   /**
-   * In HeartbeatResponse.quota_others: how many of the other nodes produced (moved produce
-   * bytes) for the principal, and how many fetched. Unset in a node's own report.
+   * In HeartbeatResponse.quota_others: how many of the other nodes produced for the principal
+   * within a lease. Unset in a node's own report.
    *
    * @generated from field: int32 produce_nodes = 4;
    */
   produceNodes: number;
 
   /**
+   * In HeartbeatResponse.quota_others: how many of the other nodes fetched for the principal
+   * within a lease. Unset in a node's own report.
+   *
    * @generated from field: int32 fetch_nodes = 5;
    */
   fetchNodes: number;
