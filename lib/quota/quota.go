@@ -32,11 +32,11 @@
 // The server answers at once and returns the throttle with the answer
 // (Kafka's throttle_time_ms since KIP-219); the Go and TypeScript
 // clients wait that long before their next request of that kind. A
-// client that does not wait gains nothing: before serving a principal's
-// request the server asks [Limiter.Pending] how much of an earlier
-// throttle is still owed and holds its answer that long with [Delay],
-// where Kafka mutes the connection instead. So the throttle is in every
-// answer, and the server delays only clients that ignore it.
+// client that does not wait gains nothing: [Limiter.Reserve] does not
+// admit a principal's request while an earlier throttle is still owed,
+// so its answer comes that much later, where Kafka mutes the connection
+// instead. So the throttle is in every answer, and the server delays only
+// clients that ignore it.
 //
 // Quotas are replaced atomically by [Limiter.Set] and apply from the
 // next call: a bucket's debt stays, and is paid at the new rate.
@@ -190,7 +190,7 @@ func NewLimiter(quotas map[acl.Principal]Rates) (*Limiter, error) {
 }
 
 // Set replaces every quota with quotas (principal → rates; a principal
-// not in it is unlimited), from the next call of Record or Pending on. A
+// not in it is unlimited), from the next call of Reserve or Settle on. A
 // negative rate fails the whole set and leaves the quotas as they were.
 // quotas is not retained.
 func (l *Limiter) Set(quotas map[acl.Principal]Rates) error {
@@ -423,45 +423,6 @@ func (b *bucket) owed(rate float64) time.Duration {
 		return 0
 	}
 	return time.Duration(math.Ceil(-b.tokens / rate * float64(time.Second)))
-}
-
-// Record counts bytes of kind k that p sent or received at now, and
-// returns how long p must wait before its next request of that kind so
-// that its rate comes back to its quota: 0 while it is within its quota,
-// always 0 when it has none. Negative bytes count as 0. now comes from
-// the caller so tests can use a fake clock; pass time.Now().
-func (l *Limiter) Record(p acl.Principal, k Kind, bytes int64, now time.Time) time.Duration {
-	rate := l.rate(p, k)
-	if rate <= 0 {
-		return 0
-	}
-	b := l.bucket(p, k, rate, now)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(rate, now)
-	b.tokens -= float64(max(bytes, 0))
-	b.moved += max(bytes, 0)
-	return b.owed(rate)
-}
-
-// Pending returns how much of p's earlier throttles for kind k is still
-// owed at now, without recording anything: 0 for a principal that
-// waited its throttle out or has no quota. The server delays a request
-// that arrives while this is positive (see the package documentation).
-func (l *Limiter) Pending(p acl.Principal, k Kind, now time.Time) time.Duration {
-	rate := l.rate(p, k)
-	if rate <= 0 {
-		return 0
-	}
-	v, ok := l.buckets.Load(bucketKey{p, k})
-	if !ok {
-		return 0
-	}
-	b := v.(*bucket)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refill(rate, now)
-	return b.owed(rate)
 }
 
 // Reservation is what [Limiter.Reserve] took from a principal's quota for
