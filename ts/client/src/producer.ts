@@ -326,6 +326,8 @@ export class Producer {
   private readonly topicSinks = new Map<string, Sink[]>();
   private readonly senders = new Map<string, NodeSender>();
   private readonly sticky = new Map<string, number>();
+  /** Per topic being looked up, the sends waiting for its routing, in send order (whenRouted). */
+  private readonly unrouted = new Map<string, { route: (t: TopicInfo) => void; fail: (e: unknown) => void }[]>();
   /** Per topic, a batch size its leader refused as too large, halved (Sink.split). */
   private readonly learned = new Map<string, number>();
   private closed = false;
@@ -431,11 +433,7 @@ export class Producer {
         this.done(messages.length, bytes);
         op.fail(e);
       };
-      const go = () => {
-        const known = this.cluster.known(topic);
-        if (known) route(known);
-        else this.cluster.topic(topic).then(route, failAll);
-      };
+      const go = () => this.whenRouted(topic, route, failAll);
       this.buffered += bytes;
       if (this.roomWaiters.length === 0 && (this.buffered === bytes || this.buffered <= this.cfg.maxBufferedBytes)) {
         go();
@@ -460,6 +458,39 @@ export class Producer {
       this.roomWaiters.push(w);
       this.log.debug("send waits for buffer room", { topic, bytes, buffered: this.buffered - bytes });
     });
+  }
+
+  /**
+   * whenRouted runs route with the topic's routing, or fail when it cannot
+   * be had, in send order: while the topic is being looked up, later sends
+   * queue behind the lookup rather than each looking it up on its own
+   * (each with its own jittered backoff), so a partition's records keep
+   * the order of the sends that made them, as Kafka's producer keeps them
+   * by blocking send until the topic's metadata is in.
+   */
+  private whenRouted(topic: string, route: (t: TopicInfo) => void, fail: (e: unknown) => void): void {
+    const queued = this.unrouted.get(topic);
+    if (queued) {
+      queued.push({ route, fail });
+      return;
+    }
+    const known = this.cluster.known(topic);
+    if (known) {
+      route(known);
+      return;
+    }
+    const waiting = [{ route, fail }];
+    this.unrouted.set(topic, waiting);
+    this.cluster.topic(topic).then(
+      (t) => {
+        this.unrouted.delete(topic);
+        for (const w of waiting) w.route(t);
+      },
+      (e) => {
+        this.unrouted.delete(topic);
+        for (const w of waiting) w.fail(e);
+      },
+    );
   }
 
   /** sendBatch sends to several topics (kafkajs compatibility); results in order, topic by topic. */

@@ -105,6 +105,21 @@ describe("producer", () => {
     assert.deepEqual(order, ["first", "second"]);
   });
 
+  test("sends made before their topic is known land in send order once it is", async () => {
+    // Each send that finds the topic unknown used to look it up on its own,
+    // retrying with its own jittered backoff, so they were routed in the
+    // order their lookups ended.
+    const c = new MemCluster();
+    const p = c.strata({ unknownTopicWait: 10_000, retry: { initialRetryTime: 20, factor: 1 } }).producer({ linger: 0 });
+    const values = Array.from({ length: 40 }, (_, i) => `v${i}`);
+    const sends = values.map((v) => p.send({ topic: "late", messages: [{ value: v }] }));
+    await waitFor("the producer asked for the topic more than once", () => c.callsOf("Metadata").length >= 3);
+    c.topic("late", 1);
+    await Promise.all(sends);
+    await p.close();
+    assert.deepEqual(await c.values("late", 0), values);
+  });
+
   test("a send that finds no room within its delivery timeout fails with DeliveryTimeoutError", async () => {
     const c = new MemCluster().topic("slow", 1).topic("t", 1);
     // The first send's records wait for the metadata of their topic, holding the buffer.
