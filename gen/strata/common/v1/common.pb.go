@@ -358,6 +358,9 @@ const (
 	// FAILED_PRECONDITION: a group's offsets for a topic its live members subscribe to cannot be
 	// deleted (Kafka's GROUP_SUBSCRIBED_TO_TOPIC).
 	Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC Reason = 34
+	// FAILED_PRECONDITION: the topic's configuration forbids the request, such as deleting
+	// records of a topic whose cleanup.policy is compact alone (Kafka's POLICY_VIOLATION).
+	Reason_REASON_POLICY_VIOLATION Reason = 35
 )
 
 // Enum value maps for Reason.
@@ -398,6 +401,7 @@ var (
 		32: "REASON_ILLEGAL_GENERATION",
 		33: "REASON_REBALANCE_IN_PROGRESS",
 		34: "REASON_GROUP_SUBSCRIBED_TO_TOPIC",
+		35: "REASON_POLICY_VIOLATION",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -435,6 +439,7 @@ var (
 		"REASON_ILLEGAL_GENERATION":               32,
 		"REASON_REBALANCE_IN_PROGRESS":            33,
 		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":        34,
+		"REASON_POLICY_VIOLATION":                 35,
 	}
 )
 
@@ -2186,7 +2191,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xdd\b\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xfa\b\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2223,7 +2228,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x18REASON_INVALID_TIMESTAMP\x10\x1f\x12\x1d\n" +
 	"\x19REASON_ILLEGAL_GENERATION\x10 \x12 \n" +
 	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!\x12$\n" +
-	" REASON_GROUP_SUBSCRIBED_TO_TOPIC\x10\"*b\n" +
+	" REASON_GROUP_SUBSCRIBED_TO_TOPIC\x10\"\x12\x1b\n" +
+	"\x17REASON_POLICY_VIOLATION\x10#*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

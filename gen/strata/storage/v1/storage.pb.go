@@ -1830,6 +1830,256 @@ func (x *OffsetForLeaderEpochPartitionResult) GetEndOffset() int64 {
 	return 0
 }
 
+// DeleteRecordsRequest names the partitions whose records below an offset go.
+type DeleteRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partitions, each named once.
+	Partitions []*DeleteRecordsPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// How long to wait for the in-sync followers to raise their log start offsets, in ms; 0
+	// answers as soon as the leader's has moved.
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *DeleteRecordsRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// DeleteRecordsPartition is one partition of a DeleteRecords.
+type DeleteRecordsPartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The new log start offset: records below it go. -1 means the high watermark (every record
+	// committed so far).
+	Offset int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// Leader epoch the caller believes in; -1 skips the check.
+	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartition) Reset() {
+	*x = DeleteRecordsPartition{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartition) ProtoMessage() {}
+
+func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DeleteRecordsPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartition) GetCurrentLeaderEpoch() int32 {
+	if x != nil {
+		return x.CurrentLeaderEpoch
+	}
+	return 0
+}
+
+// DeleteRecordsResponse answers each partition, in request order.
+type DeleteRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Partitions    []*DeleteRecordsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DeleteRecordsPartitionResult is the outcome for one partition.
+type DeleteRecordsPartitionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset on success.
+	Error *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The smallest log start offset among the leader and its in-sync followers (Kafka's low
+	// watermark), or -1 when the partition failed before it was known.
+	LowWatermark  int64 `protobuf:"varint,4,opt,name=low_watermark,json=lowWatermark,proto3" json:"low_watermark,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsPartitionResult) Reset() {
+	*x = DeleteRecordsPartitionResult{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsPartitionResult) ProtoMessage() {}
+
+func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsPartitionResult.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsPartitionResult) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DeleteRecordsPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsPartitionResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DeleteRecordsPartitionResult) GetLowWatermark() int64 {
+	if x != nil {
+		return x.LowWatermark
+	}
+	return 0
+}
+
 // DescribeLogRequest selects replicas to describe.
 type DescribeLogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1841,7 +2091,7 @@ type DescribeLogRequest struct {
 
 func (x *DescribeLogRequest) Reset() {
 	*x = DescribeLogRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2103,7 @@ func (x *DescribeLogRequest) String() string {
 func (*DescribeLogRequest) ProtoMessage() {}
 
 func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2116,7 @@ func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DescribeLogRequest) GetPartitions() []*v1.TopicPartition {
@@ -1890,7 +2140,7 @@ type DescribeLogResponse struct {
 
 func (x *DescribeLogResponse) Reset() {
 	*x = DescribeLogResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2152,7 @@ func (x *DescribeLogResponse) String() string {
 func (*DescribeLogResponse) ProtoMessage() {}
 
 func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2165,7 @@ func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeLogResponse) GetNodeId() int32 {
@@ -1975,7 +2225,7 @@ type DescribeLogPartitionResult struct {
 
 func (x *DescribeLogPartitionResult) Reset() {
 	*x = DescribeLogPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2237,7 @@ func (x *DescribeLogPartitionResult) String() string {
 func (*DescribeLogPartitionResult) ProtoMessage() {}
 
 func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2250,7 @@ func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeLogPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeLogPartitionResult) GetTopic() string {
@@ -2129,7 +2379,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2391,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2404,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReplicaState) GetNodeId() int32 {
@@ -2344,7 +2594,27 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12!\n" +
 	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\x12\x1d\n" +
 	"\n" +
-	"end_offset\x18\x05 \x01(\x03R\tendOffset\"V\n" +
+	"end_offset\x18\x05 \x01(\x03R\tendOffset\"\x80\x01\n" +
+	"\x14DeleteRecordsRequest\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.storage.v1.DeleteRecordsPartitionR\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"\x96\x01\n" +
+	"\x16DeleteRecordsPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\x120\n" +
+	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\"h\n" +
+	"\x15DeleteRecordsResponse\x12O\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2/.strata.storage.v1.DeleteRecordsPartitionResultR\n" +
+	"partitions\"\xac\x01\n" +
+	"\x1cDeleteRecordsPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12#\n" +
+	"\rlow_watermark\x18\x04 \x01(\x03R\flowWatermark\"V\n" +
 	"\x12DescribeLogRequest\x12@\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2 .strata.common.v1.TopicPartitionR\n" +
@@ -2384,7 +2654,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xab\x05\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8f\x06\n" +
 	"\x0eStorageService\x12P\n" +
 	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
 	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
@@ -2392,7 +2662,8 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\vListOffsets\x12%.strata.storage.v1.ListOffsetsRequest\x1a&.strata.storage.v1.ListOffsetsResponse\x12V\n" +
 	"\tReplicate\x12#.strata.storage.v1.ReplicateRequest\x1a$.strata.storage.v1.ReplicateResponse\x12w\n" +
 	"\x14OffsetForLeaderEpoch\x12..strata.storage.v1.OffsetForLeaderEpochRequest\x1a/.strata.storage.v1.OffsetForLeaderEpochResponse\x12\\\n" +
-	"\vDescribeLog\x12%.strata.storage.v1.DescribeLogRequest\x1a&.strata.storage.v1.DescribeLogResponseB\xc8\x01\n" +
+	"\vDescribeLog\x12%.strata.storage.v1.DescribeLogRequest\x1a&.strata.storage.v1.DescribeLogResponse\x12b\n" +
+	"\rDeleteRecords\x12'.strata.storage.v1.DeleteRecordsRequest\x1a(.strata.storage.v1.DeleteRecordsResponseB\xc8\x01\n" +
 	"\x15com.strata.storage.v1B\fStorageProtoP\x01Z;github.com/strata-mq/strata/gen/strata/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x11Strata.Storage.V1\xca\x02\x11Strata\\Storage\\V1\xe2\x02\x1dStrata\\Storage\\V1\\GPBMetadata\xea\x02\x13Strata::Storage::V1b\x06proto3"
 
 var (
@@ -2408,7 +2679,7 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
@@ -2434,60 +2705,69 @@ var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(*OffsetForLeaderEpochPartition)(nil),       // 21: strata.storage.v1.OffsetForLeaderEpochPartition
 	(*OffsetForLeaderEpochResponse)(nil),        // 22: strata.storage.v1.OffsetForLeaderEpochResponse
 	(*OffsetForLeaderEpochPartitionResult)(nil), // 23: strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	(*DescribeLogRequest)(nil),                  // 24: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 25: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 26: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 27: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 28: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 29: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 30: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 31: strata.common.v1.TopicPartition
+	(*DeleteRecordsRequest)(nil),                // 24: strata.storage.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),              // 25: strata.storage.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),               // 26: strata.storage.v1.DeleteRecordsResponse
+	(*DeleteRecordsPartitionResult)(nil),        // 27: strata.storage.v1.DeleteRecordsPartitionResult
+	(*DescribeLogRequest)(nil),                  // 28: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 29: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 30: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 31: strata.storage.v1.ReplicaState
+	(v1.Acks)(0),                                // 32: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 33: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 34: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 35: strata.common.v1.TopicPartition
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	28, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	32, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
 	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	28, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	32, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
 	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	29, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	33, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	30, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	34, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	29, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	33, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	12, // 9: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	30, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	34, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	0,  // 11: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
 	14, // 12: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	29, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	33, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	16, // 14: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
 	18, // 15: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	29, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	33, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	19, // 17: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
 	21, // 18: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
 	23, // 19: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	29, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	31, // 21: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	26, // 22: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	29, // 23: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	27, // 24: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 25: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 26: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 27: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	11, // 28: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	15, // 29: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	20, // 30: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	24, // 31: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	2,  // 32: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 33: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 34: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	13, // 35: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	17, // 36: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	22, // 37: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	25, // 38: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	32, // [32:39] is the sub-list for method output_type
-	25, // [25:32] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	33, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	25, // 21: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
+	27, // 22: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
+	33, // 23: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	35, // 24: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	30, // 25: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	33, // 26: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	31, // 27: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 28: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 29: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 30: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	11, // 31: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	15, // 32: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	20, // 33: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	28, // 34: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	24, // 35: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	2,  // 36: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 37: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 38: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	13, // 39: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	17, // 40: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	22, // 41: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	29, // 42: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	26, // 43: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	36, // [36:44] is the sub-list for method output_type
+	28, // [28:36] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -2495,14 +2775,14 @@ func file_strata_storage_v1_storage_proto_init() {
 	if File_strata_storage_v1_storage_proto != nil {
 		return
 	}
-	file_strata_storage_v1_storage_proto_msgTypes[25].OneofWrappers = []any{}
+	file_strata_storage_v1_storage_proto_msgTypes[29].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

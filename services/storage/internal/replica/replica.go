@@ -140,13 +140,16 @@ type followerState struct {
 	// leoAtLastFetch is our log end offset at its previous fetch; -1 when
 	// there was none.
 	leoAtLastFetch int64
+	// logStart is the log start offset that incarnation last reported; -1
+	// before its first fetch (LowWatermark).
+	logStart int64
 }
 
 // reset forgets a follower's previous incarnation: the node registered
 // again with nodeEpoch, and until that process fetches, nothing is known
 // of its log, and it has not caught up.
 func (f *followerState) reset(nodeEpoch int64) {
-	*f = followerState{nodeEpoch: nodeEpoch, leo: -1, leoAtLastFetch: -1}
+	*f = followerState{nodeEpoch: nodeEpoch, leo: -1, leoAtLastFetch: -1, logStart: -1}
 }
 
 // Replica is one partition replica. Create it with Open.
@@ -411,7 +414,7 @@ func (r *Replica) applyStateLocked(st State) bool {
 			if id != r.opts.NodeID {
 				// Every follower gets a full lag time from now to fetch at
 				// the new epoch before it can be dropped from the ISR.
-				r.followers[id] = &followerState{leo: -1, caughtUp: true, lastCaughtUp: now, lastFetch: now, leoAtLastFetch: r.epochStartOffset}
+				r.followers[id] = &followerState{leo: -1, caughtUp: true, lastCaughtUp: now, lastFetch: now, leoAtLastFetch: r.epochStartOffset, logStart: -1}
 			}
 		}
 	case st.LeaderID >= 0:
@@ -790,6 +793,7 @@ type Fetch struct {
 	LeaderEpoch      int32 // the leader epoch it follows; -1 skips the check
 	FetchOffset      int64 // its log end offset
 	LastFetchedEpoch int32 // epoch of its last batch; -1 for an empty log
+	LogStart         int64 // its log start offset (LowWatermark)
 	MaxBytes         int   // limit on the records returned
 	// Buf, when not nil, is the buffer to read into: the result's Records
 	// aliases it when it has the capacity (partlog.Log.ReadInto).
@@ -875,6 +879,11 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 		f.lastCaughtUp, f.caughtUp = f.lastFetch, true
 	}
 	f.lastFetch, f.leoAtLastFetch = now, res.LEO
+	if req.LogStart > f.logStart {
+		// A DeleteRecords may be waiting for the low watermark.
+		f.logStart = req.LogStart
+		r.notifyLocked()
+	}
 	r.maybeAdvanceHWLocked()
 	res.HW = r.log.HighWatermark()
 	r.mu.Unlock()
@@ -1027,6 +1036,78 @@ func (r *Replica) AlterISRUnknown() {
 	if r.pendingISR != nil {
 		r.pendingSent = false
 	}
+}
+
+// DeleteRecords raises the leader's log start offset to offset (Kafka's
+// DeleteRecords, Partition.deleteRecordsOnLeader): -1 stands for the high
+// watermark, and an offset above the high watermark or below -1 is
+// refused as out of range. It returns the offset the log now starts at
+// (at least offset). The followers raise theirs from ours on their next
+// fetch (AdvanceLogStart); LowWatermark tells when they have.
+func (r *Replica) DeleteRecords(epoch int32, offset int64) (int64, error) {
+	if err := r.CheckLeader(epoch); err != nil {
+		return 0, err
+	}
+	l := r.log
+	if offset == -1 {
+		offset = l.HighWatermark()
+	}
+	if offset < 0 {
+		return 0, &partlog.OffsetOutOfRangeError{Offset: offset, LogStart: l.LogStartOffset(), LogEnd: l.HighWatermark()}
+	}
+	if err := l.DeleteRecordsBefore(offset); err != nil {
+		return 0, err
+	}
+	r.mu.Lock()
+	r.notifyLocked() // Replicate long polls answer with the new log start
+	r.mu.Unlock()
+	return l.LogStartOffset(), nil
+}
+
+// LowWatermark is the smallest log start offset among the leader and its
+// in-sync followers, as each last reported it (Kafka's
+// Partition.lowWatermarkIfLeader, which takes every live replica; the ISR
+// here, as only an in-sync replica can be elected). A follower that has not
+// fetched from this leader yet counts as -1.
+func (r *Replica) LowWatermark(epoch int32) (int64, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.checkLeaderLocked(epoch); err != nil {
+		return -1, err
+	}
+	low := r.log.LogStartOffset()
+	for _, id := range r.effectiveISRLocked() {
+		if id == r.opts.NodeID {
+			continue
+		}
+		f := r.followers[id]
+		if f == nil {
+			return -1, nil
+		}
+		low = min(low, f.logStart)
+	}
+	return low, nil
+}
+
+// AdvanceLogStart raises a follower's log start offset to the leader's
+// (leaderStart, from a Replicate answer of the leader of leaderEpoch), as
+// far as our high watermark: records the leader deleted (DeleteRecords,
+// retention) go here too, as Kafka's follower does
+// (ReplicaFetcherThread.processPartitionData). Never lowers it.
+func (r *Replica) AdvanceLogStart(leaderEpoch int32, leaderStart int64) error {
+	r.appendMu.Lock()
+	defer r.appendMu.Unlock()
+	r.mu.Lock()
+	ok := r.followingLocked(leaderEpoch)
+	r.mu.Unlock()
+	if !ok {
+		return ErrNotLeader
+	}
+	to := min(leaderStart, r.log.HighWatermark())
+	if to <= r.log.LogStartOffset() {
+		return nil
+	}
+	return r.log.DeleteRecordsBefore(to)
 }
 
 // FollowerPosition is what a follower sends in Replicate.

@@ -44,7 +44,10 @@ func (f *Follower) handle(ctx context.Context, res *storagev1.ReplicatePartition
 	if d := res.GetDivergingEpoch(); d != nil {
 		return f.Replica.TruncateDiverging(f.LeaderEpoch, d.GetEpoch(), d.GetEndOffset())
 	}
-	return f.Replica.AppendFromLeader(ctx, f.LeaderEpoch, res.GetRecords(), res.GetHighWatermark())
+	if err := f.Replica.AppendFromLeader(ctx, f.LeaderEpoch, res.GetRecords(), res.GetHighWatermark()); err != nil {
+		return err
+	}
+	return f.Replica.AdvanceLogStart(f.LeaderEpoch, res.GetLogStartOffset())
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -15,4 +15,5 @@ var rules = guard.Rules{
 	storagev1connect.StorageServiceReplicateProcedure:            {Access: guard.ServiceOnly, Check: "the storage node the request names as its replica"},
 	storagev1connect.StorageServiceOffsetForLeaderEpochProcedure: {Access: guard.ACL, Check: "describe on the topic; from a follower, the storage node it names"},
 	storagev1connect.StorageServiceDescribeLogProcedure:          {Access: guard.ACL, Check: "describe on the cluster"},
+	storagev1connect.StorageServiceDeleteRecordsProcedure:        {Access: guard.ACL, Check: "delete on each partition's topic, partition by partition"},
 }

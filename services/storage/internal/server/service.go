@@ -553,7 +553,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 		maxBytes = defaultReplicateMaxBytes
 	}
 	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
-	hw0 := map[int]int64{}
+	hw0, start0 := map[int]int64{}, map[int]int64{}
 	bufs := make([][]byte, len(m.GetPartitions())) // as in Fetch
 	for round := 0; ; round++ {
 		var chans []<-chan struct{}
@@ -569,7 +569,7 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			}
 			chans = append(chans, r.Changed())
 			if round == 0 {
-				hw0[i] = r.Log().HighWatermark()
+				hw0[i], start0[i] = r.Log().HighWatermark(), r.Log().LogStartOffset()
 			}
 			limit := int(p.GetMaxBytes())
 			if limit == 0 {
@@ -582,7 +582,8 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			}
 			rr, err := r.Replicate(replica.Fetch{
 				ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
-				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), MaxBytes: limit, Buf: bufs[i],
+				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), LogStart: p.GetLogStartOffset(),
+				MaxBytes: limit, Buf: bufs[i],
 			})
 			if err != nil {
 				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), r, err), true
@@ -602,8 +603,8 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 			}
 			res.Records = rr.Records
 			total += len(rr.Records)
-			if rr.HW != hw0[i] {
-				answer = true
+			if rr.HW != hw0[i] || rr.LogStart != start0[i] {
+				answer = true // a new log start (DeleteRecords) reaches the follower at once
 			}
 		}
 		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(chans) == 0 {

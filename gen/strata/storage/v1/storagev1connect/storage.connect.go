@@ -60,6 +60,9 @@ const (
 	// StorageServiceDescribeLogProcedure is the fully-qualified name of the StorageService's
 	// DescribeLog RPC.
 	StorageServiceDescribeLogProcedure = "/strata.storage.v1.StorageService/DescribeLog"
+	// StorageServiceDeleteRecordsProcedure is the fully-qualified name of the StorageService's
+	// DeleteRecords RPC.
+	StorageServiceDeleteRecordsProcedure = "/strata.storage.v1.StorageService/DeleteRecords"
 )
 
 // StorageServiceClient is a client for the strata.storage.v1.StorageService service.
@@ -137,6 +140,19 @@ type StorageServiceClient interface {
 	// Errors: per-partition NOT_FOUND in DescribeLogPartitionResult.error for a partition this
 	// node holds no replica of.
 	DescribeLog(context.Context, *connect.Request[v1.DescribeLogRequest]) (*connect.Response[v1.DescribeLogResponse], error)
+	// DeleteRecords raises the log start offset of partitions led by this node (Kafka's
+	// DeleteRecords): records below it are no longer served, and segments wholly below it are
+	// deleted. The followers raise theirs from the leader's on their next fetch, and the call
+	// answers once every in-sync replica's log start offset (the low watermark) has reached the
+	// requested offset, or timeout_ms passes.
+	// Errors: per-partition failures in DeleteRecordsPartitionResult.error: PERMISSION_DENIED
+	// without delete on the topic; NOT_FOUND; FAILED_PRECONDITION REASON_NOT_LEADER; the epoch
+	// fences; OUT_OF_RANGE REASON_OFFSET_OUT_OF_RANGE for an offset above the high watermark or
+	// below -1; FAILED_PRECONDITION REASON_POLICY_VIOLATION for a topic whose cleanup.policy
+	// does not include delete or which is tiered (remote.storage.enable); DEADLINE_EXCEEDED
+	// REASON_REQUEST_TIMED_OUT when the low watermark did not reach the offset in time (the
+	// leader's log start has moved all the same).
+	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
 }
 
 // NewStorageServiceClient constructs a client for the strata.storage.v1.StorageService service. By
@@ -192,6 +208,12 @@ func NewStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(storageServiceMethods.ByName("DescribeLog")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteRecords: connect.NewClient[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse](
+			httpClient,
+			baseURL+StorageServiceDeleteRecordsProcedure,
+			connect.WithSchema(storageServiceMethods.ByName("DeleteRecords")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -204,6 +226,7 @@ type storageServiceClient struct {
 	replicate            *connect.Client[v1.ReplicateRequest, v1.ReplicateResponse]
 	offsetForLeaderEpoch *connect.Client[v1.OffsetForLeaderEpochRequest, v1.OffsetForLeaderEpochResponse]
 	describeLog          *connect.Client[v1.DescribeLogRequest, v1.DescribeLogResponse]
+	deleteRecords        *connect.Client[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse]
 }
 
 // Produce calls strata.storage.v1.StorageService.Produce.
@@ -239,6 +262,11 @@ func (c *storageServiceClient) OffsetForLeaderEpoch(ctx context.Context, req *co
 // DescribeLog calls strata.storage.v1.StorageService.DescribeLog.
 func (c *storageServiceClient) DescribeLog(ctx context.Context, req *connect.Request[v1.DescribeLogRequest]) (*connect.Response[v1.DescribeLogResponse], error) {
 	return c.describeLog.CallUnary(ctx, req)
+}
+
+// DeleteRecords calls strata.storage.v1.StorageService.DeleteRecords.
+func (c *storageServiceClient) DeleteRecords(ctx context.Context, req *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
+	return c.deleteRecords.CallUnary(ctx, req)
 }
 
 // StorageServiceHandler is an implementation of the strata.storage.v1.StorageService service.
@@ -316,6 +344,19 @@ type StorageServiceHandler interface {
 	// Errors: per-partition NOT_FOUND in DescribeLogPartitionResult.error for a partition this
 	// node holds no replica of.
 	DescribeLog(context.Context, *connect.Request[v1.DescribeLogRequest]) (*connect.Response[v1.DescribeLogResponse], error)
+	// DeleteRecords raises the log start offset of partitions led by this node (Kafka's
+	// DeleteRecords): records below it are no longer served, and segments wholly below it are
+	// deleted. The followers raise theirs from the leader's on their next fetch, and the call
+	// answers once every in-sync replica's log start offset (the low watermark) has reached the
+	// requested offset, or timeout_ms passes.
+	// Errors: per-partition failures in DeleteRecordsPartitionResult.error: PERMISSION_DENIED
+	// without delete on the topic; NOT_FOUND; FAILED_PRECONDITION REASON_NOT_LEADER; the epoch
+	// fences; OUT_OF_RANGE REASON_OFFSET_OUT_OF_RANGE for an offset above the high watermark or
+	// below -1; FAILED_PRECONDITION REASON_POLICY_VIOLATION for a topic whose cleanup.policy
+	// does not include delete or which is tiered (remote.storage.enable); DEADLINE_EXCEEDED
+	// REASON_REQUEST_TIMED_OUT when the low watermark did not reach the offset in time (the
+	// leader's log start has moved all the same).
+	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
 }
 
 // NewStorageServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -367,6 +408,12 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 		connect.WithSchema(storageServiceMethods.ByName("DescribeLog")),
 		connect.WithHandlerOptions(opts...),
 	)
+	storageServiceDeleteRecordsHandler := connect.NewUnaryHandler(
+		StorageServiceDeleteRecordsProcedure,
+		svc.DeleteRecords,
+		connect.WithSchema(storageServiceMethods.ByName("DeleteRecords")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.storage.v1.StorageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StorageServiceProduceProcedure:
@@ -383,6 +430,8 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 			storageServiceOffsetForLeaderEpochHandler.ServeHTTP(w, r)
 		case StorageServiceDescribeLogProcedure:
 			storageServiceDescribeLogHandler.ServeHTTP(w, r)
+		case StorageServiceDeleteRecordsProcedure:
+			storageServiceDeleteRecordsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -418,4 +467,8 @@ func (UnimplementedStorageServiceHandler) OffsetForLeaderEpoch(context.Context, 
 
 func (UnimplementedStorageServiceHandler) DescribeLog(context.Context, *connect.Request[v1.DescribeLogRequest]) (*connect.Response[v1.DescribeLogResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.DescribeLog is not implemented"))
+}
+
+func (UnimplementedStorageServiceHandler) DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.DeleteRecords is not implemented"))
 }
