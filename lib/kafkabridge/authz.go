@@ -468,6 +468,48 @@ func (w guardedStorage) OffsetForLeaderEpoch(ctx context.Context, req *connect.R
 	return out, nil
 }
 
+// DeleteRecords needs delete on each partition's topic (Kafka's DELETE
+// on the topic); a refused partition is answered PERMISSION_DENIED in its
+// place.
+func (w guardedStorage) DeleteRecords(ctx context.Context, req *connect.Request[storagev1.DeleteRecordsRequest]) (*connect.Response[storagev1.DeleteRecordsResponse], error) {
+	seen := map[string]*commonv1.ErrorDetail{}
+	parts := req.Msg.GetPartitions()
+	refused := make([]*commonv1.ErrorDetail, len(parts))
+	var allowed []*storagev1.DeleteRecordsPartition
+	for i, p := range parts {
+		if refused[i] = refusal(ctx, w.g, acl.Delete, p.GetTopic(), seen); refused[i] == nil {
+			allowed = append(allowed, p)
+		}
+	}
+	var results []*storagev1.DeleteRecordsPartitionResult
+	out := connect.NewResponse(&storagev1.DeleteRecordsResponse{})
+	if len(allowed) > 0 {
+		// The caller's request keeps every partition: it matches the
+		// answers to them by position.
+		req.Msg.Partitions = allowed
+		defer func() { req.Msg.Partitions = parts }()
+		var err error
+		if out, err = w.StorageServiceClient.DeleteRecords(ctx, req); err != nil {
+			return nil, err
+		}
+		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
+			return nil, connect.NewError(connect.CodeInternal, errors.New("delete records answered a different number of partitions"))
+		}
+	}
+	merged := make([]*storagev1.DeleteRecordsPartitionResult, len(parts))
+	j := 0
+	for i, p := range parts {
+		if refused[i] != nil {
+			merged[i] = &storagev1.DeleteRecordsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LowWatermark: -1, Error: refused[i]}
+			continue
+		}
+		merged[i] = results[j]
+		j++
+	}
+	out.Msg.Partitions = merged
+	return out, nil
+}
+
 // guardedCoordinator checks the group calls as the coordinator's handlers
 // do: a heartbeat or a leave read on the group; a commit read on the
 // group and, partition by partition, read on the topic; an offset fetch

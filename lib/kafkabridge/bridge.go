@@ -149,6 +149,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
 		b.offsetForLeaderEpochAPI(),
 		b.describeLogDirsAPI(),
+		b.deleteRecordsAPI(),
 	)
 	return apis
 }

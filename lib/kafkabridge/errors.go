@@ -42,6 +42,7 @@ const (
 	errInvalidRequest             int16 = 42
 	errInvalidConfig              int16 = 40
 	errNotController              int16 = 41
+	errPolicyViolation            int16 = 44
 	errOutOfOrderSequence         int16 = 45
 	errDuplicateSequence          int16 = 46
 	errInvalidProducerEpoch       int16 = 47
@@ -95,6 +96,7 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_INVALID_RECORD:                   errInvalidRecord,
 	commonv1.Reason_REASON_INVALID_TIMESTAMP:                errInvalidTimestamp,
 	commonv1.Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC:        errGroupSubscribedToTopic,
+	commonv1.Reason_REASON_POLICY_VIOLATION:                 errPolicyViolation,
 }
 
 // plane says what a failed call was doing, for the codes without a

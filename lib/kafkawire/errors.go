@@ -242,6 +242,19 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.DeleteRecordsRequest:
+		r := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range q.Topics {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, code, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				n++
+			}
+			r.Topics = append(r.Topics, rt)
+		}
 	case *kmsg.ConsumerGroupDescribeRequest:
 		r := resp.(*kmsg.ConsumerGroupDescribeResponse)
 		for _, g := range q.Groups {
