@@ -147,6 +147,32 @@ func (l *Log) Producer(id int64) (ProducerState, bool) {
 	return ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches)}, true
 }
 
+// ActiveProducer is one producer id the log remembers, for
+// DescribeProducers.
+type ActiveProducer struct {
+	ID int64
+	ProducerState
+}
+
+// Producers returns every producer id the log remembers and has not
+// expired, by id (Kafka's DescribeProducers lists the same: the state
+// ProducerStateManager keeps). The Batches are copies.
+func (l *Log) Producers() []ActiveProducer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ttl := l.cfg.Load().ProducerExpiry
+	now := l.clock().UnixMilli()
+	var out []ActiveProducer
+	for _, id := range l.producers.sortedIDs() {
+		e := l.producers.m[id]
+		if ttl >= 0 && now-e.lastSeen >= ttl.Milliseconds() {
+			continue // expired; the next expiry round forgets it
+		}
+		out = append(out, ActiveProducer{ID: id, ProducerState: ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches)}})
+	}
+	return out
+}
+
 // ProducerStateAt returns the idempotent-producer state as of offset, in
 // the producer snapshot format (producersnapshot.go), for a replica that
 // starts its log at offset (a follower whose log lies below ours; see

@@ -259,6 +259,11 @@ func TestProducerStateExpires(t *testing.T) {
 	clock.Advance(40 * time.Minute)
 	mustAppend(t, l, idemBatch(t, 8, 0, 0, 1, ts), 0)
 	clock.Advance(30 * time.Minute)
+	// Listed by id while remembered; an expired one is not listed even
+	// before the expiry round forgets it.
+	if ps := l.Producers(); len(ps) != 1 || ps[0].ID != 8 || ps[0].Epoch != 0 || len(ps[0].Batches) != 1 || ps[0].Batches[0].FirstOffset != 1 {
+		t.Fatalf("producers listed 70 minutes after producer 7's last batch: %+v, want 8 alone", ps)
+	}
 	l.expireProducers()
 	if _, ok := l.Producer(7); ok {
 		t.Fatal("producer 7 remembered 70 minutes after its last batch")

@@ -2080,6 +2080,253 @@ func (x *DeleteRecordsPartitionResult) GetLowWatermark() int64 {
 	return 0
 }
 
+// DescribeProducersRequest names the partitions to describe.
+type DescribeProducersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partitions; answered in this order.
+	Partitions    []*v1.TopicPartition `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersRequest) Reset() {
+	*x = DescribeProducersRequest{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersRequest) ProtoMessage() {}
+
+func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
+func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DescribeProducersRequest) GetPartitions() []*v1.TopicPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribeProducersResponse answers each partition, in request order.
+type DescribeProducersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per requested partition, in request order.
+	Partitions    []*DescribeProducersPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersResponse) Reset() {
+	*x = DescribeProducersResponse{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersResponse) ProtoMessage() {}
+
+func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
+func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// DescribeProducersPartitionResult is one partition's producers.
+type DescribeProducersPartitionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset on success.
+	Error *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// The producers the leader remembers, by producer id.
+	Producers     []*ActiveProducer `protobuf:"bytes,4,rep,name=producers,proto3" json:"producers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeProducersPartitionResult) Reset() {
+	*x = DescribeProducersPartitionResult{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeProducersPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeProducersPartitionResult) ProtoMessage() {}
+
+func (x *DescribeProducersPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeProducersPartitionResult.ProtoReflect.Descriptor instead.
+func (*DescribeProducersPartitionResult) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DescribeProducersPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeProducersPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DescribeProducersPartitionResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *DescribeProducersPartitionResult) GetProducers() []*ActiveProducer {
+	if x != nil {
+		return x.Producers
+	}
+	return nil
+}
+
+// ActiveProducer is what a leader remembers of one idempotent producer.
+type ActiveProducer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer id.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The latest producer epoch seen.
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The last sequence number of its last batch, or -1 when none is remembered.
+	LastSequence int32 `protobuf:"varint,3,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	// When its last batch was appended, in Unix ms (the leader's clock).
+	LastAppendTimeMs int64 `protobuf:"varint,4,opt,name=last_append_time_ms,json=lastAppendTimeMs,proto3" json:"last_append_time_ms,omitempty"`
+	// The offset of its last batch's first record, or -1.
+	LastBatchOffset int64 `protobuf:"varint,5,opt,name=last_batch_offset,json=lastBatchOffset,proto3" json:"last_batch_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ActiveProducer) Reset() {
+	*x = ActiveProducer{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActiveProducer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActiveProducer) ProtoMessage() {}
+
+func (x *ActiveProducer) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActiveProducer.ProtoReflect.Descriptor instead.
+func (*ActiveProducer) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ActiveProducer) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetLastSequence() int32 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetLastAppendTimeMs() int64 {
+	if x != nil {
+		return x.LastAppendTimeMs
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetLastBatchOffset() int64 {
+	if x != nil {
+		return x.LastBatchOffset
+	}
+	return 0
+}
+
 // DescribeLogRequest selects replicas to describe.
 type DescribeLogRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2091,7 +2338,7 @@ type DescribeLogRequest struct {
 
 func (x *DescribeLogRequest) Reset() {
 	*x = DescribeLogRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2350,7 @@ func (x *DescribeLogRequest) String() string {
 func (*DescribeLogRequest) ProtoMessage() {}
 
 func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2363,7 @@ func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DescribeLogRequest) GetPartitions() []*v1.TopicPartition {
@@ -2140,7 +2387,7 @@ type DescribeLogResponse struct {
 
 func (x *DescribeLogResponse) Reset() {
 	*x = DescribeLogResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2399,7 @@ func (x *DescribeLogResponse) String() string {
 func (*DescribeLogResponse) ProtoMessage() {}
 
 func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2412,7 @@ func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribeLogResponse) GetNodeId() int32 {
@@ -2225,7 +2472,7 @@ type DescribeLogPartitionResult struct {
 
 func (x *DescribeLogPartitionResult) Reset() {
 	*x = DescribeLogPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2484,7 @@ func (x *DescribeLogPartitionResult) String() string {
 func (*DescribeLogPartitionResult) ProtoMessage() {}
 
 func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2497,7 @@ func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeLogPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeLogPartitionResult) GetTopic() string {
@@ -2379,7 +2626,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2638,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2651,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReplicaState) GetNodeId() int32 {
@@ -2614,7 +2861,27 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
 	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12#\n" +
-	"\rlow_watermark\x18\x04 \x01(\x03R\flowWatermark\"V\n" +
+	"\rlow_watermark\x18\x04 \x01(\x03R\flowWatermark\"\\\n" +
+	"\x18DescribeProducersRequest\x12@\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2 .strata.common.v1.TopicPartitionR\n" +
+	"partitions\"p\n" +
+	"\x19DescribeProducersResponse\x12S\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v23.strata.storage.v1.DescribeProducersPartitionResultR\n" +
+	"partitions\"\xcc\x01\n" +
+	" DescribeProducersPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12?\n" +
+	"\tproducers\x18\x04 \x03(\v2!.strata.storage.v1.ActiveProducerR\tproducers\"\xd8\x01\n" +
+	"\x0eActiveProducer\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
+	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12-\n" +
+	"\x13last_append_time_ms\x18\x04 \x01(\x03R\x10lastAppendTimeMs\x12*\n" +
+	"\x11last_batch_offset\x18\x05 \x01(\x03R\x0flastBatchOffset\"V\n" +
 	"\x12DescribeLogRequest\x12@\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2 .strata.common.v1.TopicPartitionR\n" +
@@ -2654,7 +2921,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\x8f\x06\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xff\x06\n" +
 	"\x0eStorageService\x12P\n" +
 	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
 	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
@@ -2663,7 +2930,8 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\tReplicate\x12#.strata.storage.v1.ReplicateRequest\x1a$.strata.storage.v1.ReplicateResponse\x12w\n" +
 	"\x14OffsetForLeaderEpoch\x12..strata.storage.v1.OffsetForLeaderEpochRequest\x1a/.strata.storage.v1.OffsetForLeaderEpochResponse\x12\\\n" +
 	"\vDescribeLog\x12%.strata.storage.v1.DescribeLogRequest\x1a&.strata.storage.v1.DescribeLogResponse\x12b\n" +
-	"\rDeleteRecords\x12'.strata.storage.v1.DeleteRecordsRequest\x1a(.strata.storage.v1.DeleteRecordsResponseB\xc8\x01\n" +
+	"\rDeleteRecords\x12'.strata.storage.v1.DeleteRecordsRequest\x1a(.strata.storage.v1.DeleteRecordsResponse\x12n\n" +
+	"\x11DescribeProducers\x12+.strata.storage.v1.DescribeProducersRequest\x1a,.strata.storage.v1.DescribeProducersResponseB\xc8\x01\n" +
 	"\x15com.strata.storage.v1B\fStorageProtoP\x01Z;github.com/strata-mq/strata/gen/strata/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x11Strata.Storage.V1\xca\x02\x11Strata\\Storage\\V1\xe2\x02\x1dStrata\\Storage\\V1\\GPBMetadata\xea\x02\x13Strata::Storage::V1b\x06proto3"
 
 var (
@@ -2679,7 +2947,7 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
@@ -2709,65 +2977,75 @@ var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(*DeleteRecordsPartition)(nil),              // 25: strata.storage.v1.DeleteRecordsPartition
 	(*DeleteRecordsResponse)(nil),               // 26: strata.storage.v1.DeleteRecordsResponse
 	(*DeleteRecordsPartitionResult)(nil),        // 27: strata.storage.v1.DeleteRecordsPartitionResult
-	(*DescribeLogRequest)(nil),                  // 28: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 29: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 30: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 31: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 32: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 33: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 34: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 35: strata.common.v1.TopicPartition
+	(*DescribeProducersRequest)(nil),            // 28: strata.storage.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),           // 29: strata.storage.v1.DescribeProducersResponse
+	(*DescribeProducersPartitionResult)(nil),    // 30: strata.storage.v1.DescribeProducersPartitionResult
+	(*ActiveProducer)(nil),                      // 31: strata.storage.v1.ActiveProducer
+	(*DescribeLogRequest)(nil),                  // 32: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 33: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 34: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 35: strata.storage.v1.ReplicaState
+	(v1.Acks)(0),                                // 36: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 37: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 38: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 39: strata.common.v1.TopicPartition
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	32, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	36, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
 	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	32, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	36, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
 	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	33, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	34, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	38, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	33, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	12, // 9: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	34, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	38, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	0,  // 11: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
 	14, // 12: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	33, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	16, // 14: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
 	18, // 15: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	33, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	19, // 17: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
 	21, // 18: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
 	23, // 19: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	33, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	25, // 21: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
 	27, // 22: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
-	33, // 23: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	35, // 24: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	30, // 25: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	33, // 26: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	31, // 27: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 28: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 29: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 30: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	11, // 31: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	15, // 32: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	20, // 33: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	28, // 34: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	24, // 35: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
-	2,  // 36: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 37: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 38: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	13, // 39: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	17, // 40: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	22, // 41: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	29, // 42: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	26, // 43: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
-	36, // [36:44] is the sub-list for method output_type
-	28, // [28:36] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	37, // 23: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	39, // 24: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	30, // 25: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
+	37, // 26: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	31, // 27: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
+	39, // 28: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	34, // 29: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	37, // 30: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	35, // 31: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 32: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 33: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 34: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	11, // 35: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	15, // 36: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	20, // 37: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	32, // 38: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	24, // 39: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	28, // 40: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
+	2,  // 41: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 42: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 43: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	13, // 44: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	17, // 45: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	22, // 46: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	33, // 47: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	26, // 48: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	29, // 49: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
+	41, // [41:50] is the sub-list for method output_type
+	32, // [32:41] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -2775,14 +3053,14 @@ func file_strata_storage_v1_storage_proto_init() {
 	if File_strata_storage_v1_storage_proto != nil {
 		return
 	}
-	file_strata_storage_v1_storage_proto_msgTypes[29].OneofWrappers = []any{}
+	file_strata_storage_v1_storage_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

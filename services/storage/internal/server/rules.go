@@ -16,4 +16,5 @@ var rules = guard.Rules{
 	storagev1connect.StorageServiceOffsetForLeaderEpochProcedure: {Access: guard.ACL, Check: "describe on the topic; from a follower, the storage node it names"},
 	storagev1connect.StorageServiceDescribeLogProcedure:          {Access: guard.ACL, Check: "describe on the cluster"},
 	storagev1connect.StorageServiceDeleteRecordsProcedure:        {Access: guard.ACL, Check: "delete on each partition's topic, partition by partition"},
+	storagev1connect.StorageServiceDescribeProducersProcedure:    {Access: guard.ACL, Check: "read on each partition's topic, partition by partition"},
 }

@@ -63,6 +63,9 @@ const (
 	// StorageServiceDeleteRecordsProcedure is the fully-qualified name of the StorageService's
 	// DeleteRecords RPC.
 	StorageServiceDeleteRecordsProcedure = "/strata.storage.v1.StorageService/DeleteRecords"
+	// StorageServiceDescribeProducersProcedure is the fully-qualified name of the StorageService's
+	// DescribeProducers RPC.
+	StorageServiceDescribeProducersProcedure = "/strata.storage.v1.StorageService/DescribeProducers"
 )
 
 // StorageServiceClient is a client for the strata.storage.v1.StorageService service.
@@ -153,6 +156,13 @@ type StorageServiceClient interface {
 	// REASON_REQUEST_TIMED_OUT when the low watermark did not reach the offset in time (the
 	// leader's log start has moved all the same).
 	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
+	// DescribeProducers lists, for partitions led by this node, the idempotent producers the
+	// log remembers (Kafka's DescribeProducers, KIP-664): those with a batch within
+	// producer.id.expiration.ms.
+	// Errors: per-partition failures in DescribeProducersPartitionResult.error:
+	// PERMISSION_DENIED without read on the topic; NOT_FOUND; FAILED_PRECONDITION
+	// REASON_NOT_LEADER.
+	DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error)
 }
 
 // NewStorageServiceClient constructs a client for the strata.storage.v1.StorageService service. By
@@ -214,6 +224,12 @@ func NewStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(storageServiceMethods.ByName("DeleteRecords")),
 			connect.WithClientOptions(opts...),
 		),
+		describeProducers: connect.NewClient[v1.DescribeProducersRequest, v1.DescribeProducersResponse](
+			httpClient,
+			baseURL+StorageServiceDescribeProducersProcedure,
+			connect.WithSchema(storageServiceMethods.ByName("DescribeProducers")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -227,6 +243,7 @@ type storageServiceClient struct {
 	offsetForLeaderEpoch *connect.Client[v1.OffsetForLeaderEpochRequest, v1.OffsetForLeaderEpochResponse]
 	describeLog          *connect.Client[v1.DescribeLogRequest, v1.DescribeLogResponse]
 	deleteRecords        *connect.Client[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse]
+	describeProducers    *connect.Client[v1.DescribeProducersRequest, v1.DescribeProducersResponse]
 }
 
 // Produce calls strata.storage.v1.StorageService.Produce.
@@ -267,6 +284,11 @@ func (c *storageServiceClient) DescribeLog(ctx context.Context, req *connect.Req
 // DeleteRecords calls strata.storage.v1.StorageService.DeleteRecords.
 func (c *storageServiceClient) DeleteRecords(ctx context.Context, req *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
 	return c.deleteRecords.CallUnary(ctx, req)
+}
+
+// DescribeProducers calls strata.storage.v1.StorageService.DescribeProducers.
+func (c *storageServiceClient) DescribeProducers(ctx context.Context, req *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error) {
+	return c.describeProducers.CallUnary(ctx, req)
 }
 
 // StorageServiceHandler is an implementation of the strata.storage.v1.StorageService service.
@@ -357,6 +379,13 @@ type StorageServiceHandler interface {
 	// REASON_REQUEST_TIMED_OUT when the low watermark did not reach the offset in time (the
 	// leader's log start has moved all the same).
 	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
+	// DescribeProducers lists, for partitions led by this node, the idempotent producers the
+	// log remembers (Kafka's DescribeProducers, KIP-664): those with a batch within
+	// producer.id.expiration.ms.
+	// Errors: per-partition failures in DescribeProducersPartitionResult.error:
+	// PERMISSION_DENIED without read on the topic; NOT_FOUND; FAILED_PRECONDITION
+	// REASON_NOT_LEADER.
+	DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error)
 }
 
 // NewStorageServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -414,6 +443,12 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 		connect.WithSchema(storageServiceMethods.ByName("DeleteRecords")),
 		connect.WithHandlerOptions(opts...),
 	)
+	storageServiceDescribeProducersHandler := connect.NewUnaryHandler(
+		StorageServiceDescribeProducersProcedure,
+		svc.DescribeProducers,
+		connect.WithSchema(storageServiceMethods.ByName("DescribeProducers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.storage.v1.StorageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StorageServiceProduceProcedure:
@@ -432,6 +467,8 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 			storageServiceDescribeLogHandler.ServeHTTP(w, r)
 		case StorageServiceDeleteRecordsProcedure:
 			storageServiceDeleteRecordsHandler.ServeHTTP(w, r)
+		case StorageServiceDescribeProducersProcedure:
+			storageServiceDescribeProducersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -471,4 +508,8 @@ func (UnimplementedStorageServiceHandler) DescribeLog(context.Context, *connect.
 
 func (UnimplementedStorageServiceHandler) DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.DeleteRecords is not implemented"))
+}
+
+func (UnimplementedStorageServiceHandler) DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.DescribeProducers is not implemented"))
 }
