@@ -13,9 +13,10 @@ import (
 	"github.com/strata-mq/strata/tests/harness"
 )
 
-// testKafkaDeleteRecords runs, on TestKafkaClients' cluster, DeleteRecords
-// as Kafka Streams purges a repartition topic and kafka-delete-records.sh
-// sends it: the log start moves on every in-sync replica before the
+// testKafkaDeleteRecords runs, on TestKafkaClients' cluster,
+// DescribeProducers as kafka-transactions.sh sends it (each leader lists
+// the producer that wrote), then DeleteRecords as Kafka Streams purges a
+// repartition topic and kafka-delete-records.sh sends it: the log start moves on every in-sync replica before the
 // answer (its low watermark), a consumer from the start begins there, -1
 // deletes up to the high watermark, and Kafka's refusals hold (an offset
 // past the high watermark, a compacted topic).
@@ -35,6 +36,29 @@ func testKafkaDeleteRecords(t *testing.T, ctx context.Context, d *harness.Dev, a
 	pr := kafkaClient(t, d, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
+	}
+
+	// The producer (idempotent, franz-go's default) as each leader
+	// remembers it: 10 records on each partition of purged, 20 on
+	// purged-compact, sequences from 0.
+	pid, epoch, err := pr.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	described, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"purged": nil, "purged-compact": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, last := range map[string]int32{"purged": 9, "purged-compact": 19} {
+		for _, dp := range described[topic].Partitions.Sorted() {
+			p, ok := dp.ActiveProducers[pid]
+			if dp.Err != nil || !ok || len(dp.ActiveProducers) != 1 || p.ProducerEpoch != epoch || p.LastSequence != last || p.LastTimestamp <= 0 {
+				t.Fatalf("describe producers of %s/%d: %+v (err %v), want producer %d epoch %d at sequence %d", topic, dp.Partition, dp.ActiveProducers, dp.Err, pid, epoch, last)
+			}
+		}
+		if n := len(described[topic].Partitions); n != map[string]int{"purged": 2, "purged-compact": 1}[topic] {
+			t.Fatalf("%s: %d partitions described", topic, n)
+		}
 	}
 
 	del := func(topic string, p int32, at int64) kadm.DeleteRecordsResponse {

@@ -222,7 +222,7 @@ func TestKafkaClients(t *testing.T) {
 	// The admin APIs kafka-acls.sh, kafka-reassign-partitions.sh and
 	// kafka-leader-election.sh call, through kadm (docs/kafka.md).
 	t.Run("ACLs, moves, elections and epochs", func(t *testing.T) { testKafkaClusterAdmin(t, ctx, d, cli, adm) })
-	t.Run("DeleteRecords", func(t *testing.T) { testKafkaDeleteRecords(t, ctx, d, adm) })
+	t.Run("DescribeProducers and DeleteRecords", func(t *testing.T) { testKafkaDeleteRecords(t, ctx, d, adm) })
 
 	// Kafka producer -> Kafka consumer and Connect consumer.
 	t.Run("franz-go to CLI", func(t *testing.T) {

@@ -3,6 +3,7 @@ package kafkabridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -386,43 +387,12 @@ func (w guardedStorage) Fetch(ctx context.Context, req *connect.Request[storagev
 }
 
 func (w guardedStorage) ListOffsets(ctx context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
-	seen := map[string]*commonv1.ErrorDetail{}
-	parts := req.Msg.GetPartitions()
-	refused := make([]*commonv1.ErrorDetail, len(parts))
-	var allowed []*storagev1.ListOffsetsPartition
-	for i, p := range parts {
-		if refused[i] = refusal(ctx, w.g, acl.Describe, p.GetTopic(), seen); refused[i] == nil {
-			allowed = append(allowed, p)
-		}
-	}
-	var results []*storagev1.ListOffsetsPartitionResult
-	out := connect.NewResponse(&storagev1.ListOffsetsResponse{})
-	if len(allowed) > 0 {
-		// The caller's request keeps every partition: it matches the
-		// answers to them by position.
-		req.Msg.Partitions = allowed
-		defer func() { req.Msg.Partitions = parts }()
-		var err error
-		if out, err = w.StorageServiceClient.ListOffsets(ctx, req); err != nil {
-			return nil, err
-		}
-		results = out.Msg.GetPartitions()
-		if len(results) != len(allowed) {
-			return nil, connect.NewError(connect.CodeInternal, errors.New("list offsets answered a different number of partitions"))
-		}
-	}
-	merged := make([]*storagev1.ListOffsetsPartitionResult, len(parts))
-	j := 0
-	for i, p := range parts {
-		if refused[i] != nil {
-			merged[i] = &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Error: refused[i]}
-			continue
-		}
-		merged[i] = results[j]
-		j++
-	}
-	out.Msg.Partitions = merged
-	return out, nil
+	return byPartition(ctx, w.g, acl.Describe, req, w.StorageServiceClient.ListOffsets,
+		func(m *storagev1.ListOffsetsRequest) *[]*storagev1.ListOffsetsPartition { return &m.Partitions },
+		func(m *storagev1.ListOffsetsResponse) *[]*storagev1.ListOffsetsPartitionResult { return &m.Partitions },
+		func(p *storagev1.ListOffsetsPartition, d *commonv1.ErrorDetail) *storagev1.ListOffsetsPartitionResult {
+			return &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Error: d}
+		})
 }
 
 // OffsetForLeaderEpoch needs describe on each partition's topic (Kafka
@@ -430,83 +400,90 @@ func (w guardedStorage) ListOffsets(ctx context.Context, req *connect.Request[st
 // has no such operation and its followers replicate over Connect); a
 // refused partition is answered PERMISSION_DENIED in its place.
 func (w guardedStorage) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[storagev1.OffsetForLeaderEpochRequest]) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {
-	seen := map[string]*commonv1.ErrorDetail{}
-	parts := req.Msg.GetPartitions()
-	refused := make([]*commonv1.ErrorDetail, len(parts))
-	var allowed []*storagev1.OffsetForLeaderEpochPartition
-	for i, p := range parts {
-		if refused[i] = refusal(ctx, w.g, acl.Describe, p.GetTopic(), seen); refused[i] == nil {
-			allowed = append(allowed, p)
-		}
-	}
-	var results []*storagev1.OffsetForLeaderEpochPartitionResult
-	out := connect.NewResponse(&storagev1.OffsetForLeaderEpochResponse{})
-	if len(allowed) > 0 {
-		// The caller's request keeps every partition: it matches the
-		// answers to them by position.
-		req.Msg.Partitions = allowed
-		defer func() { req.Msg.Partitions = parts }()
-		var err error
-		if out, err = w.StorageServiceClient.OffsetForLeaderEpoch(ctx, req); err != nil {
-			return nil, err
-		}
-		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
-			return nil, connect.NewError(connect.CodeInternal, errors.New("offset for leader epoch answered a different number of partitions"))
-		}
-	}
-	merged := make([]*storagev1.OffsetForLeaderEpochPartitionResult, len(parts))
-	j := 0
-	for i, p := range parts {
-		if refused[i] != nil {
-			merged[i] = &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1, Error: refused[i]}
-			continue
-		}
-		merged[i] = results[j]
-		j++
-	}
-	out.Msg.Partitions = merged
-	return out, nil
+	return byPartition(ctx, w.g, acl.Describe, req, w.StorageServiceClient.OffsetForLeaderEpoch,
+		func(m *storagev1.OffsetForLeaderEpochRequest) *[]*storagev1.OffsetForLeaderEpochPartition {
+			return &m.Partitions
+		},
+		func(m *storagev1.OffsetForLeaderEpochResponse) *[]*storagev1.OffsetForLeaderEpochPartitionResult {
+			return &m.Partitions
+		},
+		func(p *storagev1.OffsetForLeaderEpochPartition, d *commonv1.ErrorDetail) *storagev1.OffsetForLeaderEpochPartitionResult {
+			return &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1, Error: d}
+		})
 }
 
 // DeleteRecords needs delete on each partition's topic (Kafka's DELETE
 // on the topic); a refused partition is answered PERMISSION_DENIED in its
 // place.
 func (w guardedStorage) DeleteRecords(ctx context.Context, req *connect.Request[storagev1.DeleteRecordsRequest]) (*connect.Response[storagev1.DeleteRecordsResponse], error) {
+	return byPartition(ctx, w.g, acl.Delete, req, w.StorageServiceClient.DeleteRecords,
+		func(m *storagev1.DeleteRecordsRequest) *[]*storagev1.DeleteRecordsPartition { return &m.Partitions },
+		func(m *storagev1.DeleteRecordsResponse) *[]*storagev1.DeleteRecordsPartitionResult {
+			return &m.Partitions
+		},
+		func(p *storagev1.DeleteRecordsPartition, d *commonv1.ErrorDetail) *storagev1.DeleteRecordsPartitionResult {
+			return &storagev1.DeleteRecordsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LowWatermark: -1, Error: d}
+		})
+}
+
+// DescribeProducers needs read on each partition's topic (Kafka's READ on
+// the topic); a refused partition is answered PERMISSION_DENIED in its
+// place.
+func (w guardedStorage) DescribeProducers(ctx context.Context, req *connect.Request[storagev1.DescribeProducersRequest]) (*connect.Response[storagev1.DescribeProducersResponse], error) {
+	return byPartition(ctx, w.g, acl.Read, req, w.StorageServiceClient.DescribeProducers,
+		func(m *storagev1.DescribeProducersRequest) *[]*commonv1.TopicPartition { return &m.Partitions },
+		func(m *storagev1.DescribeProducersResponse) *[]*storagev1.DescribeProducersPartitionResult {
+			return &m.Partitions
+		},
+		func(p *commonv1.TopicPartition, d *commonv1.ErrorDetail) *storagev1.DescribeProducersPartitionResult {
+			return &storagev1.DescribeProducersPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Error: d}
+		})
+}
+
+// byPartition serves a storage call whose request lists partitions (parts
+// of its message) and whose answer lists one result per partition
+// (results), in order: each partition's topic needs op; the call carries
+// only the allowed partitions, and a refused one is answered
+// refusedAs(partition, PERMISSION_DENIED detail) in its place. The
+// caller's request keeps every partition: it matches the answers to them
+// by position.
+func byPartition[Req, Resp any, P interface{ GetTopic() string }, R any](ctx context.Context, g *guard.Guard, op acl.Operation,
+	req *connect.Request[Req], call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error),
+	parts func(*Req) *[]P, results func(*Resp) *[]R, refusedAs func(P, *commonv1.ErrorDetail) R,
+) (*connect.Response[Resp], error) {
+	asked := *parts(req.Msg)
 	seen := map[string]*commonv1.ErrorDetail{}
-	parts := req.Msg.GetPartitions()
-	refused := make([]*commonv1.ErrorDetail, len(parts))
-	var allowed []*storagev1.DeleteRecordsPartition
-	for i, p := range parts {
-		if refused[i] = refusal(ctx, w.g, acl.Delete, p.GetTopic(), seen); refused[i] == nil {
+	refused := make([]*commonv1.ErrorDetail, len(asked))
+	var allowed []P
+	for i, p := range asked {
+		if refused[i] = refusal(ctx, g, op, p.GetTopic(), seen); refused[i] == nil {
 			allowed = append(allowed, p)
 		}
 	}
-	var results []*storagev1.DeleteRecordsPartitionResult
-	out := connect.NewResponse(&storagev1.DeleteRecordsResponse{})
+	out := connect.NewResponse(new(Resp))
+	var got []R
 	if len(allowed) > 0 {
-		// The caller's request keeps every partition: it matches the
-		// answers to them by position.
-		req.Msg.Partitions = allowed
-		defer func() { req.Msg.Partitions = parts }()
+		*parts(req.Msg) = allowed
+		defer func() { *parts(req.Msg) = asked }()
 		var err error
-		if out, err = w.StorageServiceClient.DeleteRecords(ctx, req); err != nil {
+		if out, err = call(ctx, req); err != nil {
 			return nil, err
 		}
-		if results = out.Msg.GetPartitions(); len(results) != len(allowed) {
-			return nil, connect.NewError(connect.CodeInternal, errors.New("delete records answered a different number of partitions"))
+		if got = *results(out.Msg); len(got) != len(allowed) {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the storage node answered %d partitions of %d", len(got), len(allowed)))
 		}
 	}
-	merged := make([]*storagev1.DeleteRecordsPartitionResult, len(parts))
+	merged := make([]R, len(asked))
 	j := 0
-	for i, p := range parts {
+	for i, p := range asked {
 		if refused[i] != nil {
-			merged[i] = &storagev1.DeleteRecordsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LowWatermark: -1, Error: refused[i]}
+			merged[i] = refusedAs(p, refused[i])
 			continue
 		}
-		merged[i] = results[j]
+		merged[i] = got[j]
 		j++
 	}
-	out.Msg.Partitions = merged
+	*results(out.Msg) = merged
 	return out, nil
 }
 

@@ -150,6 +150,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		b.offsetForLeaderEpochAPI(),
 		b.describeLogDirsAPI(),
 		b.deleteRecordsAPI(),
+		b.describeProducersAPI(),
 	)
 	return apis
 }

@@ -255,6 +255,19 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.DescribeProducersRequest:
+		r := resp.(*kmsg.DescribeProducersResponse)
+		for _, t := range q.Topics {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, code
+				rt.Partitions = append(rt.Partitions, rp)
+				n++
+			}
+			r.Topics = append(r.Topics, rt)
+		}
 	case *kmsg.ConsumerGroupDescribeRequest:
 		r := resp.(*kmsg.ConsumerGroupDescribeResponse)
 		for _, g := range q.Groups {
