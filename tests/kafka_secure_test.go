@@ -143,6 +143,25 @@ func TestKafkaSecure(t *testing.T) {
 		if got := pollUntil(t, ctx, cons, 3); len(got) != 3 {
 			t.Fatalf("reader consumed %d records, want ops's 3", len(got))
 		}
+		// Read lets it list the producers of granted (ops's); deleting
+		// records needs delete on the topic.
+		adm := kadm.NewClient(client(plainAs("reader", readerToken)))
+		ps, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"granted": {0: {}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dp := ps["granted"].Partitions[0]; dp.Err != nil || len(dp.ActiveProducers) != 1 {
+			t.Fatalf("reader's DescribeProducers of granted/0: %+v %v, want ops's producer", dp.ActiveProducers, dp.Err)
+		}
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "granted", Partition: 0, At: 1, LeaderEpoch: -1})
+		dr, err := adm.DeleteRecords(ctx, os)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := dr.Lookup("granted", 0); !errors.Is(r.Err, kerr.TopicAuthorizationFailed) {
+			t.Fatalf("reader's DeleteRecords on granted: %v, want TOPIC_AUTHORIZATION_FAILED", r.Err)
+		}
 	})
 
 	t.Run("reader's group needs read on the group", func(t *testing.T) {
