@@ -659,9 +659,14 @@ type FetchPartition struct {
 	CurrentLeaderEpoch int32 `protobuf:"varint,4,opt,name=current_leader_epoch,json=currentLeaderEpoch,proto3" json:"current_leader_epoch,omitempty"`
 	// Upper bound on record bytes for this partition. 0 means the server default
 	// (1048576 bytes, 1 MiB).
-	MaxBytes      int32 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBytes int32 `protobuf:"varint,5,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// Leader epoch of the last batch the consumer read, when it sends one (Kafka's Fetch v12
+	// last_fetched_epoch, KIP-595): the leader checks it against its epoch history as it checks
+	// a follower's, and answers diverging_epoch instead of records when the consumer's log
+	// diverged (after an unclean election). Unset or negative: not checked.
+	LastFetchedEpoch *int32 `protobuf:"varint,6,opt,name=last_fetched_epoch,json=lastFetchedEpoch,proto3,oneof" json:"last_fetched_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FetchPartition) Reset() {
@@ -725,6 +730,13 @@ func (x *FetchPartition) GetCurrentLeaderEpoch() int32 {
 func (x *FetchPartition) GetMaxBytes() int32 {
 	if x != nil {
 		return x.MaxBytes
+	}
+	return 0
+}
+
+func (x *FetchPartition) GetLastFetchedEpoch() int32 {
+	if x != nil && x.LastFetchedEpoch != nil {
+		return *x.LastFetchedEpoch
 	}
 	return 0
 }
@@ -803,9 +815,13 @@ type FetchPartitionResult struct {
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// Zero or more whole RecordBatch v2 batches, bytes exactly as stored. Empty when there was
 	// nothing new before max_wait_ms.
-	Records       []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Records []byte `protobuf:"bytes,7,opt,name=records,proto3" json:"records,omitempty"`
+	// Set, with no records, when the request's last_fetched_epoch does not end at or after its
+	// fetch_offset in the leader's history: the consumer's log diverged, and the records from
+	// end_offset on are not the leader's. Checked only for offsets on the leader's local disk.
+	DivergingEpoch *DivergingEpoch `protobuf:"bytes,8,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchPartitionResult) Reset() {
@@ -883,6 +899,13 @@ func (x *FetchPartitionResult) GetLogStartOffset() int64 {
 func (x *FetchPartitionResult) GetRecords() []byte {
 	if x != nil {
 		return x.Records
+	}
+	return nil
+}
+
+func (x *FetchPartitionResult) GetDivergingEpoch() *DivergingEpoch {
+	if x != nil {
+		return x.DivergingEpoch
 	}
 	return nil
 }
@@ -1516,10 +1539,11 @@ func (x *ReplicatePartitionResult) GetProducerState() []byte {
 	return nil
 }
 
-// DivergingEpoch tells a follower where its log and the leader's part (KIP-279).
+// DivergingEpoch tells a follower, or a consumer that sent its last fetched epoch, where its
+// log and the leader's part (KIP-279).
 type DivergingEpoch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Largest leader epoch in the leader's history not greater than the follower's
+	// Largest leader epoch in the leader's history not greater than the fetcher's
 	// last_fetched_epoch.
 	Epoch int32 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// Offset at which that epoch ends on the leader (exclusive).
@@ -2742,18 +2766,20 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\vmax_wait_ms\x18\x02 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x03 \x01(\x05R\bminBytes\x12\x1b\n" +
 	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12I\n" +
-	"\x0fisolation_level\x18\x05 \x01(\x0e2 .strata.common.v1.IsolationLevelR\x0eisolationLevel\"\xb6\x01\n" +
+	"\x0fisolation_level\x18\x05 \x01(\x0e2 .strata.common.v1.IsolationLevelR\x0eisolationLevel\"\x80\x02\n" +
 	"\x0eFetchPartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x120\n" +
 	"\x14current_leader_epoch\x18\x04 \x01(\x05R\x12currentLeaderEpoch\x12\x1b\n" +
-	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\"\x82\x01\n" +
+	"\tmax_bytes\x18\x05 \x01(\x05R\bmaxBytes\x121\n" +
+	"\x12last_fetched_epoch\x18\x06 \x01(\x05H\x00R\x10lastFetchedEpoch\x88\x01\x01B\x15\n" +
+	"\x13_last_fetched_epoch\"\x82\x01\n" +
 	"\rFetchResponse\x12G\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.storage.v1.FetchPartitionResultR\n" +
 	"partitions\x12(\n" +
-	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\x98\x02\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\xe4\x02\n" +
 	"\x14FetchPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -2761,7 +2787,8 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x0ehigh_watermark\x18\x04 \x01(\x03R\rhighWatermark\x12,\n" +
 	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
-	"\arecords\x18\a \x01(\fR\arecords\"\xa8\x01\n" +
+	"\arecords\x18\a \x01(\fR\arecords\x12J\n" +
+	"\x0fdiverging_epoch\x18\b \x01(\v2!.strata.storage.v1.DivergingEpochR\x0edivergingEpoch\"\xa8\x01\n" +
 	"\x12ListOffsetsRequest\x12G\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.storage.v1.ListOffsetsPartitionR\n" +
@@ -3000,52 +3027,53 @@ var file_strata_storage_v1_storage_proto_depIdxs = []int32{
 	38, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
 	37, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	12, // 9: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	38, // 10: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	0,  // 11: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
-	14, // 12: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	37, // 13: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	16, // 14: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
-	18, // 15: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	37, // 16: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	19, // 17: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	21, // 18: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
-	23, // 19: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	37, // 20: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	25, // 21: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
-	27, // 22: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
-	37, // 23: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	39, // 24: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	30, // 25: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
-	37, // 26: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	31, // 27: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
-	39, // 28: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	34, // 29: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	37, // 30: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	35, // 31: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 32: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 33: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 34: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	11, // 35: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	15, // 36: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	20, // 37: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	32, // 38: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	24, // 39: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
-	28, // 40: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
-	2,  // 41: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 42: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 43: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	13, // 44: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	17, // 45: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	22, // 46: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	33, // 47: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	26, // 48: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
-	29, // 49: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
-	41, // [41:50] is the sub-list for method output_type
-	32, // [32:41] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	19, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	12, // 10: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
+	38, // 11: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	0,  // 12: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
+	14, // 13: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
+	37, // 14: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	16, // 15: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
+	18, // 16: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
+	37, // 17: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	19, // 18: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	21, // 19: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
+	23, // 20: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	37, // 21: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	25, // 22: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
+	27, // 23: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
+	37, // 24: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	39, // 25: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	30, // 26: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
+	37, // 27: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	31, // 28: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
+	39, // 29: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	34, // 30: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	37, // 31: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	35, // 32: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 33: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 34: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 35: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	11, // 36: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	15, // 37: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	20, // 38: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	32, // 39: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	24, // 40: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	28, // 41: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
+	2,  // 42: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 43: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 44: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	13, // 45: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	17, // 46: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	22, // 47: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	33, // 48: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	26, // 49: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	29, // 50: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -3053,6 +3081,7 @@ func file_strata_storage_v1_storage_proto_init() {
 	if File_strata_storage_v1_storage_proto != nil {
 		return
 	}
+	file_strata_storage_v1_storage_proto_msgTypes[7].OneofWrappers = []any{}
 	file_strata_storage_v1_storage_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -367,7 +367,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 			}
 			res := s.fetchOne(ctx, p, maxBytes-total, total == 0, &bufs[i])
 			total += len(res.Records)
-			failed = failed || res.Error != nil
+			failed = failed || res.Error != nil || res.DivergingEpoch != nil // answered at once, as Kafka's
 			out.Partitions = append(out.Partitions, res)
 		}
 		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 ||
@@ -400,6 +400,15 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 		limit = defaultPartitionMaxBytes
 	}
 	limit = max(min(limit, budget), 1)
+	if d, err := diverging(r, p); err != nil || d != nil {
+		if err != nil {
+			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+			return res
+		}
+		l := r.Log()
+		res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.DivergingEpoch = l.HighWatermark(), l.HighWatermark(), s.n.effectiveLogStart(r, l.LogStartOffset()), d
+		return res
+	}
 	if *buf == nil && p.GetFetchOffset() < r.Log().HighWatermark() {
 		*buf = readBuf(ctx, limit)
 	}
@@ -417,6 +426,37 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 	countFetched(p.GetTopic(), rr.Batches) // telemetry.go
 	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
 	return res
+}
+
+// diverging checks a consumer's fetch that carries its last fetched epoch
+// against our epoch history, as Kafka's Partition.readRecords does: the
+// largest epoch of ours not above it must be that epoch, ending at or
+// after the fetch offset; otherwise the consumer's log diverged from ours
+// (an unclean election truncated what it read) and it is told where
+// (nil when it did not, or sent no epoch). An epoch newer than our
+// history, or a fetch offset below our log start, is out of range, as
+// Kafka's. Offsets served from the tier (below the local log start) are
+// not checked: our local history starts there.
+func diverging(r *replica.Replica, p *storagev1.FetchPartition) (*storagev1.DivergingEpoch, error) {
+	if p.LastFetchedEpoch == nil || p.GetLastFetchedEpoch() < 0 {
+		return nil, nil
+	}
+	if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
+		return nil, err
+	}
+	l := r.Log()
+	off, start := p.GetFetchOffset(), l.LogStartOffset()
+	if off < start {
+		return nil, nil // the tier's, or out of range: the read answers
+	}
+	e, end := l.EndOffsetForEpoch(p.GetLastFetchedEpoch())
+	if e == partlog.UndefinedEpoch || end == partlog.UndefinedOffset {
+		return nil, &partlog.OffsetOutOfRangeError{Offset: off, LogStart: start, LogEnd: l.HighWatermark()}
+	}
+	if e < p.GetLastFetchedEpoch() || end < off {
+		return &storagev1.DivergingEpoch{Epoch: e, EndOffset: end}, nil
+	}
+	return nil, nil
 }
 
 func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
