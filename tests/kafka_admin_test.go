@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
@@ -216,6 +217,32 @@ func testKafkaClusterAdmin(t *testing.T, ctx context.Context, d *harness.Dev, cl
 	}
 	if e := epochs["moves"][0]; e.Err != nil || e.LeaderEpoch != after.LeaderEpoch || e.EndOffset != 30 {
 		t.Fatalf("epoch %d: %+v, want the log end 30", after.LeaderEpoch, e)
+	}
+	// A Fetch v12 that says it last read the old epoch is checked against
+	// that history (KIP-595's diverging_epoch): read up to 20 it is fine,
+	// past 20 its log diverged, and it is told where, with no records.
+	kc := kafkaClient(t, d)
+	fetchAfterEpoch := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxBytes, req.SessionEpoch = 12, -1, 1<<20, -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = "moves"
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.FetchOffset, rp.CurrentLeaderEpoch, rp.LastFetchedEpoch, rp.PartitionMaxBytes = offset, after.LeaderEpoch, before.LeaderEpoch, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, kc.Broker(int(spare)))
+		if err != nil || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("fetch v12 at %d: %v %+v", offset, err, resp)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	if p := fetchAfterEpoch(20); p.ErrorCode != 0 || p.DivergingEpoch.EndOffset != -1 || len(p.RecordBatches) == 0 {
+		t.Fatalf("fetch at 20 after epoch %d: error %d, diverging %+v, %d bytes; want records", before.LeaderEpoch, p.ErrorCode, p.DivergingEpoch, len(p.RecordBatches))
+	}
+	if p := fetchAfterEpoch(25); p.ErrorCode != 0 || p.DivergingEpoch.Epoch != before.LeaderEpoch || p.DivergingEpoch.EndOffset != 20 || len(p.RecordBatches) != 0 {
+		t.Fatalf("fetch at 25 after epoch %d: error %d, diverging %+v, %d bytes; want diverging at 20", before.LeaderEpoch, p.ErrorCode, p.DivergingEpoch, len(p.RecordBatches))
 	}
 
 	// Log directories: each replica of "moves" (30 records) is in the

@@ -235,10 +235,14 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		sreq.MaxBytes = 0
 	}
 	for _, p := range plan.parts {
-		sreq.Partitions = append(sreq.Partitions, &storagev1.FetchPartition{
+		sp := &storagev1.FetchPartition{
 			Topic: p.topic, Partition: p.partition, FetchOffset: p.offset,
 			CurrentLeaderEpoch: p.leaderEpoch, MaxBytes: p.maxBytes,
-		})
+		}
+		if p.lastFetchedEpoch >= 0 {
+			sp.LastFetchedEpoch = &p.lastFetchedEpoch
+		}
+		sreq.Partitions = append(sreq.Partitions, sp)
 	}
 	var out *connect.Response[storagev1.FetchResponse]
 	var results []*storagev1.FetchPartitionResult
@@ -262,7 +266,7 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		}
 		res := results[i]
 		if r.errCode = detailCode(res.GetError(), dataPlane, nil); r.errCode == errNone {
-			r.hw, r.lso, r.logStart, r.records = res.GetHighWatermark(), res.GetLastStableOffset(), res.GetLogStartOffset(), res.GetRecords()
+			r.hw, r.lso, r.logStart, r.records, r.diverging = res.GetHighWatermark(), res.GetLastStableOffset(), res.GetLogStartOffset(), res.GetRecords(), res.GetDivergingEpoch()
 		}
 	}
 	include := b.sessions.answer(&plan, read)
@@ -280,6 +284,9 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = p.partition, r.errCode
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.hw, r.lso, r.logStart
+		if d := r.diverging; d != nil && version >= 12 {
+			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.GetEpoch(), d.GetEndOffset()
+		}
 		// Empty, not null: librdkafka refuses a null record set.
 		rp.RecordBatches = []byte{}
 		if len(r.records) > 0 {

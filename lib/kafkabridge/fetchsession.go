@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 )
 
 // Fetch sessions (KIP-227), as a Kafka broker keeps them: a full fetch
@@ -72,6 +74,9 @@ type fetchPart struct {
 	offset      int64
 	leaderEpoch int32
 	maxBytes    int32
+	// lastFetchedEpoch is the epoch of the last batch the client read
+	// (Fetch v12+), -1 when it sends none.
+	lastFetchedEpoch int32
 }
 
 type partKey struct {
@@ -144,15 +149,22 @@ type fetchResult struct {
 	errCode           int16
 	hw, lso, logStart int64
 	records           []byte
+	// diverging is where the client's log parts from the leader's, when
+	// its last fetched epoch says it does (KIP-595's diverging_epoch).
+	diverging *storagev1.DivergingEpoch
 }
 
 // requestParts lists a request's partitions in its order.
-func requestParts(req *kmsg.FetchRequest) []fetchPart {
+func requestParts(version int16, req *kmsg.FetchRequest) []fetchPart {
 	var out []fetchPart
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
+			last := int32(-1)
+			if version >= 12 {
+				last = p.LastFetchedEpoch
+			}
 			out = append(out, fetchPart{topic: t.Topic, partition: p.Partition, offset: p.FetchOffset,
-				leaderEpoch: p.CurrentLeaderEpoch, maxBytes: max(p.PartitionMaxBytes, 0)})
+				leaderEpoch: p.CurrentLeaderEpoch, maxBytes: max(p.PartitionMaxBytes, 0), lastFetchedEpoch: last})
 		}
 	}
 	return out
@@ -162,7 +174,7 @@ func requestParts(req *kmsg.FetchRequest) []fetchPart {
 // 7, epoch -1), a full fetch that may open a session (epoch 0), or the
 // next fetch of an open one.
 func (c *fetchSessions) open(version int16, req *kmsg.FetchRequest, owner string) fetchPlan {
-	parts := requestParts(req)
+	parts := requestParts(version, req)
 	if version < 7 {
 		return fetchPlan{parts: parts}
 	}
@@ -264,7 +276,7 @@ func (c *fetchSessions) answer(plan *fetchPlan, results []fetchResult) []bool {
 			sp = s.parts[partKey{p.topic, p.partition}]
 		}
 		changed := sp == nil || !sp.answered || sp.hw != r.hw || sp.lso != r.lso || sp.logStart != r.logStart
-		include[i] = !plan.incremental || len(r.records) > 0 || r.errCode != errNone || changed
+		include[i] = !plan.incremental || len(r.records) > 0 || r.errCode != errNone || r.diverging != nil || changed
 		if sp == nil {
 			continue
 		}
