@@ -985,8 +985,9 @@ type ConsumerGroupHeartbeatRequest struct {
 	RebalanceTimeoutMs int32 `protobuf:"varint,6,opt,name=rebalance_timeout_ms,json=rebalanceTimeoutMs,proto3" json:"rebalance_timeout_ms,omitempty"`
 	// Topic names the member subscribes to, sent in full on every heartbeat.
 	SubscribedTopicNames []string `protobuf:"bytes,7,rep,name=subscribed_topic_names,json=subscribedTopicNames,proto3" json:"subscribed_topic_names,omitempty"`
-	// Server-side assignor to use, for example "uniform" or "range"; empty means the group's
-	// default ("uniform").
+	// Server-side assignor the member asks for, "uniform" or "range", sent on every heartbeat
+	// (empty: none); the group uses the one most members ask for, and "uniform" when none
+	// does. Another name is INVALID_ARGUMENT.
 	ServerAssignor string `protobuf:"bytes,8,opt,name=server_assignor,json=serverAssignor,proto3" json:"server_assignor,omitempty"`
 	// Partitions the member currently owns, and those it was assigned and may be about to
 	// start on, sent in full on every heartbeat. Taken as giving up the partitions missing

@@ -50,6 +50,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
@@ -88,13 +89,17 @@ type Grant struct {
 // Member is one live member. Exported fields are persisted.
 type Member struct {
 	ID         string
-	InstanceID string   `json:",omitempty"`
-	ClientID   string   `json:",omitempty"`
-	ClientHost string   `json:",omitempty"`
-	RackID     string   `json:",omitempty"`
-	Epoch      int32    // current member epoch
-	PrevEpoch  int32    // epoch before the last bump; heartbeats with it are still answered
-	Topics     []string // subscription
+	InstanceID string `json:",omitempty"`
+	ClientID   string `json:",omitempty"`
+	ClientHost string `json:",omitempty"`
+	RackID     string `json:",omitempty"`
+	// Assignor is the server-side assignor the member asks for ("" for
+	// none): the group uses the one most of its members ask for
+	// (Group.preferredAssignor).
+	Assignor  string   `json:",omitempty"`
+	Epoch     int32    // current member epoch
+	PrevEpoch int32    // epoch before the last bump; heartbeats with it are still answered
+	Topics    []string // subscription
 	// Hidden are the topics of Topics the member may not be assigned (its
 	// principal may not describe them, as of its last heartbeat), sorted;
 	// the assignor leaves them out.
@@ -117,6 +122,9 @@ type Group struct {
 	Members         map[string]*Member
 	Target          map[string][]TP
 	Parts           map[string]int32 // partition counts the target was computed from
+	// Assignor is the server-side assignor the target was computed with
+	// ("" for the default, assignor.Name).
+	Assignor string `json:",omitempty"`
 
 	sessionTimeout time.Duration
 	owners         map[TP]string
@@ -212,6 +220,9 @@ type Heartbeat struct {
 	ClientID           string
 	ClientHost         string
 	RebalanceTimeoutMs int32
+	// Assignor is the server-side assignor the member asks for, sent in
+	// full on every heartbeat: "" for none, else one of assignor.Names.
+	Assignor string
 	// Topics is the subscription; empty leaves it as it was.
 	Topics []string
 	// Hidden are the topics of the subscription (Topics, or the one in
@@ -236,6 +247,9 @@ type Response struct {
 func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (resp Response, dirty bool, err error) {
 	if h.MemberID == "" {
 		return resp, false, fmt.Errorf("%w: member_id is empty", ErrInvalid)
+	}
+	if h.Assignor != "" && !assignor.Known(h.Assignor) {
+		return resp, false, fmt.Errorf("%w: unknown server assignor %q (known: %s)", ErrInvalid, h.Assignor, strings.Join(assignor.Names, ", "))
 	}
 	m := g.Members[h.MemberID]
 	// current: the heartbeat is at the member's epoch, so its owned list
@@ -279,8 +293,8 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		}
 	}
 	m.deadline = now.Add(g.sessionTimeout)
-	if m.InstanceID != h.InstanceID || m.ClientID != h.ClientID || m.ClientHost != h.ClientHost || m.RackID != h.RackID || m.RebalanceTimeoutMs != h.RebalanceTimeoutMs {
-		m.InstanceID, m.ClientID, m.ClientHost, m.RackID, m.RebalanceTimeoutMs = h.InstanceID, h.ClientID, h.ClientHost, h.RackID, h.RebalanceTimeoutMs
+	if m.InstanceID != h.InstanceID || m.ClientID != h.ClientID || m.ClientHost != h.ClientHost || m.RackID != h.RackID || m.RebalanceTimeoutMs != h.RebalanceTimeoutMs || m.Assignor != h.Assignor {
+		m.InstanceID, m.ClientID, m.ClientHost, m.RackID, m.RebalanceTimeoutMs, m.Assignor = h.InstanceID, h.ClientID, h.ClientHost, h.RackID, h.RebalanceTimeoutMs, h.Assignor
 		dirty = true
 	}
 	topics := slices.Clone(h.Topics)
@@ -300,7 +314,7 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		m.Hidden = hidden
 		subsChanged, dirty = true, true
 	}
-	if subsChanged || g.rebalanceNeeded(parts) {
+	if subsChanged || g.rebalanceNeeded(parts) || g.preferredAssignor() != g.Assignor {
 		g.rebalance(parts)
 		dirty = true
 	}
@@ -391,8 +405,41 @@ func (g *Group) rebalance(parts map[string]int32) {
 	for _, m := range g.Members {
 		ms = append(ms, assignor.Member{ID: m.ID, Topics: m.assignable()})
 	}
-	g.Target = assignor.Uniform(ms, g.Parts, g.Target)
+	g.Assignor = g.preferredAssignor()
+	g.Target = assignor.Assign(g.Assignor, ms, g.Parts, g.Target)
 	g.AssignmentEpoch = g.Epoch
+}
+
+// preferredAssignor is the server-side assignor most members ask for, as
+// Kafka's ConsumerGroup.computePreferredServerAssignor chooses it (a tie
+// goes to the one listed first in assignor.Names); "" (the default) when
+// none asks for one. A change of it rebalances the group.
+func (g *Group) preferredAssignor() string {
+	votes := map[string]int{}
+	for _, m := range g.Members {
+		if m.Assignor != "" {
+			votes[m.Assignor]++
+		}
+	}
+	best := ""
+	for _, name := range assignor.Names {
+		if votes[name] > votes[best] {
+			best = name
+		}
+	}
+	if best == assignor.Name {
+		return "" // the default by its own name
+	}
+	return best
+}
+
+// AssignorName is the server-side assignor the group's target was
+// computed with.
+func (g *Group) AssignorName() string {
+	if g.Assignor == "" {
+		return assignor.Name
+	}
+	return g.Assignor
 }
 
 // reconcile moves a member toward its target; true when it changed. fresh

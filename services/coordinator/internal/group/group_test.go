@@ -24,6 +24,10 @@ type sim struct {
 	where string // prefix of failure messages
 	// hidden are the topics each member's heartbeats hide (Heartbeat.Hidden).
 	hidden map[string][]string
+	// assignor is the server assignor each member asks for; topics the
+	// subscription (default orders).
+	assignor map[string]string
+	topics   []string
 }
 
 func newSim(t *testing.T, parts int32) *sim {
@@ -37,7 +41,12 @@ func (s *sim) hb(id string) error {
 		s.owned[id] = s.next[id]
 		s.has[id] = false
 	}
-	resp, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: s.epoch[id], Topics: []string{"orders"}, Hidden: s.hidden[id], Owned: s.owned[id]}, s.parts, s.now)
+	topics := s.topics
+	if topics == nil {
+		topics = []string{"orders"}
+	}
+	resp, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: s.epoch[id], Topics: topics, Hidden: s.hidden[id], Owned: s.owned[id],
+		Assignor: s.assignor[id]}, s.parts, s.now)
 	if err != nil {
 		return err
 	}
@@ -129,6 +138,45 @@ func TestHiddenTopicsAreNotAssigned(t *testing.T) {
 	s.settle([]string{"a", "b"})
 	if len(s.owned["b"]) != 0 {
 		t.Fatalf("b still owns %v after its topic was hidden again", s.owned["b"])
+	}
+}
+
+// The group uses the server assignor most members ask for: with range,
+// co-partitioned topics give each member the same partition numbers; a
+// change of the majority rebalances the group under the other assignor,
+// and an unknown assignor is refused.
+func TestGroupUsesTheAssignorMostMembersAskFor(t *testing.T) {
+	s := newSim(t, 4)
+	s.parts["views"] = 4
+	s.topics = []string{"orders", "views"}
+	s.assignor = map[string]string{"a": "range", "b": "range", "c": ""}
+	ids := []string{"a", "b", "c"}
+	s.settle(ids)
+	if got := s.g.AssignorName(); got != "range" {
+		t.Fatalf("assignor %q, want range", got)
+	}
+	for _, id := range ids {
+		var orders, views []int32
+		for _, tp := range s.owned[id] {
+			if tp.Topic == "orders" {
+				orders = append(orders, tp.Partition)
+			} else {
+				views = append(views, tp.Partition)
+			}
+		}
+		if !slices.Equal(orders, views) {
+			t.Fatalf("%s owns orders %v and views %v; range gives the same numbers of co-partitioned topics", id, orders, views)
+		}
+	}
+	epoch := s.g.Epoch
+	s.assignor = map[string]string{"a": "uniform", "b": "uniform", "c": "range"}
+	s.settle(ids)
+	if got := s.g.AssignorName(); got != "uniform" || s.g.Epoch == epoch {
+		t.Fatalf("assignor %q at group epoch %d (was %d), want uniform after a new epoch", got, s.g.Epoch, epoch)
+	}
+	_, _, err := s.g.Heartbeat(Heartbeat{MemberID: "a", Epoch: s.epoch["a"], Assignor: "sticky"}, s.parts, s.now)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("an unknown assignor: %v, want ErrInvalid", err)
 	}
 }
 

@@ -67,7 +67,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 	parts := c.meta.partitionCounts(ctx, append(subscribed(og.g), topics...))
 	resp, dirty, err := og.g.Heartbeat(group.Heartbeat{
 		MemberID: m.GetMemberId(), Epoch: m.GetMemberEpoch(), InstanceID: m.GetInstanceId(), RackID: m.GetRackId(),
-		ClientID: m.GetClientId(), ClientHost: req.Peer().Addr, RebalanceTimeoutMs: m.GetRebalanceTimeoutMs(),
+		ClientID: m.GetClientId(), ClientHost: req.Peer().Addr, RebalanceTimeoutMs: m.GetRebalanceTimeoutMs(), Assignor: m.GetServerAssignor(),
 		Topics: m.GetSubscribedTopicNames(), Hidden: c.hiddenTopics(ctx, topics), Owned: tps(m.GetOwnedPartitions()),
 	}, parts, time.Now())
 	if err != nil {
@@ -321,7 +321,7 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 	}
 	g := og.g
 	d := &coordinatorv1.GroupDescription{GroupId: id, State: stateOf(g.State()), GroupEpoch: g.Epoch, AssignmentEpoch: g.AssignmentEpoch,
-		Assignor: assignor.Name, CoordinatorId: c.id}
+		Assignor: g.AssignorName(), CoordinatorId: c.id}
 	owners := map[group.TP]string{}
 	for _, m := range g.Members {
 		d.Members = append(d.Members, &coordinatorv1.GroupMember{

@@ -553,8 +553,9 @@ export type ConsumerGroupHeartbeatRequest = Message<"strata.coordinator.v1.Consu
   subscribedTopicNames: string[];
 
   /**
-   * Server-side assignor to use, for example "uniform" or "range"; empty means the group's
-   * default ("uniform").
+   * Server-side assignor the member asks for, "uniform" or "range", sent on every heartbeat
+   * (empty: none); the group uses the one most members ask for, and "uniform" when none
+   * does. Another name is INVALID_ARGUMENT.
    *
    * @generated from field: string server_assignor = 8;
    */
