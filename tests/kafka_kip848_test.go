@@ -227,3 +227,58 @@ func testKIP848Group(t *testing.T, ctx context.Context, d *harness.Dev, cli func
 	g.checkOnce(t)
 	t.Logf("%d heartbeats; owners at the end %v", g.reqs.heartbeats.Load(), g.owners)
 }
+
+// testKIP848Range: two franz-go KIP-848 members asking for the "range"
+// server assignor (kgo.RangeBalancer) on two co-partitioned topics get
+// the same partition numbers of each, as a join over them needs, and the
+// group is described with that assignor.
+func testKIP848Range(t *testing.T, ctx context.Context, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
+	for _, topic := range []string{"co-clicks", "co-views"} {
+		if _, err := cli("", "topic", "create", topic, "-p", "4", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		cl := kafkaClient(t, d, kgo.ConsumerGroup("g848-range"), kgo.ConsumeTopics("co-clicks", "co-views"),
+			kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+		pctx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		go func() {
+			for pctx.Err() == nil {
+				cl.PollFetches(pctx)
+			}
+		}()
+	}
+	testwait.Until(t, 60*time.Second, "two range members to own the same partitions of both topics", func() error {
+		out, err := cli("", "group", "describe", "g848-range", "--output", "json")
+		if err != nil {
+			return err
+		}
+		var desc gatewayv1.DescribeGroupResponse
+		if err := protojson.Unmarshal([]byte(out), &desc); err != nil {
+			return err
+		}
+		g := desc.GetGroup()
+		if g.GetProtocolType() != "" {
+			t.Fatalf("the group is a classic one (protocol type %q): the members fell back from KIP-848", g.GetProtocolType())
+		}
+		if g.GetAssignor() != "range" || len(g.GetMembers()) != 2 {
+			return fmt.Errorf("assignor %q with %d members", g.GetAssignor(), len(g.GetMembers()))
+		}
+		total := 0
+		for _, m := range g.GetMembers() {
+			got := map[string][]int32{}
+			for _, tp := range m.GetAssignment().GetPartitions() {
+				got[tp.GetTopic()] = append(got[tp.GetTopic()], tp.GetPartitions()...)
+				total += len(tp.GetPartitions())
+			}
+			if fmt.Sprint(got["co-clicks"]) != fmt.Sprint(got["co-views"]) || len(got["co-clicks"]) != 2 {
+				return fmt.Errorf("member %s owns %v", m.GetMemberId(), got)
+			}
+		}
+		if total != 8 {
+			return fmt.Errorf("%d partitions owned, want 8", total)
+		}
+		return nil
+	})
+}

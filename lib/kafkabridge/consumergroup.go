@@ -2,6 +2,7 @@ package kafkabridge
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,8 +29,10 @@ import (
 //     otherwise); the coordinator wants the subscription and the owned
 //     partitions on every heartbeat. The bridge keeps, per member, what
 //     it last sent and fills the gaps.
-//   - Regular expression subscriptions (v1) are refused, as is any server
-//     assignor but the coordinator's one, "uniform".
+//   - Regular expression subscriptions (v1) are refused, as is a server
+//     assignor the coordinator does not have (it has "uniform", sticky
+//     and balanced, and "range", co-partitioning; the group uses the one
+//     most members ask for).
 //
 // A heartbeat whose owned partitions are null ("unchanged") releases
 // nothing for Kafka: the owned list it stands for is the last one sent.
@@ -51,9 +54,9 @@ import (
 type consumerMember struct {
 	mu sync.Mutex // one heartbeat of a member at a time
 	// Last sent, for heartbeats that leave them null.
-	topics                     []string
-	instanceID, rackID, client string
-	rebalance                  int32
+	topics                               []string
+	instanceID, rackID, client, assignor string
+	rebalance                            int32
 	// owned is the member's last full owned list; mayOwn is owned and
 	// every assignment answered since, what a heartbeat with null owned
 	// partitions is reported to the coordinator as.
@@ -128,9 +131,10 @@ func (g *consumerGroups) drop(group, id string, m *consumerMember) {
 	}
 }
 
-// serverAssignor is the only server-side assignor the coordinator has
-// (sticky and balanced, as Kafka's "uniform").
-const serverAssignor = "uniform"
+// serverAssignors are the coordinator's server-side assignors (its
+// assignor.Names): "uniform", sticky and balanced, and "range", which
+// co-partitions, as Kafka's.
+var serverAssignors = []string{"uniform", "range"}
 
 // errUnsupportedAssignor is KIP-848's UNSUPPORTED_ASSIGNOR.
 const errUnsupportedAssignor int16 = 112
@@ -253,8 +257,8 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		// the classic protocol (franz-go does), which resolves patterns
 		// itself.
 		return fail(errUnsupportedVersion, "regular expression subscriptions are not supported; subscribe to topic names")
-	case req.ServerAssignor != nil && *req.ServerAssignor != "" && *req.ServerAssignor != serverAssignor:
-		return fail(errUnsupportedAssignor, "the only server assignor is \"uniform\"")
+	case req.ServerAssignor != nil && *req.ServerAssignor != "" && !slices.Contains(serverAssignors, *req.ServerAssignor):
+		return fail(errUnsupportedAssignor, fmt.Sprintf("server assignor %q is not one of %q", *req.ServerAssignor, serverAssignors))
 	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
 		return fail(errInvalidRequest, "a join needs subscribed topic names")
 	case req.MemberEpoch == 0 && len(req.Topics) > 0:
@@ -310,11 +314,11 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 
 	// What the member sent, over what it left null.
 	next := struct {
-		topics                     []string
-		instanceID, rackID, client string
-		rebalance                  int32
-		owned, mayOwn              []*commonv1.TopicPartitions
-	}{m.topics, m.instanceID, m.rackID, clientID, m.rebalance, m.owned, m.mayOwn}
+		topics                               []string
+		instanceID, rackID, client, assignor string
+		rebalance                            int32
+		owned, mayOwn                        []*commonv1.TopicPartitions
+	}{m.topics, m.instanceID, m.rackID, clientID, m.assignor, m.rebalance, m.owned, m.mayOwn}
 	if req.SubscribedTopicNames != nil {
 		next.topics = slices.Clone(req.SubscribedTopicNames)
 	}
@@ -323,6 +327,9 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	}
 	if req.RackID != nil {
 		next.rackID = *req.RackID
+	}
+	if req.ServerAssignor != nil {
+		next.assignor = *req.ServerAssignor
 	}
 	if req.RebalanceTimeoutMillis >= 0 {
 		next.rebalance = req.RebalanceTimeoutMillis
@@ -345,7 +352,7 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	}
 	out, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{
 		GroupId: req.Group, MemberId: memberID, MemberEpoch: req.MemberEpoch, InstanceId: next.instanceID, RackId: next.rackID,
-		RebalanceTimeoutMs: next.rebalance, SubscribedTopicNames: next.topics, ServerAssignor: serverAssignor,
+		RebalanceTimeoutMs: next.rebalance, SubscribedTopicNames: next.topics, ServerAssignor: next.assignor,
 		OwnedPartitions: owned, ClientId: next.client,
 	})
 	if err != nil {
@@ -379,7 +386,7 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		resp.Assignment = &ka
 		next.mayOwn = unionPartitions(next.mayOwn, a.GetPartitions())
 	}
-	m.topics, m.instanceID, m.rackID, m.client, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.rebalance
+	m.topics, m.instanceID, m.rackID, m.client, m.assignor, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.assignor, next.rebalance
 	m.owned, m.mayOwn, m.epoch = next.owned, next.mayOwn, out.GetMemberEpoch()
 	resp.MemberEpoch, resp.HeartbeatIntervalMillis = out.GetMemberEpoch(), out.GetHeartbeatIntervalMs()
 	return resp, nil

@@ -145,7 +145,7 @@ func TestConsumerGroupHeartbeatMapping(t *testing.T) {
 	join.SubscribedTopicNames = []string{"t"}
 	join.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	join.RebalanceTimeoutMillis = 30000
-	assignor, rack := "uniform", "r1"
+	assignor, rack := "range", "r1"
 	join.ServerAssignor, join.RackID = &assignor, &rack
 	coord.answer = &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberEpoch: 3, HeartbeatIntervalMs: 2000,
 		Assignment: &coordinatorv1.Assignment{Partitions: tps("t", 0, 1)}}
@@ -158,7 +158,7 @@ func TestConsumerGroupHeartbeatMapping(t *testing.T) {
 	}
 	got := coord.last()
 	if got.GetMemberEpoch() != 0 || !slices.Equal(got.GetSubscribedTopicNames(), []string{"t"}) || len(got.GetOwnedPartitions()) != 0 ||
-		got.GetRebalanceTimeoutMs() != 30000 || got.GetRackId() != "r1" || got.GetServerAssignor() != "uniform" || got.GetClientId() != "client-1" {
+		got.GetRebalanceTimeoutMs() != 30000 || got.GetRackId() != "r1" || got.GetServerAssignor() != "range" || got.GetClientId() != "client-1" {
 		t.Fatalf("coordinator got join %v", got)
 	}
 
@@ -172,7 +172,8 @@ func TestConsumerGroupHeartbeatMapping(t *testing.T) {
 		t.Fatalf("keepalive answered %+v", r)
 	}
 	got = coord.last()
-	if got.GetMemberEpoch() != 3 || !slices.Equal(got.GetSubscribedTopicNames(), []string{"t"}) || got.GetRebalanceTimeoutMs() != 30000 || got.GetRackId() != "r1" {
+	if got.GetMemberEpoch() != 3 || !slices.Equal(got.GetSubscribedTopicNames(), []string{"t"}) || got.GetRebalanceTimeoutMs() != 30000 || got.GetRackId() != "r1" ||
+		got.GetServerAssignor() != "range" {
 		t.Fatalf("keepalive reached the coordinator as %v", got)
 	}
 	if !samePartitions(got.GetOwnedPartitions(), tps("t", 0, 1)) {
@@ -237,9 +238,9 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 	regex := join("m")
 	re := "t.*"
 	regex.SubscribedTopicRegex, regex.SubscribedTopicNames = &re, nil
-	rangeAssignor := join("m")
-	ra := "range"
-	rangeAssignor.ServerAssignor = &ra
+	otherAssignor := join("m")
+	ra := "sticky" // a client-side name, not a server assignor
+	otherAssignor.ServerAssignor = &ra
 	owning := join("m")
 	owning.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{ownedTopic(idT, 0)}
 	emptied := keepalive("m", 2)
@@ -251,7 +252,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		code    int16
 	}{
 		{"regex", 1, regex, errUnsupportedVersion},
-		{"client or other assignor", 1, rangeAssignor, errUnsupportedAssignor},
+		{"client or other assignor", 1, otherAssignor, errUnsupportedAssignor},
 		{"v1 without member id", 1, join(""), errInvalidRequest},
 		{"join without topics", 1, keepalive("m", 0), errInvalidRequest},
 		{"join owning partitions", 1, owning, errInvalidRequest},
