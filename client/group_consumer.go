@@ -50,6 +50,7 @@ type groupConfig struct {
 	startOffsets     StartOffsetsFunc
 	clientID         string
 	rebalanceTimeout time.Duration
+	assignor         string
 }
 
 // GroupConsumerOptions passes Consumer options (fetch sizes, transport,
@@ -117,6 +118,16 @@ func ClientID(id string) GroupOpt { return func(c *groupConfig) { c.clientID = i
 // it. Default 5 minutes.
 func RebalanceTimeout(d time.Duration) GroupOpt {
 	return func(c *groupConfig) { c.rebalanceTimeout = d }
+}
+
+// ServerAssignor asks the coordinator for one of its assignors: "uniform"
+// (sticky and balanced) or "range" (each topic's partitions in contiguous
+// ranges in member order, so members of co-partitioned topics get the
+// same partition numbers of each, which joins need), as Kafka's
+// group.remote.assignor. The group uses the one most of its members ask
+// for; an unknown name fails the join. Default "": the group's choice.
+func ServerAssignor(name string) GroupOpt {
+	return func(c *groupConfig) { c.assignor = name }
 }
 
 // GroupConsumer is a member of a consumer group: the group coordinator
@@ -869,7 +880,7 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 	g.mu.Lock()
 	req := &coordinatorv1.ConsumerGroupHeartbeatRequest{
 		GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch, SubscribedTopicNames: g.topics,
-		ClientId: g.cfg.clientID, RebalanceTimeoutMs: int32(g.cfg.rebalanceTimeout / time.Millisecond),
+		ClientId: g.cfg.clientID, RebalanceTimeoutMs: int32(g.cfg.rebalanceTimeout / time.Millisecond), ServerAssignor: g.cfg.assignor,
 	}
 	g.hbSent++
 	seq := g.hbSent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ type scriptedCoordinator struct {
 	fence     bool
 	commits   []*coordinatorv1.OffsetCommitRequest
 	committed map[int32]int64
+	assignors []string // server_assignor of each heartbeat but a leave
 }
 
 func (s *scriptedCoordinator) Fence() {
@@ -53,6 +55,9 @@ func (s *scriptedCoordinator) ConsumerGroupHeartbeat(_ context.Context, req *con
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := req.Msg
+	if m.GetMemberEpoch() >= 0 {
+		s.assignors = append(s.assignors, m.GetServerAssignor())
+	}
 	resp := &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberId: m.GetMemberId(), HeartbeatIntervalMs: 20}
 	switch {
 	case m.GetMemberEpoch() == -1:
@@ -202,5 +207,43 @@ func TestCommitOfRecordsReadBeforeFence(t *testing.T) {
 	cs = co.Commits()
 	if len(cs) != sent+1 || cs[sent].GetPartitions()[0].GetCommittedOffset() != 5 || cs[sent].GetPartitions()[0].GetMemberEpoch() != 4 {
 		t.Fatalf("mixed commit sent %v; want offset 5 read under epoch 4", cs[sent:])
+	}
+}
+
+// TestServerAssignorIsAskedOnEveryHeartbeat: ServerAssignor("range") is
+// sent with each heartbeat (a leave needs none), so the coordinator always knows what the
+// member asks for; without it the member asks for nothing ("").
+func TestServerAssignorIsAskedOnEveryHeartbeat(t *testing.T) {
+	for _, want := range []string{"range", ""} {
+		fc := newFake(t, 1, "t", 1)
+		co := &scriptedCoordinator{topic: "t", parts: 1, committed: map[int32]int64{}}
+		mux := http.NewServeMux()
+		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
+		fc.SetCoordinator(mux)
+		ctx := ctxT(t)
+		if err := newProducer(t, fc).ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		opts := []GroupOpt{GroupConsumerOptions(FetchMaxWait(50 * time.Millisecond))}
+		if want != "" {
+			opts = append(opts, ServerAssignor(want))
+		}
+		gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollUntil(t, ctx, gc, 0)
+		gc.Close(context.Background())
+		co.mu.Lock()
+		got := slices.Clone(co.assignors)
+		co.mu.Unlock()
+		if len(got) == 0 {
+			t.Fatal("no heartbeat")
+		}
+		for _, a := range got {
+			if a != want {
+				t.Fatalf("heartbeats asked for %q, want %q on each", got, want)
+			}
+		}
 	}
 }

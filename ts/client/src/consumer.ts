@@ -60,6 +60,7 @@ interface ResolvedConsumerConfig extends FetchLimits {
   groupId: string;
   groupInstanceId: string;
   rebalanceTimeout: number;
+  serverAssignor: string;
   retry: ResolvedRetry;
   restartOnFailure: (e: Error) => Promise<boolean>;
 }
@@ -110,12 +111,14 @@ export class Consumer {
     const problems: string[] = [];
     if (!cfg || typeof cfg.groupId !== "string" || cfg.groupId === "") problems.push("groupId: required");
     if (cfg?.groupInstanceId !== undefined && (typeof cfg.groupInstanceId !== "string" || cfg.groupInstanceId === "")) problems.push("groupInstanceId: want a non-empty string");
+    if (cfg?.serverAssignor !== undefined && cfg.serverAssignor !== "uniform" && cfg.serverAssignor !== "range") problems.push(`serverAssignor ${JSON.stringify(cfg.serverAssignor)}: want "uniform" or "range"`);
     const restartOnFailure = cfg?.retry?.restartOnFailure ?? (async () => true);
     if (typeof restartOnFailure !== "function") problems.push("retry.restartOnFailure: want a function");
     this.cfg = {
       groupId: cfg?.groupId,
       groupInstanceId: cfg?.groupInstanceId ?? "",
       rebalanceTimeout: cfg?.rebalanceTimeout ?? 300_000,
+      serverAssignor: cfg?.serverAssignor ?? "",
       maxWaitTimeInMs: cfg?.maxWaitTimeInMs ?? 500,
       minBytes: cfg?.minBytes ?? 1,
       maxBytes: cfg?.maxBytes ?? 50 << 20,
@@ -141,6 +144,7 @@ export class Consumer {
         instanceId: this.cfg.groupInstanceId,
         clientId: client.clientId,
         rebalanceTimeout: this.cfg.rebalanceTimeout,
+        serverAssignor: this.cfg.serverAssignor,
         topics: () => [...this.subscriptions.keys()],
         reported: () => this.reported(),
         onAssignment: (t) => this.onAssignment(t),

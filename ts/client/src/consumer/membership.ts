@@ -28,6 +28,8 @@ export interface MembershipHost {
   readonly instanceId: string;
   readonly clientId: string;
   readonly rebalanceTimeout: number;
+  /** The coordinator assignor asked for; "" for the group's choice. */
+  readonly serverAssignor: string;
   /** The subscribed topic names. */
   topics(): string[];
   /** The partitions to report as owned: owned now, and assigned but not started. */
@@ -134,6 +136,7 @@ export class Membership {
       subscribedTopicNames: this.host.topics(),
       clientId: this.host.clientId,
       rebalanceTimeoutMs: this.host.rebalanceTimeout,
+      serverAssignor: this.host.serverAssignor,
       ownedPartitions: [...byTopic(sortTPs(this.host.reported()))].map(([topic, partitions]) => create(common.TopicPartitionsSchema, { topic, partitions })),
     });
   }

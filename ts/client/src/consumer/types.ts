@@ -144,6 +144,15 @@ export interface ConsumerConfig {
   groupInstanceId?: string;
   /** How long the member may take to give up revoked partitions before the coordinator removes it. Default 300000. */
   rebalanceTimeout?: number;
+  /**
+   * The coordinator's assignor to ask for (Kafka's group.remote.assignor):
+   * "uniform" (sticky and balanced) or "range" (each topic's partitions in
+   * contiguous ranges in member order, so members of co-partitioned topics
+   * get the same partition numbers of each, which joins need). The group
+   * uses the one most of its members ask for. Default none: the group's
+   * choice.
+   */
+  serverAssignor?: "uniform" | "range";
   /** Longest a fetch waits for minBytes. Default 500. */
   maxWaitTimeInMs?: number;
   /** Bytes a fetch waits for before it answers. Default 1. */

@@ -308,14 +308,16 @@ describe("consumer: internals (defect 6)", () => {
     assert.ok(!cdts.includes("readonly client"), "consumer.d.ts declares client");
   });
 
-  test("heartbeats and commits carry typed fields: static instance id, per-partition grant epoch", async () => {
+  test("heartbeats and commits carry typed fields: static instance id, assignor, per-partition grant epoch", async () => {
     const c = new MemCluster().topic("t", 1);
     await c.produce("t", 0, ["x"]);
-    const { consumer, got } = await consume(c, ["t"], { consumerCfg: { groupInstanceId: "host-7" } });
+    const { consumer, got } = await consume(c, ["t"], { consumerCfg: { groupInstanceId: "host-7", serverAssignor: "range" } });
     await waitFor("the record", () => got.length === 1);
     await consumer.disconnect();
     const beats = c.heartbeats;
     assert.ok(beats.every((h) => h.instanceId === "host-7"), "instance id on every heartbeat");
+    assert.ok(beats.filter((h) => h.memberEpoch >= 0).every((h) => h.serverAssignor === "range"), "the assignor asked for on every heartbeat but the leave");
+    assert.throws(() => c.strata().consumer({ groupId: "g", serverAssignor: "sticky" as "range" }), (e: unknown) => e instanceof TypeError && /serverAssignor "sticky": want "uniform" or "range"/.test(e.message));
     assert.equal(beats.at(-1)!.memberEpoch, -2, "a static member leaves with epoch -2");
     const commit = c.callsOf("OffsetCommit").at(-1)!.request as coordinator.OffsetCommitRequest;
     assert.ok(commit.partitions[0]!.memberEpoch > 0);
