@@ -51,16 +51,8 @@ func (s *service) DeleteRecords(ctx context.Context, req *connect.Request[storag
 	for _, p := range m.GetPartitions() {
 		res := &storagev1.DeleteRecordsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LowWatermark: -1}
 		out.Partitions = append(out.Partitions, res)
-		if res.Error = access.check(p.GetTopic()); res.Error != nil {
-			continue
-		}
-		r := s.n.replica(p.GetTopic(), p.GetPartition())
-		if r == nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
-			continue
-		}
-		if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+		r, d := s.led(access, p.GetTopic(), p.GetPartition(), p.GetCurrentLeaderEpoch())
+		if res.Error = d; d != nil {
 			continue
 		}
 		if d := s.deletePolicy(p.GetTopic()); d != nil {

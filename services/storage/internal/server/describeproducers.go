@@ -18,16 +18,8 @@ func (s *service) DescribeProducers(ctx context.Context, req *connect.Request[st
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.DescribeProducersPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition()}
 		out.Partitions = append(out.Partitions, res)
-		if res.Error = access.check(p.GetTopic()); res.Error != nil {
-			continue
-		}
-		r := s.n.replica(p.GetTopic(), p.GetPartition())
-		if r == nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
-			continue
-		}
-		if err := r.CheckLeader(-1); err != nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+		r, d := s.led(access, p.GetTopic(), p.GetPartition(), -1)
+		if res.Error = d; d != nil {
 			continue
 		}
 		for _, ap := range r.Log().Producers() {

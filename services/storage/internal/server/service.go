@@ -428,6 +428,25 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 	return res
 }
 
+// led returns the replica of a partition the request may touch (access;
+// nil skips the check) and this node leads at epoch (-1 skips the epoch
+// check), or the detail to answer the partition with instead.
+func (s *service) led(access *topicAccess, topic string, partition, epoch int32) (*replica.Replica, *commonv1.ErrorDetail) {
+	if access != nil {
+		if d := access.check(topic); d != nil {
+			return nil, d
+		}
+	}
+	r := s.n.replica(topic, partition)
+	if r == nil {
+		return nil, s.detail(topic, partition, nil, nil)
+	}
+	if err := r.CheckLeader(epoch); err != nil {
+		return nil, s.detail(topic, partition, r, err)
+	}
+	return r, nil
+}
+
 // diverging checks a consumer's fetch that carries its last fetched epoch
 // against our epoch history, as Kafka's Partition.readRecords does: the
 // largest epoch of ours not above it must be that epoch, ending at or
@@ -470,16 +489,8 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: -1, TimestampMs: -1, LeaderEpoch: -1}
 		out.Partitions = append(out.Partitions, res)
-		if res.Error = access.check(p.GetTopic()); res.Error != nil {
-			continue
-		}
-		r := s.n.replica(p.GetTopic(), p.GetPartition())
-		if r == nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
-			continue
-		}
-		if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+		r, d := s.led(access, p.GetTopic(), p.GetPartition(), p.GetCurrentLeaderEpoch())
+		if res.Error = d; d != nil {
 			continue
 		}
 		l := r.Log()
@@ -672,18 +683,8 @@ func (s *service) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
 		out.Partitions = append(out.Partitions, res)
-		if access != nil {
-			if res.Error = access.check(p.GetTopic()); res.Error != nil {
-				continue
-			}
-		}
-		r := s.n.replica(p.GetTopic(), p.GetPartition())
-		if r == nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
-			continue
-		}
-		if err := r.CheckLeader(p.GetCurrentLeaderEpoch()); err != nil {
-			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
+		r, d := s.led(access, p.GetTopic(), p.GetPartition(), p.GetCurrentLeaderEpoch())
+		if res.Error = d; d != nil {
 			continue
 		}
 		res.LeaderEpoch, res.EndOffset = r.Log().EndOffsetForEpoch(p.GetLeaderEpoch())
