@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -56,20 +57,9 @@ func (b *Bridge) deleteRecords(ctx context.Context, version int16, req *kmsg.Del
 			})
 		}
 	}
-	var results []*storagev1.DeleteRecordsPartitionResult
-	var err error
-	switch {
-	case len(sreq.Partitions) == 0:
-	case b.cfg.Storage == nil:
-		err = errNoStorage
-	default:
-		var out *connect.Response[storagev1.DeleteRecordsResponse]
-		if out, err = b.cfg.Storage.DeleteRecords(ctx, connect.NewRequest(sreq)); err == nil {
-			if results = out.Msg.GetPartitions(); len(results) != len(sreq.Partitions) {
-				err = connect.NewError(connect.CodeInternal, nil)
-			}
-		}
-	}
+	results, err := onStorage(b, len(sreq.Partitions), func(s storagev1connect.StorageServiceClient) (*connect.Response[storagev1.DeleteRecordsResponse], error) {
+		return s.DeleteRecords(ctx, connect.NewRequest(sreq))
+	}, (*storagev1.DeleteRecordsResponse).GetPartitions)
 	resp := kmsg.NewPtrDeleteRecordsResponse()
 	i, n := 0, 0
 	for _, t := range req.Topics {

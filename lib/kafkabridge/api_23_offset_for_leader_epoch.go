@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -52,20 +53,9 @@ func (b *Bridge) offsetForLeaderEpoch(ctx context.Context, version int16, req *k
 			})
 		}
 	}
-	var results []*storagev1.OffsetForLeaderEpochPartitionResult
-	var err error
-	switch {
-	case len(sreq.Partitions) == 0:
-	case b.cfg.Storage == nil:
-		err = errNoStorage
-	default:
-		var out *connect.Response[storagev1.OffsetForLeaderEpochResponse]
-		if out, err = b.cfg.Storage.OffsetForLeaderEpoch(ctx, connect.NewRequest(sreq)); err == nil {
-			if results = out.Msg.GetPartitions(); len(results) != len(sreq.Partitions) {
-				err = connect.NewError(connect.CodeInternal, nil)
-			}
-		}
-	}
+	results, err := onStorage(b, len(sreq.Partitions), func(s storagev1connect.StorageServiceClient) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {
+		return s.OffsetForLeaderEpoch(ctx, connect.NewRequest(sreq))
+	}, (*storagev1.OffsetForLeaderEpochResponse).GetPartitions)
 	resp := kmsg.NewPtrOffsetForLeaderEpochResponse()
 	i := 0
 	for _, t := range req.Topics {

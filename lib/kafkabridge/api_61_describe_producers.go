@@ -8,6 +8,7 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -37,20 +38,9 @@ func (b *Bridge) describeProducers(ctx context.Context, version int16, req *kmsg
 			sreq.Partitions = append(sreq.Partitions, &commonv1.TopicPartition{Topic: t.Topic, Partition: p})
 		}
 	}
-	var results []*storagev1.DescribeProducersPartitionResult
-	var err error
-	switch {
-	case len(sreq.Partitions) == 0:
-	case b.cfg.Storage == nil:
-		err = errNoStorage
-	default:
-		var out *connect.Response[storagev1.DescribeProducersResponse]
-		if out, err = b.cfg.Storage.DescribeProducers(ctx, connect.NewRequest(sreq)); err == nil {
-			if results = out.Msg.GetPartitions(); len(results) != len(sreq.Partitions) {
-				err = connect.NewError(connect.CodeInternal, nil)
-			}
-		}
-	}
+	results, err := onStorage(b, len(sreq.Partitions), func(s storagev1connect.StorageServiceClient) (*connect.Response[storagev1.DescribeProducersResponse], error) {
+		return s.DescribeProducers(ctx, connect.NewRequest(sreq))
+	}, (*storagev1.DescribeProducersResponse).GetPartitions)
 	resp := kmsg.NewPtrDescribeProducersResponse()
 	i := 0
 	for _, t := range req.Topics {
