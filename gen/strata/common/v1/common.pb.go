@@ -361,6 +361,9 @@ const (
 	// FAILED_PRECONDITION: the topic's configuration forbids the request, such as deleting
 	// records of a topic whose cleanup.policy is compact alone (Kafka's POLICY_VIOLATION).
 	Reason_REASON_POLICY_VIOLATION Reason = 35
+	// FAILED_PRECONDITION: a member joined with a static instance id that a live member of the
+	// group still uses (Kafka's UNRELEASED_INSTANCE_ID); the other must leave first.
+	Reason_REASON_UNRELEASED_INSTANCE_ID Reason = 36
 )
 
 // Enum value maps for Reason.
@@ -402,6 +405,7 @@ var (
 		33: "REASON_REBALANCE_IN_PROGRESS",
 		34: "REASON_GROUP_SUBSCRIBED_TO_TOPIC",
 		35: "REASON_POLICY_VIOLATION",
+		36: "REASON_UNRELEASED_INSTANCE_ID",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -440,6 +444,7 @@ var (
 		"REASON_REBALANCE_IN_PROGRESS":            33,
 		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":        34,
 		"REASON_POLICY_VIOLATION":                 35,
+		"REASON_UNRELEASED_INSTANCE_ID":           36,
 	}
 )
 
@@ -2191,7 +2196,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xfa\b\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\x9d\t\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2229,7 +2234,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x19REASON_ILLEGAL_GENERATION\x10 \x12 \n" +
 	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!\x12$\n" +
 	" REASON_GROUP_SUBSCRIBED_TO_TOPIC\x10\"\x12\x1b\n" +
-	"\x17REASON_POLICY_VIOLATION\x10#*b\n" +
+	"\x17REASON_POLICY_VIOLATION\x10#\x12!\n" +
+	"\x1dREASON_UNRELEASED_INSTANCE_ID\x10$*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

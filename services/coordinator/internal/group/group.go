@@ -42,6 +42,14 @@
 //     carry an older epoch, and their commit is refused rather than moving
 //     the offset behind what the member committed since.
 //
+// Static members (KIP-848's instance id): a static member that leaves
+// with epoch -2 says it will come back (a restart). It stays in the group
+// with its assignment, and nobody else is given its partitions, until its
+// session timeout; a member joining with its instance id in that time
+// takes its place, its epoch and partitions with it, and nothing else
+// changes. A join with an instance id a live member uses is refused
+// (ErrUnreleasedInstance).
+//
 // A Group is not safe for concurrent use; the coordinator locks it.
 package group
 
@@ -69,6 +77,9 @@ var (
 	// not hold it, or was granted it after the epoch the committed records
 	// were read under.
 	ErrNotAssigned = errors.New("partition not assigned to the member")
+	// ErrUnreleasedInstance refuses a join with a static instance id that
+	// a live member still uses (Kafka's UNRELEASED_INSTANCE_ID).
+	ErrUnreleasedInstance = errors.New("the instance id is used by a member that has not left")
 )
 
 // States of a group as ListGroups and DescribeGroup report them.
@@ -96,10 +107,15 @@ type Member struct {
 	// Assignor is the server-side assignor the member asks for ("" for
 	// none): the group uses the one most of its members ask for
 	// (Group.preferredAssignor).
-	Assignor  string   `json:",omitempty"`
-	Epoch     int32    // current member epoch
-	PrevEpoch int32    // epoch before the last bump; heartbeats with it are still answered
-	Topics    []string // subscription
+	Assignor  string `json:",omitempty"`
+	Epoch     int32  // current member epoch
+	PrevEpoch int32  // epoch before the last bump; heartbeats with it are still answered
+	// Away is set once a static member left saying it will come back
+	// (epoch -2): it keeps its assignment, and nobody else is given its
+	// partitions, until its session times out or a member with its
+	// instance id joins and takes its place.
+	Away   bool     `json:",omitempty"`
+	Topics []string // subscription
 	// Hidden are the topics of Topics the member may not be assigned (its
 	// principal may not describe them, as of its last heartbeat), sorted;
 	// the assignor leaves them out.
@@ -256,21 +272,36 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 	// may confirm revocations. fresh: a join of a known member.
 	current, fresh := false, false
 	switch {
+	case h.Epoch == -2 && m != nil && m.InstanceID != "":
+		// A static member leaving for a while (a restart): no rebalance.
+		m.Away = true
+		m.deadline = now.Add(g.sessionTimeout)
+		return Response{Epoch: -2}, true, nil
 	case h.Epoch == -1 || h.Epoch == -2:
 		if m != nil {
 			g.remove(m.ID)
 			g.rebalance(parts)
 			dirty = true
 		}
-		return Response{Epoch: -1}, dirty, nil
+		return Response{Epoch: h.Epoch}, dirty, nil
 	case h.Epoch == 0:
 		if len(h.Topics) == 0 {
 			return resp, false, fmt.Errorf("%w: a join needs subscribed topics", ErrInvalid)
 		}
-		if m == nil {
+		prev := g.staticMember(h.InstanceID)
+		switch {
+		case m == nil && prev != nil && !prev.Away:
+			return resp, false, fmt.Errorf("%w: instance id %q, member %s", ErrUnreleasedInstance, h.InstanceID, prev.ID)
+		case m == nil && prev != nil:
+			// Its restart: the new member takes the place of the one
+			// that left, its epoch and assignment with it, and nothing
+			// else changes. The old process's member id is gone, so none
+			// of its late heartbeats or commits is taken.
+			m = g.takeOver(prev, h.MemberID)
+		case m == nil:
 			m = &Member{ID: h.MemberID}
 			g.Members[m.ID] = m
-		} else {
+		default:
 			// The member starting over after a fence, or its own join
 			// delivered after newer heartbeats: nothing is released on its
 			// word (see the package doc).
@@ -293,6 +324,7 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		}
 	}
 	m.deadline = now.Add(g.sessionTimeout)
+	m.Away = false
 	if m.InstanceID != h.InstanceID || m.ClientID != h.ClientID || m.ClientHost != h.ClientHost || m.RackID != h.RackID || m.RebalanceTimeoutMs != h.RebalanceTimeoutMs || m.Assignor != h.Assignor {
 		m.InstanceID, m.ClientID, m.ClientHost, m.RackID, m.RebalanceTimeoutMs, m.Assignor = h.InstanceID, h.ClientID, h.ClientHost, h.RackID, h.RebalanceTimeoutMs, h.Assignor
 		dirty = true
@@ -520,6 +552,38 @@ func (g *Group) release(m *Member, tps []TP) {
 		m.Held = slices.DeleteFunc(m.Held, func(h Grant) bool { return h.TP == tp })
 		m.Revoking = slices.DeleteFunc(m.Revoking, func(x TP) bool { return x == tp })
 	}
+}
+
+// staticMember is the member with instance id id, nil for none (or for
+// "": dynamic members have none).
+func (g *Group) staticMember(id string) *Member {
+	if id == "" {
+		return nil
+	}
+	for _, m := range g.Members {
+		if m.InstanceID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// takeOver moves a member that left (Away) to the member id newID, with
+// its subscription, its target and the partitions it holds, as Kafka
+// replaces a static member that rejoins: the target is not recomputed.
+func (g *Group) takeOver(prev *Member, newID string) *Member {
+	m := *prev
+	m.ID, m.Away, m.needSend = newID, false, true
+	delete(g.Members, prev.ID)
+	g.Members[newID] = &m
+	g.Target[newID] = g.Target[prev.ID]
+	delete(g.Target, prev.ID)
+	for _, h := range m.Held {
+		if g.owners[h.TP] == prev.ID {
+			g.owners[h.TP] = newID
+		}
+	}
+	return &m
 }
 
 // remove deletes a member and frees what it held.

@@ -180,6 +180,80 @@ func TestGroupUsesTheAssignorMostMembersAskFor(t *testing.T) {
 	}
 }
 
+// KIP-848 static membership: a static member that leaves with epoch -2
+// keeps its partitions; a new member with its instance id takes its place
+// with the same epoch and partitions, and the group epoch does not move.
+// A join with an instance id a live member uses is refused, and a static
+// member that does not come back within the session timeout is removed.
+func TestStaticMemberRestartsWithoutRebalance(t *testing.T) {
+	s := newSim(t, 6)
+	instance := func(id string) string {
+		if id == "b" || id == "b2" {
+			return "host-b"
+		}
+		return ""
+	}
+	hb := func(id string, epoch int32) (Response, error) {
+		r, _, err := s.g.Heartbeat(Heartbeat{MemberID: id, Epoch: epoch, InstanceID: instance(id), Topics: []string{"orders"}, Owned: s.owned[id]}, s.parts, s.now)
+		return r, err
+	}
+	for range 20 {
+		for _, id := range []string{"a", "b"} {
+			r, err := hb(id, s.epoch[id])
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.epoch[id] = r.Epoch
+			if r.Changed {
+				s.owned[id] = r.Assignment
+			}
+		}
+	}
+	if len(s.owned["a"]) != 3 || len(s.owned["b"]) != 3 || s.g.State() != StateStable {
+		t.Fatalf("a owns %v, b owns %v, state %s", s.owned["a"], s.owned["b"], s.g.State())
+	}
+	groupEpoch, bEpoch, bOwned := s.g.Epoch, s.epoch["b"], s.owned["b"]
+
+	// b leaves for a restart: nothing moves, a keeps heartbeating.
+	if r, err := hb("b", -2); err != nil || r.Epoch != -2 {
+		t.Fatalf("static leave: %+v %v", r, err)
+	}
+	r, err := hb("a", s.epoch["a"])
+	if err != nil || r.Changed || s.g.Epoch != groupEpoch {
+		t.Fatalf("a's heartbeat after b left: %+v %v, group epoch %d (was %d)", r, err, s.g.Epoch, groupEpoch)
+	}
+	// b's restart joins under a new member id with the same instance id.
+	r, err = hb("b2", 0)
+	if err != nil || r.Epoch != bEpoch || !r.Changed || !slices.Equal(r.Assignment, bOwned) {
+		t.Fatalf("b's restart: %+v %v; want epoch %d and %v back", r, err, bEpoch, bOwned)
+	}
+	if s.g.Epoch != groupEpoch || s.g.Members["b"] != nil || s.g.State() != StateStable {
+		t.Fatalf("group epoch %d (was %d), old member %v, state %s", s.g.Epoch, groupEpoch, s.g.Members["b"], s.g.State())
+	}
+	if _, err := hb("b", bEpoch); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("the old process's heartbeat: %v, want ErrUnknownMember", err)
+	}
+	// A third process with the same instance id while b2 is live.
+	if _, _, err := s.g.Heartbeat(Heartbeat{MemberID: "b3", Epoch: 0, InstanceID: "host-b", Topics: []string{"orders"}}, s.parts, s.now); !errors.Is(err, ErrUnreleasedInstance) {
+		t.Fatalf("a second live member with instance host-b: %v, want ErrUnreleasedInstance", err)
+	}
+	// b2 leaves for good, as static (-2), and does not come back within
+	// the session timeout: it is removed and its partitions go to a.
+	if _, err := hb("b2", -2); err != nil {
+		t.Fatal(err)
+	}
+	s.now = s.now.Add(11 * time.Second)
+	if _, err := hb("a", s.epoch["a"]); err != nil {
+		t.Fatal(err)
+	}
+	if gone := s.g.Expire(s.parts, s.now); !slices.Equal(gone, []string{"b2"}) {
+		t.Fatalf("expired %v, want b2", gone)
+	}
+	if s.g.Members["b2"] != nil {
+		t.Fatal("b2 still a member after its session timeout")
+	}
+}
+
 func TestRandomOrderNeverShares(t *testing.T) {
 	for seed := range uint64(30) {
 		s := newSim(t, 12)

@@ -31,6 +31,8 @@ func groupErr(err error) error {
 		return apierr.New(connect.CodeAborted, commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, "fenced: %v; the member must give up its partitions and rejoin", err)
 	case errors.Is(err, group.ErrInvalid):
 		return apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "%v", err)
+	case errors.Is(err, group.ErrUnreleasedInstance):
+		return apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_UNRELEASED_INSTANCE_ID, "%v", err)
 	case errors.Is(err, group.ErrNotEmpty):
 		return apierr.New(connect.CodeFailedPrecondition, commonv1.Reason_REASON_GROUP_NOT_EMPTY, "the group has live members")
 	}
