@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -278,6 +280,85 @@ func testKIP848Range(t *testing.T, ctx context.Context, d *harness.Dev, cli func
 		}
 		if total != 8 {
 			return fmt.Errorf("%d partitions owned, want 8", total)
+		}
+		return nil
+	})
+}
+
+// testKIP848StaticMember: a franz-go KIP-848 member with an instance id
+// (kgo.InstanceID) that closes leaves with epoch -2; the coordinator
+// keeps its partitions, moves nobody, and a new process with the same
+// instance id gets the same partitions back at the same group epoch.
+func testKIP848StaticMember(t *testing.T, ctx context.Context, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
+	if _, err := cli("", "topic", "create", "static848", "-p", "4", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	start := func(extra ...kgo.Opt) (*kgo.Client, context.CancelFunc) {
+		cl := kafkaClient(t, d, append([]kgo.Opt{kgo.ConsumerGroup("g848-static"), kgo.ConsumeTopics("static848"), kgo.ServerSideBalancer()}, extra...)...)
+		pctx, cancel := context.WithCancel(ctx)
+		go func() {
+			for pctx.Err() == nil {
+				cl.PollFetches(pctx)
+			}
+		}()
+		return cl, cancel
+	}
+	// describe lists each member as its instance id and partitions, in a
+	// stable order.
+	describe := func() (epoch int32, members []string, err error) {
+		out, err := cli("", "group", "describe", "g848-static", "--output", "json")
+		if err != nil {
+			return 0, nil, err
+		}
+		var desc gatewayv1.DescribeGroupResponse
+		if err := protojson.Unmarshal([]byte(out), &desc); err != nil {
+			return 0, nil, err
+		}
+		for _, m := range desc.GetGroup().GetMembers() {
+			var ps []int32
+			for _, tp := range m.GetAssignment().GetPartitions() {
+				ps = append(ps, tp.GetPartitions()...)
+			}
+			slices.Sort(ps)
+			members = append(members, fmt.Sprintf("%q:%v", m.GetInstanceId(), ps))
+		}
+		slices.Sort(members)
+		return desc.GetGroup().GetGroupEpoch(), members, nil
+	}
+	static, stopStatic := start(kgo.InstanceID("host-a"))
+	_, stopDynamic := start()
+	defer stopDynamic()
+	var epoch int32
+	var settled []string
+	testwait.Until(t, 60*time.Second, "two members with two partitions each", func() error {
+		e, ms, err := describe()
+		if err != nil {
+			return err
+		}
+		if len(ms) != 2 || !strings.HasSuffix(ms[0], "]") || strings.Count(ms[0], " ") != 1 || strings.Count(ms[1], " ") != 1 {
+			return fmt.Errorf("members %v", ms)
+		}
+		epoch, settled = e, ms
+		return nil
+	})
+	stopStatic()
+	static.Close() // leaves with epoch -2
+	e, ms, err := describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e != epoch || !slices.Equal(ms, settled) {
+		t.Fatalf("after the static member left: epoch %d members %v, want %d and %v unchanged", e, ms, epoch, settled)
+	}
+	_, stopAgain := start(kgo.InstanceID("host-a"))
+	defer stopAgain()
+	testwait.Until(t, 60*time.Second, "the restarted static member to hold its partitions again", func() error {
+		e, ms, err := describe()
+		if err != nil {
+			return err
+		}
+		if e != epoch || !slices.Equal(ms, settled) {
+			return fmt.Errorf("epoch %d members %v, want %d and %v", e, ms, epoch, settled)
 		}
 		return nil
 	})

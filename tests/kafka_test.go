@@ -404,6 +404,7 @@ func TestKafkaClients(t *testing.T) {
 	// franz-go's KIP-848 consumer (kafka_kip848_test.go).
 	t.Run("KIP-848 group", func(t *testing.T) { testKIP848Group(t, ctx, d, cli) })
 	t.Run("KIP-848 range assignor", func(t *testing.T) { testKIP848Range(t, ctx, d, cli) })
+	t.Run("KIP-848 static member", func(t *testing.T) { testKIP848StaticMember(t, ctx, d, cli) })
 
 	// kcat: librdkafka's metadata, producer and consumer.
 	t.Run("kcat", func(t *testing.T) {

@@ -286,12 +286,13 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	}
 
 	if req.MemberEpoch < 0 {
-		// Leaving. A static leave (-2) is a leave: the coordinator keeps
-		// no partitions for a member's return.
+		// Leaving: -1 for good, -2 a static member's leave for a restart,
+		// for which the coordinator keeps its partitions until its
+		// session timeout.
 		if m := b.consumers.get(req.Group, memberID); m != nil {
 			b.consumers.drop(req.Group, memberID, m)
 		}
-		if _, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{GroupId: req.Group, MemberId: memberID, MemberEpoch: -1}); err != nil {
+		if _, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{GroupId: req.Group, MemberId: memberID, MemberEpoch: req.MemberEpoch}); err != nil {
 			return fail(kafkaCode(err, groupPlane), *message(err))
 		}
 		resp.MemberEpoch = req.MemberEpoch

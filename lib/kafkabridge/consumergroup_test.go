@@ -213,11 +213,12 @@ func TestConsumerGroupHeartbeatMapping(t *testing.T) {
 		t.Fatalf("subscription change reached the coordinator as %v", got)
 	}
 
-	// Leaving: -1, and -2 (a static leave, a leave here), reach the
-	// coordinator as -1; the member is forgotten.
+	// Leaving: -2 (a static member's leave for a restart, which the
+	// coordinator holds its partitions for) reaches the coordinator as
+	// -2; the member is forgotten here.
 	n := len(coord.beats)
 	r = heartbeat(t, b, 1, keepalive("m1", -2))
-	if r.ErrorCode != 0 || r.MemberEpoch != -2 || len(coord.beats) != n+1 || coord.last().GetMemberEpoch() != -1 {
+	if r.ErrorCode != 0 || r.MemberEpoch != -2 || len(coord.beats) != n+1 || coord.last().GetMemberEpoch() != -2 {
 		t.Fatalf("static leave answered %+v, coordinator got %v", r, coord.last())
 	}
 	if b.consumers.get("g", "m1") != nil {

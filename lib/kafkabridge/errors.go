@@ -55,6 +55,7 @@ const (
 	errUnknownLeaderEpoch         int16 = 75
 	errUnknownTopicID             int16 = 100
 	errFencedMemberEpoch          int16 = 110
+	errUnreleasedInstanceID       int16 = 111
 	errStaleMemberEpoch           int16 = 113
 	errTransactionalIDAuthFailed  int16 = 53
 	errInvalidReplicaAssignment   int16 = 39
@@ -97,6 +98,7 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_INVALID_TIMESTAMP:                errInvalidTimestamp,
 	commonv1.Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC:        errGroupSubscribedToTopic,
 	commonv1.Reason_REASON_POLICY_VIOLATION:                 errPolicyViolation,
+	commonv1.Reason_REASON_UNRELEASED_INSTANCE_ID:           errUnreleasedInstanceID,
 }
 
 // plane says what a failed call was doing, for the codes without a
