@@ -51,6 +51,7 @@ type groupConfig struct {
 	clientID         string
 	rebalanceTimeout time.Duration
 	assignor         string
+	instanceID       string
 }
 
 // GroupConsumerOptions passes Consumer options (fetch sizes, transport,
@@ -128,6 +129,19 @@ func RebalanceTimeout(d time.Duration) GroupOpt {
 // for; an unknown name fails the join. Default "": the group's choice.
 func ServerAssignor(name string) GroupOpt {
 	return func(c *groupConfig) { c.assignor = name }
+}
+
+// InstanceID makes the member static (Kafka's group.instance.id, KIP-345
+// and KIP-848): an id stable across restarts of one application instance,
+// unique in the group. Close then leaves saying the member will come
+// back: the coordinator keeps its partitions, and gives them to nobody
+// else, until the session timeout; a new process with the same id that
+// joins in that time gets them back with the same member epoch, and no
+// other member is moved. A join while another live member has the id
+// fails. Default "": a dynamic member, whose partitions are reassigned as
+// soon as it leaves.
+func InstanceID(id string) GroupOpt {
+	return func(c *groupConfig) { c.instanceID = id }
 }
 
 // GroupConsumer is a member of a consumer group: the group coordinator
@@ -881,6 +895,7 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 	req := &coordinatorv1.ConsumerGroupHeartbeatRequest{
 		GroupId: g.group, MemberId: g.memberID, MemberEpoch: g.epoch, SubscribedTopicNames: g.topics,
 		ClientId: g.cfg.clientID, RebalanceTimeoutMs: int32(g.cfg.rebalanceTimeout / time.Millisecond), ServerAssignor: g.cfg.assignor,
+		InstanceId: g.cfg.instanceID,
 	}
 	g.hbSent++
 	seq := g.hbSent
@@ -998,7 +1013,8 @@ func (g *GroupConsumer) fenced() {
 }
 
 // Close leaves the group (with AutoCommit, after committing what earlier
-// Polls returned) and releases the consumer. Records of the last Poll that
+// Polls returned; a static member, InstanceID, saying it will come back)
+// and releases the consumer. Records of the last Poll that
 // were not committed are delivered again to the partitions' next owner.
 // Safe to call twice.
 func (g *GroupConsumer) Close(ctx context.Context) error {
@@ -1014,9 +1030,13 @@ func (g *GroupConsumer) Close(ctx context.Context) error {
 		epoch := g.epoch
 		g.mu.Unlock()
 		if epoch > 0 {
+			leave := int32(-1)
+			if g.cfg.instanceID != "" {
+				leave = -2 // a static member comes back (InstanceID)
+			}
 			lerr := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
 				_, err := c.ConsumerGroupHeartbeat(ctx, connect.NewRequest(&coordinatorv1.ConsumerGroupHeartbeatRequest{
-					GroupId: g.group, MemberId: g.memberID, MemberEpoch: -1,
+					GroupId: g.group, MemberId: g.memberID, MemberEpoch: leave, InstanceId: g.cfg.instanceID,
 				}))
 				return err
 			})

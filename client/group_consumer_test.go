@@ -33,6 +33,8 @@ type scriptedCoordinator struct {
 	commits   []*coordinatorv1.OffsetCommitRequest
 	committed map[int32]int64
 	assignors []string // server_assignor of each heartbeat but a leave
+	instances []string // instance_id of each heartbeat, the leave's included
+	leaves    []int32  // the epoch of each leave (-1, -2)
 }
 
 func (s *scriptedCoordinator) Fence() {
@@ -57,11 +59,14 @@ func (s *scriptedCoordinator) ConsumerGroupHeartbeat(_ context.Context, req *con
 	m := req.Msg
 	if m.GetMemberEpoch() >= 0 {
 		s.assignors = append(s.assignors, m.GetServerAssignor())
+	} else {
+		s.leaves = append(s.leaves, m.GetMemberEpoch())
 	}
+	s.instances = append(s.instances, m.GetInstanceId())
 	resp := &coordinatorv1.ConsumerGroupHeartbeatResponse{MemberId: m.GetMemberId(), HeartbeatIntervalMs: 20}
 	switch {
-	case m.GetMemberEpoch() == -1:
-		resp.MemberEpoch = -1
+	case m.GetMemberEpoch() < 0:
+		resp.MemberEpoch = m.GetMemberEpoch()
 	case m.GetMemberEpoch() == 0:
 		s.epoch += 2 // epochs a member never had
 		resp.MemberEpoch = s.epoch
@@ -243,6 +248,50 @@ func TestServerAssignorIsAskedOnEveryHeartbeat(t *testing.T) {
 		for _, a := range got {
 			if a != want {
 				t.Fatalf("heartbeats asked for %q, want %q on each", got, want)
+			}
+		}
+	}
+}
+
+// TestStaticMemberSendsItsInstanceAndLeavesToComeBack: with InstanceID
+// every heartbeat carries the id and Close leaves with epoch -2 (the
+// coordinator keeps the partitions for the restart); without it, -1.
+func TestStaticMemberSendsItsInstanceAndLeavesToComeBack(t *testing.T) {
+	for _, id := range []string{"host-1", ""} {
+		fc := newFake(t, 1, "t", 1)
+		co := &scriptedCoordinator{topic: "t", parts: 1, committed: map[int32]int64{}}
+		mux := http.NewServeMux()
+		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
+		fc.SetCoordinator(mux)
+		ctx := ctxT(t)
+		if err := newProducer(t, fc).ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+			t.Fatal(err)
+		}
+		opts := []GroupOpt{GroupConsumerOptions(FetchMaxWait(50 * time.Millisecond))}
+		if id != "" {
+			opts = append(opts, InstanceID(id))
+		}
+		gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pollUntil(t, ctx, gc, 0)
+		if err := gc.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		co.mu.Lock()
+		instances, leaves := slices.Clone(co.instances), slices.Clone(co.leaves)
+		co.mu.Unlock()
+		want := int32(-1)
+		if id != "" {
+			want = -2
+		}
+		if !slices.Equal(leaves, []int32{want}) {
+			t.Fatalf("instance %q: left with %v, want [%d]", id, leaves, want)
+		}
+		for _, got := range instances {
+			if got != id {
+				t.Fatalf("heartbeats carried instance ids %q, want %q on each", instances, id)
 			}
 		}
 	}
