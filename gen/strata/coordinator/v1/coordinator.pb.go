@@ -994,9 +994,14 @@ type ConsumerGroupHeartbeatRequest struct {
 	// from it only when member_epoch is the member's current epoch.
 	OwnedPartitions []*v1.TopicPartitions `protobuf:"bytes,9,rep,name=owned_partitions,json=ownedPartitions,proto3" json:"owned_partitions,omitempty"`
 	// Client id, for DescribeGroup.
-	ClientId      string `protobuf:"bytes,10,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClientId string `protobuf:"bytes,10,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// A regular expression (RE2 syntax) the member also subscribes with, sent in full on every
+	// heartbeat (empty: none): every topic whose whole name matches it is subscribed, topics
+	// created later included (they join the subscription within a few heartbeats), as Kafka's
+	// KIP-848 SubscribedTopicRegex. One that does not compile is INVALID_ARGUMENT.
+	SubscribedTopicRegex string `protobuf:"bytes,11,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ConsumerGroupHeartbeatRequest) Reset() {
@@ -1095,6 +1100,13 @@ func (x *ConsumerGroupHeartbeatRequest) GetOwnedPartitions() []*v1.TopicPartitio
 func (x *ConsumerGroupHeartbeatRequest) GetClientId() string {
 	if x != nil {
 		return x.ClientId
+	}
+	return ""
+}
+
+func (x *ConsumerGroupHeartbeatRequest) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
 	}
 	return ""
 }
@@ -2267,8 +2279,11 @@ type GroupMember struct {
 	ClassicMetadata []byte `protobuf:"bytes,11,opt,name=classic_metadata,json=classicMetadata,proto3" json:"classic_metadata,omitempty"`
 	// A classic member's assignment, as the leader sent it.
 	ClassicAssignment []byte `protobuf:"bytes,12,opt,name=classic_assignment,json=classicAssignment,proto3" json:"classic_assignment,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The regular expression the member subscribes with, if any; subscribed_topic_names then
+	// holds the topics it matched when last resolved, with the names it gave.
+	SubscribedTopicRegex string `protobuf:"bytes,13,opt,name=subscribed_topic_regex,json=subscribedTopicRegex,proto3" json:"subscribed_topic_regex,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *GroupMember) Reset() {
@@ -2383,6 +2398,13 @@ func (x *GroupMember) GetClassicAssignment() []byte {
 		return x.ClassicAssignment
 	}
 	return nil
+}
+
+func (x *GroupMember) GetSubscribedTopicRegex() string {
+	if x != nil {
+		return x.SubscribedTopicRegex
+	}
+	return ""
 }
 
 // PartitionLag is one partition's progress for a group.
@@ -3159,7 +3181,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\finstance_ids\x18\x03 \x03(\tR\vinstanceIds\"<\n" +
 	"\x19ClassicLeaveGroupResponse\x12\x1f\n" +
 	"\verror_codes\x18\x01 \x03(\x05R\n" +
-	"errorCodes\"\xb0\x03\n" +
+	"errorCodes\"\xe6\x03\n" +
 	"\x1dConsumerGroupHeartbeatRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12!\n" +
@@ -3172,7 +3194,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x0fserver_assignor\x18\b \x01(\tR\x0eserverAssignor\x12L\n" +
 	"\x10owned_partitions\x18\t \x03(\v2!.strata.common.v1.TopicPartitionsR\x0fownedPartitions\x12\x1b\n" +
 	"\tclient_id\x18\n" +
-	" \x01(\tR\bclientId\"\xd7\x01\n" +
+	" \x01(\tR\bclientId\x124\n" +
+	"\x16subscribed_topic_regex\x18\v \x01(\tR\x14subscribedTopicRegex\"\xd7\x01\n" +
 	"\x1eConsumerGroupHeartbeatResponse\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12!\n" +
 	"\fmember_epoch\x18\x02 \x01(\x05R\vmemberEpoch\x122\n" +
@@ -3255,7 +3278,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x0ecoordinator_id\x18\b \x01(\tR\rcoordinatorId\x12#\n" +
 	"\rprotocol_type\x18\t \x01(\tR\fprotocolType\x12#\n" +
 	"\rclassic_state\x18\n" +
-	" \x01(\tR\fclassicState\"\x9a\x04\n" +
+	" \x01(\tR\fclassicState\"\xd0\x04\n" +
 	"\vGroupMember\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -3273,7 +3296,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x14rebalance_timeout_ms\x18\n" +
 	" \x01(\x05R\x12rebalanceTimeoutMs\x12)\n" +
 	"\x10classic_metadata\x18\v \x01(\fR\x0fclassicMetadata\x12-\n" +
-	"\x12classic_assignment\x18\f \x01(\fR\x11classicAssignment\"\xc2\x01\n" +
+	"\x12classic_assignment\x18\f \x01(\fR\x11classicAssignment\x124\n" +
+	"\x16subscribed_topic_regex\x18\r \x01(\tR\x14subscribedTopicRegex\"\xc2\x01\n" +
 	"\fPartitionLag\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +

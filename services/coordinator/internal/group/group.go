@@ -116,6 +116,10 @@ type Member struct {
 	// instance id joins and takes its place.
 	Away   bool     `json:",omitempty"`
 	Topics []string // subscription
+	// Regex is the regular expression the member subscribes with ("" for
+	// none); Topics then holds what it matched when last resolved, with
+	// the names the member gave.
+	Regex string `json:",omitempty"`
 	// Hidden are the topics of Topics the member may not be assigned (its
 	// principal may not describe them, as of its last heartbeat), sorted;
 	// the assignor leaves them out.
@@ -239,8 +243,13 @@ type Heartbeat struct {
 	// Assignor is the server-side assignor the member asks for, sent in
 	// full on every heartbeat: "" for none, else one of assignor.Names.
 	Assignor string
-	// Topics is the subscription; empty leaves it as it was.
+	// Topics is the subscription; empty leaves it as it was, unless Regex
+	// is set: Topics is then what it resolved to (with the names given),
+	// which may be nothing.
 	Topics []string
+	// Regex is the regular expression the member subscribes with, sent in
+	// full on every heartbeat ("" for none); the coordinator resolves it.
+	Regex string
 	// Hidden are the topics of the subscription (Topics, or the one in
 	// force when Topics is empty) that must not be assigned to the member:
 	// the coordinator names those its principal may not describe. A
@@ -285,8 +294,8 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 		}
 		return Response{Epoch: h.Epoch}, dirty, nil
 	case h.Epoch == 0:
-		if len(h.Topics) == 0 {
-			return resp, false, fmt.Errorf("%w: a join needs subscribed topics", ErrInvalid)
+		if len(h.Topics) == 0 && h.Regex == "" {
+			return resp, false, fmt.Errorf("%w: a join needs subscribed topics or a regular expression", ErrInvalid)
 		}
 		prev := g.staticMember(h.InstanceID)
 		switch {
@@ -333,9 +342,12 @@ func (g *Group) Heartbeat(h Heartbeat, parts map[string]int32, now time.Time) (r
 	slices.Sort(topics)
 	topics = slices.Compact(topics)
 	subsChanged := false
-	if len(topics) > 0 && !slices.Equal(topics, m.Topics) {
+	if (len(topics) > 0 || h.Regex != "") && !slices.Equal(topics, m.Topics) {
 		m.Topics = topics
 		subsChanged, dirty = true, true
+	}
+	if m.Regex != h.Regex {
+		m.Regex, dirty = h.Regex, true
 	}
 	hidden := slices.Clone(h.Hidden)
 	slices.Sort(hidden)

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"regexp"
+	"slices"
 	"sort"
 	"time"
 
@@ -48,6 +50,14 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 	if err := c.authorizeGroup(ctx, acl.Read, m.GetGroupId()); err != nil { // security.go
 		return nil, err
 	}
+	var re *regexp.Regexp
+	if r := m.GetSubscribedTopicRegex(); r != "" {
+		// The whole name must match, as Kafka's Pattern.matches.
+		var err error
+		if re, err = regexp.Compile("^(?:" + r + ")$"); err != nil {
+			return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "subscribed_topic_regex %q does not compile: %v", r, err)
+		}
+	}
 	og, err := c.acquire(ctx, m.GetGroupId())
 	if err != nil {
 		return nil, err
@@ -60,8 +70,16 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 		og.cg = nil // an empty classic group becomes a KIP-848 one, as in Kafka
 	}
 	defer c.traceRebalance(ctx, og)() // telemetry.go
+	// The subscription: the names, and with a regular expression every
+	// topic it matches now (resolved on each heartbeat, so topics created
+	// later join); a keepalive without either keeps the last one.
 	topics := m.GetSubscribedTopicNames()
-	if len(topics) == 0 {
+	subscription := topics // what the group takes as sent: empty keeps the last one
+	switch {
+	case re != nil:
+		topics = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(topics), c.meta.matching(ctx, re)...))))
+		subscription = topics // resolved: it may match nothing now
+	case len(topics) == 0:
 		if mem := og.g.Members[m.GetMemberId()]; mem != nil {
 			topics = mem.Topics
 		}
@@ -70,7 +88,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, req *connect.R
 	resp, dirty, err := og.g.Heartbeat(group.Heartbeat{
 		MemberID: m.GetMemberId(), Epoch: m.GetMemberEpoch(), InstanceID: m.GetInstanceId(), RackID: m.GetRackId(),
 		ClientID: m.GetClientId(), ClientHost: req.Peer().Addr, RebalanceTimeoutMs: m.GetRebalanceTimeoutMs(), Assignor: m.GetServerAssignor(),
-		Topics: m.GetSubscribedTopicNames(), Hidden: c.hiddenTopics(ctx, topics), Owned: tps(m.GetOwnedPartitions()),
+		Regex: m.GetSubscribedTopicRegex(), Topics: subscription, Hidden: c.hiddenTopics(ctx, topics), Owned: tps(m.GetOwnedPartitions()),
 	}, parts, time.Now())
 	if err != nil {
 		return nil, groupErr(err)
@@ -328,7 +346,7 @@ func (c *Coordinator) DescribeGroup(ctx context.Context, req *connect.Request[co
 	for _, m := range g.Members {
 		d.Members = append(d.Members, &coordinatorv1.GroupMember{
 			MemberId: m.ID, InstanceId: m.InstanceID, ClientId: m.ClientID, ClientHost: m.ClientHost, RackId: m.RackID,
-			MemberEpoch: m.Epoch, SubscribedTopicNames: m.Topics, RebalanceTimeoutMs: m.RebalanceTimeoutMs,
+			MemberEpoch: m.Epoch, SubscribedTopicNames: m.Topics, SubscribedTopicRegex: m.Regex, RebalanceTimeoutMs: m.RebalanceTimeoutMs,
 			Assignment:       &coordinatorv1.Assignment{Partitions: fromTPs(m.Partitions())},
 			TargetAssignment: &coordinatorv1.Assignment{Partitions: fromTPs(g.Target[m.ID])},
 		})

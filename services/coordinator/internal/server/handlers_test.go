@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
 	"github.com/strata-mq/strata/services/coordinator/pgtest"
 )
@@ -27,12 +31,26 @@ import (
 // coordinator needs nothing else from the gateway for group calls.
 type metadataGateway struct {
 	gatewayv1connect.UnimplementedGatewayServiceHandler
+	mu    sync.Mutex
 	parts map[string]int32
 }
 
+// create adds a topic of n partitions.
+func (m *metadataGateway) create(name string, n int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.parts[name] = n
+}
+
 func (m *metadataGateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	out := &gatewayv1.MetadataResponse{}
-	for _, name := range req.Msg.GetTopics() {
+	names := req.Msg.GetTopics()
+	if len(names) == 0 { // every topic
+		names = slices.Sorted(maps.Keys(m.parts))
+	}
+	for _, name := range names {
 		n, ok := m.parts[name]
 		if !ok {
 			out.UnknownTopics = append(out.UnknownTopics, name)
@@ -73,8 +91,17 @@ func openStore(tb testing.TB, kind string) offsetstore.Store {
 
 func startTestCoordinator(t testing.TB, s offsetstore.Store, parts map[string]int32) *Coordinator {
 	t.Helper()
+	c, _ := startWithGateway(t, s, parts)
+	return c
+}
+
+// startWithGateway is startTestCoordinator, with the gateway it asks for
+// metadata.
+func startWithGateway(t testing.TB, s offsetstore.Store, parts map[string]int32) (*Coordinator, *metadataGateway) {
+	t.Helper()
+	mgw := &metadataGateway{parts: maps.Clone(parts)}
 	mux := http.NewServeMux()
-	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(&metadataGateway{parts: parts}))
+	mux.Handle(gatewayv1connect.NewGatewayServiceHandler(mgw))
 	gw := httptest.NewServer(mux)
 	t.Cleanup(gw.Close)
 	cfg := &Config{InstanceID: "coordinator-test", Gateway: gw.URL, SessionTimeout: time.Minute,
@@ -89,7 +116,7 @@ func startTestCoordinator(t testing.TB, s offsetstore.Store, parts map[string]in
 		}
 		_ = s.Close()
 	})
-	return c
+	return c, mgw
 }
 
 // heartbeat sends one heartbeat of member id at epoch owning the given
@@ -272,5 +299,66 @@ func TestCloseHandsGroupsOverAtOnce(t *testing.T) {
 	}
 	if resp.Msg.GetMemberEpoch() == 0 {
 		t.Errorf("m2 joined with epoch 0: %v", resp.Msg)
+	}
+}
+
+// TestRegexSubscriptionTakesTopicsCreatedLater: a member subscribed with
+// a regular expression (KIP-848's SubscribedTopicRegex) is assigned the
+// topics whose whole name matches, and a topic created later once the
+// coordinator sees it; DescribeGroup shows the expression; one that does
+// not compile is refused.
+func TestRegexSubscriptionTakesTopicsCreatedLater(t *testing.T) {
+	c, gw := startWithGateway(t, openStore(t, "sqlite"), map[string]int32{"orders-a": 2, "orders": 1, "other": 1})
+	beat := func(epoch int32, regex string) (*coordinatorv1.ConsumerGroupHeartbeatResponse, error) {
+		resp, err := c.ConsumerGroupHeartbeat(context.Background(), connect.NewRequest(&coordinatorv1.ConsumerGroupHeartbeatRequest{
+			GroupId: "g", MemberId: "m", MemberEpoch: epoch, SubscribedTopicRegex: regex}))
+		if err != nil {
+			return nil, err
+		}
+		return resp.Msg, nil
+	}
+	names := func(r *coordinatorv1.ConsumerGroupHeartbeatResponse) []string {
+		var out []string
+		for _, tp := range r.GetAssignment().GetPartitions() {
+			for _, p := range tp.GetPartitions() {
+				out = append(out, fmt.Sprintf("%s-%d", tp.GetTopic(), p))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	r, err := beat(0, "orders-.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r); !slices.Equal(got, []string{"orders-a-0", "orders-a-1"}) {
+		t.Fatalf("joined with orders-.*: assigned %v, want orders-a's two partitions (not orders, not other)", got)
+	}
+	epoch := r.GetMemberEpoch()
+	gw.create("orders-b", 1)
+	var last []string
+	testwait.Until(t, 30*time.Second, "orders-b, created later, to be assigned", func() error {
+		r, err := beat(epoch, "orders-.*")
+		if err != nil {
+			return err
+		}
+		epoch = r.GetMemberEpoch()
+		if r.GetAssignment() != nil {
+			last = names(r)
+		}
+		if !slices.Equal(last, []string{"orders-a-0", "orders-a-1", "orders-b-0"}) {
+			return fmt.Errorf("assigned %v", last)
+		}
+		return nil
+	})
+	d, err := c.DescribeGroup(context.Background(), connect.NewRequest(&coordinatorv1.DescribeGroupRequest{GroupId: "g"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Msg.GetGroup().GetMembers()[0]; m.GetSubscribedTopicRegex() != "orders-.*" || !slices.Equal(m.GetSubscribedTopicNames(), []string{"orders-a", "orders-b"}) {
+		t.Fatalf("described member: regex %q topics %v", m.GetSubscribedTopicRegex(), m.GetSubscribedTopicNames())
+	}
+	if _, err := beat(epoch, "orders-("); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "does not compile") {
+		t.Fatalf("a regular expression that does not compile: %v, want INVALID_ARGUMENT", err)
 	}
 }

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"regexp"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,9 +34,16 @@ type metaSource struct {
 	opts  []connect.ClientOption
 
 	mu       sync.Mutex
+	all      allTopics
 	topics   map[string]topicEntry
 	nodes    map[int32]string
 	storages map[string]storagev1connect.StorageServiceClient
+}
+
+// allTopics is the last list of every topic's name, and when it was asked.
+type allTopics struct {
+	names   []string
+	fetched time.Time
 }
 
 type topicEntry struct {
@@ -88,6 +97,39 @@ func (m *metaSource) lookup(ctx context.Context, names []string) map[string]*com
 			out[n] = e.md
 		}
 	}
+	return out
+}
+
+// matching returns the names of the topics whose whole name re matches,
+// sorted: a regular expression subscription. The list of every topic is
+// asked of the gateway at most once per metadataMaxAge, so a topic
+// created later joins within that; when the gateway cannot be asked the
+// last list is used.
+func (m *metaSource) matching(ctx context.Context, re *regexp.Regexp) []string {
+	m.mu.Lock()
+	all := m.all
+	m.mu.Unlock()
+	if now := time.Now(); now.Sub(all.fetched) > metadataMaxAge {
+		cctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+		resp, err := m.gw.Metadata(cctx, connect.NewRequest(&gatewayv1.MetadataRequest{}))
+		cancel()
+		if err == nil {
+			all = allTopics{fetched: now}
+			for _, t := range resp.Msg.GetTopics() {
+				all.names = append(all.names, t.GetName())
+			}
+			m.mu.Lock()
+			m.all = all
+			m.mu.Unlock()
+		}
+	}
+	var out []string
+	for _, n := range all.names {
+		if re.MatchString(n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 
