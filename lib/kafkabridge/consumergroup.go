@@ -3,6 +3,7 @@ package kafkabridge
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,11 @@ import (
 //     otherwise); the coordinator wants the subscription and the owned
 //     partitions on every heartbeat. The bridge keeps, per member, what
 //     it last sent and fills the gaps.
-//   - Regular expression subscriptions (v1) are refused, as is a server
-//     assignor the coordinator does not have (it has "uniform", sticky
+//   - Regular expression subscriptions (v1) go to the coordinator, which
+//     resolves them on each heartbeat; on a listener enforcing ACLs the
+//     bridge resolves them against the topics the principal may describe
+//     and sends names. A server assignor the coordinator does not have is
+//     refused (it has "uniform", sticky
 //     and balanced, and "range", co-partitioning; the group uses the one
 //     most members ask for).
 //
@@ -54,9 +58,9 @@ import (
 type consumerMember struct {
 	mu sync.Mutex // one heartbeat of a member at a time
 	// Last sent, for heartbeats that leave them null.
-	topics                               []string
-	instanceID, rackID, client, assignor string
-	rebalance                            int32
+	topics                                      []string
+	instanceID, rackID, client, assignor, regex string
+	rebalance                                   int32
 	// owned is the member's last full owned list; mayOwn is owned and
 	// every assignment answered since, what a heartbeat with null owned
 	// partitions is reported to the coordinator as.
@@ -138,6 +142,40 @@ var serverAssignors = []string{"uniform", "range"}
 
 // errUnsupportedAssignor is KIP-848's UNSUPPORTED_ASSIGNOR.
 const errUnsupportedAssignor int16 = 112
+
+// errInvalidRegularExpression is KIP-848's INVALID_REGULAR_EXPRESSION.
+const errInvalidRegularExpression int16 = 128
+
+// wholeName is a subscription regex as it is matched: against the whole
+// topic name, as Kafka's Pattern.matches (the coordinator does the same).
+func wholeName(regex string) string { return "^(?:" + regex + ")$" }
+
+// validRegex reports whether a subscription regex compiles (RE2 syntax,
+// which Kafka's RE2/J follows); "" is none.
+func validRegex(regex string) bool {
+	_, err := regexp.Compile(wholeName(regex))
+	return regex == "" || err == nil
+}
+
+// matchingTopics lists the topics the principal may describe whose whole
+// name regex matches.
+func (b *Bridge) matchingTopics(ctx context.Context, regex string) ([]string, error) {
+	re, err := regexp.Compile(wholeName(regex))
+	if err != nil {
+		return nil, err
+	}
+	md, err := b.clusterMetadata(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range md.GetTopics() {
+		if re.MatchString(t.GetName()) {
+			out = append(out, t.GetName())
+		}
+	}
+	return out, nil
+}
 
 // consumerGroupAPIs are the KIP-848 APIs every bridge serves.
 func (b *Bridge) consumerGroupAPIs() []kafkawire.API {
@@ -251,19 +289,15 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		return fail(errUnknownMemberID, "a member without an id can only join (epoch 0)")
 	case req.MemberEpoch < -2:
 		return fail(errInvalidRequest, "a member epoch below -2")
-	case req.SubscribedTopicRegex != nil:
-		// Not INVALID_REGULAR_EXPRESSION: the pattern may be fine. A
-		// client that finds KIP-848 unsupported at its join falls back to
-		// the classic protocol (franz-go does), which resolves patterns
-		// itself.
-		return fail(errUnsupportedVersion, "regular expression subscriptions are not supported; subscribe to topic names")
+	case req.SubscribedTopicRegex != nil && !validRegex(*req.SubscribedTopicRegex):
+		return fail(errInvalidRegularExpression, fmt.Sprintf("subscribed topic regex %q does not compile (RE2 syntax)", *req.SubscribedTopicRegex))
 	case req.ServerAssignor != nil && *req.ServerAssignor != "" && !slices.Contains(serverAssignors, *req.ServerAssignor):
 		return fail(errUnsupportedAssignor, fmt.Sprintf("server assignor %q is not one of %q", *req.ServerAssignor, serverAssignors))
-	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0:
+	case req.MemberEpoch == 0 && len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == ""):
 		return fail(errInvalidRequest, "a join needs subscribed topic names")
 	case req.MemberEpoch == 0 && len(req.Topics) > 0:
 		return fail(errInvalidRequest, "a join cannot own partitions")
-	case req.MemberEpoch > 0 && req.SubscribedTopicNames != nil && len(req.SubscribedTopicNames) == 0:
+	case req.MemberEpoch > 0 && req.SubscribedTopicNames != nil && len(req.SubscribedTopicNames) == 0 && (req.SubscribedTopicRegex == nil || *req.SubscribedTopicRegex == ""):
 		// The coordinator keeps a member's subscription when it is
 		// sent empty.
 		return fail(errInvalidRequest, "an empty subscription is not supported; leave the group instead")
@@ -315,11 +349,11 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 
 	// What the member sent, over what it left null.
 	next := struct {
-		topics                               []string
-		instanceID, rackID, client, assignor string
-		rebalance                            int32
-		owned, mayOwn                        []*commonv1.TopicPartitions
-	}{m.topics, m.instanceID, m.rackID, clientID, m.assignor, m.rebalance, m.owned, m.mayOwn}
+		topics                                      []string
+		instanceID, rackID, client, assignor, regex string
+		rebalance                                   int32
+		owned, mayOwn                               []*commonv1.TopicPartitions
+	}{m.topics, m.instanceID, m.rackID, clientID, m.assignor, m.regex, m.rebalance, m.owned, m.mayOwn}
 	if req.SubscribedTopicNames != nil {
 		next.topics = slices.Clone(req.SubscribedTopicNames)
 	}
@@ -331,6 +365,23 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	}
 	if req.ServerAssignor != nil {
 		next.assignor = *req.ServerAssignor
+	}
+	if req.SubscribedTopicRegex != nil {
+		next.regex = *req.SubscribedTopicRegex
+	}
+	// A regular expression is resolved by the coordinator, on every
+	// heartbeat, so topics created later join. Where the listener
+	// enforces ACLs it is resolved here instead, against the topics the
+	// principal may describe (the coordinator sees the listener's own
+	// identity), and sent as names.
+	subscribed, regex := next.topics, next.regex
+	if regex != "" && b.cfg.Guard != nil && b.cfg.Guard.Enforcing() {
+		matched, err := b.matchingTopics(ctx, regex)
+		if err != nil {
+			return fail(kafkaCode(err, groupPlane), *message(err))
+		}
+		subscribed = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(next.topics), matched...))))
+		regex = ""
 	}
 	if req.RebalanceTimeoutMillis >= 0 {
 		next.rebalance = req.RebalanceTimeoutMillis
@@ -353,7 +404,7 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 	}
 	out, err := beat(&coordinatorv1.ConsumerGroupHeartbeatRequest{
 		GroupId: req.Group, MemberId: memberID, MemberEpoch: req.MemberEpoch, InstanceId: next.instanceID, RackId: next.rackID,
-		RebalanceTimeoutMs: next.rebalance, SubscribedTopicNames: next.topics, ServerAssignor: next.assignor,
+		RebalanceTimeoutMs: next.rebalance, SubscribedTopicNames: subscribed, SubscribedTopicRegex: regex, ServerAssignor: next.assignor,
 		OwnedPartitions: owned, ClientId: next.client,
 	})
 	if err != nil {
@@ -387,7 +438,7 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		resp.Assignment = &ka
 		next.mayOwn = unionPartitions(next.mayOwn, a.GetPartitions())
 	}
-	m.topics, m.instanceID, m.rackID, m.client, m.assignor, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.assignor, next.rebalance
+	m.topics, m.instanceID, m.rackID, m.client, m.assignor, m.regex, m.rebalance = next.topics, next.instanceID, next.rackID, next.client, next.assignor, next.regex, next.rebalance
 	m.owned, m.mayOwn, m.epoch = next.owned, next.mayOwn, out.GetMemberEpoch()
 	resp.MemberEpoch, resp.HeartbeatIntervalMillis = out.GetMemberEpoch(), out.GetHeartbeatIntervalMs()
 	return resp, nil

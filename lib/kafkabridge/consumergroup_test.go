@@ -69,6 +69,7 @@ func (c *scriptedCoordinator) last() *coordinatorv1.ConsumerGroupHeartbeatReques
 type topicGateway struct {
 	Gateway
 	coordAddr string
+	extra     []*commonv1.TopicMetadata // topics besides t and u
 }
 
 const (
@@ -77,7 +78,7 @@ const (
 )
 
 func (g *topicGateway) Metadata(_ context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
-	all := []*commonv1.TopicMetadata{{Name: "t", TopicId: idT}, {Name: "u", TopicId: idU}}
+	all := append([]*commonv1.TopicMetadata{{Name: "t", TopicId: idT}, {Name: "u", TopicId: idU}}, g.extra...)
 	out := &gatewayv1.MetadataResponse{ClusterId: "c"}
 	for _, t := range all {
 		if len(req.Msg.GetTopics()) == 0 || slices.Contains(req.Msg.GetTopics(), t.GetName()) {
@@ -237,7 +238,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		return req
 	}
 	regex := join("m")
-	re := "t.*"
+	re := "t.(" // does not compile
 	regex.SubscribedTopicRegex, regex.SubscribedTopicNames = &re, nil
 	otherAssignor := join("m")
 	ra := "sticky" // a client-side name, not a server assignor
@@ -252,7 +253,7 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		req     *kmsg.ConsumerGroupHeartbeatRequest
 		code    int16
 	}{
-		{"regex", 1, regex, errUnsupportedVersion},
+		{"regex that does not compile", 1, regex, errInvalidRegularExpression},
 		{"client or other assignor", 1, otherAssignor, errUnsupportedAssignor},
 		{"v1 without member id", 1, join(""), errInvalidRequest},
 		{"join without topics", 1, keepalive("m", 0), errInvalidRequest},
@@ -268,6 +269,18 @@ func TestConsumerGroupHeartbeatErrors(t *testing.T) {
 		if len(coord.beats) != n {
 			t.Errorf("%s: reached the coordinator", c.name)
 		}
+	}
+
+	// A regex subscription reaches the coordinator, which resolves it; a
+	// keepalive that leaves it null keeps it.
+	byRegex := join("r")
+	pattern := "t.*"
+	byRegex.SubscribedTopicRegex, byRegex.SubscribedTopicNames = &pattern, nil
+	if r := heartbeat(t, b, 1, byRegex); r.ErrorCode != 0 || coord.last().GetSubscribedTopicRegex() != "t.*" {
+		t.Fatalf("a regex join answered %+v, coordinator got %v", r, coord.last())
+	}
+	if heartbeat(t, b, 1, keepalive("r", coord.answer.GetMemberEpoch())); coord.last().GetSubscribedTopicRegex() != "t.*" {
+		t.Fatalf("a keepalive of a regex member reached the coordinator as %v", coord.last())
 	}
 
 	// v0: the bridge names a member joining without an id.
@@ -386,7 +399,8 @@ func TestConsumerGroupHeartbeatAuthorized(t *testing.T) {
 	mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(coord))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	b, err := New(Config{Gateway: &topicGateway{coordAddr: srv.URL}, HTTPClient: srv.Client(), Guard: g})
+	b, err := New(Config{Gateway: &topicGateway{coordAddr: srv.URL, extra: []*commonv1.TopicMetadata{{Name: "granted", TopicId: "22222222-2222-3333-4444-555555555555"}}},
+		HTTPClient: srv.Client(), Guard: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,5 +425,17 @@ func TestConsumerGroupHeartbeatAuthorized(t *testing.T) {
 	}
 	if got := coord.last().GetSubscribedTopicNames(); !slices.Equal(got, []string{"granted"}) {
 		t.Fatalf("subscription reached the coordinator as %v, want only the describable topic", got)
+	}
+	// A regex is resolved here, against the topics the principal may
+	// describe, and reaches the coordinator as names.
+	byRegex := keepalive("m2", 0)
+	pattern := ".*"
+	byRegex.SubscribedTopicRegex = &pattern
+	byRegex.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if r, err = b.consumerGroupHeartbeat(ctx, 1, "c", byRegex); err != nil || r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode != 0 {
+		t.Fatalf("a regex join: %v %+v", err, r)
+	}
+	if got := coord.last(); !slices.Equal(got.GetSubscribedTopicNames(), []string{"granted"}) || got.GetSubscribedTopicRegex() != "" {
+		t.Fatalf("a regex join reached the coordinator as %v, want the describable topic by name", got)
 	}
 }
