@@ -363,3 +363,55 @@ func testKIP848StaticMember(t *testing.T, ctx context.Context, d *harness.Dev, c
 		return nil
 	})
 }
+
+// testKIP848Regex: a franz-go KIP-848 member subscribed by regular
+// expression (kgo.ConsumeRegex, sent as SubscribedTopicRegex) is assigned
+// the matching topic, not the others, and a matching topic created later
+// once the coordinator sees it; DescribeGroup shows the expression.
+func testKIP848Regex(t *testing.T, ctx context.Context, d *harness.Dev, cli func(stdin string, args ...string) (string, error)) {
+	for _, topic := range []string{"rx-first", "rxnot"} {
+		if _, err := cli("", "topic", "create", topic, "-p", "2", "-r", "3"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := kafkaClient(t, d, kgo.ConsumerGroup("g848-regex"), kgo.ConsumeRegex(), kgo.ConsumeTopics("^rx-.*"), kgo.ServerSideBalancer())
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for pctx.Err() == nil {
+			cl.PollFetches(pctx)
+		}
+	}()
+	owned := func(want ...string) func() error {
+		return func() error {
+			out, err := cli("", "group", "describe", "g848-regex", "--output", "json")
+			if err != nil {
+				return err
+			}
+			var desc gatewayv1.DescribeGroupResponse
+			if err := protojson.Unmarshal([]byte(out), &desc); err != nil {
+				return err
+			}
+			ms := desc.GetGroup().GetMembers()
+			if len(ms) != 1 || ms[0].GetSubscribedTopicRegex() == "" {
+				return fmt.Errorf("members %v", ms)
+			}
+			var got []string
+			for _, tp := range ms[0].GetAssignment().GetPartitions() {
+				for _, p := range tp.GetPartitions() {
+					got = append(got, fmt.Sprintf("%s-%d", tp.GetTopic(), p))
+				}
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("assigned %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	testwait.Until(t, 60*time.Second, "rx-first to be assigned, rxnot not", owned("rx-first-0", "rx-first-1"))
+	if _, err := cli("", "topic", "create", "rx-later", "-p", "1", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 60*time.Second, "rx-later, created after the join, to be assigned", owned("rx-first-0", "rx-first-1", "rx-later-0"))
+}

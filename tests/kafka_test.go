@@ -405,6 +405,7 @@ func TestKafkaClients(t *testing.T) {
 	t.Run("KIP-848 group", func(t *testing.T) { testKIP848Group(t, ctx, d, cli) })
 	t.Run("KIP-848 range assignor", func(t *testing.T) { testKIP848Range(t, ctx, d, cli) })
 	t.Run("KIP-848 static member", func(t *testing.T) { testKIP848StaticMember(t, ctx, d, cli) })
+	t.Run("KIP-848 regex subscription", func(t *testing.T) { testKIP848Regex(t, ctx, d, cli) })
 
 	// kcat: librdkafka's metadata, producer and consumer.
 	t.Run("kcat", func(t *testing.T) {
