@@ -10,8 +10,13 @@
 // listeners on port 0 take ports at random). A slot is held by an
 // exclusive flock on a file named after it in the temporary directory,
 // from Reserve until the test ends; the kernel drops the lock of a
-// process that dies. The TypeScript suites draw their bases from
-// [Last, 32500), which no Go test uses.
+// process that dies. Single ports a test needs for processes it starts
+// itself (tests/harness.FreePorts) are drawn from [Last, FreeLast), and
+// the TypeScript suites draw their bases from [FreeLast, 32500): no two
+// of the three share a port, so a port in a held slot is never taken by
+// another test's process (a stress run once saw a harness cluster take a
+// port inside the slot the orders demo held, when single ports were
+// drawn from the slots' range).
 package testports
 
 import (
@@ -27,7 +32,10 @@ import (
 const (
 	// First and Last bound the Go tests' bases.
 	First = 20000
-	Last  = 28000
+	Last  = 26000
+	// FreeLast bounds, with Last, the single ports tests draw
+	// (tests/harness.FreePorts).
+	FreeLast = 28000
 	// SlotSpan is the ports a slot holds: a strata dev cluster uses up
 	// to its base port + 215.
 	SlotSpan = 250

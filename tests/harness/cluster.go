@@ -23,6 +23,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/launch"
+	"github.com/strata-mq/strata/lib/testports"
 	"github.com/strata-mq/strata/lib/tlsconfig"
 )
 
@@ -346,13 +347,16 @@ func H2CClient() *http.Client {
 // no port repeats, then closes them. Another process may still take one
 // before it is used; callers start again on new ports when that happens.
 //
-// Ports are drawn at random below the kernel's ephemeral range (from
-// 20000 up to its start, read from /proc/sys/net/ipv4/ip_local_port_range)
-// when that leaves room: the kernel hands out ephemeral ports to every
-// outgoing connection and every listener on port 0, on a busy machine
-// many a second, and any of them could take a port in the seconds between
-// choosing it and a process binding it. Below that range only a process
-// asking for the very port can. Elsewhere the kernel chooses (port 0).
+// Ports are drawn at random from [testports.Last, testports.FreeLast),
+// below the kernel's ephemeral range (its start is read from
+// /proc/sys/net/ipv4/ip_local_port_range) when that leaves room: the
+// kernel hands out ephemeral ports to every outgoing connection and every
+// listener on port 0, on a busy machine many a second, and any of them
+// could take a port in the seconds between choosing it and a process
+// binding it. Below that range only a process asking for the very port
+// can. That range is apart from the slots clusters hold
+// (testports.Reserve), so a port drawn here is never one a held slot's
+// cluster binds later. Elsewhere the kernel chooses (port 0).
 func FreePorts(n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
@@ -385,8 +389,9 @@ func FreePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// quietPortRange is [20000, start of the ephemeral range), or an empty
-// range when the ephemeral range cannot be read.
+// quietPortRange is [testports.Last, testports.FreeLast) cut at the start
+// of the ephemeral range, or an empty range when the ephemeral range
+// cannot be read.
 func quietPortRange() (lo, hi int) {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
@@ -400,7 +405,7 @@ func quietPortRange() (lo, hi int) {
 	if err != nil {
 		return 0, 0
 	}
-	return 20000, start
+	return testports.Last, min(testports.FreeLast, start)
 }
 
 // Controller returns controller id (1-based).
