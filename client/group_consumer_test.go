@@ -215,30 +215,42 @@ func TestCommitOfRecordsReadBeforeFence(t *testing.T) {
 	}
 }
 
+// runScriptedMember runs one group member with opts against a scripted
+// coordinator on a fake cluster: it joins, reads the one record of
+// topic t and closes (leaving the group). It returns the coordinator,
+// which recorded the member's heartbeats.
+func runScriptedMember(t *testing.T, opts ...GroupOpt) *scriptedCoordinator {
+	t.Helper()
+	fc := newFake(t, 1, "t", 1)
+	co := &scriptedCoordinator{topic: "t", parts: 1, committed: map[int32]int64{}}
+	mux := http.NewServeMux()
+	mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
+	fc.SetCoordinator(mux)
+	ctx := ctxT(t)
+	if err := newProducer(t, fc).ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
+		t.Fatal(err)
+	}
+	gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"}, append([]GroupOpt{GroupConsumerOptions(FetchMaxWait(50 * time.Millisecond))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, ctx, gc, 0)
+	if err := gc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return co
+}
+
 // TestServerAssignorIsAskedOnEveryHeartbeat: ServerAssignor("range") is
 // sent with each heartbeat (a leave needs none), so the coordinator always knows what the
 // member asks for; without it the member asks for nothing ("").
 func TestServerAssignorIsAskedOnEveryHeartbeat(t *testing.T) {
 	for _, want := range []string{"range", ""} {
-		fc := newFake(t, 1, "t", 1)
-		co := &scriptedCoordinator{topic: "t", parts: 1, committed: map[int32]int64{}}
-		mux := http.NewServeMux()
-		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
-		fc.SetCoordinator(mux)
-		ctx := ctxT(t)
-		if err := newProducer(t, fc).ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
-			t.Fatal(err)
-		}
-		opts := []GroupOpt{GroupConsumerOptions(FetchMaxWait(50 * time.Millisecond))}
+		var opts []GroupOpt
 		if want != "" {
 			opts = append(opts, ServerAssignor(want))
 		}
-		gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pollUntil(t, ctx, gc, 0)
-		gc.Close(context.Background())
+		co := runScriptedMember(t, opts...)
 		co.mu.Lock()
 		got := slices.Clone(co.assignors)
 		co.mu.Unlock()
@@ -258,27 +270,11 @@ func TestServerAssignorIsAskedOnEveryHeartbeat(t *testing.T) {
 // coordinator keeps the partitions for the restart); without it, -1.
 func TestStaticMemberSendsItsInstanceAndLeavesToComeBack(t *testing.T) {
 	for _, id := range []string{"host-1", ""} {
-		fc := newFake(t, 1, "t", 1)
-		co := &scriptedCoordinator{topic: "t", parts: 1, committed: map[int32]int64{}}
-		mux := http.NewServeMux()
-		mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
-		fc.SetCoordinator(mux)
-		ctx := ctxT(t)
-		if err := newProducer(t, fc).ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); err != nil {
-			t.Fatal(err)
-		}
-		opts := []GroupOpt{GroupConsumerOptions(FetchMaxWait(50 * time.Millisecond))}
+		var opts []GroupOpt
 		if id != "" {
 			opts = append(opts, InstanceID(id))
 		}
-		gc, err := NewGroupConsumer(fc.GatewayURL(), "g", []string{"t"}, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pollUntil(t, ctx, gc, 0)
-		if err := gc.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
+		co := runScriptedMember(t, opts...)
 		co.mu.Lock()
 		instances, leaves := slices.Clone(co.instances), slices.Clone(co.leaves)
 		co.mu.Unlock()
