@@ -14,6 +14,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/metaview"
 )
 
 // Config is what a Bridge answers from.
@@ -38,6 +39,13 @@ type Config struct {
 	// LogDir is the storage node's data directory, the one log directory
 	// DescribeLogDirs names. Empty on the gateway and the coordinator.
 	LogDir string
+	// View, when set, is the process's own metadata view (its watch of
+	// the controllers; nil or version 0 before the first snapshot):
+	// Metadata and DescribeCluster are answered from it, so clients
+	// follow leader moves while no gateway answers, and the gateway is
+	// asked only until it has one (metadata.go). Nil: the gateway is
+	// asked every time (the gateway's own listener).
+	View func() *metaview.View
 	// AutoCreateTopics creates the unknown topics a Metadata request names
 	// and allows to be created (Kafka's auto.create.topics.enable;
 	// metadata.go). The listener's --kafka-auto-create-topics-enable sets
@@ -81,6 +89,9 @@ type Bridge struct {
 	// sessions are the listener's fetch sessions; a listener without
 	// Storage opens none.
 	sessions *fetchSessions
+	// located are the coordinators FindCoordinator named that are not
+	// registered with the controller (metadata.go).
+	located locatedCoordinators
 }
 
 // New checks cfg and returns a Bridge.

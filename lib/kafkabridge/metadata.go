@@ -1,19 +1,23 @@
 package kafkabridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
@@ -84,13 +88,119 @@ func topicID(s string) [16]byte {
 	return id
 }
 
-// clusterMetadata asks the gateway for the named topics (all when none).
+// clusterMetadata is the cluster with the named topics (all when none),
+// as Metadata and DescribeCluster answer it: from the process's own view
+// once it has one (Config.View), else from the gateway. Either way it
+// holds only the topics the principal may describe.
 func (b *Bridge) clusterMetadata(ctx context.Context, names []string) (*gatewayv1.MetadataResponse, error) {
+	if b.cfg.View != nil {
+		if v := b.cfg.View(); v != nil && v.Version > 0 {
+			return b.viewMetadata(ctx, v, names), nil
+		}
+	}
 	resp, err := b.cfg.Gateway.Metadata(ctx, connect.NewRequest(&gatewayv1.MetadataRequest{Topics: names}))
 	if err != nil {
 		return nil, err
 	}
 	return resp.Msg, nil
+}
+
+// viewMetadata answers as the gateway's Metadata handler and the guarded
+// gateway together do, from v: the live nodes by id; the coordinators
+// with a Kafka listener, registered (v) or located by FindCoordinator
+// through this bridge; the named topics that exist (a name the principal
+// may not describe is neither found nor unknown: metadata answers it
+// TOPIC_AUTHORIZATION_FAILED), or every non-internal topic the principal
+// may describe, by name. It shares v's topics, which nobody modifies.
+func (b *Bridge) viewMetadata(ctx context.Context, v *metaview.View, names []string) *gatewayv1.MetadataResponse {
+	describable := func(name string) bool {
+		return b.cfg.Guard == nil || b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Topic, name)
+	}
+	out := &gatewayv1.MetadataResponse{ClusterId: v.ClusterID, MetadataVersion: v.Version}
+	for _, n := range v.Nodes {
+		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
+			out.Nodes = append(out.Nodes, n.GetNode())
+		}
+	}
+	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	out.KafkaCoordinators = b.located.nodes(v.Coordinators.GetCoordinators())
+	if len(names) > 0 {
+		for _, name := range names {
+			switch t := v.Topics[name]; {
+			case !describable(name):
+			case t != nil:
+				out.Topics = append(out.Topics, t)
+			default:
+				out.UnknownTopics = append(out.UnknownTopics, name)
+			}
+		}
+		return out
+	}
+	for _, t := range v.Topics {
+		if !t.GetInternal() && describable(t.GetName()) {
+			out.Topics = append(out.Topics, t)
+		}
+	}
+	slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// locatedCoordinators are the coordinators FindCoordinator named through
+// this bridge, by Kafka broker id, with their Kafka listener's address
+// (serve.KafkaScheme and host:port), kept so that Metadata from the view
+// lists a coordinator that is not registered with the controller (one
+// started without --controller), as the gateway lists those it located.
+// Safe for concurrent use.
+type locatedCoordinators struct {
+	mu    sync.Mutex
+	addrs map[int32]string
+}
+
+func (l *locatedCoordinators) add(nodeID int32, addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.addrs == nil {
+		l.addrs = map[int32]string{}
+	}
+	l.addrs[nodeID] = addr
+}
+
+// nodes are the coordinators Metadata lists (CoordinatorNodes).
+func (l *locatedCoordinators) nodes(registered []*controllerv1.CoordinatorRegistration) []*commonv1.Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return CoordinatorNodes(registered, l.addrs)
+}
+
+// CoordinatorNodes are the coordinators a Metadata answer lists as Kafka
+// brokers, sorted by broker id: every live registration with a Kafka
+// listener (from the metadata view, so every listener lists them all),
+// then each located one (broker id to its Kafka listener's URL) whose
+// broker id no registration holds. The gateway's Metadata and the
+// bridge's answer from a view both list them so.
+func CoordinatorNodes(registered []*controllerv1.CoordinatorRegistration, located map[int32]string) []*commonv1.Node {
+	var out []*commonv1.Node
+	held := map[int32]bool{}
+	for _, r := range registered {
+		held[r.GetKafkaNodeId()] = true
+		for _, li := range r.GetListeners() {
+			if li.GetName() == serve.KafkaListenerName && serve.CheckKafkaURL(li.GetAddress()) == nil {
+				out = append(out, coordinatorNode(r.GetKafkaNodeId(), li.GetAddress()))
+			}
+		}
+	}
+	for id, addr := range located {
+		if !held[id] {
+			out = append(out, coordinatorNode(id, addr))
+		}
+	}
+	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	return out
+}
+
+// coordinatorNode is a node that is only a Kafka listener at addr.
+func coordinatorNode(nodeID int32, addr string) *commonv1.Node {
+	return &commonv1.Node{NodeId: nodeID, Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}}}
 }
 
 // controllerID is the broker id Kafka's admin clients send controller

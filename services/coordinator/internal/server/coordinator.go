@@ -144,6 +144,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		if kafka != nil {
 			err := kafka.Serve(p, kafkabridge.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Gateway, p.ConnectOption()),
+				View:    c.metadataView,
 			})
 			if err != nil {
 				return nil, err

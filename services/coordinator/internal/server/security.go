@@ -44,6 +44,16 @@ func (c *Coordinator) watchSecurity(ctx context.Context, urls []string, httpc co
 	})
 }
 
+// metadataView is the controllers' metadata as last seen, for the Kafka
+// listener's Metadata answers; nil without --controller or before the
+// first snapshot.
+func (c *Coordinator) metadataView() *metaview.View {
+	if c.view == nil {
+		return nil
+	}
+	return c.view.Load()
+}
+
 // authorizeGroup allows the request of ctx to do op to group id, or
 // returns PERMISSION_DENIED. An empty id passes: acquire refuses it as
 // INVALID_ARGUMENT, which says more.

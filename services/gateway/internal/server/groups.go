@@ -1,9 +1,7 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -114,42 +112,19 @@ func (k *kafkaCoordinators) forget(id string) {
 	delete(k.addrs, id)
 }
 
-// kafkaNode is a coordinator as a Kafka broker: its broker id and its
-// Kafka listener, its only listener.
-func kafkaNode(nodeID int32, addr string) *commonv1.Node {
-	return &commonv1.Node{NodeId: nodeID, Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}}}
-}
-
 // kafkaCoordinatorNodes are the coordinators Metadata lists as Kafka
-// brokers (MetadataResponse.kafka_coordinators), sorted by node id: every
-// live coordinator registered with the controller that has a Kafka
-// listener, from the metadata view st, so every gateway lists them all
-// whether or not a FindCoordinator passed through it; then those this
-// gateway located that are not registered, unless their broker id is a
-// registered one's.
+// brokers (MetadataResponse.kafka_coordinators): those registered in the
+// metadata view st, then those this gateway located that are not
+// (kafkabridge.CoordinatorNodes).
 func (g *Gateway) kafkaCoordinatorNodes(st *metaview.View) []*commonv1.Node {
-	var out []*commonv1.Node
-	registered := map[string]bool{}
-	held := map[int32]bool{}
-	for _, r := range st.Coordinators.GetCoordinators() {
-		registered[r.GetCoordinatorId()] = true
-		held[r.GetKafkaNodeId()] = true
-		for _, l := range r.GetListeners() {
-			if l.GetName() == serve.KafkaListenerName && serve.CheckKafkaURL(l.GetAddress()) == nil {
-				out = append(out, kafkaNode(r.GetKafkaNodeId(), l.GetAddress()))
-			}
-		}
-	}
 	k := &g.kafkaCoords
 	k.mu.Lock()
+	located := make(map[int32]string, len(k.addrs))
 	for id, addr := range k.addrs {
-		if nodeID := kafkabridge.CoordinatorNodeID(id); !registered[id] && !held[nodeID] {
-			out = append(out, kafkaNode(nodeID, addr))
-		}
+		located[kafkabridge.CoordinatorNodeID(id)] = addr
 	}
 	k.mu.Unlock()
-	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
-	return out
+	return kafkabridge.CoordinatorNodes(st.Coordinators.GetCoordinators(), located)
 }
 
 // registeredKafkaID is the live registration holding Kafka broker id

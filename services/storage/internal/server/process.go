@@ -166,6 +166,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Kafka.GatewayURL(), p.ConnectOption()),
 				Storage: storagev1connect.NewStorageServiceClient(p.HTTPClient(), p.URL(), serve.DataPathClientOption(), p.ConnectOption()),
 				LogDir:  logDir,
+				View:    node.currentView,
 			})
 			if err != nil {
 				return nil, err
