@@ -169,8 +169,8 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kafkawire/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime $(FUZZTIME) ./kafkawire/
-	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) ./kafkabridge/
-	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSCRAMMessages$$' -fuzztime $(FUZZTIME) ./kafkabridge/
+	cd services/kafka && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) .
+	cd services/kafka && $(GO) test -run '^$$' -fuzz '^FuzzSCRAMMessages$$' -fuzztime $(FUZZTIME) .
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 # The fault suite's random schedules (tests/nemesis, build tag nemesis):
@@ -197,9 +197,10 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
 .PHONY: test-kafka
-test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, groups with a member killed, fetch sessions across a leader kill), and the Kafka tests make test holds (franz-go, kadm, kcat, sarama, segmentio/kafka-go, kafkajs)
+test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, groups with a member killed, fetch sessions across a leader kill, librdkafka's cooperative-sticky), the Kafka tests make test holds (franz-go, kadm, kcat, sarama, segmentio/kafka-go, kafkajs), and franz-go's own pkg/kgo suite
 	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm run test:kafka
+	make/kgo-suite.sh
 
 .PHONY: bench
 bench: ## Run the benchmarks (append, read, group commit, the log cleaner over 1M keys, codecs, validation, the leader's produce path, the acks=all round trip) and print figures

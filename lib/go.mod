@@ -24,7 +24,10 @@ require (
 
 require github.com/twmb/franz-go/pkg/kmsg v1.15.1
 
-require github.com/xdg-go/scram v1.4.0
+require (
+	github.com/twmb/franz-go v1.22.3
+	github.com/xdg-go/scram v1.4.0
+)
 
 require github.com/xdg-go/stringprep v1.0.4 // indirect
 

@@ -15,16 +15,18 @@ require (
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/IBM/sarama v1.61.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/segmentio/kafka-go v0.4.51
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
 	go.opentelemetry.io/proto/otlp v1.11.0
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	connectrpc.com/authn v0.2.0 // indirect
-	github.com/IBM/sarama v1.61.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-oidc/v3 v3.21.0 // indirect
@@ -46,8 +48,6 @@ require (
 	github.com/klauspost/compress v1.20.4 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/rcrowley/go-metrics v0.0.0-20250401214520-65e299d6c5c9 // indirect
-	github.com/segmentio/kafka-go v0.4.51 // indirect
-	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -73,6 +73,7 @@ replace (
 	github.com/strata-mq/strata/services/controller => ../services/controller
 	github.com/strata-mq/strata/services/coordinator => ../services/coordinator
 	github.com/strata-mq/strata/services/gateway => ../services/gateway
+	github.com/strata-mq/strata/services/kafka => ../services/kafka
 	github.com/strata-mq/strata/services/storage => ../services/storage
 	github.com/strata-mq/strata/services/tiering => ../services/tiering
 )

@@ -35,7 +35,7 @@ import (
 // because it checks the door and the owner together (the Kafka listener's
 // answers over a real storage node's handlers and the gateway's
 // bootstrap listener); each half's logic is tested in-process too
-// (lib/kafkabridge exact_test.go, services/storage/internal/server).
+// (services/kafka exact_test.go, services/storage/internal/server).
 func testKafkaExactAnswers(t *testing.T, ctx context.Context, d *harness.Dev) {
 	cl := kafkaClient(t, d)
 	adm := kadm.NewClient(cl)

@@ -13,7 +13,7 @@ import (
 )
 
 // coordinatorNodeIDBase is the lowest broker id of a coordinator
-// (docs/kafka.md, "Groups"; kafkabridge.CoordinatorNodeIDBase).
+// (docs/kafka.md, "Groups"; brokerid.CoordinatorBase).
 const coordinatorNodeIDBase = 2146435072
 
 // TestKafkaCoordinatorOnEveryGateway: a Kafka client bootstrapped only on

@@ -8,16 +8,10 @@ import (
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-mq/strata/lib/audit"
-)
-
-// Kafka error codes of authentication.
-const (
-	codeIllegalSASLState         int16 = 34
-	codeUnsupportedSASLMechanism int16 = 33
-	codeSASLAuthenticationFailed int16 = 58
 )
 
 // handshakeTimeout bounds a connection's TLS handshake.
@@ -151,11 +145,11 @@ func (s *Server) saslHandshake(st *connState, req *kmsg.SASLHandshakeRequest) (k
 		resp.SupportedMechanisms = append(resp.SupportedMechanisms, m.Name)
 	}
 	if req.Version < 1 {
-		resp.ErrorCode = codeUnsupportedVersion
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return resp, true
 	}
 	if s.saslDone(st) {
-		resp.ErrorCode = codeIllegalSASLState
+		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return resp, true
 	}
 	st.mechanism, st.exchange = nil, nil
@@ -165,7 +159,7 @@ func (s *Server) saslHandshake(st *connState, req *kmsg.SASLHandshakeRequest) (k
 			return resp, false
 		}
 	}
-	resp.ErrorCode = codeUnsupportedSASLMechanism
+	resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 	return resp, false
 }
 
@@ -182,7 +176,7 @@ type saslDoneKey struct{}
 func (s *Server) saslAuthenticate(st *connState, req *kmsg.SASLAuthenticateRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrSASLAuthenticateResponse()
 	if st.mechanism == nil {
-		resp.ErrorCode = codeIllegalSASLState
+		resp.ErrorCode = kerr.IllegalSaslState.Code
 		msg := "SaslAuthenticate without a SaslHandshake naming an offered mechanism"
 		resp.ErrorMessage = &msg
 		return resp, errors.New("kafkawire: " + msg)
@@ -212,7 +206,7 @@ func (s *Server) saslAuthenticate(st *connState, req *kmsg.SASLAuthenticateReque
 	}
 	st.mechanism, st.exchange = nil, nil
 	if err != nil {
-		resp.ErrorCode = codeSASLAuthenticationFailed
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := fmt.Sprintf("%s authentication failed: %v", m.Name, err)
 		resp.ErrorMessage = &msg
 		return resp, errors.New("kafkawire: " + msg)

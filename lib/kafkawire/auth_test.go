@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-mq/strata/lib/tlsconfig"
@@ -133,14 +134,14 @@ func TestSASLRequired(t *testing.T) {
 		fc.CoordinatorKey = "g"
 		fresp := kmsg.NewPtrFindCoordinatorResponse()
 		roundTrip(t, c, fc, fresp)
-		if fresp.ErrorCode != codeIllegalSASLState {
+		if fresp.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Fatalf("find coordinator before authentication: %+v", fresp)
 		}
 		assertClosed(t, c)
 	})
 	t.Run("unknown mechanism, then the right one", func(t *testing.T) {
 		_, c := startServer(t, cfg())
-		if r := handshake(t, c, "SCRAM-SHA-256"); r.ErrorCode != codeUnsupportedSASLMechanism || !slices.Equal(r.SupportedMechanisms, []string{"TEST"}) {
+		if r := handshake(t, c, "SCRAM-SHA-256"); r.ErrorCode != kerr.UnsupportedSaslMechanism.Code || !slices.Equal(r.SupportedMechanisms, []string{"TEST"}) {
 			t.Fatalf("handshake: %+v", r)
 		}
 		if r := handshake(t, c, "TEST"); r.ErrorCode != 0 {
@@ -153,7 +154,7 @@ func TestSASLRequired(t *testing.T) {
 			t.Fatalf("principal %q, want alice", got)
 		}
 		// A second exchange (re-authentication) is not offered.
-		if r := handshake(t, c, "TEST"); r.ErrorCode != codeIllegalSASLState {
+		if r := handshake(t, c, "TEST"); r.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Fatalf("second handshake: %+v", r)
 		}
 		assertClosed(t, c)
@@ -163,7 +164,7 @@ func TestSASLRequired(t *testing.T) {
 			_, c := startServer(t, cfg())
 			handshake(t, c, "TEST")
 			r := authenticate(t, c, v, "bad")
-			if r.ErrorCode != codeSASLAuthenticationFailed || r.ErrorMessage == nil || *r.ErrorMessage != "TEST authentication failed: bad credentials" {
+			if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil || *r.ErrorMessage != "TEST authentication failed: bad credentials" {
 				t.Fatalf("v%d: %+v", v, r)
 			}
 			assertClosed(t, c)
@@ -175,14 +176,14 @@ func TestSASLRequired(t *testing.T) {
 		req.Mechanism = "TEST"
 		resp := kmsg.NewPtrSASLHandshakeResponse()
 		roundTrip(t, c, req, resp)
-		if resp.ErrorCode != codeUnsupportedVersion {
+		if resp.ErrorCode != kerr.UnsupportedVersion.Code {
 			t.Fatalf("%+v", resp)
 		}
 		assertClosed(t, c)
 	})
 	t.Run("authenticate without a handshake", func(t *testing.T) {
 		_, c := startServer(t, cfg())
-		if r := authenticate(t, c, 1, "good:alice"); r.ErrorCode != codeIllegalSASLState {
+		if r := authenticate(t, c, 1, "good:alice"); r.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Fatalf("%+v", r)
 		}
 		assertClosed(t, c)
@@ -317,7 +318,7 @@ func TestSASLMultiStep(t *testing.T) {
 		fc.CoordinatorKey = "g"
 		resp := kmsg.NewPtrFindCoordinatorResponse()
 		roundTrip(t, c, fc, resp)
-		if resp.ErrorCode != codeIllegalSASLState {
+		if resp.ErrorCode != kerr.IllegalSaslState.Code {
 			t.Fatalf("find coordinator between the steps: %+v", resp)
 		}
 		assertClosed(t, c)
@@ -327,7 +328,7 @@ func TestSASLMultiStep(t *testing.T) {
 		handshake(t, c, "STEPS")
 		authenticate(t, c, 1, "hello:carol")
 		r := authenticate(t, c, 1, "proof:mallory")
-		if r.ErrorCode != codeSASLAuthenticationFailed || r.ErrorMessage == nil || *r.ErrorMessage != "STEPS authentication failed: bad proof" {
+		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil || *r.ErrorMessage != "STEPS authentication failed: bad proof" {
 			t.Fatalf("%+v", r)
 		}
 		assertClosed(t, c)

@@ -4,7 +4,7 @@
 // flexible versions, tagged fields), ApiVersions, and the dispatch of
 // every other request to a handler. The message bodies are encoded and
 // decoded by github.com/twmb/franz-go/pkg/kmsg; nothing here knows what a
-// Produce or a Fetch means (that is lib/kafkabridge).
+// Produce or a Fetch means (that is services/kafka).
 //
 // One connection's requests may be pipelined: they are read ahead (up to
 // Config.MaxInFlight), handled one at a time in the order they arrived and

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/strata-mq/strata/lib/kafkawire/wiretest"
@@ -59,7 +60,7 @@ func decodesWithError(t *testing.T, resp kmsg.Response, version, code int16) boo
 // request, empty or naming items) decodes with the error in it. Where
 // nothing can carry it, nothing is answered.
 func TestErrorResponsesNeverReadAsSuccess(t *testing.T) {
-	const code = codeInvalidRequest
+	code := kerr.InvalidRequest.Code
 	answered := 0
 	for k := int16(0); k < 200; k++ {
 		key := kmsg.Key(k)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -55,7 +56,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			// An error response must encode too.
 			if req != nil {
-				if resp := errorResponse(req.Header, codeInvalidRequest); resp != nil {
+				if resp := errorResponse(req.Header, kerr.InvalidRequest.Code); resp != nil {
 					encodeResponse(req.Header, req.Version, resp.IsFlexible(), resp)
 				}
 			}

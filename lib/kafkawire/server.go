@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -36,12 +37,6 @@ const (
 	// DefaultMaxInFlight is how many requests of one connection are read
 	// ahead of their answers; further ones wait to be read.
 	DefaultMaxInFlight = 16
-)
-
-// Kafka error codes this package answers with.
-const (
-	codeUnsupportedVersion int16 = 35
-	codeInvalidRequest     int16 = 42
 )
 
 // Request is one decoded request as a handler sees it.
@@ -417,7 +412,7 @@ func (s *Server) serveConn(c net.Conn) {
 			// error code, and closed, as the SASL listener of a Kafka
 			// broker closes it.
 			o := outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, h.Key.Name())}
-			if resp := errorResponse(h, codeIllegalSASLState); resp != nil {
+			if resp := errorResponse(h, kerr.IllegalSaslState.Code); resp != nil {
 				o.frame = encodeResponse(h, h.Version, resp.IsFlexible() && h.Key != kmsg.ApiVersions, resp)
 			}
 			s.push(ctx, pending, o)
@@ -533,13 +528,13 @@ func (s *Server) decode(frame []byte, remote string) (*Request, *outcome) {
 		// KIP-511: answer at v0 with the served ranges, so the client
 		// retries with a version we speak. The connection stays open.
 		resp := kmsg.NewPtrApiVersionsResponse()
-		resp.ErrorCode = codeUnsupportedVersion
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		resp.ApiKeys = s.Versions()
 		return nil, &outcome{frame: encodeResponse(h, 0, false, resp)}
 	}
-	code := codeInvalidRequest
+	code := kerr.InvalidRequest.Code
 	if errors.As(err, &uv) {
-		code = codeUnsupportedVersion
+		code = kerr.UnsupportedVersion.Code
 	}
 	o := &outcome{close: true, err: err}
 	if resp := errorResponse(h, code); resp != nil {
@@ -566,7 +561,7 @@ func (s *Server) handle(st *connState, req *Request) (o outcome) {
 		// broker's SASL listener does: any response would read as
 		// success.
 		o := outcome{close: true, err: fmt.Errorf("%w: %s", ErrNotAuthenticated, req.Key.Name())}
-		if resp := ErrorResponse(req, codeIllegalSASLState); resp != nil {
+		if resp := ErrorResponse(req, kerr.IllegalSaslState.Code); resp != nil {
 			o.frame = encodeResponse(req.Header, req.Version, resp.IsFlexible() && req.Key != kmsg.ApiVersions, resp)
 		}
 		return o

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -151,7 +152,7 @@ func TestApiVersionsTooNew(t *testing.T) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.SetVersion(0)
 	readResponse(t, c, resp, false)
-	if resp.ErrorCode != codeUnsupportedVersion || len(resp.ApiKeys) != 2 {
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 2 {
 		t.Fatalf("error %d, keys %+v", resp.ErrorCode, resp.ApiKeys)
 	}
 	c.Write(encodeRequest(2, metadataRequest(12, "after")))
@@ -255,11 +256,11 @@ func TestMalformedBodyAnswersThenCloses(t *testing.T) {
 			f = f[:len(f)-3]
 			binary.BigEndian.PutUint32(f, uint32(len(f)-4))
 			return f
-		}, codeInvalidRequest},
+		}, kerr.InvalidRequest.Code},
 		{"version too new", 3, func(f []byte) []byte {
 			binary.BigEndian.PutUint16(f[6:], 3)
 			return f
-		}, codeUnsupportedVersion},
+		}, kerr.UnsupportedVersion.Code},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			find.MaxVersion = 2

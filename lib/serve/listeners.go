@@ -76,7 +76,7 @@ func ParseListeners(s string) ([]Listener, error) {
 // KafkaListenerName is the advertised listener under which a storage node
 // registers the address of its Kafka protocol listener (--kafka-listener),
 // as KafkaScheme + host:port. Connect clients ignore it; the Kafka bridge
-// (lib/kafkabridge) hands it out in Kafka's Metadata.
+// (services/kafka) hands it out in Kafka's Metadata.
 const KafkaListenerName = "kafka"
 
 // KafkaScheme prefixes a Kafka listener's host:port in a registration.

@@ -42,6 +42,7 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	github.com/rs/cors v1.11.1 // indirect
+	github.com/twmb/franz-go v1.22.3 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0 // indirect
@@ -69,9 +70,11 @@ require (
 require (
 	github.com/strata-mq/strata/gen v0.0.0-00010101000000-000000000000
 	github.com/strata-mq/strata/lib v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/services/kafka v0.0.0-00010101000000-000000000000
 )
 
 replace (
 	github.com/strata-mq/strata/gen => ../../gen
 	github.com/strata-mq/strata/lib => ../../lib
+	github.com/strata-mq/strata/services/kafka => ../kafka
 )

@@ -33,6 +33,7 @@ require (
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/cors v1.11.1 // indirect
+	github.com/twmb/franz-go v1.22.3 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
@@ -57,9 +58,11 @@ require (
 require (
 	github.com/strata-mq/strata/gen v0.0.0-00010101000000-000000000000
 	github.com/strata-mq/strata/lib v0.0.0-00010101000000-000000000000
+	github.com/strata-mq/strata/services/kafka v0.0.0-00010101000000-000000000000
 )
 
 replace (
 	github.com/strata-mq/strata/gen => ../../gen
 	github.com/strata-mq/strata/lib => ../../lib
+	github.com/strata-mq/strata/services/kafka => ../kafka
 )

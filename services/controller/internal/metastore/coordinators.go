@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/serve"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,8 +28,8 @@ import (
 
 // MinCoordinatorNodeID is the lowest Kafka broker id of a coordinator:
 // coordinators hash their instance id into the top 2^20 ids of int32
-// (lib/kafkabridge.CoordinatorNodeID, which uses the same bound).
-const MinCoordinatorNodeID int32 = math.MaxInt32 - (1<<20 - 1)
+// (lib/kafkawire/brokerid).
+const MinCoordinatorNodeID = brokerid.CoordinatorBase
 
 func coordinatorKey(nodeID int32) string { return fmt.Sprintf("%s%010d", PrefixCoordinators, nodeID) }
 

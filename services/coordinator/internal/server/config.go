@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // Defaults of Config.
@@ -68,7 +68,7 @@ type Config struct {
 	// Kafka is the coordinator's Kafka protocol listener
 	// (--kafka-listener, --kafka-advertise), the group coordinator of
 	// Kafka clients; it asks --gateway for metadata. Default none.
-	Kafka kafkabridge.ListenerConfig
+	Kafka kafka.ListenerConfig
 
 	listeners []serve.Listener // parsed AdvertiseListeners; set by Validate
 }

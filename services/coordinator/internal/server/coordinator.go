@@ -33,13 +33,13 @@ import (
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
-	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/classic"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
 	"github.com/strata-mq/strata/services/coordinator/internal/offsetstore"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // Coordinator serves CoordinatorService. Safe for concurrent use.
@@ -124,12 +124,12 @@ func Setup(cfg *Config) serve.SetupFunc {
 		// The Kafka listener is bound first so that LocateGroup answers
 		// its address under the listener named "kafka", as storage nodes
 		// register theirs: Kafka's FindCoordinator names it.
-		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		kl, err := kafka.Listen(cfg.Kafka)
 		if err != nil {
 			return nil, err
 		}
-		if kafka != nil {
-			cfg.listeners = append(cfg.listeners, serve.Listener{Name: serve.KafkaListenerName, URL: serve.KafkaScheme + kafka.Advertise()})
+		if kl != nil {
+			cfg.listeners = append(cfg.listeners, serve.Listener{Name: serve.KafkaListenerName, URL: serve.KafkaScheme + kl.Advertise()})
 		}
 		c, err := Start(ctx, cfg, p.Addr().String(), Options{
 			Store: store, HTTPClient: p.HTTPClient(), ClientOpts: []connect.ClientOption{p.ConnectOption()},
@@ -141,8 +141,8 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		p.OnShutdown("coordinator", func(context.Context) error { return c.Close() })
 		p.AddReadinessCheck("coordinator", c.Ready)
-		if kafka != nil {
-			err := kafka.Serve(p, kafkabridge.Config{
+		if kl != nil {
+			err := kl.Serve(p, kafka.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Gateway, p.ConnectOption()),
 				View:    c.metadataView,
 			})

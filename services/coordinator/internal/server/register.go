@@ -11,13 +11,13 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
-	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 )
 
 // Registration with the controller (docs/design/coordinator.md,
 // "Registration"): with --controller the instance registers its Connect
 // address and listeners, its Kafka listener among them, under its Kafka
-// broker id (kafkabridge.CoordinatorNodeID of its instance id), and keeps
+// broker id (brokerid.Coordinator of its instance id), and keeps
 // the registration alive with heartbeats. Every gateway lists the live
 // registrations in its Metadata, so a Kafka client bootstrapped on any
 // gateway knows every coordinator's broker before FindCoordinator names
@@ -37,7 +37,7 @@ const registerRetry = time.Second
 // registration is what this instance registers.
 func (c *Coordinator) registration(incarnation string) *controllerv1.CoordinatorRegistration {
 	r := &controllerv1.CoordinatorRegistration{
-		CoordinatorId: c.id, KafkaNodeId: kafkabridge.CoordinatorNodeID(c.id),
+		CoordinatorId: c.id, KafkaNodeId: brokerid.Coordinator(c.id),
 		Address: c.address, IncarnationId: incarnation,
 	}
 	for _, l := range c.cfg.listeners {

@@ -14,7 +14,7 @@ import (
 
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
-	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
 )
@@ -93,7 +93,7 @@ func TestRegistersWithTheController(t *testing.T) {
 	})
 	regs, hbs, _ := state()
 	r := regs[0]
-	if r.GetCoordinatorId() != "coordinator-reg" || r.GetKafkaNodeId() != kafkabridge.CoordinatorNodeID("coordinator-reg") ||
+	if r.GetCoordinatorId() != "coordinator-reg" || r.GetKafkaNodeId() != brokerid.Coordinator("coordinator-reg") ||
 		r.GetAddress() != "http://coord:9094" || len(r.GetListeners()) != 1 || r.GetListeners()[0].GetAddress() != "kafka://coord:9098" || r.GetIncarnationId() == "" {
 		t.Fatalf("registration %v", r)
 	}

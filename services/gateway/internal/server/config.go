@@ -1,8 +1,8 @@
 package server
 
 import (
-	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // Defaults of Config.
@@ -38,7 +38,7 @@ type Config struct {
 	// Kafka is the gateway's Kafka protocol listener (--kafka-listener,
 	// --kafka-advertise): the bootstrap address of Kafka clients, answered
 	// from this gateway in-process. Default none.
-	Kafka kafkabridge.ListenerConfig
+	Kafka kafka.ListenerConfig
 
 	controllerURLs  []string
 	coordinatorURLs []string

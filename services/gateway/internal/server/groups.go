@@ -13,9 +13,10 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
-	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // maxCoordinatorHops bounds how often one group call follows a
@@ -58,7 +59,7 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 	}
 	if listener == serve.KafkaListenerName && loc.GetListenerResolved() {
 		owner := loc.GetCoordinatorId()
-		switch holder := g.registeredKafkaID(kafkabridge.CoordinatorNodeID(owner)); {
+		switch holder := g.registeredKafkaID(brokerid.Coordinator(owner)); {
 		case holder == nil:
 			// Not registered (no --controller): remember it, as Metadata
 			// must list the broker a client is sent to.
@@ -115,16 +116,16 @@ func (k *kafkaCoordinators) forget(id string) {
 // kafkaCoordinatorNodes are the coordinators Metadata lists as Kafka
 // brokers (MetadataResponse.kafka_coordinators): those registered in the
 // metadata view st, then those this gateway located that are not
-// (kafkabridge.CoordinatorNodes).
+// (kafka.CoordinatorNodes).
 func (g *Gateway) kafkaCoordinatorNodes(st *metaview.View) []*commonv1.Node {
 	k := &g.kafkaCoords
 	k.mu.Lock()
 	located := make(map[int32]string, len(k.addrs))
 	for id, addr := range k.addrs {
-		located[kafkabridge.CoordinatorNodeID(id)] = addr
+		located[brokerid.Coordinator(id)] = addr
 	}
 	k.mu.Unlock()
-	return kafkabridge.CoordinatorNodes(st.Coordinators.GetCoordinators(), located)
+	return kafka.CoordinatorNodes(st.Coordinators.GetCoordinators(), located)
 }
 
 // registeredKafkaID is the live registration holding Kafka broker id

@@ -9,12 +9,12 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
-	"github.com/strata-mq/strata/lib/kafkabridge"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
 func registered(id, connect, kafka string) *controllerv1.CoordinatorRegistration {
-	r := &controllerv1.CoordinatorRegistration{CoordinatorId: id, KafkaNodeId: kafkabridge.CoordinatorNodeID(id), Address: connect, IncarnationId: "i-" + id}
+	r := &controllerv1.CoordinatorRegistration{CoordinatorId: id, KafkaNodeId: brokerid.Coordinator(id), Address: connect, IncarnationId: "i-" + id}
 	if kafka != "" {
 		r.Listeners = []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: kafka}}
 	}
@@ -70,7 +70,7 @@ func TestKafkaCoordinatorsFromRegistry(t *testing.T) {
 	if err != nil || fr.Msg.GetAddress() != "kafka://b:9098" {
 		t.Fatalf("FindCoordinator: %v %v", fr, err)
 	}
-	bID := kafkabridge.CoordinatorNodeID("b")
+	bID := brokerid.Coordinator("b")
 	if got := kafkaBrokers(t, gc); len(got) != 2 || got[bID] != "kafka://b:9098" {
 		t.Fatalf("kafka coordinators %v; want coord-a and b", got)
 	}

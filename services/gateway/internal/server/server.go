@@ -27,11 +27,11 @@ import (
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
-	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/gateway/internal/console"
 	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // Options are the gateway's dependencies, separate from Config so tests can
@@ -214,14 +214,14 @@ func Setup(cfg *Config) serve.SetupFunc {
 		}
 		p.OnShutdown("gateway", func(context.Context) error { return g.Close() })
 		p.AddReadinessCheck("metadata", g.Ready)
-		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		kl, err := kafka.Listen(cfg.Kafka)
 		if err != nil {
 			return nil, err
 		}
-		if kafka != nil {
+		if kl != nil {
 			// The bridge calls this gateway in-process: a Kafka client's
 			// bootstrap costs no extra hop.
-			if err := kafka.Serve(p, kafkabridge.Config{Gateway: g}); err != nil {
+			if err := kl.Serve(p, kafka.Config{Gateway: g}); err != nil {
 				return nil, err
 			}
 		}

@@ -15,8 +15,8 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/lib/kafkabridge"
 	"github.com/strata-mq/strata/lib/serve"
+	"github.com/strata-mq/strata/services/kafka"
 )
 
 // DefaultListen is the storage node's default API address (--listen).
@@ -52,7 +52,7 @@ type ProcessConfig struct {
 	FaultInjection bool
 	// Kafka is the node's Kafka protocol listener (--kafka-listener,
 	// --kafka-advertise, --gateway); default none.
-	Kafka kafkabridge.ListenerConfig
+	Kafka kafka.ListenerConfig
 }
 
 // RegisterFlags declares the storage node's own flags.
@@ -125,12 +125,12 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 		controllers, _ := serve.ParseURLs(cfg.Controller) // checked by Validate
 		// The Kafka listener is bound before the node registers, so its
 		// address is in the registration Kafka's Metadata answers from.
-		kafka, err := kafkabridge.Listen(cfg.Kafka)
+		kl, err := kafka.Listen(cfg.Kafka)
 		if err != nil {
 			return nil, err
 		}
-		if kafka != nil {
-			adv = append(adv, &commonv1.Listener{Name: serve.KafkaListenerName, Address: serve.KafkaScheme + kafka.Advertise()})
+		if kl != nil {
+			adv = append(adv, &commonv1.Listener{Name: serve.KafkaListenerName, Address: serve.KafkaScheme + kl.Advertise()})
 		}
 		faults, err := setupFaults(cfg, p, killSelf)
 		if err != nil {
@@ -157,12 +157,12 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			return nil, err
 		}
 		p.OnShutdown("storage node", func(context.Context) error { return node.Close() })
-		if kafka != nil {
+		if kl != nil {
 			logDir, err := filepath.Abs(cfg.DataDir)
 			if err != nil {
 				logDir = cfg.DataDir
 			}
-			err = kafka.Serve(p, kafkabridge.Config{
+			err = kl.Serve(p, kafka.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Kafka.GatewayURL(), p.ConnectOption()),
 				Storage: storagev1connect.NewStorageServiceClient(p.HTTPClient(), p.URL(), serve.DataPathClientOption(), p.ConnectOption()),
 				LogDir:  logDir,

@@ -1,0 +1,170 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/metaview"
+)
+
+// Config is what a Bridge answers from.
+type Config struct {
+	// Gateway answers metadata, producer ids, FindCoordinator and the
+	// admin calls. Required.
+	Gateway Gateway
+	// Storage is this storage node's own StorageService, which answers
+	// Produce, Fetch and ListOffsets. Nil on the gateway and the
+	// coordinator: they lead no partition, so those requests are answered
+	// NOT_LEADER_OR_FOLLOWER (clients send them to leaders anyway).
+	Storage storagev1connect.StorageServiceClient
+	// HTTPClient and ClientOptions make the clients of the coordinator
+	// instances that own groups (found through Gateway). Required.
+	HTTPClient    connect.HTTPClient
+	ClientOptions []connect.ClientOption
+	// Logger is for errors that reach no client. Nil means slog.Default().
+	Logger *slog.Logger
+	// Guard authorizes and throttles every call in the name of the Kafka
+	// connection's principal (authz.go). Nil: nothing is checked.
+	Guard *guard.Guard
+	// LogDir is the storage node's data directory, the one log directory
+	// DescribeLogDirs names. Empty on the gateway and the coordinator.
+	LogDir string
+	// View, when set, is the process's own metadata view (its watch of
+	// the controllers; nil or version 0 before the first snapshot):
+	// Metadata and DescribeCluster are answered from it, so clients
+	// follow leader moves while no gateway answers, and the gateway is
+	// asked only until it has one (metadata.go). Nil: the gateway is
+	// asked every time (the gateway's own listener).
+	View func() *metaview.View
+	// AutoCreateTopics creates the unknown topics a Metadata request names
+	// and allows to be created (Kafka's auto.create.topics.enable;
+	// metadata.go). The listener's --kafka-auto-create-topics-enable sets
+	// it.
+	AutoCreateTopics bool
+}
+
+// Gateway is the part of GatewayService the bridge calls: a
+// gatewayv1connect.GatewayServiceClient, or the gateway's own handler
+// in-process (every method here is unary, so both have them).
+type Gateway interface {
+	Metadata(context.Context, *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error)
+	FindCoordinator(context.Context, *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error)
+	InitProducerId(context.Context, *connect.Request[gatewayv1.InitProducerIdRequest]) (*connect.Response[gatewayv1.InitProducerIdResponse], error)
+	CreateTopic(context.Context, *connect.Request[gatewayv1.CreateTopicRequest]) (*connect.Response[gatewayv1.CreateTopicResponse], error)
+	DeleteTopic(context.Context, *connect.Request[gatewayv1.DeleteTopicRequest]) (*connect.Response[gatewayv1.DeleteTopicResponse], error)
+	DescribeTopics(context.Context, *connect.Request[gatewayv1.DescribeTopicsRequest]) (*connect.Response[gatewayv1.DescribeTopicsResponse], error)
+	AlterTopicConfig(context.Context, *connect.Request[gatewayv1.AlterTopicConfigRequest]) (*connect.Response[gatewayv1.AlterTopicConfigResponse], error)
+	CreatePartitions(context.Context, *connect.Request[gatewayv1.CreatePartitionsRequest]) (*connect.Response[gatewayv1.CreatePartitionsResponse], error)
+	ListGroups(context.Context, *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error)
+	DescribeGroup(context.Context, *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error)
+	DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error)
+	ElectLeaders(context.Context, *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error)
+	AlterPartitionReassignments(context.Context, *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error)
+	ListPartitionReassignments(context.Context, *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error)
+	CreateAcls(context.Context, *connect.Request[gatewayv1.CreateAclsRequest]) (*connect.Response[gatewayv1.CreateAclsResponse], error)
+	DescribeAcls(context.Context, *connect.Request[gatewayv1.DescribeAclsRequest]) (*connect.Response[gatewayv1.DescribeAclsResponse], error)
+	DeleteAcls(context.Context, *connect.Request[gatewayv1.DeleteAclsRequest]) (*connect.Response[gatewayv1.DeleteAclsResponse], error)
+}
+
+var _ Gateway = gatewayv1connect.GatewayServiceClient(nil)
+
+// Bridge turns Kafka requests into calls on Strata's services. Safe for
+// concurrent use.
+type Bridge struct {
+	cfg    Config
+	log    *slog.Logger
+	coords *coordinatorClients
+	// consumers are the KIP-848 members (consumergroup.go).
+	consumers *consumerGroups
+	// sessions are the listener's fetch sessions; a listener without
+	// Storage opens none.
+	sessions *fetchSessions
+	// located are the coordinators FindCoordinator named that are not
+	// registered with the controller (metadata.go).
+	located locatedCoordinators
+}
+
+// New checks cfg and returns a Bridge.
+func New(cfg Config) (*Bridge, error) {
+	if cfg.Gateway == nil {
+		return nil, errors.New("kafka: Config.Gateway is required")
+	}
+	if cfg.HTTPClient == nil {
+		return nil, errors.New("kafka: Config.HTTPClient is required")
+	}
+	if cfg.Guard != nil {
+		cfg.Gateway = guardedGateway{Gateway: cfg.Gateway, g: cfg.Guard}
+		if cfg.Storage != nil {
+			cfg.Storage = guardedStorage{StorageServiceClient: cfg.Storage, g: cfg.Guard}
+		}
+	}
+	slots := defaultFetchSessionSlots
+	if cfg.Storage == nil {
+		slots = 0
+	}
+	b := &Bridge{cfg: cfg, log: cfg.Logger, coords: newCoordinatorClients(), consumers: newConsumerGroups(), sessions: newFetchSessions(slots)}
+	if b.log == nil {
+		b.log = slog.Default()
+	}
+	return b, nil
+}
+
+// handler adapts a typed handler to kafkawire's.
+func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req Req) (kmsg.Response, error)) kafkawire.HandlerFunc {
+	return func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
+		return fn(ctx, r.Version, r.Body.(Req))
+	}
+}
+
+// APIs returns the served APIs and their versions, the same on every
+// listener; the data path is answered from Storage where there is one.
+// The table is docs/kafka.md's.
+func (b *Bridge) APIs() []kafkawire.API {
+	apis := []kafkawire.API{
+		{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: handler(b.metadata)},
+		{Key: kmsg.DescribeCluster, MinVersion: 0, MaxVersion: 1, Handle: handler(b.describeCluster)},
+		{Key: kmsg.InitProducerID, MinVersion: 0, MaxVersion: 4, Handle: handler(b.initProducerID)},
+		{Key: kmsg.CreateTopics, MinVersion: 0, MaxVersion: 7, Handle: handler(b.createTopics)},
+		{Key: kmsg.DeleteTopics, MinVersion: 0, MaxVersion: 6, Handle: handler(b.deleteTopics)},
+		{Key: kmsg.CreatePartitions, MinVersion: 0, MaxVersion: 3, Handle: handler(b.createPartitions)},
+		{Key: kmsg.DescribeConfigs, MinVersion: 0, MaxVersion: 4, Handle: handler(b.describeConfigs)},
+		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
+		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
+	}
+	// The admin APIs of their own files (api_<key>_<name>.go), each
+	// registered beside its handler.
+	apis = append(apis,
+		b.describeAclsAPI(), b.createAclsAPI(), b.deleteAclsAPI(),
+		b.electLeadersAPI(), b.alterPartitionReassignmentsAPI(), b.listPartitionReassignmentsAPI(),
+		b.consumerGroupDescribeAPI(), b.offsetDeleteAPI(),
+	)
+	apis = append(apis, b.groupAPIs()...)
+	apis = append(apis, b.consumerGroupAPIs()...)
+	apis = append(apis, refusedAPIs()...)
+	// Every listener offers the data path at the same versions, since
+	// some clients (kafkajs) take the bootstrap's ApiVersions for every
+	// broker; without Storage it answers NOT_LEADER_OR_FOLLOWER.
+	apis = append(apis,
+		kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
+		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
+		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
+		b.offsetForLeaderEpochAPI(),
+		b.describeLogDirsAPI(),
+		b.deleteRecordsAPI(),
+		b.describeProducersAPI(),
+	)
+	return apis
+}
+
+// adminTimeout bounds an admin call whose request carries no timeout.
+const adminTimeout = 30 * time.Second

@@ -1,0 +1,346 @@
+package kafka
+
+import (
+	"cmp"
+	"context"
+	"encoding/hex"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
+	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/metaview"
+	"github.com/strata-mq/strata/lib/serve"
+)
+
+// broker is one Kafka broker of the Metadata answer: a storage node with
+// a Kafka listener.
+type broker struct {
+	id   int32
+	host string
+	port int32
+	rack *string
+}
+
+// brokers returns the nodes of a gateway Metadata answer that advertise a
+// Kafka listener, sorted by id, as Kafka brokers.
+func brokers(nodes []*commonv1.Node) []broker {
+	var out []broker
+	for _, n := range nodes {
+		addr := KafkaAddress(n)
+		if addr == "" {
+			continue
+		}
+		host, port, ok := splitHostPort(addr)
+		if !ok {
+			continue
+		}
+		b := broker{id: n.GetNodeId(), host: host, port: port}
+		if r := n.GetRack(); r != "" {
+			b.rack = &r
+		}
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b broker) int { return int(a.id) - int(b.id) })
+	return out
+}
+
+// KafkaAddress returns the host:port of the Kafka listener a node
+// advertises (its listener named serve.KafkaListenerName), or "" when it
+// has none.
+func KafkaAddress(n *commonv1.Node) string {
+	for _, l := range n.GetListeners() {
+		if l.GetName() == serve.KafkaListenerName {
+			return strings.TrimPrefix(l.GetAddress(), serve.KafkaScheme)
+		}
+	}
+	return ""
+}
+
+func splitHostPort(addr string) (string, int32, bool) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port <= 0 || port > 65535 {
+		return "", 0, false
+	}
+	return host, int32(port), true
+}
+
+// topicID parses a topic id's canonical UUID text into Kafka's 16 bytes;
+// zero when it does not parse.
+func topicID(s string) [16]byte {
+	var id [16]byte
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	if err == nil && len(b) == 16 {
+		copy(id[:], b)
+	}
+	return id
+}
+
+// clusterMetadata is the cluster with the named topics (all when none),
+// as Metadata and DescribeCluster answer it: from the process's own view
+// once it has one (Config.View), else from the gateway. Either way it
+// holds only the topics the principal may describe.
+func (b *Bridge) clusterMetadata(ctx context.Context, names []string) (*gatewayv1.MetadataResponse, error) {
+	if b.cfg.View != nil {
+		if v := b.cfg.View(); v != nil && v.Version > 0 {
+			return b.viewMetadata(ctx, v, names), nil
+		}
+	}
+	resp, err := b.cfg.Gateway.Metadata(ctx, connect.NewRequest(&gatewayv1.MetadataRequest{Topics: names}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+// viewMetadata answers as the gateway's Metadata handler and the guarded
+// gateway together do, from v: the live nodes by id; the coordinators
+// with a Kafka listener, registered (v) or located by FindCoordinator
+// through this bridge; the named topics that exist (a name the principal
+// may not describe is neither found nor unknown: metadata answers it
+// TOPIC_AUTHORIZATION_FAILED), or every non-internal topic the principal
+// may describe, by name. It shares v's topics, which nobody modifies.
+func (b *Bridge) viewMetadata(ctx context.Context, v *metaview.View, names []string) *gatewayv1.MetadataResponse {
+	describable := func(name string) bool {
+		return b.cfg.Guard == nil || b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Topic, name)
+	}
+	out := &gatewayv1.MetadataResponse{ClusterId: v.ClusterID, MetadataVersion: v.Version}
+	for _, n := range v.Nodes {
+		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
+			out.Nodes = append(out.Nodes, n.GetNode())
+		}
+	}
+	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	out.KafkaCoordinators = b.located.nodes(v.Coordinators.GetCoordinators())
+	if len(names) > 0 {
+		for _, name := range names {
+			switch t := v.Topics[name]; {
+			case !describable(name):
+			case t != nil:
+				out.Topics = append(out.Topics, t)
+			default:
+				out.UnknownTopics = append(out.UnknownTopics, name)
+			}
+		}
+		return out
+	}
+	for _, t := range v.Topics {
+		if !t.GetInternal() && describable(t.GetName()) {
+			out.Topics = append(out.Topics, t)
+		}
+	}
+	slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// locatedCoordinators are the coordinators FindCoordinator named through
+// this bridge, by Kafka broker id, with their Kafka listener's address
+// (serve.KafkaScheme and host:port), kept so that Metadata from the view
+// lists a coordinator that is not registered with the controller (one
+// started without --controller), as the gateway lists those it located.
+// Safe for concurrent use.
+type locatedCoordinators struct {
+	mu    sync.Mutex
+	addrs map[int32]string
+}
+
+func (l *locatedCoordinators) add(nodeID int32, addr string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.addrs == nil {
+		l.addrs = map[int32]string{}
+	}
+	l.addrs[nodeID] = addr
+}
+
+// nodes are the coordinators Metadata lists (CoordinatorNodes).
+func (l *locatedCoordinators) nodes(registered []*controllerv1.CoordinatorRegistration) []*commonv1.Node {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return CoordinatorNodes(registered, l.addrs)
+}
+
+// CoordinatorNodes are the coordinators a Metadata answer lists as Kafka
+// brokers, sorted by broker id: every live registration with a Kafka
+// listener (from the metadata view, so every listener lists them all),
+// then each located one (broker id to its Kafka listener's URL) whose
+// broker id no registration holds. The gateway's Metadata and the
+// bridge's answer from a view both list them so.
+func CoordinatorNodes(registered []*controllerv1.CoordinatorRegistration, located map[int32]string) []*commonv1.Node {
+	var out []*commonv1.Node
+	held := map[int32]bool{}
+	for _, r := range registered {
+		held[r.GetKafkaNodeId()] = true
+		for _, li := range r.GetListeners() {
+			if li.GetName() == serve.KafkaListenerName && serve.CheckKafkaURL(li.GetAddress()) == nil {
+				out = append(out, coordinatorNode(r.GetKafkaNodeId(), li.GetAddress()))
+			}
+		}
+	}
+	for id, addr := range located {
+		if !held[id] {
+			out = append(out, coordinatorNode(id, addr))
+		}
+	}
+	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	return out
+}
+
+// coordinatorNode is a node that is only a Kafka listener at addr.
+func coordinatorNode(nodeID int32, addr string) *commonv1.Node {
+	return &commonv1.Node{NodeId: nodeID, Listeners: []*commonv1.Listener{{Name: serve.KafkaListenerName, Address: addr}}}
+}
+
+// controllerID is the broker id Kafka's admin clients send controller
+// requests to (CreateTopics, DeleteTopics, ...): the lowest broker, since
+// every bridge passes them to the controller through the gateway.
+func controllerID(bs []broker) int32 {
+	if len(bs) == 0 {
+		return -1
+	}
+	return bs[0].id
+}
+
+func (b *Bridge) metadata(ctx context.Context, version int16, req *kmsg.MetadataRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrMetadataResponse()
+	// Topics nil (v1+) or empty (v0) asks for every topic; an empty
+	// list from v1 on asks for the brokers alone.
+	all := req.Topics == nil || (version == 0 && len(req.Topics) == 0)
+	var names []string
+	for _, t := range req.Topics {
+		if t.Topic == nil || *t.Topic == "" {
+			names = nil // a topic named by id: ask for all to resolve it
+			break
+		}
+		names = append(names, *t.Topic)
+	}
+	md, err := b.clusterMetadata(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	bs := brokers(md.GetNodes())
+	for _, br := range append(slices.Clip(bs), coordinatorBrokers(md.GetKafkaCoordinators(), bs)...) {
+		kb := kmsg.NewMetadataResponseBroker()
+		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
+		resp.Brokers = append(resp.Brokers, kb)
+	}
+	cid := md.GetClusterId()
+	resp.ClusterID = &cid
+	resp.ControllerID = controllerID(bs)
+	live := map[int32]bool{}
+	for _, br := range bs {
+		live[br.id] = true
+	}
+	found := map[string]*commonv1.TopicMetadata{}
+	ids := map[[16]byte]*commonv1.TopicMetadata{}
+	for _, t := range md.GetTopics() {
+		found[t.GetName()] = t
+		ids[topicID(t.GetTopicId())] = t
+	}
+	add := func(t *commonv1.TopicMetadata) {
+		kt := kmsg.NewMetadataResponseTopic()
+		name := t.GetName()
+		kt.Topic, kt.TopicID, kt.IsInternal = &name, topicID(t.GetTopicId()), t.GetInternal()
+		for _, p := range t.GetPartitions() {
+			kp := kmsg.NewMetadataResponseTopicPartition()
+			kp.Partition, kp.Leader, kp.LeaderEpoch = p.GetPartition(), p.GetLeaderId(), p.GetLeaderEpoch()
+			kp.Replicas, kp.ISR, kp.OfflineReplicas = p.GetReplicas(), p.GetIsr(), p.GetOfflineReplicas()
+			if kp.Replicas == nil {
+				kp.Replicas = []int32{}
+			}
+			if kp.ISR == nil {
+				kp.ISR = []int32{}
+			}
+			if !live[kp.Leader] {
+				kp.ErrorCode, kp.Leader = kerr.LeaderNotAvailable.Code, -1
+			}
+			kt.Partitions = append(kt.Partitions, kp)
+		}
+		resp.Topics = append(resp.Topics, kt)
+	}
+	switch {
+	case all:
+		for _, t := range md.GetTopics() {
+			add(t)
+		}
+	default:
+		for _, rt := range req.Topics {
+			var t *commonv1.TopicMetadata
+			if rt.Topic != nil && *rt.Topic != "" {
+				t = found[*rt.Topic]
+			} else {
+				t = ids[rt.TopicID]
+			}
+			if t != nil {
+				add(t)
+				continue
+			}
+			kt := kmsg.NewMetadataResponseTopic()
+			kt.Topic, kt.TopicID, kt.ErrorCode = rt.Topic, rt.TopicID, kerr.UnknownTopicOrPartition.Code
+			switch g := b.cfg.Guard; {
+			case rt.Topic == nil || *rt.Topic == "":
+				kt.ErrorCode = kerr.UnknownTopicID.Code
+			case g != nil && !g.Allowed(ctx, acl.Describe, acl.Topic, *rt.Topic):
+				// As Kafka: a named topic the principal may not describe,
+				// whether it exists or not.
+				kt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case b.cfg.AutoCreateTopics && (version < 4 || req.AllowAutoTopicCreation):
+				kt.ErrorCode = b.autoCreateTopic(ctx, *rt.Topic)
+			}
+			resp.Topics = append(resp.Topics, kt)
+		}
+	}
+	return resp, nil
+}
+
+func (b *Bridge) describeCluster(ctx context.Context, version int16, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	md, err := b.clusterMetadata(ctx, nil)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = kafkaCode(err, adminPlane), message(err)
+		return resp, nil
+	}
+	resp.ClusterID = md.GetClusterId()
+	bs := brokers(md.GetNodes())
+	resp.ControllerID = controllerID(bs)
+	for _, br := range append(slices.Clip(bs), coordinatorBrokers(md.GetKafkaCoordinators(), bs)...) {
+		kb := kmsg.NewDescribeClusterResponseBroker()
+		kb.NodeID, kb.Host, kb.Port, kb.Rack = br.id, br.host, br.port, br.rack
+		resp.Brokers = append(resp.Brokers, kb)
+	}
+	return resp, nil
+}
+
+// autoCreateTopic creates topic for a Metadata request, as Kafka does with
+// auto.create.topics.enable, with the cluster's default partitions and
+// replication, and returns the topic's code in that answer:
+// LEADER_NOT_AVAILABLE once it exists (created now, or by a client racing
+// this one), so the client asks again when its leaders are elected;
+// TOPIC_AUTHORIZATION_FAILED when the principal may not create it (as
+// Kafka answers a topic it was not authorized to create); the creation's
+// own error otherwise (INVALID_TOPIC_EXCEPTION for a bad name, say).
+func (b *Bridge) autoCreateTopic(ctx context.Context, topic string) int16 {
+	_, err := b.cfg.Gateway.CreateTopic(ctx, connect.NewRequest(&gatewayv1.CreateTopicRequest{Name: topic}))
+	switch code := kafkaCode(err, adminPlane); {
+	case err == nil, code == kerr.TopicAlreadyExists.Code:
+		b.log.Info("kafka: topic created for a Metadata request (auto.create.topics.enable)", "topic", topic)
+		return kerr.LeaderNotAvailable.Code
+	case connect.CodeOf(err) == connect.CodePermissionDenied:
+		return kerr.TopicAuthorizationFailed.Code
+	default:
+		return code
+	}
+}
