@@ -169,8 +169,8 @@ test-long: ## Run the long suites: fuzzing for FUZZTIME, and 20,000 crash trials
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzApplyDelta$$' -fuzztime $(FUZZTIME) ./metaview/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./kafkawire/
 	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzFraming$$' -fuzztime $(FUZZTIME) ./kafkawire/
-	cd services/kafka && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) .
-	cd services/kafka && $(GO) test -run '^$$' -fuzz '^FuzzSCRAMMessages$$' -fuzztime $(FUZZTIME) .
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSASLMessages$$' -fuzztime $(FUZZTIME) ./kafkawire/sasl/
+	cd lib && $(GO) test -run '^$$' -fuzz '^FuzzSCRAMMessages$$' -fuzztime $(FUZZTIME) ./kafkawire/sasl/
 	cd lib && $(GO) test -count=1 -run '^TestRandomizedCrashes$$' ./partlog/ -args -crash-seed 0 -crash-trials 20000
 
 # The fault suite's random schedules (tests/nemesis, build tag nemesis):

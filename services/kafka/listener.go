@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/strata-mq/strata/lib/kafkawire"
+	"github.com/strata-mq/strata/lib/kafkawire/sasl"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/tlsconfig"
 )
@@ -284,7 +285,7 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 	connOverrides, _ := ipOverrides(lim.MaxConnsPerIPOverrides, parseCount)
 	rateOverrides, _ := ipOverrides(lim.ConnCreationRatePerIPOverrides, parseRate)
 	srv, err := kafkawire.NewServer(kafkawire.Config{
-		APIs: b.APIs(), Logger: cfg.Logger, Auth: Auth(cfg.Guard),
+		APIs: b.APIs(), Logger: cfg.Logger, Auth: sasl.Auth(cfg.Guard),
 		MaxRequestBytes: int32(lim.MaxRequestBytes), MaxPreAuthBytes: int32(lim.MaxPreAuthBytes),
 		IdleTimeout: lim.IdleTimeout, LoginTimeout: lim.LoginTimeout,
 		MaxConnsPerIP: lim.MaxConnsPerIP, MaxConns: lim.MaxConns, MaxConnCreationRate: lim.MaxConnCreationRate,
