@@ -127,43 +127,51 @@ func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req R
 }
 
 // APIs returns the served APIs and their versions, the same on every
-// listener; the data path is answered from Storage where there is one.
-// The table is docs/kafka.md's.
+// listener (some clients, kafkajs, take the bootstrap's ApiVersions for
+// every broker). Each API is registered in its own file beside its
+// handler, api_<key>_<name>.go, so the file list is the table
+// (docs/kafka.md has it with the versions); the data path is answered
+// from Storage where there is one, NOT_LEADER_OR_FOLLOWER elsewhere.
 func (b *Bridge) APIs() []kafkawire.API {
 	apis := []kafkawire.API{
-		{Key: kmsg.Metadata, MinVersion: 0, MaxVersion: 12, Handle: handler(b.metadata)},
-		{Key: kmsg.DescribeCluster, MinVersion: 0, MaxVersion: 1, Handle: handler(b.describeCluster)},
-		{Key: kmsg.InitProducerID, MinVersion: 0, MaxVersion: 4, Handle: handler(b.initProducerID)},
-		{Key: kmsg.CreateTopics, MinVersion: 0, MaxVersion: 7, Handle: handler(b.createTopics)},
-		{Key: kmsg.DeleteTopics, MinVersion: 0, MaxVersion: 6, Handle: handler(b.deleteTopics)},
-		{Key: kmsg.CreatePartitions, MinVersion: 0, MaxVersion: 3, Handle: handler(b.createPartitions)},
-		{Key: kmsg.DescribeConfigs, MinVersion: 0, MaxVersion: 4, Handle: handler(b.describeConfigs)},
-		{Key: kmsg.IncrementalAlterConfigs, MinVersion: 0, MaxVersion: 1, Handle: handler(b.incrementalAlterConfigs)},
-		{Key: kmsg.AlterConfigs, MinVersion: 0, MaxVersion: 2, Handle: handler(b.alterConfigs)},
+		b.produceAPI(),                     // 0
+		b.fetchAPI(),                       // 1
+		b.listOffsetsAPI(),                 // 2
+		b.metadataAPI(),                    // 3
+		b.offsetCommitAPI(),                // 8
+		b.offsetFetchAPI(),                 // 9
+		b.findCoordinatorAPI(),             // 10
+		b.joinGroupAPI(),                   // 11
+		b.heartbeatAPI(),                   // 12
+		b.leaveGroupAPI(),                  // 13
+		b.syncGroupAPI(),                   // 14
+		b.describeGroupsAPI(),              // 15
+		b.listGroupsAPI(),                  // 16
+		b.createTopicsAPI(),                // 19
+		b.deleteTopicsAPI(),                // 20
+		b.deleteRecordsAPI(),               // 21
+		b.initProducerIDAPI(),              // 22
+		b.offsetForLeaderEpochAPI(),        // 23
+		b.describeAclsAPI(),                // 29
+		b.createAclsAPI(),                  // 30
+		b.deleteAclsAPI(),                  // 31
+		b.describeConfigsAPI(),             // 32
+		b.alterConfigsAPI(),                // 33
+		b.describeLogDirsAPI(),             // 35
+		b.createPartitionsAPI(),            // 37
+		b.deleteGroupsAPI(),                // 42
+		b.electLeadersAPI(),                // 43
+		b.incrementalAlterConfigsAPI(),     // 44
+		b.alterPartitionReassignmentsAPI(), // 45
+		b.listPartitionReassignmentsAPI(),  // 46
+		b.offsetDeleteAPI(),                // 47
+		b.describeClusterAPI(),             // 60
+		b.describeProducersAPI(),           // 61
+		b.consumerGroupHeartbeatAPI(),      // 68
+		b.consumerGroupDescribeAPI(),       // 69
 	}
-	// The admin APIs of their own files (api_<key>_<name>.go), each
-	// registered beside its handler.
-	apis = append(apis,
-		b.describeAclsAPI(), b.createAclsAPI(), b.deleteAclsAPI(),
-		b.electLeadersAPI(), b.alterPartitionReassignmentsAPI(), b.listPartitionReassignmentsAPI(),
-		b.consumerGroupDescribeAPI(), b.offsetDeleteAPI(),
-	)
-	apis = append(apis, b.groupAPIs()...)
-	apis = append(apis, b.consumerGroupAPIs()...)
-	apis = append(apis, refusedAPIs()...)
-	// Every listener offers the data path at the same versions, since
-	// some clients (kafkajs) take the bootstrap's ApiVersions for every
-	// broker; without Storage it answers NOT_LEADER_OR_FOLLOWER.
-	apis = append(apis,
-		kafkawire.API{Key: kmsg.Produce, MinVersion: 3, MaxVersion: 11, Handle: handler(b.produce)},
-		kafkawire.API{Key: kmsg.Fetch, MinVersion: 4, MaxVersion: 12, Handle: handler(b.fetch)},
-		kafkawire.API{Key: kmsg.ListOffsets, MinVersion: 1, MaxVersion: 6, Handle: handler(b.listOffsets)},
-		b.offsetForLeaderEpochAPI(),
-		b.describeLogDirsAPI(),
-		b.deleteRecordsAPI(),
-		b.describeProducersAPI(),
-	)
-	return apis
+	// The transaction APIs, answered UNSUPPORTED_VERSION (refused.go).
+	return append(apis, refusedAPIs()...)
 }
 
 // adminTimeout bounds an admin call whose request carries no timeout.

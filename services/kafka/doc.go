@@ -20,14 +20,18 @@
 // stored bytes.
 //
 // The files: bridge.go (configuration and the served API table),
-// errors.go (Strata's error details as Kafka error codes), metadata.go
-// (Metadata, DescribeCluster, the brokers' Kafka addresses), data.go
-// (Produce, Fetch, ListOffsets), admin.go (topics and configs, producer
-// ids), groups.go (FindCoordinator, offsets, listing and describing
-// groups), classicgroup.go (the classic group protocol, run by the
-// coordinator), consumergroup.go (KIP-848), api_<key>_<name>.go (one admin
-// API each, registered beside its handler: OffsetForLeaderEpoch, the ACL
-// APIs, ElectLeaders, the partition reassignment APIs), kafkaacl.go
-// (Kafka's ACLs in Strata's terms) and refused.go (the transaction APIs, answered
+// api_<key>_<name>.go (one API each, registered beside its handler, as
+// franz-go's kfake lays them out, so the file list is the table), and
+// what several APIs share: errors.go (Strata's error details as Kafka
+// error codes), metadata.go (the cluster as Metadata answers it, from the
+// process's own view or the gateway; brokers' Kafka addresses),
+// coordinator.go (coordinators as brokers), data.go (the storage node the
+// data path asks), fetchsession.go (KIP-227's sessions), admin.go
+// (timeouts, topic config changes), groups.go (coordinator clients),
+// classicgroup.go (the classic group protocol's errors, run by the
+// coordinator), consumergroup.go (KIP-848 members the listener
+// remembers), kafkaacl.go (Kafka's ACLs in Strata's terms), authz.go (the
+// authorizing and throttling wrappers of the clients), listener.go (the
+// flags and TLS) and refused.go (the transaction APIs, answered
 // UNSUPPORTED_VERSION). The API and version table is in docs/kafka.md.
 package kafka
