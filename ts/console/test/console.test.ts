@@ -172,13 +172,22 @@ test("a group's lag appears, and falls to 0 after a CLI consume", async () => {
   cluster.strata(["produce", "events"], Array.from({ length: 10 }, (_, i) => `event-${i}`).join("\n") + "\n");
   cluster.strata(["consume", "events", "-g", "billing", "-n", "4"]);
   await page.goto(`${cluster.gateway}/console/groups`);
+  // The page polls every 2 s and the gateway sums each group's lag live,
+  // so the figure appears within a poll or two; the deadline is for a
+  // loaded machine, and a timeout says what was shown last.
   const lag = page.getByTestId("group-lag-billing");
-  await waitFor("billing's lag of 6", async () => (await lag.getAttribute("data-lag")) === "6");
+  const shows = (what: string, read: () => Promise<string | null>, want: string) =>
+    waitFor(what, async () => {
+      const v = await read();
+      if (v !== want) throw new Error(`shown: ${v}`);
+      return true;
+    }, 90_000);
+  await shows("billing's lag of 6", () => lag.getAttribute("data-lag"), "6");
   await shot("groups");
   await page.getByTestId("group-billing").getByRole("link").click();
-  await waitFor("billing's total lag of 6 on its page", async () => (await page.getByTestId("group-total-lag").innerText()) === "6");
+  await shows("billing's total lag of 6 on its page", () => page.getByTestId("group-total-lag").innerText(), "6");
   cluster.strata(["consume", "events", "-g", "billing", "-e"]);
-  await waitFor("billing's total lag of 0", async () => (await page.getByTestId("group-total-lag").innerText()) === "0");
+  await shows("billing's total lag of 0", () => page.getByTestId("group-total-lag").innerText(), "0");
   // A live member shows with its assignment, and offsets cannot be reset
   // until it has left.
   const member = cluster.background(["consume", "events", "-g", "billing"]);
@@ -192,7 +201,7 @@ test("a group's lag appears, and falls to 0 after a CLI consume", async () => {
   await page.getByTestId("reset-plan").waitFor();
   await shot("group");
   await page.goto(`${cluster.gateway}/console/groups`);
-  await waitFor("billing's lag of 0 in the list", async () => (await lag.getAttribute("data-lag")) === "0");
+  await shows("billing's lag of 0 in the list", () => lag.getAttribute("data-lag"), "0");
 });
 
 test("a killed storage node shows as down and its partitions under-replicated, then recovers", async () => {
