@@ -161,15 +161,7 @@ func TestKafkaGroupMemberKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := kafkaClient(t, d, kgo.DefaultProduceTopic("grp"))
-	produceN := func(from, to int) {
-		var rs []*kgo.Record
-		for i := from; i < to; i++ {
-			rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
-		}
-		if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
-	}
+	produceN := func(from, to int) { produceNumbered(ctx, t, pr, from, to) }
 	produceN(0, 300)
 
 	var mu sync.Mutex
@@ -382,4 +374,90 @@ func TestKafkaFetchSessionFailover(t *testing.T) {
 	skip := map[string]bool{fmt.Sprintf("storage-%d", leader): true}
 	f := kafkaFetches(t, ctx, d, skip)
 	t.Logf("%d records read; the surviving nodes' fetches by session: %v", len(read), f)
+}
+
+// TestKafkaFollowsLeaderWithoutGateway kills the gateway, then the leader
+// of a partition, under a franz-go acks=all producer bootstrapped on the
+// storage nodes' listeners: the nodes answer Metadata from their own view
+// of the controllers, so the producer finds the new leader, and every
+// acknowledged record is read back at its offset, with no gateway.
+func TestKafkaFollowsLeaderWithoutGateway(t *testing.T) {
+	d, cli := kafkaDev(t)
+	ctx := harness.Deadline(t, 3*time.Minute)
+	if _, err := cli("", "topic", "create", "nogw", "-p", "1", "-r", "3"); err != nil {
+		t.Fatal(err)
+	}
+	var seeds []string
+	for i := 1; i <= 3; i++ {
+		seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", d.BasePort+40+i))
+	}
+	adm := kadm.NewClient(kafkaClient(t, d, kgo.SeedBrokers(seeds...)))
+	leader := func(isr int) (int32, error) {
+		md, err := adm.Metadata(ctx, "nogw")
+		if err != nil {
+			return -1, err
+		}
+		p := md.Topics["nogw"].Partitions[0]
+		if p.Leader < 1 || len(p.ISR) < isr {
+			return -1, fmt.Errorf("partition %+v", p)
+		}
+		return p.Leader, nil
+	}
+	var first int32
+	testwait.Until(t, 30*time.Second, "a leader for nogw-0 with 3 in sync", func() (err error) {
+		first, err = leader(3)
+		return err
+	})
+	pr := kafkaClient(t, d, kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("nogw"),
+		kgo.RecordDeliveryTimeout(time.Minute), kgo.MetadataMinAge(100*time.Millisecond))
+	acked := map[string]int64{}
+	produce := func(from, to int) {
+		t.Helper()
+		var rs []*kgo.Record
+		for i := from; i < to; i++ {
+			rs = append(rs, &kgo.Record{Value: []byte(fmt.Sprint(i))})
+		}
+		for _, r := range pr.ProduceSync(ctx, rs...) {
+			if r.Err != nil {
+				t.Fatalf("record %s: %v", r.Record.Value, r.Err)
+			}
+			acked[string(r.Record.Value)] = r.Record.Offset
+		}
+	}
+	produce(0, 100)
+	d.Kill(t, "gateway", 1)
+	produce(100, 200)
+	d.Kill(t, "storage", int(first))
+	produce(200, 300)
+	moved, err := leader(1)
+	if err != nil || moved == first {
+		t.Fatalf("after the kill: leader %d (%v), was %d", moved, err, first)
+	}
+
+	cl := kafkaClient(t, d, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("nogw"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	read := map[int64]string{}
+	for len(read) < len(acked) && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { read[r.Offset] = string(r.Value) })
+	}
+	for v, off := range acked {
+		if read[off] != v {
+			t.Errorf("record %s acknowledged at offset %d, read there: %q", v, off, read[off])
+		}
+	}
+	t.Logf("leader %d killed after the gateway, %d led next; %d records acknowledged and read back", first, moved, len(acked))
+}
+
+// produceNumbered produces records from to to-1 through pr, each keyed
+// and valued by its number, and fails the test unless all are
+// acknowledged.
+func produceNumbered(ctx context.Context, t *testing.T, pr *kgo.Client, from, to int) {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := from; i < to; i++ {
+		rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))})
+	}
+	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
 }
