@@ -223,6 +223,7 @@ func TestKafkaClients(t *testing.T) {
 	// kafka-leader-election.sh call, through kadm (docs/kafka.md).
 	t.Run("ACLs, moves, elections and epochs", func(t *testing.T) { testKafkaClusterAdmin(t, ctx, d, cli, adm) })
 	t.Run("DescribeProducers and DeleteRecords", func(t *testing.T) { testKafkaDeleteRecords(t, ctx, d, adm) })
+	t.Run("what frameworks call at start", func(t *testing.T) { testKafkaFrameworkCalls(t, ctx, d, adm) })
 
 	// Kafka producer -> Kafka consumer and Connect consumer.
 	t.Run("franz-go to CLI", func(t *testing.T) {
