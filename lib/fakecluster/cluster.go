@@ -309,6 +309,21 @@ func (c *Cluster) createLocked(name string, partitions, replicas int32, configs 
 	return t, nil
 }
 
+// SetNodeListener makes node id advertise a listener, as a storage node
+// advertises its Kafka listener (name "kafka", address "kafka://host:port"),
+// replacing one of the same name, and bumps the metadata version.
+func (c *Cluster) SetNodeListener(id int32, name, address string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.registry[id].GetNode()
+	if n == nil {
+		return
+	}
+	n.Listeners = slices.DeleteFunc(n.Listeners, func(l *commonv1.Listener) bool { return l.GetName() == name })
+	n.Listeners = append(n.Listeners, &commonv1.Listener{Name: name, Address: address})
+	c.bumpLocked()
+}
+
 // MoveLeader makes node the leader of a partition and bumps its leader
 // epoch, as the controller does on a leader change. The old leader answers
 // NOT_LEADER from then on.
