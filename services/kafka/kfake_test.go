@@ -1,54 +1,17 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/fakecluster"
-	"github.com/strata-mq/strata/lib/kafkawire"
-	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/services/kafka/kafkatest"
 )
-
-// fakeKafka serves a Kafka listener for each storage node of fc, as the
-// nodes' bridges do, and returns their addresses: a real franz-go client
-// against lib/kafkawire, this package and lib/fakecluster, in-process, as
-// franz-go tests itself against kfake.
-func fakeKafka(t *testing.T, fc *fakecluster.Cluster, nodes int32) []string {
-	t.Helper()
-	var seeds []string
-	for id := int32(1); id <= nodes; id++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		fc.SetNodeListener(id, serve.KafkaListenerName, serve.KafkaScheme+ln.Addr().String())
-		b, err := New(Config{
-			Gateway:    gatewayv1connect.NewGatewayServiceClient(http.DefaultClient, fc.GatewayURL()),
-			Storage:    storagev1connect.NewStorageServiceClient(http.DefaultClient, fc.NodeURL(id)),
-			HTTPClient: http.DefaultClient,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv, err := kafkawire.NewServer(kafkawire.Config{APIs: b.APIs()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close() })
-		seeds = append(seeds, ln.Addr().String())
-	}
-	return seeds
-}
 
 // TestFranzGoOnFakeCluster: an idempotent acks=all franz-go producer and
 // a consumer, through three bridges on a fake cluster: every record is
@@ -57,7 +20,7 @@ func fakeKafka(t *testing.T, fc *fakecluster.Cluster, nodes int32) []string {
 func TestFranzGoOnFakeCluster(t *testing.T) {
 	fc := fakecluster.New(3)
 	t.Cleanup(fc.Close)
-	seeds := fakeKafka(t, fc, 3)
+	seeds := kafkatest.Listeners(t, fc, 3)
 	if err := fc.CreateTopic("orders", 3, 3); err != nil {
 		t.Fatal(err)
 	}
