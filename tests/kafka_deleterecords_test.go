@@ -108,4 +108,26 @@ func testKafkaDeleteRecords(t *testing.T, ctx context.Context, d *harness.Dev, a
 	if r := del("purged-compact", 0, 5); !errors.Is(r.Err, kerr.PolicyViolation) {
 		t.Fatalf("delete on a compacted topic: %v, want POLICY_VIOLATION", r.Err)
 	}
+
+	// A tiered topic: the tier deletes too (services/storage's
+	// TestDeleteRecordsOnATieredTopic reads from the tier around it).
+	tiered := "true"
+	if _, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"remote.storage.enable": &tiered}, "purged-tiered"); err != nil {
+		t.Fatal(err)
+	}
+	rs = rs[:0]
+	for i := range 10 {
+		rs = append(rs, &kgo.Record{Topic: "purged-tiered", Value: fmt.Appendf(nil, "t%d", i)})
+	}
+	if err := pr.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("produce to the tiered topic: %v", err)
+	}
+	if r := del("purged-tiered", 0, 4); r.Err != nil || r.LowWatermark != 4 {
+		t.Fatalf("delete before 4 on a tiered topic: low watermark %d, %v; want 4", r.LowWatermark, r.Err)
+	}
+	if starts, err := adm.ListStartOffsets(ctx, "purged-tiered"); err != nil {
+		t.Fatal(err)
+	} else if o, _ := starts.Lookup("purged-tiered", 0); o.Offset != 4 {
+		t.Fatalf("start offset of purged-tiered/0 is %d, want 4", o.Offset)
+	}
 }

@@ -28,8 +28,9 @@ import (
 //     watermark), then gives that low watermark; short of it,
 //     REQUEST_TIMED_OUT (the leader's has moved all the same).
 //   - A topic whose cleanup.policy lacks delete is POLICY_VIOLATION, as
-//     Kafka's; so is a tiered one (remote.storage.enable=true), which
-//     Kafka serves: docs/kafka.md says why Strata does not yet.
+//     Kafka's. A tiered one (remote.storage.enable=true) deletes from the
+//     tier too: the leader raises the tier's delete-records offset first,
+//     so no deleted record is served from the tier.
 //   - ACL: delete on the topic, partition by partition (guardedStorage);
 //     a refused partition is TOPIC_AUTHORIZATION_FAILED.
 func (b *Bridge) deleteRecordsAPI() kafkawire.API {

@@ -566,9 +566,13 @@ type TieredPartitionState struct {
 	// Current manifest version.
 	ManifestVersion int64 `protobuf:"varint,9,opt,name=manifest_version,json=manifestVersion,proto3" json:"manifest_version,omitempty"`
 	// Latest leader epoch recorded in the manifest, or -1.
-	LeaderEpoch   int32 `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaderEpoch int32 `protobuf:"varint,10,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
+	// The manifest's delete_records_offset: records below it were deleted by DeleteRecords
+	// and are not served; 0 when never set. log_start_offset is at or above it, unless it
+	// passed tiered_end_offset, where log_start_offset is tiered_end_offset.
+	DeleteRecordsOffset int64 `protobuf:"varint,11,opt,name=delete_records_offset,json=deleteRecordsOffset,proto3" json:"delete_records_offset,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TieredPartitionState) Reset() {
@@ -667,6 +671,13 @@ func (x *TieredPartitionState) GetManifestVersion() int64 {
 func (x *TieredPartitionState) GetLeaderEpoch() int32 {
 	if x != nil {
 		return x.LeaderEpoch
+	}
+	return 0
+}
+
+func (x *TieredPartitionState) GetDeleteRecordsOffset() int64 {
+	if x != nil {
+		return x.DeleteRecordsOffset
 	}
 	return 0
 }
@@ -957,6 +968,125 @@ func (x *OffsetForTimestampResponse) GetTieredEndOffset() int64 {
 	return 0
 }
 
+// DeleteRecordsRequest names the offset below which a partition's records are deleted.
+type DeleteRecordsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Records below this offset are deleted; it may fall inside a segment or a batch.
+	Offset        int64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsRequest) Reset() {
+	*x = DeleteRecordsRequest{}
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsRequest) ProtoMessage() {}
+
+func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *DeleteRecordsRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DeleteRecordsRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DeleteRecordsRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+// DeleteRecordsResponse is the partition's delete-records offset after the call.
+type DeleteRecordsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The manifest's delete_records_offset: the request's offset, or a higher one set before.
+	DeleteRecordsOffset int64 `protobuf:"varint,1,opt,name=delete_records_offset,json=deleteRecordsOffset,proto3" json:"delete_records_offset,omitempty"`
+	// The tier's log start offset as GetTieredState now reports it.
+	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteRecordsResponse) Reset() {
+	*x = DeleteRecordsResponse{}
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteRecordsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteRecordsResponse) ProtoMessage() {}
+
+func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
+func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteRecordsResponse) GetDeleteRecordsOffset() int64 {
+	if x != nil {
+		return x.DeleteRecordsOffset
+	}
+	return 0
+}
+
+func (x *DeleteRecordsResponse) GetLogStartOffset() int64 {
+	if x != nil {
+		return x.LogStartOffset
+	}
+	return 0
+}
+
 // ListSegmentsRequest pages through a partition's manifest.
 type ListSegmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -976,7 +1106,7 @@ type ListSegmentsRequest struct {
 
 func (x *ListSegmentsRequest) Reset() {
 	*x = ListSegmentsRequest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -988,7 +1118,7 @@ func (x *ListSegmentsRequest) String() string {
 func (*ListSegmentsRequest) ProtoMessage() {}
 
 func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1001,7 +1131,7 @@ func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListSegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSegmentsRequest) GetTopic() string {
@@ -1054,7 +1184,7 @@ type ListSegmentsResponse struct {
 
 func (x *ListSegmentsResponse) Reset() {
 	*x = ListSegmentsResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1196,7 @@ func (x *ListSegmentsResponse) String() string {
 func (*ListSegmentsResponse) ProtoMessage() {}
 
 func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1209,7 @@ func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListSegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSegmentsResponse) GetSegments() []*SegmentEntry {
@@ -1143,7 +1273,7 @@ type SegmentEntry struct {
 
 func (x *SegmentEntry) Reset() {
 	*x = SegmentEntry{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1285,7 @@ func (x *SegmentEntry) String() string {
 func (*SegmentEntry) ProtoMessage() {}
 
 func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1298,7 @@ func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentEntry.ProtoReflect.Descriptor instead.
 func (*SegmentEntry) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{13}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SegmentEntry) GetSegmentId() string {
@@ -1299,14 +1429,19 @@ type Manifest struct {
 	// fenced.
 	LeaderEpoch int32 `protobuf:"varint,8,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// Time of the last write, in Unix ms.
-	UpdatedAtMs   int64 `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	UpdatedAtMs int64 `protobuf:"varint,9,opt,name=updated_at_ms,json=updatedAtMs,proto3" json:"updated_at_ms,omitempty"`
+	// Records below this offset were deleted by DeleteRecords (it may fall inside a segment):
+	// never served again, and retention deletes the segments wholly below it. Only grows; 0
+	// when never set. log_start_offset stays the first offset the active segments hold, so
+	// uploads keep their rule; readers take the larger of the two.
+	DeleteRecordsOffset int64 `protobuf:"varint,10,opt,name=delete_records_offset,json=deleteRecordsOffset,proto3" json:"delete_records_offset,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1453,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1466,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{14}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Manifest) GetFormatVersion() int32 {
@@ -1397,6 +1532,13 @@ func (x *Manifest) GetUpdatedAtMs() int64 {
 	return 0
 }
 
+func (x *Manifest) GetDeleteRecordsOffset() int64 {
+	if x != nil {
+		return x.DeleteRecordsOffset
+	}
+	return 0
+}
+
 var File_strata_tiering_v1_tiering_proto protoreflect.FileDescriptor
 
 const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
@@ -1439,7 +1581,7 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x16GetTieredStateResponse\x12G\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.tiering.v1.TieredPartitionStateR\n" +
-	"partitions\"\x80\x03\n" +
+	"partitions\"\xb4\x03\n" +
 	"\x14TieredPartitionState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -1452,7 +1594,8 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"size_bytes\x18\b \x01(\x03R\tsizeBytes\x12)\n" +
 	"\x10manifest_version\x18\t \x01(\x03R\x0fmanifestVersion\x12!\n" +
 	"\fleader_epoch\x18\n" +
-	" \x01(\x05R\vleaderEpoch\"\x88\x01\n" +
+	" \x01(\x05R\vleaderEpoch\x122\n" +
+	"\x15delete_records_offset\x18\v \x01(\x03R\x13deleteRecordsOffset\"\x88\x01\n" +
 	"\x12FetchTieredRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -1471,7 +1614,14 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs\x12!\n" +
 	"\fleader_epoch\x18\x03 \x01(\x05R\vleaderEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x04 \x01(\x03R\x0elogStartOffset\x12*\n" +
-	"\x11tiered_end_offset\x18\x05 \x01(\x03R\x0ftieredEndOffset\"\xa8\x01\n" +
+	"\x11tiered_end_offset\x18\x05 \x01(\x03R\x0ftieredEndOffset\"b\n" +
+	"\x14DeleteRecordsRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x03R\x06offset\"u\n" +
+	"\x15DeleteRecordsResponse\x122\n" +
+	"\x15delete_records_offset\x18\x01 \x01(\x03R\x13deleteRecordsOffset\x12(\n" +
+	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\"\xa8\x01\n" +
 	"\x13ListSegmentsRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -1503,7 +1653,7 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x05state\x18\v \x01(\x0e2\x1f.strata.tiering.v1.SegmentStateR\x05state\x12$\n" +
 	"\x0euploaded_at_ms\x18\f \x01(\x03R\fuploadedAtMs\x12.\n" +
 	"\x13upload_leader_epoch\x18\r \x01(\x05R\x11uploadLeaderEpoch\x12\x1c\n" +
-	"\tcompacted\x18\x0e \x01(\bR\tcompacted\"\xc8\x02\n" +
+	"\tcompacted\x18\x0e \x01(\bR\tcompacted\"\xfc\x02\n" +
 	"\bManifest\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -1513,16 +1663,19 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12;\n" +
 	"\bsegments\x18\a \x03(\v2\x1f.strata.tiering.v1.SegmentEntryR\bsegments\x12!\n" +
 	"\fleader_epoch\x18\b \x01(\x05R\vleaderEpoch\x12\"\n" +
-	"\rupdated_at_ms\x18\t \x01(\x03R\vupdatedAtMs*c\n" +
+	"\rupdated_at_ms\x18\t \x01(\x03R\vupdatedAtMs\x122\n" +
+	"\x15delete_records_offset\x18\n" +
+	" \x01(\x03R\x13deleteRecordsOffset*c\n" +
 	"\fSegmentState\x12\x1d\n" +
 	"\x19SEGMENT_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SEGMENT_STATE_ACTIVE\x10\x01\x12\x1a\n" +
-	"\x16SEGMENT_STATE_DELETING\x10\x022\x8f\x04\n" +
+	"\x16SEGMENT_STATE_DELETING\x10\x022\xf3\x04\n" +
 	"\x0eTieringService\x12d\n" +
 	"\rUploadSegment\x12'.strata.tiering.v1.UploadSegmentRequest\x1a(.strata.tiering.v1.UploadSegmentResponse(\x01\x12e\n" +
 	"\x0eGetTieredState\x12(.strata.tiering.v1.GetTieredStateRequest\x1a).strata.tiering.v1.GetTieredStateResponse\x12\\\n" +
 	"\vFetchTiered\x12%.strata.tiering.v1.FetchTieredRequest\x1a&.strata.tiering.v1.FetchTieredResponse\x12q\n" +
-	"\x12OffsetForTimestamp\x12,.strata.tiering.v1.OffsetForTimestampRequest\x1a-.strata.tiering.v1.OffsetForTimestampResponse\x12_\n" +
+	"\x12OffsetForTimestamp\x12,.strata.tiering.v1.OffsetForTimestampRequest\x1a-.strata.tiering.v1.OffsetForTimestampResponse\x12b\n" +
+	"\rDeleteRecords\x12'.strata.tiering.v1.DeleteRecordsRequest\x1a(.strata.tiering.v1.DeleteRecordsResponse\x12_\n" +
 	"\fListSegments\x12&.strata.tiering.v1.ListSegmentsRequest\x1a'.strata.tiering.v1.ListSegmentsResponseB\xc8\x01\n" +
 	"\x15com.strata.tiering.v1B\fTieringProtoP\x01Z;github.com/strata-mq/strata/gen/strata/tiering/v1;tieringv1\xa2\x02\x03STX\xaa\x02\x11Strata.Tiering.V1\xca\x02\x11Strata\\Tiering\\V1\xe2\x02\x1dStrata\\Tiering\\V1\\GPBMetadata\xea\x02\x13Strata::Tiering::V1b\x06proto3"
 
@@ -1539,7 +1692,7 @@ func file_strata_tiering_v1_tiering_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_tiering_v1_tiering_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_strata_tiering_v1_tiering_proto_goTypes = []any{
 	(SegmentState)(0),                  // 0: strata.tiering.v1.SegmentState
 	(*UploadSegmentRequest)(nil),       // 1: strata.tiering.v1.UploadSegmentRequest
@@ -1553,36 +1706,40 @@ var file_strata_tiering_v1_tiering_proto_goTypes = []any{
 	(*FetchTieredResponse)(nil),        // 9: strata.tiering.v1.FetchTieredResponse
 	(*OffsetForTimestampRequest)(nil),  // 10: strata.tiering.v1.OffsetForTimestampRequest
 	(*OffsetForTimestampResponse)(nil), // 11: strata.tiering.v1.OffsetForTimestampResponse
-	(*ListSegmentsRequest)(nil),        // 12: strata.tiering.v1.ListSegmentsRequest
-	(*ListSegmentsResponse)(nil),       // 13: strata.tiering.v1.ListSegmentsResponse
-	(*SegmentEntry)(nil),               // 14: strata.tiering.v1.SegmentEntry
-	(*Manifest)(nil),                   // 15: strata.tiering.v1.Manifest
-	(*v1.TopicPartition)(nil),          // 16: strata.common.v1.TopicPartition
-	(*v1.ErrorDetail)(nil),             // 17: strata.common.v1.ErrorDetail
+	(*DeleteRecordsRequest)(nil),       // 12: strata.tiering.v1.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),      // 13: strata.tiering.v1.DeleteRecordsResponse
+	(*ListSegmentsRequest)(nil),        // 14: strata.tiering.v1.ListSegmentsRequest
+	(*ListSegmentsResponse)(nil),       // 15: strata.tiering.v1.ListSegmentsResponse
+	(*SegmentEntry)(nil),               // 16: strata.tiering.v1.SegmentEntry
+	(*Manifest)(nil),                   // 17: strata.tiering.v1.Manifest
+	(*v1.TopicPartition)(nil),          // 18: strata.common.v1.TopicPartition
+	(*v1.ErrorDetail)(nil),             // 19: strata.common.v1.ErrorDetail
 }
 var file_strata_tiering_v1_tiering_proto_depIdxs = []int32{
 	2,  // 0: strata.tiering.v1.UploadSegmentRequest.header:type_name -> strata.tiering.v1.SegmentHeader
 	3,  // 1: strata.tiering.v1.SegmentHeader.leader_epochs:type_name -> strata.tiering.v1.EpochStart
-	14, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
-	16, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	16, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
+	18, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
 	7,  // 4: strata.tiering.v1.GetTieredStateResponse.partitions:type_name -> strata.tiering.v1.TieredPartitionState
-	17, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
-	14, // 6: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
+	19, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
+	16, // 6: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
 	3,  // 7: strata.tiering.v1.SegmentEntry.leader_epochs:type_name -> strata.tiering.v1.EpochStart
 	0,  // 8: strata.tiering.v1.SegmentEntry.state:type_name -> strata.tiering.v1.SegmentState
-	14, // 9: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
+	16, // 9: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
 	1,  // 10: strata.tiering.v1.TieringService.UploadSegment:input_type -> strata.tiering.v1.UploadSegmentRequest
 	5,  // 11: strata.tiering.v1.TieringService.GetTieredState:input_type -> strata.tiering.v1.GetTieredStateRequest
 	8,  // 12: strata.tiering.v1.TieringService.FetchTiered:input_type -> strata.tiering.v1.FetchTieredRequest
 	10, // 13: strata.tiering.v1.TieringService.OffsetForTimestamp:input_type -> strata.tiering.v1.OffsetForTimestampRequest
-	12, // 14: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
-	4,  // 15: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
-	6,  // 16: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
-	9,  // 17: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
-	11, // 18: strata.tiering.v1.TieringService.OffsetForTimestamp:output_type -> strata.tiering.v1.OffsetForTimestampResponse
-	13, // 19: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
-	15, // [15:20] is the sub-list for method output_type
-	10, // [10:15] is the sub-list for method input_type
+	12, // 14: strata.tiering.v1.TieringService.DeleteRecords:input_type -> strata.tiering.v1.DeleteRecordsRequest
+	14, // 15: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
+	4,  // 16: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
+	6,  // 17: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
+	9,  // 18: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
+	11, // 19: strata.tiering.v1.TieringService.OffsetForTimestamp:output_type -> strata.tiering.v1.OffsetForTimestampResponse
+	13, // 20: strata.tiering.v1.TieringService.DeleteRecords:output_type -> strata.tiering.v1.DeleteRecordsResponse
+	15, // 21: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
 	10, // [10:10] is the sub-list for extension type_name
 	10, // [10:10] is the sub-list for extension extendee
 	0,  // [0:10] is the sub-list for field type_name
@@ -1603,7 +1760,7 @@ func file_strata_tiering_v1_tiering_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_tiering_v1_tiering_proto_rawDesc), len(file_strata_tiering_v1_tiering_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

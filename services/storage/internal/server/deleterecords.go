@@ -59,7 +59,19 @@ func (s *service) DeleteRecords(ctx context.Context, req *connect.Request[storag
 			res.Error = d
 			continue
 		}
-		start, err := r.DeleteRecords(p.GetCurrentLeaderEpoch(), p.GetOffset())
+		// A tiered partition's tier deletes first, at the offset the
+		// leader then takes: -1 is the high watermark.
+		offset := p.GetOffset()
+		if offset == -1 {
+			offset = r.Log().HighWatermark()
+		}
+		if offset >= 0 && offset <= r.Log().HighWatermark() {
+			if d := s.n.deleteTiered(ctx, r, offset); d != nil {
+				res.Error = d
+				continue
+			}
+		}
+		start, err := r.DeleteRecords(p.GetCurrentLeaderEpoch(), offset)
 		if err != nil {
 			res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 			continue
@@ -97,9 +109,8 @@ func (s *service) DeleteRecords(ctx context.Context, req *connect.Request[storag
 
 // deletePolicy refuses DeleteRecords on a topic whose records it may not
 // delete: one whose cleanup.policy does not include delete, as Kafka
-// (Partition.deleteRecordsOnLeader: POLICY_VIOLATION), and a tiered one,
-// whose tier has no log start of its own below which to stop serving
-// (docs/kafka.md); nil when it may.
+// (Partition.deleteRecordsOnLeader: POLICY_VIOLATION); nil when it may. A
+// tiered topic's tier deletes too (deleteTiered).
 func (s *service) deletePolicy(topic string) *commonv1.ErrorDetail {
 	t := s.n.currentView().Topics[topic]
 	if t == nil {
@@ -109,10 +120,6 @@ func (s *service) deletePolicy(topic string) *commonv1.ErrorDetail {
 	if _, del := topicconfig.Cleanup(cfg); !del {
 		return &commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_POLICY_VIOLATION,
 			Message: fmt.Sprintf("records of topic %s cannot be deleted: its cleanup.policy is %q, without delete", topic, cfg[topicconfig.CleanupPolicy])}
-	}
-	if cfg[topicconfig.RemoteStorageEnable] == "true" {
-		return &commonv1.ErrorDetail{Code: commonv1.Code_CODE_FAILED_PRECONDITION, Reason: commonv1.Reason_REASON_POLICY_VIOLATION,
-			Message: fmt.Sprintf("records of topic %s cannot be deleted: it is tiered (remote.storage.enable=true), and deleting records from the tier is not supported yet", topic)}
 	}
 	return nil
 }

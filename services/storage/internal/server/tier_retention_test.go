@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
@@ -261,5 +264,78 @@ func TestSegmentsBelowTheTieredLogStartAreDone(t *testing.T) {
 	n.tier.mu.Unlock()
 	if got := n.effectiveLogStart(r, r.Log().LogStartOffset()); got != 64 {
 		t.Fatalf("log start %d, want the tier's 64", got)
+	}
+}
+
+// TestDeleteRecordsOnATieredTopic: DeleteRecords at an offset the tier
+// holds (the local log starts above it) raises the tier's delete-records
+// offset first: a fetch below it is OUT_OF_RANGE with the log start at the
+// offset, a fetch at it is served from the tier starting with the batch
+// that holds it, ListOffsets earliest answers it, and the node's tier state
+// reports it. DeleteRecords past the tier's end
+// (into local data) moves the log start there, and nothing below is
+// served from the tier.
+func TestDeleteRecordsOnATieredTopic(t *testing.T) {
+	s := newTieredSingle(t, "purged-tier", map[string]string{"local.retention.ms": "0"})
+	c, n, topic, leader := s.c, s.n, s.topic, s.leader
+	val := strings.Repeat("v", 900)
+	for i := range 65 {
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
+	}
+	r := n.replica(topic, 0)
+	c.eventually("offsets below 64 tiered and deleted locally", func() bool {
+		st, ok := n.tieredState(topic, 0)
+		return ok && st.end == 64 && r.Log().LogStartOffset() == 64
+	})
+	del := func(offset int64) *storagev1.DeleteRecordsPartitionResult {
+		t.Helper()
+		resp, err := leader.DeleteRecords(context.Background(), connect.NewRequest(&storagev1.DeleteRecordsRequest{TimeoutMs: 10000,
+			Partitions: []*storagev1.DeleteRecordsPartition{{Topic: topic, Partition: 0, Offset: offset, CurrentLeaderEpoch: -1}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetPartitions()[0]
+	}
+	earliest := func() int64 {
+		t.Helper()
+		resp, err := leader.ListOffsets(context.Background(), connect.NewRequest(&storagev1.ListOffsetsRequest{
+			Partitions: []*storagev1.ListOffsetsPartition{{Topic: topic, Partition: 0, Spec: storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST, CurrentLeaderEpoch: -1}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetPartitions()[0].GetOffset()
+	}
+
+	if res := del(30); res.GetError() != nil || res.GetLowWatermark() < 30 {
+		t.Fatalf("delete below 30: %v, low watermark %d", res.GetError(), res.GetLowWatermark())
+	}
+	res := fetch(t, leader, topic, 10, 0)
+	if h := res.GetError().GetOffsetRange(); res.GetError().GetReason() != commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE || h.GetLogStartOffset() != 30 {
+		t.Fatalf("fetch at 10 after deleting below 30: %v, want OUT_OF_RANGE from 30", res.GetError())
+	}
+	res = fetch(t, leader, topic, 30, 0)
+	if vs := values(t, res.GetRecords()); res.GetError() != nil || len(vs) == 0 || !strings.HasPrefix(vs[0], "30-") {
+		t.Fatalf("fetch at 30 from the tier: %v, %d records", res.GetError(), len(vs))
+	}
+	if got := earliest(); got != 30 {
+		t.Fatalf("earliest offset %d after deleting below 30, want 30", got)
+	}
+	if st, ok := n.tieredState(topic, 0); !ok || st.deleted != 30 || st.logStart != 30 {
+		t.Fatalf("tier state %+v after deleting below 30", st)
+	}
+
+	// Past the tier's end, into local data.
+	for i := 65; i < 80; i++ {
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
+	}
+	if res := del(70); res.GetError() != nil || res.GetLowWatermark() < 70 {
+		t.Fatalf("delete below 70: %v, low watermark %d", res.GetError(), res.GetLowWatermark())
+	}
+	if got := earliest(); got != 70 {
+		t.Fatalf("earliest offset %d after deleting below 70, want 70", got)
+	}
+	res = fetch(t, leader, topic, 40, 0)
+	if h := res.GetError().GetOffsetRange(); res.GetError().GetReason() != commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE || h.GetLogStartOffset() != 70 {
+		t.Fatalf("fetch at 40 after deleting below 70: %v, want OUT_OF_RANGE from 70", res.GetError())
 	}
 }

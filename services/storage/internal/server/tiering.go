@@ -57,6 +57,9 @@ const (
 // tieredInfo is the tiering service's last answer for one partition.
 type tieredInfo struct {
 	logStart, end, size int64 // -1, -1, 0 when nothing is tiered
+	// deleted is the tier's delete-records offset (DeleteRecords): no
+	// record below it is served; 0 when never set.
+	deleted int64
 }
 
 // tiering is a node's link to the tiering service. nil when disabled.
@@ -171,7 +174,7 @@ func (n *Node) tierRound(ctx context.Context) {
 			}
 			continue
 		}
-		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes()}
+		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes(), deleted: st.GetDeleteRecordsOffset()}
 		// A log ending below the tiered end restarts there (a lost disk).
 		if _, err := r.MoveToTieredEnd(info.end); err != nil {
 			if !errors.Is(err, replica.ErrClosed) {
@@ -365,12 +368,46 @@ func (n *Node) tieredState(topic string, partition int32) (tieredInfo, bool) {
 // effectiveLogStart is the first offset available anywhere: the tier's log
 // start when the tier holds older data than local disk, or when its
 // retention expired offsets still on local disk (deleteTieredLocal
-// removes them at the next tier round); local otherwise.
+// removes them at the next tier round); local otherwise. DeleteRecords'
+// offset bounds it from below, also where it passed the tier's end.
 func (n *Node) effectiveLogStart(r *replica.Replica, local int64) int64 {
 	if st, ok := n.tieredState(r.Topic, r.Partition); ok && st.logStart >= 0 {
-		return min(st.logStart, st.end, r.Log().HighWatermark())
+		hw := r.Log().HighWatermark()
+		return max(min(st.logStart, st.end, hw), min(st.deleted, hw))
 	}
 	return local
+}
+
+// deleteTiered raises the tier's delete-records offset of a partition this
+// node leads to offset, before the leader raises its own log start, so
+// the tier never serves a record DeleteRecords deleted; nil when the
+// topic is not tiered here. It returns the error to answer otherwise.
+func (n *Node) deleteTiered(ctx context.Context, r *replica.Replica, offset int64) *commonv1.ErrorDetail {
+	if n.tier == nil {
+		return nil
+	}
+	if _, ok := n.tieredTopic(r.Topic); !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, tierFetchTimeout)
+	defer cancel()
+	resp, err := n.tier.client.DeleteRecords(ctx, connect.NewRequest(&tieringv1.DeleteRecordsRequest{Topic: r.Topic, Partition: r.Partition, Offset: offset}))
+	if err != nil {
+		d := apierr.DetailOf(err)
+		if d.GetReason() == commonv1.Reason_REASON_UNSPECIFIED {
+			d = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_UNAVAILABLE, Reason: commonv1.Reason_REASON_REQUEST_TIMED_OUT,
+				Message: fmt.Sprintf("the tier could not delete the records of %s/%d below %d: %s", r.Topic, r.Partition, offset, d.GetMessage())}
+		}
+		return d
+	}
+	k := tpKey{r.Topic, r.Partition}
+	n.tier.mu.Lock()
+	if st, ok := n.tier.state[k]; ok {
+		st.logStart, st.deleted = resp.Msg.GetLogStartOffset(), resp.Msg.GetDeleteRecordsOffset()
+		n.tier.state[k] = st
+	}
+	n.tier.mu.Unlock()
+	return nil
 }
 
 // tieredRangeError is an offset below the local log start that the tier

@@ -282,6 +282,20 @@ func Active(m *tieringv1.Manifest) []*tieringv1.SegmentEntry {
 	return out
 }
 
+// LogStart is the first offset the tier serves: the manifest's
+// log_start_offset, raised to its delete_records_offset (DeleteRecords)
+// but never past TieredEnd, where a delete beyond everything tiered leaves
+// the tier empty; -1 when the tier never held anything. Readers and
+// GetTieredState use it; uploads keep to log_start_offset, the first
+// offset the active segments hold.
+func LogStart(m *tieringv1.Manifest) int64 {
+	start, end := m.GetLogStartOffset(), TieredEnd(m)
+	if end < 0 {
+		return -1
+	}
+	return min(max(start, m.GetDeleteRecordsOffset()), end)
+}
+
 // TieredEnd is one past the last offset the manifest holds: its log start
 // when retention emptied it (the tier is empty there), -1 when it never
 // held anything.

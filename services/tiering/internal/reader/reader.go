@@ -179,7 +179,7 @@ func withManifest[T any](ctx context.Context, r *Reader, p manifest.Partition, f
 var errMissing = fmt.Errorf("%w: object is missing", ErrDataLoss)
 
 func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Manifest, offset int64, maxBytes int) (Result, error) {
-	if end := manifest.TieredEnd(m); end < 0 || offset < m.GetLogStartOffset() || offset >= end {
+	if end := manifest.TieredEnd(m); end < 0 || offset < manifest.LogStart(m) || offset >= end {
 		// The cached copy may be behind a writer elsewhere: look again.
 		m2, _, err := r.cfg.Store.Load(ctx, p)
 		if err != nil {
@@ -189,8 +189,8 @@ func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Ma
 		m = m2
 	}
 	end := manifest.TieredEnd(m)
-	res := Result{LogStart: m.GetLogStartOffset(), TieredEnd: end}
-	if end < 0 || offset < m.GetLogStartOffset() || offset >= end {
+	res := Result{LogStart: manifest.LogStart(m), TieredEnd: end}
+	if end < 0 || offset < res.LogStart || offset >= end {
 		return res, &OutOfRangeError{Offset: offset, LogStart: res.LogStart, TieredEnd: end}
 	}
 	e := manifest.Find(m, offset)
@@ -321,7 +321,7 @@ func (r *Reader) OffsetForTimestamp(ctx context.Context, p manifest.Partition, t
 }
 
 func (r *Reader) offsetForTimestamp(ctx context.Context, m *tieringv1.Manifest, ts int64) (TimestampResult, error) {
-	res := TimestampResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1, LogStart: m.GetLogStartOffset(), TieredEnd: manifest.TieredEnd(m)}
+	res := TimestampResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1, LogStart: manifest.LogStart(m), TieredEnd: manifest.TieredEnd(m)}
 	if res.TieredEnd < 0 {
 		res.LogStart = -1
 	}

@@ -55,7 +55,8 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 		for _, e := range active {
 			byTime := retMs >= 0 && e.GetMaxTimestampMs() >= 0 && now-e.GetMaxTimestampMs() > retMs
 			bySize := retBytes >= 0 && total > retBytes
-			if !byTime && !bySize {
+			deleted := e.GetLastOffset() < m.GetDeleteRecordsOffset() // DeleteRecords
+			if !byTime && !bySize && !deleted {
 				break
 			}
 			e.State = tieringv1.SegmentState_SEGMENT_STATE_DELETING

@@ -14,4 +14,5 @@ var rules = guard.Rules{
 	tieringv1connect.TieringServiceFetchTieredProcedure:        {Access: guard.ServiceOnly, Check: "any Strata service (storage nodes read for their consumers)"},
 	tieringv1connect.TieringServiceOffsetForTimestampProcedure: {Access: guard.ServiceOnly, Check: "any Strata service"},
 	tieringv1connect.TieringServiceListSegmentsProcedure:       {Access: guard.ServiceOnly, Check: "any Strata service"},
+	tieringv1connect.TieringServiceDeleteRecordsProcedure:      {Access: guard.ServiceOnly, Check: "any Strata service (a partition's leader, for Kafka's DeleteRecords)"},
 }

@@ -183,10 +183,44 @@ func (s *Service) UploadSegment(ctx context.Context, stream *connect.ClientStrea
 func stateOf(p manifest.Partition, m *tieringv1.Manifest) *tieringv1.TieredPartitionState {
 	return &tieringv1.TieredPartitionState{
 		Topic: p.Topic, Partition: p.Partition, TopicId: p.TopicID,
-		LogStartOffset: m.GetLogStartOffset(), TieredEndOffset: manifest.TieredEnd(m),
+		LogStartOffset: manifest.LogStart(m), TieredEndOffset: manifest.TieredEnd(m),
 		ObjectCount: int64(len(manifest.Active(m))), SizeBytes: manifest.SizeBytes(m),
 		ManifestVersion: m.GetVersion(), LeaderEpoch: m.GetLeaderEpoch(),
+		DeleteRecordsOffset: m.GetDeleteRecordsOffset(),
 	}
+}
+
+// DeleteRecords raises the partition's delete-records offset in its
+// manifest (never lowers it), so the tier stops serving what lies below
+// and its retention deletes the segments wholly below. A partition with
+// nothing tiered gets a manifest holding just the offset, which the
+// uploads that follow keep to.
+func (s *Service) DeleteRecords(ctx context.Context, req *connect.Request[tieringv1.DeleteRecordsRequest]) (*connect.Response[tieringv1.DeleteRecordsResponse], error) {
+	m := req.Msg
+	if m.GetOffset() < 0 {
+		return nil, apierr.Error(errDetail(commonv1.Code_CODE_INVALID_ARGUMENT, 0, fmt.Sprintf("negative offset %d", m.GetOffset())))
+	}
+	p, known, err := s.partition(ctx, m.GetTopic(), m.GetPartition())
+	if err != nil {
+		return nil, apierr.Error(s.detail("resolve topic", err))
+	}
+	if !known || p.TopicID == "" {
+		return nil, apierr.Error(notFound(m.GetTopic(), m.GetPartition()))
+	}
+	man, err := s.store.Update(ctx, p, func(man *tieringv1.Manifest) error {
+		if m.GetOffset() <= man.GetDeleteRecordsOffset() {
+			return manifest.ErrUnchanged
+		}
+		man.DeleteRecordsOffset = m.GetOffset()
+		return nil
+	})
+	if err != nil {
+		return nil, apierr.Error(s.detail("delete records", err))
+	}
+	s.reader.SetManifest(p, man)
+	return connect.NewResponse(&tieringv1.DeleteRecordsResponse{
+		DeleteRecordsOffset: man.GetDeleteRecordsOffset(), LogStartOffset: manifest.LogStart(man),
+	}), nil
 }
 
 func (s *Service) GetTieredState(ctx context.Context, req *connect.Request[tieringv1.GetTieredStateRequest]) (*connect.Response[tieringv1.GetTieredStateResponse], error) {

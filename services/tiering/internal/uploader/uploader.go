@@ -209,11 +209,11 @@ func covered(m *tieringv1.Manifest, hdr *tieringv1.SegmentHeader) (*tieringv1.Se
 }
 
 // expired returns ErrExpired when the segment ends below the manifest's
-// log start: retention deleted those offsets from the tier (a node that
-// missed the deletion offers them again), and the tier never takes back
-// what it expired.
+// log start or its delete-records offset: retention or DeleteRecords
+// deleted those offsets from the tier (a node that missed the deletion
+// offers them again), and the tier never takes back what it expired.
 func expired(m *tieringv1.Manifest, hdr *tieringv1.SegmentHeader) error {
-	if start := m.GetLogStartOffset(); start >= 0 && hdr.GetLastOffset() < start {
+	if start := max(m.GetLogStartOffset(), m.GetDeleteRecordsOffset()); start > 0 && hdr.GetLastOffset() < start {
 		return fmt.Errorf("%w: segment %d..%d, tier starts at %d", ErrExpired, hdr.GetBaseOffset(), hdr.GetLastOffset(), start)
 	}
 	return nil

@@ -66,6 +66,9 @@ const (
 	// TieringServiceOffsetForTimestampProcedure is the fully-qualified name of the TieringService's
 	// OffsetForTimestamp RPC.
 	TieringServiceOffsetForTimestampProcedure = "/strata.tiering.v1.TieringService/OffsetForTimestamp"
+	// TieringServiceDeleteRecordsProcedure is the fully-qualified name of the TieringService's
+	// DeleteRecords RPC.
+	TieringServiceDeleteRecordsProcedure = "/strata.tiering.v1.TieringService/DeleteRecords"
 	// TieringServiceListSegmentsProcedure is the fully-qualified name of the TieringService's
 	// ListSegments RPC.
 	TieringServiceListSegmentsProcedure = "/strata.tiering.v1.TieringService/ListSegments"
@@ -107,6 +110,15 @@ type TieringServiceClient interface {
 	// names is missing or corrupt; UNAVAILABLE when the object store cannot be reached. A
 	// partition with nothing tiered, or no batch that late, succeeds with offset -1.
 	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
+	// DeleteRecords raises a partition's delete-records offset (Kafka's DeleteRecords on a
+	// tiered topic): the tier no longer serves offsets below it, reports its log start at or
+	// above it, and its retention deletes the segments wholly below it. The partition's leader
+	// calls it before it raises its own log start. Monotonic: a lower offset than the
+	// manifest's leaves it unchanged. Allowed to storage nodes only.
+	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a negative
+	// offset; ABORTED (REASON_MANIFEST_CONFLICT) after repeated conflicting manifest writes;
+	// UNAVAILABLE when the object store cannot be reached.
+	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
 	// ListSegments lists the manifest entries of one partition, ordered by base offset.
 	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a bad
 	// page_token.
@@ -148,6 +160,12 @@ func NewTieringServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(tieringServiceMethods.ByName("OffsetForTimestamp")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteRecords: connect.NewClient[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse](
+			httpClient,
+			baseURL+TieringServiceDeleteRecordsProcedure,
+			connect.WithSchema(tieringServiceMethods.ByName("DeleteRecords")),
+			connect.WithClientOptions(opts...),
+		),
 		listSegments: connect.NewClient[v1.ListSegmentsRequest, v1.ListSegmentsResponse](
 			httpClient,
 			baseURL+TieringServiceListSegmentsProcedure,
@@ -163,6 +181,7 @@ type tieringServiceClient struct {
 	getTieredState     *connect.Client[v1.GetTieredStateRequest, v1.GetTieredStateResponse]
 	fetchTiered        *connect.Client[v1.FetchTieredRequest, v1.FetchTieredResponse]
 	offsetForTimestamp *connect.Client[v1.OffsetForTimestampRequest, v1.OffsetForTimestampResponse]
+	deleteRecords      *connect.Client[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse]
 	listSegments       *connect.Client[v1.ListSegmentsRequest, v1.ListSegmentsResponse]
 }
 
@@ -184,6 +203,11 @@ func (c *tieringServiceClient) FetchTiered(ctx context.Context, req *connect.Req
 // OffsetForTimestamp calls strata.tiering.v1.TieringService.OffsetForTimestamp.
 func (c *tieringServiceClient) OffsetForTimestamp(ctx context.Context, req *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
 	return c.offsetForTimestamp.CallUnary(ctx, req)
+}
+
+// DeleteRecords calls strata.tiering.v1.TieringService.DeleteRecords.
+func (c *tieringServiceClient) DeleteRecords(ctx context.Context, req *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
+	return c.deleteRecords.CallUnary(ctx, req)
 }
 
 // ListSegments calls strata.tiering.v1.TieringService.ListSegments.
@@ -227,6 +251,15 @@ type TieringServiceHandler interface {
 	// names is missing or corrupt; UNAVAILABLE when the object store cannot be reached. A
 	// partition with nothing tiered, or no batch that late, succeeds with offset -1.
 	OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error)
+	// DeleteRecords raises a partition's delete-records offset (Kafka's DeleteRecords on a
+	// tiered topic): the tier no longer serves offsets below it, reports its log start at or
+	// above it, and its retention deletes the segments wholly below it. The partition's leader
+	// calls it before it raises its own log start. Monotonic: a lower offset than the
+	// manifest's leaves it unchanged. Allowed to storage nodes only.
+	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a negative
+	// offset; ABORTED (REASON_MANIFEST_CONFLICT) after repeated conflicting manifest writes;
+	// UNAVAILABLE when the object store cannot be reached.
+	DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error)
 	// ListSegments lists the manifest entries of one partition, ordered by base offset.
 	// Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a bad
 	// page_token.
@@ -264,6 +297,12 @@ func NewTieringServiceHandler(svc TieringServiceHandler, opts ...connect.Handler
 		connect.WithSchema(tieringServiceMethods.ByName("OffsetForTimestamp")),
 		connect.WithHandlerOptions(opts...),
 	)
+	tieringServiceDeleteRecordsHandler := connect.NewUnaryHandler(
+		TieringServiceDeleteRecordsProcedure,
+		svc.DeleteRecords,
+		connect.WithSchema(tieringServiceMethods.ByName("DeleteRecords")),
+		connect.WithHandlerOptions(opts...),
+	)
 	tieringServiceListSegmentsHandler := connect.NewUnaryHandler(
 		TieringServiceListSegmentsProcedure,
 		svc.ListSegments,
@@ -280,6 +319,8 @@ func NewTieringServiceHandler(svc TieringServiceHandler, opts ...connect.Handler
 			tieringServiceFetchTieredHandler.ServeHTTP(w, r)
 		case TieringServiceOffsetForTimestampProcedure:
 			tieringServiceOffsetForTimestampHandler.ServeHTTP(w, r)
+		case TieringServiceDeleteRecordsProcedure:
+			tieringServiceDeleteRecordsHandler.ServeHTTP(w, r)
 		case TieringServiceListSegmentsProcedure:
 			tieringServiceListSegmentsHandler.ServeHTTP(w, r)
 		default:
@@ -305,6 +346,10 @@ func (UnimplementedTieringServiceHandler) FetchTiered(context.Context, *connect.
 
 func (UnimplementedTieringServiceHandler) OffsetForTimestamp(context.Context, *connect.Request[v1.OffsetForTimestampRequest]) (*connect.Response[v1.OffsetForTimestampResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.tiering.v1.TieringService.OffsetForTimestamp is not implemented"))
+}
+
+func (UnimplementedTieringServiceHandler) DeleteRecords(context.Context, *connect.Request[v1.DeleteRecordsRequest]) (*connect.Response[v1.DeleteRecordsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.tiering.v1.TieringService.DeleteRecords is not implemented"))
 }
 
 func (UnimplementedTieringServiceHandler) ListSegments(context.Context, *connect.Request[v1.ListSegmentsRequest]) (*connect.Response[v1.ListSegmentsResponse], error) {

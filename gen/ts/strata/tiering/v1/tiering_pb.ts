@@ -32,7 +32,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tiering/v1/tiering.proto.
  */
 export const file_strata_tiering_v1_tiering: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQivAIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMIjEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAUSFAoMc3RhcnRfb2Zmc2V0GAIgASgDImMKFVVwbG9hZFNlZ21lbnRSZXNwb25zZRIwCgdzZWdtZW50GAEgASgLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhgKEG1hbmlmZXN0X3ZlcnNpb24YAiABKAMiTQoVR2V0VGllcmVkU3RhdGVSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uIlUKFkdldFRpZXJlZFN0YXRlUmVzcG9uc2USOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS50aWVyaW5nLnYxLlRpZXJlZFBhcnRpdGlvblN0YXRlIocCChRUaWVyZWRQYXJ0aXRpb25TdGF0ZRINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhAKCHRvcGljX2lkGAQgASgJEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBiABKAMSFAoMb2JqZWN0X2NvdW50GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWFuaWZlc3RfdmVyc2lvbhgJIAEoAxIUCgxsZWFkZXJfZXBvY2gYCiABKAUiXwoSRmV0Y2hUaWVyZWRSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFIlsKE0ZldGNoVGllcmVkUmVzcG9uc2USDwoHcmVjb3JkcxgBIAEoDBIYChBsb2dfc3RhcnRfb2Zmc2V0GAIgASgDEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAMgASgDIlMKGU9mZnNldEZvclRpbWVzdGFtcFJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDHRpbWVzdGFtcF9tcxgDIAEoAyKNAQoaT2Zmc2V0Rm9yVGltZXN0YW1wUmVzcG9uc2USDgoGb2Zmc2V0GAEgASgDEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIUCgxsZWFkZXJfZXBvY2gYAyABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgEIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgFIAEoAyJ0ChNMaXN0U2VnbWVudHNSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxzdGFydF9vZmZzZXQYAyABKAMSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkifAoUTGlzdFNlZ21lbnRzUmVzcG9uc2USMQoIc2VnbWVudHMYASADKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKEG1hbmlmZXN0X3ZlcnNpb24YAyABKAMiiAMKDFNlZ21lbnRFbnRyeRISCgpzZWdtZW50X2lkGAEgASgJEhIKCm9iamVjdF9rZXkYAiABKAkSEwoLYmFzZV9vZmZzZXQYAyABKAMSEwoLbGFzdF9vZmZzZXQYBCABKAMSEgoKc2l6ZV9ieXRlcxgFIAEoAxIYChBtaW5fdGltZXN0YW1wX21zGAYgASgDEhgKEG1heF90aW1lc3RhbXBfbXMYByABKAMSNAoNbGVhZGVyX2Vwb2NocxgIIAMoCzIdLnN0cmF0YS50aWVyaW5nLnYxLkVwb2NoU3RhcnQSGAoQb2Zmc2V0X2luZGV4X2tleRgJIAEoCRIWCg50aW1lX2luZGV4X2tleRgKIAEoCRIuCgVzdGF0ZRgLIAEoDjIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRTdGF0ZRIWCg51cGxvYWRlZF9hdF9tcxgMIAEoAxIbChN1cGxvYWRfbGVhZGVyX2Vwb2NoGA0gASgFEhEKCWNvbXBhY3RlZBgOIAEoCCLhAQoITWFuaWZlc3QSFgoOZm9ybWF0X3ZlcnNpb24YASABKAUSDQoFdG9waWMYAiABKAkSEAoIdG9waWNfaWQYAyABKAkSEQoJcGFydGl0aW9uGAQgASgFEg8KB3ZlcnNpb24YBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIxCghzZWdtZW50cxgHIAMoCzIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRFbnRyeRIUCgxsZWFkZXJfZXBvY2gYCCABKAUSFQoNdXBkYXRlZF9hdF9tcxgJIAEoAypjCgxTZWdtZW50U3RhdGUSHQoZU0VHTUVOVF9TVEFURV9VTlNQRUNJRklFRBAAEhgKFFNFR01FTlRfU1RBVEVfQUNUSVZFEAESGgoWU0VHTUVOVF9TVEFURV9ERUxFVElORxACMo8ECg5UaWVyaW5nU2VydmljZRJkCg1VcGxvYWRTZWdtZW50Eicuc3RyYXRhLnRpZXJpbmcudjEuVXBsb2FkU2VnbWVudFJlcXVlc3QaKC5zdHJhdGEudGllcmluZy52MS5VcGxvYWRTZWdtZW50UmVzcG9uc2UoARJlCg5HZXRUaWVyZWRTdGF0ZRIoLnN0cmF0YS50aWVyaW5nLnYxLkdldFRpZXJlZFN0YXRlUmVxdWVzdBopLnN0cmF0YS50aWVyaW5nLnYxLkdldFRpZXJlZFN0YXRlUmVzcG9uc2USXAoLRmV0Y2hUaWVyZWQSJS5zdHJhdGEudGllcmluZy52MS5GZXRjaFRpZXJlZFJlcXVlc3QaJi5zdHJhdGEudGllcmluZy52MS5GZXRjaFRpZXJlZFJlc3BvbnNlEnEKEk9mZnNldEZvclRpbWVzdGFtcBIsLnN0cmF0YS50aWVyaW5nLnYxLk9mZnNldEZvclRpbWVzdGFtcFJlcXVlc3QaLS5zdHJhdGEudGllcmluZy52MS5PZmZzZXRGb3JUaW1lc3RhbXBSZXNwb25zZRJfCgxMaXN0U2VnbWVudHMSJi5zdHJhdGEudGllcmluZy52MS5MaXN0U2VnbWVudHNSZXF1ZXN0Gicuc3RyYXRhLnRpZXJpbmcudjEuTGlzdFNlZ21lbnRzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEudGllcmluZy52MUIMVGllcmluZ1Byb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL3RpZXJpbmcvdjE7dGllcmluZ3YxogIDU1RYqgIRU3RyYXRhLlRpZXJpbmcuVjHKAhFTdHJhdGFcVGllcmluZ1xWMeICHVN0cmF0YVxUaWVyaW5nXFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpUaWVyaW5nOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
+  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQivAIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMIjEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAUSFAoMc3RhcnRfb2Zmc2V0GAIgASgDImMKFVVwbG9hZFNlZ21lbnRSZXNwb25zZRIwCgdzZWdtZW50GAEgASgLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhgKEG1hbmlmZXN0X3ZlcnNpb24YAiABKAMiTQoVR2V0VGllcmVkU3RhdGVSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uIlUKFkdldFRpZXJlZFN0YXRlUmVzcG9uc2USOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS50aWVyaW5nLnYxLlRpZXJlZFBhcnRpdGlvblN0YXRlIqYCChRUaWVyZWRQYXJ0aXRpb25TdGF0ZRINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhAKCHRvcGljX2lkGAQgASgJEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBiABKAMSFAoMb2JqZWN0X2NvdW50GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWFuaWZlc3RfdmVyc2lvbhgJIAEoAxIUCgxsZWFkZXJfZXBvY2gYCiABKAUSHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAsgASgDIl8KEkZldGNoVGllcmVkUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSFAoMZmV0Y2hfb2Zmc2V0GAMgASgDEhEKCW1heF9ieXRlcxgEIAEoBSJbChNGZXRjaFRpZXJlZFJlc3BvbnNlEg8KB3JlY29yZHMYASABKAwSGAoQbG9nX3N0YXJ0X29mZnNldBgCIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgDIAEoAyJTChlPZmZzZXRGb3JUaW1lc3RhbXBSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgx0aW1lc3RhbXBfbXMYAyABKAMijQEKGk9mZnNldEZvclRpbWVzdGFtcFJlc3BvbnNlEg4KBm9mZnNldBgBIAEoAxIUCgx0aW1lc3RhbXBfbXMYAiABKAMSFAoMbGVhZGVyX2Vwb2NoGAMgASgFEhgKEGxvZ19zdGFydF9vZmZzZXQYBCABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBSABKAMiSAoURGVsZXRlUmVjb3Jkc1JlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEg4KBm9mZnNldBgDIAEoAyJQChVEZWxldGVSZWNvcmRzUmVzcG9uc2USHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAEgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYAiABKAMidAoTTGlzdFNlZ21lbnRzUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSFAoMc3RhcnRfb2Zmc2V0GAMgASgDEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJInwKFExpc3RTZWdtZW50c1Jlc3BvbnNlEjEKCHNlZ21lbnRzGAEgAygLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYChBtYW5pZmVzdF92ZXJzaW9uGAMgASgDIogDCgxTZWdtZW50RW50cnkSEgoKc2VnbWVudF9pZBgBIAEoCRISCgpvYmplY3Rfa2V5GAIgASgJEhMKC2Jhc2Vfb2Zmc2V0GAMgASgDEhMKC2xhc3Rfb2Zmc2V0GAQgASgDEhIKCnNpemVfYnl0ZXMYBSABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgGIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAcgASgDEjQKDWxlYWRlcl9lcG9jaHMYCCADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhgKEG9mZnNldF9pbmRleF9rZXkYCSABKAkSFgoOdGltZV9pbmRleF9rZXkYCiABKAkSLgoFc3RhdGUYCyABKA4yHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50U3RhdGUSFgoOdXBsb2FkZWRfYXRfbXMYDCABKAMSGwoTdXBsb2FkX2xlYWRlcl9lcG9jaBgNIAEoBRIRCgljb21wYWN0ZWQYDiABKAgigAIKCE1hbmlmZXN0EhYKDmZvcm1hdF92ZXJzaW9uGAEgASgFEg0KBXRvcGljGAIgASgJEhAKCHRvcGljX2lkGAMgASgJEhEKCXBhcnRpdGlvbhgEIAEoBRIPCgd2ZXJzaW9uGAUgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBiABKAMSMQoIc2VnbWVudHMYByADKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSFAoMbGVhZGVyX2Vwb2NoGAggASgFEhUKDXVwZGF0ZWRfYXRfbXMYCSABKAMSHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAogASgDKmMKDFNlZ21lbnRTdGF0ZRIdChlTRUdNRU5UX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUU0VHTUVOVF9TVEFURV9BQ1RJVkUQARIaChZTRUdNRU5UX1NUQVRFX0RFTEVUSU5HEAIy8wQKDlRpZXJpbmdTZXJ2aWNlEmQKDVVwbG9hZFNlZ21lbnQSJy5zdHJhdGEudGllcmluZy52MS5VcGxvYWRTZWdtZW50UmVxdWVzdBooLnN0cmF0YS50aWVyaW5nLnYxLlVwbG9hZFNlZ21lbnRSZXNwb25zZSgBEmUKDkdldFRpZXJlZFN0YXRlEiguc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXF1ZXN0Gikuc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXNwb25zZRJcCgtGZXRjaFRpZXJlZBIlLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVxdWVzdBomLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVzcG9uc2UScQoST2Zmc2V0Rm9yVGltZXN0YW1wEiwuc3RyYXRhLnRpZXJpbmcudjEuT2Zmc2V0Rm9yVGltZXN0YW1wUmVxdWVzdBotLnN0cmF0YS50aWVyaW5nLnYxLk9mZnNldEZvclRpbWVzdGFtcFJlc3BvbnNlEmIKDURlbGV0ZVJlY29yZHMSJy5zdHJhdGEudGllcmluZy52MS5EZWxldGVSZWNvcmRzUmVxdWVzdBooLnN0cmF0YS50aWVyaW5nLnYxLkRlbGV0ZVJlY29yZHNSZXNwb25zZRJfCgxMaXN0U2VnbWVudHMSJi5zdHJhdGEudGllcmluZy52MS5MaXN0U2VnbWVudHNSZXF1ZXN0Gicuc3RyYXRhLnRpZXJpbmcudjEuTGlzdFNlZ21lbnRzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEudGllcmluZy52MUIMVGllcmluZ1Byb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL3RpZXJpbmcvdjE7dGllcmluZ3YxogIDU1RYqgIRU3RyYXRhLlRpZXJpbmcuVjHKAhFTdHJhdGFcVGllcmluZ1xWMeICHVN0cmF0YVxUaWVyaW5nXFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpUaWVyaW5nOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
 
 /**
  * UploadSegmentRequest is one message of an upload stream.
@@ -354,6 +354,15 @@ export type TieredPartitionState = Message<"strata.tiering.v1.TieredPartitionSta
    * @generated from field: int32 leader_epoch = 10;
    */
   leaderEpoch: number;
+
+  /**
+   * The manifest's delete_records_offset: records below it were deleted by DeleteRecords
+   * and are not served; 0 when never set. log_start_offset is at or above it, unless it
+   * passed tiered_end_offset, where log_start_offset is tiered_end_offset.
+   *
+   * @generated from field: int64 delete_records_offset = 11;
+   */
+  deleteRecordsOffset: bigint;
 };
 
 /**
@@ -528,6 +537,69 @@ export const OffsetForTimestampResponseSchema: GenMessage<OffsetForTimestampResp
   messageDesc(file_strata_tiering_v1_tiering, 10);
 
 /**
+ * DeleteRecordsRequest names the offset below which a partition's records are deleted.
+ *
+ * @generated from message strata.tiering.v1.DeleteRecordsRequest
+ */
+export type DeleteRecordsRequest = Message<"strata.tiering.v1.DeleteRecordsRequest"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Records below this offset are deleted; it may fall inside a segment or a batch.
+   *
+   * @generated from field: int64 offset = 3;
+   */
+  offset: bigint;
+};
+
+/**
+ * Describes the message strata.tiering.v1.DeleteRecordsRequest.
+ * Use `create(DeleteRecordsRequestSchema)` to create a new message.
+ */
+export const DeleteRecordsRequestSchema: GenMessage<DeleteRecordsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_tiering_v1_tiering, 11);
+
+/**
+ * DeleteRecordsResponse is the partition's delete-records offset after the call.
+ *
+ * @generated from message strata.tiering.v1.DeleteRecordsResponse
+ */
+export type DeleteRecordsResponse = Message<"strata.tiering.v1.DeleteRecordsResponse"> & {
+  /**
+   * The manifest's delete_records_offset: the request's offset, or a higher one set before.
+   *
+   * @generated from field: int64 delete_records_offset = 1;
+   */
+  deleteRecordsOffset: bigint;
+
+  /**
+   * The tier's log start offset as GetTieredState now reports it.
+   *
+   * @generated from field: int64 log_start_offset = 2;
+   */
+  logStartOffset: bigint;
+};
+
+/**
+ * Describes the message strata.tiering.v1.DeleteRecordsResponse.
+ * Use `create(DeleteRecordsResponseSchema)` to create a new message.
+ */
+export const DeleteRecordsResponseSchema: GenMessage<DeleteRecordsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_tiering_v1_tiering, 12);
+
+/**
  * ListSegmentsRequest pages through a partition's manifest.
  *
  * @generated from message strata.tiering.v1.ListSegmentsRequest
@@ -574,7 +646,7 @@ export type ListSegmentsRequest = Message<"strata.tiering.v1.ListSegmentsRequest
  * Use `create(ListSegmentsRequestSchema)` to create a new message.
  */
 export const ListSegmentsRequestSchema: GenMessage<ListSegmentsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 11);
+  messageDesc(file_strata_tiering_v1_tiering, 13);
 
 /**
  * ListSegmentsResponse is one page of manifest entries.
@@ -609,7 +681,7 @@ export type ListSegmentsResponse = Message<"strata.tiering.v1.ListSegmentsRespon
  * Use `create(ListSegmentsResponseSchema)` to create a new message.
  */
 export const ListSegmentsResponseSchema: GenMessage<ListSegmentsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 12);
+  messageDesc(file_strata_tiering_v1_tiering, 14);
 
 /**
  * SegmentEntry is one manifest entry: which offsets live in which object.
@@ -724,7 +796,7 @@ export type SegmentEntry = Message<"strata.tiering.v1.SegmentEntry"> & {
  * Use `create(SegmentEntrySchema)` to create a new message.
  */
 export const SegmentEntrySchema: GenMessage<SegmentEntry> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 13);
+  messageDesc(file_strata_tiering_v1_tiering, 15);
 
 /**
  * Manifest is the per-partition record in the bucket of every tiered segment, stored at
@@ -804,6 +876,16 @@ export type Manifest = Message<"strata.tiering.v1.Manifest"> & {
    * @generated from field: int64 updated_at_ms = 9;
    */
   updatedAtMs: bigint;
+
+  /**
+   * Records below this offset were deleted by DeleteRecords (it may fall inside a segment):
+   * never served again, and retention deletes the segments wholly below it. Only grows; 0
+   * when never set. log_start_offset stays the first offset the active segments hold, so
+   * uploads keep their rule; readers take the larger of the two.
+   *
+   * @generated from field: int64 delete_records_offset = 10;
+   */
+  deleteRecordsOffset: bigint;
 };
 
 /**
@@ -811,7 +893,7 @@ export type Manifest = Message<"strata.tiering.v1.Manifest"> & {
  * Use `create(ManifestSchema)` to create a new message.
  */
 export const ManifestSchema: GenMessage<Manifest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 14);
+  messageDesc(file_strata_tiering_v1_tiering, 16);
 
 /**
  * SegmentState is the lifecycle of a segment object.
@@ -919,6 +1001,23 @@ export const TieringService: GenService<{
     methodKind: "unary";
     input: typeof OffsetForTimestampRequestSchema;
     output: typeof OffsetForTimestampResponseSchema;
+  },
+  /**
+   * DeleteRecords raises a partition's delete-records offset (Kafka's DeleteRecords on a
+   * tiered topic): the tier no longer serves offsets below it, reports its log start at or
+   * above it, and its retention deletes the segments wholly below it. The partition's leader
+   * calls it before it raises its own log start. Monotonic: a lower offset than the
+   * manifest's leaves it unchanged. Allowed to storage nodes only.
+   * Errors: NOT_FOUND for an unknown topic or partition; INVALID_ARGUMENT for a negative
+   * offset; ABORTED (REASON_MANIFEST_CONFLICT) after repeated conflicting manifest writes;
+   * UNAVAILABLE when the object store cannot be reached.
+   *
+   * @generated from rpc strata.tiering.v1.TieringService.DeleteRecords
+   */
+  deleteRecords: {
+    methodKind: "unary";
+    input: typeof DeleteRecordsRequestSchema;
+    output: typeof DeleteRecordsResponseSchema;
   },
   /**
    * ListSegments lists the manifest entries of one partition, ordered by base offset.
