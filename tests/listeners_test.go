@@ -93,7 +93,7 @@ func TestAdvertisedListeners(t *testing.T) {
 	ctx := harness.Deadline(t, 2*time.Minute)
 
 	// A second gateway, for clients on the external network.
-	ports, err := harness.FreePorts(2)
+	ports, err := harness.FreePorts(t, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

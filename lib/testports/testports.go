@@ -11,7 +11,8 @@
 // exclusive flock on a file named after it in the temporary directory,
 // from Reserve until the test ends; the kernel drops the lock of a
 // process that dies. Single ports a test needs for processes it starts
-// itself (tests/harness.FreePorts) are drawn from [Last, FreeLast), and
+// itself (tests/harness.FreePorts) are drawn from [Last, FreeLast), each
+// held the same way until the test ends (ReservePort), and
 // the TypeScript suites draw their bases from [FreeLast, 32500): no two
 // of the three share a port, so a port in a held slot is never taken by
 // another test's process (a stress run once saw a harness cluster take a
@@ -45,28 +46,48 @@ const (
 // releases the slot when t ends. It fails t when every slot is held.
 func Reserve(t testing.TB) int {
 	t.Helper()
-	dir := filepath.Join(os.TempDir(), "strata-test-ports")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatalf("testports: %v", err)
-	}
 	slots := (Last - First) / SlotSpan
 	start := rand.IntN(slots)
 	for i := range slots {
 		base := First + ((start+i)%slots)*SlotSpan
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("%d.lock", base)), os.O_CREATE|os.O_RDWR, 0o666)
-		if err != nil {
-			t.Fatalf("testports: %v", err)
+		if hold(t, fmt.Sprintf("%d.lock", base)) {
+			return base
 		}
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, syscall.EWOULDBLOCK) {
-				continue
-			}
-			t.Fatalf("testports: lock %s: %v", f.Name(), err)
-		}
-		t.Cleanup(func() { f.Close() }) // closing drops the lock
-		return base
 	}
 	t.Fatalf("testports: all %d slots of ports %d-%d are held by other tests", slots, First, Last)
 	return 0
+}
+
+// ReservePort holds one single port of [Last, FreeLast) for t, in every
+// test process, until t ends: false when another test holds it. A port a
+// test's process frees (a node killed, to be restarted on the same port)
+// is then never drawn by another test meanwhile, as a stress run saw
+// when the single ports were only checked free at the moment they were
+// drawn. It does not check that the port is free of other listeners.
+func ReservePort(t testing.TB, port int) bool {
+	t.Helper()
+	return hold(t, fmt.Sprintf("port-%d.lock", port))
+}
+
+// hold takes an exclusive flock on the named file in the lock directory
+// and keeps it until t ends; false when another holds it.
+func hold(t testing.TB, name string) bool {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "strata-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatalf("testports: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatalf("testports: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false
+		}
+		t.Fatalf("testports: lock %s: %v", f.Name(), err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing drops the lock
+	return true
 }

@@ -1,6 +1,7 @@
 package testports
 
 import (
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strconv"
@@ -60,5 +61,27 @@ func TestReserveAcrossProcesses(t *testing.T) {
 		if !got[b] {
 			t.Fatalf("slot %d was not free again after its test ended; the child got %v", b, got)
 		}
+	}
+}
+
+// TestReservePortHoldsUntilTheTestEnds: a single port reserved by one
+// test cannot be reserved by another until the first ends, and is free
+// again after it.
+func TestReservePortHoldsUntilTheTestEnds(t *testing.T) {
+	var port int
+	t.Run("holder", func(t *testing.T) {
+		for p := Last + rand.IntN(FreeLast-Last); port == 0; p = Last + rand.IntN(FreeLast-Last) {
+			if ReservePort(t, p) { // another test process may hold some
+				port = p
+			}
+		}
+		t.Run("another test", func(t *testing.T) {
+			if ReservePort(t, port) {
+				t.Fatalf("port %d reserved twice", port)
+			}
+		})
+	})
+	if !ReservePort(t, port) {
+		t.Fatalf("port %d still held after its test ended", port)
 	}
 }

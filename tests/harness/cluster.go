@@ -225,7 +225,7 @@ func tryStartCluster(t testing.TB, bins Binaries, cfg ClusterConfig, sec *cluste
 			}
 		}
 	}()
-	ports, err := FreePorts(3*cfg.Controllers + 2*cfg.StorageNodes)
+	ports, err := FreePorts(t, 3*cfg.Controllers+2*cfg.StorageNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -343,9 +343,12 @@ func H2CClient() *http.Client {
 }
 
 // FreePorts returns n distinct loopback TCP ports that were free a moment
-// ago: it listens on each, holding every listener until all are chosen so
-// no port repeats, then closes them. Another process may still take one
-// before it is used; callers start again on new ports when that happens.
+// ago and that no other test draws until t ends: it holds each port's
+// reservation (testports.ReservePort, across test processes) and listens
+// on it, holding every listener until all are chosen so no port repeats,
+// then closes them. So a port a killed process frees stays its test's for
+// the restart. A process that is not a test may still take one before it
+// is used; callers start again on new ports when that happens.
 //
 // Ports are drawn at random from [testports.Last, testports.FreeLast),
 // below the kernel's ephemeral range (its start is read from
@@ -357,7 +360,8 @@ func H2CClient() *http.Client {
 // can. That range is apart from the slots clusters hold
 // (testports.Reserve), so a port drawn here is never one a held slot's
 // cluster binds later. Elsewhere the kernel chooses (port 0).
-func FreePorts(n int) ([]int, error) {
+func FreePorts(t testing.TB, n int) ([]int, error) {
+	t.Helper()
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -375,7 +379,11 @@ func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	lo, hi := quietPortRange()
 	for tries := 0; len(ports) < n && hi-lo >= 1000 && tries < 100*n; tries++ {
-		if p, err := listen(lo + rand.IntN(hi-lo)); err == nil {
+		p := lo + rand.IntN(hi-lo)
+		if !testports.ReservePort(t, p) {
+			continue
+		}
+		if _, err := listen(p); err == nil {
 			ports = append(ports, p)
 		}
 	}

@@ -81,7 +81,7 @@ func StartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig) *GroupService
 }
 
 func tryStartGroupServices(t testing.TB, c *Cluster, cfg GroupConfig, gwBin, coBin string) (_ *GroupServices, err error) {
-	ports, err := FreePorts(2 + 2*cfg.Coordinators)
+	ports, err := FreePorts(t, 2+2*cfg.Coordinators)
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ type DevGateway struct {
 // no security flags), and waits for its /readyz. It stops with the test.
 func (d *Dev) StartGateway(t testing.TB) DevGateway {
 	t.Helper()
-	ports, err := FreePorts(3)
+	ports, err := FreePorts(t, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

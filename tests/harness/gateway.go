@@ -15,7 +15,7 @@ import (
 func StartGateway(t testing.TB, c *Cluster) *Node {
 	t.Helper()
 	bin := Binary(t, gatewayPkg)
-	ports, err := FreePorts(2)
+	ports, err := FreePorts(t, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

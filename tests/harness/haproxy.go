@@ -80,7 +80,7 @@ func StartHAProxy(t testing.TB, backends []LBBackend) *LoadBalancer {
 	}
 	shared := gatewaysConfig(t)
 	for attempt := 1; ; attempt++ {
-		ports, err := FreePorts(1)
+		ports, err := FreePorts(t, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -148,7 +148,7 @@ func StartPostgres(t testing.TB) *Postgres {
 	p.spawn = newSpawnThread()
 	t.Cleanup(p.cleanup)
 	for attempt := 1; ; attempt++ {
-		ports, err := FreePorts(1)
+		ports, err := FreePorts(t, 1)
 		if err != nil {
 			t.Fatalf("harness: postgres: %v", err)
 		}

@@ -23,7 +23,7 @@ import (
 func (c *Cluster) AddStorageNode() *Node {
 	c.t.Helper()
 	id := len(c.storage) + 1
-	ports, err := FreePorts(2)
+	ports, err := FreePorts(c.t, 2)
 	if err != nil {
 		c.t.Fatal(err)
 	}

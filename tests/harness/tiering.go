@@ -86,7 +86,7 @@ func StartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig) (*C
 }
 
 func tryStartTieredCluster(t testing.TB, cfg ClusterConfig, tcfg TieringConfig, bin string) (*Cluster, *Tiering, error) {
-	ports, err := FreePorts(3)
+	ports, err := FreePorts(t, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
