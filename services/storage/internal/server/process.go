@@ -14,7 +14,6 @@ import (
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
-	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/kafka"
 )
@@ -164,7 +163,7 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 			}
 			err = kl.Serve(p, kafka.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Kafka.GatewayURL(), p.ConnectOption()),
-				Storage: storagev1connect.NewStorageServiceClient(p.HTTPClient(), p.URL(), serve.DataPathClientOption(), p.ConnectOption()),
+				Storage: node.LocalStorage(),
 				LogDir:  logDir,
 				View:    node.currentView,
 			})
