@@ -38,7 +38,7 @@ func (b *Bridge) groupCoordinator(ctx context.Context, bs []broker, group string
 	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group, Listener: serve.KafkaListenerName}))
 	if err == nil {
 		if br, ok := coordinatorBroker(loc.Msg.GetCoordinatorId(), loc.Msg.GetAddress(), bs); ok {
-			b.located.add(br.id, loc.Msg.GetAddress())
+			b.located.Note(loc.Msg.GetCoordinatorId(), loc.Msg.GetAddress())
 			return br, true
 		}
 	}

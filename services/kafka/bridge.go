@@ -89,9 +89,9 @@ type Bridge struct {
 	// sessions are the listener's fetch sessions; a listener without
 	// Storage opens none.
 	sessions *fetchSessions
-	// located are the coordinators FindCoordinator named that are not
-	// registered with the controller (metadata.go).
-	located locatedCoordinators
+	// located are the coordinators FindCoordinator named through this
+	// bridge, for Metadata answered from the view (metadata.go).
+	located LocatedCoordinators
 }
 
 // New checks cfg and returns a Bridge.

@@ -16,6 +16,7 @@ import (
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 )
@@ -122,7 +123,7 @@ func (b *Bridge) viewMetadata(ctx context.Context, v *metaview.View, names []str
 		}
 	}
 	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
-	out.KafkaCoordinators = b.located.nodes(v.Coordinators.GetCoordinators())
+	out.KafkaCoordinators = b.located.Nodes(v.Coordinators.GetCoordinators())
 	if len(names) > 0 {
 		for _, name := range names {
 			switch t := v.Topics[name]; {
@@ -144,40 +145,47 @@ func (b *Bridge) viewMetadata(ctx context.Context, v *metaview.View, names []str
 	return out
 }
 
-// locatedCoordinators are the coordinators FindCoordinator named through
-// this bridge, by Kafka broker id, with their Kafka listener's address
-// (serve.KafkaScheme and host:port), kept so that Metadata from the view
-// lists a coordinator that is not registered with the controller (one
-// started without --controller), as the gateway lists those it located.
-// Safe for concurrent use.
-type locatedCoordinators struct {
+// LocatedCoordinators are the coordinator instances with a Kafka listener
+// that a FindCoordinator located and that have not registered with the
+// controller (started without --controller), by coordinator id. Metadata
+// lists them after the registered ones (Nodes), since Kafka clients
+// connect only to a coordinator whose broker id Metadata lists: the
+// gateway keeps one for its Metadata, and a bridge answering from its own
+// view keeps one of its own. The zero value is empty and ready; safe for
+// concurrent use.
+type LocatedCoordinators struct {
 	mu    sync.Mutex
-	addrs map[int32]string
+	addrs map[string]string // coordinator id -> kafka://host:port
 }
 
-func (l *locatedCoordinators) add(nodeID int32, addr string) {
+// Note records the Kafka listener address of coordinator id, or forgets
+// it when addr is not a Kafka address (the instance has no listener).
+func (l *LocatedCoordinators) Note(id, addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.addrs == nil {
-		l.addrs = map[int32]string{}
+	if serve.CheckKafkaURL(addr) != nil {
+		delete(l.addrs, id)
+		return
 	}
-	l.addrs[nodeID] = addr
+	if l.addrs == nil {
+		l.addrs = map[string]string{}
+	}
+	l.addrs[id] = addr
 }
 
-// nodes are the coordinators Metadata lists (CoordinatorNodes).
-func (l *locatedCoordinators) nodes(registered []*controllerv1.CoordinatorRegistration) []*commonv1.Node {
+// Forget drops coordinator id (the controller's registry lists it).
+func (l *LocatedCoordinators) Forget(id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return CoordinatorNodes(registered, l.addrs)
+	delete(l.addrs, id)
 }
 
-// CoordinatorNodes are the coordinators a Metadata answer lists as Kafka
-// brokers, sorted by broker id: every live registration with a Kafka
-// listener (from the metadata view, so every listener lists them all),
-// then each located one (broker id to its Kafka listener's URL) whose
-// broker id no registration holds. The gateway's Metadata and the
-// bridge's answer from a view both list them so.
-func CoordinatorNodes(registered []*controllerv1.CoordinatorRegistration, located map[int32]string) []*commonv1.Node {
+// Nodes are the coordinators a Metadata answer lists as Kafka brokers,
+// sorted by broker id: every live registration with a Kafka listener
+// (from the metadata view, so every listener lists them all), then each
+// located one whose broker id (brokerid.Coordinator) no registration
+// holds.
+func (l *LocatedCoordinators) Nodes(registered []*controllerv1.CoordinatorRegistration) []*commonv1.Node {
 	var out []*commonv1.Node
 	held := map[int32]bool{}
 	for _, r := range registered {
@@ -188,11 +196,13 @@ func CoordinatorNodes(registered []*controllerv1.CoordinatorRegistration, locate
 			}
 		}
 	}
-	for id, addr := range located {
-		if !held[id] {
-			out = append(out, coordinatorNode(id, addr))
+	l.mu.Lock()
+	for id, addr := range l.addrs {
+		if nodeID := brokerid.Coordinator(id); !held[nodeID] {
+			out = append(out, coordinatorNode(nodeID, addr))
 		}
 	}
+	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
 	return out
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 
 	"connectrpc.com/connect"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/strata-mq/strata/lib/kafkawire/brokerid"
 	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
-	"github.com/strata-mq/strata/services/kafka"
 )
 
 // maxCoordinatorHops bounds how often one group call follows a
@@ -63,7 +61,7 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 		case holder == nil:
 			// Not registered (no --controller): remember it, as Metadata
 			// must list the broker a client is sent to.
-			g.kafkaCoords.note(owner, loc.GetAddress())
+			g.kafkaCoords.Note(owner, loc.GetAddress())
 		case holder.GetCoordinatorId() != owner:
 			// Another live coordinator holds the owner's broker id, so
 			// Kafka clients cannot be sent to the owner's listener: answer
@@ -74,58 +72,17 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 			}
 			loc = def
 		default:
-			g.kafkaCoords.forget(owner) // Metadata lists it from the registry
+			g.kafkaCoords.Forget(owner) // Metadata lists it from the registry
 		}
 	}
 	return connect.NewResponse(&gatewayv1.FindCoordinatorResponse{CoordinatorId: loc.GetCoordinatorId(), Address: loc.GetAddress()}), nil
 }
 
-// kafkaCoordinators are the coordinator instances with a Kafka listener
-// this gateway has located (FindCoordinator with listener "kafka") and
-// that have not registered with the controller (no --controller), by
-// coordinator id. Metadata hands them to the Kafka bridges after the
-// registered ones, which they list as brokers, since Kafka clients connect
-// only to a coordinator whose broker id Metadata lists.
-type kafkaCoordinators struct {
-	mu    sync.Mutex
-	addrs map[string]string // coordinator id -> kafka://host:port
-}
-
-// note records the Kafka listener address of coordinator id, or forgets
-// it when addr is not a Kafka address (the instance has no listener).
-func (k *kafkaCoordinators) note(id, addr string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if serve.CheckKafkaURL(addr) != nil {
-		delete(k.addrs, id)
-		return
-	}
-	if k.addrs == nil {
-		k.addrs = map[string]string{}
-	}
-	k.addrs[id] = addr
-}
-
-// forget drops coordinator id, which the controller's registry lists.
-func (k *kafkaCoordinators) forget(id string) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	delete(k.addrs, id)
-}
-
 // kafkaCoordinatorNodes are the coordinators Metadata lists as Kafka
 // brokers (MetadataResponse.kafka_coordinators): those registered in the
-// metadata view st, then those this gateway located that are not
-// (kafka.CoordinatorNodes).
+// metadata view st, then those this gateway located that are not.
 func (g *Gateway) kafkaCoordinatorNodes(st *metaview.View) []*commonv1.Node {
-	k := &g.kafkaCoords
-	k.mu.Lock()
-	located := make(map[int32]string, len(k.addrs))
-	for id, addr := range k.addrs {
-		located[brokerid.Coordinator(id)] = addr
-	}
-	k.mu.Unlock()
-	return kafka.CoordinatorNodes(st.Coordinators.GetCoordinators(), located)
+	return g.kafkaCoords.Nodes(st.Coordinators.GetCoordinators())
 }
 
 // registeredKafkaID is the live registration holding Kafka broker id

@@ -83,7 +83,7 @@ type Gateway struct {
 	// listener whose addresses Metadata and FindCoordinator hand out;
 	// empty means every endpoint's default address.
 	clientListener string
-	kafkaCoords    kafkaCoordinators
+	kafkaCoords    kafka.LocatedCoordinators
 	pids           *pidblock.Allocator
 	retryBackoff   time.Duration
 	keyless        atomic.Uint32 // round-robin position for records without a key
