@@ -106,42 +106,15 @@ func (b *Bridge) clusterMetadata(ctx context.Context, names []string) (*gatewayv
 }
 
 // viewMetadata answers as the gateway's Metadata handler and the guarded
-// gateway together do, from v: the live nodes by id; the coordinators
-// with a Kafka listener, registered (v) or located by FindCoordinator
-// through this bridge; the named topics that exist (a name the principal
-// may not describe is neither found nor unknown: metadata answers it
-// TOPIC_AUTHORIZATION_FAILED), or every non-internal topic the principal
-// may describe, by name. It shares v's topics, which nobody modifies.
+// gateway together do, from v (View.Metadata): a name the principal may
+// not describe is neither found nor unknown, and metadata answers it
+// TOPIC_AUTHORIZATION_FAILED; the coordinators are those registered in v
+// and those FindCoordinator located through this bridge.
 func (b *Bridge) viewMetadata(ctx context.Context, v *metaview.View, names []string) *gatewayv1.MetadataResponse {
-	describable := func(name string) bool {
+	out := v.Metadata(names, func(name string) bool {
 		return b.cfg.Guard == nil || b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Topic, name)
-	}
-	out := &gatewayv1.MetadataResponse{ClusterId: v.ClusterID, MetadataVersion: v.Version}
-	for _, n := range v.Nodes {
-		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
-			out.Nodes = append(out.Nodes, n.GetNode())
-		}
-	}
-	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	}, nil)
 	out.KafkaCoordinators = b.located.Nodes(v.Coordinators.GetCoordinators())
-	if len(names) > 0 {
-		for _, name := range names {
-			switch t := v.Topics[name]; {
-			case !describable(name):
-			case t != nil:
-				out.Topics = append(out.Topics, t)
-			default:
-				out.UnknownTopics = append(out.UnknownTopics, name)
-			}
-		}
-		return out
-	}
-	for _, t := range v.Topics {
-		if !t.GetInternal() && describable(t.GetName()) {
-			out.Topics = append(out.Topics, t)
-		}
-	}
-	slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out
 }
 

@@ -1,16 +1,13 @@
 package server
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
-	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 )
@@ -30,31 +27,10 @@ func (g *Gateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.M
 	if st == nil {
 		return nil, errNoMetadata()
 	}
-	out := &gatewayv1.MetadataResponse{ClusterId: st.ClusterID, MetadataVersion: st.Version}
-	for _, n := range st.Nodes {
-		if n.GetState() != controllerv1.NodeState_NODE_STATE_DEAD && n.GetNode() != nil {
-			out.Nodes = append(out.Nodes, g.clientNode(n.GetNode()))
-		}
-	}
-	slices.SortFunc(out.Nodes, func(a, b *commonv1.Node) int { return cmp.Compare(a.GetNodeId(), b.GetNodeId()) })
+	out := st.Metadata(req.Msg.GetTopics(), func(name string) bool {
+		return g.guard.Allowed(ctx, acl.Describe, acl.Topic, name)
+	}, g.clientNode)
 	out.KafkaCoordinators = g.kafkaCoordinatorNodes(st)
-	if names := req.Msg.GetTopics(); len(names) > 0 {
-		for _, name := range names {
-			if t := st.Topics[name]; t != nil {
-				out.Topics = append(out.Topics, t)
-			} else {
-				out.UnknownTopics = append(out.UnknownTopics, name)
-			}
-		}
-	} else {
-		for _, t := range st.Topics {
-			if !t.GetInternal() {
-				out.Topics = append(out.Topics, t)
-			}
-		}
-		out.Topics = visible(ctx, g, acl.Topic, out.Topics, (*commonv1.TopicMetadata).GetName)
-		slices.SortFunc(out.Topics, func(a, b *commonv1.TopicMetadata) int { return cmp.Compare(a.GetName(), b.GetName()) })
-	}
 	return connect.NewResponse(out), nil
 }
 
