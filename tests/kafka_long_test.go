@@ -434,11 +434,12 @@ func TestKafkaFollowsLeaderWithoutGateway(t *testing.T) {
 		t.Fatalf("after the kill: leader %d (%v), was %d", moved, err, first)
 	}
 
-	cl := kafkaClient(t, d, kgo.SeedBrokers(seeds...), kgo.ConsumeTopics("nogw"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := consumeUntil(t, d, "nogw", fmt.Sprintf("%d records", len(acked)), func(got []*kgo.Record) bool {
+		return len(got) >= len(acked)
+	}, kgo.SeedBrokers(seeds...))
 	read := map[int64]string{}
-	for len(read) < len(acked) && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachRecord(func(r *kgo.Record) { read[r.Offset] = string(r.Value) })
+	for _, r := range got {
+		read[r.Offset] = string(r.Value)
 	}
 	for v, off := range acked {
 		if read[off] != v {

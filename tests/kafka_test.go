@@ -87,10 +87,11 @@ func consumeAll(t *testing.T, d *harness.Dev, topic string, want int) []*kgo.Rec
 }
 
 // consumeUntil reads topic from the start with a franz-go direct consumer
-// (no group) until done holds for what was read.
-func consumeUntil(t *testing.T, d *harness.Dev, topic, what string, done func([]*kgo.Record) bool) []*kgo.Record {
+// (no group), with opts added to its options, until done holds for what
+// was read.
+func consumeUntil(t *testing.T, d *harness.Dev, topic, what string, done func([]*kgo.Record) bool, opts ...kgo.Opt) []*kgo.Record {
 	t.Helper()
-	cl := kafkaClient(t, d, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := kafkaClient(t, d, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	ctx := harness.Deadline(t, 60*time.Second)
 	var out []*kgo.Record
 	for !done(out) {
