@@ -106,7 +106,14 @@ func startWithGateway(t testing.TB, s offsetstore.Store, parts map[string]int32)
 	t.Cleanup(gw.Close)
 	cfg := &Config{InstanceID: "coordinator-test", Gateway: gw.URL, SessionTimeout: time.Minute,
 		OwnershipLease: time.Minute, LagInterval: time.Hour}
-	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: gw.Client(), Logger: slog.New(slog.DiscardHandler)})
+	return startUntilCleanup(t, cfg, s, gw.Client()), mgw
+}
+
+// startUntilCleanup starts a coordinator on s with cfg, its calls sent
+// through httpc, and closes it and s when t ends.
+func startUntilCleanup(t testing.TB, cfg *Config, s offsetstore.Store, httpc connect.HTTPClient) *Coordinator {
+	t.Helper()
+	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: httpc, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +123,7 @@ func startWithGateway(t testing.TB, s offsetstore.Store, parts map[string]int32)
 		}
 		_ = s.Close()
 	})
-	return c, mgw
+	return c
 }
 
 // heartbeat sends one heartbeat of member id at epoch owning the given

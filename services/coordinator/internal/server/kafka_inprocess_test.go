@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
@@ -32,16 +31,7 @@ func TestKafkaGroupsInProcess(t *testing.T) {
 	s := openStore(t, "sqlite")
 	cfg := &Config{InstanceID: "coordinator-test", Gateway: fc.GatewayURL(), SessionTimeout: 10 * time.Second,
 		HeartbeatInterval: 300 * time.Millisecond, OwnershipLease: time.Minute, LagInterval: time.Hour}
-	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: http.DefaultClient, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		_ = s.Close()
-	})
+	c := startUntilCleanup(t, cfg, s, http.DefaultClient)
 	mux := http.NewServeMux()
 	mux.Handle(c.Handler())
 	fc.SetCoordinator(mux)
