@@ -34,6 +34,10 @@ type BuildOptions struct {
 	BaseSequence  int32
 	Idempotent    bool // when false, producer id, epoch and sequence are -1
 	LogAppendTime bool
+	// Transactional sets the transactional attribute: the batch belongs
+	// to its producer's open transaction, which a marker (BuildMarker)
+	// ends. Meaningful only with Idempotent. Default false.
+	Transactional bool
 }
 
 // Build encodes records into one batch with base offset 0 and leader epoch
@@ -80,6 +84,9 @@ func Build(opts BuildOptions, records []Record) ([]byte, error) {
 	attrs := int16(opts.Codec) & attrCodecMask
 	if opts.LogAppendTime {
 		attrs |= attrTimestampType
+	}
+	if opts.Transactional {
+		attrs |= attrTransactional
 	}
 	pid, pepoch, seq := int64(-1), int16(-1), int32(-1)
 	if opts.Idempotent {
