@@ -36,23 +36,27 @@ func (l *Log) AppendAsFollower(ctx context.Context, batches []byte) (AppendInfo,
 }
 
 // checkBatches verifies that b is one or more whole, valid batches no
-// larger than MaxBatchBytes, and summarises them. It runs outside the
-// append lock: the CRC is the expensive part of an append.
-func (l *Log) checkBatches(b []byte) (info AppendInfo, err error) {
+// larger than MaxBatchBytes, and summarises them, counting the control
+// batches. It runs outside the append lock: the CRC is the expensive part
+// of an append.
+func (l *Log) checkBatches(b []byte) (info AppendInfo, controls int, err error) {
 	if len(b) == 0 {
-		return info, fmt.Errorf("%w: no batches", ErrInvalidBatch)
+		return info, 0, fmt.Errorf("%w: no batches", ErrInvalidBatch)
 	}
 	if len(b) > maxAppendBytes {
-		return info, fmt.Errorf("%w: append of %d bytes exceeds %d", ErrBatchTooLarge, len(b), maxAppendBytes)
+		return info, 0, fmt.Errorf("%w: append of %d bytes exceeds %d", ErrBatchTooLarge, len(b), maxAppendBytes)
 	}
 	info.MaxTimestamp = -1
 	for rest := b; len(rest) > 0; {
 		h, err := recordbatch.Verify(rest)
 		if err != nil {
-			return info, fmt.Errorf("%w: batch %d at byte %d: %w", ErrInvalidBatch, info.Batches, len(b)-len(rest), err)
+			return info, 0, fmt.Errorf("%w: batch %d at byte %d: %w", ErrInvalidBatch, info.Batches, len(b)-len(rest), err)
 		}
 		if h.Size() > l.cfg.Load().MaxBatchBytes {
-			return info, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooLarge, info.Batches, h.Size(), l.cfg.Load().MaxBatchBytes)
+			return info, 0, fmt.Errorf("%w: batch %d is %d bytes, limit %d", ErrBatchTooLarge, info.Batches, h.Size(), l.cfg.Load().MaxBatchBytes)
+		}
+		if h.Control() {
+			controls++
 		}
 		info.Batches++
 		info.Records += int64(h.LastOffsetDelta) + 1
@@ -60,14 +64,14 @@ func (l *Log) checkBatches(b []byte) (info AppendInfo, err error) {
 		rest = rest[h.Size():]
 	}
 	info.Bytes = len(b)
-	return info, nil
+	return info, controls, nil
 }
 
 func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (AppendInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendInfo{}, err
 	}
-	info, err := l.checkBatches(b)
+	info, controls, err := l.checkBatches(b)
 	if err != nil {
 		return info, err
 	}
@@ -86,6 +90,12 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 		if latest := l.epochs.latest(); epoch < latest {
 			l.mu.Unlock()
 			return AppendInfo{}, fmt.Errorf("%w: append with epoch %d, latest is %d", ErrStaleEpoch, epoch, latest)
+		}
+		if controls > 0 {
+			if err := l.checkMarkersLocked(b); err != nil {
+				l.mu.Unlock()
+				return AppendInfo{}, err
+			}
 		}
 		next := leo
 		for rest := b; len(rest) > 0; {
@@ -143,12 +153,22 @@ func (l *Log) append(ctx context.Context, b []byte, leader bool, epoch int32) (A
 		p += int64(m.size)
 		rest = rest[m.size:]
 	}
+	// The producer state, and what readers see of open transactions,
+	// change before the batches are published: a transaction opened or
+	// ended here lies at or above the old log end, so above the high
+	// watermark, until they are (see lso.go).
+	if changes := l.producers.recordAll(b, info.LogAppendTime); changes.any() {
+		l.txnsChangedLocked(changes.ended)
+		if err := l.indexAbortsLocked(s, changes.ended); err != nil {
+			l.mu.Unlock()
+			return AppendInfo{}, l.fail(err)
+		}
+	}
 	// Publish: size first, then the offsets. Readers check offsets against
 	// leo and read bytes below size, so they only ever see whole batches.
 	s.size.Store(pos + int64(len(b)))
 	s.next.Store(newLEO)
 	l.leo.Store(newLEO)
-	l.producers.recordAll(b, info.LogAppendTime)
 	l.mu.Unlock()
 
 	info.FirstOffset, info.LastOffset = first, newLEO-1
@@ -214,6 +234,11 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 	}
 	s.file = f
 	s.removeIndexes(l.fs)
+	// A segment of the same base that a truncation replaced may have left
+	// one; the new segment has no aborted transaction.
+	if err := l.fs.Remove(s.path(txnIndexSuffix)); err != nil && !isNotExist(err) {
+		return nil, fmt.Errorf("partlog: create segment %s: remove old transaction index: %w", segmentName(base), err)
+	}
 	l.dirDirty = true
 	return s, nil
 }

@@ -402,8 +402,11 @@ func (r *batchReader) next() ([]byte, recordbatch.Header, error) {
 }
 
 // compactable reports whether the cleaner looks into a batch. Control and
-// transactional batches (which this log's producers cannot write, but a
-// log copied from elsewhere could hold) are kept whole and shadow nothing.
+// transactional batches are kept whole and shadow nothing: an aborted
+// transaction's record must not remove an older committed one, and the
+// segment's aborted transaction index stays true (cleanswap.go carries
+// it). Kafka's cleaner removes aborted records and, later, markers;
+// Strata keeps them.
 func compactable(h recordbatch.Header) bool { return !h.Control() && !h.Transactional() }
 
 // buildOffsetMap maps the keys of the dirty range and returns where the

@@ -145,6 +145,18 @@ func (l *Log) swapIn(p *cleanPlan, g cleanGroup, cs *segment, mapEnd int64) erro
 		s.removeIndexes(l.fs)
 	}
 	g.segs[0].removeIndexes(l.fs)
+	// The cleaner keeps markers and transactional batches whole, so the
+	// cleaned segment's aborted transactions are those of the segments it
+	// replaces, in order. Their files go now; the cleaned segment's is
+	// written below, before its other indexes (txnindex.go).
+	for _, s := range g.segs {
+		s.idxMu.RLock()
+		cs.aborted = append(cs.aborted, s.aborted...)
+		s.idxMu.RUnlock()
+		if err := l.fs.Remove(s.path(txnIndexSuffix)); err != nil && !isNotExist(err) {
+			return l.fail(fmt.Errorf("partlog: clean: remove %s: %w", segmentName(s.base)+txnIndexSuffix, err))
+		}
+	}
 	if err := l.fs.Rename(swap, cs.path(segmentSuffix)); err != nil {
 		return l.fail(fmt.Errorf("partlog: clean: rename %s: %w", swapName(base, g.end), err))
 	}
@@ -163,6 +175,19 @@ func (l *Log) swapIn(p *cleanPlan, g cleanGroup, cs *segment, mapEnd int64) erro
 		_ = s.file.Close()
 	}
 	l.unflushed = removeSegments(l.unflushed, g.segs)
+	// The transaction index must be durable before the offset indexes
+	// let recovery trust the segment without reading it; without them it
+	// is read and reindexed.
+	if len(cs.aborted) > 0 {
+		err := cs.writeAbortedTxns(l.fs)
+		if err == nil {
+			err = l.fs.SyncDir(l.dir)
+		}
+		if err != nil {
+			l.logger.Warn("partlog: write the transaction index of a cleaned segment; it will be rebuilt on open", "segment", segmentName(base), "err", err)
+			return nil
+		}
+	}
 	if err := cs.writeIndexes(l.fs); err != nil {
 		l.logger.Warn("partlog: write index of a cleaned segment; it will be rebuilt on open", "segment", segmentName(base), "err", err)
 	}
@@ -190,7 +215,7 @@ func (l *Log) recoverCleanerFiles(names []string) (bool, error) {
 	for _, sw := range swaps {
 		l.logger.Warn("partlog: recovery: completing a cleaned segment swap", "segment", segmentName(sw.base), "end", sw.end)
 		for _, name := range names {
-			for _, suf := range []string{segmentSuffix, offsetIndexSuffix, timeIndexSuffix} {
+			for _, suf := range segmentFileSuffixes {
 				if b, ok := parseOffsetName(name, suf); ok && b >= sw.base && b < sw.end {
 					if err := l.fs.Remove(l.join(name)); err != nil && !isNotExist(err) {
 						return changed, fmt.Errorf("partlog: recovery: remove %s: %w", name, err)

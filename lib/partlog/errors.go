@@ -27,6 +27,15 @@ var (
 	// ErrCorrupt means a stored batch failed its CRC on read. The bytes are
 	// not returned.
 	ErrCorrupt = errors.New("partlog: corrupt batch in log")
+	// ErrCoordinatorFenced means a leader append carried a transaction
+	// marker whose coordinator epoch is older than the producer's last
+	// marker's: a coordinator that lost the transactional id (Kafka's
+	// TRANSACTION_COORDINATOR_FENCED).
+	ErrCoordinatorFenced = errors.New("partlog: transaction coordinator fenced")
+	// ErrInvalidProducerEpoch means a leader append carried a transaction
+	// marker of an older producer epoch than the producer's (Kafka's
+	// INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("partlog: marker of an older producer epoch")
 )
 
 // OffsetOutOfRangeError reports a read outside [LogStart, LogEnd].

@@ -42,6 +42,9 @@ const (
 	indexHeaderCRCStart = 44
 )
 
+// segmentFileSuffixes are the files of one segment, named by its base.
+var segmentFileSuffixes = []string{segmentSuffix, offsetIndexSuffix, timeIndexSuffix, txnIndexSuffix}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrIndex is wrapped by every error decoding an index: the bytes are not

@@ -29,7 +29,8 @@ type Log struct {
 	clock  func() time.Time
 	logger *slog.Logger // carries the dir attribute
 
-	// Lock order: cleanMu, then flushMu, then mu, then hwMu, then segMu.
+	// Lock order: cleanMu, then flushMu, then mu, then hwMu, then segMu;
+	// txns.mu after mu, and no other lock after it.
 
 	// flushMu serialises fsync rounds and checkpoint writes. Anything that
 	// closes segment files (truncation, retention, Close) takes it too, so
@@ -49,6 +50,7 @@ type Log struct {
 	dirDirty  bool       // a file was created in dir since the last SyncDir; guarded by mu
 	epochs    epochCache // leader epoch history; guarded by mu
 	producers *producers // idempotent-producer state; guarded by mu
+	txns      txnView    // open transactions for LastStableOffset (lso.go); has its own lock
 	// cleanMu makes cleaning passes one at a time (cleaner.go). Taken
 	// before any other lock.
 	cleanMu sync.Mutex
@@ -111,11 +113,12 @@ type ReadResult struct {
 	// NextOffset is the offset to read from next: after the last returned
 	// batch, or the requested offset when nothing was returned.
 	NextOffset int64
-	// LogStartOffset, LogEndOffset and HighWatermark are the log's state
-	// at the time of the read.
-	LogStartOffset int64
-	LogEndOffset   int64
-	HighWatermark  int64
+	// LogStartOffset, LogEndOffset, HighWatermark and LastStableOffset
+	// are the log's state at the time of the read.
+	LogStartOffset   int64
+	LogEndOffset     int64
+	HighWatermark    int64
+	LastStableOffset int64
 }
 
 // Stats is a snapshot for metrics.
@@ -312,15 +315,29 @@ func (l *Log) syncLocked() (int64, error) {
 	target := l.leo.Load()
 	toSync := append(l.unflushed, l.active())
 	l.unflushed = nil
+	// A segment's transaction index is durable before the recovery point
+	// passes the segment (txnindex.go).
+	var txnSync []*segment
+	for _, s := range toSync {
+		if s.txnUnsynced {
+			txnSync = append(txnSync, s)
+			s.txnUnsynced = false
+		}
+	}
 	dirDirty := l.dirDirty
 	l.dirDirty = false
 	l.mu.Unlock()
-	if target == l.recoveryPoint.Load() && len(toSync) == 1 && !dirDirty {
+	if target == l.recoveryPoint.Load() && len(toSync) == 1 && len(txnSync) == 0 && !dirDirty {
 		return target, nil
 	}
 	for _, s := range toSync {
 		if err := timedSync(s.file); err != nil { // telemetry.go
 			return 0, l.fail(fmt.Errorf("partlog: fsync segment %s: %w", segmentName(s.base), err))
+		}
+	}
+	for _, s := range txnSync {
+		if err := s.syncAbortedTxns(l.fs); err != nil {
+			return 0, l.fail(fmt.Errorf("partlog: fsync %s: %w", segmentName(s.base)+txnIndexSuffix, err))
 		}
 	}
 	if dirDirty {

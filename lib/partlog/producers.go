@@ -36,6 +36,13 @@ type ProducerState struct {
 	LastSeen time.Time
 	// Batches are its last ProducerWindow batches of Epoch, oldest first.
 	Batches []ProducerBatch
+	// TxnFirstOffset is the first offset of its open transaction: the
+	// base offset of its first transactional batch since its last
+	// marker. -1 when it has no open transaction.
+	TxnFirstOffset int64
+	// CoordinatorEpoch is the coordinator epoch of its last transaction
+	// marker, -1 before any.
+	CoordinatorEpoch int32
 }
 
 // producerEntry is the in-memory form of a ProducerState.
@@ -43,6 +50,27 @@ type producerEntry struct {
 	epoch    int16
 	lastSeen int64           // Unix ms
 	batches  []ProducerBatch // capacity ProducerWindow once used
+	// txnOpen says it has an open transaction, which began at txnFirst
+	// (Kafka's currentTxnFirstOffset). Kept in producers.ongoing too.
+	txnOpen  bool
+	txnFirst int64
+	// coordEpoch is the coordinator epoch of its last marker, -1 before
+	// any (Kafka's coordinatorEpoch).
+	coordEpoch int32
+}
+
+func newProducerEntry(epoch int16) *producerEntry {
+	return &producerEntry{epoch: epoch, batches: make([]ProducerBatch, 0, ProducerWindow), coordEpoch: -1}
+}
+
+// state is the exported form of e; its Batches are a copy.
+func (e *producerEntry) state() ProducerState {
+	first := int64(-1)
+	if e.txnOpen {
+		first = e.txnFirst
+	}
+	return ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches),
+		TxnFirstOffset: first, CoordinatorEpoch: e.coordEpoch}
 }
 
 // producers is the idempotent-producer state of the log, built from the
@@ -51,26 +79,75 @@ type producerEntry struct {
 // truncation. Not safe for concurrent use: Log.mu guards it.
 type producers struct {
 	m map[int64]*producerEntry
+	// ongoing maps each producer with an open transaction to its first
+	// offset (Kafka's ongoingTxns): the entries of m with txnOpen.
+	ongoing map[int64]int64
 }
 
-func newProducers() *producers { return &producers{m: make(map[int64]*producerEntry)} }
+func newProducers() *producers {
+	return &producers{m: make(map[int64]*producerEntry), ongoing: make(map[int64]int64)}
+}
 
-// record remembers one batch whose base offset is stamped. Batches without
-// a producer id and control batches change nothing; a batch of an older
-// producer epoch than the one remembered is kept out of the window (only
-// the leader refuses those, so a follower copies what its leader wrote).
-func (p *producers) record(h recordbatch.Header, nowMs int64) {
-	if h.ProducerID < 0 || h.Control() {
-		return
+// completedTxn is a transaction a marker ended (Kafka's CompletedTxn).
+type completedTxn struct {
+	pid     int64
+	first   int64 // offset of its first batch
+	last    int64 // offset of its marker
+	aborted bool
+	// lso is the last stable offset as of the marker, as Kafka's
+	// ProducerStateManager.lastStableOffset(completedTxn) computes it for
+	// the aborted transaction index: the first offset of the earliest
+	// transaction still open, or the marker's offset + 1 when none is.
+	lso int64
+}
+
+// record remembers one batch whose base offset is stamped, as Kafka's
+// ProducerAppendInfo does. Batches without a producer id change nothing.
+// A data batch of an older producer epoch than the one remembered is kept
+// out of the window (only the leader refuses those, so a follower copies
+// what its leader wrote); a transactional one opens the producer's
+// transaction when none is open, whatever its epoch. A control batch
+// counts only as the transaction marker m (nil: it is not one, and
+// changes nothing): it raises the epoch, takes its coordinator epoch and
+// ends the open transaction, which it returns. It reports whether the
+// batch opened a transaction.
+func (p *producers) record(h recordbatch.Header, m *recordbatch.Marker, nowMs int64) (opened bool, done *completedTxn) {
+	if h.ProducerID < 0 || (h.Control() && m == nil) {
+		return false, nil
 	}
 	e := p.m[h.ProducerID]
-	if e == nil || h.ProducerEpoch > e.epoch {
-		e = &producerEntry{epoch: h.ProducerEpoch, batches: make([]ProducerBatch, 0, ProducerWindow)}
+	if e == nil {
+		e = newProducerEntry(h.ProducerEpoch)
 		p.m[h.ProducerID] = e
+	} else if h.ProducerEpoch > e.epoch {
+		// Kafka's maybeUpdateProducerEpoch: a new epoch starts a new
+		// window, and keeps the transaction state.
+		e.epoch, e.batches = h.ProducerEpoch, e.batches[:0]
 	}
 	e.lastSeen = max(e.lastSeen, nowMs)
+	if h.Control() {
+		e.coordEpoch = m.CoordinatorEpoch
+		if !e.txnOpen {
+			// A marker of a transaction that wrote nothing here: no
+			// effect on the LSO, nothing to index (as Kafka).
+			return false, nil
+		}
+		e.txnOpen = false
+		delete(p.ongoing, h.ProducerID)
+		done = &completedTxn{pid: h.ProducerID, first: e.txnFirst, last: h.BaseOffset,
+			aborted: m.Type == recordbatch.ControlAbort, lso: h.BaseOffset + 1}
+		for _, first := range p.ongoing {
+			done.lso = min(done.lso, first)
+		}
+		return false, done
+	}
+	if h.Transactional() && !e.txnOpen {
+		e.txnOpen, e.txnFirst = true, h.BaseOffset
+		p.ongoing[h.ProducerID] = h.BaseOffset
+		opened = true
+	}
 	if h.ProducerEpoch < e.epoch {
-		return
+		return opened, nil
 	}
 	if len(e.batches) == ProducerWindow {
 		copy(e.batches, e.batches[1:])
@@ -80,18 +157,49 @@ func (p *producers) record(h recordbatch.Header, nowMs int64) {
 		FirstSeq: h.BaseSequence, LastSeq: h.LastSequence(),
 		FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(),
 	})
+	return opened, nil
 }
 
+// txnChanges is what a run of batches did to transactions.
+type txnChanges struct {
+	opened int            // transactions opened
+	ended  []completedTxn // transactions ended, in log order
+}
+
+func (c *txnChanges) any() bool { return c.opened > 0 || len(c.ended) > 0 }
+
 // recordAll remembers every batch of b, whole batches with stamped offsets
-// (checked by the append path).
-func (p *producers) recordAll(b []byte, nowMs int64) {
+// (checked by the append path), and returns what they did to
+// transactions. A control batch that is not a transaction marker changes
+// nothing (the leader refuses those; see checkMarkersLocked).
+func (p *producers) recordAll(b []byte, nowMs int64) txnChanges {
+	var c txnChanges
 	for len(b) > 0 {
 		h, err := recordbatch.PeekHeader(b)
-		if err != nil {
-			return
+		if err != nil || len(b) < h.Size() {
+			return c
 		}
-		p.record(h, nowMs)
+		p.recordBatch(h, b[:h.Size()], nowMs, &c)
 		b = b[h.Size():]
+	}
+	return c
+}
+
+// recordBatch is record for the whole batch b with header h, adding what
+// it did to c. A control batch is parsed as a marker.
+func (p *producers) recordBatch(h recordbatch.Header, b []byte, nowMs int64, c *txnChanges) {
+	var m *recordbatch.Marker
+	if h.Control() {
+		if _, mk, err := recordbatch.ParseMarker(b); err == nil {
+			m = &mk
+		}
+	}
+	opened, done := p.record(h, m, nowMs)
+	if opened {
+		c.opened++
+	}
+	if done != nil {
+		c.ended = append(c.ended, *done)
 	}
 }
 
@@ -105,11 +213,21 @@ func (p *producers) recordAll(b []byte, nowMs int64) {
 func (p *producers) before(offset int64) *producers {
 	out := newProducers()
 	for id, e := range p.m {
-		c := &producerEntry{epoch: e.epoch, lastSeen: e.lastSeen, batches: make([]ProducerBatch, 0, ProducerWindow)}
+		c := newProducerEntry(e.epoch)
+		c.lastSeen, c.coordEpoch = e.lastSeen, e.coordEpoch
 		for _, b := range e.batches {
 			if b.LastOffset < offset {
 				c.batches = append(c.batches, b)
 			}
+		}
+		// A transaction open since below offset is open there too; one
+		// that began above it opens again when its first batch comes.
+		// (One that began below offset and ended above it is closed here:
+		// the log starting at offset meets its marker without it, which
+		// only leaves out what lies below offset.)
+		if e.txnOpen && e.txnFirst < offset {
+			c.txnOpen, c.txnFirst = true, e.txnFirst
+			out.ongoing[id] = e.txnFirst
 		}
 		out.m[id] = c
 	}
@@ -117,14 +235,16 @@ func (p *producers) before(offset int64) *producers {
 }
 
 // expire forgets producers not seen for ttl (none when ttl < 0) and
-// returns how many.
+// returns how many. A producer with an open transaction is kept, as
+// Kafka's isProducerExpired keeps it: its transaction holds the last
+// stable offset until a marker ends it.
 func (p *producers) expire(nowMs int64, ttl time.Duration) int {
 	if ttl < 0 {
 		return 0
 	}
 	n := 0
 	for id, e := range p.m {
-		if nowMs-e.lastSeen >= ttl.Milliseconds() {
+		if !e.txnOpen && nowMs-e.lastSeen >= ttl.Milliseconds() {
 			delete(p.m, id)
 			n++
 		}
@@ -144,7 +264,7 @@ func (l *Log) Producer(id int64) (ProducerState, bool) {
 	if e == nil {
 		return ProducerState{}, false
 	}
-	return ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches)}, true
+	return e.state(), true
 }
 
 // ActiveProducer is one producer id the log remembers, for
@@ -165,10 +285,10 @@ func (l *Log) Producers() []ActiveProducer {
 	var out []ActiveProducer
 	for _, id := range l.producers.sortedIDs() {
 		e := l.producers.m[id]
-		if ttl >= 0 && now-e.lastSeen >= ttl.Milliseconds() {
+		if !e.txnOpen && ttl >= 0 && now-e.lastSeen >= ttl.Milliseconds() {
 			continue // expired; the next expiry round forgets it
 		}
-		out = append(out, ActiveProducer{ID: id, ProducerState: ProducerState{Epoch: e.epoch, LastSeen: time.UnixMilli(e.lastSeen), Batches: slices.Clone(e.batches)}})
+		out = append(out, ActiveProducer{ID: id, ProducerState: e.state()})
 	}
 	return out
 }
@@ -321,25 +441,52 @@ func writeUnsynced(fsys vfs.FS, path string, b []byte) error {
 // loadProducersLocked rebuilds the producer state after open or
 // truncation: it removes snapshots past the log end (their batches are
 // gone), loads the newest snapshot that decodes, removing those that do
-// not, and reads the batch headers from its offset (or from the first
-// segment when there is none) to the log end. A batch header that cannot
-// be read ends the scan with a warning: the state then lacks what follows
-// (those producers look new), and reads of that batch fail on their own.
-// The caller holds mu, or is Open.
+// not, and reads the batches from its offset (or from the first segment
+// when there is none) to the log end: their headers, and the whole of
+// each control batch. A batch that cannot be read ends the scan with a
+// warning: the state then lacks what follows (those producers look new),
+// and reads of that batch fail on their own. What readers see of open
+// transactions is replaced with the result. The caller holds mu, or is
+// Open.
 func (l *Log) loadProducersLocked() {
 	leo := l.leo.Load()
 	// Snapshots past the log end must stay gone: once the log grows past
 	// their offset again, one brought back by a crash would be taken for
 	// the state of batches it never saw.
 	removed := l.removeSnapshots(func(off int64) bool { return off > leo })
-	l.producers = newProducers()
+	at, ps, rm := l.newestSnapshotLocked(leo)
 	from := l.segs[0].base
+	if ps == nil {
+		ps = newProducers()
+	} else {
+		from = max(at, from)
+	}
+	if removed || rm {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			l.logger.Warn("partlog: fsync dir after removing producer snapshots", "err", err)
+		}
+	}
+	l.producers = ps
+	ended, err := l.scanProducersLocked(ps, from, leo, nil)
+	if err != nil {
+		l.logger.Warn("partlog: producer state may be incomplete", "from", from, "err", err)
+	}
+	l.producers.expire(l.clock().UnixMilli(), l.cfg.Load().ProducerExpiry)
+	l.resetTxnsLocked(ended)
+}
+
+// newestSnapshotLocked loads the newest snapshot at or below limit that
+// decodes, removing the unusable ones it meets; ps is nil when there is
+// none. removed reports whether it removed any (the directory is not
+// fsynced). The caller holds mu, or is Open.
+func (l *Log) newestSnapshotLocked(limit int64) (at int64, ps *producers, removed bool) {
 	offs := l.snapshotOffsets()
 	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] > limit {
+			continue
+		}
 		name := snapshotName(offs[i])
 		b, err := vfs.ReadFile(l.fs, l.join(name))
-		var ps *producers
-		var at int64
 		if err == nil {
 			at, ps, err = decodeSnapshot(b)
 			if err == nil && at != offs[i] {
@@ -352,25 +499,59 @@ func (l *Log) loadProducersLocked() {
 			removed = true
 			continue
 		}
-		l.producers, from = ps, max(at, from)
-		break
+		return at, ps, removed
 	}
-	if removed {
-		if err := l.fs.SyncDir(l.dir); err != nil {
-			l.logger.Warn("partlog: fsync dir after removing producer snapshots", "err", err)
-		}
-	}
-	if err := l.scanProducersLocked(from, leo); err != nil {
-		l.logger.Warn("partlog: producer state may be incomplete", "from", from, "err", err)
-	}
-	l.producers.expire(l.clock().UnixMilli(), l.cfg.Load().ProducerExpiry)
+	return 0, nil, removed
 }
 
-// scanProducersLocked records the batches in [from, end) from their
-// headers, reading each segment in chunks. The caller holds mu, or is
-// Open.
-func (l *Log) scanProducersLocked(from, end int64) error {
+// reindexTxnsLocked rebuilds the transaction indexes of segs (ascending),
+// in memory and on disk (fsynced, with the directory), from their
+// batches: each needs the open transactions as of its start, so the
+// batches are read with the producer state from the newest snapshot at or
+// below the first one's base (or from the first segment with none). A
+// read error fails: an index missing an aborted transaction would serve
+// its records as committed. The caller is Open, before the offset indexes
+// that let a later Open trust these segments are written.
+func (l *Log) reindexTxnsLocked(segs []*segment) error {
+	if len(segs) == 0 {
+		return nil
+	}
+	set := make(map[*segment]bool, len(segs))
+	for _, s := range segs {
+		s.idxMu.Lock()
+		s.aborted = nil
+		s.idxMu.Unlock()
+		set[s] = true
+	}
+	at, ps, _ := l.newestSnapshotLocked(segs[0].base)
+	from := l.segs[0].base
+	if ps == nil {
+		ps = newProducers()
+	} else {
+		from = max(at, from)
+	}
+	if _, err := l.scanProducersLocked(ps, from, l.leo.Load(), set); err != nil {
+		return fmt.Errorf("partlog: recovery: rebuild transaction index: %w", err)
+	}
+	for _, s := range segs {
+		if err := s.writeAbortedTxns(l.fs); err != nil {
+			return fmt.Errorf("partlog: recovery: write %s: %w", segmentName(s.base)+txnIndexSuffix, err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("partlog: recovery: fsync dir: %w", err)
+	}
+	return nil
+}
+
+// scanProducersLocked records the batches in [from, end) in ps, reading
+// each segment in chunks: the header of each batch and the whole of each
+// control batch. It returns the transactions their markers ended, in log
+// order; those aborted by a marker in a segment of reindex are added to
+// its in-memory transaction index. The caller holds mu, or is Open.
+func (l *Log) scanProducersLocked(ps *producers, from, end int64, reindex map[*segment]bool) ([]completedTxn, error) {
 	now := l.clock().UnixMilli()
+	var ended []completedTxn
 	var buf []byte
 	for _, s := range l.segs {
 		if s.next.Load() <= from {
@@ -387,29 +568,55 @@ func (l *Log) scanProducersLocked(from, end int64) error {
 			pos = s.lookup(from)
 		}
 		var bufPos, bufLen int64 // buf[:bufLen] holds the file from bufPos
+		fill := func(need int64) error {
+			if pos >= bufPos && pos+need <= bufPos+bufLen {
+				return nil
+			}
+			want := min(int64(len(buf)), size-pos)
+			n, err := s.file.ReadAt(buf[:want], pos)
+			if err != nil && !(errors.Is(err, io.EOF) && int64(n) == want) {
+				return fmt.Errorf("partlog: read %s at %d for producer state: %w", segmentName(s.base), pos, err)
+			}
+			bufPos, bufLen = pos, int64(n)
+			return nil
+		}
 		for pos < size {
-			if pos < bufPos || pos+recordbatch.HeaderSize > bufPos+bufLen {
-				want := min(int64(len(buf)), size-pos)
-				n, err := s.file.ReadAt(buf[:want], pos)
-				if err != nil && !(errors.Is(err, io.EOF) && int64(n) == want) {
-					return fmt.Errorf("partlog: read %s at %d for producer state: %w", segmentName(s.base), pos, err)
-				}
-				bufPos, bufLen = pos, int64(n)
+			if err := fill(recordbatch.HeaderSize); err != nil {
+				return ended, err
 			}
 			h, err := recordbatch.PeekHeader(buf[pos-bufPos : bufLen])
 			if err != nil {
-				return fmt.Errorf("%w: segment %s position %d: %w", ErrCorrupt, segmentName(s.base), pos, err)
+				return ended, fmt.Errorf("%w: segment %s position %d: %w", ErrCorrupt, segmentName(s.base), pos, err)
 			}
 			if h.BaseOffset >= end {
-				return nil
+				return ended, nil
+			}
+			var batch []byte
+			if h.Control() {
+				if err := fill(int64(h.Size())); err != nil {
+					return ended, err
+				}
+				if pos+int64(h.Size()) > bufPos+bufLen {
+					return ended, fmt.Errorf("%w: segment %s position %d: control batch of %d bytes", ErrCorrupt, segmentName(s.base), pos, h.Size())
+				}
+				batch = buf[pos-bufPos : pos-bufPos+int64(h.Size())]
 			}
 			if h.LastOffset() >= from {
-				l.producers.record(h, now)
+				var c txnChanges
+				ps.recordBatch(h, batch, now, &c)
+				if reindex[s] {
+					if ab := abortedOf(c.ended); len(ab) > 0 {
+						s.idxMu.Lock()
+						s.aborted = append(s.aborted, ab...)
+						s.idxMu.Unlock()
+					}
+				}
+				ended = append(ended, c.ended...)
 			}
 			pos += int64(h.Size())
 		}
 	}
-	return nil
+	return ended, nil
 }
 
 // expireProducers forgets producers not seen for Config.ProducerExpiry.

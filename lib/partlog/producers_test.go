@@ -284,7 +284,7 @@ func TestProducerStateExpires(t *testing.T) {
 // back unchanged; a flipped bit anywhere is detected.
 func TestSnapshotRoundTrip(t *testing.T) {
 	for _, n := range []int{0, 1, 3, 100} {
-		ps := sampleProducers(n)
+		ps := sampleProducers(n, true)
 		b := encodeSnapshot(1000, ps)
 		off, got, err := decodeSnapshot(b)
 		if err != nil || off != 1000 {
@@ -303,15 +303,27 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-func sampleProducers(n int) *producers {
+// sampleProducers returns n producers of several shapes; with txns, every
+// third has an open transaction and every other one a coordinator epoch
+// (which only version 2 snapshots hold).
+func sampleProducers(n int, txns bool) *producers {
 	ps := newProducers()
 	for i := range n {
-		e := &producerEntry{epoch: int16(i % 3), lastSeen: 1_700_000_000_000 + int64(i)}
+		id := int64(i*i + 1)
+		e := newProducerEntry(int16(i % 3))
+		e.lastSeen = 1_700_000_000_000 + int64(i)
 		for j := range i % (ProducerWindow + 1) {
 			e.batches = append(e.batches, ProducerBatch{FirstSeq: int32(10 * j), LastSeq: int32(10*j + 9),
 				FirstOffset: int64(100 * j), LastOffset: int64(100*j + 9)})
 		}
-		ps.m[int64(i*i+1)] = e
+		if txns && i%2 == 1 {
+			e.coordEpoch = int32(i)
+		}
+		if txns && i%3 == 2 {
+			e.txnOpen, e.txnFirst = true, int64(500+i)
+			ps.ongoing[id] = e.txnFirst
+		}
+		ps.m[id] = e
 	}
 	return ps
 }
@@ -339,14 +351,14 @@ func FuzzProducerSnapshot(f *testing.F) {
 }
 
 func checkSnapshot(t *testing.T, b []byte) {
-	off, ps, err := decodeSnapshot(b)
+	v, off, ps, err := decodeSnapshotVersion(b)
 	if err != nil {
 		if !isSnapshotErr(err) {
 			t.Fatalf("error wraps no sentinel: %v", err)
 		}
 		return
 	}
-	if again := encodeSnapshot(off, ps); !bytes.Equal(again, b) {
+	if again := encodeSnapshotVersion(v, off, ps); !bytes.Equal(again, b) {
 		t.Fatalf("decoded snapshot re-encodes differently:\n%x\n%x", b, again)
 	}
 }
@@ -370,12 +382,19 @@ func TestWriteSnapshotFuzzCorpus(t *testing.T) {
 	}
 	seeds := map[string][]byte{"empty": {}, "short": []byte(snapshotMagic)}
 	for _, n := range []int{0, 1, 2, 7} {
-		b := encodeSnapshot(int64(1000+n), sampleProducers(n))
-		seeds[fmt.Sprintf("valid-%d", n)] = b
-		seeds[fmt.Sprintf("truncated-%d", n)] = b[:len(b)*2/3]
-		flipped := bytes.Clone(b)
-		flipped[len(flipped)/2] ^= 0x01
-		seeds[fmt.Sprintf("flipped-%d", n)] = flipped
+		// Version 1 seeds keep their old names; version 2 ones add "v2-".
+		for _, v := range []uint16{1, 2} {
+			prefix := ""
+			if v == 2 {
+				prefix = "v2-"
+			}
+			b := encodeSnapshotVersion(v, int64(1000+n), sampleProducers(n, v == 2))
+			seeds[fmt.Sprintf("%svalid-%d", prefix, n)] = b
+			seeds[fmt.Sprintf("%struncated-%d", prefix, n)] = b[:len(b)*2/3]
+			flipped := bytes.Clone(b)
+			flipped[len(flipped)/2] ^= 0x01
+			seeds[fmt.Sprintf("%sflipped-%d", prefix, n)] = flipped
+		}
 	}
 	dir := filepath.Join("testdata", "fuzz", "FuzzProducerSnapshot")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -19,29 +19,38 @@ import (
 //
 //	offset size field
 //	     0    4 magic "SPPS"
-//	     4    2 version (1)
+//	     4    2 version (2; 1 is still read)
 //	     6    8 offset: the state is as of just before this log offset
 //	    14    4 producer count n
 //	    18      n producers, producer ids strictly increasing:
 //	              8 producer id (>= 0)
 //	              2 producer epoch (>= 0)
 //	              8 last seen, Unix ms (the log's clock at its last batch)
+//	              4 coordinator epoch of its last marker (>= -1; -1 none)   version 2 only
+//	              8 first offset of its open transaction                   version 2 only
+//	                (-1 none; else 0 <= it < offset)
 //	              1 batch count k (0..ProducerWindow)
 //	              k batches, oldest first, 24 bytes each:
 //	                4 first sequence, 4 last sequence (0..2^31-1)
 //	                8 first offset, 8 last offset (first <= last < offset)
 //	   end-4    4 CRC-32C (Castagnoli) of every byte before it
 //
+// Version 1 has no transaction fields: it was written before the log
+// took transactional batches, so its producers have no open transaction
+// and no coordinator epoch (-1). The log writes version 2.
+//
 // A snapshot that is torn, corrupt or of another version fails to decode;
 // the log then uses the next older one and reads more of the log.
 const (
 	snapshotSuffix  = ".snapshot"
 	snapshotMagic   = "SPPS"
-	snapshotVersion = 1
+	snapshotVersion = 2
 	// snapshotHeader is magic, version, offset and producer count.
 	snapshotHeader = 18
-	// snapshotProducer is the fixed part of one producer.
-	snapshotProducer = 8 + 2 + 8 + 1
+	// snapshotProducerV1 is the fixed part of one producer in version 1;
+	// version 2 adds snapshotTxnFields.
+	snapshotProducerV1 = 8 + 2 + 8 + 1
+	snapshotTxnFields  = 4 + 8
 	// snapshotBatch is one remembered batch.
 	snapshotBatch = 24
 )
@@ -56,16 +65,26 @@ func snapshotName(offset int64) string { return segmentName(offset) + snapshotSu
 func parseSnapshotName(name string) (int64, bool) { return parseOffsetName(name, snapshotSuffix) }
 
 // encodeSnapshot writes the state of ps as of offset in the snapshot
-// layout. Producers are written in increasing id order.
+// layout, version 2. Producers are written in increasing id order.
 func encodeSnapshot(offset int64, ps *producers) []byte {
+	return encodeSnapshotVersion(snapshotVersion, offset, ps)
+}
+
+// encodeSnapshotVersion writes the layout of version 1 or 2; version 1
+// leaves out the transaction fields (tests write it, the log does not).
+func encodeSnapshotVersion(version uint16, offset int64, ps *producers) []byte {
 	ids := ps.sortedIDs()
+	fixed := snapshotProducerV1
+	if version >= 2 {
+		fixed += snapshotTxnFields
+	}
 	size := snapshotHeader + 4
 	for _, id := range ids {
-		size += snapshotProducer + snapshotBatch*len(ps.m[id].batches)
+		size += fixed + snapshotBatch*len(ps.m[id].batches)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, snapshotMagic...)
-	b = binary.BigEndian.AppendUint16(b, snapshotVersion)
+	b = binary.BigEndian.AppendUint16(b, version)
 	b = binary.BigEndian.AppendUint64(b, uint64(offset))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(ids)))
 	for _, id := range ids {
@@ -73,6 +92,14 @@ func encodeSnapshot(offset int64, ps *producers) []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
 		b = binary.BigEndian.AppendUint64(b, uint64(e.lastSeen))
+		if version >= 2 {
+			first := int64(-1)
+			if e.txnOpen {
+				first = e.txnFirst
+			}
+			b = binary.BigEndian.AppendUint32(b, uint32(e.coordEpoch))
+			b = binary.BigEndian.AppendUint64(b, uint64(first))
+		}
 		b = append(b, byte(len(e.batches)))
 		for _, pb := range e.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(pb.FirstSeq))
@@ -84,11 +111,18 @@ func encodeSnapshot(offset int64, ps *producers) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// decodeSnapshot reads a snapshot and checks every field against the
-// layout. It allocates in proportion to len(b) and never panics.
+// decodeSnapshot reads a snapshot of either version and checks every
+// field against the layout. It allocates in proportion to len(b) and
+// never panics.
 func decodeSnapshot(b []byte) (offset int64, ps *producers, err error) {
-	bad := func(format string, args ...any) (int64, *producers, error) {
-		return 0, nil, fmt.Errorf("%w: "+format, append([]any{errSnapshot}, args...)...)
+	_, offset, ps, err = decodeSnapshotVersion(b)
+	return offset, ps, err
+}
+
+// decodeSnapshotVersion is decodeSnapshot, also returning the version.
+func decodeSnapshotVersion(b []byte) (version uint16, offset int64, ps *producers, err error) {
+	bad := func(format string, args ...any) (uint16, int64, *producers, error) {
+		return 0, 0, nil, fmt.Errorf("%w: "+format, append([]any{errSnapshot}, args...)...)
 	}
 	if len(b) < snapshotHeader+4 {
 		return bad("%d bytes, need at least %d", len(b), snapshotHeader+4)
@@ -100,8 +134,13 @@ func decodeSnapshot(b []byte) (offset int64, ps *producers, err error) {
 	if string(body[:4]) != snapshotMagic {
 		return bad("magic %q", body[:4])
 	}
-	if v := binary.BigEndian.Uint16(body[4:]); v != snapshotVersion {
-		return bad("version %d", v)
+	version = binary.BigEndian.Uint16(body[4:])
+	if version != 1 && version != 2 {
+		return bad("version %d", version)
+	}
+	fixed := snapshotProducerV1
+	if version >= 2 {
+		fixed += snapshotTxnFields
 	}
 	offset = int64(binary.BigEndian.Uint64(body[6:]))
 	n := binary.BigEndian.Uint32(body[14:])
@@ -109,35 +148,46 @@ func decodeSnapshot(b []byte) (offset int64, ps *producers, err error) {
 		return bad("offset %d", offset)
 	}
 	rest := body[snapshotHeader:]
-	if uint64(n) > uint64(len(rest)/snapshotProducer) {
+	if uint64(n) > uint64(len(rest)/fixed) {
 		return bad("%d producers cannot fit in %d bytes", n, len(rest))
 	}
 	ps = newProducers()
 	prev := int64(-1)
 	for i := range int(n) {
-		if len(rest) < snapshotProducer {
+		if len(rest) < fixed {
 			return bad("producer %d: %d bytes left", i, len(rest))
 		}
 		id := int64(binary.BigEndian.Uint64(rest))
-		e := &producerEntry{
-			epoch:    int16(binary.BigEndian.Uint16(rest[8:])),
-			lastSeen: int64(binary.BigEndian.Uint64(rest[10:])),
+		e := newProducerEntry(int16(binary.BigEndian.Uint16(rest[8:])))
+		e.lastSeen = int64(binary.BigEndian.Uint64(rest[10:]))
+		rest = rest[18:]
+		first := int64(-1)
+		if version >= 2 {
+			e.coordEpoch = int32(binary.BigEndian.Uint32(rest))
+			first = int64(binary.BigEndian.Uint64(rest[4:]))
+			rest = rest[snapshotTxnFields:]
 		}
-		k := int(rest[18])
-		rest = rest[snapshotProducer:]
+		k := int(rest[0])
+		rest = rest[1:]
 		switch {
 		case id <= prev:
 			return bad("producer %d: id %d after %d", i, id, prev)
 		case e.epoch < 0:
 			return bad("producer %d: epoch %d", id, e.epoch)
+		case e.coordEpoch < -1:
+			return bad("producer %d: coordinator epoch %d", id, e.coordEpoch)
+		case first < -1 || first >= offset:
+			return bad("producer %d: transaction from offset %d in a snapshot at %d", id, first, offset)
 		case k > ProducerWindow:
 			return bad("producer %d: %d batches, at most %d", id, k, ProducerWindow)
 		case len(rest) < k*snapshotBatch:
 			return bad("producer %d: %d batches in %d bytes", id, k, len(rest))
 		}
-		if k > 0 {
-			e.batches = make([]ProducerBatch, k, ProducerWindow)
+		if first >= 0 {
+			e.txnOpen, e.txnFirst = true, first
+			ps.ongoing[id] = first
 		}
+		e.batches = e.batches[:k]
 		for j := range k {
 			pb := ProducerBatch{
 				FirstSeq:    int32(binary.BigEndian.Uint32(rest)),
@@ -162,5 +212,5 @@ func decodeSnapshot(b []byte) (offset int64, ps *producers, err error) {
 	if len(rest) != 0 {
 		return bad("%d bytes after the last producer", len(rest))
 	}
-	return offset, ps, nil
+	return version, offset, ps, nil
 }

@@ -55,6 +55,7 @@ func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, 
 		LogEndOffset:   l.leo.Load(),
 		HighWatermark:  l.hw.Load(),
 	}
+	res.LastStableOffset = l.LastStableOffset()
 	if offset < res.LogStartOffset || offset > res.LogEndOffset {
 		return res, &OffsetOutOfRangeError{Offset: offset, LogStart: res.LogStartOffset, LogEnd: res.LogEndOffset}
 	}

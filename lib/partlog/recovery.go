@@ -43,7 +43,7 @@ func (l *Log) recover() error {
 			bases = append(bases, base)
 			continue
 		}
-		for _, suf := range []string{offsetIndexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{offsetIndexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if base, ok := parseSegmentName(strings.TrimSuffix(name, suf) + segmentSuffix); ok && strings.HasSuffix(name, suf) {
 				indexFiles[base] = append(indexFiles[base], name)
 			}
@@ -87,6 +87,7 @@ func (l *Log) recover() error {
 	rp := ckpt.recoveryPoint
 
 	var scanned []*segment
+	var reindex []*segment // segments whose transaction index is rebuilt from their batches
 	cut := false
 	for i, base := range bases {
 		if cut {
@@ -124,6 +125,14 @@ func (l *Log) recover() error {
 		case ierr == nil && m.LogSize == fileSize && m.NextOffset <= rp &&
 			(i+1 == len(bases) || bases[i+1] == m.NextOffset):
 			s.install(m, offs, times)
+			// Trusted, so its transaction index was fsynced with it:
+			// a missing one means no aborted transaction (txnindex.go).
+			if ab, err := s.loadAbortedTxns(l.fs); err != nil {
+				l.logger.Warn("partlog: recovery: transaction index unusable; rebuilding it", "segment", segmentName(base), "err", err)
+				reindex = append(reindex, s)
+			} else {
+				s.aborted = ab
+			}
 			continue
 		case ierr == nil:
 			ierr = fmt.Errorf("index covers %d bytes up to offset %d; file has %d bytes, recovery point %d",
@@ -133,6 +142,7 @@ func (l *Log) recover() error {
 			l.logger.Info("partlog: recovery: rebuilding index", "segment", segmentName(base), "reason", ierr)
 		}
 		scanned = append(scanned, s)
+		reindex = append(reindex, s)
 		if pos, off, reason := l.scanSegment(s, fileSize); reason != nil {
 			l.logger.Warn("partlog: recovery: truncating segment at the first invalid batch; nothing after it is kept",
 				"segment", segmentName(base), "position", pos, "offset", off,
@@ -165,6 +175,12 @@ func (l *Log) recover() error {
 	logStart = min(logStart, leo)
 	l.logStart.Store(logStart)
 	l.hw.Store(min(max(ckpt.highWatermark, logStart), leo))
+
+	// Transaction indexes are rebuilt, durably, before the offset
+	// indexes that let the next open trust their segments are written.
+	if err := l.reindexTxnsLocked(reindex); err != nil {
+		return err
+	}
 
 	// Rebuilt indexes of sealed segments are written now; the active
 	// segment's are removed because they are about to go stale.
@@ -230,7 +246,7 @@ func (l *Log) removeSegmentFiles(base int64, why string) {
 		size = fi.Size()
 	}
 	l.logger.Warn("partlog: recovery: deleting segment", "segment", name, "bytes", size, "reason", why)
-	for _, suf := range []string{segmentSuffix, offsetIndexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		_ = l.fs.Remove(l.join(name + suf))
 	}
 }

@@ -98,9 +98,22 @@ func (l *Log) TruncateTo(offset int64) error {
 		t++
 	}
 	s.times = s.times[:t:t]
+	// Aborted transactions whose marker is cut go from the index (Kafka's
+	// TransactionIndex.truncateTo); their transactions open again below.
+	k = len(s.aborted)
+	for k > 0 && s.aborted[k-1].LastOffset >= newEnd {
+		k--
+	}
+	trimmed := k < len(s.aborted)
+	s.aborted = s.aborted[:k:k]
 	s.idxMu.Unlock()
 	s.size.Store(pos)
 	s.next.Store(newEnd)
+	if trimmed {
+		if err := s.writeAbortedTxns(l.fs); err != nil {
+			return l.fail(fmt.Errorf("partlog: truncate %s: %w", segmentName(s.base)+txnIndexSuffix, err))
+		}
+	}
 	if err := l.rescanTail(s); err != nil {
 		return l.fail(err)
 	}
@@ -248,6 +261,7 @@ func (l *Log) truncateFullyLocked(offset int64, ps *producers) error {
 	case offset > 0:
 		l.markProducersGapLocked()
 	}
+	l.resetTxnsLocked(nil)
 	return nil
 }
 
@@ -265,7 +279,7 @@ func (l *Log) lowerSynced(end int64) {
 // holds flushMu, mu and segMu exclusively, so no reader or fsync uses it.
 func (l *Log) deleteSegmentLocked(s *segment) {
 	_ = s.file.Close()
-	for _, suf := range []string{segmentSuffix, offsetIndexSuffix, timeIndexSuffix} {
+	for _, suf := range segmentFileSuffixes {
 		_ = l.fs.Remove(s.path(suf))
 	}
 }

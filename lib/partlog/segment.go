@@ -31,9 +31,14 @@ type segment struct {
 	next  atomic.Int64 // offset after the last published batch
 	maxTS atomic.Int64 // largest published batch MaxTimestamp, -1 if none
 
-	idxMu   sync.RWMutex  // guards offsets and times
+	idxMu   sync.RWMutex  // guards offsets, times and aborted
 	offsets []OffsetEntry // sparse offset index
 	times   []TimeEntry   // time index
+	aborted []AbortedTxn  // aborted transaction index (txnindex.go), by marker offset
+
+	// txnUnsynced says the .txnindex has entries no fsync covers yet.
+	// Guarded by Log.mu.
+	txnUnsynced bool
 
 	sinceIndex int   // log bytes appended since the last offset index entry; appender only
 	indexTS    int64 // MaxTimestamp of the last time index entry, -1 if none; appender only
