@@ -11,6 +11,7 @@
 //	00000000000000000000.log        segment: batches exactly as appended
 //	00000000000000000000.index      sparse offset index of that segment
 //	00000000000000000000.timeindex  time index of that segment
+//	00000000000000000000.txnindex   aborted transactions of that segment (txnindex.go)
 //	00000000000000004096.log        next segment, named by its base offset
 //	...
 //	00000000000000004096.snapshot   idempotent-producer state as of offset 4096
@@ -44,6 +45,9 @@
 // on Close and before retention deletes segments, and rebuilt on open and
 // after truncation from the newest snapshot and the batch headers after
 // it. It outlives retention and expires after Config.ProducerExpiry.
+// It holds each producer's open transaction, from which the log derives
+// its last stable offset, and each abort marker adds an entry to its
+// segment's aborted transaction index (lso.go, txnindex.go).
 //
 // # Appending and reading
 //
