@@ -42,6 +42,7 @@ const (
 type Event struct {
 	Kind      Kind
 	Principal string // "User:alice"; empty when unknown
+	Via       string // the service that forwarded the request for Principal ("Service:gateway"); empty when none
 	Source    string // client address; empty: taken from the context (WithSource)
 	Operation string
 	Resource  string
@@ -111,6 +112,9 @@ func (l *Logger) write(ctx context.Context, e Event, extra ...slog.Attr) {
 		slog.String("resource", e.Resource),
 		slog.String("outcome", e.Outcome),
 		slog.String("reason", e.Reason),
+	}
+	if e.Via != "" {
+		attrs = append(attrs, slog.String("via", e.Via))
 	}
 	attrs = append(attrs, extra...)
 	l.log.LogAttrs(ctx, slog.LevelInfo, Name, attrs...)

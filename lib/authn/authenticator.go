@@ -24,6 +24,10 @@
 // ErrorDetail (lib/apierr), whose message is one line that starts with
 // "unauthenticated:" and never contains the credential.
 //
+// A Strata service that serves users (the gateway, a Kafka listener) may
+// name, in [ForwardHeader], the principal it calls for; the request is
+// then that principal's, with [MethodForwarded] (forward.go).
+//
 // Handlers read the principal with [PrincipalFrom] or [FromContext].
 package authn
 
@@ -74,6 +78,10 @@ type Config struct {
 	// with the refusal (an *Error), before the answer is written: the
 	// audit log's hook. Nil: nobody is told.
 	OnRefused func(ctx context.Context, r *http.Request, err error)
+	// MayForward reports whether an authenticated caller may send a
+	// request for another principal (ForwardHeader, forward.go): the
+	// doors' service identities. Nil: nobody may.
+	MayForward func(acl.Principal) bool
 }
 
 // Authenticator authenticates requests. Safe for concurrent use; the
@@ -86,6 +94,7 @@ type Authenticator struct {
 	reserved      reservedNames
 	scramSecret   atomic.Pointer[[]byte]                      // the mock SCRAM secret (scram.go); never nil
 	onRefused     func(context.Context, *http.Request, error) // nil: none
+	mayForward    func(acl.Principal) bool                    // nil: nobody
 }
 
 // New returns an Authenticator for cfg. With cfg.OIDC and no JWKSURL it
@@ -94,7 +103,7 @@ type Authenticator struct {
 // configured. The key set is fetched later, within the request that
 // needs it (AuthenticateBearer's ctx).
 func New(ctx context.Context, cfg Config) (*Authenticator, error) {
-	a := &Authenticator{certPrincipal: cfg.CertPrincipal, anonymous: cfg.AllowAnonymous, reserved: newReservedNames(cfg.Reserved), onRefused: cfg.OnRefused}
+	a := &Authenticator{certPrincipal: cfg.CertPrincipal, anonymous: cfg.AllowAnonymous, reserved: newReservedNames(cfg.Reserved), onRefused: cfg.OnRefused, mayForward: cfg.MayForward}
 	a.users.Store(cfg.Users)
 	secret, err := randomSCRAMSecret()
 	if err != nil {
@@ -234,6 +243,9 @@ func (a *Authenticator) checkToken(text string) (Info, error) {
 // WWW-Authenticate header RFC 6750 asks for).
 func (a *Authenticator) authFunc(ctx context.Context, r *http.Request) (any, error) {
 	info, err := a.Authenticate(ctx, r)
+	if err == nil {
+		info, _, err = a.forwarded(info, r)
+	}
 	if err != nil {
 		if a.onRefused != nil {
 			a.onRefused(ctx, r, err)

@@ -16,16 +16,21 @@ const (
 	MethodCertificate                   // a verified client certificate
 	MethodToken                         // a Strata bearer token
 	MethodOIDC                          // an OIDC JWT
+	// MethodForwarded: a Strata service that serves users (the gateway,
+	// a Kafka listener) sent the request for the principal it names
+	// (forward.go); Info.Via is that service.
+	MethodForwarded
 )
 
 var methodNames = [...]string{
 	MethodAnonymous: "anonymous", MethodCertificate: "certificate", MethodToken: "token", MethodOIDC: "oidc",
+	MethodForwarded: "forwarded",
 }
 
-// String returns "anonymous", "certificate", "token" or "oidc" ("" for
-// the zero Method).
+// String returns "anonymous", "certificate", "token", "oidc" or
+// "forwarded" ("" for the zero Method).
 func (m Method) String() string {
-	if m >= MethodAnonymous && m <= MethodOIDC {
+	if m >= MethodAnonymous && m <= MethodForwarded {
 		return methodNames[m]
 	}
 	return ""
@@ -37,6 +42,9 @@ type Info struct {
 	Principal acl.Principal
 	// Method is how that was established.
 	Method Method
+	// Via is the Strata service that forwarded the request for
+	// Principal (MethodForwarded); zero when the caller sent it itself.
+	Via acl.Principal
 }
 
 // NewContext returns ctx carrying info, as the middleware leaves it for

@@ -9,6 +9,7 @@ import (
 
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/audit"
+	"github.com/strata-mq/strata/lib/authn"
 )
 
 // The guard writes the audit lines of the refusals it decides: requests
@@ -27,8 +28,17 @@ func (g *Guard) auditDenied(ctx context.Context, d acl.Decision) {
 	if !d.Principal.IsZero() {
 		principal = d.Principal.String()
 	}
-	g.audit.Record(ctx, audit.Event{Kind: audit.Denied, Principal: principal, Source: peer(ctx), Operation: d.Operation.String(),
+	g.audit.Record(ctx, audit.Event{Kind: audit.Denied, Principal: principal, Via: via(ctx), Source: peer(ctx), Operation: d.Operation.String(),
 		Resource: d.Resource.String(), Outcome: audit.OutcomeDenied, Reason: d.Reason})
+}
+
+// via is the service that forwarded the request of ctx, "" when the
+// caller sent it itself.
+func via(ctx context.Context) string {
+	if info, ok := authn.FromContext(ctx); ok && !info.Via.IsZero() {
+		return info.Via.String()
+	}
+	return ""
 }
 
 // auditServiceOnly writes the line of a request refused because only
@@ -38,7 +48,7 @@ func (g *Guard) auditServiceOnly(ctx context.Context, p acl.Principal, reason st
 	if !p.IsZero() {
 		principal = p.String()
 	}
-	g.audit.Record(ctx, audit.Event{Kind: audit.Denied, Principal: principal, Source: peer(ctx), Operation: "call",
+	g.audit.Record(ctx, audit.Event{Kind: audit.Denied, Principal: principal, Via: via(ctx), Source: peer(ctx), Operation: "call",
 		Resource: procedure(ctx), Outcome: audit.OutcomeDenied, Reason: principal + " " + reason})
 }
 

@@ -88,6 +88,7 @@ func New(ctx context.Context, cfg Config) (*Guard, error) {
 		AllowAnonymous: !cfg.RequireAuth,
 		Reserved:       reservedNames(cfg.SuperUsers),
 		OnRefused:      auditRefused(cfg.Audit),
+		MayForward:     isDoor,
 	})
 	if err != nil {
 		return nil, err
@@ -209,9 +210,9 @@ func (g *Guard) Authorize(ctx context.Context, op acl.Operation, rt acl.Resource
 	g.auditDenied(ctx, d)
 	if p.IsZero() {
 		// A request that skipped authentication (an internal call).
-		return Denied(fmt.Sprintf("permission denied: a caller without a principal may not %s %s", op, d.Resource))
+		return DeniedOn(rt, fmt.Sprintf("permission denied: a caller without a principal may not %s %s", op, d.Resource))
 	}
-	return Denied(d.Message())
+	return DeniedOn(rt, d.Message())
 }
 
 // Allowed is Authorize as a yes or no, for filtering lists (topics a
@@ -232,9 +233,27 @@ func (g *Guard) AuthorizeCreateTopic(ctx context.Context, name string) error {
 }
 
 // Denied is the PERMISSION_DENIED error a handler returns, with msg as
-// its one line.
+// its one line, for a refusal that names no resource.
 func Denied(msg string) error {
 	return apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_PERMISSION_DENIED, Message: msg})
+}
+
+// DeniedOn is the PERMISSION_DENIED error of a refusal on a resource of
+// type rt, with msg as its one line. Its reason names the type
+// (REASON_TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED), so that a door
+// that passes the owner's refusal on answers Kafka's error of that type.
+func DeniedOn(rt acl.ResourceType, msg string) error {
+	return apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_PERMISSION_DENIED, Reason: deniedReason(rt), Message: msg})
+}
+
+func deniedReason(rt acl.ResourceType) commonv1.Reason {
+	switch rt {
+	case acl.Topic:
+		return commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED
+	case acl.Group:
+		return commonv1.Reason_REASON_GROUP_AUTHORIZATION_FAILED
+	}
+	return commonv1.Reason_REASON_CLUSTER_AUTHORIZATION_FAILED
 }
 
 // RequireService allows the request of ctx only from a Strata service in
@@ -263,7 +282,7 @@ func (g *Guard) RequireService(ctx context.Context, roles ...tlsconfig.Role) (tl
 		want = "the " + strings.Join(names, " or ") + " service"
 	}
 	g.auditServiceOnly(ctx, p, "is not "+want)
-	return tlsconfig.Identity{}, Denied(fmt.Sprintf("permission denied: %s is not %s", p.String(), want))
+	return tlsconfig.Identity{}, DeniedOn(acl.Cluster, fmt.Sprintf("permission denied: %s is not %s", p.String(), want))
 }
 
 // serviceIdentity parses a Service principal back into an identity.
@@ -282,7 +301,7 @@ func (g *Guard) RequireStorageNode(ctx context.Context, nodeID int32) error {
 	}
 	if n, ok := id.NodeID(); !ok || n != nodeID {
 		g.auditServiceOnly(ctx, ServicePrincipal(id), fmt.Sprintf("may not act as storage node %d", nodeID))
-		return Denied(fmt.Sprintf("permission denied: %s may not act as storage node %d", ServicePrincipal(id), nodeID))
+		return DeniedOn(acl.Cluster, fmt.Sprintf("permission denied: %s may not act as storage node %d", ServicePrincipal(id), nodeID))
 	}
 	return nil
 }

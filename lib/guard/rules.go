@@ -26,6 +26,11 @@ const (
 	Filtered
 	// Authenticated: any authenticated principal, with no ACL.
 	Authenticated
+	// Forwarded: a door's RPC that the owner of the data answers. The
+	// door checks nothing itself and calls the owner in the caller's
+	// name (Forward); the owner checks the rule its own table names, and
+	// Check says which owner that is.
+	Forwarded
 )
 
 func (a Access) String() string {
@@ -38,6 +43,8 @@ func (a Access) String() string {
 		return "filtered"
 	case Authenticated:
 		return "authenticated"
+	case Forwarded:
+		return "forwarded"
 	}
 	return fmt.Sprintf("Access(%d)", uint8(a))
 }
@@ -82,22 +89,34 @@ func (r Rules) Missing(sd protoreflect.ServiceDescriptor) (noRule, noRPC []strin
 
 // Interceptor refuses, with PERMISSION_DENIED, every call of a procedure
 // the table does not name; the others go to their handler, which checks
-// their rule.
+// their rule. A Forwarded procedure's handler runs with its context
+// marked by Forward, so its calls to the owner carry the caller's
+// principal.
 func (r Rules) Interceptor() connect.Interceptor { return rulesInterceptor{r} }
 
 type rulesInterceptor struct{ r Rules }
 
-func (i rulesInterceptor) refusal(proc string) error {
-	if _, ok := i.r[proc]; ok {
-		return nil
+// admit returns the context the handler of proc runs with, or the
+// refusal of a procedure without a rule.
+func (i rulesInterceptor) admit(ctx context.Context, proc string) (context.Context, error) {
+	rule, ok := i.r[proc]
+	if !ok {
+		return ctx, apierr.New(connect.CodePermissionDenied, commonv1.Reason_REASON_CLUSTER_AUTHORIZATION_FAILED,
+			"permission denied: %s has no access rule, and is refused by default", proc)
 	}
-	return apierr.New(connect.CodePermissionDenied, commonv1.Reason_REASON_UNSPECIFIED,
-		"permission denied: %s has no access rule, and is refused by default", proc)
+	if rule.Access == Forwarded {
+		ctx = Forward(ctx)
+	}
+	return ctx, nil
 }
 
 func (i rulesInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := i.refusal(req.Spec().Procedure); err != nil {
+		if req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		ctx, err := i.admit(ctx, req.Spec().Procedure)
+		if err != nil {
 			return nil, err
 		}
 		return next(ctx, req)
@@ -110,7 +129,8 @@ func (i rulesInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) 
 
 func (i rulesInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := i.refusal(conn.Spec().Procedure); err != nil {
+		ctx, err := i.admit(ctx, conn.Spec().Procedure)
+		if err != nil {
 			return err
 		}
 		return next(ctx, conn)

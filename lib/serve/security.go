@@ -126,6 +126,10 @@ func (p *Process) startSecurity(ctx context.Context, s *Security) error {
 		}
 		p.tls = src
 		p.client = NewTLSHTTPClient(src.ClientConfig())
+		// A door's calls for a user carry the user's principal
+		// (lib/guard's forward.go); only a process with a service
+		// certificate can have them accepted.
+		p.client.Transport = guard.ForwardingTransport(p.client.Transport)
 	}
 	cfg, err := s.guardConfig()
 	if err != nil {

@@ -364,6 +364,16 @@ const (
 	// FAILED_PRECONDITION: a member joined with a static instance id that a live member of the
 	// group still uses (Kafka's UNRELEASED_INSTANCE_ID); the other must leave first.
 	Reason_REASON_UNRELEASED_INSTANCE_ID Reason = 36
+	// PERMISSION_DENIED: the caller may not do the operation on a topic (Kafka's
+	// TOPIC_AUTHORIZATION_FAILED). The three authorization reasons name the resource type
+	// refused, so that a door passing on an owner's refusal answers Kafka's error of that type.
+	Reason_REASON_TOPIC_AUTHORIZATION_FAILED Reason = 37
+	// PERMISSION_DENIED: the caller may not do the operation on a group (Kafka's
+	// GROUP_AUTHORIZATION_FAILED).
+	Reason_REASON_GROUP_AUTHORIZATION_FAILED Reason = 38
+	// PERMISSION_DENIED: the caller may not do the operation on the cluster, or the RPC is for
+	// Strata's services only (Kafka's CLUSTER_AUTHORIZATION_FAILED).
+	Reason_REASON_CLUSTER_AUTHORIZATION_FAILED Reason = 39
 )
 
 // Enum value maps for Reason.
@@ -406,6 +416,9 @@ var (
 		34: "REASON_GROUP_SUBSCRIBED_TO_TOPIC",
 		35: "REASON_POLICY_VIOLATION",
 		36: "REASON_UNRELEASED_INSTANCE_ID",
+		37: "REASON_TOPIC_AUTHORIZATION_FAILED",
+		38: "REASON_GROUP_AUTHORIZATION_FAILED",
+		39: "REASON_CLUSTER_AUTHORIZATION_FAILED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -445,6 +458,9 @@ var (
 		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":        34,
 		"REASON_POLICY_VIOLATION":                 35,
 		"REASON_UNRELEASED_INSTANCE_ID":           36,
+		"REASON_TOPIC_AUTHORIZATION_FAILED":       37,
+		"REASON_GROUP_AUTHORIZATION_FAILED":       38,
+		"REASON_CLUSTER_AUTHORIZATION_FAILED":     39,
 	}
 )
 
@@ -2196,7 +2212,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\x9d\t\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\x94\n" +
+	"\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2235,7 +2252,10 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x1cREASON_REBALANCE_IN_PROGRESS\x10!\x12$\n" +
 	" REASON_GROUP_SUBSCRIBED_TO_TOPIC\x10\"\x12\x1b\n" +
 	"\x17REASON_POLICY_VIOLATION\x10#\x12!\n" +
-	"\x1dREASON_UNRELEASED_INSTANCE_ID\x10$*b\n" +
+	"\x1dREASON_UNRELEASED_INSTANCE_ID\x10$\x12%\n" +
+	"!REASON_TOPIC_AUTHORIZATION_FAILED\x10%\x12%\n" +
+	"!REASON_GROUP_AUTHORIZATION_FAILED\x10&\x12'\n" +
+	"#REASON_CLUSTER_AUTHORIZATION_FAILED\x10'*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +
