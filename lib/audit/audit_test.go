@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +42,10 @@ func TestLoggerLine(t *testing.T) {
 			Event{Kind: AuthFailure, Source: "10.0.0.8:1", Operation: "authenticate", Outcome: OutcomeFailure, Reason: "unknown or revoked token"},
 			map[string]any{"event": "authentication_failure", "principal": "", "source": "10.0.0.8:1", "operation": "authenticate",
 				"resource": "", "outcome": "failure", "reason": "unknown or revoked token"}},
+		{"a request a door forwarded", WithSource(context.Background(), "10.0.0.9:443"),
+			Event{Kind: Denied, Principal: "User:bob", Via: "Service:gateway", Operation: "write", Resource: "topic secret", Outcome: OutcomeDenied, Reason: "no ACL allows it"},
+			map[string]any{"event": "denied", "principal": "User:bob", "via": "Service:gateway", "source": "10.0.0.9:443", "operation": "write",
+				"resource": "topic secret", "outcome": "denied", "reason": "no ACL allows it"}},
 		{"no source known", context.Background(),
 			Event{Kind: ACLChange, Principal: "User:admin", Operation: "create", Resource: "acl User:bob allow write topic orders", Outcome: OutcomeSuccess},
 			map[string]any{"event": "acl_change", "principal": "User:admin", "source": "", "operation": "create",
@@ -128,32 +131,3 @@ func TestNilLogger(t *testing.T) {
 	l.Flush(context.Background())
 }
 
-func TestAttribute(t *testing.T) {
-	fwd := http.Header{}
-	ForwardPrincipal(fwd, "User:alice")
-	cases := []struct {
-		name           string
-		caller         string
-		service        bool
-		h              http.Header
-		principal, via string
-	}{
-		{"a user acting itself", "User:bob", false, nil, "User:bob", ""},
-		{"a user cannot name someone else", "User:bob", false, fwd, "User:bob", ""},
-		{"a service acting itself", "Service:gateway/1", true, http.Header{}, "Service:gateway/1", ""},
-		{"a service forwarding its caller", "Service:gateway/1", true, fwd, "User:alice", "Service:gateway/1"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			p, via := Attribute(tc.caller, tc.service, tc.h)
-			if p != tc.principal || via != tc.via {
-				t.Fatalf("Attribute = %q via %q, want %q via %q", p, via, tc.principal, tc.via)
-			}
-		})
-	}
-	empty := http.Header{}
-	ForwardPrincipal(empty, "")
-	if len(empty) != 0 {
-		t.Fatalf("ForwardPrincipal with no principal set %v", empty)
-	}
-}

@@ -14,8 +14,8 @@ import (
 // offsets: the lag rows, subscribed topics and assigned partitions of
 // topics it may not describe. A classic member's metadata and assignment
 // are the group protocol's own bytes, which Kafka's DescribeGroups returns
-// to anyone who may describe the group; they stay. The coordinator and
-// the gateway both apply it, so the rule holds whichever a caller asks.
+// to anyone who may describe the group; they stay. The coordinator
+// applies it, to direct calls and to those a door forwards alike.
 func (g *Guard) DescribableGroup(ctx context.Context, d *coordinatorv1.GroupDescription) *coordinatorv1.GroupDescription {
 	if d == nil || !g.Enforcing() {
 		return d

@@ -19,7 +19,9 @@ import (
 // epochStorage answers OffsetForLeaderEpoch as a leader at epoch 5 whose
 // epoch 3 ended at offset 40 and whose log ends at 100: partition 0 is
 // led here, 1 is led elsewhere, 2 is unknown; a current leader epoch
-// below 5 is fenced, above 5 unknown. It records what it was asked.
+// below 5 is fenced, above 5 unknown; topic hidden is refused, as a node
+// refuses a principal that may not describe it. It records what it was
+// asked.
 type epochStorage struct {
 	storagev1connect.StorageServiceClient
 	asked *storagev1.OffsetForLeaderEpochRequest
@@ -32,6 +34,8 @@ func (s *epochStorage) OffsetForLeaderEpoch(_ context.Context, req *connect.Requ
 		r := &storagev1.OffsetForLeaderEpochPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), LeaderEpoch: -1, EndOffset: -1}
 		cur := p.GetCurrentLeaderEpoch()
 		switch {
+		case p.GetTopic() == "hidden":
+			r.Error = apierr.Detail(connect.CodePermissionDenied, commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED, "permission denied")
 		case p.GetPartition() == 1:
 			r.Error = apierr.Detail(connect.CodeFailedPrecondition, commonv1.Reason_REASON_NOT_LEADER, "not the leader")
 		case p.GetPartition() == 2:
@@ -72,8 +76,8 @@ func offsetForLeaderEpochRequest(replicaID int32, parts map[string][][3]int32) *
 // TestOffsetForLeaderEpochMapping: each partition gets the storage node's
 // answer as Kafka's: the epoch and where it ended, NOT_LEADER_OR_FOLLOWER,
 // UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH;
-// a partition of a topic the principal may not describe is
-// TOPIC_AUTHORIZATION_FAILED and never reaches the node; a follower's
+// a partition the node refuses for authorization is
+// TOPIC_AUTHORIZATION_FAILED; a follower's
 // replica id is asked as a consumer's; v0 and v1 carry no current epoch.
 func TestOffsetForLeaderEpochMapping(t *testing.T) {
 	g, ctx := readerGuard(t) // User:reader may read (so describe) "granted" only
@@ -119,8 +123,8 @@ func TestOffsetForLeaderEpochMapping(t *testing.T) {
 			t.Errorf("partition %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if st.asked.GetReplicaId() != -1 || len(st.asked.GetPartitions()) != 7 {
-		t.Fatalf("storage asked %v: want replica id -1 and the 7 partitions of granted", st.asked)
+	if st.asked.GetReplicaId() != -1 || len(st.asked.GetPartitions()) != 8 {
+		t.Fatalf("storage asked %v: want replica id -1 and the 8 partitions", st.asked)
 	}
 
 	// v1: no current leader epoch on the wire, none checked.

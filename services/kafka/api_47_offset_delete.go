@@ -5,12 +5,10 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
-	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
@@ -23,9 +21,9 @@ import (
 //     GROUP_SUBSCRIBED_TO_TOPIC, and loses the rest. A classic group of
 //     another protocol type than consumer with live members answers
 //     NON_EMPTY_GROUP, an unknown group GROUP_ID_NOT_FOUND.
-//   - ACL: delete on the group (GROUP_AUTHORIZATION_FAILED), and read on
-//     each topic: a partition of a topic the principal may not read is
-//     TOPIC_AUTHORIZATION_FAILED and never reaches the coordinator.
+//   - ACL, checked by the coordinator: delete on the group
+//     (GROUP_AUTHORIZATION_FAILED), and read on each topic: a partition
+//     of a topic the principal may not read is TOPIC_AUTHORIZATION_FAILED.
 func (b *Bridge) offsetDeleteAPI() kafkawire.API {
 	return kafkawire.API{Key: kmsg.OffsetDelete, MinVersion: 0, MaxVersion: 0, Handle: handler(b.offsetDelete)}
 }
@@ -33,13 +31,7 @@ func (b *Bridge) offsetDeleteAPI() kafkawire.API {
 func (b *Bridge) offsetDelete(ctx context.Context, version int16, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	creq := &coordinatorv1.OffsetDeleteRequest{GroupId: req.Group}
-	seen := map[string]*commonv1.ErrorDetail{}
-	refused := map[string]bool{}
 	for _, t := range req.Topics {
-		if g := b.cfg.Guard; g != nil && refusal(ctx, g, acl.Read, t.Topic, seen) != nil {
-			refused[t.Topic] = true
-			continue
-		}
 		tp := &commonv1.TopicPartitions{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			tp.Partitions = append(tp.Partitions, p.Partition)
@@ -66,8 +58,6 @@ func (b *Bridge) offsetDelete(ctx context.Context, version int16, req *kmsg.Offs
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
 			switch r, ok := results[[2]any{t.Topic, p.Partition}]; {
-			case refused[t.Topic]:
-				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case !ok:
 				rp.ErrorCode = kafkaCode(errors.New("the coordinator did not answer the partition"), groupPlane)
 			default:
@@ -78,13 +68,4 @@ func (b *Bridge) offsetDelete(ctx context.Context, version int16, req *kmsg.Offs
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
-}
-
-// OffsetDelete needs delete on the group, as Kafka's; the topics are
-// checked by the handler above, partition by partition.
-func (w guardedCoordinator) OffsetDelete(ctx context.Context, req *connect.Request[coordinatorv1.OffsetDeleteRequest]) (*connect.Response[coordinatorv1.OffsetDeleteResponse], error) {
-	if err := authorize(ctx, w.g, acl.Delete, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
-	return w.CoordinatorServiceClient.OffsetDelete(ctx, req)
 }

@@ -118,19 +118,9 @@ func (b *Bridge) consumerGroupHeartbeat(ctx context.Context, version int16, clie
 		next.regex = *req.SubscribedTopicRegex
 	}
 	// A regular expression is resolved by the coordinator, on every
-	// heartbeat, so topics created later join. Where the listener
-	// enforces ACLs it is resolved here instead, against the topics the
-	// principal may describe (the coordinator sees the listener's own
-	// identity), and sent as names.
+	// heartbeat, so topics created later join; it leaves out of the
+	// assignment the topics the principal may not describe.
 	subscribed, regex := next.topics, next.regex
-	if regex != "" && b.cfg.Guard != nil && b.cfg.Guard.Enforcing() {
-		matched, err := b.matchingTopics(ctx, regex)
-		if err != nil {
-			return fail(kafkaCode(err, groupPlane), *message(err))
-		}
-		subscribed = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(next.topics), matched...))))
-		regex = ""
-	}
 	if req.RebalanceTimeoutMillis >= 0 {
 		next.rebalance = req.RebalanceTimeoutMillis
 	}

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -14,26 +15,39 @@ import (
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/acl"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/authn"
 	"github.com/strata-mq/strata/lib/guard"
+	"github.com/strata-mq/strata/lib/kafkawire"
 )
 
-// fakeStorage answers Fetch with one empty result per partition asked,
-// and records what it was asked.
+// fakeStorage answers Fetch with one result per partition asked, as a
+// storage node does: with a guard, a partition of a topic the request's
+// principal may not read is refused in its place; the others have
+// records. It records the partitions asked.
 type fakeStorage struct {
 	storagev1connect.StorageServiceClient
+	g     *guard.Guard
 	asked []*storagev1.FetchPartition
 }
 
-func (f *fakeStorage) Fetch(_ context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
+func (f *fakeStorage) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
 	f.asked = req.Msg.GetPartitions()
 	out := &storagev1.FetchResponse{}
 	for _, p := range f.asked {
-		out.Partitions = append(out.Partitions, &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Records: []byte("rec")})
+		r := &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Records: []byte("rec")}
+		if f.g != nil {
+			if err := f.g.Authorize(ctx, acl.Read, acl.Topic, p.GetTopic()); err != nil {
+				r.Records, r.Error = nil, apierr.AsDetail(err)
+			}
+		}
+		out.Partitions = append(out.Partitions, r)
 	}
 	return connect.NewResponse(out), nil
 }
 
+// fakeGateway answers Metadata with topics granted and hidden, and
+// DeleteTopic with success.
 type fakeGateway struct{ Gateway }
 
 func (fakeGateway) Metadata(context.Context, *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
@@ -58,97 +72,131 @@ func readerGuard(t *testing.T) (*guard.Guard, context.Context) {
 	return g, authn.NewContext(context.Background(), authn.Info{Principal: acl.User("reader"), Method: authn.MethodToken})
 }
 
-// TestGuardedFetch: partitions of a topic the principal may not read are
-// answered PERMISSION_DENIED (TOPIC_AUTHORIZATION_FAILED) in their place
-// and never reach the storage node; the others are fetched.
-func TestGuardedFetch(t *testing.T) {
-	g, ctx := readerGuard(t)
-	fs := &fakeStorage{}
-	w := guardedStorage{StorageServiceClient: fs, g: g}
-	out, err := w.Fetch(ctx, connect.NewRequest(&storagev1.FetchRequest{Partitions: []*storagev1.FetchPartition{
-		{Topic: "granted", Partition: 0}, {Topic: "hidden", Partition: 0}, {Topic: "granted", Partition: 1},
-	}}))
+// principalGateway records, for each call, the principal its context
+// was marked to forward ("" for none), and the topics Metadata was asked.
+type principalGateway struct {
+	Gateway
+	forwarded []string
+	asked     [][]string
+}
+
+func (f *principalGateway) note(ctx context.Context) {
+	name := ""
+	if p, ok := guard.ForwardedPrincipal(ctx); ok {
+		name = p.String()
+	}
+	f.forwarded = append(f.forwarded, name)
+}
+
+func (f *principalGateway) DeleteTopic(ctx context.Context, _ *connect.Request[gatewayv1.DeleteTopicRequest]) (*connect.Response[gatewayv1.DeleteTopicResponse], error) {
+	f.note(ctx)
+	return connect.NewResponse(&gatewayv1.DeleteTopicResponse{}), nil
+}
+
+func (f *principalGateway) Metadata(ctx context.Context, req *connect.Request[gatewayv1.MetadataRequest]) (*connect.Response[gatewayv1.MetadataResponse], error) {
+	f.note(ctx)
+	f.asked = append(f.asked, req.Msg.GetTopics())
+	return connect.NewResponse(&gatewayv1.MetadataResponse{Topics: []*commonv1.TopicMetadata{{Name: "granted"}}}), nil
+}
+
+// TestRequestsRunInThePrincipalsName: every request's calls carry the
+// Kafka connection's principal for the services to check (authz.go); an
+// anonymous connection's calls go as the listener's own identity.
+func TestRequestsRunInThePrincipalsName(t *testing.T) {
+	g, reader := readerGuard(t)
+	gw := &principalGateway{}
+	b, err := New(Config{Gateway: gw, HTTPClient: http.DefaultClient, Guard: g})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fs.asked) != 2 || fs.asked[0].GetTopic() != "granted" || fs.asked[1].GetPartition() != 1 {
-		t.Fatalf("storage asked for %v", fs.asked)
+	i := slices.IndexFunc(b.APIs(), func(a kafkawire.API) bool { return a.Key == kmsg.DeleteTopics })
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.TopicNames = []string{"granted"}
+	anonymous := authn.NewContext(context.Background(), authn.Info{Principal: acl.Anonymous, Method: authn.MethodAnonymous})
+	for _, ctx := range []context.Context{reader, anonymous} {
+		r := &kafkawire.Request{Body: req}
+		r.Version = 4
+		if _, err := b.APIs()[i].Handle(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 	}
-	res := out.Msg.GetPartitions()
-	if len(res) != 3 || res[0].GetError() != nil || res[2].GetError() != nil || string(res[2].GetRecords()) != "rec" {
-		t.Fatalf("results %v", res)
-	}
-	if c := detailCode(res[1].GetError(), dataPlane, nil); res[1].GetTopic() != "hidden" || c != kerr.TopicAuthorizationFailed.Code {
-		t.Fatalf("hidden: %v, code %d", res[1], c)
+	if !slices.Equal(gw.forwarded, []string{"User:reader", ""}) {
+		t.Fatalf("the gateway's calls carried %q; want User:reader, then nothing", gw.forwarded)
 	}
 }
 
-// TestGuardedGateway: Metadata lists only describable topics; a refused
-// admin call maps to its resource's authorization error.
-func TestGuardedGateway(t *testing.T) {
-	g, ctx := readerGuard(t)
-	w := guardedGateway{Gateway: fakeGateway{}, g: g}
-	md, err := w.Metadata(ctx, connect.NewRequest(&gatewayv1.MetadataRequest{}))
+// TestRefusalsAnswerTheirResourceType: an owner's PERMISSION_DENIED names
+// the resource type in its reason, and the listener answers Kafka's error
+// of that type whatever the request was doing.
+func TestRefusalsAnswerTheirResourceType(t *testing.T) {
+	for rt, want := range map[acl.ResourceType]int16{
+		acl.Topic:   kerr.TopicAuthorizationFailed.Code,
+		acl.Group:   kerr.GroupAuthorizationFailed.Code,
+		acl.Cluster: kerr.ClusterAuthorizationFailed.Code,
+	} {
+		err := guard.DeniedOn(rt, "permission denied: User:reader may not do that")
+		for _, p := range []plane{dataPlane, adminPlane, groupPlane} {
+			if got := kafkaCode(err, p); got != want {
+				t.Errorf("%v refusal on plane %d: code %d, want %d", rt, p, got, want)
+			}
+		}
+	}
+}
+
+// TestMetadataAsksOnlyDescribableNames: without a view, Metadata asks the
+// gateway only for the named topics the principal may describe (the
+// gateway would refuse the whole request) and answers the others
+// TOPIC_AUTHORIZATION_FAILED, as Kafka does.
+func TestMetadataAsksOnlyDescribableNames(t *testing.T) {
+	g, reader := readerGuard(t)
+	gw := &principalGateway{}
+	b, err := New(Config{Gateway: gw, HTTPClient: http.DefaultClient, Guard: g})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ts := md.Msg.GetTopics(); len(ts) != 1 || ts[0].GetName() != "granted" {
-		t.Fatalf("metadata lists %v", ts)
+	req := kmsg.NewPtrMetadataRequest()
+	for _, name := range []string{"granted", "hidden"} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
 	}
-	_, err = w.DeleteTopic(ctx, connect.NewRequest(&gatewayv1.DeleteTopicRequest{Name: "granted"}))
-	if c := kafkaCode(err, adminPlane); c != kerr.TopicAuthorizationFailed.Code {
-		t.Fatalf("delete: %v, code %d", err, c)
-	}
-	_, err = w.DeleteGroup(ctx, connect.NewRequest(&gatewayv1.DeleteGroupRequest{GroupId: "g"}))
-	if c := kafkaCode(err, groupPlane); c != kerr.GroupAuthorizationFailed.Code {
-		t.Fatalf("delete group: %v, code %d", err, c)
-	}
-	// Not enforcing: everything passes.
-	open, _ := guard.New(context.Background(), guard.Config{})
-	w = guardedGateway{Gateway: fakeGateway{}, g: open}
-	if _, err := w.DeleteTopic(ctx, connect.NewRequest(&gatewayv1.DeleteTopicRequest{Name: "hidden"})); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (f *fakeStorage) Produce(_ context.Context, req *connect.Request[storagev1.ProduceRequest]) (*connect.Response[storagev1.ProduceResponse], error) {
-	return connect.NewResponse(&storagev1.ProduceResponse{BaseOffset: 7}), nil
-}
-
-// TestGuardedProduceQuota: produce needs write on the topic, and a
-// principal over its produce quota is told to wait in throttle_time_ms.
-func TestGuardedProduceQuota(t *testing.T) {
-	g, ctx := readerGuard(t)
-	st := g.Applied()
-	st.Acls = append(st.Acls, &commonv1.AclBinding{
-		Principal: "User:reader", Permission: commonv1.AclPermission(acl.Allow), Operation: commonv1.AclOperation(acl.Write),
-		ResourceType: commonv1.AclResourceType(acl.Topic), ResourceName: "granted",
-	})
-	st.Quotas = []*commonv1.Quota{{Principal: "User:reader", ProduceBytesPerSecond: 100}}
-	g.Apply(st)
-	w := guardedStorage{StorageServiceClient: &fakeStorage{}, g: g}
-	_, err := w.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{Topic: "hidden", Records: []byte("x")}))
-	if c := kafkaCode(err, dataPlane); c != kerr.TopicAuthorizationFailed.Code {
-		t.Fatalf("produce to hidden: %v, code %d", err, c)
-	}
-	out, err := w.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{Topic: "granted", Records: make([]byte, 1000)}))
+	resp, err := b.metadata(guard.Forward(reader), 12, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out.Msg.GetBaseOffset() != 7 || out.Msg.GetThrottleTimeMs() <= 0 {
-		t.Fatalf("1000 bytes at 100 B/s: offset %d, throttle %d ms", out.Msg.GetBaseOffset(), out.Msg.GetThrottleTimeMs())
+	if len(gw.asked) != 1 || !slices.Equal(gw.asked[0], []string{"granted"}) {
+		t.Fatalf("the gateway was asked for %v; want [granted]", gw.asked)
+	}
+	ts := resp.(*kmsg.MetadataResponse).Topics
+	if len(ts) != 2 || ts[0].ErrorCode != 0 || ts[1].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("answer %+v; want granted, then hidden TOPIC_AUTHORIZATION_FAILED", ts)
 	}
 }
 
-// TestRefusedPartitionThroughBridge: through the bridge, a ListOffsets
-// naming a partition the principal may not describe among others answers
-// that one TOPIC_AUTHORIZATION_FAILED and the others as the node does.
-// The wrappers used to leave the request holding the allowed partitions
-// only, so the bridge, matching answers to its request by position, saw
-// a count that did not match and failed every partition.
+// refusingStorage is listOffsetsStorage on a node that refuses topic
+// hidden, partition by partition, as a storage node's handler does.
+type refusingStorage struct{ listOffsetsStorage }
+
+func (s refusingStorage) ListOffsets(ctx context.Context, req *connect.Request[storagev1.ListOffsetsRequest]) (*connect.Response[storagev1.ListOffsetsResponse], error) {
+	out, err := s.listOffsetsStorage.ListOffsets(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out.Msg.GetPartitions() {
+		if r.GetTopic() == "hidden" {
+			r.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_PERMISSION_DENIED, Reason: commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED,
+				Message: "permission denied: User:reader may not describe topic hidden"}
+		}
+	}
+	return out, nil
+}
+
+// TestRefusedPartitionThroughBridge: a ListOffsets naming a partition the
+// principal may not describe among others answers that one
+// TOPIC_AUTHORIZATION_FAILED and the others as the node does.
 func TestRefusedPartitionThroughBridge(t *testing.T) {
 	g, ctx := readerGuard(t)
-	b, err := New(Config{Gateway: fakeGateway{}, HTTPClient: http.DefaultClient, Storage: listOffsetsStorage{}, Guard: g})
+	b, err := New(Config{Gateway: &principalGateway{}, HTTPClient: http.DefaultClient, Storage: refusingStorage{}, Guard: g})
 	if err != nil {
 		t.Fatal(err)
 	}

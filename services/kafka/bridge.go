@@ -33,8 +33,10 @@ type Config struct {
 	ClientOptions []connect.ClientOption
 	// Logger is for errors that reach no client. Nil means slog.Default().
 	Logger *slog.Logger
-	// Guard authorizes and throttles every call in the name of the Kafka
-	// connection's principal (authz.go). Nil: nothing is checked.
+	// Guard authenticates the Kafka connections and checks what the
+	// listener answers itself (authz.go); the services it calls check
+	// the rest in the connection's principal's name. Nil: the listener
+	// checks nothing.
 	Guard *guard.Guard
 	// LogDir is the storage node's data directory, the one log directory
 	// DescribeLogDirs names. Empty on the gateway and the coordinator.
@@ -102,12 +104,6 @@ func New(cfg Config) (*Bridge, error) {
 	if cfg.HTTPClient == nil {
 		return nil, errors.New("kafka: Config.HTTPClient is required")
 	}
-	if cfg.Guard != nil {
-		cfg.Gateway = guardedGateway{Gateway: cfg.Gateway, g: cfg.Guard}
-		if cfg.Storage != nil {
-			cfg.Storage = guardedStorage{StorageServiceClient: cfg.Storage, g: cfg.Guard}
-		}
-	}
 	slots := defaultFetchSessionSlots
 	if cfg.Storage == nil {
 		slots = 0
@@ -119,10 +115,12 @@ func New(cfg Config) (*Bridge, error) {
 	return b, nil
 }
 
-// handler adapts a typed handler to kafkawire's.
+// handler adapts a typed handler to kafkawire's. The handler runs in the
+// name of the connection's principal: the services it calls check and
+// charge that principal (authz.go).
 func handler[Req kmsg.Request](fn func(ctx context.Context, version int16, req Req) (kmsg.Response, error)) kafkawire.HandlerFunc {
 	return func(ctx context.Context, r *kafkawire.Request) (kmsg.Response, error) {
-		return fn(ctx, r.Version, r.Body.(Req))
+		return fn(guard.Forward(ctx), r.Version, r.Body.(Req))
 	}
 }
 

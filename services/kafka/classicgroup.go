@@ -1,14 +1,9 @@
 package kafka
 
 import (
-	"context"
-
-	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
-	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
-	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 )
 
@@ -32,35 +27,4 @@ func classicCode(err error) int16 {
 		return kerr.RebalanceInProgress.Code
 	}
 	return kafkaCode(err, groupPlane)
-}
-
-// The classic calls need read on the group, as Kafka's JoinGroup,
-// SyncGroup, Heartbeat and LeaveGroup.
-
-func (w guardedCoordinator) ClassicJoinGroup(ctx context.Context, req *connect.Request[coordinatorv1.ClassicJoinGroupRequest]) (*connect.Response[coordinatorv1.ClassicJoinGroupResponse], error) {
-	if err := authorize(ctx, w.g, acl.Read, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
-	return w.CoordinatorServiceClient.ClassicJoinGroup(ctx, req)
-}
-
-func (w guardedCoordinator) ClassicSyncGroup(ctx context.Context, req *connect.Request[coordinatorv1.ClassicSyncGroupRequest]) (*connect.Response[coordinatorv1.ClassicSyncGroupResponse], error) {
-	if err := authorize(ctx, w.g, acl.Read, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
-	return w.CoordinatorServiceClient.ClassicSyncGroup(ctx, req)
-}
-
-func (w guardedCoordinator) ClassicHeartbeat(ctx context.Context, req *connect.Request[coordinatorv1.ClassicHeartbeatRequest]) (*connect.Response[coordinatorv1.ClassicHeartbeatResponse], error) {
-	if err := authorize(ctx, w.g, acl.Read, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
-	return w.CoordinatorServiceClient.ClassicHeartbeat(ctx, req)
-}
-
-func (w guardedCoordinator) ClassicLeaveGroup(ctx context.Context, req *connect.Request[coordinatorv1.ClassicLeaveGroupRequest]) (*connect.Response[coordinatorv1.ClassicLeaveGroupResponse], error) {
-	if err := authorize(ctx, w.g, acl.Read, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
-	return w.CoordinatorServiceClient.ClassicLeaveGroup(ctx, req)
 }

@@ -153,26 +153,6 @@ func validRegex(regex string) bool {
 	return regex == "" || err == nil
 }
 
-// matchingTopics lists the topics the principal may describe whose whole
-// name regex matches.
-func (b *Bridge) matchingTopics(ctx context.Context, regex string) ([]string, error) {
-	re, err := regexp.Compile(wholeName(regex))
-	if err != nil {
-		return nil, err
-	}
-	md, err := b.clusterMetadata(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, t := range md.GetTopics() {
-		if re.MatchString(t.GetName()) {
-			out = append(out, t.GetName())
-		}
-	}
-	return out, nil
-}
-
 // topicIDs are the controller's ids of the named topics (those the
 // gateway knows and the principal may describe), and remembers their
 // names by id.

@@ -46,6 +46,9 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_GROUP_SUBSCRIBED_TO_TOPIC:        kerr.GroupSubscribedToTopic.Code,
 	commonv1.Reason_REASON_POLICY_VIOLATION:                 kerr.PolicyViolation.Code,
 	commonv1.Reason_REASON_UNRELEASED_INSTANCE_ID:           kerr.UnreleasedInstanceID.Code,
+	commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED:       kerr.TopicAuthorizationFailed.Code,
+	commonv1.Reason_REASON_GROUP_AUTHORIZATION_FAILED:       kerr.GroupAuthorizationFailed.Code,
+	commonv1.Reason_REASON_CLUSTER_AUTHORIZATION_FAILED:     kerr.ClusterAuthorizationFailed.Code,
 }
 
 // plane says what a failed call was doing, for the codes without a
@@ -64,9 +67,6 @@ const (
 func kafkaCode(err error, p plane) int16 {
 	if err == nil {
 		return 0
-	}
-	if c, ok := deniedCode(err); ok {
-		return c
 	}
 	return detailCode(apierr.AsDetail(err), p, err)
 }

@@ -414,7 +414,7 @@ func TestFetchSessionOwners(t *testing.T) {
 // may read opens one.
 func TestFetchSessionNeedsRead(t *testing.T) {
 	g, reader := readerGuard(t)
-	b, err := New(Config{Gateway: fakeGateway{}, Storage: &fakeStorage{}, HTTPClient: http.DefaultClient, Guard: g})
+	b, err := New(Config{Gateway: fakeGateway{}, Storage: &fakeStorage{g: g}, HTTPClient: http.DefaultClient, Guard: g})
 	if err != nil {
 		t.Fatal(err)
 	}

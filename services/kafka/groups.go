@@ -37,9 +37,6 @@ func (b *Bridge) coordinator(ctx context.Context, group string) (coordinatorv1co
 	c := g.coords[addr]
 	if c == nil {
 		c = coordinatorv1connect.NewCoordinatorServiceClient(b.cfg.HTTPClient, addr, b.cfg.ClientOptions...)
-		if b.cfg.Guard != nil {
-			c = guardedCoordinator{CoordinatorServiceClient: c, g: b.cfg.Guard}
-		}
 		g.coords[addr] = c
 	}
 	return c, nil

@@ -14,7 +14,6 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/lib/acl"
 )
 
 // produceStorage answers Produce and ProducePartitions from answer, by
@@ -184,57 +183,5 @@ func TestProduceManyPartitionsOneCall(t *testing.T) {
 	}
 	if len(fs.many) != 1 || len(fs.many[0].GetPartitions()) != 2 || len(fs.single) != 1 || fs.single[0].GetPartition() != 2 {
 		t.Fatalf("a partition named twice: %v and %v", fs.many, fs.single)
-	}
-}
-
-// TestProduceManyPartitionsGuarded: through the authorization wrapper,
-// the partitions of a topic the principal may not write are answered
-// TOPIC_AUTHORIZATION_FAILED in their place and never reach the storage
-// node; the others go in one call and are charged to the produce quota.
-func TestProduceManyPartitionsGuarded(t *testing.T) {
-	g, ctx := readerGuard(t)
-	st := g.Applied()
-	st.Acls = append(st.Acls, &commonv1.AclBinding{
-		Principal: "User:reader", Permission: commonv1.AclPermission(acl.Allow), Operation: commonv1.AclOperation(acl.Write),
-		ResourceType: commonv1.AclResourceType(acl.Topic), ResourceName: "granted",
-	})
-	st.Quotas = []*commonv1.Quota{{Principal: "User:reader", ProduceBytesPerSecond: 1}}
-	g.Apply(st)
-	fs := &produceStorage{answer: func(topic string, p int32) *storagev1.ProducePartitionResult { return okResult(topic, p, int64(10*p)) }}
-	b, err := New(Config{Gateway: fakeGateway{}, HTTPClient: http.DefaultClient, Storage: fs, Guard: g})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := b.produce(ctx, 9, produceRequest(-1, map[string][]int32{"granted": {0, 1}, "hidden": {0}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(fs.single) != 0 || len(fs.many) != 1 {
-		t.Fatalf("%d Produce and %d ProducePartitions calls, want 0 and 1", len(fs.single), len(fs.many))
-	}
-	for _, p := range fs.many[0].GetPartitions() {
-		if p.GetTopic() != "granted" {
-			t.Fatalf("the storage node was asked for %s/%d", p.GetTopic(), p.GetPartition())
-		}
-	}
-	got := codes(t, resp)
-	want := map[string][2]int64{"granted/0": {0, 0}, "granted/1": {0, 10}, "hidden/0": {int64(kerr.TopicAuthorizationFailed.Code), -1}}
-	for k, w := range want {
-		if got[k] != w {
-			t.Errorf("%s: code and offset %v, want %v", k, got[k], w)
-		}
-	}
-	if th := resp.(*kmsg.ProduceResponse).ThrottleMillis; th <= 5 {
-		t.Errorf("10 bytes at 1 B/s: throttle %d ms", th)
-	}
-
-	// Every partition refused: no call at all.
-	fs.many = nil
-	resp, err = b.produce(ctx, 9, produceRequest(-1, map[string][]int32{"hidden": {0, 1}}))
-	if err != nil || len(fs.many) != 0 || len(fs.single) != 0 {
-		t.Fatalf("all refused: err %v, calls %v", err, fs.many)
-	}
-	if got := codes(t, resp); got["hidden/0"][0] != int64(kerr.TopicAuthorizationFailed.Code) || got["hidden/1"][0] != int64(kerr.TopicAuthorizationFailed.Code) {
-		t.Fatalf("all refused: %v", got)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -30,16 +29,14 @@ func (h *Handler) auditChange(ctx context.Context, kind audit.Kind, op, resource
 	if !caller.IsZero() {
 		who = caller.String()
 	}
-	// A change made through the gateway comes from its service identity;
-	// the gateway names its caller, whom the line names.
-	var hdr http.Header
+	// A change made through a door (the gateway, a Kafka listener) is
+	// the forwarded caller's; the line names the door too.
 	source := ""
 	if ci, ok := connect.CallInfoForHandlerContext(ctx); ok {
-		hdr, source = ci.RequestHeader(), ci.Peer().Addr
+		source = ci.Peer().Addr
 	}
-	who, via := audit.Attribute(who, caller.IsService(), hdr)
-	if via != "" {
-		detail = strings.TrimSpace(detail + " via " + via)
+	if info, ok := guard.Info(ctx); ok && !info.Via.IsZero() {
+		detail = strings.TrimSpace(detail + " via " + info.Via.String())
 	}
 	h.c.guard.Audit().Record(ctx, audit.Event{Kind: kind, Principal: who, Source: source, Operation: op, Resource: resource,
 		Outcome: audit.OutcomeSuccess, Reason: detail})

@@ -13,11 +13,14 @@ import (
 	"github.com/strata-mq/strata/lib/metaview"
 )
 
-// The gateway checks its caller itself, by the table in
-// docs/design/gateway.md#security, then calls the controller, the
-// coordinators and the storage nodes under its own service identity,
-// which they allow. So every handler asks the guard before it calls
-// upstream, and lists are filtered here, not upstream.
+// The gateway is a door (lib/guard's forward.go). It checks its caller
+// itself only for what it answers from its own cache: Metadata,
+// FindCoordinator, WatchCluster, and producer ids for any authenticated
+// caller. Every other RPC is Forwarded in its rules table (rules.go): the
+// handler runs in the caller's name, and the controller, the coordinator
+// or the storage node it calls checks the caller's ACLs, filters its
+// lists and charges its quotas, as for a direct call
+// (docs/design/gateway.md#security).
 
 // applySecurity is the metadata watch's Notify: it hands the guard the
 // users, ACLs and quotas of v when they changed. A snapshot or a delta
@@ -43,11 +46,6 @@ func (g *Gateway) authenticated(ctx context.Context) error {
 	}
 	return apierr.New(connect.CodeUnauthenticated, commonv1.Reason_REASON_UNSPECIFIED,
 		"unauthenticated: no credentials: send a bearer token (STRATA_TOKEN) or a client certificate")
-}
-
-// authorizeCluster allows op on the cluster resource.
-func (g *Gateway) authorizeCluster(ctx context.Context, op acl.Operation) error {
-	return g.guard.Authorize(ctx, op, acl.Cluster, acl.ClusterName)
 }
 
 // authorizeTopics allows op on every named topic, or returns the refusal

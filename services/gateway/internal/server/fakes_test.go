@@ -145,6 +145,9 @@ func (f *fakeController) recordAdmin(ctx context.Context, m proto.Message) {
 	if p := guard.Principal(ctx); !p.IsZero() {
 		caller = p.String()
 	}
+	if info, ok := guard.Info(ctx); ok && !info.Via.IsZero() {
+		caller += " via " + info.Via.String()
+	}
 	f.adminCallers = append(f.adminCallers, caller)
 }
 

@@ -11,9 +11,7 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
-	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -30,10 +28,10 @@ const (
 // ListOffsets there first) and returns the records decoded, text where the
 // bytes are valid UTF-8.
 //
-// It needs read on the topic. A caller over its fetch quota is held until
-// it has waited out its last throttle, and every answer carries the
-// throttle time of this one (throttle.go), counted on the record batch
-// bytes read from the leader.
+// It runs in the caller's name: the leader checks read on the topic and
+// charges the caller's fetch quota on the record batch bytes it answers,
+// holding it back while it owes a throttle; the answer carries the
+// leader's throttle time.
 func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.FetchJSONRequest]) (*connect.Response[gatewayv1.FetchJSONResponse], error) {
 	m := req.Msg
 	switch {
@@ -41,9 +39,6 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "offset %d: want -2 (earliest), -1 (latest) or an offset", m.GetOffset())
 	case m.GetMaxRecords() < 0, m.GetMaxBytes() < 0, m.GetMaxWaitMs() < 0:
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "max_records, max_bytes and max_wait_ms must not be negative")
-	}
-	if err := g.authorizeTopics(ctx, acl.Read, m.GetTopic()); err != nil {
-		return nil, err
 	}
 	// Unknown topic or partition, or no metadata yet, fail at once; a
 	// missing leader is retried below.
@@ -58,19 +53,14 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	if maxBytes == 0 {
 		maxBytes = defaultFetchBytes
 	}
-	quotaCharge, err := g.reserve(ctx, quota.Fetch, g.guard.FetchEstimate(ctx, int64(maxBytes)))
-	if err != nil {
-		return nil, err
-	}
-	defer quotaCharge.release()
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(m.GetMaxWaitMs())*time.Millisecond+fetchRetryBudget)
 	defer cancel()
 
 	out := &gatewayv1.FetchJSONResponse{}
 	var result *storagev1.FetchPartitionResult
 	var offset int64
-	var upstream int32 // the leader's throttle of the gateway, in ms
-	err = g.onLeader(ctx, m.GetTopic(), m.GetPartition(), func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
+	var upstream int32 // the leader's throttle of the caller, in ms
+	err := g.onLeader(ctx, m.GetTopic(), m.GetPartition(), func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
 		offset = m.GetOffset()
 		if offset < 0 {
 			spec := storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST
@@ -121,11 +111,10 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	out.HighWatermark = result.GetHighWatermark()
 	out.LogStartOffset = result.GetLogStartOffset()
 	out.NextOffset = offset
-	read, err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords())
-	if err != nil {
+	if _, err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords()); err != nil {
 		return nil, err
 	}
-	out.ThrottleTimeMs = quotaCharge.throttleMs(read, upstream)
+	out.ThrottleTimeMs = upstream
 	return connect.NewResponse(out), nil
 }
 

@@ -147,8 +147,8 @@ func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(con
 	}
 }
 
-// ListGroups passes through to a coordinator and keeps the groups the
-// caller may describe.
+// ListGroups passes through to a coordinator in the caller's name; the
+// coordinator answers the groups the caller may describe.
 func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error) {
 	if len(g.coordinators) == 0 {
 		return nil, errNoCoordinator()
@@ -158,7 +158,7 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 	for _, c := range g.coordinators {
 		res, err := unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
 		if err == nil {
-			groups := visible(ctx, g, acl.Group, res.GetGroups(), (*coordinatorv1.GroupListing).GetGroupId)
+			groups := res.GetGroups()
 			out := &gatewayv1.ListGroupsResponse{Groups: groups}
 			if req.Msg.GetIncludeLag() {
 				ids := make([]string, len(groups))
@@ -177,12 +177,10 @@ func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1
 	return nil, apierr.Forward(lastErr)
 }
 
-// DescribeGroup passes through to the group's coordinator; it needs
-// describe on the group.
+// DescribeGroup passes through to the group's coordinator in the caller's
+// name; the coordinator checks describe on the group and leaves out the
+// topics the caller may not describe.
 func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error) {
-	if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
 	up := &coordinatorv1.DescribeGroupRequest{GroupId: req.Msg.GetGroupId()}
 	res, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DescribeGroupResponse, error) {
 		return unwrap(c.DescribeGroup(ctx, connect.NewRequest(up)))
@@ -190,21 +188,14 @@ func (g *Gateway) DescribeGroup(ctx context.Context, req *connect.Request[gatewa
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: g.guard.DescribableGroup(ctx, res.GetGroup())}), nil
+	return connect.NewResponse(&gatewayv1.DescribeGroupResponse{Group: res.GetGroup()}), nil
 }
 
-// ResetOffsets passes through to the group's coordinator; it needs read on
-// the group and read on each topic reset, as a commit does.
+// ResetOffsets passes through to the group's coordinator in the caller's
+// name; the coordinator checks read on the group and on each topic reset,
+// as a commit does.
 func (g *Gateway) ResetOffsets(ctx context.Context, req *connect.Request[gatewayv1.ResetOffsetsRequest]) (*connect.Response[gatewayv1.ResetOffsetsResponse], error) {
 	m := req.Msg
-	if err := g.guard.Authorize(ctx, acl.Read, acl.Group, m.GetGroupId()); err != nil {
-		return nil, err
-	}
-	for _, t := range m.GetTopics() {
-		if err := g.authorizeTopics(ctx, acl.Read, t.GetTopic()); err != nil {
-			return nil, err
-		}
-	}
 	up := &coordinatorv1.ResetOffsetsRequest{
 		GroupId: m.GetGroupId(), Topics: m.GetTopics(), Spec: m.GetSpec(),
 		Offset: m.GetOffset(), TimestampMs: m.GetTimestampMs(), DryRun: m.GetDryRun(),
@@ -218,12 +209,9 @@ func (g *Gateway) ResetOffsets(ctx context.Context, req *connect.Request[gateway
 	return connect.NewResponse(&gatewayv1.ResetOffsetsResponse{Partitions: res.GetPartitions()}), nil
 }
 
-// DeleteGroup passes through to the group's coordinator; it needs delete
-// on the group.
+// DeleteGroup passes through to the group's coordinator in the caller's
+// name; the coordinator checks delete on the group.
 func (g *Gateway) DeleteGroup(ctx context.Context, req *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error) {
-	if err := g.guard.Authorize(ctx, acl.Delete, acl.Group, req.Msg.GetGroupId()); err != nil {
-		return nil, err
-	}
 	up := &coordinatorv1.DeleteGroupRequest{GroupId: req.Msg.GetGroupId()}
 	if _, err := onOwner(ctx, g, up.GroupId, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DeleteGroupResponse, error) {
 		return unwrap(c.DeleteGroup(ctx, connect.NewRequest(up)))

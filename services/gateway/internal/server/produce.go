@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"google.golang.org/protobuf/proto"
 	"slices"
 	"sync"
 	"time"
@@ -13,10 +12,8 @@ import (
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
-	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partitioner"
-	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 )
 
@@ -34,9 +31,10 @@ const (
 // keyless records of one request all go to one partition, which advances
 // round-robin from request to request.
 //
-// It needs write on the topic. A caller over its produce quota is held
-// until it has waited out its last throttle, and every answer carries the
-// throttle time of this one (throttle.go).
+// It runs in the caller's name: each partition's leader checks write on
+// the topic and charges the caller's produce quota, holding it back while
+// it owes a throttle; the answer carries the longest throttle a leader
+// answered.
 func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv1.ProduceJSONRequest]) (*connect.Response[gatewayv1.ProduceJSONResponse], error) {
 	m := req.Msg
 	if len(m.GetRecords()) == 0 {
@@ -45,16 +43,6 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	if m.GetTimeoutMs() < 0 {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "timeout_ms %d is negative", m.GetTimeoutMs())
 	}
-	if err := g.authorizeTopics(ctx, acl.Write, m.GetTopic()); err != nil {
-		return nil, err
-	}
-	// Charged before serving with the request's size, settled with the
-	// batches' bytes (throttle.go).
-	quotaCharge, err := g.reserve(ctx, quota.Produce, int64(proto.Size(m)))
-	if err != nil {
-		return nil, err
-	}
-	defer quotaCharge.release()
 	st := g.cache.Load()
 	if st == nil {
 		return nil, errNoMetadata()
@@ -125,9 +113,8 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 	}
 
 	results := make([]*gatewayv1.ProduceJSONResult, len(m.GetRecords()))
-	// What each partition's produce sent and the throttle its leader
-	// answered, by position in order.
-	sent := make([]int64, len(order))
+	// The throttle each partition's leader answered, by position in
+	// order.
 	upstream := make([]int32, len(order))
 	var wg sync.WaitGroup
 	for k, p := range order {
@@ -143,7 +130,6 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 				fail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_INVALID_ARGUMENT, Message: err.Error()})
 				return
 			}
-			sent[k] = int64(len(batch))
 			var res *storagev1.ProduceResponse
 			err = g.onLeader(ctx, m.GetTopic(), p, func(ctx context.Context, c storagev1connect.StorageServiceClient, l leader) error {
 				remaining := timeout
@@ -177,12 +163,7 @@ func (g *Gateway) ProduceJSON(ctx context.Context, req *connect.Request[gatewayv
 		})
 	}
 	wg.Wait()
-	var bytes int64
-	for _, n := range sent {
-		bytes += n
-	}
-	throttle := quotaCharge.throttleMs(bytes, slices.Max(upstream))
-	return connect.NewResponse(&gatewayv1.ProduceJSONResponse{Results: results, ThrottleTimeMs: throttle}), nil
+	return connect.NewResponse(&gatewayv1.ProduceJSONResponse{Results: results, ThrottleTimeMs: slices.Max(upstream)}), nil
 }
 
 // nextKeylessPartition picks the partition for one request's keyless

