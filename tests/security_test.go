@@ -77,6 +77,7 @@ func TestSecurity(t *testing.T) {
 	t.Run("GrantAndRevokeDelay", s.testGrantRevokeDelay)
 	t.Run("Quota", s.testQuota)
 	t.Run("Audit", s.testAudit)
+	t.Run("Forwarding", s.testForwarding)
 }
 
 // http is an HTTP client calling as cr, one per credentials.
