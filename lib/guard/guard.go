@@ -401,7 +401,8 @@ func (g *Guard) Apply(st *commonv1.SecurityState) {
 			g.logger.Warn("skipping a malformed quota in the security state", "err", err)
 			continue
 		}
-		rates[p] = quota.Rates{ProduceBytesPerSec: q.GetProduceBytesPerSecond(), FetchBytesPerSec: q.GetFetchBytesPerSecond()}
+		rates[p] = quota.Rates{ProduceBytesPerSec: q.GetProduceBytesPerSecond(), FetchBytesPerSec: q.GetFetchBytesPerSecond(),
+			RequestPercentage: q.GetRequestPercentage()}
 	}
 	if err := g.quotas.Set(rates); err != nil {
 		g.logger.Warn("quotas not applied", "err", err)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"reflect"
 	"runtime/debug"
@@ -125,6 +126,16 @@ type Config struct {
 	// Nil: no SASL, and every connection is served in the server's
 	// context.
 	Auth *Auth
+	// BeginRequest, when set, is called with the connection's context
+	// before each request's handler runs (lib/guard's BeginRequest: the
+	// request quota, Kafka's request_percentage). It may hold the
+	// request back, and with it the connection's later requests, as a
+	// Kafka broker mutes a throttled channel; an error (the connection
+	// closed meanwhile) closes the connection. It returns the context the
+	// handler runs in and done, called once the handler has returned,
+	// whose throttle goes into the response's throttle_time_ms when that
+	// is shorter. Nil: no request quota.
+	BeginRequest func(ctx context.Context) (context.Context, func() time.Duration, error)
 }
 
 // Server serves Kafka's protocol on any number of listeners. Safe for
@@ -566,6 +577,12 @@ func (s *Server) handle(st *connState, req *Request) (o outcome) {
 		}
 		return o
 	}
+	ctx, done := st.ctx, func() time.Duration { return 0 }
+	if s.cfg.BeginRequest != nil {
+		if ctx, done, err = s.cfg.BeginRequest(ctx); err != nil {
+			return outcome{close: true, err: fmt.Errorf("%s held back for its principal's request quota: %w", req.Key.Name(), err)}
+		}
+	}
 	switch req.Key {
 	case kmsg.ApiVersions:
 		r := kmsg.NewPtrApiVersionsResponse()
@@ -580,16 +597,17 @@ func (s *Server) handle(st *connState, req *Request) (o outcome) {
 			}
 			break
 		}
-		resp, err = s.apis[req.Key].Handle(st.ctx, req)
+		resp, err = s.apis[req.Key].Handle(ctx, req)
 	case kmsg.SASLAuthenticate:
 		if s.apis[req.Key].Handle == nil {
 			resp, err = s.saslAuthenticate(st, req.Body.(*kmsg.SASLAuthenticateRequest))
 			break
 		}
-		resp, err = s.apis[req.Key].Handle(st.ctx, req)
+		resp, err = s.apis[req.Key].Handle(ctx, req)
 	default:
-		resp, err = s.apis[req.Key].Handle(st.ctx, req)
+		resp, err = s.apis[req.Key].Handle(ctx, req)
 	}
+	setThrottle(resp, done())
 	if err != nil {
 		o := outcome{close: true, err: fmt.Errorf("%s: %w", req.Key.Name(), err)}
 		if resp != nil {
@@ -649,4 +667,24 @@ func SetErrorCode(resp kmsg.Response, code int16) bool {
 	}
 	f.SetInt(int64(code))
 	return true
+}
+
+// setThrottle raises resp's throttle_time_ms to d, rounded up to whole
+// milliseconds so that a client that waits it out never comes back early,
+// when resp has the field (kmsg's SetThrottleResponse) and holds less. A
+// nil resp (Produce with acks=0) has nowhere to say it; the next request
+// is held back all the same.
+func setThrottle(resp kmsg.Response, d time.Duration) {
+	if resp == nil || d <= 0 {
+		return
+	}
+	tr, ok := resp.(kmsg.ThrottleResponse)
+	str, ok2 := resp.(kmsg.SetThrottleResponse)
+	if !ok || !ok2 {
+		return
+	}
+	ms := int32(min((d+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+	if cur, _ := tr.Throttle(); cur < ms {
+		str.SetThrottle(ms)
+	}
 }

@@ -1,7 +1,9 @@
 // Package quota caps how many bytes a principal may produce and fetch per
-// second, by throttling as Kafka's quota manager does: a request is never
-// refused for its quota; the answer says how long the client must wait
-// so that its rate comes back to the quota.
+// second, and how much of a request handler's time its requests may take
+// (Kafka's request_percentage, KIP-124; requests.go), by throttling as
+// Kafka's quota managers do: a request is never refused for its quota;
+// the answer says how long the client must wait so that its rate comes
+// back to the quota.
 //
 // # The measure
 //
@@ -70,6 +72,15 @@
 // each with a bucket of its own (it caps each user, not all of them
 // together). A user's own quota replaces the default whole, as Kafka's
 // most specific quota entity does. Services are never limited.
+//
+// # Request time
+//
+// The Request kind caps the time a principal's requests spend being
+// handled, less their waits, measured by a [Stopwatch] each request
+// carries in its context ([Limiter.BeginRequest]; requests.go has the
+// rules). It is held per process, as Kafka's request quota is per broker:
+// it protects each process's handlers, which a principal busy on three
+// processes does occupy three times.
 package quota
 
 import (
@@ -96,34 +107,50 @@ const (
 	Produce Kind = iota + 1
 	// Fetch counts the bytes of record batches a principal fetches.
 	Fetch
+	// Request counts the nanoseconds a principal's requests spend being
+	// handled (requests.go). Its quota is per process, never shared by
+	// the cluster: it protects each process's handlers.
+	Request
 )
 
-// String returns "produce" or "fetch".
+// String returns "produce", "fetch" or "request".
 func (k Kind) String() string {
 	switch k {
 	case Produce:
 		return "produce"
 	case Fetch:
 		return "fetch"
+	case Request:
+		return "request"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Rates are one principal's quotas in bytes per second; 0 is unlimited.
+// Rates are one principal's quotas: bytes per second, and the share of a
+// request handler's time; 0 is unlimited.
 type Rates struct {
 	// ProduceBytesPerSec caps produce; 0 = unlimited.
 	ProduceBytesPerSec int64
 	// FetchBytesPerSec caps fetch; 0 = unlimited.
 	FetchBytesPerSec int64
+	// RequestPercentage caps the time the principal's requests take to
+	// handle in each process, in percent of one handler's time (Kafka's
+	// request_percentage: 100 is one handler's whole second each
+	// second, and more than 100 is allowed); 0 = unlimited.
+	RequestPercentage float64
 }
 
-// For returns the rate for kind k, 0 (unlimited) for an invalid kind.
+// For returns the rate for kind k: bytes per second for Produce and
+// Fetch, nanoseconds of handling per second for Request (the percentage
+// × 10^7); 0 (unlimited) for an invalid kind.
 func (r Rates) For(k Kind) int64 {
 	switch k {
 	case Produce:
 		return r.ProduceBytesPerSec
 	case Fetch:
 		return r.FetchBytesPerSec
+	case Request:
+		return int64(r.RequestPercentage * float64(time.Second) / 100)
 	}
 	return 0
 }
@@ -191,12 +218,16 @@ func NewLimiter(quotas map[acl.Principal]Rates) (*Limiter, error) {
 
 // Set replaces every quota with quotas (principal → rates; a principal
 // not in it is unlimited), from the next call of Reserve or Settle on. A
-// negative rate fails the whole set and leaves the quotas as they were.
-// quotas is not retained.
+// negative rate (or a request percentage that is not a finite number)
+// fails the whole set and leaves the quotas as they were. quotas is not
+// retained.
 func (l *Limiter) Set(quotas map[acl.Principal]Rates) error {
 	for p, r := range quotas {
-		if r.ProduceBytesPerSec < 0 || r.FetchBytesPerSec < 0 {
+		if r.ProduceBytesPerSec < 0 || r.FetchBytesPerSec < 0 || r.RequestPercentage < 0 {
 			return fmt.Errorf("quota: %v has a negative rate", p)
+		}
+		if math.IsNaN(r.RequestPercentage) || math.IsInf(r.RequestPercentage, 0) {
+			return fmt.Errorf("quota: %v has a request percentage that is not a number", p)
 		}
 	}
 	q := maps.Clone(quotas)
@@ -224,7 +255,8 @@ func (l *Limiter) Quotas() map[acl.Principal]Rates {
 
 // rate is what p may move of kind k per second through this process: its
 // quota, or, when the quota is shared by a cluster (SetCluster), this
-// process's share of it.
+// process's share of it. A Request quota is never shared: each process
+// holds it whole.
 func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	q := l.quotas.Load()
 	if q == nil {
@@ -232,7 +264,7 @@ func (l *Limiter) rate(p acl.Principal, k Kind) float64 {
 	}
 	total := float64(effective(*q, p).For(k))
 	cv := l.cluster.Load()
-	if total <= 0 || cv == nil || cv.nodes <= 1 {
+	if total <= 0 || cv == nil || cv.nodes <= 1 || k == Request {
 		return total
 	}
 	share, ok := cv.shares[bucketKey{p, k}]
@@ -362,6 +394,9 @@ func (l *Limiter) TakeUsage(now time.Time) map[acl.Principal]Rates {
 	out := map[acl.Principal]Rates{}
 	l.buckets.Range(func(key, v any) bool {
 		bk, b := key.(bucketKey), v.(*bucket)
+		if bk.k == Request {
+			return true // per process: nothing to share
+		}
 		b.mu.Lock()
 		moved := b.moved
 		b.moved = 0
@@ -467,10 +502,15 @@ func (l *Limiter) Reserve(ctx context.Context, p acl.Principal, k Kind, bytes in
 	}
 }
 
-// Settle corrects r's charge to used bytes (giving back what was taken
-// and not used, or taking the rest) and returns how long the principal
-// must wait before its next request of that kind: the request's
-// throttle_time_ms. Negative used counts as 0.
+// Settle corrects r's charge to used bytes (nanoseconds for Request;
+// giving back what was taken and not used, or taking the rest) and
+// returns how long the principal must wait before its next request of
+// that kind: the request's throttle_time_ms. Negative used counts as 0.
+// A Request charge never leaves more than one Window of debt, so its
+// throttle is at most Window, as Kafka bounds a request quota's throttle
+// by one quota window (ClientRequestQuotaManager's maxThrottleTimeMs): a
+// single request that takes longer than that is not paid for over the
+// following minutes.
 func (r Reservation) Settle(used int64, now time.Time) time.Duration {
 	if r.l == nil {
 		return 0
@@ -485,6 +525,10 @@ func (r Reservation) Settle(used int64, now time.Time) time.Duration {
 	b.refill(rate, now)
 	b.tokens += float64(r.taken - max(used, 0))
 	b.refill(rate, now) // a refund never fills past one Window
+	if r.k == Request {
+		b.tokens = max(b.tokens, -rate*Window.Seconds())
+		return b.owed(rate)
+	}
 	b.moved += max(used, 0)
 	return b.owed(rate)
 }
@@ -497,10 +541,14 @@ func (l *Limiter) Capacity(p acl.Principal, k Kind) int64 {
 
 // Delay waits d, or until ctx ends, whichever is first, and returns
 // ctx's error in the second case. d <= 0 returns nil at once.
+//
+// The wait is not counted as handling time: it pauses the request's
+// Stopwatch, if ctx has one.
 func Delay(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return nil
 	}
+	defer Pause(ctx)()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -245,9 +245,13 @@ func (p *Process) Logger() *slog.Logger { return p.logger }
 // Telemetry is the process's OpenTelemetry setup.
 func (p *Process) Telemetry() *Telemetry { return p.tel }
 
-// ConnectOption instruments a Connect handler or client; see
-// [Telemetry.ConnectOption].
-func (p *Process) ConnectOption() connect.Option { return p.tel.ConnectOption() }
+// ConnectOption is what every Connect handler and client of the process
+// takes: the instrumentation of [Telemetry.ConnectOption], and the
+// request quota (requestquota.go), which charges a user's handler time
+// and takes the process's own calls to other services out of it.
+func (p *Process) ConnectOption() connect.Option {
+	return connect.WithOptions(p.tel.ConnectOption(), connect.WithInterceptors(requestTime{g: p.guard}))
+}
 
 // HTTPClient is the process's shared client for Connect calls to other
 // Strata services, from [NewHTTPClient]. Its idle connections are closed

@@ -45,9 +45,9 @@ func ReadLimitsOption() connect.HandlerOption {
 }
 
 // HandlerOption is what every generated New...Handler of the process
-// takes: the instrumentation of [Process.ConnectOption], the read bounds
-// of [ReadLimitsOption], and the bounds on each user's open streams and
-// long polls (concurrency.go).
+// takes: the instrumentation and request quota of
+// [Process.ConnectOption], the read bounds of [ReadLimitsOption], and the
+// bounds on each user's open streams and long polls (concurrency.go).
 func (p *Process) HandlerOption() connect.HandlerOption {
 	return connect.WithHandlerOptions(p.ConnectOption(), ReadLimitsOption(), connect.WithInterceptors(p.limits))
 }

@@ -291,6 +291,9 @@ func (l *Listener) Serve(p *serve.Process, cfg Config) error {
 		MaxConnsPerIP: lim.MaxConnsPerIP, MaxConns: lim.MaxConns, MaxConnCreationRate: lim.MaxConnCreationRate,
 		MaxConnsPerIPOverrides: connOverrides, ConnCreationRatePerIP: lim.ConnCreationRatePerIP,
 		ConnCreationRatePerIPOverrides: rateOverrides,
+		// Every request is charged to its principal's request quota, as
+		// on the process's Connect API (docs/kafka.md, "Quotas").
+		BeginRequest: cfg.Guard.BeginRequest,
 	})
 	if err != nil {
 		l.ln.Close()

@@ -52,7 +52,7 @@ func builtin() []*Command {
 			{Name: "list", Summary: "list ACLs", Run: aclList},
 			{Name: "delete", Summary: "delete ACLs", Run: aclDelete},
 		}},
-		{Name: "quota", Summary: "cap principals' produce and fetch byte rates", Sub: []*Command{
+		{Name: "quota", Summary: "cap principals' produce and fetch byte rates and request time", Sub: []*Command{
 			{Name: "set", Summary: "set a principal's quota", Run: quotaSet},
 			{Name: "list", Summary: "list quotas", Run: quotaList},
 		}},

@@ -215,7 +215,7 @@ func (sg *secureGateway) SetQuota(ctx context.Context, req *connect.Request[gate
 				keep = append(keep, have)
 			}
 		}
-		if q.GetProduceBytesPerSecond() != 0 || q.GetFetchBytesPerSecond() != 0 {
+		if q.GetProduceBytesPerSecond() != 0 || q.GetFetchBytesPerSecond() != 0 || q.GetRequestPercentage() != 0 {
 			keep = append(keep, q)
 		}
 		st.Quotas = keep
@@ -440,7 +440,7 @@ func TestQuotaCommands(t *testing.T) {
 		t.Fatalf("quota set fetch: %+v", r)
 	}
 	r = runEnv(t, admin, "", "quota", "list", "--output", "json")
-	if r.code != 0 || r.stdout != `[{"principal":"User:alice","produce_bytes_per_second":1048576,"fetch_bytes_per_second":2000}]`+"\n" {
+	if r.code != 0 || r.stdout != `[{"principal":"User:alice","produce_bytes_per_second":1048576,"fetch_bytes_per_second":2000,"request_percentage":0}]`+"\n" {
 		t.Errorf("quota list: %+v", r)
 	}
 	r = runEnv(t, admin, "", "quota", "set", "--principal", "User:alice", "--produce-bytes-per-sec", "0", "--fetch-bytes-per-sec", "0")
@@ -454,4 +454,41 @@ func TestQuotaCommands(t *testing.T) {
 		`strata: --produce-bytes-per-sec "fast": want bytes per second, like 10MB, 512KiB or 1048576 (0: unlimited)`)
 	wantOneLine(t, runEnv(t, admin, "", "quota", "set", "--principal", "alice", "--produce-bytes-per-sec", "1"),
 		`strata: --principal "alice": want User:NAME`)
+}
+
+// --request-percentage sets Kafka's request_percentage beside the byte
+// rates, keeps them (and is kept by them), shows in quota list, and with
+// every rate 0 the quota is gone.
+func TestQuotaRequestPercentage(t *testing.T) {
+	sg := startSecureGateway(t)
+	admin := sg.adminEnv()
+	r := runEnv(t, admin, "", "quota", "set", "--principal", "User:bob", "--request-percentage", "2.5")
+	if r.code != 0 || r.stdout != "quota of User:bob: produce unlimited, fetch unlimited, requests 2.5%\n" {
+		t.Fatalf("quota set --request-percentage: %+v", r)
+	}
+	r = runEnv(t, admin, "", "quota", "set", "--principal", "User:bob", "--fetch-bytes-per-sec", "1000", "--output", "json")
+	if r.code != 0 || r.stdout != `{"principal":"User:bob","produce_bytes_per_second":0,"fetch_bytes_per_second":1000,"request_percentage":2.5}`+"\n" {
+		t.Fatalf("quota set keeps the request percentage: %+v", r)
+	}
+	if r := runEnv(t, admin, "", "quota", "set", "--principal", "User:*", "--request-percentage", "150"); r.code != 0 {
+		t.Fatalf("default request percentage: %+v", r)
+	}
+	r = runEnv(t, admin, "", "quota", "list")
+	for _, want := range []string{"REQUESTS", "User:bob", "1.0 kB/s", "2.5%", "User:*", "150%"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("quota list lacks %q: %+v", want, r)
+		}
+	}
+	r = runEnv(t, admin, "", "quota", "set", "--principal", "User:bob", "--fetch-bytes-per-sec", "0")
+	if r.code != 0 || r.stdout != "quota of User:bob: produce unlimited, fetch unlimited, requests 2.5%\n" {
+		t.Fatalf("byte rates removed, request percentage kept: %+v", r)
+	}
+	r = runEnv(t, admin, "", "quota", "set", "--principal", "User:bob", "--request-percentage", "0")
+	if r.code != 0 || r.stdout != "removed the quota of User:bob\n" {
+		t.Fatalf("quota removal: %+v", r)
+	}
+	for _, bad := range []string{"-1", "lots", "NaN"} {
+		wantOneLine(t, runEnv(t, admin, "", "quota", "set", "--principal", "User:bob", "--request-percentage", bad),
+			`strata: --request-percentage "`+bad+`": want a percentage of one request handler's time, like 5 or 0.5 (0: unlimited)`)
+	}
 }

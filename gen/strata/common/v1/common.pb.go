@@ -1930,8 +1930,9 @@ func (x *ScramCredential) GetServerKey() []byte {
 	return nil
 }
 
-// Quota caps a principal's produce and fetch byte rates. Brokers throttle a principal over its
-// quota: answers carry throttle_time_ms and clients wait that long before their next request.
+// Quota caps a principal's produce and fetch byte rates and the time its requests take to
+// handle. Services throttle a principal over its quota: answers carry throttle_time_ms and
+// clients wait that long before their next request.
 type Quota struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Principal the quota is for: "User:<name>".
@@ -1940,8 +1941,14 @@ type Quota struct {
 	ProduceBytesPerSecond int64 `protobuf:"varint,2,opt,name=produce_bytes_per_second,json=produceBytesPerSecond,proto3" json:"produce_bytes_per_second,omitempty"`
 	// Fetch bytes per second; 0 means unlimited.
 	FetchBytesPerSecond int64 `protobuf:"varint,3,opt,name=fetch_bytes_per_second,json=fetchBytesPerSecond,proto3" json:"fetch_bytes_per_second,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Kafka's request_percentage (KIP-124): the share of one request handler's time the
+	// principal's requests may take in each process, per second, in percent (100 is one
+	// handler's whole time; more than 100 is allowed). Time a request spends waiting (a long
+	// poll, an acks=all produce waiting for replication, a call to another service) is not
+	// counted. 0 means unlimited.
+	RequestPercentage float64 `protobuf:"fixed64,4,opt,name=request_percentage,json=requestPercentage,proto3" json:"request_percentage,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Quota) Reset() {
@@ -1991,6 +1998,13 @@ func (x *Quota) GetProduceBytesPerSecond() int64 {
 func (x *Quota) GetFetchBytesPerSecond() int64 {
 	if x != nil {
 		return x.FetchBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Quota) GetRequestPercentage() float64 {
+	if x != nil {
+		return x.RequestPercentage
 	}
 	return 0
 }
@@ -2175,11 +2189,12 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\n" +
 	"stored_key\x18\x03 \x01(\fR\tstoredKey\x12\x1d\n" +
 	"\n" +
-	"server_key\x18\x04 \x01(\fR\tserverKey\"\x93\x01\n" +
+	"server_key\x18\x04 \x01(\fR\tserverKey\"\xc2\x01\n" +
 	"\x05Quota\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x127\n" +
 	"\x18produce_bytes_per_second\x18\x02 \x01(\x03R\x15produceBytesPerSecond\x123\n" +
-	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\"\xd6\x01\n" +
+	"\x16fetch_bytes_per_second\x18\x03 \x01(\x03R\x13fetchBytesPerSecond\x12-\n" +
+	"\x12request_percentage\x18\x04 \x01(\x01R\x11requestPercentage\"\xd6\x01\n" +
 	"\rSecurityState\x126\n" +
 	"\x05users\x18\x01 \x03(\v2 .strata.common.v1.UserCredentialR\x05users\x120\n" +
 	"\x04acls\x18\x02 \x03(\v2\x1c.strata.common.v1.AclBindingR\x04acls\x12/\n" +

@@ -4766,7 +4766,7 @@ func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
 // SetQuotaRequest sets one principal's quota.
 type SetQuotaRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The quota; both rates 0 removes it.
+	// The quota; every rate 0 removes it.
 	Quota         *v1.Quota `protobuf:"bytes,1,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -6,17 +6,19 @@ import (
 	"crypto/rand"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/token"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 )
 
 // The security state: users (a name, the SHA-256 of the one token the
@@ -353,12 +355,16 @@ func (s *Store) SetQuota(ctx context.Context, q *commonv1.Quota) error {
 	if q.GetProduceBytesPerSecond() < 0 || q.GetFetchBytesPerSecond() < 0 {
 		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota of %s: rates must be 0 (unlimited) or more", p)
 	}
-	if q.GetProduceBytesPerSecond() == 0 && q.GetFetchBytesPerSecond() == 0 {
+	if pct := q.GetRequestPercentage(); pct < 0 || math.IsNaN(pct) || math.IsInf(pct, 0) {
+		return errf(commonv1.Code_CODE_INVALID_ARGUMENT, 0, "quota of %s: the request percentage must be 0 (unlimited) or more", p)
+	}
+	if q.GetProduceBytesPerSecond() == 0 && q.GetFetchBytesPerSecond() == 0 && q.GetRequestPercentage() == 0 {
 		_, err := s.cl.Delete(ctx, quotaKey(p))
 		return err
 	}
 	b, err := proto.Marshal(&commonv1.Quota{
 		Principal: p.String(), ProduceBytesPerSecond: q.GetProduceBytesPerSecond(), FetchBytesPerSecond: q.GetFetchBytesPerSecond(),
+		RequestPercentage: q.GetRequestPercentage(),
 	})
 	if err != nil {
 		return err

@@ -5,11 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -17,8 +21,6 @@ import (
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/lib/token"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -434,6 +436,51 @@ func TestQuotas(t *testing.T) {
 	}
 	if list, _ := s.ListQuotas(ctx); len(list) != 1 || list[0].GetPrincipal() != "User:bob" {
 		t.Fatalf("after removing alice's quota: %v", list)
+	}
+}
+
+// A request percentage is a quota of its own: stored alone or beside the
+// byte rates, refused when negative or not a number, and removed only
+// with every rate 0.
+func TestRequestPercentageQuotas(t *testing.T) {
+	ctx := context.Background()
+	s := startStore(t, 6*time.Second)
+	for _, q := range []*commonv1.Quota{
+		{Principal: "User:carol", RequestPercentage: 2.5},
+		{Principal: "User:dave", FetchBytesPerSecond: 100, RequestPercentage: 150},
+		{Principal: "User:*", RequestPercentage: 10},
+	} {
+		if err := s.SetQuota(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		if err := s.SetQuota(ctx, &commonv1.Quota{Principal: "User:carol", RequestPercentage: bad}); code(err) != commonv1.Code_CODE_INVALID_ARGUMENT {
+			t.Errorf("request percentage %v: %v, want INVALID_ARGUMENT", bad, err)
+		}
+	}
+	want := []*commonv1.Quota{
+		{Principal: "User:*", RequestPercentage: 10},
+		{Principal: "User:carol", RequestPercentage: 2.5},
+		{Principal: "User:dave", FetchBytesPerSecond: 100, RequestPercentage: 150},
+	}
+	list, err := s.ListQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(list, want, func(a, b *commonv1.Quota) bool { return proto.Equal(a, b) }) {
+		t.Fatalf("ListQuotas: %v", list)
+	}
+	// Byte rates 0 keep a quota that still has a request percentage.
+	if err := s.SetQuota(ctx, &commonv1.Quota{Principal: "User:dave", RequestPercentage: 150}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetQuota(ctx, &commonv1.Quota{Principal: "User:carol"}); err != nil {
+		t.Fatal(err)
+	}
+	list, _ = s.ListQuotas(ctx)
+	if len(list) != 2 || list[1].GetPrincipal() != "User:dave" || list[1].GetRequestPercentage() != 150 {
+		t.Fatalf("after removing carol's quota and dave's byte rates: %v", list)
 	}
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"connectrpc.com/connect"
+
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/acl"
@@ -153,9 +155,13 @@ func (h *Handler) SetQuota(ctx context.Context, req *connect.Request[controllerv
 		return nil, h.toConnect(ctx, err)
 	}
 	h.c.log.InfoContext(ctx, "quota set", slog.String("principal", q.GetPrincipal()),
-		slog.Int64("produce_bytes_per_second", q.GetProduceBytesPerSecond()), slog.Int64("fetch_bytes_per_second", q.GetFetchBytesPerSecond()))
-	h.auditChange(ctx, audit.QuotaChange, "set", "quota "+q.GetPrincipal(), fmt.Sprintf("produce_bytes_per_second=%d fetch_bytes_per_second=%d",
-		q.GetProduceBytesPerSecond(), q.GetFetchBytesPerSecond()))
+		slog.Int64("produce_bytes_per_second", q.GetProduceBytesPerSecond()), slog.Int64("fetch_bytes_per_second", q.GetFetchBytesPerSecond()),
+		slog.Float64("request_percentage", q.GetRequestPercentage()))
+	reason := fmt.Sprintf("produce_bytes_per_second=%d fetch_bytes_per_second=%d", q.GetProduceBytesPerSecond(), q.GetFetchBytesPerSecond())
+	if pct := q.GetRequestPercentage(); pct != 0 {
+		reason += " request_percentage=" + strconv.FormatFloat(pct, 'g', -1, 64)
+	}
+	h.auditChange(ctx, audit.QuotaChange, "set", "quota "+q.GetPrincipal(), reason)
 	return connect.NewResponse(&controllerv1.SetQuotaResponse{}), nil
 }
 

@@ -11,6 +11,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/services/coordinator/internal/classic"
 	"github.com/strata-mq/strata/services/coordinator/internal/group"
 )
@@ -112,11 +113,13 @@ func (c *Coordinator) wait(ctx context.Context, og *owned) error {
 		timer = t.C
 	}
 	og.mu.Unlock()
+	resume := quota.Pause(ctx) // a wait, not handling (lib/quota, requests.go)
 	select {
 	case <-ctx.Done():
 	case <-ch:
 	case <-timer:
 	}
+	resume()
 	og.mu.Lock()
 	if og.dropped || og.cg == nil {
 		og.mu.Unlock()

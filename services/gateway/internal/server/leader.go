@@ -10,6 +10,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/lib/apierr"
+	"github.com/strata-mq/strata/lib/quota"
 )
 
 // maxRetryBackoff caps the wait between data-path attempts (before jitter).
@@ -100,12 +101,8 @@ func (g *Gateway) onLeader(ctx context.Context, topic string, partition int32, c
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if quota.Delay(ctx, wait) != nil { // a back-off is a wait, not handling
 			return err
-		case <-t.C:
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/quota"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/vfs"
 	"github.com/strata-mq/strata/services/storage/internal/clock"
@@ -627,13 +628,17 @@ func (r *Replica) holdAhead(ctx context.Context, batches []byte, hdrs []recordba
 			res.Held = err == nil
 			return res, at, err
 		}
+		resume := quota.Pause(ctx) // a wait, not handling
 		select {
 		case <-gap.changed:
 		case <-timer.C:
+			resume()
 			return ProduceResult{}, leadership{}, gap.err
 		case <-ctx.Done():
+			resume()
 			return ProduceResult{}, leadership{}, gap.err
 		}
+		resume()
 		res, at, err = r.tracedAppend(ctx, batches, hdrs, acks, epoch)
 	}
 }
@@ -742,13 +747,25 @@ func (r *Replica) waitCommitted(ctx context.Context, last int64, at leadership, 
 		}
 		ch := r.changed
 		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-timer.C:
-			return ErrTimedOut
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := waitCommit(ctx, ch, timer.C); err != nil {
+			return err
 		}
+	}
+}
+
+// waitCommit waits for the replica to change, the timeout or ctx, outside
+// the request's handling time (lib/quota's Pause): an acks=all produce
+// waiting for its followers costs its principal's request quota nothing,
+// as a Kafka produce in the purgatory holds no handler thread.
+func waitCommit(ctx context.Context, changed <-chan struct{}, timeout <-chan time.Time) error {
+	defer quota.Pause(ctx)()
+	select {
+	case <-changed:
+		return nil
+	case <-timeout:
+		return ErrTimedOut
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

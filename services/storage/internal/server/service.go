@@ -316,7 +316,9 @@ func (s *service) waitChange(ctx context.Context, chans []<-chan struct{}, deadl
 	for _, c := range chans {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
+	resume := quota.Pause(ctx) // waiting is not handling (lib/quota, requests.go)
 	reflect.Select(cases)
+	resume()
 	return ctx.Err() == nil && s.n.ctx.Err() == nil
 }
 

@@ -272,8 +272,8 @@ type ControllerServiceClient interface {
 	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
 	// DescribeAcls lists the bindings matching a filter. Needs DESCRIBE on the cluster.
 	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
-	// SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
-	// Needs ALTER on the cluster.
+	// SetQuota sets, or with every rate 0 removes, a principal's produce and fetch byte rates and
+	// its request percentage. Needs ALTER on the cluster.
 	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
 	// ListQuotas lists every quota. Needs DESCRIBE on the cluster.
 	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)
@@ -783,8 +783,8 @@ type ControllerServiceHandler interface {
 	DeleteAcls(context.Context, *connect.Request[v1.DeleteAclsRequest]) (*connect.Response[v1.DeleteAclsResponse], error)
 	// DescribeAcls lists the bindings matching a filter. Needs DESCRIBE on the cluster.
 	DescribeAcls(context.Context, *connect.Request[v1.DescribeAclsRequest]) (*connect.Response[v1.DescribeAclsResponse], error)
-	// SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
-	// Needs ALTER on the cluster.
+	// SetQuota sets, or with every rate 0 removes, a principal's produce and fetch byte rates and
+	// its request percentage. Needs ALTER on the cluster.
 	SetQuota(context.Context, *connect.Request[v1.SetQuotaRequest]) (*connect.Response[v1.SetQuotaResponse], error)
 	// ListQuotas lists every quota. Needs DESCRIBE on the cluster.
 	ListQuotas(context.Context, *connect.Request[v1.ListQuotasRequest]) (*connect.Response[v1.ListQuotasResponse], error)

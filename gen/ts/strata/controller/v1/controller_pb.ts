@@ -2483,7 +2483,7 @@ export const DescribeAclsResponseSchema: GenMessage<DescribeAclsResponse> = /*@_
  */
 export type SetQuotaRequest = Message<"strata.controller.v1.SetQuotaRequest"> & {
   /**
-   * The quota; both rates 0 removes it.
+   * The quota; every rate 0 removes it.
    *
    * @generated from field: strata.common.v1.Quota quota = 1;
    */
@@ -3024,8 +3024,8 @@ export const ControllerService: GenService<{
     output: typeof DescribeAclsResponseSchema;
   },
   /**
-   * SetQuota sets, or with both rates 0 removes, a principal's produce and fetch byte rates.
-   * Needs ALTER on the cluster.
+   * SetQuota sets, or with every rate 0 removes, a principal's produce and fetch byte rates and
+   * its request percentage. Needs ALTER on the cluster.
    *
    * @generated from rpc strata.controller.v1.ControllerService.SetQuota
    */

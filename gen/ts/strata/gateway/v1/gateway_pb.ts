@@ -2080,7 +2080,7 @@ export const DescribeAclsResponseSchema: GenMessage<DescribeAclsResponse> = /*@_
  */
 export type SetQuotaRequest = Message<"strata.gateway.v1.SetQuotaRequest"> & {
   /**
-   * The quota; both rates 0 removes it.
+   * The quota; every rate 0 removes it.
    *
    * @generated from field: strata.common.v1.Quota quota = 1;
    */
