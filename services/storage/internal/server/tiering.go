@@ -477,7 +477,7 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 	}
 	hw := r.Log().HighWatermark()
 	return partlog.ReadResult{
-		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LogEndOffset: r.Log().LogEndOffset(),
+		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LastStableOffset: r.Log().LastStableOffset(), LogEndOffset: r.Log().LogEndOffset(),
 		LogStartOffset: min(resp.Msg.GetLogStartOffset(), localStart), NextOffset: offset,
 	}, nil, true
 }
