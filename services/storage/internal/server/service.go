@@ -54,6 +54,7 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 	var oor *partlog.OffsetOutOfRangeError
 	var tre *tieredRangeError
 	var tue *tierUnavailableError
+	var tte *tierTxnError
 	switch {
 	case r == nil:
 		d.Code, d.Reason, d.Message = commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition on this node"
@@ -118,6 +119,8 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
 			LogStartOffset: tre.logStart, HighWatermark: r.Log().HighWatermark()}}
+	case errors.As(err, &tte): // tiering.go
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_UNSPECIFIED)
 	case errors.As(err, &tue): // tiering.go
 		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_UNSPECIFIED)
 		if c := tue.detail.GetCode(); c == commonv1.Code_CODE_DATA_LOSS {
@@ -425,6 +428,9 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, com
 	rr, err := read(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit, minOne)
 	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
+		if err == nil && committed {
+			rr, err = committedFromTier(rr, p.GetFetchOffset()) // tiering.go
+		}
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
@@ -200,5 +203,103 @@ func TestReadCommittedLongPollWakesOnMarker(t *testing.T) {
 	res := <-got
 	if v := dataValues(t, res.GetRecords()); !slices.Equal(v, []string{"t1", "after"}) || len(res.GetAbortedTransactions()) != 0 || res.GetLastStableOffset() != 3 {
 		t.Fatalf("woken fetch: %q aborted %v lso %d; want t1 and after, none, lso 3", v, aborted(res), res.GetLastStableOffset())
+	}
+}
+
+// A read_committed read from the tier, which holds no aborted transaction
+// index yet, answers only what needs none: the batches below the last
+// stable offset before the first transactional one; a read that starts at
+// a transactional batch is refused rather than answered as if nothing
+// was aborted.
+func TestCommittedFromTier(t *testing.T) {
+	var log []byte
+	add := func(b []byte, base int64) {
+		recordbatch.SetBaseOffset(b, base) // outside the CRC
+		log = append(log, b...)
+	}
+	marker, err := recordbatch.BuildMarker(7, 0, 0, recordbatch.Marker{Type: recordbatch.ControlAbort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(batch(t, "a", "b"), 0)              // 0-1
+	add(marker, 2)                          // 2: a marker (of a transaction below)
+	add(batch(t, "c"), 3)                   // 3
+	add(txnRecords(t, 7, 0, "t1", "t2"), 4) // 4-5
+	add(batch(t, "d"), 6)                   // 6
+	at := func(off int64) []byte {
+		it := recordbatch.NewIter(log, false)
+		for pos := 0; ; {
+			h, raw, ok := it.Next()
+			if !ok {
+				t.Fatalf("no batch at %d", off)
+			}
+			if h.BaseOffset == off {
+				return log[pos:]
+			}
+			pos += len(raw)
+		}
+	}
+	for _, tc := range []struct {
+		from, lso int64
+		want      []string
+		next      int64
+		refused   bool
+	}{
+		{from: 0, lso: 7, want: []string{"a", "b", "c"}, next: 4},
+		{from: 0, lso: 3, want: []string{"a", "b"}, next: 3},
+		{from: 0, lso: 1, next: 0},
+		{from: 3, lso: 7, want: []string{"c"}, next: 4},
+		{from: 4, lso: 7, refused: true},
+		{from: 4, lso: 4, next: 4}, // above the LSO nothing is read, transactional or not
+		{from: 6, lso: 7, want: []string{"d"}, next: 7},
+	} {
+		rr, err := committedFromTier(partlog.ReadResult{Batches: at(tc.from), NextOffset: tc.from, LastStableOffset: tc.lso}, tc.from)
+		if tc.refused {
+			if _, ok := err.(*tierTxnError); !ok {
+				t.Errorf("from %d lso %d: %v, %q; want refused", tc.from, tc.lso, err, dataValues(t, rr.Batches))
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(dataValues(t, rr.Batches), tc.want) || rr.NextOffset != tc.next {
+			t.Errorf("from %d lso %d: %q to %d (%v); want %q to %d", tc.from, tc.lso, dataValues(t, rr.Batches), rr.NextOffset, err, tc.want, tc.next)
+		}
+	}
+}
+
+// End to end through a tiering process: once a transaction's segment is
+// only in the tier, read_committed reads the records before it, and is
+// refused at its first batch, which read_uncommitted still reads.
+func TestReadCommittedFromTheTier(t *testing.T) {
+	s := newTieredSingle(t, "txntier", map[string]string{"local.retention.ms": "0"})
+	r := s.n.replica(s.topic, 0)
+	s.put("before", time.Now().UnixMilli())                                                                                                      // 0
+	appendTxnRecords(t, r, 7, 0, "t1")                                                                                                           // 1
+	if _, err := r.AppendMarker(context.Background(), 7, 0, recordbatch.Marker{Type: recordbatch.ControlAbort}, -1, 5*time.Second); err != nil { // 2
+		t.Fatal(err)
+	}
+	val := strings.Repeat("v", 900)
+	for i := range 40 {
+		s.put(fmt.Sprintf("%d-%s", i, val), time.Now().UnixMilli())
+	}
+	s.c.eventually("the transaction only in the tier", func() bool {
+		st, ok := s.n.tieredState(s.topic, 0)
+		return ok && st.logStart == 0 && st.end > 3 && r.Log().LogStartOffset() > 3
+	})
+
+	res := fetchAs(context.Background(), t, s.leader, s.topic, 0, 0, readCommitted)
+	if got := dataValues(t, res.GetRecords()); !slices.Equal(got, []string{"before"}) || len(res.GetAbortedTransactions()) != 0 {
+		t.Fatalf("read_committed from the tier at 0: %d records from %.10q, aborted %v; want before alone", len(got), got, aborted(res))
+	}
+	resp, err := s.leader.Fetch(context.Background(), connect.NewRequest(&storagev1.FetchRequest{IsolationLevel: readCommitted,
+		Partitions: []*storagev1.FetchPartition{{Topic: s.topic, FetchOffset: 1, CurrentLeaderEpoch: -1}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := resp.Msg.GetPartitions()[0]; res.GetError().GetCode() != commonv1.Code_CODE_FAILED_PRECONDITION || len(res.GetRecords()) != 0 {
+		t.Fatalf("read_committed from the tier at the transaction: %v with %d bytes; want FAILED_PRECONDITION", res.GetError(), len(res.GetRecords()))
+	}
+	res = fetchAs(context.Background(), t, s.leader, s.topic, 1, 0, readUncommitted)
+	if got := dataValues(t, res.GetRecords()); len(got) == 0 || got[0] != "t1" {
+		t.Fatalf("read_uncommitted from the tier at the transaction: %.40q", got)
 	}
 }
