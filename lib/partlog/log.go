@@ -119,6 +119,10 @@ type ReadResult struct {
 	LogEndOffset     int64
 	HighWatermark    int64
 	LastStableOffset int64
+	// AbortedTxns is, for ReadCommittedInto, the aborted transactions
+	// that overlap the batches returned, in the order of their markers;
+	// nil for other reads and when no batch was returned.
+	AbortedTxns []AbortedTxn
 }
 
 // Stats is a snapshot for metrics.

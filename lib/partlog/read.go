@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 
 	"github.com/strata-mq/strata/lib/recordbatch"
@@ -29,7 +30,7 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) (ReadResult, err
 // read buffers: the result's Batches aliases buf when buf has the capacity
 // for the read, and a new slice otherwise.
 func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
-	return l.readInto(buf, offset, maxBytes, maxOffset, true)
+	return l.readInto(buf, offset, maxBytes, maxOffset, true, false)
 }
 
 // ReadIntoWithin is ReadInto held to maxBytes for the first batch too: a
@@ -38,12 +39,26 @@ func (l *Log) ReadInto(buf []byte, offset int64, maxBytes int, maxOffset int64) 
 // returned records, as Kafka's LogSegment.read with minOneMessage false
 // (KIP-74).
 func (l *Log) ReadIntoWithin(buf []byte, offset int64, maxBytes int, maxOffset int64) (ReadResult, error) {
-	return l.readInto(buf, offset, maxBytes, maxOffset, false)
+	return l.readInto(buf, offset, maxBytes, maxOffset, false, false)
+}
+
+// ReadCommittedInto is the read of a read_committed consumer: ReadInto
+// (or, without minOne, ReadIntoWithin) held below the last stable offset
+// instead of a caller's bound, whose result also lists in AbortedTxns
+// the aborted transactions that overlap the batches returned
+// (AbortedTxns of [offset, NextOffset)), as Kafka's
+// UnifiedLog.read with FetchIsolation.TXN_COMMITTED answers them. The
+// bound and the list are taken under the lock the batches are read
+// under, so retention cannot delete, between the two, the index of a
+// segment whose records the batches hold.
+func (l *Log) ReadCommittedInto(buf []byte, offset int64, maxBytes int, minOne bool) (ReadResult, error) {
+	return l.readInto(buf, offset, maxBytes, math.MaxInt64, minOne, true)
 }
 
 // readInto is ReadInto, whose first batch may exceed maxBytes only with
-// minOne.
-func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, minOne bool) (ReadResult, error) {
+// minOne, and which reads below the last stable offset and collects the
+// aborted transactions of what it read when committed.
+func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, minOne, committed bool) (ReadResult, error) {
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
 	if l.closed.Load() {
@@ -60,6 +75,9 @@ func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, 
 		return res, &OffsetOutOfRangeError{Offset: offset, LogStart: res.LogStartOffset, LogEnd: res.LogEndOffset}
 	}
 	maxOffset = min(maxOffset, res.LogEndOffset)
+	if committed {
+		maxOffset = min(maxOffset, res.LastStableOffset)
+	}
 	if offset >= maxOffset {
 		return res, nil
 	}
@@ -108,6 +126,9 @@ func (l *Log) readInto(buf []byte, offset int64, maxBytes int, maxOffset int64, 
 			next = h.NextOffset()
 		}
 		res.Batches, res.NextOffset = buf[:cut], next
+		if committed && cut > 0 {
+			res.AbortedTxns = l.abortedTxnsLocked(offset, next)
+		}
 		return res, nil
 	}
 	return res, nil

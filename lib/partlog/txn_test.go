@@ -686,3 +686,57 @@ func TestCleanerCarriesTxnIndex(t *testing.T) {
 		t.Fatalf("%d transaction index files for %d segments: the merged ones were not carried", files, segs)
 	}
 }
+
+// A read_committed read stops below the last stable offset and lists the
+// aborted transactions of exactly the batches it returns.
+func TestReadCommittedStopsAtLSOAndListsAborts(t *testing.T) {
+	l := mustOpen(t, vfs.NewMem(), Config{})
+	defer l.Close()
+	mustAppend(t, l, makeBatch(t, 1, 0, 10), 0)  // 0
+	mustAppend(t, l, txnBatch(t, 7, 0, 0, 2), 0) // 1-2
+	mustAppend(t, l, makeBatch(t, 1, 0, 10), 0)  // 3
+	l.SetHighWatermark(4)
+
+	read := func(from int64, maxBytes int) ReadResult {
+		t.Helper()
+		rr, err := l.ReadCommittedInto(nil, from, maxBytes, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rr
+	}
+	if rr := read(0, 1<<20); rr.NextOffset != 1 || rr.LastStableOffset != 1 || rr.HighWatermark != 4 || rr.AbortedTxns != nil {
+		t.Fatalf("open transaction: read to %d, lso %d, hw %d, aborted %v; want to 1, lso 1, hw 4, none",
+			rr.NextOffset, rr.LastStableOffset, rr.HighWatermark, rr.AbortedTxns)
+	}
+	if rr := read(1, 1<<20); len(rr.Batches) != 0 || rr.NextOffset != 1 {
+		t.Fatalf("read at the LSO returned %d bytes up to %d", len(rr.Batches), rr.NextOffset)
+	}
+	if rr, err := l.ReadInto(nil, 0, 1<<20, l.HighWatermark()); err != nil || rr.NextOffset != 4 || rr.AbortedTxns != nil {
+		t.Fatalf("read_uncommitted: to %d, aborted %v, %v; want to 4", rr.NextOffset, rr.AbortedTxns, err)
+	}
+
+	mustMarker(t, l, 7, 0, recordbatch.ControlAbort, 0) // 4
+	if rr := read(1, 1<<20); len(rr.Batches) != 0 || rr.LastStableOffset != 1 {
+		t.Fatalf("an abort the high watermark has not passed moved the LSO to %d", rr.LastStableOffset)
+	}
+	l.SetHighWatermark(5)
+	abort := AbortedTxn{ProducerID: 7, FirstOffset: 1, LastOffset: 4, LastStableOffset: 5}
+	for _, tc := range []struct {
+		from     int64
+		maxBytes int
+		next     int64
+		aborted  []AbortedTxn
+	}{
+		{from: 0, maxBytes: 1 << 20, next: 5, aborted: []AbortedTxn{abort}},
+		{from: 0, maxBytes: 1, next: 1},                                     // the first batch only: before the transaction
+		{from: 1, maxBytes: 1, next: 3, aborted: []AbortedTxn{abort}},       // its first batch
+		{from: 3, maxBytes: 1 << 20, next: 5, aborted: []AbortedTxn{abort}}, // its marker is returned
+		{from: 5, maxBytes: 1 << 20, next: 5},
+	} {
+		rr := read(tc.from, tc.maxBytes)
+		if rr.NextOffset != tc.next || !slices.Equal(rr.AbortedTxns, tc.aborted) {
+			t.Errorf("read from %d (%d bytes): to %d aborted %v, want to %d aborted %v", tc.from, tc.maxBytes, rr.NextOffset, rr.AbortedTxns, tc.next, tc.aborted)
+		}
+	}
+}

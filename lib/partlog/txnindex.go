@@ -205,9 +205,14 @@ func (l *Log) AbortedTxns(from, to int64) ([]AbortedTxn, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	return l.abortedTxnsLocked(from, to), nil
+}
+
+// abortedTxnsLocked is AbortedTxns. The caller holds segMu.
+func (l *Log) abortedTxnsLocked(from, to int64) []AbortedTxn {
 	var out []AbortedTxn
 	if from >= to {
-		return out, nil
+		return out
 	}
 	for i := l.segmentFor(from); i < len(l.segs); i++ {
 		s := l.segs[i]
@@ -218,10 +223,10 @@ func (l *Log) AbortedTxns(from, to int64) ([]AbortedTxn, error) {
 			}
 			if t.LastStableOffset >= to {
 				s.idxMu.RUnlock()
-				return out, nil
+				return out
 			}
 		}
 		s.idxMu.RUnlock()
 	}
-	return out, nil
+	return out
 }

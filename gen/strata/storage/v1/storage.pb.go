@@ -574,7 +574,9 @@ type FetchRequest struct {
 	// Upper bound on record bytes in the whole response. 0 means the server default
 	// (52428800 bytes, 50 MiB).
 	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	// Which offsets may be returned. Unset means read uncommitted.
+	// Which offsets may be returned: read uncommitted (unset) reads up to the high watermark,
+	// read committed up to the last stable offset, with the aborted transactions of what it
+	// returns.
 	IsolationLevel v1.IsolationLevel `protobuf:"varint,5,opt,name=isolation_level,json=isolationLevel,proto3,enum=strata.common.v1.IsolationLevel" json:"isolation_level,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -808,8 +810,10 @@ type FetchPartitionResult struct {
 	Error *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	// One past the last committed offset (the smallest log end offset in the ISR).
 	HighWatermark int64 `protobuf:"varint,4,opt,name=high_watermark,json=highWatermark,proto3" json:"high_watermark,omitempty"`
-	// One past the last offset readable under read_committed; equals high_watermark until
-	// Strata has transactions.
+	// The last stable offset: one past the last offset readable under read_committed, below
+	// which every transaction is decided and its decision replicated (the first offset of the
+	// earliest undecided transaction, or high_watermark when there is none). Answered under
+	// both isolation levels.
 	LastStableOffset int64 `protobuf:"varint,5,opt,name=last_stable_offset,json=lastStableOffset,proto3" json:"last_stable_offset,omitempty"`
 	// First offset still available, tiered storage included.
 	LogStartOffset int64 `protobuf:"varint,6,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
@@ -820,8 +824,14 @@ type FetchPartitionResult struct {
 	// fetch_offset in the leader's history: the consumer's log diverged, and the records from
 	// end_offset on are not the leader's. Checked only for offsets on the leader's local disk.
 	DivergingEpoch *DivergingEpoch `protobuf:"bytes,8,opt,name=diverging_epoch,json=divergingEpoch,proto3" json:"diverging_epoch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// With ISOLATION_LEVEL_READ_COMMITTED: the aborted transactions that overlap the offsets of
+	// records, in the order of their abort markers (Kafka's FetchResponse aborted_transactions).
+	// A consumer drops the records of each transactional batch of producer_id at or after
+	// first_offset, until that producer's abort marker. Empty under read uncommitted, and when
+	// records is empty.
+	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,9,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FetchPartitionResult) Reset() {
@@ -910,6 +920,68 @@ func (x *FetchPartitionResult) GetDivergingEpoch() *DivergingEpoch {
 	return nil
 }
 
+func (x *FetchPartitionResult) GetAbortedTransactions() []*AbortedTransaction {
+	if x != nil {
+		return x.AbortedTransactions
+	}
+	return nil
+}
+
+// AbortedTransaction is one aborted transaction in a read_committed FetchPartitionResult.
+type AbortedTransaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id of the transaction.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The offset of the transaction's first batch in this partition.
+	FirstOffset   int64 `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortedTransaction) Reset() {
+	*x = AbortedTransaction{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortedTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortedTransaction) ProtoMessage() {}
+
+func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
+func (*AbortedTransaction) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AbortedTransaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortedTransaction) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
 // ListOffsetsRequest asks for offsets of one or more partitions.
 type ListOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -923,7 +995,7 @@ type ListOffsetsRequest struct {
 
 func (x *ListOffsetsRequest) Reset() {
 	*x = ListOffsetsRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1007,7 @@ func (x *ListOffsetsRequest) String() string {
 func (*ListOffsetsRequest) ProtoMessage() {}
 
 func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[10]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1020,7 @@ func (x *ListOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ListOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{10}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListOffsetsRequest) GetPartitions() []*ListOffsetsPartition {
@@ -984,7 +1056,7 @@ type ListOffsetsPartition struct {
 
 func (x *ListOffsetsPartition) Reset() {
 	*x = ListOffsetsPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1068,7 @@ func (x *ListOffsetsPartition) String() string {
 func (*ListOffsetsPartition) ProtoMessage() {}
 
 func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[11]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1081,7 @@ func (x *ListOffsetsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartition.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{11}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListOffsetsPartition) GetTopic() string {
@@ -1058,7 +1130,7 @@ type ListOffsetsResponse struct {
 
 func (x *ListOffsetsResponse) Reset() {
 	*x = ListOffsetsResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1142,7 @@ func (x *ListOffsetsResponse) String() string {
 func (*ListOffsetsResponse) ProtoMessage() {}
 
 func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[12]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1155,7 @@ func (x *ListOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ListOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{12}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOffsetsResponse) GetPartitions() []*ListOffsetsPartitionResult {
@@ -1115,7 +1187,7 @@ type ListOffsetsPartitionResult struct {
 
 func (x *ListOffsetsPartitionResult) Reset() {
 	*x = ListOffsetsPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1199,7 @@ func (x *ListOffsetsPartitionResult) String() string {
 func (*ListOffsetsPartitionResult) ProtoMessage() {}
 
 func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[13]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1212,7 @@ func (x *ListOffsetsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOffsetsPartitionResult.ProtoReflect.Descriptor instead.
 func (*ListOffsetsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{13}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOffsetsPartitionResult) GetTopic() string {
@@ -1207,7 +1279,7 @@ type ReplicateRequest struct {
 
 func (x *ReplicateRequest) Reset() {
 	*x = ReplicateRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1291,7 @@ func (x *ReplicateRequest) String() string {
 func (*ReplicateRequest) ProtoMessage() {}
 
 func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[14]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1304,7 @@ func (x *ReplicateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateRequest.ProtoReflect.Descriptor instead.
 func (*ReplicateRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{14}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReplicateRequest) GetReplicaId() int32 {
@@ -1301,7 +1373,7 @@ type ReplicatePartition struct {
 
 func (x *ReplicatePartition) Reset() {
 	*x = ReplicatePartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1385,7 @@ func (x *ReplicatePartition) String() string {
 func (*ReplicatePartition) ProtoMessage() {}
 
 func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[15]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1398,7 @@ func (x *ReplicatePartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartition.ProtoReflect.Descriptor instead.
 func (*ReplicatePartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{15}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplicatePartition) GetTopic() string {
@@ -1389,7 +1461,7 @@ type ReplicateResponse struct {
 
 func (x *ReplicateResponse) Reset() {
 	*x = ReplicateResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1473,7 @@ func (x *ReplicateResponse) String() string {
 func (*ReplicateResponse) ProtoMessage() {}
 
 func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[16]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1486,7 @@ func (x *ReplicateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateResponse.ProtoReflect.Descriptor instead.
 func (*ReplicateResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{16}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplicateResponse) GetPartitions() []*ReplicatePartitionResult {
@@ -1455,7 +1527,7 @@ type ReplicatePartitionResult struct {
 
 func (x *ReplicatePartitionResult) Reset() {
 	*x = ReplicatePartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1539,7 @@ func (x *ReplicatePartitionResult) String() string {
 func (*ReplicatePartitionResult) ProtoMessage() {}
 
 func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[17]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1552,7 @@ func (x *ReplicatePartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicatePartitionResult.ProtoReflect.Descriptor instead.
 func (*ReplicatePartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{17}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplicatePartitionResult) GetTopic() string {
@@ -1554,7 +1626,7 @@ type DivergingEpoch struct {
 
 func (x *DivergingEpoch) Reset() {
 	*x = DivergingEpoch{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1566,7 +1638,7 @@ func (x *DivergingEpoch) String() string {
 func (*DivergingEpoch) ProtoMessage() {}
 
 func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[18]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1579,7 +1651,7 @@ func (x *DivergingEpoch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergingEpoch.ProtoReflect.Descriptor instead.
 func (*DivergingEpoch) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{18}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DivergingEpoch) GetEpoch() int32 {
@@ -1609,7 +1681,7 @@ type OffsetForLeaderEpochRequest struct {
 
 func (x *OffsetForLeaderEpochRequest) Reset() {
 	*x = OffsetForLeaderEpochRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1693,7 @@ func (x *OffsetForLeaderEpochRequest) String() string {
 func (*OffsetForLeaderEpochRequest) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[19]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1706,7 @@ func (x *OffsetForLeaderEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{19}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OffsetForLeaderEpochRequest) GetReplicaId() int32 {
@@ -1668,7 +1740,7 @@ type OffsetForLeaderEpochPartition struct {
 
 func (x *OffsetForLeaderEpochPartition) Reset() {
 	*x = OffsetForLeaderEpochPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1752,7 @@ func (x *OffsetForLeaderEpochPartition) String() string {
 func (*OffsetForLeaderEpochPartition) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[20]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1765,7 @@ func (x *OffsetForLeaderEpochPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochPartition.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{20}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OffsetForLeaderEpochPartition) GetTopic() string {
@@ -1735,7 +1807,7 @@ type OffsetForLeaderEpochResponse struct {
 
 func (x *OffsetForLeaderEpochResponse) Reset() {
 	*x = OffsetForLeaderEpochResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1819,7 @@ func (x *OffsetForLeaderEpochResponse) String() string {
 func (*OffsetForLeaderEpochResponse) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[21]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1832,7 @@ func (x *OffsetForLeaderEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForLeaderEpochResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{21}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OffsetForLeaderEpochResponse) GetPartitions() []*OffsetForLeaderEpochPartitionResult {
@@ -1791,7 +1863,7 @@ type OffsetForLeaderEpochPartitionResult struct {
 
 func (x *OffsetForLeaderEpochPartitionResult) Reset() {
 	*x = OffsetForLeaderEpochPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +1875,7 @@ func (x *OffsetForLeaderEpochPartitionResult) String() string {
 func (*OffsetForLeaderEpochPartitionResult) ProtoMessage() {}
 
 func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[22]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +1888,7 @@ func (x *OffsetForLeaderEpochPartitionResult) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use OffsetForLeaderEpochPartitionResult.ProtoReflect.Descriptor instead.
 func (*OffsetForLeaderEpochPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{22}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OffsetForLeaderEpochPartitionResult) GetTopic() string {
@@ -1868,7 +1940,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1952,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[23]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1965,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{23}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteRecordsRequest) GetPartitions() []*DeleteRecordsPartition {
@@ -1928,7 +2000,7 @@ type DeleteRecordsPartition struct {
 
 func (x *DeleteRecordsPartition) Reset() {
 	*x = DeleteRecordsPartition{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2012,7 @@ func (x *DeleteRecordsPartition) String() string {
 func (*DeleteRecordsPartition) ProtoMessage() {}
 
 func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[24]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2025,7 @@ func (x *DeleteRecordsPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartition.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartition) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{24}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeleteRecordsPartition) GetTopic() string {
@@ -1995,7 +2067,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2079,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[25]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2092,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{25}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteRecordsResponse) GetPartitions() []*DeleteRecordsPartitionResult {
@@ -2048,7 +2120,7 @@ type DeleteRecordsPartitionResult struct {
 
 func (x *DeleteRecordsPartitionResult) Reset() {
 	*x = DeleteRecordsPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2132,7 @@ func (x *DeleteRecordsPartitionResult) String() string {
 func (*DeleteRecordsPartitionResult) ProtoMessage() {}
 
 func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[26]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2145,7 @@ func (x *DeleteRecordsPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsPartitionResult.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{26}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteRecordsPartitionResult) GetTopic() string {
@@ -2115,7 +2187,7 @@ type DescribeProducersRequest struct {
 
 func (x *DescribeProducersRequest) Reset() {
 	*x = DescribeProducersRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2199,7 @@ func (x *DescribeProducersRequest) String() string {
 func (*DescribeProducersRequest) ProtoMessage() {}
 
 func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[27]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2212,7 @@ func (x *DescribeProducersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersRequest.ProtoReflect.Descriptor instead.
 func (*DescribeProducersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{27}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DescribeProducersRequest) GetPartitions() []*v1.TopicPartition {
@@ -2161,7 +2233,7 @@ type DescribeProducersResponse struct {
 
 func (x *DescribeProducersResponse) Reset() {
 	*x = DescribeProducersResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2245,7 @@ func (x *DescribeProducersResponse) String() string {
 func (*DescribeProducersResponse) ProtoMessage() {}
 
 func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[28]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2258,7 @@ func (x *DescribeProducersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersResponse.ProtoReflect.Descriptor instead.
 func (*DescribeProducersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{28}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DescribeProducersResponse) GetPartitions() []*DescribeProducersPartitionResult {
@@ -2213,7 +2285,7 @@ type DescribeProducersPartitionResult struct {
 
 func (x *DescribeProducersPartitionResult) Reset() {
 	*x = DescribeProducersPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2297,7 @@ func (x *DescribeProducersPartitionResult) String() string {
 func (*DescribeProducersPartitionResult) ProtoMessage() {}
 
 func (x *DescribeProducersPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[29]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2310,7 @@ func (x *DescribeProducersPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeProducersPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeProducersPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{29}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DescribeProducersPartitionResult) GetTopic() string {
@@ -2288,7 +2360,7 @@ type ActiveProducer struct {
 
 func (x *ActiveProducer) Reset() {
 	*x = ActiveProducer{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2300,7 +2372,7 @@ func (x *ActiveProducer) String() string {
 func (*ActiveProducer) ProtoMessage() {}
 
 func (x *ActiveProducer) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[30]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2313,7 +2385,7 @@ func (x *ActiveProducer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActiveProducer.ProtoReflect.Descriptor instead.
 func (*ActiveProducer) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{30}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ActiveProducer) GetProducerId() int64 {
@@ -2362,7 +2434,7 @@ type DescribeLogRequest struct {
 
 func (x *DescribeLogRequest) Reset() {
 	*x = DescribeLogRequest{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2446,7 @@ func (x *DescribeLogRequest) String() string {
 func (*DescribeLogRequest) ProtoMessage() {}
 
 func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[31]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2459,7 @@ func (x *DescribeLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogRequest.ProtoReflect.Descriptor instead.
 func (*DescribeLogRequest) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{31}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribeLogRequest) GetPartitions() []*v1.TopicPartition {
@@ -2411,7 +2483,7 @@ type DescribeLogResponse struct {
 
 func (x *DescribeLogResponse) Reset() {
 	*x = DescribeLogResponse{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2495,7 @@ func (x *DescribeLogResponse) String() string {
 func (*DescribeLogResponse) ProtoMessage() {}
 
 func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[32]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2508,7 @@ func (x *DescribeLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogResponse.ProtoReflect.Descriptor instead.
 func (*DescribeLogResponse) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{32}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeLogResponse) GetNodeId() int32 {
@@ -2496,7 +2568,7 @@ type DescribeLogPartitionResult struct {
 
 func (x *DescribeLogPartitionResult) Reset() {
 	*x = DescribeLogPartitionResult{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2508,7 +2580,7 @@ func (x *DescribeLogPartitionResult) String() string {
 func (*DescribeLogPartitionResult) ProtoMessage() {}
 
 func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[33]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2521,7 +2593,7 @@ func (x *DescribeLogPartitionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeLogPartitionResult.ProtoReflect.Descriptor instead.
 func (*DescribeLogPartitionResult) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{33}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DescribeLogPartitionResult) GetTopic() string {
@@ -2650,7 +2722,7 @@ type ReplicaState struct {
 
 func (x *ReplicaState) Reset() {
 	*x = ReplicaState{}
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +2734,7 @@ func (x *ReplicaState) String() string {
 func (*ReplicaState) ProtoMessage() {}
 
 func (x *ReplicaState) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_storage_v1_storage_proto_msgTypes[34]
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +2747,7 @@ func (x *ReplicaState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaState.ProtoReflect.Descriptor instead.
 func (*ReplicaState) Descriptor() ([]byte, []int) {
-	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{34}
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReplicaState) GetNodeId() int32 {
@@ -2779,7 +2851,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.storage.v1.FetchPartitionResultR\n" +
 	"partitions\x12(\n" +
-	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\xe4\x02\n" +
+	"\x10throttle_time_ms\x18\x02 \x01(\x05R\x0ethrottleTimeMs\"\xbe\x03\n" +
 	"\x14FetchPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -2788,7 +2860,12 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x12last_stable_offset\x18\x05 \x01(\x03R\x10lastStableOffset\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x18\n" +
 	"\arecords\x18\a \x01(\fR\arecords\x12J\n" +
-	"\x0fdiverging_epoch\x18\b \x01(\v2!.strata.storage.v1.DivergingEpochR\x0edivergingEpoch\"\xa8\x01\n" +
+	"\x0fdiverging_epoch\x18\b \x01(\v2!.strata.storage.v1.DivergingEpochR\x0edivergingEpoch\x12X\n" +
+	"\x14aborted_transactions\x18\t \x03(\v2%.strata.storage.v1.AbortedTransactionR\x13abortedTransactions\"X\n" +
+	"\x12AbortedTransaction\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12!\n" +
+	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\"\xa8\x01\n" +
 	"\x12ListOffsetsRequest\x12G\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2'.strata.storage.v1.ListOffsetsPartitionR\n" +
@@ -2974,7 +3051,7 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
@@ -2987,93 +3064,95 @@ var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(*FetchPartition)(nil),                      // 8: strata.storage.v1.FetchPartition
 	(*FetchResponse)(nil),                       // 9: strata.storage.v1.FetchResponse
 	(*FetchPartitionResult)(nil),                // 10: strata.storage.v1.FetchPartitionResult
-	(*ListOffsetsRequest)(nil),                  // 11: strata.storage.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),                // 12: strata.storage.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 13: strata.storage.v1.ListOffsetsResponse
-	(*ListOffsetsPartitionResult)(nil),          // 14: strata.storage.v1.ListOffsetsPartitionResult
-	(*ReplicateRequest)(nil),                    // 15: strata.storage.v1.ReplicateRequest
-	(*ReplicatePartition)(nil),                  // 16: strata.storage.v1.ReplicatePartition
-	(*ReplicateResponse)(nil),                   // 17: strata.storage.v1.ReplicateResponse
-	(*ReplicatePartitionResult)(nil),            // 18: strata.storage.v1.ReplicatePartitionResult
-	(*DivergingEpoch)(nil),                      // 19: strata.storage.v1.DivergingEpoch
-	(*OffsetForLeaderEpochRequest)(nil),         // 20: strata.storage.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil),       // 21: strata.storage.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),        // 22: strata.storage.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochPartitionResult)(nil), // 23: strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	(*DeleteRecordsRequest)(nil),                // 24: strata.storage.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),              // 25: strata.storage.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),               // 26: strata.storage.v1.DeleteRecordsResponse
-	(*DeleteRecordsPartitionResult)(nil),        // 27: strata.storage.v1.DeleteRecordsPartitionResult
-	(*DescribeProducersRequest)(nil),            // 28: strata.storage.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),           // 29: strata.storage.v1.DescribeProducersResponse
-	(*DescribeProducersPartitionResult)(nil),    // 30: strata.storage.v1.DescribeProducersPartitionResult
-	(*ActiveProducer)(nil),                      // 31: strata.storage.v1.ActiveProducer
-	(*DescribeLogRequest)(nil),                  // 32: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 33: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 34: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 35: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 36: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 37: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 38: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 39: strata.common.v1.TopicPartition
+	(*AbortedTransaction)(nil),                  // 11: strata.storage.v1.AbortedTransaction
+	(*ListOffsetsRequest)(nil),                  // 12: strata.storage.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),                // 13: strata.storage.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 14: strata.storage.v1.ListOffsetsResponse
+	(*ListOffsetsPartitionResult)(nil),          // 15: strata.storage.v1.ListOffsetsPartitionResult
+	(*ReplicateRequest)(nil),                    // 16: strata.storage.v1.ReplicateRequest
+	(*ReplicatePartition)(nil),                  // 17: strata.storage.v1.ReplicatePartition
+	(*ReplicateResponse)(nil),                   // 18: strata.storage.v1.ReplicateResponse
+	(*ReplicatePartitionResult)(nil),            // 19: strata.storage.v1.ReplicatePartitionResult
+	(*DivergingEpoch)(nil),                      // 20: strata.storage.v1.DivergingEpoch
+	(*OffsetForLeaderEpochRequest)(nil),         // 21: strata.storage.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil),       // 22: strata.storage.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),        // 23: strata.storage.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochPartitionResult)(nil), // 24: strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	(*DeleteRecordsRequest)(nil),                // 25: strata.storage.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),              // 26: strata.storage.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),               // 27: strata.storage.v1.DeleteRecordsResponse
+	(*DeleteRecordsPartitionResult)(nil),        // 28: strata.storage.v1.DeleteRecordsPartitionResult
+	(*DescribeProducersRequest)(nil),            // 29: strata.storage.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),           // 30: strata.storage.v1.DescribeProducersResponse
+	(*DescribeProducersPartitionResult)(nil),    // 31: strata.storage.v1.DescribeProducersPartitionResult
+	(*ActiveProducer)(nil),                      // 32: strata.storage.v1.ActiveProducer
+	(*DescribeLogRequest)(nil),                  // 33: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 34: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 35: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 36: strata.storage.v1.ReplicaState
+	(v1.Acks)(0),                                // 37: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 38: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 39: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 40: strata.common.v1.TopicPartition
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	36, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	37, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
 	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	36, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	37, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
 	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	37, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	38, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	38, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	39, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	37, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	19, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	12, // 10: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	38, // 11: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	0,  // 12: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
-	14, // 13: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	37, // 14: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	16, // 15: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
-	18, // 16: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	37, // 17: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	19, // 18: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	21, // 19: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
-	23, // 20: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	37, // 21: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	25, // 22: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
-	27, // 23: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
-	37, // 24: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	39, // 25: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	30, // 26: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
-	37, // 27: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	31, // 28: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
-	39, // 29: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	34, // 30: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	37, // 31: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	35, // 32: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 33: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 34: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 35: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	11, // 36: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	15, // 37: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	20, // 38: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	32, // 39: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	24, // 40: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
-	28, // 41: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
-	2,  // 42: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 43: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 44: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	13, // 45: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	17, // 46: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	22, // 47: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	33, // 48: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	26, // 49: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
-	29, // 50: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
-	42, // [42:51] is the sub-list for method output_type
-	33, // [33:42] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	38, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	20, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	11, // 10: strata.storage.v1.FetchPartitionResult.aborted_transactions:type_name -> strata.storage.v1.AbortedTransaction
+	13, // 11: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
+	39, // 12: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	0,  // 13: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
+	15, // 14: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
+	38, // 15: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	17, // 16: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
+	19, // 17: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
+	38, // 18: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	20, // 19: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	22, // 20: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
+	24, // 21: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	38, // 22: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	26, // 23: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
+	28, // 24: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
+	38, // 25: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	40, // 26: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	31, // 27: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
+	38, // 28: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	32, // 29: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
+	40, // 30: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	35, // 31: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	38, // 32: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	36, // 33: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	1,  // 34: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 35: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 36: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	12, // 37: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	16, // 38: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	21, // 39: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	33, // 40: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	25, // 41: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	29, // 42: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
+	2,  // 43: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 44: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 45: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	14, // 46: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	18, // 47: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	23, // 48: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	34, // 49: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	27, // 50: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	30, // 51: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
+	43, // [43:52] is the sub-list for method output_type
+	34, // [34:43] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -3082,14 +3161,14 @@ func file_strata_storage_v1_storage_proto_init() {
 		return
 	}
 	file_strata_storage_v1_storage_proto_msgTypes[7].OneofWrappers = []any{}
-	file_strata_storage_v1_storage_proto_msgTypes[33].OneofWrappers = []any{}
+	file_strata_storage_v1_storage_proto_msgTypes[34].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -54,6 +54,7 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 	var oor *partlog.OffsetOutOfRangeError
 	var tre *tieredRangeError
 	var tue *tierUnavailableError
+	var tte *tierTxnError
 	switch {
 	case r == nil:
 		d.Code, d.Reason, d.Message = commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION, "unknown topic or partition on this node"
@@ -118,6 +119,8 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_OUT_OF_RANGE, commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE)
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
 			LogStartOffset: tre.logStart, HighWatermark: r.Log().HighWatermark()}}
+	case errors.As(err, &tte): // tiering.go
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_UNSPECIFIED)
 	case errors.As(err, &tue): // tiering.go
 		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_UNSPECIFIED)
 		if c := tue.detail.GetCode(); c == commonv1.Code_CODE_DATA_LOSS {
@@ -349,6 +352,10 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	// something to read and reused by later rounds of the long poll (a
 	// round that does not answer drops its results).
 	bufs := make([][]byte, len(m.GetPartitions()))
+	// read_committed reads below the last stable offset. A long poll
+	// parked there wakes on Changed as any other: the LSO moves only with
+	// the high watermark or the log start (replica.ReadCommittedInto).
+	committed := m.GetIsolationLevel() == commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
 	for {
 		var chans []<-chan struct{}
 		for i, p := range m.GetPartitions() {
@@ -367,7 +374,7 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 					HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1, Error: refused[i]})
 				continue
 			}
-			res := s.fetchOne(ctx, p, maxBytes-total, total == 0, &bufs[i])
+			res := s.fetchOne(ctx, p, committed, maxBytes-total, total == 0, &bufs[i])
 			total += len(res.Records)
 			failed = failed || res.Error != nil || res.DivergingEpoch != nil // answered at once, as Kafka's
 			out.Partitions = append(out.Partitions, res)
@@ -389,8 +396,10 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 // partitions stays near the request's limit instead of a batch per
 // partition, which clients refuse as larger than they asked for. *buf is
 // its read buffer: nil until the partition has records to read, then a
-// pooled one (readbuf.go).
-func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, budget int, minOne bool, buf *[]byte) *storagev1.FetchPartitionResult {
+// pooled one (readbuf.go). committed reads as read_committed: below the
+// last stable offset, with the aborted transactions of what it returns,
+// as Kafka's UnifiedLog.read with FetchIsolation.TXN_COMMITTED.
+func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, committed bool, budget int, minOne bool, buf *[]byte) *storagev1.FetchPartitionResult {
 	res := &storagev1.FetchPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LastStableOffset: -1, LogStartOffset: -1}
 	r := s.n.replica(p.GetTopic(), p.GetPartition())
 	if r == nil {
@@ -408,15 +417,22 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 			return res
 		}
 		l := r.Log()
-		res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.DivergingEpoch = l.HighWatermark(), l.HighWatermark(), s.n.effectiveLogStart(r, l.LogStartOffset()), d
+		res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.DivergingEpoch = l.HighWatermark(), l.LastStableOffset(), s.n.effectiveLogStart(r, l.LogStartOffset()), d
 		return res
 	}
-	if *buf == nil && p.GetFetchOffset() < r.Log().HighWatermark() {
+	readable, read := r.Log().HighWatermark(), r.ReadInto
+	if committed {
+		readable, read = r.Log().LastStableOffset(), r.ReadCommittedInto
+	}
+	if *buf == nil && p.GetFetchOffset() < readable {
 		*buf = readBuf(ctx, limit)
 	}
-	rr, err := r.ReadInto(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit, minOne)
+	rr, err := read(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit, minOne)
 	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
+		if err == nil && committed {
+			rr, err = committedFromTier(rr, p.GetFetchOffset()) // tiering.go
+		}
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
@@ -426,7 +442,12 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, bud
 		rr.Batches = nil // the tier's first batch alone is over the limit (the local read left it unread)
 	}
 	countFetched(p.GetTopic(), rr.Batches) // telemetry.go
-	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.HighWatermark, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
+	res.HighWatermark, res.LastStableOffset, res.LogStartOffset, res.Records = rr.HighWatermark, rr.LastStableOffset, s.n.effectiveLogStart(r, rr.LogStartOffset), rr.Batches
+	if len(rr.Batches) > 0 {
+		for _, t := range rr.AbortedTxns {
+			res.AbortedTransactions = append(res.AbortedTransactions, &storagev1.AbortedTransaction{ProducerId: t.ProducerID, FirstOffset: t.FirstOffset})
+		}
+	}
 	return res
 }
 
@@ -488,6 +509,7 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 		}
 	}
 	access := s.topicAccess(ctx, acl.Describe) // security.go
+	committed := req.Msg.GetIsolationLevel() == commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
 	for _, p := range req.Msg.GetPartitions() {
 		res := &storagev1.ListOffsetsPartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), Offset: -1, TimestampMs: -1, LeaderEpoch: -1}
 		out.Partitions = append(out.Partitions, res)
@@ -496,7 +518,14 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 			continue
 		}
 		l := r.Log()
-		hw := l.HighWatermark()
+		// The latest offset the request's isolation level reads to, as
+		// Kafka's Partition.fetchOffsetForTimestamp: the high watermark,
+		// or the last stable offset for read_committed. No offset at or
+		// above it is answered.
+		latest := l.HighWatermark()
+		if committed {
+			latest = l.LastStableOffset()
+		}
 		switch p.GetSpec() {
 		case storagev1.OffsetSpec_OFFSET_SPEC_EARLIEST:
 			res.Offset = s.n.effectiveLogStart(r, l.LogStartOffset()) // tier included (tiering.go)
@@ -514,19 +543,19 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 		case storagev1.OffsetSpec_OFFSET_SPEC_LATEST:
 			// With the current leader epoch, as Kafka's
 			// Partition.fetchOffsetForTimestamp answers "latest".
-			res.Offset, res.LeaderEpoch = hw, r.View().State.LeaderEpoch
+			res.Offset, res.LeaderEpoch = latest, r.View().State.LeaderEpoch
 		case storagev1.OffsetSpec_OFFSET_SPEC_TIMESTAMP:
-			res.Offset = hw
+			res.Offset = latest
 			ts := p.GetTimestampMs()
 			// Below the local log start the tier answers (tiering.go).
 			if tt, ok, err := s.n.tieredOffsetForTimestamp(r, ts); err != nil {
 				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 				continue
-			} else if ok {
+			} else if ok && tt.offset < latest {
 				res.Offset, res.TimestampMs, res.LeaderEpoch = tt.offset, tt.maxTS, tt.epoch
 				oor := &partlog.OffsetOutOfRangeError{Offset: tt.offset, LogStart: l.LogStartOffset(), LogEnd: l.LogEndOffset()}
 				if rr, err, handled := s.n.readTiered(r, tt.offset, 1, oor); handled && err == nil {
-					if at, ok := firstRecordAtOrAfter(rr.Batches, tt.offset, ts); ok {
+					if at, ok := firstRecordAtOrAfter(rr.Batches, tt.offset, ts); ok && at.offset < latest {
 						res.Offset, res.TimestampMs = at.offset, at.timestamp
 					}
 				}
@@ -537,13 +566,13 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 				res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
 				continue
 			}
-			if found && off < hw {
+			if found && off < latest {
 				res.Offset = off
-				if rr, err := l.Read(off, 1, hw); err == nil && len(rr.Batches) > 0 {
+				if rr, err := l.Read(off, 1, latest); err == nil && len(rr.Batches) > 0 {
 					if h, err := recordbatch.PeekHeader(rr.Batches); err == nil {
 						res.TimestampMs, res.LeaderEpoch = h.MaxTimestamp, h.PartitionLeaderEpoch
 					}
-					if at, ok := firstRecordAtOrAfter(rr.Batches, off, ts); ok && at.offset < hw {
+					if at, ok := firstRecordAtOrAfter(rr.Batches, off, ts); ok && at.offset < latest {
 						res.Offset, res.TimestampMs = at.offset, at.timestamp
 					}
 				}

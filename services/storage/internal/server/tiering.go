@@ -18,10 +18,13 @@ package server
 //     which may empty the tier) are deleted whatever local retention says,
 //     and never uploaded again;
 //   - Fetch below the local log start is served from the tier with
-//     FetchTiered, returning the same batch bytes; ListOffsets EARLIEST and
-//     DescribeLog report the tiered start and extent, and ListOffsets by
-//     timestamp asks the tier (OffsetForTimestamp) first when it holds
-//     offsets below the local log start;
+//     FetchTiered, returning the same batch bytes; under read_committed
+//     only up to the first transactional batch, since the tier does not
+//     carry the aborted transaction index yet (committedFromTier);
+//     ListOffsets EARLIEST and DescribeLog report the tiered start and
+//     extent, and ListOffsets by timestamp asks the tier
+//     (OffsetForTimestamp) first when it holds offsets below the local
+//     log start;
 //   - a replica whose log ends below the tiered end (a lost disk) restarts
 //     its log empty at the tiered end (Replica.MoveToTieredEnd); until the
 //     tier state is known, an empty log at 0 refuses produce as leader.
@@ -43,6 +46,7 @@ import (
 	"github.com/strata-mq/strata/gen/strata/tiering/v1/tieringv1connect"
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/partlog"
+	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/topicconfig"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
@@ -477,9 +481,55 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 	}
 	hw := r.Log().HighWatermark()
 	return partlog.ReadResult{
-		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LogEndOffset: r.Log().LogEndOffset(),
+		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LastStableOffset: r.Log().LastStableOffset(), LogEndOffset: r.Log().LogEndOffset(),
 		LogStartOffset: min(resp.Msg.GetLogStartOffset(), localStart), NextOffset: offset,
 	}, nil, true
+}
+
+// tierTxnError refuses a read_committed read from the tier whose first
+// batch is transactional: tiered segments do not carry their aborted
+// transaction index yet, so the node cannot say whether its records were
+// aborted, and answering them with no aborted transactions would hand a
+// read_committed consumer aborted records as committed ones.
+type tierTxnError struct{ offset int64 }
+
+func (e *tierTxnError) Error() string {
+	return fmt.Sprintf("offset %d is in the tier and belongs to a transaction: read_committed reads of transactional records "+
+		"from the tier are not served until tiered segments carry their aborted transaction index; read it with read_uncommitted", e.offset)
+}
+
+// committedFromTier holds a read from the tier (readTiered) to what a
+// read_committed consumer may be answered without the aborted
+// transactions, which the tier cannot give until tiered segments carry
+// their .txnindex: the batches below the last stable offset, up to the
+// first transactional batch that is not a marker. A consumer drops
+// records as aborted only from transactional batches (Kafka's
+// CompletedFetch skips a batch only when it is transactional and its
+// producer is in the aborted list), so the batches before that one need
+// no list, and markers are skipped whatever the list says. When the
+// first batch is such a batch there is nothing to answer: *tierTxnError.
+// No client can write transactional batches yet
+// (recordbatch.ValidateProduced), so the tier holds none today; this
+// keeps read_committed right once they can, until the tier carries the
+// index.
+func committedFromTier(rr partlog.ReadResult, fetchOffset int64) (partlog.ReadResult, error) {
+	cut := 0
+	for cut < len(rr.Batches) {
+		h, err := recordbatch.PeekHeader(rr.Batches[cut:])
+		if err != nil || h.LastOffset() >= rr.LastStableOffset {
+			break
+		}
+		if h.Transactional() && !h.Control() {
+			if cut == 0 {
+				return partlog.ReadResult{}, &tierTxnError{offset: max(h.BaseOffset, fetchOffset)}
+			}
+			break
+		}
+		cut += h.Size()
+		rr.NextOffset = h.NextOffset()
+	}
+	rr.Batches = rr.Batches[:cut]
+	return rr, nil
 }
 
 // tieredTimestamp is the tier's answer to ListOffsets by timestamp.

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/storage/v1/storage.proto.
  */
 export const file_strata_storage_v1_storage: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvc3RvcmFnZS92MS9zdG9yYWdlLnByb3RvEhFzdHJhdGEuc3RvcmFnZS52MSKTAQoOUHJvZHVjZVJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiQKBGFja3MYAyABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkFja3MSEgoKdGltZW91dF9tcxgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUSDwoHcmVjb3JkcxgGIAEoDCKJAQoPUHJvZHVjZVJlc3BvbnNlEhMKC2Jhc2Vfb2Zmc2V0GAEgASgDEhoKEmxvZ19hcHBlbmRfdGltZV9tcxgCIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAMgASgDEhEKCWR1cGxpY2F0ZRgEIAEoCBIYChB0aHJvdHRsZV90aW1lX21zGAUgASgFIo0BChhQcm9kdWNlUGFydGl0aW9uc1JlcXVlc3QSNwoKcGFydGl0aW9ucxgBIAMoCzIjLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb24SJAoEYWNrcxgCIAEoDjIWLnN0cmF0YS5jb21tb24udjEuQWNrcxISCgp0aW1lb3V0X21zGAMgASgFIlsKEFByb2R1Y2VQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDGxlYWRlcl9lcG9jaBgDIAEoBRIPCgdyZWNvcmRzGAQgASgMInQKGVByb2R1Y2VQYXJ0aXRpb25zUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSLGAQoWUHJvZHVjZVBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSEwoLYmFzZV9vZmZzZXQYAyABKAMSGgoSbG9nX2FwcGVuZF90aW1lX21zGAQgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSEQoJZHVwbGljYXRlGAYgASgIEiwKBWVycm9yGAcgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbCK7AQoMRmV0Y2hSZXF1ZXN0EjUKCnBhcnRpdGlvbnMYASADKAsyIS5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFBhcnRpdGlvbhITCgttYXhfd2FpdF9tcxgCIAEoBRIRCgltaW5fYnl0ZXMYAyABKAUSEQoJbWF4X2J5dGVzGAQgASgFEjkKD2lzb2xhdGlvbl9sZXZlbBgFIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwisQEKDkZldGNoUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSHAoUY3VycmVudF9sZWFkZXJfZXBvY2gYBCABKAUSEQoJbWF4X2J5dGVzGAUgASgFEh8KEmxhc3RfZmV0Y2hlZF9lcG9jaBgGIAEoBUgAiAEBQhUKE19sYXN0X2ZldGNoZWRfZXBvY2giZgoNRmV0Y2hSZXNwb25zZRI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnN0b3JhZ2UudjEuRmV0Y2hQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSKBAgoURmV0Y2hQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIWCg5oaWdoX3dhdGVybWFyaxgEIAEoAxIaChJsYXN0X3N0YWJsZV9vZmZzZXQYBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIPCgdyZWNvcmRzGAcgASgMEjoKD2RpdmVyZ2luZ19lcG9jaBgIIAEoCzIhLnN0cmF0YS5zdG9yYWdlLnYxLkRpdmVyZ2luZ0Vwb2NoIowBChJMaXN0T2Zmc2V0c1JlcXVlc3QSOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS5zdG9yYWdlLnYxLkxpc3RPZmZzZXRzUGFydGl0aW9uEjkKD2lzb2xhdGlvbl9sZXZlbBgCIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwimQEKFExpc3RPZmZzZXRzUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIrCgRzcGVjGAQgASgOMh0uc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0U3BlYxIUCgx0aW1lc3RhbXBfbXMYBSABKAMiWAoTTGlzdE9mZnNldHNSZXNwb25zZRJBCgpwYXJ0aXRpb25zGAEgAygLMi0uc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNQYXJ0aXRpb25SZXN1bHQiqAEKGkxpc3RPZmZzZXRzUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSDgoGb2Zmc2V0GAQgASgDEhQKDHRpbWVzdGFtcF9tcxgFIAEoAxIUCgxsZWFkZXJfZXBvY2gYBiABKAUisAEKEFJlcGxpY2F0ZVJlcXVlc3QSEgoKcmVwbGljYV9pZBgBIAEoBRISCgpub2RlX2Vwb2NoGAIgASgDEjkKCnBhcnRpdGlvbnMYAyADKAsyJS5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVQYXJ0aXRpb24SEwoLbWF4X3dhaXRfbXMYBCABKAUSEQoJbWluX2J5dGVzGAUgASgFEhEKCW1heF9ieXRlcxgGIAEoBSKzAQoSUmVwbGljYXRlUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIUCgxmZXRjaF9vZmZzZXQYBCABKAMSGgoSbGFzdF9mZXRjaGVkX2Vwb2NoGAUgASgFEhgKEGxvZ19zdGFydF9vZmZzZXQYBiABKAMSEQoJbWF4X2J5dGVzGAcgASgFIlQKEVJlcGxpY2F0ZVJlc3BvbnNlEj8KCnBhcnRpdGlvbnMYASADKAsyKy5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVQYXJ0aXRpb25SZXN1bHQigQIKGFJlcGxpY2F0ZVBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhYKDmhpZ2hfd2F0ZXJtYXJrGAQgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSOgoPZGl2ZXJnaW5nX2Vwb2NoGAYgASgLMiEuc3RyYXRhLnN0b3JhZ2UudjEuRGl2ZXJnaW5nRXBvY2gSDwoHcmVjb3JkcxgHIAEoDBIWCg5wcm9kdWNlcl9zdGF0ZRgIIAEoDCIzCg5EaXZlcmdpbmdFcG9jaBINCgVlcG9jaBgBIAEoBRISCgplbmRfb2Zmc2V0GAIgASgDIncKG09mZnNldEZvckxlYWRlckVwb2NoUmVxdWVzdBISCgpyZXBsaWNhX2lkGAEgASgFEkQKCnBhcnRpdGlvbnMYAiADKAsyMC5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvbiJ1Ch1PZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSHAoUY3VycmVudF9sZWFkZXJfZXBvY2gYAyABKAUSFAoMbGVhZGVyX2Vwb2NoGAQgASgFImoKHE9mZnNldEZvckxlYWRlckVwb2NoUmVzcG9uc2USSgoKcGFydGl0aW9ucxgBIAMoCzI2LnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uUmVzdWx0Ip8BCiNPZmZzZXRGb3JMZWFkZXJFcG9jaFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRISCgplbmRfb2Zmc2V0GAUgASgDImkKFERlbGV0ZVJlY29yZHNSZXF1ZXN0Ej0KCnBhcnRpdGlvbnMYASADKAsyKS5zdHJhdGEuc3RvcmFnZS52MS5EZWxldGVSZWNvcmRzUGFydGl0aW9uEhIKCnRpbWVvdXRfbXMYAiABKAUiaAoWRGVsZXRlUmVjb3Jkc1BhcnRpdGlvbhINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSDgoGb2Zmc2V0GAMgASgDEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAQgASgFIlwKFURlbGV0ZVJlY29yZHNSZXNwb25zZRJDCgpwYXJ0aXRpb25zGAEgAygLMi8uc3RyYXRhLnN0b3JhZ2UudjEuRGVsZXRlUmVjb3Jkc1BhcnRpdGlvblJlc3VsdCKFAQocRGVsZXRlUmVjb3Jkc1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhUKDWxvd193YXRlcm1hcmsYBCABKAMiUAoYRGVzY3JpYmVQcm9kdWNlcnNSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uImQKGURlc2NyaWJlUHJvZHVjZXJzUmVzcG9uc2USRwoKcGFydGl0aW9ucxgBIAMoCzIzLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlUHJvZHVjZXJzUGFydGl0aW9uUmVzdWx0IqgBCiBEZXNjcmliZVByb2R1Y2Vyc1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEjQKCXByb2R1Y2VycxgEIAMoCzIhLnN0cmF0YS5zdG9yYWdlLnYxLkFjdGl2ZVByb2R1Y2VyIowBCg5BY3RpdmVQcm9kdWNlchITCgtwcm9kdWNlcl9pZBgBIAEoAxIWCg5wcm9kdWNlcl9lcG9jaBgCIAEoBRIVCg1sYXN0X3NlcXVlbmNlGAMgASgFEhsKE2xhc3RfYXBwZW5kX3RpbWVfbXMYBCABKAMSGQoRbGFzdF9iYXRjaF9vZmZzZXQYBSABKAMiSgoSRGVzY3JpYmVMb2dSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uImkKE0Rlc2NyaWJlTG9nUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoBRJBCgpwYXJ0aXRpb25zGAIgAygLMi0uc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVMb2dQYXJ0aXRpb25SZXN1bHQi1gMKGkRlc2NyaWJlTG9nUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSDgoGbGVhZGVyGAQgASgIEhQKDGxlYWRlcl9lcG9jaBgFIAEoBRIYChBsb2dfc3RhcnRfb2Zmc2V0GAYgASgDEh4KFmxvY2FsX2xvZ19zdGFydF9vZmZzZXQYByABKAMSFgoObG9nX2VuZF9vZmZzZXQYCCABKAMSFgoOaGlnaF93YXRlcm1hcmsYCSABKAMSGAoQbG9jYWxfc2l6ZV9ieXRlcxgKIAEoAxIbChNsb2NhbF9zZWdtZW50X2NvdW50GAsgASgFEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAwgASgDEhkKEXRpZXJlZF9zaXplX2J5dGVzGA0gASgDEjEKCHJlcGxpY2FzGA4gAygLMh8uc3RyYXRhLnN0b3JhZ2UudjEuUmVwbGljYVN0YXRlEiAKE2NsZWFuZXJfZGlydHlfcmF0aW8YDyABKAFIAIgBAUIWChRfY2xlYW5lcl9kaXJ0eV9yYXRpbyJ8CgxSZXBsaWNhU3RhdGUSDwoHbm9kZV9pZBgBIAEoBRIWCg5sb2dfZW5kX29mZnNldBgCIAEoAxIeChZsYXN0X2NhdWdodF91cF90aW1lX21zGAMgASgDEg8KB2luX3N5bmMYBCABKAgSEgoKbm9kZV9lcG9jaBgFIAEoAyp2CgpPZmZzZXRTcGVjEhsKF09GRlNFVF9TUEVDX1VOU1BFQ0lGSUVEEAASGAoUT0ZGU0VUX1NQRUNfRUFSTElFU1QQARIWChJPRkZTRVRfU1BFQ19MQVRFU1QQAhIZChVPRkZTRVRfU1BFQ19USU1FU1RBTVAQAzL/BgoOU3RvcmFnZVNlcnZpY2USUAoHUHJvZHVjZRIhLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VSZXF1ZXN0GiIuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVJlc3BvbnNlEm4KEVByb2R1Y2VQYXJ0aXRpb25zEisuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVBhcnRpdGlvbnNSZXF1ZXN0Giwuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVBhcnRpdGlvbnNSZXNwb25zZRJKCgVGZXRjaBIfLnN0cmF0YS5zdG9yYWdlLnYxLkZldGNoUmVxdWVzdBogLnN0cmF0YS5zdG9yYWdlLnYxLkZldGNoUmVzcG9uc2USXAoLTGlzdE9mZnNldHMSJS5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1JlcXVlc3QaJi5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1Jlc3BvbnNlElYKCVJlcGxpY2F0ZRIjLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVJlcXVlc3QaJC5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhdGVSZXNwb25zZRJ3ChRPZmZzZXRGb3JMZWFkZXJFcG9jaBIuLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUmVxdWVzdBovLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUmVzcG9uc2USXAoLRGVzY3JpYmVMb2cSJS5zdHJhdGEuc3RvcmFnZS52MS5EZXNjcmliZUxvZ1JlcXVlc3QaJi5zdHJhdGEuc3RvcmFnZS52MS5EZXNjcmliZUxvZ1Jlc3BvbnNlEmIKDURlbGV0ZVJlY29yZHMSJy5zdHJhdGEuc3RvcmFnZS52MS5EZWxldGVSZWNvcmRzUmVxdWVzdBooLnN0cmF0YS5zdG9yYWdlLnYxLkRlbGV0ZVJlY29yZHNSZXNwb25zZRJuChFEZXNjcmliZVByb2R1Y2VycxIrLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlUHJvZHVjZXJzUmVxdWVzdBosLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlUHJvZHVjZXJzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEuc3RvcmFnZS52MUIMU3RvcmFnZVByb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL3N0b3JhZ2UvdjE7c3RvcmFnZXYxogIDU1NYqgIRU3RyYXRhLlN0b3JhZ2UuVjHKAhFTdHJhdGFcU3RvcmFnZVxWMeICHVN0cmF0YVxTdG9yYWdlXFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpTdG9yYWdlOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
+  fileDesc("Ch9zdHJhdGEvc3RvcmFnZS92MS9zdG9yYWdlLnByb3RvEhFzdHJhdGEuc3RvcmFnZS52MSKTAQoOUHJvZHVjZVJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiQKBGFja3MYAyABKA4yFi5zdHJhdGEuY29tbW9uLnYxLkFja3MSEgoKdGltZW91dF9tcxgEIAEoBRIUCgxsZWFkZXJfZXBvY2gYBSABKAUSDwoHcmVjb3JkcxgGIAEoDCKJAQoPUHJvZHVjZVJlc3BvbnNlEhMKC2Jhc2Vfb2Zmc2V0GAEgASgDEhoKEmxvZ19hcHBlbmRfdGltZV9tcxgCIAEoAxIYChBsb2dfc3RhcnRfb2Zmc2V0GAMgASgDEhEKCWR1cGxpY2F0ZRgEIAEoCBIYChB0aHJvdHRsZV90aW1lX21zGAUgASgFIo0BChhQcm9kdWNlUGFydGl0aW9uc1JlcXVlc3QSNwoKcGFydGl0aW9ucxgBIAMoCzIjLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb24SJAoEYWNrcxgCIAEoDjIWLnN0cmF0YS5jb21tb24udjEuQWNrcxISCgp0aW1lb3V0X21zGAMgASgFIlsKEFByb2R1Y2VQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDGxlYWRlcl9lcG9jaBgDIAEoBRIPCgdyZWNvcmRzGAQgASgMInQKGVByb2R1Y2VQYXJ0aXRpb25zUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5zdG9yYWdlLnYxLlByb2R1Y2VQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSLGAQoWUHJvZHVjZVBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSEwoLYmFzZV9vZmZzZXQYAyABKAMSGgoSbG9nX2FwcGVuZF90aW1lX21zGAQgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSEQoJZHVwbGljYXRlGAYgASgIEiwKBWVycm9yGAcgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbCK7AQoMRmV0Y2hSZXF1ZXN0EjUKCnBhcnRpdGlvbnMYASADKAsyIS5zdHJhdGEuc3RvcmFnZS52MS5GZXRjaFBhcnRpdGlvbhITCgttYXhfd2FpdF9tcxgCIAEoBRIRCgltaW5fYnl0ZXMYAyABKAUSEQoJbWF4X2J5dGVzGAQgASgFEjkKD2lzb2xhdGlvbl9sZXZlbBgFIAEoDjIgLnN0cmF0YS5jb21tb24udjEuSXNvbGF0aW9uTGV2ZWwisQEKDkZldGNoUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSHAoUY3VycmVudF9sZWFkZXJfZXBvY2gYBCABKAUSEQoJbWF4X2J5dGVzGAUgASgFEh8KEmxhc3RfZmV0Y2hlZF9lcG9jaBgGIAEoBUgAiAEBQhUKE19sYXN0X2ZldGNoZWRfZXBvY2giZgoNRmV0Y2hSZXNwb25zZRI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnN0b3JhZ2UudjEuRmV0Y2hQYXJ0aXRpb25SZXN1bHQSGAoQdGhyb3R0bGVfdGltZV9tcxgCIAEoBSLGAgoURmV0Y2hQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIWCg5oaWdoX3dhdGVybWFyaxgEIAEoAxIaChJsYXN0X3N0YWJsZV9vZmZzZXQYBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIPCgdyZWNvcmRzGAcgASgMEjoKD2RpdmVyZ2luZ19lcG9jaBgIIAEoCzIhLnN0cmF0YS5zdG9yYWdlLnYxLkRpdmVyZ2luZ0Vwb2NoEkMKFGFib3J0ZWRfdHJhbnNhY3Rpb25zGAkgAygLMiUuc3RyYXRhLnN0b3JhZ2UudjEuQWJvcnRlZFRyYW5zYWN0aW9uIj8KEkFib3J0ZWRUcmFuc2FjdGlvbhITCgtwcm9kdWNlcl9pZBgBIAEoAxIUCgxmaXJzdF9vZmZzZXQYAiABKAMijAEKEkxpc3RPZmZzZXRzUmVxdWVzdBI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnN0b3JhZ2UudjEuTGlzdE9mZnNldHNQYXJ0aXRpb24SOQoPaXNvbGF0aW9uX2xldmVsGAIgASgOMiAuc3RyYXRhLmNvbW1vbi52MS5Jc29sYXRpb25MZXZlbCKZAQoUTGlzdE9mZnNldHNQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAMgASgFEisKBHNwZWMYBCABKA4yHS5zdHJhdGEuc3RvcmFnZS52MS5PZmZzZXRTcGVjEhQKDHRpbWVzdGFtcF9tcxgFIAEoAyJYChNMaXN0T2Zmc2V0c1Jlc3BvbnNlEkEKCnBhcnRpdGlvbnMYASADKAsyLS5zdHJhdGEuc3RvcmFnZS52MS5MaXN0T2Zmc2V0c1BhcnRpdGlvblJlc3VsdCKoAQoaTGlzdE9mZnNldHNQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEhQKDGxlYWRlcl9lcG9jaBgGIAEoBSKwAQoQUmVwbGljYXRlUmVxdWVzdBISCgpyZXBsaWNhX2lkGAEgASgFEhIKCm5vZGVfZXBvY2gYAiABKAMSOQoKcGFydGl0aW9ucxgDIAMoCzIlLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVBhcnRpdGlvbhITCgttYXhfd2FpdF9tcxgEIAEoBRIRCgltaW5fYnl0ZXMYBSABKAUSEQoJbWF4X2J5dGVzGAYgASgFIrMBChJSZXBsaWNhdGVQYXJ0aXRpb24SDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhwKFGN1cnJlbnRfbGVhZGVyX2Vwb2NoGAMgASgFEhQKDGZldGNoX29mZnNldBgEIAEoAxIaChJsYXN0X2ZldGNoZWRfZXBvY2gYBSABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIRCgltYXhfYnl0ZXMYByABKAUiVAoRUmVwbGljYXRlUmVzcG9uc2USPwoKcGFydGl0aW9ucxgBIAMoCzIrLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVBhcnRpdGlvblJlc3VsdCKBAgoYUmVwbGljYXRlUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSFgoOaGlnaF93YXRlcm1hcmsYBCABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgFIAEoAxI6Cg9kaXZlcmdpbmdfZXBvY2gYBiABKAsyIS5zdHJhdGEuc3RvcmFnZS52MS5EaXZlcmdpbmdFcG9jaBIPCgdyZWNvcmRzGAcgASgMEhYKDnByb2R1Y2VyX3N0YXRlGAggASgMIjMKDkRpdmVyZ2luZ0Vwb2NoEg0KBWVwb2NoGAEgASgFEhIKCmVuZF9vZmZzZXQYAiABKAMidwobT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXF1ZXN0EhIKCnJlcGxpY2FfaWQYASABKAUSRAoKcGFydGl0aW9ucxgCIAMoCzIwLnN0cmF0YS5zdG9yYWdlLnYxLk9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uInUKHU9mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIcChRjdXJyZW50X2xlYWRlcl9lcG9jaBgDIAEoBRIUCgxsZWFkZXJfZXBvY2gYBCABKAUiagocT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXNwb25zZRJKCgpwYXJ0aXRpb25zGAEgAygLMjYuc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0Rm9yTGVhZGVyRXBvY2hQYXJ0aXRpb25SZXN1bHQinwEKI09mZnNldEZvckxlYWRlckVwb2NoUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSFAoMbGVhZGVyX2Vwb2NoGAQgASgFEhIKCmVuZF9vZmZzZXQYBSABKAMiaQoURGVsZXRlUmVjb3Jkc1JlcXVlc3QSPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5zdG9yYWdlLnYxLkRlbGV0ZVJlY29yZHNQYXJ0aXRpb24SEgoKdGltZW91dF9tcxgCIAEoBSJoChZEZWxldGVSZWNvcmRzUGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIOCgZvZmZzZXQYAyABKAMSHAoUY3VycmVudF9sZWFkZXJfZXBvY2gYBCABKAUiXAoVRGVsZXRlUmVjb3Jkc1Jlc3BvbnNlEkMKCnBhcnRpdGlvbnMYASADKAsyLy5zdHJhdGEuc3RvcmFnZS52MS5EZWxldGVSZWNvcmRzUGFydGl0aW9uUmVzdWx0IoUBChxEZWxldGVSZWNvcmRzUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSFQoNbG93X3dhdGVybWFyaxgEIAEoAyJQChhEZXNjcmliZVByb2R1Y2Vyc1JlcXVlc3QSNAoKcGFydGl0aW9ucxgBIAMoCzIgLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb24iZAoZRGVzY3JpYmVQcm9kdWNlcnNSZXNwb25zZRJHCgpwYXJ0aXRpb25zGAEgAygLMjMuc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVQcm9kdWNlcnNQYXJ0aXRpb25SZXN1bHQiqAEKIERlc2NyaWJlUHJvZHVjZXJzUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSNAoJcHJvZHVjZXJzGAQgAygLMiEuc3RyYXRhLnN0b3JhZ2UudjEuQWN0aXZlUHJvZHVjZXIijAEKDkFjdGl2ZVByb2R1Y2VyEhMKC3Byb2R1Y2VyX2lkGAEgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAIgASgFEhUKDWxhc3Rfc2VxdWVuY2UYAyABKAUSGwoTbGFzdF9hcHBlbmRfdGltZV9tcxgEIAEoAxIZChFsYXN0X2JhdGNoX29mZnNldBgFIAEoAyJKChJEZXNjcmliZUxvZ1JlcXVlc3QSNAoKcGFydGl0aW9ucxgBIAMoCzIgLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb24iaQoTRGVzY3JpYmVMb2dSZXNwb25zZRIPCgdub2RlX2lkGAEgASgFEkEKCnBhcnRpdGlvbnMYAiADKAsyLS5zdHJhdGEuc3RvcmFnZS52MS5EZXNjcmliZUxvZ1BhcnRpdGlvblJlc3VsdCLWAwoaRGVzY3JpYmVMb2dQYXJ0aXRpb25SZXN1bHQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEiwKBWVycm9yGAMgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBIOCgZsZWFkZXIYBCABKAgSFAoMbGVhZGVyX2Vwb2NoGAUgASgFEhgKEGxvZ19zdGFydF9vZmZzZXQYBiABKAMSHgoWbG9jYWxfbG9nX3N0YXJ0X29mZnNldBgHIAEoAxIWCg5sb2dfZW5kX29mZnNldBgIIAEoAxIWCg5oaWdoX3dhdGVybWFyaxgJIAEoAxIYChBsb2NhbF9zaXplX2J5dGVzGAogASgDEhsKE2xvY2FsX3NlZ21lbnRfY291bnQYCyABKAUSGQoRdGllcmVkX2VuZF9vZmZzZXQYDCABKAMSGQoRdGllcmVkX3NpemVfYnl0ZXMYDSABKAMSMQoIcmVwbGljYXMYDiADKAsyHy5zdHJhdGEuc3RvcmFnZS52MS5SZXBsaWNhU3RhdGUSIAoTY2xlYW5lcl9kaXJ0eV9yYXRpbxgPIAEoAUgAiAEBQhYKFF9jbGVhbmVyX2RpcnR5X3JhdGlvInwKDFJlcGxpY2FTdGF0ZRIPCgdub2RlX2lkGAEgASgFEhYKDmxvZ19lbmRfb2Zmc2V0GAIgASgDEh4KFmxhc3RfY2F1Z2h0X3VwX3RpbWVfbXMYAyABKAMSDwoHaW5fc3luYxgEIAEoCBISCgpub2RlX2Vwb2NoGAUgASgDKnYKCk9mZnNldFNwZWMSGwoXT0ZGU0VUX1NQRUNfVU5TUEVDSUZJRUQQABIYChRPRkZTRVRfU1BFQ19FQVJMSUVTVBABEhYKEk9GRlNFVF9TUEVDX0xBVEVTVBACEhkKFU9GRlNFVF9TUEVDX1RJTUVTVEFNUBADMv8GCg5TdG9yYWdlU2VydmljZRJQCgdQcm9kdWNlEiEuc3RyYXRhLnN0b3JhZ2UudjEuUHJvZHVjZVJlcXVlc3QaIi5zdHJhdGEuc3RvcmFnZS52MS5Qcm9kdWNlUmVzcG9uc2USbgoRUHJvZHVjZVBhcnRpdGlvbnMSKy5zdHJhdGEuc3RvcmFnZS52MS5Qcm9kdWNlUGFydGl0aW9uc1JlcXVlc3QaLC5zdHJhdGEuc3RvcmFnZS52MS5Qcm9kdWNlUGFydGl0aW9uc1Jlc3BvbnNlEkoKBUZldGNoEh8uc3RyYXRhLnN0b3JhZ2UudjEuRmV0Y2hSZXF1ZXN0GiAuc3RyYXRhLnN0b3JhZ2UudjEuRmV0Y2hSZXNwb25zZRJcCgtMaXN0T2Zmc2V0cxIlLnN0cmF0YS5zdG9yYWdlLnYxLkxpc3RPZmZzZXRzUmVxdWVzdBomLnN0cmF0YS5zdG9yYWdlLnYxLkxpc3RPZmZzZXRzUmVzcG9uc2USVgoJUmVwbGljYXRlEiMuc3RyYXRhLnN0b3JhZ2UudjEuUmVwbGljYXRlUmVxdWVzdBokLnN0cmF0YS5zdG9yYWdlLnYxLlJlcGxpY2F0ZVJlc3BvbnNlEncKFE9mZnNldEZvckxlYWRlckVwb2NoEi4uc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXF1ZXN0Gi8uc3RyYXRhLnN0b3JhZ2UudjEuT2Zmc2V0Rm9yTGVhZGVyRXBvY2hSZXNwb25zZRJcCgtEZXNjcmliZUxvZxIlLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlTG9nUmVxdWVzdBomLnN0cmF0YS5zdG9yYWdlLnYxLkRlc2NyaWJlTG9nUmVzcG9uc2USYgoNRGVsZXRlUmVjb3JkcxInLnN0cmF0YS5zdG9yYWdlLnYxLkRlbGV0ZVJlY29yZHNSZXF1ZXN0Giguc3RyYXRhLnN0b3JhZ2UudjEuRGVsZXRlUmVjb3Jkc1Jlc3BvbnNlEm4KEURlc2NyaWJlUHJvZHVjZXJzEisuc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVQcm9kdWNlcnNSZXF1ZXN0Giwuc3RyYXRhLnN0b3JhZ2UudjEuRGVzY3JpYmVQcm9kdWNlcnNSZXNwb25zZULIAQoVY29tLnN0cmF0YS5zdG9yYWdlLnYxQgxTdG9yYWdlUHJvdG9QAVo7Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvc3RvcmFnZS92MTtzdG9yYWdldjGiAgNTU1iqAhFTdHJhdGEuU3RvcmFnZS5WMcoCEVN0cmF0YVxTdG9yYWdlXFYx4gIdU3RyYXRhXFN0b3JhZ2VcVjFcR1BCTWV0YWRhdGHqAhNTdHJhdGE6OlN0b3JhZ2U6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
 
 /**
  * ProduceRequest appends record batches to one partition.
@@ -340,7 +340,9 @@ export type FetchRequest = Message<"strata.storage.v1.FetchRequest"> & {
   maxBytes: number;
 
   /**
-   * Which offsets may be returned. Unset means read uncommitted.
+   * Which offsets may be returned: read uncommitted (unset) reads up to the high watermark,
+   * read committed up to the last stable offset, with the aborted transactions of what it
+   * returns.
    *
    * @generated from field: strata.common.v1.IsolationLevel isolation_level = 5;
    */
@@ -479,8 +481,10 @@ export type FetchPartitionResult = Message<"strata.storage.v1.FetchPartitionResu
   highWatermark: bigint;
 
   /**
-   * One past the last offset readable under read_committed; equals high_watermark until
-   * Strata has transactions.
+   * The last stable offset: one past the last offset readable under read_committed, below
+   * which every transaction is decided and its decision replicated (the first offset of the
+   * earliest undecided transaction, or high_watermark when there is none). Answered under
+   * both isolation levels.
    *
    * @generated from field: int64 last_stable_offset = 5;
    */
@@ -509,6 +513,17 @@ export type FetchPartitionResult = Message<"strata.storage.v1.FetchPartitionResu
    * @generated from field: strata.storage.v1.DivergingEpoch diverging_epoch = 8;
    */
   divergingEpoch?: DivergingEpoch | undefined;
+
+  /**
+   * With ISOLATION_LEVEL_READ_COMMITTED: the aborted transactions that overlap the offsets of
+   * records, in the order of their abort markers (Kafka's FetchResponse aborted_transactions).
+   * A consumer drops the records of each transactional batch of producer_id at or after
+   * first_offset, until that producer's abort marker. Empty under read uncommitted, and when
+   * records is empty.
+   *
+   * @generated from field: repeated strata.storage.v1.AbortedTransaction aborted_transactions = 9;
+   */
+  abortedTransactions: AbortedTransaction[];
 };
 
 /**
@@ -517,6 +532,34 @@ export type FetchPartitionResult = Message<"strata.storage.v1.FetchPartitionResu
  */
 export const FetchPartitionResultSchema: GenMessage<FetchPartitionResult> = /*@__PURE__*/
   messageDesc(file_strata_storage_v1_storage, 9);
+
+/**
+ * AbortedTransaction is one aborted transaction in a read_committed FetchPartitionResult.
+ *
+ * @generated from message strata.storage.v1.AbortedTransaction
+ */
+export type AbortedTransaction = Message<"strata.storage.v1.AbortedTransaction"> & {
+  /**
+   * The producer id of the transaction.
+   *
+   * @generated from field: int64 producer_id = 1;
+   */
+  producerId: bigint;
+
+  /**
+   * The offset of the transaction's first batch in this partition.
+   *
+   * @generated from field: int64 first_offset = 2;
+   */
+  firstOffset: bigint;
+};
+
+/**
+ * Describes the message strata.storage.v1.AbortedTransaction.
+ * Use `create(AbortedTransactionSchema)` to create a new message.
+ */
+export const AbortedTransactionSchema: GenMessage<AbortedTransaction> = /*@__PURE__*/
+  messageDesc(file_strata_storage_v1_storage, 10);
 
 /**
  * ListOffsetsRequest asks for offsets of one or more partitions.
@@ -544,7 +587,7 @@ export type ListOffsetsRequest = Message<"strata.storage.v1.ListOffsetsRequest">
  * Use `create(ListOffsetsRequestSchema)` to create a new message.
  */
 export const ListOffsetsRequestSchema: GenMessage<ListOffsetsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 10);
+  messageDesc(file_strata_storage_v1_storage, 11);
 
 /**
  * ListOffsetsPartition asks for one offset of one partition.
@@ -593,7 +636,7 @@ export type ListOffsetsPartition = Message<"strata.storage.v1.ListOffsetsPartiti
  * Use `create(ListOffsetsPartitionSchema)` to create a new message.
  */
 export const ListOffsetsPartitionSchema: GenMessage<ListOffsetsPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 11);
+  messageDesc(file_strata_storage_v1_storage, 12);
 
 /**
  * ListOffsetsResponse answers every requested partition.
@@ -614,7 +657,7 @@ export type ListOffsetsResponse = Message<"strata.storage.v1.ListOffsetsResponse
  * Use `create(ListOffsetsResponseSchema)` to create a new message.
  */
 export const ListOffsetsResponseSchema: GenMessage<ListOffsetsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 12);
+  messageDesc(file_strata_storage_v1_storage, 13);
 
 /**
  * ListOffsetsPartitionResult is one answered offset.
@@ -671,7 +714,7 @@ export type ListOffsetsPartitionResult = Message<"strata.storage.v1.ListOffsetsP
  * Use `create(ListOffsetsPartitionResultSchema)` to create a new message.
  */
 export const ListOffsetsPartitionResultSchema: GenMessage<ListOffsetsPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 13);
+  messageDesc(file_strata_storage_v1_storage, 14);
 
 /**
  * ReplicateRequest is one long-poll of a follower to its leader.
@@ -728,7 +771,7 @@ export type ReplicateRequest = Message<"strata.storage.v1.ReplicateRequest"> & {
  * Use `create(ReplicateRequestSchema)` to create a new message.
  */
 export const ReplicateRequestSchema: GenMessage<ReplicateRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 14);
+  messageDesc(file_strata_storage_v1_storage, 15);
 
 /**
  * ReplicatePartition is a follower's position in one partition.
@@ -792,7 +835,7 @@ export type ReplicatePartition = Message<"strata.storage.v1.ReplicatePartition">
  * Use `create(ReplicatePartitionSchema)` to create a new message.
  */
 export const ReplicatePartitionSchema: GenMessage<ReplicatePartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 15);
+  messageDesc(file_strata_storage_v1_storage, 16);
 
 /**
  * ReplicateResponse carries new data for each partition.
@@ -813,7 +856,7 @@ export type ReplicateResponse = Message<"strata.storage.v1.ReplicateResponse"> &
  * Use `create(ReplicateResponseSchema)` to create a new message.
  */
 export const ReplicateResponseSchema: GenMessage<ReplicateResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 16);
+  messageDesc(file_strata_storage_v1_storage, 17);
 
 /**
  * ReplicatePartitionResult is what the leader has for one follower partition.
@@ -889,7 +932,7 @@ export type ReplicatePartitionResult = Message<"strata.storage.v1.ReplicateParti
  * Use `create(ReplicatePartitionResultSchema)` to create a new message.
  */
 export const ReplicatePartitionResultSchema: GenMessage<ReplicatePartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 17);
+  messageDesc(file_strata_storage_v1_storage, 18);
 
 /**
  * DivergingEpoch tells a follower, or a consumer that sent its last fetched epoch, where its
@@ -919,7 +962,7 @@ export type DivergingEpoch = Message<"strata.storage.v1.DivergingEpoch"> & {
  * Use `create(DivergingEpochSchema)` to create a new message.
  */
 export const DivergingEpochSchema: GenMessage<DivergingEpoch> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 18);
+  messageDesc(file_strata_storage_v1_storage, 19);
 
 /**
  * OffsetForLeaderEpochRequest asks where given epochs ended.
@@ -947,7 +990,7 @@ export type OffsetForLeaderEpochRequest = Message<"strata.storage.v1.OffsetForLe
  * Use `create(OffsetForLeaderEpochRequestSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochRequestSchema: GenMessage<OffsetForLeaderEpochRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 19);
+  messageDesc(file_strata_storage_v1_storage, 20);
 
 /**
  * OffsetForLeaderEpochPartition is one epoch to look up.
@@ -989,7 +1032,7 @@ export type OffsetForLeaderEpochPartition = Message<"strata.storage.v1.OffsetFor
  * Use `create(OffsetForLeaderEpochPartitionSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochPartitionSchema: GenMessage<OffsetForLeaderEpochPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 20);
+  messageDesc(file_strata_storage_v1_storage, 21);
 
 /**
  * OffsetForLeaderEpochResponse answers every requested partition.
@@ -1010,7 +1053,7 @@ export type OffsetForLeaderEpochResponse = Message<"strata.storage.v1.OffsetForL
  * Use `create(OffsetForLeaderEpochResponseSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochResponseSchema: GenMessage<OffsetForLeaderEpochResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 21);
+  messageDesc(file_strata_storage_v1_storage, 22);
 
 /**
  * OffsetForLeaderEpochPartitionResult is where an epoch ended.
@@ -1061,7 +1104,7 @@ export type OffsetForLeaderEpochPartitionResult = Message<"strata.storage.v1.Off
  * Use `create(OffsetForLeaderEpochPartitionResultSchema)` to create a new message.
  */
 export const OffsetForLeaderEpochPartitionResultSchema: GenMessage<OffsetForLeaderEpochPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 22);
+  messageDesc(file_strata_storage_v1_storage, 23);
 
 /**
  * DeleteRecordsRequest names the partitions whose records below an offset go.
@@ -1090,7 +1133,7 @@ export type DeleteRecordsRequest = Message<"strata.storage.v1.DeleteRecordsReque
  * Use `create(DeleteRecordsRequestSchema)` to create a new message.
  */
 export const DeleteRecordsRequestSchema: GenMessage<DeleteRecordsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 23);
+  messageDesc(file_strata_storage_v1_storage, 24);
 
 /**
  * DeleteRecordsPartition is one partition of a DeleteRecords.
@@ -1133,7 +1176,7 @@ export type DeleteRecordsPartition = Message<"strata.storage.v1.DeleteRecordsPar
  * Use `create(DeleteRecordsPartitionSchema)` to create a new message.
  */
 export const DeleteRecordsPartitionSchema: GenMessage<DeleteRecordsPartition> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 24);
+  messageDesc(file_strata_storage_v1_storage, 25);
 
 /**
  * DeleteRecordsResponse answers each partition, in request order.
@@ -1154,7 +1197,7 @@ export type DeleteRecordsResponse = Message<"strata.storage.v1.DeleteRecordsResp
  * Use `create(DeleteRecordsResponseSchema)` to create a new message.
  */
 export const DeleteRecordsResponseSchema: GenMessage<DeleteRecordsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 25);
+  messageDesc(file_strata_storage_v1_storage, 26);
 
 /**
  * DeleteRecordsPartitionResult is the outcome for one partition.
@@ -1197,7 +1240,7 @@ export type DeleteRecordsPartitionResult = Message<"strata.storage.v1.DeleteReco
  * Use `create(DeleteRecordsPartitionResultSchema)` to create a new message.
  */
 export const DeleteRecordsPartitionResultSchema: GenMessage<DeleteRecordsPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 26);
+  messageDesc(file_strata_storage_v1_storage, 27);
 
 /**
  * DescribeProducersRequest names the partitions to describe.
@@ -1218,7 +1261,7 @@ export type DescribeProducersRequest = Message<"strata.storage.v1.DescribeProduc
  * Use `create(DescribeProducersRequestSchema)` to create a new message.
  */
 export const DescribeProducersRequestSchema: GenMessage<DescribeProducersRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 27);
+  messageDesc(file_strata_storage_v1_storage, 28);
 
 /**
  * DescribeProducersResponse answers each partition, in request order.
@@ -1239,7 +1282,7 @@ export type DescribeProducersResponse = Message<"strata.storage.v1.DescribeProdu
  * Use `create(DescribeProducersResponseSchema)` to create a new message.
  */
 export const DescribeProducersResponseSchema: GenMessage<DescribeProducersResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 28);
+  messageDesc(file_strata_storage_v1_storage, 29);
 
 /**
  * DescribeProducersPartitionResult is one partition's producers.
@@ -1281,7 +1324,7 @@ export type DescribeProducersPartitionResult = Message<"strata.storage.v1.Descri
  * Use `create(DescribeProducersPartitionResultSchema)` to create a new message.
  */
 export const DescribeProducersPartitionResultSchema: GenMessage<DescribeProducersPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 29);
+  messageDesc(file_strata_storage_v1_storage, 30);
 
 /**
  * ActiveProducer is what a leader remembers of one idempotent producer.
@@ -1330,7 +1373,7 @@ export type ActiveProducer = Message<"strata.storage.v1.ActiveProducer"> & {
  * Use `create(ActiveProducerSchema)` to create a new message.
  */
 export const ActiveProducerSchema: GenMessage<ActiveProducer> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 30);
+  messageDesc(file_strata_storage_v1_storage, 31);
 
 /**
  * DescribeLogRequest selects replicas to describe.
@@ -1351,7 +1394,7 @@ export type DescribeLogRequest = Message<"strata.storage.v1.DescribeLogRequest">
  * Use `create(DescribeLogRequestSchema)` to create a new message.
  */
 export const DescribeLogRequestSchema: GenMessage<DescribeLogRequest> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 31);
+  messageDesc(file_strata_storage_v1_storage, 32);
 
 /**
  * DescribeLogResponse describes the selected replicas.
@@ -1380,7 +1423,7 @@ export type DescribeLogResponse = Message<"strata.storage.v1.DescribeLogResponse
  * Use `create(DescribeLogResponseSchema)` to create a new message.
  */
 export const DescribeLogResponseSchema: GenMessage<DescribeLogResponse> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 32);
+  messageDesc(file_strata_storage_v1_storage, 33);
 
 /**
  * DescribeLogPartitionResult is the extent of one replica's log.
@@ -1503,7 +1546,7 @@ export type DescribeLogPartitionResult = Message<"strata.storage.v1.DescribeLogP
  * Use `create(DescribeLogPartitionResultSchema)` to create a new message.
  */
 export const DescribeLogPartitionResultSchema: GenMessage<DescribeLogPartitionResult> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 33);
+  messageDesc(file_strata_storage_v1_storage, 34);
 
 /**
  * ReplicaState is the leader's view of one follower.
@@ -1554,7 +1597,7 @@ export type ReplicaState = Message<"strata.storage.v1.ReplicaState"> & {
  * Use `create(ReplicaStateSchema)` to create a new message.
  */
 export const ReplicaStateSchema: GenMessage<ReplicaState> = /*@__PURE__*/
-  messageDesc(file_strata_storage_v1_storage, 34);
+  messageDesc(file_strata_storage_v1_storage, 35);
 
 /**
  * OffsetSpec says which offset ListOffsets answers.
