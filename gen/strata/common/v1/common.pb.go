@@ -374,6 +374,34 @@ const (
 	// PERMISSION_DENIED: the caller may not do the operation on the cluster, or the RPC is for
 	// Strata's services only (Kafka's CLUSTER_AUTHORIZATION_FAILED).
 	Reason_REASON_CLUSTER_AUTHORIZATION_FAILED Reason = 39
+	// ABORTED: a transaction marker carried an older coordinator epoch than the partition last
+	// took for its producer (Kafka's TRANSACTION_COORDINATOR_FENCED): the coordinator instance
+	// that sent it no longer owns the transactional id and must stop.
+	Reason_REASON_TRANSACTION_COORDINATOR_FENCED Reason = 40
+	// ABORTED: a newer producer with the same transactional id has started (or the coordinator
+	// aborted the transaction on timeout and bumped the epoch): the producer's epoch is older
+	// than the transactional id's (Kafka's PRODUCER_FENCED). The producer must close.
+	Reason_REASON_PRODUCER_FENCED Reason = 41
+	// FAILED_PRECONDITION: the transaction is not in a state that allows the request, such as
+	// an EndTxn commit of a transaction being aborted or of one never begun (Kafka's
+	// INVALID_TXN_STATE).
+	Reason_REASON_INVALID_TXN_STATE Reason = 42
+	// UNAVAILABLE: the transactional id's previous transaction is still completing (its
+	// markers are being written); retry with backoff (Kafka's CONCURRENT_TRANSACTIONS).
+	Reason_REASON_CONCURRENT_TRANSACTIONS Reason = 43
+	// FAILED_PRECONDITION: the producer id is not the transactional id's, or the transactional
+	// id is unknown (Kafka's INVALID_PRODUCER_ID_MAPPING); the producer must initialize again.
+	Reason_REASON_INVALID_PRODUCER_ID_MAPPING Reason = 44
+	// INVALID_ARGUMENT: the transaction timeout is not positive or above the coordinator's
+	// maximum (Kafka's INVALID_TRANSACTION_TIMEOUT).
+	Reason_REASON_INVALID_TRANSACTION_TIMEOUT Reason = 45
+	// NOT_FOUND: no transaction state exists for the transactional id (Kafka's
+	// TRANSACTIONAL_ID_NOT_FOUND).
+	Reason_REASON_TRANSACTIONAL_ID_NOT_FOUND Reason = 46
+	// FAILED_PRECONDITION: the request was valid but not attempted because another part of it
+	// failed, for example a partition of an AddPartitionsToTxn whose other partitions were
+	// refused (Kafka's OPERATION_NOT_ATTEMPTED).
+	Reason_REASON_OPERATION_NOT_ATTEMPTED Reason = 47
 )
 
 // Enum value maps for Reason.
@@ -419,6 +447,14 @@ var (
 		37: "REASON_TOPIC_AUTHORIZATION_FAILED",
 		38: "REASON_GROUP_AUTHORIZATION_FAILED",
 		39: "REASON_CLUSTER_AUTHORIZATION_FAILED",
+		40: "REASON_TRANSACTION_COORDINATOR_FENCED",
+		41: "REASON_PRODUCER_FENCED",
+		42: "REASON_INVALID_TXN_STATE",
+		43: "REASON_CONCURRENT_TRANSACTIONS",
+		44: "REASON_INVALID_PRODUCER_ID_MAPPING",
+		45: "REASON_INVALID_TRANSACTION_TIMEOUT",
+		46: "REASON_TRANSACTIONAL_ID_NOT_FOUND",
+		47: "REASON_OPERATION_NOT_ATTEMPTED",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -461,6 +497,14 @@ var (
 		"REASON_TOPIC_AUTHORIZATION_FAILED":       37,
 		"REASON_GROUP_AUTHORIZATION_FAILED":       38,
 		"REASON_CLUSTER_AUTHORIZATION_FAILED":     39,
+		"REASON_TRANSACTION_COORDINATOR_FENCED":   40,
+		"REASON_PRODUCER_FENCED":                  41,
+		"REASON_INVALID_TXN_STATE":                42,
+		"REASON_CONCURRENT_TRANSACTIONS":          43,
+		"REASON_INVALID_PRODUCER_ID_MAPPING":      44,
+		"REASON_INVALID_TRANSACTION_TIMEOUT":      45,
+		"REASON_TRANSACTIONAL_ID_NOT_FOUND":       46,
+		"REASON_OPERATION_NOT_ATTEMPTED":          47,
 	}
 )
 
@@ -1449,14 +1493,16 @@ func (x *LeaderHint) GetLeaderEpoch() int32 {
 // CoordinatorHint names the coordinator instance that owns a group.
 type CoordinatorHint struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Group id.
+	// Group id; empty when the refusal is about a transactional id.
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Id of the owning coordinator instance; empty when unknown.
 	CoordinatorId string `protobuf:"bytes,2,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
 	// Connect base URL of the owning coordinator instance; empty when unknown.
-	Address       string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Address string `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// Transactional id, when the refusal is about one (the coordinator that owns it is named).
+	TransactionalId string `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CoordinatorHint) Reset() {
@@ -1506,6 +1552,13 @@ func (x *CoordinatorHint) GetCoordinatorId() string {
 func (x *CoordinatorHint) GetAddress() string {
 	if x != nil {
 		return x.Address
+	}
+	return ""
+}
+
+func (x *CoordinatorHint) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
 	}
 	return ""
 }
@@ -2150,11 +2203,12 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x0ftopic_partition\x18\x01 \x01(\v2 .strata.common.v1.TopicPartitionR\x0etopicPartition\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\x05R\bleaderId\x12%\n" +
 	"\x0eleader_address\x18\x03 \x01(\tR\rleaderAddress\x12!\n" +
-	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\"m\n" +
+	"\fleader_epoch\x18\x04 \x01(\x05R\vleaderEpoch\"\x98\x01\n" +
 	"\x0fCoordinatorHint\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12%\n" +
 	"\x0ecoordinator_id\x18\x02 \x01(\tR\rcoordinatorId\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"O\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12)\n" +
+	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\"O\n" +
 	"\x0eControllerHint\x12#\n" +
 	"\rcontroller_id\x18\x01 \x01(\tR\fcontrollerId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"b\n" +
@@ -2227,8 +2281,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\x94\n" +
-	"\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xb8\f\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2270,7 +2323,15 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x1dREASON_UNRELEASED_INSTANCE_ID\x10$\x12%\n" +
 	"!REASON_TOPIC_AUTHORIZATION_FAILED\x10%\x12%\n" +
 	"!REASON_GROUP_AUTHORIZATION_FAILED\x10&\x12'\n" +
-	"#REASON_CLUSTER_AUTHORIZATION_FAILED\x10'*b\n" +
+	"#REASON_CLUSTER_AUTHORIZATION_FAILED\x10'\x12)\n" +
+	"%REASON_TRANSACTION_COORDINATOR_FENCED\x10(\x12\x1a\n" +
+	"\x16REASON_PRODUCER_FENCED\x10)\x12\x1c\n" +
+	"\x18REASON_INVALID_TXN_STATE\x10*\x12\"\n" +
+	"\x1eREASON_CONCURRENT_TRANSACTIONS\x10+\x12&\n" +
+	"\"REASON_INVALID_PRODUCER_ID_MAPPING\x10,\x12&\n" +
+	"\"REASON_INVALID_TRANSACTION_TIMEOUT\x10-\x12%\n" +
+	"!REASON_TRANSACTIONAL_ID_NOT_FOUND\x10.\x12\"\n" +
+	"\x1eREASON_OPERATION_NOT_ATTEMPTED\x10/*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

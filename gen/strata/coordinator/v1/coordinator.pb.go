@@ -152,6 +152,130 @@ func (ResetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{1}
 }
 
+// CoordinatorKeyType is the kind of key a coordinator instance owns. Groups and transactional
+// ids are owned separately: a group and a transactional id of the same name are different
+// keys.
+type CoordinatorKeyType int32
+
+const (
+	// A group, as COORDINATOR_KEY_TYPE_GROUP.
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED CoordinatorKeyType = 0
+	// A consumer group id.
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP CoordinatorKeyType = 1
+	// A transactional id.
+	CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION CoordinatorKeyType = 2
+)
+
+// Enum value maps for CoordinatorKeyType.
+var (
+	CoordinatorKeyType_name = map[int32]string{
+		0: "COORDINATOR_KEY_TYPE_UNSPECIFIED",
+		1: "COORDINATOR_KEY_TYPE_GROUP",
+		2: "COORDINATOR_KEY_TYPE_TRANSACTION",
+	}
+	CoordinatorKeyType_value = map[string]int32{
+		"COORDINATOR_KEY_TYPE_UNSPECIFIED": 0,
+		"COORDINATOR_KEY_TYPE_GROUP":       1,
+		"COORDINATOR_KEY_TYPE_TRANSACTION": 2,
+	}
+)
+
+func (x CoordinatorKeyType) Enum() *CoordinatorKeyType {
+	p := new(CoordinatorKeyType)
+	*p = x
+	return p
+}
+
+func (x CoordinatorKeyType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CoordinatorKeyType) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_coordinator_v1_coordinator_proto_enumTypes[2].Descriptor()
+}
+
+func (CoordinatorKeyType) Type() protoreflect.EnumType {
+	return &file_strata_coordinator_v1_coordinator_proto_enumTypes[2]
+}
+
+func (x CoordinatorKeyType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CoordinatorKeyType.Descriptor instead.
+func (CoordinatorKeyType) EnumDescriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{2}
+}
+
+// TransactionState is a transactional id's state, as Kafka's TransactionState.
+type TransactionState int32
+
+const (
+	// Not a state; in a ListTransactionsRequest filter it is ignored.
+	TransactionState_TRANSACTION_STATE_UNSPECIFIED TransactionState = 0
+	// A producer id and epoch, and no transaction.
+	TransactionState_TRANSACTION_STATE_EMPTY TransactionState = 1
+	// Partitions or groups added: the producer may write.
+	TransactionState_TRANSACTION_STATE_ONGOING TransactionState = 2
+	// The commit is decided (durable); markers are being written.
+	TransactionState_TRANSACTION_STATE_PREPARE_COMMIT TransactionState = 3
+	// The abort is decided (durable); markers are being written.
+	TransactionState_TRANSACTION_STATE_PREPARE_ABORT TransactionState = 4
+	// The last transaction committed; every marker is written.
+	TransactionState_TRANSACTION_STATE_COMPLETE_COMMIT TransactionState = 5
+	// The last transaction aborted; every marker is written.
+	TransactionState_TRANSACTION_STATE_COMPLETE_ABORT TransactionState = 6
+)
+
+// Enum value maps for TransactionState.
+var (
+	TransactionState_name = map[int32]string{
+		0: "TRANSACTION_STATE_UNSPECIFIED",
+		1: "TRANSACTION_STATE_EMPTY",
+		2: "TRANSACTION_STATE_ONGOING",
+		3: "TRANSACTION_STATE_PREPARE_COMMIT",
+		4: "TRANSACTION_STATE_PREPARE_ABORT",
+		5: "TRANSACTION_STATE_COMPLETE_COMMIT",
+		6: "TRANSACTION_STATE_COMPLETE_ABORT",
+	}
+	TransactionState_value = map[string]int32{
+		"TRANSACTION_STATE_UNSPECIFIED":     0,
+		"TRANSACTION_STATE_EMPTY":           1,
+		"TRANSACTION_STATE_ONGOING":         2,
+		"TRANSACTION_STATE_PREPARE_COMMIT":  3,
+		"TRANSACTION_STATE_PREPARE_ABORT":   4,
+		"TRANSACTION_STATE_COMPLETE_COMMIT": 5,
+		"TRANSACTION_STATE_COMPLETE_ABORT":  6,
+	}
+)
+
+func (x TransactionState) Enum() *TransactionState {
+	p := new(TransactionState)
+	*p = x
+	return p
+}
+
+func (x TransactionState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TransactionState) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_coordinator_v1_coordinator_proto_enumTypes[3].Descriptor()
+}
+
+func (TransactionState) Type() protoreflect.EnumType {
+	return &file_strata_coordinator_v1_coordinator_proto_enumTypes[3]
+}
+
+func (x TransactionState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TransactionState.Descriptor instead.
+func (TransactionState) EnumDescriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{3}
+}
+
 // ClassicProtocol is one protocol a classic member supports, in its order of preference.
 type ClassicProtocol struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2976,7 +3100,10 @@ type LocateGroupRequest struct {
 	// Name of the listener the caller's clients use (the gateway's --client-listener); empty
 	// means the default address. Only the owning instance knows its own listeners, so the answer
 	// carries the listener's address only when listener_resolved is true.
-	Listener      string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
+	Listener string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
+	// What group_id names: a group (unspecified or COORDINATOR_KEY_TYPE_GROUP) or a
+	// transactional id (COORDINATOR_KEY_TYPE_TRANSACTION), as Kafka's FindCoordinator key type.
+	KeyType       CoordinatorKeyType `protobuf:"varint,3,opt,name=key_type,json=keyType,proto3,enum=strata.coordinator.v1.CoordinatorKeyType" json:"key_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3023,6 +3150,13 @@ func (x *LocateGroupRequest) GetListener() string {
 		return x.Listener
 	}
 	return ""
+}
+
+func (x *LocateGroupRequest) GetKeyType() CoordinatorKeyType {
+	if x != nil {
+		return x.KeyType
+	}
+	return CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED
 }
 
 // LocateGroupResponse names the owning instance.
@@ -3099,6 +3233,1162 @@ func (x *LocateGroupResponse) GetListenerResolved() bool {
 		return x.ListenerResolved
 	}
 	return false
+}
+
+// InitTransactionalProducerRequest is Kafka's InitProducerId with a transactional id.
+type InitTransactionalProducerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id; required.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// transaction.timeout.ms: an Ongoing transaction older than this is aborted. Must be
+	// positive and at most the coordinator's --transaction-max-timeout (15 minutes by default).
+	TransactionTimeoutMs int32 `protobuf:"varint,2,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// The producer id the producer holds, or -1 (KIP-360: a producer that bumps its own epoch).
+	ProducerId int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer epoch the producer holds, or -1.
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitTransactionalProducerRequest) Reset() {
+	*x = InitTransactionalProducerRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTransactionalProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTransactionalProducerRequest) ProtoMessage() {}
+
+func (x *InitTransactionalProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTransactionalProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitTransactionalProducerRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *InitTransactionalProducerRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *InitTransactionalProducerRequest) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *InitTransactionalProducerRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTransactionalProducerRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// InitTransactionalProducerResponse is the producer id and epoch to write with.
+type InitTransactionalProducerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer id.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// Producer epoch.
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitTransactionalProducerResponse) Reset() {
+	*x = InitTransactionalProducerResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitTransactionalProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitTransactionalProducerResponse) ProtoMessage() {}
+
+func (x *InitTransactionalProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitTransactionalProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitTransactionalProducerResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *InitTransactionalProducerResponse) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *InitTransactionalProducerResponse) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+// AddPartitionsToTxnRequest names the partitions to add.
+type AddPartitionsToTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer's id.
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch.
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Partitions to add, by topic.
+	Partitions    []*v1.TopicPartitions `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnRequest) Reset() {
+	*x = AddPartitionsToTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnRequest) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *AddPartitionsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *AddPartitionsToTxnRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AddPartitionsToTxnRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AddPartitionsToTxnRequest) GetPartitions() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// AddPartitionsToTxnResponse answers each partition.
+type AddPartitionsToTxnResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per partition of the request.
+	Partitions    []*TxnPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddPartitionsToTxnResponse) Reset() {
+	*x = AddPartitionsToTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddPartitionsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddPartitionsToTxnResponse) ProtoMessage() {}
+
+func (x *AddPartitionsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddPartitionsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddPartitionsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *AddPartitionsToTxnResponse) GetPartitions() []*TxnPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// TxnPartitionResult is one partition's answer.
+type TxnPartitionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset when the partition was added (or committed).
+	Error         *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnPartitionResult) Reset() {
+	*x = TxnPartitionResult{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPartitionResult) ProtoMessage() {}
+
+func (x *TxnPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPartitionResult.ProtoReflect.Descriptor instead.
+func (*TxnPartitionResult) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *TxnPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnPartitionResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// AddOffsetsToTxnRequest names the group whose offsets the transaction commits.
+type AddOffsetsToTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer's id.
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch.
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Consumer group id.
+	GroupId       string `protobuf:"bytes,4,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnRequest) Reset() {
+	*x = AddOffsetsToTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnRequest) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AddOffsetsToTxnRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *AddOffsetsToTxnRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+// AddOffsetsToTxnResponse is empty: success.
+type AddOffsetsToTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddOffsetsToTxnResponse) Reset() {
+	*x = AddOffsetsToTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddOffsetsToTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddOffsetsToTxnResponse) ProtoMessage() {}
+
+func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
+func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
+}
+
+// TxnOffsetCommitRequest stages offsets for a transaction.
+type TxnOffsetCommitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// Consumer group id; the request is routed by it.
+	GroupId string `protobuf:"bytes,2,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	// The producer's id.
+	ProducerId int64 `protobuf:"varint,3,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch.
+	ProducerEpoch int32 `protobuf:"varint,4,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// The consumer's member id (KIP-447), or empty to skip the member check.
+	MemberId string `protobuf:"bytes,5,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The consumer's member epoch (a KIP-848 group) or generation (a classic group), or -1 to
+	// skip the member check.
+	MemberEpoch int32 `protobuf:"varint,6,opt,name=member_epoch,json=memberEpoch,proto3" json:"member_epoch,omitempty"`
+	// Offsets to stage.
+	Partitions    []*TxnOffsetCommitPartition `protobuf:"bytes,7,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitRequest) Reset() {
+	*x = TxnOffsetCommitRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitRequest) ProtoMessage() {}
+
+func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetGroupId() string {
+	if x != nil {
+		return x.GroupId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitRequest) GetMemberEpoch() int32 {
+	if x != nil {
+		return x.MemberEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitRequest) GetPartitions() []*TxnOffsetCommitPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// TxnOffsetCommitPartition is one offset to stage.
+type TxnOffsetCommitPartition struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Next offset to consume.
+	CommittedOffset int64 `protobuf:"varint,3,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	// Leader epoch of the last consumed record, or -1.
+	CommittedLeaderEpoch int32 `protobuf:"varint,4,opt,name=committed_leader_epoch,json=committedLeaderEpoch,proto3" json:"committed_leader_epoch,omitempty"`
+	// Opaque client metadata, at most 4096 bytes.
+	Metadata      string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitPartition) Reset() {
+	*x = TxnOffsetCommitPartition{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitPartition) ProtoMessage() {}
+
+func (x *TxnOffsetCommitPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitPartition.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitPartition) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *TxnOffsetCommitPartition) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnOffsetCommitPartition) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitPartition) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitPartition) GetCommittedLeaderEpoch() int32 {
+	if x != nil {
+		return x.CommittedLeaderEpoch
+	}
+	return 0
+}
+
+func (x *TxnOffsetCommitPartition) GetMetadata() string {
+	if x != nil {
+		return x.Metadata
+	}
+	return ""
+}
+
+// TxnOffsetCommitResponse answers each partition.
+type TxnOffsetCommitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per partition of the request.
+	Partitions    []*TxnPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOffsetCommitResponse) Reset() {
+	*x = TxnOffsetCommitResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOffsetCommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOffsetCommitResponse) ProtoMessage() {}
+
+func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
+func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *TxnOffsetCommitResponse) GetPartitions() []*TxnPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// EndTxnRequest decides the producer's transaction.
+type EndTxnRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer's id.
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch.
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// True to commit, false to abort.
+	Commit        bool `protobuf:"varint,4,opt,name=commit,proto3" json:"commit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnRequest) Reset() {
+	*x = EndTxnRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnRequest) ProtoMessage() {}
+
+func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
+func (*EndTxnRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *EndTxnRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *EndTxnRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *EndTxnRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *EndTxnRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+// EndTxnResponse is empty: the decision is durable.
+type EndTxnResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTxnResponse) Reset() {
+	*x = EndTxnResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTxnResponse) ProtoMessage() {}
+
+func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
+func (*EndTxnResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{53}
+}
+
+// DescribeTransactionsRequest names transactional ids.
+type DescribeTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional ids to describe.
+	TransactionalIds []string `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+// DescribeTransactionsResponse describes each id asked for, in the order asked.
+type DescribeTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One description per transactional id of the request.
+	Transactions  []*TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactions() []*TransactionDescription {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+// TransactionDescription is one transactional id's state.
+type TransactionDescription struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// Set when the id could not be described (NOT_FOUND, PERMISSION_DENIED); the other fields
+	// are then unset.
+	Error *v1.ErrorDetail `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// State.
+	State TransactionState `protobuf:"varint,3,opt,name=state,proto3,enum=strata.coordinator.v1.TransactionState" json:"state,omitempty"`
+	// Producer id.
+	ProducerId int64 `protobuf:"varint,4,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// Producer epoch.
+	ProducerEpoch int32 `protobuf:"varint,5,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// transaction.timeout.ms.
+	TransactionTimeoutMs int32 `protobuf:"varint,6,opt,name=transaction_timeout_ms,json=transactionTimeoutMs,proto3" json:"transaction_timeout_ms,omitempty"`
+	// When the current (or last) transaction became Ongoing, in Unix ms; -1 when none has.
+	TransactionStartTimeMs int64 `protobuf:"varint,7,opt,name=transaction_start_time_ms,json=transactionStartTimeMs,proto3" json:"transaction_start_time_ms,omitempty"`
+	// When the state last changed, in Unix ms.
+	LastUpdateTimeMs int64 `protobuf:"varint,8,opt,name=last_update_time_ms,json=lastUpdateTimeMs,proto3" json:"last_update_time_ms,omitempty"`
+	// The partitions of the transaction; in PrepareCommit and PrepareAbort, those whose marker
+	// is still to be written.
+	Partitions []*v1.TopicPartitions `protobuf:"bytes,9,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The groups whose offsets the transaction commits.
+	GroupIds []string `protobuf:"bytes,10,rep,name=group_ids,json=groupIds,proto3" json:"group_ids,omitempty"`
+	// Id of the coordinator instance that owns the transactional id; empty when none does.
+	CoordinatorId string `protobuf:"bytes,11,opt,name=coordinator_id,json=coordinatorId,proto3" json:"coordinator_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransactionDescription) Reset() {
+	*x = TransactionDescription{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionDescription) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionDescription) ProtoMessage() {}
+
+func (x *TransactionDescription) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionDescription.ProtoReflect.Descriptor instead.
+func (*TransactionDescription) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *TransactionDescription) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionDescription) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *TransactionDescription) GetState() TransactionState {
+	if x != nil {
+		return x.State
+	}
+	return TransactionState_TRANSACTION_STATE_UNSPECIFIED
+}
+
+func (x *TransactionDescription) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetTransactionTimeoutMs() int32 {
+	if x != nil {
+		return x.TransactionTimeoutMs
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetTransactionStartTimeMs() int64 {
+	if x != nil {
+		return x.TransactionStartTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetLastUpdateTimeMs() int64 {
+	if x != nil {
+		return x.LastUpdateTimeMs
+	}
+	return 0
+}
+
+func (x *TransactionDescription) GetPartitions() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *TransactionDescription) GetGroupIds() []string {
+	if x != nil {
+		return x.GroupIds
+	}
+	return nil
+}
+
+func (x *TransactionDescription) GetCoordinatorId() string {
+	if x != nil {
+		return x.CoordinatorId
+	}
+	return ""
+}
+
+// ListTransactionsRequest filters the listing; empty filters list everything.
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only transactional ids in these states.
+	States []TransactionState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.TransactionState" json:"states,omitempty"`
+	// Only transactional ids with these producer ids.
+	ProducerIds   []int64 `protobuf:"varint,2,rep,packed,name=producer_ids,json=producerIds,proto3" json:"producer_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListTransactionsRequest) GetStates() []TransactionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIds() []int64 {
+	if x != nil {
+		return x.ProducerIds
+	}
+	return nil
+}
+
+// ListTransactionsResponse lists transactional ids, sorted.
+type ListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One listing per transactional id.
+	Transactions  []*TransactionListing `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*TransactionListing {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+// TransactionListing is one transactional id in a listing.
+type TransactionListing struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// Producer id.
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// State.
+	State         TransactionState `protobuf:"varint,3,opt,name=state,proto3,enum=strata.coordinator.v1.TransactionState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransactionListing) Reset() {
+	*x = TransactionListing{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransactionListing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransactionListing) ProtoMessage() {}
+
+func (x *TransactionListing) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
+func (*TransactionListing) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *TransactionListing) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *TransactionListing) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TransactionListing) GetState() TransactionState {
+	if x != nil {
+		return x.State
+	}
+	return TransactionState_TRANSACTION_STATE_UNSPECIFIED
 }
 
 var File_strata_coordinator_v1_coordinator_proto protoreflect.FileDescriptor
@@ -3336,16 +4626,108 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x12OffsetDeleteResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
-	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"K\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\x91\x01\n" +
 	"\x12LocateGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1a\n" +
-	"\blistener\x18\x02 \x01(\tR\blistener\"\xa4\x01\n" +
+	"\blistener\x18\x02 \x01(\tR\blistener\x12D\n" +
+	"\bkey_type\x18\x03 \x01(\x0e2).strata.coordinator.v1.CoordinatorKeyTypeR\akeyType\"\xa4\x01\n" +
 	"\x13LocateGroupResponse\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vowner_epoch\x18\x03 \x01(\x03R\n" +
 	"ownerEpoch\x12+\n" +
-	"\x11listener_resolved\x18\x04 \x01(\bR\x10listenerResolved*\x8b\x01\n" +
+	"\x11listener_resolved\x18\x04 \x01(\bR\x10listenerResolved\"\xcb\x01\n" +
+	" InitTransactionalProducerRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x124\n" +
+	"\x16transaction_timeout_ms\x18\x02 \x01(\x05R\x14transactionTimeoutMs\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\"k\n" +
+	"!InitTransactionalProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\"\xd1\x01\n" +
+	"\x19AddPartitionsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12A\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2!.strata.common.v1.TopicPartitionsR\n" +
+	"partitions\"g\n" +
+	"\x1aAddPartitionsToTxnResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.coordinator.v1.TxnPartitionResultR\n" +
+	"partitions\"}\n" +
+	"\x12TxnPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\xa6\x01\n" +
+	"\x16AddOffsetsToTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x19\n" +
+	"\bgroup_id\x18\x04 \x01(\tR\agroupId\"\x19\n" +
+	"\x17AddOffsetsToTxnResponse\"\xb7\x02\n" +
+	"\x16TxnOffsetCommitRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x19\n" +
+	"\bgroup_id\x18\x02 \x01(\tR\agroupId\x12\x1f\n" +
+	"\vproducer_id\x18\x03 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x04 \x01(\x05R\rproducerEpoch\x12\x1b\n" +
+	"\tmember_id\x18\x05 \x01(\tR\bmemberId\x12!\n" +
+	"\fmember_epoch\x18\x06 \x01(\x05R\vmemberEpoch\x12O\n" +
+	"\n" +
+	"partitions\x18\a \x03(\v2/.strata.coordinator.v1.TxnOffsetCommitPartitionR\n" +
+	"partitions\"\xcb\x01\n" +
+	"\x18TxnOffsetCommitPartition\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
+	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x124\n" +
+	"\x16committed_leader_epoch\x18\x04 \x01(\x05R\x14committedLeaderEpoch\x12\x1a\n" +
+	"\bmetadata\x18\x05 \x01(\tR\bmetadata\"d\n" +
+	"\x17TxnOffsetCommitResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.coordinator.v1.TxnPartitionResultR\n" +
+	"partitions\"\x9a\x01\n" +
+	"\rEndTxnRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12\x16\n" +
+	"\x06commit\x18\x04 \x01(\bR\x06commit\"\x10\n" +
+	"\x0eEndTxnResponse\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"q\n" +
+	"\x1cDescribeTransactionsResponse\x12Q\n" +
+	"\ftransactions\x18\x01 \x03(\v2-.strata.coordinator.v1.TransactionDescriptionR\ftransactions\"\xa6\x04\n" +
+	"\x16TransactionDescription\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x123\n" +
+	"\x05error\x18\x02 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12=\n" +
+	"\x05state\x18\x03 \x01(\x0e2'.strata.coordinator.v1.TransactionStateR\x05state\x12\x1f\n" +
+	"\vproducer_id\x18\x04 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x05 \x01(\x05R\rproducerEpoch\x124\n" +
+	"\x16transaction_timeout_ms\x18\x06 \x01(\x05R\x14transactionTimeoutMs\x129\n" +
+	"\x19transaction_start_time_ms\x18\a \x01(\x03R\x16transactionStartTimeMs\x12-\n" +
+	"\x13last_update_time_ms\x18\b \x01(\x03R\x10lastUpdateTimeMs\x12A\n" +
+	"\n" +
+	"partitions\x18\t \x03(\v2!.strata.common.v1.TopicPartitionsR\n" +
+	"partitions\x12\x1b\n" +
+	"\tgroup_ids\x18\n" +
+	" \x03(\tR\bgroupIds\x12%\n" +
+	"\x0ecoordinator_id\x18\v \x01(\tR\rcoordinatorId\"}\n" +
+	"\x17ListTransactionsRequest\x12?\n" +
+	"\x06states\x18\x01 \x03(\x0e2'.strata.coordinator.v1.TransactionStateR\x06states\x12!\n" +
+	"\fproducer_ids\x18\x02 \x03(\x03R\vproducerIds\"i\n" +
+	"\x18ListTransactionsResponse\x12M\n" +
+	"\ftransactions\x18\x01 \x03(\v2).strata.coordinator.v1.TransactionListingR\ftransactions\"\x9f\x01\n" +
+	"\x12TransactionListing\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12=\n" +
+	"\x05state\x18\x03 \x01(\x0e2'.strata.coordinator.v1.TransactionStateR\x05state*\x8b\x01\n" +
 	"\n" +
 	"GroupState\x12\x1b\n" +
 	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
@@ -3358,7 +4740,19 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x13RESET_SPEC_EARLIEST\x10\x01\x12\x15\n" +
 	"\x11RESET_SPEC_LATEST\x10\x02\x12\x15\n" +
 	"\x11RESET_SPEC_OFFSET\x10\x03\x12\x18\n" +
-	"\x14RESET_SPEC_TIMESTAMP\x10\x042\x92\f\n" +
+	"\x14RESET_SPEC_TIMESTAMP\x10\x04*\x80\x01\n" +
+	"\x12CoordinatorKeyType\x12$\n" +
+	" COORDINATOR_KEY_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aCOORDINATOR_KEY_TYPE_GROUP\x10\x01\x12$\n" +
+	" COORDINATOR_KEY_TYPE_TRANSACTION\x10\x02*\x89\x02\n" +
+	"\x10TransactionState\x12!\n" +
+	"\x1dTRANSACTION_STATE_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17TRANSACTION_STATE_EMPTY\x10\x01\x12\x1d\n" +
+	"\x19TRANSACTION_STATE_ONGOING\x10\x02\x12$\n" +
+	" TRANSACTION_STATE_PREPARE_COMMIT\x10\x03\x12#\n" +
+	"\x1fTRANSACTION_STATE_PREPARE_ABORT\x10\x04\x12%\n" +
+	"!TRANSACTION_STATE_COMPLETE_COMMIT\x10\x05\x12$\n" +
+	" TRANSACTION_STATE_COMPLETE_ABORT\x10\x062\xcf\x12\n" +
 	"\x12CoordinatorService\x12\x85\x01\n" +
 	"\x16ConsumerGroupHeartbeat\x124.strata.coordinator.v1.ConsumerGroupHeartbeatRequest\x1a5.strata.coordinator.v1.ConsumerGroupHeartbeatResponse\x12a\n" +
 	"\n" +
@@ -3375,7 +4769,14 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x10ClassicJoinGroup\x12..strata.coordinator.v1.ClassicJoinGroupRequest\x1a/.strata.coordinator.v1.ClassicJoinGroupResponse\x12s\n" +
 	"\x10ClassicSyncGroup\x12..strata.coordinator.v1.ClassicSyncGroupRequest\x1a/.strata.coordinator.v1.ClassicSyncGroupResponse\x12s\n" +
 	"\x10ClassicHeartbeat\x12..strata.coordinator.v1.ClassicHeartbeatRequest\x1a/.strata.coordinator.v1.ClassicHeartbeatResponse\x12v\n" +
-	"\x11ClassicLeaveGroup\x12/.strata.coordinator.v1.ClassicLeaveGroupRequest\x1a0.strata.coordinator.v1.ClassicLeaveGroupResponseB\xe8\x01\n" +
+	"\x11ClassicLeaveGroup\x12/.strata.coordinator.v1.ClassicLeaveGroupRequest\x1a0.strata.coordinator.v1.ClassicLeaveGroupResponse\x12\x8e\x01\n" +
+	"\x19InitTransactionalProducer\x127.strata.coordinator.v1.InitTransactionalProducerRequest\x1a8.strata.coordinator.v1.InitTransactionalProducerResponse\x12y\n" +
+	"\x12AddPartitionsToTxn\x120.strata.coordinator.v1.AddPartitionsToTxnRequest\x1a1.strata.coordinator.v1.AddPartitionsToTxnResponse\x12p\n" +
+	"\x0fAddOffsetsToTxn\x12-.strata.coordinator.v1.AddOffsetsToTxnRequest\x1a..strata.coordinator.v1.AddOffsetsToTxnResponse\x12p\n" +
+	"\x0fTxnOffsetCommit\x12-.strata.coordinator.v1.TxnOffsetCommitRequest\x1a..strata.coordinator.v1.TxnOffsetCommitResponse\x12U\n" +
+	"\x06EndTxn\x12$.strata.coordinator.v1.EndTxnRequest\x1a%.strata.coordinator.v1.EndTxnResponse\x12\x7f\n" +
+	"\x14DescribeTransactions\x122.strata.coordinator.v1.DescribeTransactionsRequest\x1a3.strata.coordinator.v1.DescribeTransactionsResponse\x12s\n" +
+	"\x10ListTransactions\x12..strata.coordinator.v1.ListTransactionsRequest\x1a/.strata.coordinator.v1.ListTransactionsResponseB\xe8\x01\n" +
 	"\x19com.strata.coordinator.v1B\x10CoordinatorProtoP\x01ZCgithub.com/strata-mq/strata/gen/strata/coordinator/v1;coordinatorv1\xa2\x02\x03SCX\xaa\x02\x15Strata.Coordinator.V1\xca\x02\x15Strata\\Coordinator\\V1\xe2\x02!Strata\\Coordinator\\V1\\GPBMetadata\xea\x02\x17Strata::Coordinator::V1b\x06proto3"
 
 var (
@@ -3390,118 +4791,165 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 	return file_strata_coordinator_v1_coordinator_proto_rawDescData
 }
 
-var file_strata_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_strata_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
-	(GroupState)(0),                        // 0: strata.coordinator.v1.GroupState
-	(ResetSpec)(0),                         // 1: strata.coordinator.v1.ResetSpec
-	(*ClassicProtocol)(nil),                // 2: strata.coordinator.v1.ClassicProtocol
-	(*ClassicJoinGroupRequest)(nil),        // 3: strata.coordinator.v1.ClassicJoinGroupRequest
-	(*ClassicJoinGroupResponse)(nil),       // 4: strata.coordinator.v1.ClassicJoinGroupResponse
-	(*ClassicJoinedMember)(nil),            // 5: strata.coordinator.v1.ClassicJoinedMember
-	(*ClassicSyncGroupRequest)(nil),        // 6: strata.coordinator.v1.ClassicSyncGroupRequest
-	(*ClassicAssignment)(nil),              // 7: strata.coordinator.v1.ClassicAssignment
-	(*ClassicSyncGroupResponse)(nil),       // 8: strata.coordinator.v1.ClassicSyncGroupResponse
-	(*ClassicHeartbeatRequest)(nil),        // 9: strata.coordinator.v1.ClassicHeartbeatRequest
-	(*ClassicHeartbeatResponse)(nil),       // 10: strata.coordinator.v1.ClassicHeartbeatResponse
-	(*ClassicLeaveGroupRequest)(nil),       // 11: strata.coordinator.v1.ClassicLeaveGroupRequest
-	(*ClassicLeaveGroupResponse)(nil),      // 12: strata.coordinator.v1.ClassicLeaveGroupResponse
-	(*ConsumerGroupHeartbeatRequest)(nil),  // 13: strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	(*ConsumerGroupHeartbeatResponse)(nil), // 14: strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	(*Assignment)(nil),                     // 15: strata.coordinator.v1.Assignment
-	(*LeaveGroupRequest)(nil),              // 16: strata.coordinator.v1.LeaveGroupRequest
-	(*MemberIdentity)(nil),                 // 17: strata.coordinator.v1.MemberIdentity
-	(*LeaveGroupResponse)(nil),             // 18: strata.coordinator.v1.LeaveGroupResponse
-	(*OffsetCommitRequest)(nil),            // 19: strata.coordinator.v1.OffsetCommitRequest
-	(*OffsetCommitPartition)(nil),          // 20: strata.coordinator.v1.OffsetCommitPartition
-	(*OffsetCommitResponse)(nil),           // 21: strata.coordinator.v1.OffsetCommitResponse
-	(*OffsetCommitPartitionResult)(nil),    // 22: strata.coordinator.v1.OffsetCommitPartitionResult
-	(*OffsetFetchRequest)(nil),             // 23: strata.coordinator.v1.OffsetFetchRequest
-	(*OffsetFetchResponse)(nil),            // 24: strata.coordinator.v1.OffsetFetchResponse
-	(*CommittedOffset)(nil),                // 25: strata.coordinator.v1.CommittedOffset
-	(*ListGroupsRequest)(nil),              // 26: strata.coordinator.v1.ListGroupsRequest
-	(*GroupListing)(nil),                   // 27: strata.coordinator.v1.GroupListing
-	(*ListGroupsResponse)(nil),             // 28: strata.coordinator.v1.ListGroupsResponse
-	(*DescribeGroupRequest)(nil),           // 29: strata.coordinator.v1.DescribeGroupRequest
-	(*DescribeGroupResponse)(nil),          // 30: strata.coordinator.v1.DescribeGroupResponse
-	(*GroupDescription)(nil),               // 31: strata.coordinator.v1.GroupDescription
-	(*GroupMember)(nil),                    // 32: strata.coordinator.v1.GroupMember
-	(*PartitionLag)(nil),                   // 33: strata.coordinator.v1.PartitionLag
-	(*ResetOffsetsRequest)(nil),            // 34: strata.coordinator.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),           // 35: strata.coordinator.v1.ResetOffsetsResponse
-	(*ResetOffsetsPartitionResult)(nil),    // 36: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(*DeleteGroupRequest)(nil),             // 37: strata.coordinator.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),            // 38: strata.coordinator.v1.DeleteGroupResponse
-	(*OffsetDeleteRequest)(nil),            // 39: strata.coordinator.v1.OffsetDeleteRequest
-	(*OffsetDeleteResponse)(nil),           // 40: strata.coordinator.v1.OffsetDeleteResponse
-	(*OffsetDeleteResult)(nil),             // 41: strata.coordinator.v1.OffsetDeleteResult
-	(*LocateGroupRequest)(nil),             // 42: strata.coordinator.v1.LocateGroupRequest
-	(*LocateGroupResponse)(nil),            // 43: strata.coordinator.v1.LocateGroupResponse
-	(*v1.TopicPartitions)(nil),             // 44: strata.common.v1.TopicPartitions
-	(*v1.ErrorDetail)(nil),                 // 45: strata.common.v1.ErrorDetail
+	(GroupState)(0),                           // 0: strata.coordinator.v1.GroupState
+	(ResetSpec)(0),                            // 1: strata.coordinator.v1.ResetSpec
+	(CoordinatorKeyType)(0),                   // 2: strata.coordinator.v1.CoordinatorKeyType
+	(TransactionState)(0),                     // 3: strata.coordinator.v1.TransactionState
+	(*ClassicProtocol)(nil),                   // 4: strata.coordinator.v1.ClassicProtocol
+	(*ClassicJoinGroupRequest)(nil),           // 5: strata.coordinator.v1.ClassicJoinGroupRequest
+	(*ClassicJoinGroupResponse)(nil),          // 6: strata.coordinator.v1.ClassicJoinGroupResponse
+	(*ClassicJoinedMember)(nil),               // 7: strata.coordinator.v1.ClassicJoinedMember
+	(*ClassicSyncGroupRequest)(nil),           // 8: strata.coordinator.v1.ClassicSyncGroupRequest
+	(*ClassicAssignment)(nil),                 // 9: strata.coordinator.v1.ClassicAssignment
+	(*ClassicSyncGroupResponse)(nil),          // 10: strata.coordinator.v1.ClassicSyncGroupResponse
+	(*ClassicHeartbeatRequest)(nil),           // 11: strata.coordinator.v1.ClassicHeartbeatRequest
+	(*ClassicHeartbeatResponse)(nil),          // 12: strata.coordinator.v1.ClassicHeartbeatResponse
+	(*ClassicLeaveGroupRequest)(nil),          // 13: strata.coordinator.v1.ClassicLeaveGroupRequest
+	(*ClassicLeaveGroupResponse)(nil),         // 14: strata.coordinator.v1.ClassicLeaveGroupResponse
+	(*ConsumerGroupHeartbeatRequest)(nil),     // 15: strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	(*ConsumerGroupHeartbeatResponse)(nil),    // 16: strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	(*Assignment)(nil),                        // 17: strata.coordinator.v1.Assignment
+	(*LeaveGroupRequest)(nil),                 // 18: strata.coordinator.v1.LeaveGroupRequest
+	(*MemberIdentity)(nil),                    // 19: strata.coordinator.v1.MemberIdentity
+	(*LeaveGroupResponse)(nil),                // 20: strata.coordinator.v1.LeaveGroupResponse
+	(*OffsetCommitRequest)(nil),               // 21: strata.coordinator.v1.OffsetCommitRequest
+	(*OffsetCommitPartition)(nil),             // 22: strata.coordinator.v1.OffsetCommitPartition
+	(*OffsetCommitResponse)(nil),              // 23: strata.coordinator.v1.OffsetCommitResponse
+	(*OffsetCommitPartitionResult)(nil),       // 24: strata.coordinator.v1.OffsetCommitPartitionResult
+	(*OffsetFetchRequest)(nil),                // 25: strata.coordinator.v1.OffsetFetchRequest
+	(*OffsetFetchResponse)(nil),               // 26: strata.coordinator.v1.OffsetFetchResponse
+	(*CommittedOffset)(nil),                   // 27: strata.coordinator.v1.CommittedOffset
+	(*ListGroupsRequest)(nil),                 // 28: strata.coordinator.v1.ListGroupsRequest
+	(*GroupListing)(nil),                      // 29: strata.coordinator.v1.GroupListing
+	(*ListGroupsResponse)(nil),                // 30: strata.coordinator.v1.ListGroupsResponse
+	(*DescribeGroupRequest)(nil),              // 31: strata.coordinator.v1.DescribeGroupRequest
+	(*DescribeGroupResponse)(nil),             // 32: strata.coordinator.v1.DescribeGroupResponse
+	(*GroupDescription)(nil),                  // 33: strata.coordinator.v1.GroupDescription
+	(*GroupMember)(nil),                       // 34: strata.coordinator.v1.GroupMember
+	(*PartitionLag)(nil),                      // 35: strata.coordinator.v1.PartitionLag
+	(*ResetOffsetsRequest)(nil),               // 36: strata.coordinator.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),              // 37: strata.coordinator.v1.ResetOffsetsResponse
+	(*ResetOffsetsPartitionResult)(nil),       // 38: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(*DeleteGroupRequest)(nil),                // 39: strata.coordinator.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),               // 40: strata.coordinator.v1.DeleteGroupResponse
+	(*OffsetDeleteRequest)(nil),               // 41: strata.coordinator.v1.OffsetDeleteRequest
+	(*OffsetDeleteResponse)(nil),              // 42: strata.coordinator.v1.OffsetDeleteResponse
+	(*OffsetDeleteResult)(nil),                // 43: strata.coordinator.v1.OffsetDeleteResult
+	(*LocateGroupRequest)(nil),                // 44: strata.coordinator.v1.LocateGroupRequest
+	(*LocateGroupResponse)(nil),               // 45: strata.coordinator.v1.LocateGroupResponse
+	(*InitTransactionalProducerRequest)(nil),  // 46: strata.coordinator.v1.InitTransactionalProducerRequest
+	(*InitTransactionalProducerResponse)(nil), // 47: strata.coordinator.v1.InitTransactionalProducerResponse
+	(*AddPartitionsToTxnRequest)(nil),         // 48: strata.coordinator.v1.AddPartitionsToTxnRequest
+	(*AddPartitionsToTxnResponse)(nil),        // 49: strata.coordinator.v1.AddPartitionsToTxnResponse
+	(*TxnPartitionResult)(nil),                // 50: strata.coordinator.v1.TxnPartitionResult
+	(*AddOffsetsToTxnRequest)(nil),            // 51: strata.coordinator.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),           // 52: strata.coordinator.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),            // 53: strata.coordinator.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitPartition)(nil),          // 54: strata.coordinator.v1.TxnOffsetCommitPartition
+	(*TxnOffsetCommitResponse)(nil),           // 55: strata.coordinator.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                     // 56: strata.coordinator.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                    // 57: strata.coordinator.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),       // 58: strata.coordinator.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),      // 59: strata.coordinator.v1.DescribeTransactionsResponse
+	(*TransactionDescription)(nil),            // 60: strata.coordinator.v1.TransactionDescription
+	(*ListTransactionsRequest)(nil),           // 61: strata.coordinator.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),          // 62: strata.coordinator.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),                // 63: strata.coordinator.v1.TransactionListing
+	(*v1.TopicPartitions)(nil),                // 64: strata.common.v1.TopicPartitions
+	(*v1.ErrorDetail)(nil),                    // 65: strata.common.v1.ErrorDetail
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
-	2,  // 0: strata.coordinator.v1.ClassicJoinGroupRequest.protocols:type_name -> strata.coordinator.v1.ClassicProtocol
-	5,  // 1: strata.coordinator.v1.ClassicJoinGroupResponse.members:type_name -> strata.coordinator.v1.ClassicJoinedMember
-	7,  // 2: strata.coordinator.v1.ClassicSyncGroupRequest.assignments:type_name -> strata.coordinator.v1.ClassicAssignment
-	44, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
-	15, // 4: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
-	44, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
-	17, // 6: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
-	20, // 7: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
-	22, // 8: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
-	45, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	44, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	25, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
+	4,  // 0: strata.coordinator.v1.ClassicJoinGroupRequest.protocols:type_name -> strata.coordinator.v1.ClassicProtocol
+	7,  // 1: strata.coordinator.v1.ClassicJoinGroupResponse.members:type_name -> strata.coordinator.v1.ClassicJoinedMember
+	9,  // 2: strata.coordinator.v1.ClassicSyncGroupRequest.assignments:type_name -> strata.coordinator.v1.ClassicAssignment
+	64, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
+	17, // 4: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
+	64, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
+	19, // 6: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
+	22, // 7: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
+	24, // 8: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
+	65, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	64, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	27, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
 	0,  // 12: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
 	0,  // 13: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
-	27, // 14: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	31, // 15: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	29, // 14: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	33, // 15: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
 	0,  // 16: strata.coordinator.v1.GroupDescription.state:type_name -> strata.coordinator.v1.GroupState
-	32, // 17: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
-	33, // 18: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
-	15, // 19: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
-	15, // 20: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
-	44, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	34, // 17: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
+	35, // 18: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
+	17, // 19: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
+	17, // 20: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
+	64, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	1,  // 22: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	36, // 23: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	45, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	44, // 25: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	41, // 26: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
-	45, // 27: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
-	13, // 28: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	16, // 29: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	19, // 30: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
-	23, // 31: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
-	26, // 32: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	29, // 33: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
-	34, // 34: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	37, // 35: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	39, // 36: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
-	42, // 37: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
-	3,  // 38: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
-	6,  // 39: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
-	9,  // 40: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
-	11, // 41: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
-	14, // 42: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	18, // 43: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	21, // 44: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
-	24, // 45: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
-	28, // 46: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	30, // 47: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
-	35, // 48: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	38, // 49: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	40, // 50: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
-	43, // 51: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
-	4,  // 52: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
-	8,  // 53: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
-	10, // 54: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
-	12, // 55: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
-	42, // [42:56] is the sub-list for method output_type
-	28, // [28:42] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	38, // 23: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	65, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	64, // 25: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	43, // 26: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
+	65, // 27: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
+	2,  // 28: strata.coordinator.v1.LocateGroupRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
+	64, // 29: strata.coordinator.v1.AddPartitionsToTxnRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	50, // 30: strata.coordinator.v1.AddPartitionsToTxnResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	65, // 31: strata.coordinator.v1.TxnPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	54, // 32: strata.coordinator.v1.TxnOffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.TxnOffsetCommitPartition
+	50, // 33: strata.coordinator.v1.TxnOffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	60, // 34: strata.coordinator.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
+	65, // 35: strata.coordinator.v1.TransactionDescription.error:type_name -> strata.common.v1.ErrorDetail
+	3,  // 36: strata.coordinator.v1.TransactionDescription.state:type_name -> strata.coordinator.v1.TransactionState
+	64, // 37: strata.coordinator.v1.TransactionDescription.partitions:type_name -> strata.common.v1.TopicPartitions
+	3,  // 38: strata.coordinator.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
+	63, // 39: strata.coordinator.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
+	3,  // 40: strata.coordinator.v1.TransactionListing.state:type_name -> strata.coordinator.v1.TransactionState
+	15, // 41: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	18, // 42: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	21, // 43: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
+	25, // 44: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
+	28, // 45: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	31, // 46: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
+	36, // 47: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	39, // 48: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	41, // 49: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
+	44, // 50: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
+	5,  // 51: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
+	8,  // 52: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
+	11, // 53: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
+	13, // 54: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
+	46, // 55: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:input_type -> strata.coordinator.v1.InitTransactionalProducerRequest
+	48, // 56: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:input_type -> strata.coordinator.v1.AddPartitionsToTxnRequest
+	51, // 57: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:input_type -> strata.coordinator.v1.AddOffsetsToTxnRequest
+	53, // 58: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:input_type -> strata.coordinator.v1.TxnOffsetCommitRequest
+	56, // 59: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
+	58, // 60: strata.coordinator.v1.CoordinatorService.DescribeTransactions:input_type -> strata.coordinator.v1.DescribeTransactionsRequest
+	61, // 61: strata.coordinator.v1.CoordinatorService.ListTransactions:input_type -> strata.coordinator.v1.ListTransactionsRequest
+	16, // 62: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	20, // 63: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	23, // 64: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
+	26, // 65: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
+	30, // 66: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	32, // 67: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
+	37, // 68: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	40, // 69: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	42, // 70: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
+	45, // 71: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
+	6,  // 72: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
+	10, // 73: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
+	12, // 74: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
+	14, // 75: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
+	47, // 76: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:output_type -> strata.coordinator.v1.InitTransactionalProducerResponse
+	49, // 77: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:output_type -> strata.coordinator.v1.AddPartitionsToTxnResponse
+	52, // 78: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:output_type -> strata.coordinator.v1.AddOffsetsToTxnResponse
+	55, // 79: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:output_type -> strata.coordinator.v1.TxnOffsetCommitResponse
+	57, // 80: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
+	59, // 81: strata.coordinator.v1.CoordinatorService.DescribeTransactions:output_type -> strata.coordinator.v1.DescribeTransactionsResponse
+	62, // 82: strata.coordinator.v1.CoordinatorService.ListTransactions:output_type -> strata.coordinator.v1.ListTransactionsResponse
+	62, // [62:83] is the sub-list for method output_type
+	41, // [41:62] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -3514,8 +4962,8 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   42,
+			NumEnums:      4,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2785,6 +2785,318 @@ func (x *ReplicaState) GetNodeEpoch() int64 {
 	return 0
 }
 
+// WriteTxnMarkersRequest carries markers, each for several partitions.
+type WriteTxnMarkersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Markers to write.
+	Markers []*TxnMarker `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	// How long to wait for each marker's replication; 0 means 30000.
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersRequest) Reset() {
+	*x = WriteTxnMarkersRequest{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersRequest) ProtoMessage() {}
+
+func (x *WriteTxnMarkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersRequest.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersRequest) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WriteTxnMarkersRequest) GetMarkers() []*TxnMarker {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+func (x *WriteTxnMarkersRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// TxnMarker ends one producer's transaction on the named partitions.
+type TxnMarker struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer id of the transaction.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// Producer epoch the marker carries: the transactional id's current epoch (bumped when the
+	// coordinator fenced or timed out the producer).
+	ProducerEpoch int32 `protobuf:"varint,2,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// True for a commit marker, false for an abort marker.
+	Commit bool `protobuf:"varint,3,opt,name=commit,proto3" json:"commit,omitempty"`
+	// Epoch of the coordinator's ownership of the transactional id.
+	CoordinatorEpoch int32 `protobuf:"varint,4,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	// Partitions to write the marker to, by topic.
+	Partitions    []*v1.TopicPartitions `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarker) Reset() {
+	*x = TxnMarker{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarker) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarker) ProtoMessage() {}
+
+func (x *TxnMarker) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarker.ProtoReflect.Descriptor instead.
+func (*TxnMarker) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *TxnMarker) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnMarker) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
+	}
+	return 0
+}
+
+func (x *TxnMarker) GetPartitions() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// WriteTxnMarkersResponse answers each marker, in the order asked.
+type WriteTxnMarkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per marker of the request.
+	Markers       []*TxnMarkerResult `protobuf:"bytes,1,rep,name=markers,proto3" json:"markers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteTxnMarkersResponse) Reset() {
+	*x = WriteTxnMarkersResponse{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteTxnMarkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteTxnMarkersResponse) ProtoMessage() {}
+
+func (x *WriteTxnMarkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteTxnMarkersResponse.ProtoReflect.Descriptor instead.
+func (*WriteTxnMarkersResponse) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *WriteTxnMarkersResponse) GetMarkers() []*TxnMarkerResult {
+	if x != nil {
+		return x.Markers
+	}
+	return nil
+}
+
+// TxnMarkerResult answers one marker's partitions.
+type TxnMarkerResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer id of the marker.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// One result per partition of the marker.
+	Partitions    []*TxnMarkerPartitionResult `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerResult) Reset() {
+	*x = TxnMarkerResult{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerResult) ProtoMessage() {}
+
+func (x *TxnMarkerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerResult.ProtoReflect.Descriptor instead.
+func (*TxnMarkerResult) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TxnMarkerResult) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *TxnMarkerResult) GetPartitions() []*TxnMarkerPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// TxnMarkerPartitionResult is one partition's answer.
+type TxnMarkerPartitionResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topic name.
+	Topic string `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Partition index.
+	Partition int32 `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Unset when the marker is written and replicated.
+	Error *v1.ErrorDetail `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Offset of the marker; -1 on error.
+	Offset        int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnMarkerPartitionResult) Reset() {
+	*x = TxnMarkerPartitionResult{}
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnMarkerPartitionResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnMarkerPartitionResult) ProtoMessage() {}
+
+func (x *TxnMarkerPartitionResult) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_storage_v1_storage_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnMarkerPartitionResult.ProtoReflect.Descriptor instead.
+func (*TxnMarkerPartitionResult) Descriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TxnMarkerPartitionResult) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TxnMarkerPartitionResult) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TxnMarkerPartitionResult) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *TxnMarkerPartitionResult) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
 var File_strata_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_strata_storage_v1_storage_proto_rawDesc = "" +
@@ -3019,13 +3331,39 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x16last_caught_up_time_ms\x18\x03 \x01(\x03R\x12lastCaughtUpTimeMs\x12\x17\n" +
 	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12\x1d\n" +
 	"\n" +
-	"node_epoch\x18\x05 \x01(\x03R\tnodeEpoch*v\n" +
+	"node_epoch\x18\x05 \x01(\x03R\tnodeEpoch\"o\n" +
+	"\x16WriteTxnMarkersRequest\x126\n" +
+	"\amarkers\x18\x01 \x03(\v2\x1c.strata.storage.v1.TxnMarkerR\amarkers\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"\xdb\x01\n" +
+	"\tTxnMarker\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\bR\x06commit\x12+\n" +
+	"\x11coordinator_epoch\x18\x04 \x01(\x05R\x10coordinatorEpoch\x12A\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2!.strata.common.v1.TopicPartitionsR\n" +
+	"partitions\"W\n" +
+	"\x17WriteTxnMarkersResponse\x12<\n" +
+	"\amarkers\x18\x01 \x03(\v2\".strata.storage.v1.TxnMarkerResultR\amarkers\"\x7f\n" +
+	"\x0fTxnMarkerResult\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12K\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2+.strata.storage.v1.TxnMarkerPartitionResultR\n" +
+	"partitions\"\x9b\x01\n" +
+	"\x18TxnMarkerPartitionResult\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
+	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset*v\n" +
 	"\n" +
 	"OffsetSpec\x12\x1b\n" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xff\x06\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xe9\a\n" +
 	"\x0eStorageService\x12P\n" +
 	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
 	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
@@ -3035,7 +3373,8 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x14OffsetForLeaderEpoch\x12..strata.storage.v1.OffsetForLeaderEpochRequest\x1a/.strata.storage.v1.OffsetForLeaderEpochResponse\x12\\\n" +
 	"\vDescribeLog\x12%.strata.storage.v1.DescribeLogRequest\x1a&.strata.storage.v1.DescribeLogResponse\x12b\n" +
 	"\rDeleteRecords\x12'.strata.storage.v1.DeleteRecordsRequest\x1a(.strata.storage.v1.DeleteRecordsResponse\x12n\n" +
-	"\x11DescribeProducers\x12+.strata.storage.v1.DescribeProducersRequest\x1a,.strata.storage.v1.DescribeProducersResponseB\xc8\x01\n" +
+	"\x11DescribeProducers\x12+.strata.storage.v1.DescribeProducersRequest\x1a,.strata.storage.v1.DescribeProducersResponse\x12h\n" +
+	"\x0fWriteTxnMarkers\x12).strata.storage.v1.WriteTxnMarkersRequest\x1a*.strata.storage.v1.WriteTxnMarkersResponseB\xc8\x01\n" +
 	"\x15com.strata.storage.v1B\fStorageProtoP\x01Z;github.com/strata-mq/strata/gen/strata/storage/v1;storagev1\xa2\x02\x03SSX\xaa\x02\x11Strata.Storage.V1\xca\x02\x11Strata\\Storage\\V1\xe2\x02\x1dStrata\\Storage\\V1\\GPBMetadata\xea\x02\x13Strata::Storage::V1b\x06proto3"
 
 var (
@@ -3051,7 +3390,7 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
 	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
@@ -3090,69 +3429,82 @@ var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(*DescribeLogResponse)(nil),                 // 34: strata.storage.v1.DescribeLogResponse
 	(*DescribeLogPartitionResult)(nil),          // 35: strata.storage.v1.DescribeLogPartitionResult
 	(*ReplicaState)(nil),                        // 36: strata.storage.v1.ReplicaState
-	(v1.Acks)(0),                                // 37: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 38: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 39: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 40: strata.common.v1.TopicPartition
+	(*WriteTxnMarkersRequest)(nil),              // 37: strata.storage.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                           // 38: strata.storage.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),             // 39: strata.storage.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),                     // 40: strata.storage.v1.TxnMarkerResult
+	(*TxnMarkerPartitionResult)(nil),            // 41: strata.storage.v1.TxnMarkerPartitionResult
+	(v1.Acks)(0),                                // 42: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 43: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 44: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 45: strata.common.v1.TopicPartition
+	(*v1.TopicPartitions)(nil),                  // 46: strata.common.v1.TopicPartitions
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	37, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	42, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
 	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	37, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	42, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
 	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	38, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	39, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	44, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	38, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	20, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
 	11, // 10: strata.storage.v1.FetchPartitionResult.aborted_transactions:type_name -> strata.storage.v1.AbortedTransaction
 	13, // 11: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	39, // 12: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	44, // 12: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	0,  // 13: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
 	15, // 14: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	38, // 15: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 15: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	17, // 16: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
 	19, // 17: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	38, // 18: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 18: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	20, // 19: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
 	22, // 20: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
 	24, // 21: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	38, // 22: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 22: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	26, // 23: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
 	28, // 24: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
-	38, // 25: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	40, // 26: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	43, // 25: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	45, // 26: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
 	31, // 27: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
-	38, // 28: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 28: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	32, // 29: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
-	40, // 30: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	45, // 30: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
 	35, // 31: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	38, // 32: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	43, // 32: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	36, // 33: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	1,  // 34: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 35: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 36: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	12, // 37: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	16, // 38: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	21, // 39: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	33, // 40: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	25, // 41: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
-	29, // 42: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
-	2,  // 43: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 44: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 45: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	14, // 46: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	18, // 47: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	23, // 48: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	34, // 49: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	27, // 50: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
-	30, // 51: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
-	43, // [43:52] is the sub-list for method output_type
-	34, // [34:43] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	38, // 34: strata.storage.v1.WriteTxnMarkersRequest.markers:type_name -> strata.storage.v1.TxnMarker
+	46, // 35: strata.storage.v1.TxnMarker.partitions:type_name -> strata.common.v1.TopicPartitions
+	40, // 36: strata.storage.v1.WriteTxnMarkersResponse.markers:type_name -> strata.storage.v1.TxnMarkerResult
+	41, // 37: strata.storage.v1.TxnMarkerResult.partitions:type_name -> strata.storage.v1.TxnMarkerPartitionResult
+	43, // 38: strata.storage.v1.TxnMarkerPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	1,  // 39: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	3,  // 40: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	7,  // 41: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	12, // 42: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	16, // 43: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	21, // 44: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	33, // 45: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	25, // 46: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	29, // 47: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
+	37, // 48: strata.storage.v1.StorageService.WriteTxnMarkers:input_type -> strata.storage.v1.WriteTxnMarkersRequest
+	2,  // 49: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	5,  // 50: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	9,  // 51: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	14, // 52: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	18, // 53: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	23, // 54: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	34, // 55: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	27, // 56: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	30, // 57: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
+	39, // 58: strata.storage.v1.StorageService.WriteTxnMarkers:output_type -> strata.storage.v1.WriteTxnMarkersResponse
+	49, // [49:59] is the sub-list for method output_type
+	39, // [39:49] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -3168,7 +3520,7 @@ func file_strata_storage_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -82,6 +82,27 @@ const (
 	// CoordinatorServiceClassicLeaveGroupProcedure is the fully-qualified name of the
 	// CoordinatorService's ClassicLeaveGroup RPC.
 	CoordinatorServiceClassicLeaveGroupProcedure = "/strata.coordinator.v1.CoordinatorService/ClassicLeaveGroup"
+	// CoordinatorServiceInitTransactionalProducerProcedure is the fully-qualified name of the
+	// CoordinatorService's InitTransactionalProducer RPC.
+	CoordinatorServiceInitTransactionalProducerProcedure = "/strata.coordinator.v1.CoordinatorService/InitTransactionalProducer"
+	// CoordinatorServiceAddPartitionsToTxnProcedure is the fully-qualified name of the
+	// CoordinatorService's AddPartitionsToTxn RPC.
+	CoordinatorServiceAddPartitionsToTxnProcedure = "/strata.coordinator.v1.CoordinatorService/AddPartitionsToTxn"
+	// CoordinatorServiceAddOffsetsToTxnProcedure is the fully-qualified name of the
+	// CoordinatorService's AddOffsetsToTxn RPC.
+	CoordinatorServiceAddOffsetsToTxnProcedure = "/strata.coordinator.v1.CoordinatorService/AddOffsetsToTxn"
+	// CoordinatorServiceTxnOffsetCommitProcedure is the fully-qualified name of the
+	// CoordinatorService's TxnOffsetCommit RPC.
+	CoordinatorServiceTxnOffsetCommitProcedure = "/strata.coordinator.v1.CoordinatorService/TxnOffsetCommit"
+	// CoordinatorServiceEndTxnProcedure is the fully-qualified name of the CoordinatorService's EndTxn
+	// RPC.
+	CoordinatorServiceEndTxnProcedure = "/strata.coordinator.v1.CoordinatorService/EndTxn"
+	// CoordinatorServiceDescribeTransactionsProcedure is the fully-qualified name of the
+	// CoordinatorService's DescribeTransactions RPC.
+	CoordinatorServiceDescribeTransactionsProcedure = "/strata.coordinator.v1.CoordinatorService/DescribeTransactions"
+	// CoordinatorServiceListTransactionsProcedure is the fully-qualified name of the
+	// CoordinatorService's ListTransactions RPC.
+	CoordinatorServiceListTransactionsProcedure = "/strata.coordinator.v1.CoordinatorService/ListTransactions"
 )
 
 // CoordinatorServiceClient is a client for the strata.coordinator.v1.CoordinatorService service.
@@ -185,6 +206,58 @@ type CoordinatorServiceClient interface {
 	ClassicHeartbeat(context.Context, *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error)
 	// ClassicLeaveGroup is Kafka's LeaveGroup for classic members.
 	ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error)
+	// InitTransactionalProducer is Kafka's InitProducerId with a transactional id: a new
+	// transactional id gets a producer id (from the controller's blocks) and epoch 0; a known
+	// one has its epoch bumped (a new producer id once the epoch is exhausted), which fences
+	// the previous producer. A transaction the previous producer left Ongoing is aborted first,
+	// under the bumped epoch, and the call answers REASON_CONCURRENT_TRANSACTIONS until its
+	// markers are written. With producer_id and producer_epoch set (KIP-360), the bump is
+	// allowed only to the producer that holds them (or held them before a bump it did not hear
+	// the answer to, which is answered again).
+	// Errors: INVALID_ARGUMENT for an empty transactional_id, or REASON_INVALID_TRANSACTION_TIMEOUT;
+	// ABORTED (REASON_PRODUCER_FENCED) when producer_id and producer_epoch are not the current
+	// ones; UNAVAILABLE when no producer id can be obtained from the controller.
+	InitTransactionalProducer(context.Context, *connect.Request[v1.InitTransactionalProducerRequest]) (*connect.Response[v1.InitTransactionalProducerResponse], error)
+	// AddPartitionsToTxn adds partitions to the producer's transaction (Kafka's
+	// AddPartitionsToTxn), which becomes Ongoing. All or none: when any partition is refused
+	// (PERMISSION_DENIED without write on its topic, NOT_FOUND for an unknown topic or
+	// partition) none is added and the others answer REASON_OPERATION_NOT_ATTEMPTED.
+	// Errors: FAILED_PRECONDITION (REASON_INVALID_PRODUCER_ID_MAPPING) for an unknown
+	// transactional id or another producer id; ABORTED (REASON_PRODUCER_FENCED) for another
+	// producer epoch; UNAVAILABLE (REASON_CONCURRENT_TRANSACTIONS) while the previous
+	// transaction completes.
+	AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error)
+	// AddOffsetsToTxn adds a consumer group to the transaction (Kafka's AddOffsetsToTxn): offsets
+	// the producer then stages for it with TxnOffsetCommit commit with the transaction. Errors as
+	// AddPartitionsToTxn; PERMISSION_DENIED without read on the group.
+	AddOffsetsToTxn(context.Context, *connect.Request[v1.AddOffsetsToTxnRequest]) (*connect.Response[v1.AddOffsetsToTxnResponse], error)
+	// TxnOffsetCommit stages offsets of a group for a transaction (Kafka's TxnOffsetCommit). It
+	// is sent to the group's coordinator (routed by group_id, like OffsetCommit) and checked
+	// against the group as a commit is (KIP-447: member id and epoch or generation, when given).
+	// Staged offsets become the group's committed offsets in the database transaction that
+	// decides a commit, and are dropped by an abort.
+	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR) naming the group's owner; as
+	// AddPartitionsToTxn for the producer; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) when
+	// the transaction is not Ongoing with the group added; the group's member errors as
+	// OffsetCommit; per partition, PERMISSION_DENIED without read on the topic and
+	// INVALID_ARGUMENT for a negative offset.
+	TxnOffsetCommit(context.Context, *connect.Request[v1.TxnOffsetCommitRequest]) (*connect.Response[v1.TxnOffsetCommitResponse], error)
+	// EndTxn commits or aborts the producer's Ongoing transaction (Kafka's EndTxn). It answers
+	// once the decision (PrepareCommit or PrepareAbort) is durable; the coordinator then writes
+	// the markers to every partition of the transaction and records it complete. A commit makes
+	// the staged offsets committed in the same database transaction as the decision. A retry
+	// with the same decision once it is made is answered success.
+	// Errors: as AddPartitionsToTxn; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) for the
+	// other decision than the one made, or for a transactional id with no transaction begun.
+	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// DescribeTransactions describes transactional ids from the database (Kafka's
+	// DescribeTransactions, KIP-664). Any instance answers. An unknown id answers NOT_FOUND
+	// (REASON_TRANSACTIONAL_ID_NOT_FOUND) in its TransactionDescription.error.
+	DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error)
+	// ListTransactions lists transactional ids from the database (Kafka's ListTransactions,
+	// KIP-664), optionally only those in the given states or of the given producer ids. Any
+	// instance answers.
+	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
 }
 
 // NewCoordinatorServiceClient constructs a client for the strata.coordinator.v1.CoordinatorService
@@ -282,25 +355,74 @@ func NewCoordinatorServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(coordinatorServiceMethods.ByName("ClassicLeaveGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		initTransactionalProducer: connect.NewClient[v1.InitTransactionalProducerRequest, v1.InitTransactionalProducerResponse](
+			httpClient,
+			baseURL+CoordinatorServiceInitTransactionalProducerProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("InitTransactionalProducer")),
+			connect.WithClientOptions(opts...),
+		),
+		addPartitionsToTxn: connect.NewClient[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse](
+			httpClient,
+			baseURL+CoordinatorServiceAddPartitionsToTxnProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("AddPartitionsToTxn")),
+			connect.WithClientOptions(opts...),
+		),
+		addOffsetsToTxn: connect.NewClient[v1.AddOffsetsToTxnRequest, v1.AddOffsetsToTxnResponse](
+			httpClient,
+			baseURL+CoordinatorServiceAddOffsetsToTxnProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("AddOffsetsToTxn")),
+			connect.WithClientOptions(opts...),
+		),
+		txnOffsetCommit: connect.NewClient[v1.TxnOffsetCommitRequest, v1.TxnOffsetCommitResponse](
+			httpClient,
+			baseURL+CoordinatorServiceTxnOffsetCommitProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("TxnOffsetCommit")),
+			connect.WithClientOptions(opts...),
+		),
+		endTxn: connect.NewClient[v1.EndTxnRequest, v1.EndTxnResponse](
+			httpClient,
+			baseURL+CoordinatorServiceEndTxnProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("EndTxn")),
+			connect.WithClientOptions(opts...),
+		),
+		describeTransactions: connect.NewClient[v1.DescribeTransactionsRequest, v1.DescribeTransactionsResponse](
+			httpClient,
+			baseURL+CoordinatorServiceDescribeTransactionsProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("DescribeTransactions")),
+			connect.WithClientOptions(opts...),
+		),
+		listTransactions: connect.NewClient[v1.ListTransactionsRequest, v1.ListTransactionsResponse](
+			httpClient,
+			baseURL+CoordinatorServiceListTransactionsProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("ListTransactions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // coordinatorServiceClient implements CoordinatorServiceClient.
 type coordinatorServiceClient struct {
-	consumerGroupHeartbeat *connect.Client[v1.ConsumerGroupHeartbeatRequest, v1.ConsumerGroupHeartbeatResponse]
-	leaveGroup             *connect.Client[v1.LeaveGroupRequest, v1.LeaveGroupResponse]
-	offsetCommit           *connect.Client[v1.OffsetCommitRequest, v1.OffsetCommitResponse]
-	offsetFetch            *connect.Client[v1.OffsetFetchRequest, v1.OffsetFetchResponse]
-	listGroups             *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
-	describeGroup          *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
-	resetOffsets           *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
-	deleteGroup            *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
-	offsetDelete           *connect.Client[v1.OffsetDeleteRequest, v1.OffsetDeleteResponse]
-	locateGroup            *connect.Client[v1.LocateGroupRequest, v1.LocateGroupResponse]
-	classicJoinGroup       *connect.Client[v1.ClassicJoinGroupRequest, v1.ClassicJoinGroupResponse]
-	classicSyncGroup       *connect.Client[v1.ClassicSyncGroupRequest, v1.ClassicSyncGroupResponse]
-	classicHeartbeat       *connect.Client[v1.ClassicHeartbeatRequest, v1.ClassicHeartbeatResponse]
-	classicLeaveGroup      *connect.Client[v1.ClassicLeaveGroupRequest, v1.ClassicLeaveGroupResponse]
+	consumerGroupHeartbeat    *connect.Client[v1.ConsumerGroupHeartbeatRequest, v1.ConsumerGroupHeartbeatResponse]
+	leaveGroup                *connect.Client[v1.LeaveGroupRequest, v1.LeaveGroupResponse]
+	offsetCommit              *connect.Client[v1.OffsetCommitRequest, v1.OffsetCommitResponse]
+	offsetFetch               *connect.Client[v1.OffsetFetchRequest, v1.OffsetFetchResponse]
+	listGroups                *connect.Client[v1.ListGroupsRequest, v1.ListGroupsResponse]
+	describeGroup             *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
+	resetOffsets              *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
+	deleteGroup               *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	offsetDelete              *connect.Client[v1.OffsetDeleteRequest, v1.OffsetDeleteResponse]
+	locateGroup               *connect.Client[v1.LocateGroupRequest, v1.LocateGroupResponse]
+	classicJoinGroup          *connect.Client[v1.ClassicJoinGroupRequest, v1.ClassicJoinGroupResponse]
+	classicSyncGroup          *connect.Client[v1.ClassicSyncGroupRequest, v1.ClassicSyncGroupResponse]
+	classicHeartbeat          *connect.Client[v1.ClassicHeartbeatRequest, v1.ClassicHeartbeatResponse]
+	classicLeaveGroup         *connect.Client[v1.ClassicLeaveGroupRequest, v1.ClassicLeaveGroupResponse]
+	initTransactionalProducer *connect.Client[v1.InitTransactionalProducerRequest, v1.InitTransactionalProducerResponse]
+	addPartitionsToTxn        *connect.Client[v1.AddPartitionsToTxnRequest, v1.AddPartitionsToTxnResponse]
+	addOffsetsToTxn           *connect.Client[v1.AddOffsetsToTxnRequest, v1.AddOffsetsToTxnResponse]
+	txnOffsetCommit           *connect.Client[v1.TxnOffsetCommitRequest, v1.TxnOffsetCommitResponse]
+	endTxn                    *connect.Client[v1.EndTxnRequest, v1.EndTxnResponse]
+	describeTransactions      *connect.Client[v1.DescribeTransactionsRequest, v1.DescribeTransactionsResponse]
+	listTransactions          *connect.Client[v1.ListTransactionsRequest, v1.ListTransactionsResponse]
 }
 
 // ConsumerGroupHeartbeat calls strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat.
@@ -371,6 +493,42 @@ func (c *coordinatorServiceClient) ClassicHeartbeat(ctx context.Context, req *co
 // ClassicLeaveGroup calls strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup.
 func (c *coordinatorServiceClient) ClassicLeaveGroup(ctx context.Context, req *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error) {
 	return c.classicLeaveGroup.CallUnary(ctx, req)
+}
+
+// InitTransactionalProducer calls
+// strata.coordinator.v1.CoordinatorService.InitTransactionalProducer.
+func (c *coordinatorServiceClient) InitTransactionalProducer(ctx context.Context, req *connect.Request[v1.InitTransactionalProducerRequest]) (*connect.Response[v1.InitTransactionalProducerResponse], error) {
+	return c.initTransactionalProducer.CallUnary(ctx, req)
+}
+
+// AddPartitionsToTxn calls strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn.
+func (c *coordinatorServiceClient) AddPartitionsToTxn(ctx context.Context, req *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error) {
+	return c.addPartitionsToTxn.CallUnary(ctx, req)
+}
+
+// AddOffsetsToTxn calls strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn.
+func (c *coordinatorServiceClient) AddOffsetsToTxn(ctx context.Context, req *connect.Request[v1.AddOffsetsToTxnRequest]) (*connect.Response[v1.AddOffsetsToTxnResponse], error) {
+	return c.addOffsetsToTxn.CallUnary(ctx, req)
+}
+
+// TxnOffsetCommit calls strata.coordinator.v1.CoordinatorService.TxnOffsetCommit.
+func (c *coordinatorServiceClient) TxnOffsetCommit(ctx context.Context, req *connect.Request[v1.TxnOffsetCommitRequest]) (*connect.Response[v1.TxnOffsetCommitResponse], error) {
+	return c.txnOffsetCommit.CallUnary(ctx, req)
+}
+
+// EndTxn calls strata.coordinator.v1.CoordinatorService.EndTxn.
+func (c *coordinatorServiceClient) EndTxn(ctx context.Context, req *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
+	return c.endTxn.CallUnary(ctx, req)
+}
+
+// DescribeTransactions calls strata.coordinator.v1.CoordinatorService.DescribeTransactions.
+func (c *coordinatorServiceClient) DescribeTransactions(ctx context.Context, req *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error) {
+	return c.describeTransactions.CallUnary(ctx, req)
+}
+
+// ListTransactions calls strata.coordinator.v1.CoordinatorService.ListTransactions.
+func (c *coordinatorServiceClient) ListTransactions(ctx context.Context, req *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
+	return c.listTransactions.CallUnary(ctx, req)
 }
 
 // CoordinatorServiceHandler is an implementation of the strata.coordinator.v1.CoordinatorService
@@ -475,6 +633,58 @@ type CoordinatorServiceHandler interface {
 	ClassicHeartbeat(context.Context, *connect.Request[v1.ClassicHeartbeatRequest]) (*connect.Response[v1.ClassicHeartbeatResponse], error)
 	// ClassicLeaveGroup is Kafka's LeaveGroup for classic members.
 	ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error)
+	// InitTransactionalProducer is Kafka's InitProducerId with a transactional id: a new
+	// transactional id gets a producer id (from the controller's blocks) and epoch 0; a known
+	// one has its epoch bumped (a new producer id once the epoch is exhausted), which fences
+	// the previous producer. A transaction the previous producer left Ongoing is aborted first,
+	// under the bumped epoch, and the call answers REASON_CONCURRENT_TRANSACTIONS until its
+	// markers are written. With producer_id and producer_epoch set (KIP-360), the bump is
+	// allowed only to the producer that holds them (or held them before a bump it did not hear
+	// the answer to, which is answered again).
+	// Errors: INVALID_ARGUMENT for an empty transactional_id, or REASON_INVALID_TRANSACTION_TIMEOUT;
+	// ABORTED (REASON_PRODUCER_FENCED) when producer_id and producer_epoch are not the current
+	// ones; UNAVAILABLE when no producer id can be obtained from the controller.
+	InitTransactionalProducer(context.Context, *connect.Request[v1.InitTransactionalProducerRequest]) (*connect.Response[v1.InitTransactionalProducerResponse], error)
+	// AddPartitionsToTxn adds partitions to the producer's transaction (Kafka's
+	// AddPartitionsToTxn), which becomes Ongoing. All or none: when any partition is refused
+	// (PERMISSION_DENIED without write on its topic, NOT_FOUND for an unknown topic or
+	// partition) none is added and the others answer REASON_OPERATION_NOT_ATTEMPTED.
+	// Errors: FAILED_PRECONDITION (REASON_INVALID_PRODUCER_ID_MAPPING) for an unknown
+	// transactional id or another producer id; ABORTED (REASON_PRODUCER_FENCED) for another
+	// producer epoch; UNAVAILABLE (REASON_CONCURRENT_TRANSACTIONS) while the previous
+	// transaction completes.
+	AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error)
+	// AddOffsetsToTxn adds a consumer group to the transaction (Kafka's AddOffsetsToTxn): offsets
+	// the producer then stages for it with TxnOffsetCommit commit with the transaction. Errors as
+	// AddPartitionsToTxn; PERMISSION_DENIED without read on the group.
+	AddOffsetsToTxn(context.Context, *connect.Request[v1.AddOffsetsToTxnRequest]) (*connect.Response[v1.AddOffsetsToTxnResponse], error)
+	// TxnOffsetCommit stages offsets of a group for a transaction (Kafka's TxnOffsetCommit). It
+	// is sent to the group's coordinator (routed by group_id, like OffsetCommit) and checked
+	// against the group as a commit is (KIP-447: member id and epoch or generation, when given).
+	// Staged offsets become the group's committed offsets in the database transaction that
+	// decides a commit, and are dropped by an abort.
+	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR) naming the group's owner; as
+	// AddPartitionsToTxn for the producer; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) when
+	// the transaction is not Ongoing with the group added; the group's member errors as
+	// OffsetCommit; per partition, PERMISSION_DENIED without read on the topic and
+	// INVALID_ARGUMENT for a negative offset.
+	TxnOffsetCommit(context.Context, *connect.Request[v1.TxnOffsetCommitRequest]) (*connect.Response[v1.TxnOffsetCommitResponse], error)
+	// EndTxn commits or aborts the producer's Ongoing transaction (Kafka's EndTxn). It answers
+	// once the decision (PrepareCommit or PrepareAbort) is durable; the coordinator then writes
+	// the markers to every partition of the transaction and records it complete. A commit makes
+	// the staged offsets committed in the same database transaction as the decision. A retry
+	// with the same decision once it is made is answered success.
+	// Errors: as AddPartitionsToTxn; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) for the
+	// other decision than the one made, or for a transactional id with no transaction begun.
+	EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error)
+	// DescribeTransactions describes transactional ids from the database (Kafka's
+	// DescribeTransactions, KIP-664). Any instance answers. An unknown id answers NOT_FOUND
+	// (REASON_TRANSACTIONAL_ID_NOT_FOUND) in its TransactionDescription.error.
+	DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error)
+	// ListTransactions lists transactional ids from the database (Kafka's ListTransactions,
+	// KIP-664), optionally only those in the given states or of the given producer ids. Any
+	// instance answers.
+	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
 }
 
 // NewCoordinatorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -568,6 +778,48 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 		connect.WithSchema(coordinatorServiceMethods.ByName("ClassicLeaveGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorServiceInitTransactionalProducerHandler := connect.NewUnaryHandler(
+		CoordinatorServiceInitTransactionalProducerProcedure,
+		svc.InitTransactionalProducer,
+		connect.WithSchema(coordinatorServiceMethods.ByName("InitTransactionalProducer")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceAddPartitionsToTxnHandler := connect.NewUnaryHandler(
+		CoordinatorServiceAddPartitionsToTxnProcedure,
+		svc.AddPartitionsToTxn,
+		connect.WithSchema(coordinatorServiceMethods.ByName("AddPartitionsToTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceAddOffsetsToTxnHandler := connect.NewUnaryHandler(
+		CoordinatorServiceAddOffsetsToTxnProcedure,
+		svc.AddOffsetsToTxn,
+		connect.WithSchema(coordinatorServiceMethods.ByName("AddOffsetsToTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceTxnOffsetCommitHandler := connect.NewUnaryHandler(
+		CoordinatorServiceTxnOffsetCommitProcedure,
+		svc.TxnOffsetCommit,
+		connect.WithSchema(coordinatorServiceMethods.ByName("TxnOffsetCommit")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceEndTxnHandler := connect.NewUnaryHandler(
+		CoordinatorServiceEndTxnProcedure,
+		svc.EndTxn,
+		connect.WithSchema(coordinatorServiceMethods.ByName("EndTxn")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceDescribeTransactionsHandler := connect.NewUnaryHandler(
+		CoordinatorServiceDescribeTransactionsProcedure,
+		svc.DescribeTransactions,
+		connect.WithSchema(coordinatorServiceMethods.ByName("DescribeTransactions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	coordinatorServiceListTransactionsHandler := connect.NewUnaryHandler(
+		CoordinatorServiceListTransactionsProcedure,
+		svc.ListTransactions,
+		connect.WithSchema(coordinatorServiceMethods.ByName("ListTransactions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.coordinator.v1.CoordinatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorServiceConsumerGroupHeartbeatProcedure:
@@ -598,6 +850,20 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 			coordinatorServiceClassicHeartbeatHandler.ServeHTTP(w, r)
 		case CoordinatorServiceClassicLeaveGroupProcedure:
 			coordinatorServiceClassicLeaveGroupHandler.ServeHTTP(w, r)
+		case CoordinatorServiceInitTransactionalProducerProcedure:
+			coordinatorServiceInitTransactionalProducerHandler.ServeHTTP(w, r)
+		case CoordinatorServiceAddPartitionsToTxnProcedure:
+			coordinatorServiceAddPartitionsToTxnHandler.ServeHTTP(w, r)
+		case CoordinatorServiceAddOffsetsToTxnProcedure:
+			coordinatorServiceAddOffsetsToTxnHandler.ServeHTTP(w, r)
+		case CoordinatorServiceTxnOffsetCommitProcedure:
+			coordinatorServiceTxnOffsetCommitHandler.ServeHTTP(w, r)
+		case CoordinatorServiceEndTxnProcedure:
+			coordinatorServiceEndTxnHandler.ServeHTTP(w, r)
+		case CoordinatorServiceDescribeTransactionsProcedure:
+			coordinatorServiceDescribeTransactionsHandler.ServeHTTP(w, r)
+		case CoordinatorServiceListTransactionsProcedure:
+			coordinatorServiceListTransactionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -661,4 +927,32 @@ func (UnimplementedCoordinatorServiceHandler) ClassicHeartbeat(context.Context, 
 
 func (UnimplementedCoordinatorServiceHandler) ClassicLeaveGroup(context.Context, *connect.Request[v1.ClassicLeaveGroupRequest]) (*connect.Response[v1.ClassicLeaveGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) InitTransactionalProducer(context.Context, *connect.Request[v1.InitTransactionalProducerRequest]) (*connect.Response[v1.InitTransactionalProducerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.InitTransactionalProducer is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) AddPartitionsToTxn(context.Context, *connect.Request[v1.AddPartitionsToTxnRequest]) (*connect.Response[v1.AddPartitionsToTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) AddOffsetsToTxn(context.Context, *connect.Request[v1.AddOffsetsToTxnRequest]) (*connect.Response[v1.AddOffsetsToTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) TxnOffsetCommit(context.Context, *connect.Request[v1.TxnOffsetCommitRequest]) (*connect.Response[v1.TxnOffsetCommitResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.TxnOffsetCommit is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) EndTxn(context.Context, *connect.Request[v1.EndTxnRequest]) (*connect.Response[v1.EndTxnResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.EndTxn is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.DescribeTransactions is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ListTransactions is not implemented"))
 }

@@ -66,6 +66,9 @@ const (
 	// StorageServiceDescribeProducersProcedure is the fully-qualified name of the StorageService's
 	// DescribeProducers RPC.
 	StorageServiceDescribeProducersProcedure = "/strata.storage.v1.StorageService/DescribeProducers"
+	// StorageServiceWriteTxnMarkersProcedure is the fully-qualified name of the StorageService's
+	// WriteTxnMarkers RPC.
+	StorageServiceWriteTxnMarkersProcedure = "/strata.storage.v1.StorageService/WriteTxnMarkers"
 )
 
 // StorageServiceClient is a client for the strata.storage.v1.StorageService service.
@@ -163,6 +166,19 @@ type StorageServiceClient interface {
 	// PERMISSION_DENIED without read on the topic; NOT_FOUND; FAILED_PRECONDITION
 	// REASON_NOT_LEADER.
 	DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error)
+	// WriteTxnMarkers appends transaction markers (control batches ending a producer's
+	// transaction, byte for byte Kafka's) to partitions this node leads, as Kafka's
+	// WriteTxnMarkers. Only the coordinator's service identity may call it: the coordinator
+	// sends it once a transaction's decision is durable. Each marker is appended as an acks=all
+	// produce and answered once the high watermark passes it, so a leader change cannot take it
+	// back. Partitions are answered one by one.
+	// Errors: PERMISSION_DENIED for any caller but the coordinator service; per partition, in
+	// TxnMarkerPartitionResult.error: NOT_FOUND; FAILED_PRECONDITION REASON_NOT_LEADER (the
+	// hint names the leader); UNAVAILABLE REASON_NOT_ENOUGH_REPLICAS; ABORTED
+	// REASON_TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the partition last
+	// took for the producer; ABORTED REASON_INVALID_PRODUCER_EPOCH for a producer epoch older
+	// than the partition's; DEADLINE_EXCEEDED REASON_REQUEST_TIMED_OUT.
+	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
 }
 
 // NewStorageServiceClient constructs a client for the strata.storage.v1.StorageService service. By
@@ -230,6 +246,12 @@ func NewStorageServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(storageServiceMethods.ByName("DescribeProducers")),
 			connect.WithClientOptions(opts...),
 		),
+		writeTxnMarkers: connect.NewClient[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse](
+			httpClient,
+			baseURL+StorageServiceWriteTxnMarkersProcedure,
+			connect.WithSchema(storageServiceMethods.ByName("WriteTxnMarkers")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -244,6 +266,7 @@ type storageServiceClient struct {
 	describeLog          *connect.Client[v1.DescribeLogRequest, v1.DescribeLogResponse]
 	deleteRecords        *connect.Client[v1.DeleteRecordsRequest, v1.DeleteRecordsResponse]
 	describeProducers    *connect.Client[v1.DescribeProducersRequest, v1.DescribeProducersResponse]
+	writeTxnMarkers      *connect.Client[v1.WriteTxnMarkersRequest, v1.WriteTxnMarkersResponse]
 }
 
 // Produce calls strata.storage.v1.StorageService.Produce.
@@ -289,6 +312,11 @@ func (c *storageServiceClient) DeleteRecords(ctx context.Context, req *connect.R
 // DescribeProducers calls strata.storage.v1.StorageService.DescribeProducers.
 func (c *storageServiceClient) DescribeProducers(ctx context.Context, req *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error) {
 	return c.describeProducers.CallUnary(ctx, req)
+}
+
+// WriteTxnMarkers calls strata.storage.v1.StorageService.WriteTxnMarkers.
+func (c *storageServiceClient) WriteTxnMarkers(ctx context.Context, req *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
+	return c.writeTxnMarkers.CallUnary(ctx, req)
 }
 
 // StorageServiceHandler is an implementation of the strata.storage.v1.StorageService service.
@@ -386,6 +414,19 @@ type StorageServiceHandler interface {
 	// PERMISSION_DENIED without read on the topic; NOT_FOUND; FAILED_PRECONDITION
 	// REASON_NOT_LEADER.
 	DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error)
+	// WriteTxnMarkers appends transaction markers (control batches ending a producer's
+	// transaction, byte for byte Kafka's) to partitions this node leads, as Kafka's
+	// WriteTxnMarkers. Only the coordinator's service identity may call it: the coordinator
+	// sends it once a transaction's decision is durable. Each marker is appended as an acks=all
+	// produce and answered once the high watermark passes it, so a leader change cannot take it
+	// back. Partitions are answered one by one.
+	// Errors: PERMISSION_DENIED for any caller but the coordinator service; per partition, in
+	// TxnMarkerPartitionResult.error: NOT_FOUND; FAILED_PRECONDITION REASON_NOT_LEADER (the
+	// hint names the leader); UNAVAILABLE REASON_NOT_ENOUGH_REPLICAS; ABORTED
+	// REASON_TRANSACTION_COORDINATOR_FENCED for a coordinator epoch older than the partition last
+	// took for the producer; ABORTED REASON_INVALID_PRODUCER_EPOCH for a producer epoch older
+	// than the partition's; DEADLINE_EXCEEDED REASON_REQUEST_TIMED_OUT.
+	WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error)
 }
 
 // NewStorageServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -449,6 +490,12 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 		connect.WithSchema(storageServiceMethods.ByName("DescribeProducers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	storageServiceWriteTxnMarkersHandler := connect.NewUnaryHandler(
+		StorageServiceWriteTxnMarkersProcedure,
+		svc.WriteTxnMarkers,
+		connect.WithSchema(storageServiceMethods.ByName("WriteTxnMarkers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.storage.v1.StorageService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case StorageServiceProduceProcedure:
@@ -469,6 +516,8 @@ func NewStorageServiceHandler(svc StorageServiceHandler, opts ...connect.Handler
 			storageServiceDeleteRecordsHandler.ServeHTTP(w, r)
 		case StorageServiceDescribeProducersProcedure:
 			storageServiceDescribeProducersHandler.ServeHTTP(w, r)
+		case StorageServiceWriteTxnMarkersProcedure:
+			storageServiceWriteTxnMarkersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -512,4 +561,8 @@ func (UnimplementedStorageServiceHandler) DeleteRecords(context.Context, *connec
 
 func (UnimplementedStorageServiceHandler) DescribeProducers(context.Context, *connect.Request[v1.DescribeProducersRequest]) (*connect.Response[v1.DescribeProducersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.DescribeProducers is not implemented"))
+}
+
+func (UnimplementedStorageServiceHandler) WriteTxnMarkers(context.Context, *connect.Request[v1.WriteTxnMarkersRequest]) (*connect.Response[v1.WriteTxnMarkersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.storage.v1.StorageService.WriteTxnMarkers is not implemented"))
 }

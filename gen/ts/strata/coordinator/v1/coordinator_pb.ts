@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/coordinator/v1/coordinator.proto.
  */
 export const file_strata_coordinator_v1_coordinator: GenFile = /*@__PURE__*/
-  fileDesc("CidzdHJhdGEvY29vcmRpbmF0b3IvdjEvY29vcmRpbmF0b3IucHJvdG8SFXN0cmF0YS5jb29yZGluYXRvci52MSIxCg9DbGFzc2ljUHJvdG9jb2wSDAoEbmFtZRgBIAEoCRIQCghtZXRhZGF0YRgCIAEoDCKoAgoXQ2xhc3NpY0pvaW5Hcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhMKC2luc3RhbmNlX2lkGAMgASgJEhEKCWNsaWVudF9pZBgEIAEoCRITCgtjbGllbnRfaG9zdBgFIAEoCRIVCg1wcm90b2NvbF90eXBlGAYgASgJEjkKCXByb3RvY29scxgHIAMoCzImLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljUHJvdG9jb2wSGgoSc2Vzc2lvbl90aW1lb3V0X21zGAggASgFEhwKFHJlYmFsYW5jZV90aW1lb3V0X21zGAkgASgFEh8KF3JlcXVpcmVfa25vd25fbWVtYmVyX2lkGAogASgIItMBChhDbGFzc2ljSm9pbkdyb3VwUmVzcG9uc2USEgoKZXJyb3JfY29kZRgBIAEoBRISCgpnZW5lcmF0aW9uGAIgASgFEhUKDXByb3RvY29sX3R5cGUYAyABKAkSFQoNcHJvdG9jb2xfbmFtZRgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSEQoJbWVtYmVyX2lkGAYgASgJEjsKB21lbWJlcnMYByADKAsyKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0pvaW5lZE1lbWJlciJPChNDbGFzc2ljSm9pbmVkTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIQCghtZXRhZGF0YRgDIAEoDCLUAQoXQ2xhc3NpY1N5bmNHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCRIVCg1wcm90b2NvbF9uYW1lGAUgASgJEj0KC2Fzc2lnbm1lbnRzGAYgAygLMiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNBc3NpZ25tZW50EhMKC2luc3RhbmNlX2lkGAcgASgJIjoKEUNsYXNzaWNBc3NpZ25tZW50EhEKCW1lbWJlcl9pZBgBIAEoCRISCgphc3NpZ25tZW50GAIgASgMInAKGENsYXNzaWNTeW5jR3JvdXBSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFEhUKDXByb3RvY29sX3R5cGUYAiABKAkSFQoNcHJvdG9jb2xfbmFtZRgDIAEoCRISCgphc3NpZ25tZW50GAQgASgMImcKF0NsYXNzaWNIZWFydGJlYXRSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhEKCW1lbWJlcl9pZBgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgFEhMKC2luc3RhbmNlX2lkGAQgASgJIi4KGENsYXNzaWNIZWFydGJlYXRSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFIlYKGENsYXNzaWNMZWF2ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRISCgptZW1iZXJfaWRzGAIgAygJEhQKDGluc3RhbmNlX2lkcxgDIAMoCSIwChlDbGFzc2ljTGVhdmVHcm91cFJlc3BvbnNlEhMKC2Vycm9yX2NvZGVzGAEgAygFIscCCh1Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSFAoMbWVtYmVyX2Vwb2NoGAMgASgFEhMKC2luc3RhbmNlX2lkGAQgASgJEg8KB3JhY2tfaWQYBSABKAkSHAoUcmViYWxhbmNlX3RpbWVvdXRfbXMYBiABKAUSHgoWc3Vic2NyaWJlZF90b3BpY19uYW1lcxgHIAMoCRIXCg9zZXJ2ZXJfYXNzaWdub3IYCCABKAkSOwoQb3duZWRfcGFydGl0aW9ucxgJIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zEhEKCWNsaWVudF9pZBgKIAEoCRIeChZzdWJzY3JpYmVkX3RvcGljX3JlZ2V4GAsgASgJIp8BCh5Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVzcG9uc2USEQoJbWVtYmVyX2lkGAEgASgJEhQKDG1lbWJlcl9lcG9jaBgCIAEoBRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKAUSNQoKYXNzaWdubWVudBgEIAEoCzIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Bc3NpZ25tZW50IkMKCkFzc2lnbm1lbnQSNQoKcGFydGl0aW9ucxgBIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIl0KEUxlYXZlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEjYKB21lbWJlcnMYAiADKAsyJS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTWVtYmVySWRlbnRpdHkiOAoOTWVtYmVySWRlbnRpdHkSEQoJbWVtYmVyX2lkGAEgASgJEhMKC2luc3RhbmNlX2lkGAIgASgJIjAKEkxlYXZlR3JvdXBSZXNwb25zZRIaChJyZW1vdmVkX21lbWJlcl9pZHMYASADKAkikgEKE09mZnNldENvbW1pdFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhQKDG1lbWJlcl9lcG9jaBgDIAEoBRJACgpwYXJ0aXRpb25zGAQgAygLMiwuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldENvbW1pdFBhcnRpdGlvbiKbAQoVT2Zmc2V0Q29tbWl0UGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIYChBjb21taXR0ZWRfb2Zmc2V0GAMgASgDEh4KFmNvbW1pdHRlZF9sZWFkZXJfZXBvY2gYBCABKAUSEAoIbWV0YWRhdGEYBSABKAkSFAoMbWVtYmVyX2Vwb2NoGAYgASgFIl4KFE9mZnNldENvbW1pdFJlc3BvbnNlEkYKCnBhcnRpdGlvbnMYASADKAsyMi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UGFydGl0aW9uUmVzdWx0Im0KG09mZnNldENvbW1pdFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsIlkKEk9mZnNldEZldGNoUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucyJOChNPZmZzZXRGZXRjaFJlc3BvbnNlEjcKB29mZnNldHMYASADKAsyJi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ29tbWl0dGVkT2Zmc2V0IpcBCg9Db21taXR0ZWRPZmZzZXQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSHgoWY29tbWl0dGVkX2xlYWRlcl9lcG9jaBgEIAEoBRIQCghtZXRhZGF0YRgFIAEoCRIWCg5jb21taXRfdGltZV9tcxgGIAEoAyJGChFMaXN0R3JvdXBzUmVxdWVzdBIxCgZzdGF0ZXMYASADKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZSJ/CgxHcm91cExpc3RpbmcSEAoIZ3JvdXBfaWQYASABKAkSMAoFc3RhdGUYAiABKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZRIUCgxtZW1iZXJfY291bnQYAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiLLAgoQR3JvdXBEZXNjcmlwdGlvbhIQCghncm91cF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlEhMKC2dyb3VwX2Vwb2NoGAMgASgFEhgKEGFzc2lnbm1lbnRfZXBvY2gYBCABKAUSEAoIYXNzaWdub3IYBSABKAkSMwoHbWVtYmVycxgGIAMoCzIiLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cE1lbWJlchI3CgpwYXJ0aXRpb25zGAcgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlBhcnRpdGlvbkxhZxIWCg5jb29yZGluYXRvcl9pZBgIIAEoCRIVCg1wcm90b2NvbF90eXBlGAkgASgJEhUKDWNsYXNzaWNfc3RhdGUYCiABKAkijQMKC0dyb3VwTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEwoLY2xpZW50X2hvc3QYBCABKAkSDwoHcmFja19pZBgFIAEoCRIUCgxtZW1iZXJfZXBvY2gYBiABKAUSHgoWc3Vic2NyaWJlZF90b3BpY19uYW1lcxgHIAMoCRI1Cgphc3NpZ25tZW50GAggASgLMiEuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFzc2lnbm1lbnQSPAoRdGFyZ2V0X2Fzc2lnbm1lbnQYCSABKAsyIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQXNzaWdubWVudBIcChRyZWJhbGFuY2VfdGltZW91dF9tcxgKIAEoBRIYChBjbGFzc2ljX21ldGFkYXRhGAsgASgMEhoKEmNsYXNzaWNfYXNzaWdubWVudBgMIAEoDBIeChZzdWJzY3JpYmVkX3RvcGljX3JlZ2V4GA0gASgJIoIBCgxQYXJ0aXRpb25MYWcSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSFgoObG9nX2VuZF9vZmZzZXQYBCABKAMSCwoDbGFnGAUgASgDEhEKCW1lbWJlcl9pZBgGIAEoCSLBAQoTUmVzZXRPZmZzZXRzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIuCgRzcGVjGAMgASgOMiAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0U3BlYxIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEg8KB2RyeV9ydW4YBiABKAgiXgoUUmVzZXRPZmZzZXRzUmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQimgEKG1Jlc2V0T2Zmc2V0c1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhcKD3ByZXZpb3VzX29mZnNldBgEIAEoAxISCgpuZXdfb2Zmc2V0GAUgASgDIiYKEkRlbGV0ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSIVChNEZWxldGVHcm91cFJlc3BvbnNlIloKE09mZnNldERlbGV0ZVJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSMQoGdG9waWNzGAIgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMiVQoUT2Zmc2V0RGVsZXRlUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXREZWxldGVSZXN1bHQiZAoST2Zmc2V0RGVsZXRlUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwiOAoSTG9jYXRlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhAKCGxpc3RlbmVyGAIgASgJIm4KE0xvY2F0ZUdyb3VwUmVzcG9uc2USFgoOY29vcmRpbmF0b3JfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRITCgtvd25lcl9lcG9jaBgDIAEoAxIZChFsaXN0ZW5lcl9yZXNvbHZlZBgEIAEoCCqLAQoKR3JvdXBTdGF0ZRIbChdHUk9VUF9TVEFURV9VTlNQRUNJRklFRBAAEhUKEUdST1VQX1NUQVRFX0VNUFRZEAESGwoXR1JPVVBfU1RBVEVfUkVDT05DSUxJTkcQAhIWChJHUk9VUF9TVEFURV9TVEFCTEUQAxIUChBHUk9VUF9TVEFURV9ERUFEEAQqiAEKCVJlc2V0U3BlYxIaChZSRVNFVF9TUEVDX1VOU1BFQ0lGSUVEEAASFwoTUkVTRVRfU1BFQ19FQVJMSUVTVBABEhUKEVJFU0VUX1NQRUNfTEFURVNUEAISFQoRUkVTRVRfU1BFQ19PRkZTRVQQAxIYChRSRVNFVF9TUEVDX1RJTUVTVEFNUBAEMpIMChJDb29yZGluYXRvclNlcnZpY2UShQEKFkNvbnN1bWVyR3JvdXBIZWFydGJlYXQSNC5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ29uc3VtZXJHcm91cEhlYXJ0YmVhdFJlcXVlc3QaNS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ29uc3VtZXJHcm91cEhlYXJ0YmVhdFJlc3BvbnNlEmEKCkxlYXZlR3JvdXASKC5zdHJhdGEuY29vcmRpbmF0b3IudjEuTGVhdmVHcm91cFJlcXVlc3QaKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTGVhdmVHcm91cFJlc3BvbnNlEmcKDE9mZnNldENvbW1pdBIqLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRDb21taXRSZXF1ZXN0Gisuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldENvbW1pdFJlc3BvbnNlEmQKC09mZnNldEZldGNoEikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldEZldGNoUmVxdWVzdBoqLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRGZXRjaFJlc3BvbnNlEmEKCkxpc3RHcm91cHMSKC5zdHJhdGEuY29vcmRpbmF0b3IudjEuTGlzdEdyb3Vwc1JlcXVlc3QaKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTGlzdEdyb3Vwc1Jlc3BvbnNlEmoKDURlc2NyaWJlR3JvdXASKy5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVzY3JpYmVHcm91cFJlcXVlc3QaLC5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVzY3JpYmVHcm91cFJlc3BvbnNlEmcKDFJlc2V0T2Zmc2V0cxIqLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNSZXF1ZXN0Gisuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0T2Zmc2V0c1Jlc3BvbnNlEmQKC0RlbGV0ZUdyb3VwEikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlbGV0ZUdyb3VwUmVxdWVzdBoqLnN0cmF0YS5jb29yZGluYXRvci52MS5EZWxldGVHcm91cFJlc3BvbnNlEmcKDE9mZnNldERlbGV0ZRIqLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXREZWxldGVSZXF1ZXN0Gisuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldERlbGV0ZVJlc3BvbnNlEmQKC0xvY2F0ZUdyb3VwEikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxvY2F0ZUdyb3VwUmVxdWVzdBoqLnN0cmF0YS5jb29yZGluYXRvci52MS5Mb2NhdGVHcm91cFJlc3BvbnNlEnMKEENsYXNzaWNKb2luR3JvdXASLi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0pvaW5Hcm91cFJlcXVlc3QaLy5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0pvaW5Hcm91cFJlc3BvbnNlEnMKEENsYXNzaWNTeW5jR3JvdXASLi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY1N5bmNHcm91cFJlcXVlc3QaLy5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY1N5bmNHcm91cFJlc3BvbnNlEnMKEENsYXNzaWNIZWFydGJlYXQSLi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0hlYXJ0YmVhdFJlcXVlc3QaLy5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0hlYXJ0YmVhdFJlc3BvbnNlEnYKEUNsYXNzaWNMZWF2ZUdyb3VwEi8uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNMZWF2ZUdyb3VwUmVxdWVzdBowLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljTGVhdmVHcm91cFJlc3BvbnNlQugBChljb20uc3RyYXRhLmNvb3JkaW5hdG9yLnYxQhBDb29yZGluYXRvclByb3RvUAFaQ2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL2Nvb3JkaW5hdG9yL3YxO2Nvb3JkaW5hdG9ydjGiAgNTQ1iqAhVTdHJhdGEuQ29vcmRpbmF0b3IuVjHKAhVTdHJhdGFcQ29vcmRpbmF0b3JcVjHiAiFTdHJhdGFcQ29vcmRpbmF0b3JcVjFcR1BCTWV0YWRhdGHqAhdTdHJhdGE6OkNvb3JkaW5hdG9yOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
+  fileDesc("CidzdHJhdGEvY29vcmRpbmF0b3IvdjEvY29vcmRpbmF0b3IucHJvdG8SFXN0cmF0YS5jb29yZGluYXRvci52MSIxCg9DbGFzc2ljUHJvdG9jb2wSDAoEbmFtZRgBIAEoCRIQCghtZXRhZGF0YRgCIAEoDCKoAgoXQ2xhc3NpY0pvaW5Hcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhMKC2luc3RhbmNlX2lkGAMgASgJEhEKCWNsaWVudF9pZBgEIAEoCRITCgtjbGllbnRfaG9zdBgFIAEoCRIVCg1wcm90b2NvbF90eXBlGAYgASgJEjkKCXByb3RvY29scxgHIAMoCzImLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljUHJvdG9jb2wSGgoSc2Vzc2lvbl90aW1lb3V0X21zGAggASgFEhwKFHJlYmFsYW5jZV90aW1lb3V0X21zGAkgASgFEh8KF3JlcXVpcmVfa25vd25fbWVtYmVyX2lkGAogASgIItMBChhDbGFzc2ljSm9pbkdyb3VwUmVzcG9uc2USEgoKZXJyb3JfY29kZRgBIAEoBRISCgpnZW5lcmF0aW9uGAIgASgFEhUKDXByb3RvY29sX3R5cGUYAyABKAkSFQoNcHJvdG9jb2xfbmFtZRgEIAEoCRIRCglsZWFkZXJfaWQYBSABKAkSEQoJbWVtYmVyX2lkGAYgASgJEjsKB21lbWJlcnMYByADKAsyKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0pvaW5lZE1lbWJlciJPChNDbGFzc2ljSm9pbmVkTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIQCghtZXRhZGF0YRgDIAEoDCLUAQoXQ2xhc3NpY1N5bmNHcm91cFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhIKCmdlbmVyYXRpb24YAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCRIVCg1wcm90b2NvbF9uYW1lGAUgASgJEj0KC2Fzc2lnbm1lbnRzGAYgAygLMiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNBc3NpZ25tZW50EhMKC2luc3RhbmNlX2lkGAcgASgJIjoKEUNsYXNzaWNBc3NpZ25tZW50EhEKCW1lbWJlcl9pZBgBIAEoCRISCgphc3NpZ25tZW50GAIgASgMInAKGENsYXNzaWNTeW5jR3JvdXBSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFEhUKDXByb3RvY29sX3R5cGUYAiABKAkSFQoNcHJvdG9jb2xfbmFtZRgDIAEoCRISCgphc3NpZ25tZW50GAQgASgMImcKF0NsYXNzaWNIZWFydGJlYXRSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhEKCW1lbWJlcl9pZBgCIAEoCRISCgpnZW5lcmF0aW9uGAMgASgFEhMKC2luc3RhbmNlX2lkGAQgASgJIi4KGENsYXNzaWNIZWFydGJlYXRSZXNwb25zZRISCgplcnJvcl9jb2RlGAEgASgFIlYKGENsYXNzaWNMZWF2ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRISCgptZW1iZXJfaWRzGAIgAygJEhQKDGluc3RhbmNlX2lkcxgDIAMoCSIwChlDbGFzc2ljTGVhdmVHcm91cFJlc3BvbnNlEhMKC2Vycm9yX2NvZGVzGAEgAygFIscCCh1Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIRCgltZW1iZXJfaWQYAiABKAkSFAoMbWVtYmVyX2Vwb2NoGAMgASgFEhMKC2luc3RhbmNlX2lkGAQgASgJEg8KB3JhY2tfaWQYBSABKAkSHAoUcmViYWxhbmNlX3RpbWVvdXRfbXMYBiABKAUSHgoWc3Vic2NyaWJlZF90b3BpY19uYW1lcxgHIAMoCRIXCg9zZXJ2ZXJfYXNzaWdub3IYCCABKAkSOwoQb3duZWRfcGFydGl0aW9ucxgJIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zEhEKCWNsaWVudF9pZBgKIAEoCRIeChZzdWJzY3JpYmVkX3RvcGljX3JlZ2V4GAsgASgJIp8BCh5Db25zdW1lckdyb3VwSGVhcnRiZWF0UmVzcG9uc2USEQoJbWVtYmVyX2lkGAEgASgJEhQKDG1lbWJlcl9lcG9jaBgCIAEoBRIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKAUSNQoKYXNzaWdubWVudBgEIAEoCzIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Bc3NpZ25tZW50IkMKCkFzc2lnbm1lbnQSNQoKcGFydGl0aW9ucxgBIAMoCzIhLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb25zIl0KEUxlYXZlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEjYKB21lbWJlcnMYAiADKAsyJS5zdHJhdGEuY29vcmRpbmF0b3IudjEuTWVtYmVySWRlbnRpdHkiOAoOTWVtYmVySWRlbnRpdHkSEQoJbWVtYmVyX2lkGAEgASgJEhMKC2luc3RhbmNlX2lkGAIgASgJIjAKEkxlYXZlR3JvdXBSZXNwb25zZRIaChJyZW1vdmVkX21lbWJlcl9pZHMYASADKAkikgEKE09mZnNldENvbW1pdFJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSEQoJbWVtYmVyX2lkGAIgASgJEhQKDG1lbWJlcl9lcG9jaBgDIAEoBRJACgpwYXJ0aXRpb25zGAQgAygLMiwuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLk9mZnNldENvbW1pdFBhcnRpdGlvbiKbAQoVT2Zmc2V0Q29tbWl0UGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIYChBjb21taXR0ZWRfb2Zmc2V0GAMgASgDEh4KFmNvbW1pdHRlZF9sZWFkZXJfZXBvY2gYBCABKAUSEAoIbWV0YWRhdGEYBSABKAkSFAoMbWVtYmVyX2Vwb2NoGAYgASgFIl4KFE9mZnNldENvbW1pdFJlc3BvbnNlEkYKCnBhcnRpdGlvbnMYASADKAsyMi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UGFydGl0aW9uUmVzdWx0Im0KG09mZnNldENvbW1pdFBhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsIlkKEk9mZnNldEZldGNoUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucyJOChNPZmZzZXRGZXRjaFJlc3BvbnNlEjcKB29mZnNldHMYASADKAsyJi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ29tbWl0dGVkT2Zmc2V0IpcBCg9Db21taXR0ZWRPZmZzZXQSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSHgoWY29tbWl0dGVkX2xlYWRlcl9lcG9jaBgEIAEoBRIQCghtZXRhZGF0YRgFIAEoCRIWCg5jb21taXRfdGltZV9tcxgGIAEoAyJGChFMaXN0R3JvdXBzUmVxdWVzdBIxCgZzdGF0ZXMYASADKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZSJ/CgxHcm91cExpc3RpbmcSEAoIZ3JvdXBfaWQYASABKAkSMAoFc3RhdGUYAiABKA4yIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBTdGF0ZRIUCgxtZW1iZXJfY291bnQYAyABKAUSFQoNcHJvdG9jb2xfdHlwZRgEIAEoCSJJChJMaXN0R3JvdXBzUmVzcG9uc2USMwoGZ3JvdXBzGAEgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkdyb3VwTGlzdGluZyIoChREZXNjcmliZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSJPChVEZXNjcmliZUdyb3VwUmVzcG9uc2USNgoFZ3JvdXAYASABKAsyJy5zdHJhdGEuY29vcmRpbmF0b3IudjEuR3JvdXBEZXNjcmlwdGlvbiLLAgoQR3JvdXBEZXNjcmlwdGlvbhIQCghncm91cF9pZBgBIAEoCRIwCgVzdGF0ZRgCIAEoDjIhLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cFN0YXRlEhMKC2dyb3VwX2Vwb2NoGAMgASgFEhgKEGFzc2lnbm1lbnRfZXBvY2gYBCABKAUSEAoIYXNzaWdub3IYBSABKAkSMwoHbWVtYmVycxgGIAMoCzIiLnN0cmF0YS5jb29yZGluYXRvci52MS5Hcm91cE1lbWJlchI3CgpwYXJ0aXRpb25zGAcgAygLMiMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlBhcnRpdGlvbkxhZxIWCg5jb29yZGluYXRvcl9pZBgIIAEoCRIVCg1wcm90b2NvbF90eXBlGAkgASgJEhUKDWNsYXNzaWNfc3RhdGUYCiABKAkijQMKC0dyb3VwTWVtYmVyEhEKCW1lbWJlcl9pZBgBIAEoCRITCgtpbnN0YW5jZV9pZBgCIAEoCRIRCgljbGllbnRfaWQYAyABKAkSEwoLY2xpZW50X2hvc3QYBCABKAkSDwoHcmFja19pZBgFIAEoCRIUCgxtZW1iZXJfZXBvY2gYBiABKAUSHgoWc3Vic2NyaWJlZF90b3BpY19uYW1lcxgHIAMoCRI1Cgphc3NpZ25tZW50GAggASgLMiEuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFzc2lnbm1lbnQSPAoRdGFyZ2V0X2Fzc2lnbm1lbnQYCSABKAsyIS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQXNzaWdubWVudBIcChRyZWJhbGFuY2VfdGltZW91dF9tcxgKIAEoBRIYChBjbGFzc2ljX21ldGFkYXRhGAsgASgMEhoKEmNsYXNzaWNfYXNzaWdubWVudBgMIAEoDBIeChZzdWJzY3JpYmVkX3RvcGljX3JlZ2V4GA0gASgJIoIBCgxQYXJ0aXRpb25MYWcSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhgKEGNvbW1pdHRlZF9vZmZzZXQYAyABKAMSFgoObG9nX2VuZF9vZmZzZXQYBCABKAMSCwoDbGFnGAUgASgDEhEKCW1lbWJlcl9pZBgGIAEoCSLBAQoTUmVzZXRPZmZzZXRzUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCRIxCgZ0b3BpY3MYAiADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIuCgRzcGVjGAMgASgOMiAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlJlc2V0U3BlYxIOCgZvZmZzZXQYBCABKAMSFAoMdGltZXN0YW1wX21zGAUgASgDEg8KB2RyeV9ydW4YBiABKAgiXgoUUmVzZXRPZmZzZXRzUmVzcG9uc2USRgoKcGFydGl0aW9ucxgBIAMoCzIyLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNQYXJ0aXRpb25SZXN1bHQimgEKG1Jlc2V0T2Zmc2V0c1BhcnRpdGlvblJlc3VsdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhcKD3ByZXZpb3VzX29mZnNldBgEIAEoAxISCgpuZXdfb2Zmc2V0GAUgASgDIiYKEkRlbGV0ZUdyb3VwUmVxdWVzdBIQCghncm91cF9pZBgBIAEoCSIVChNEZWxldGVHcm91cFJlc3BvbnNlIloKE09mZnNldERlbGV0ZVJlcXVlc3QSEAoIZ3JvdXBfaWQYASABKAkSMQoGdG9waWNzGAIgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMiVQoUT2Zmc2V0RGVsZXRlUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXREZWxldGVSZXN1bHQiZAoST2Zmc2V0RGVsZXRlUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwidQoSTG9jYXRlR3JvdXBSZXF1ZXN0EhAKCGdyb3VwX2lkGAEgASgJEhAKCGxpc3RlbmVyGAIgASgJEjsKCGtleV90eXBlGAMgASgOMikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNvb3JkaW5hdG9yS2V5VHlwZSJuChNMb2NhdGVHcm91cFJlc3BvbnNlEhYKDmNvb3JkaW5hdG9yX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSEwoLb3duZXJfZXBvY2gYAyABKAMSGQoRbGlzdGVuZXJfcmVzb2x2ZWQYBCABKAgiiQEKIEluaXRUcmFuc2FjdGlvbmFsUHJvZHVjZXJSZXF1ZXN0EhgKEHRyYW5zYWN0aW9uYWxfaWQYASABKAkSHgoWdHJhbnNhY3Rpb25fdGltZW91dF9tcxgCIAEoBRITCgtwcm9kdWNlcl9pZBgDIAEoAxIWCg5wcm9kdWNlcl9lcG9jaBgEIAEoBSJQCiFJbml0VHJhbnNhY3Rpb25hbFByb2R1Y2VyUmVzcG9uc2USEwoLcHJvZHVjZXJfaWQYASABKAMSFgoOcHJvZHVjZXJfZXBvY2gYAiABKAUimQEKGUFkZFBhcnRpdGlvbnNUb1R4blJlcXVlc3QSGAoQdHJhbnNhY3Rpb25hbF9pZBgBIAEoCRITCgtwcm9kdWNlcl9pZBgCIAEoAxIWCg5wcm9kdWNlcl9lcG9jaBgDIAEoBRI1CgpwYXJ0aXRpb25zGAQgAygLMiEuc3RyYXRhLmNvbW1vbi52MS5Ub3BpY1BhcnRpdGlvbnMiWwoaQWRkUGFydGl0aW9uc1RvVHhuUmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5jb29yZGluYXRvci52MS5UeG5QYXJ0aXRpb25SZXN1bHQiZAoSVHhuUGFydGl0aW9uUmVzdWx0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwicQoWQWRkT2Zmc2V0c1RvVHhuUmVxdWVzdBIYChB0cmFuc2FjdGlvbmFsX2lkGAEgASgJEhMKC3Byb2R1Y2VyX2lkGAIgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAMgASgFEhAKCGdyb3VwX2lkGAQgASgJIhkKF0FkZE9mZnNldHNUb1R4blJlc3BvbnNlIt8BChZUeG5PZmZzZXRDb21taXRSZXF1ZXN0EhgKEHRyYW5zYWN0aW9uYWxfaWQYASABKAkSEAoIZ3JvdXBfaWQYAiABKAkSEwoLcHJvZHVjZXJfaWQYAyABKAMSFgoOcHJvZHVjZXJfZXBvY2gYBCABKAUSEQoJbWVtYmVyX2lkGAUgASgJEhQKDG1lbWJlcl9lcG9jaBgGIAEoBRJDCgpwYXJ0aXRpb25zGAcgAygLMi8uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlR4bk9mZnNldENvbW1pdFBhcnRpdGlvbiKIAQoYVHhuT2Zmc2V0Q29tbWl0UGFydGl0aW9uEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIYChBjb21taXR0ZWRfb2Zmc2V0GAMgASgDEh4KFmNvbW1pdHRlZF9sZWFkZXJfZXBvY2gYBCABKAUSEAoIbWV0YWRhdGEYBSABKAkiWAoXVHhuT2Zmc2V0Q29tbWl0UmVzcG9uc2USPQoKcGFydGl0aW9ucxgBIAMoCzIpLnN0cmF0YS5jb29yZGluYXRvci52MS5UeG5QYXJ0aXRpb25SZXN1bHQiZgoNRW5kVHhuUmVxdWVzdBIYChB0cmFuc2FjdGlvbmFsX2lkGAEgASgJEhMKC3Byb2R1Y2VyX2lkGAIgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAMgASgFEg4KBmNvbW1pdBgEIAEoCCIQCg5FbmRUeG5SZXNwb25zZSI4ChtEZXNjcmliZVRyYW5zYWN0aW9uc1JlcXVlc3QSGQoRdHJhbnNhY3Rpb25hbF9pZHMYASADKAkiYwocRGVzY3JpYmVUcmFuc2FjdGlvbnNSZXNwb25zZRJDCgx0cmFuc2FjdGlvbnMYASADKAsyLS5zdHJhdGEuY29vcmRpbmF0b3IudjEuVHJhbnNhY3Rpb25EZXNjcmlwdGlvbiKHAwoWVHJhbnNhY3Rpb25EZXNjcmlwdGlvbhIYChB0cmFuc2FjdGlvbmFsX2lkGAEgASgJEiwKBWVycm9yGAIgASgLMh0uc3RyYXRhLmNvbW1vbi52MS5FcnJvckRldGFpbBI2CgVzdGF0ZRgDIAEoDjInLnN0cmF0YS5jb29yZGluYXRvci52MS5UcmFuc2FjdGlvblN0YXRlEhMKC3Byb2R1Y2VyX2lkGAQgASgDEhYKDnByb2R1Y2VyX2Vwb2NoGAUgASgFEh4KFnRyYW5zYWN0aW9uX3RpbWVvdXRfbXMYBiABKAUSIQoZdHJhbnNhY3Rpb25fc3RhcnRfdGltZV9tcxgHIAEoAxIbChNsYXN0X3VwZGF0ZV90aW1lX21zGAggASgDEjUKCnBhcnRpdGlvbnMYCSADKAsyIS5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9ucxIRCglncm91cF9pZHMYCiADKAkSFgoOY29vcmRpbmF0b3JfaWQYCyABKAkiaAoXTGlzdFRyYW5zYWN0aW9uc1JlcXVlc3QSNwoGc3RhdGVzGAEgAygOMicuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlRyYW5zYWN0aW9uU3RhdGUSFAoMcHJvZHVjZXJfaWRzGAIgAygDIlsKGExpc3RUcmFuc2FjdGlvbnNSZXNwb25zZRI/Cgx0cmFuc2FjdGlvbnMYASADKAsyKS5zdHJhdGEuY29vcmRpbmF0b3IudjEuVHJhbnNhY3Rpb25MaXN0aW5nInsKElRyYW5zYWN0aW9uTGlzdGluZxIYChB0cmFuc2FjdGlvbmFsX2lkGAEgASgJEhMKC3Byb2R1Y2VyX2lkGAIgASgDEjYKBXN0YXRlGAMgASgOMicuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlRyYW5zYWN0aW9uU3RhdGUqiwEKCkdyb3VwU3RhdGUSGwoXR1JPVVBfU1RBVEVfVU5TUEVDSUZJRUQQABIVChFHUk9VUF9TVEFURV9FTVBUWRABEhsKF0dST1VQX1NUQVRFX1JFQ09OQ0lMSU5HEAISFgoSR1JPVVBfU1RBVEVfU1RBQkxFEAMSFAoQR1JPVVBfU1RBVEVfREVBRBAEKogBCglSZXNldFNwZWMSGgoWUkVTRVRfU1BFQ19VTlNQRUNJRklFRBAAEhcKE1JFU0VUX1NQRUNfRUFSTElFU1QQARIVChFSRVNFVF9TUEVDX0xBVEVTVBACEhUKEVJFU0VUX1NQRUNfT0ZGU0VUEAMSGAoUUkVTRVRfU1BFQ19USU1FU1RBTVAQBCqAAQoSQ29vcmRpbmF0b3JLZXlUeXBlEiQKIENPT1JESU5BVE9SX0tFWV9UWVBFX1VOU1BFQ0lGSUVEEAASHgoaQ09PUkRJTkFUT1JfS0VZX1RZUEVfR1JPVVAQARIkCiBDT09SRElOQVRPUl9LRVlfVFlQRV9UUkFOU0FDVElPThACKokCChBUcmFuc2FjdGlvblN0YXRlEiEKHVRSQU5TQUNUSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASGwoXVFJBTlNBQ1RJT05fU1RBVEVfRU1QVFkQARIdChlUUkFOU0FDVElPTl9TVEFURV9PTkdPSU5HEAISJAogVFJBTlNBQ1RJT05fU1RBVEVfUFJFUEFSRV9DT01NSVQQAxIjCh9UUkFOU0FDVElPTl9TVEFURV9QUkVQQVJFX0FCT1JUEAQSJQohVFJBTlNBQ1RJT05fU1RBVEVfQ09NUExFVEVfQ09NTUlUEAUSJAogVFJBTlNBQ1RJT05fU1RBVEVfQ09NUExFVEVfQUJPUlQQBjLPEgoSQ29vcmRpbmF0b3JTZXJ2aWNlEoUBChZDb25zdW1lckdyb3VwSGVhcnRiZWF0EjQuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXF1ZXN0GjUuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNvbnN1bWVyR3JvdXBIZWFydGJlYXRSZXNwb25zZRJhCgpMZWF2ZUdyb3VwEiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxlYXZlR3JvdXBSZXF1ZXN0Gikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxlYXZlR3JvdXBSZXNwb25zZRJnCgxPZmZzZXRDb21taXQSKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0Q29tbWl0UmVxdWVzdBorLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRDb21taXRSZXNwb25zZRJkCgtPZmZzZXRGZXRjaBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXRGZXRjaFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0RmV0Y2hSZXNwb25zZRJhCgpMaXN0R3JvdXBzEiguc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxpc3RHcm91cHNSZXF1ZXN0Gikuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkxpc3RHcm91cHNSZXNwb25zZRJqCg1EZXNjcmliZUdyb3VwEisuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlc2NyaWJlR3JvdXBSZXF1ZXN0Giwuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlc2NyaWJlR3JvdXBSZXNwb25zZRJnCgxSZXNldE9mZnNldHMSKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuUmVzZXRPZmZzZXRzUmVxdWVzdBorLnN0cmF0YS5jb29yZGluYXRvci52MS5SZXNldE9mZnNldHNSZXNwb25zZRJkCgtEZWxldGVHcm91cBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5EZWxldGVHcm91cFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVsZXRlR3JvdXBSZXNwb25zZRJnCgxPZmZzZXREZWxldGUSKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuT2Zmc2V0RGVsZXRlUmVxdWVzdBorLnN0cmF0YS5jb29yZGluYXRvci52MS5PZmZzZXREZWxldGVSZXNwb25zZRJkCgtMb2NhdGVHcm91cBIpLnN0cmF0YS5jb29yZGluYXRvci52MS5Mb2NhdGVHcm91cFJlcXVlc3QaKi5zdHJhdGEuY29vcmRpbmF0b3IudjEuTG9jYXRlR3JvdXBSZXNwb25zZRJzChBDbGFzc2ljSm9pbkdyb3VwEi4uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNKb2luR3JvdXBSZXF1ZXN0Gi8uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNKb2luR3JvdXBSZXNwb25zZRJzChBDbGFzc2ljU3luY0dyb3VwEi4uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNTeW5jR3JvdXBSZXF1ZXN0Gi8uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNTeW5jR3JvdXBSZXNwb25zZRJzChBDbGFzc2ljSGVhcnRiZWF0Ei4uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNIZWFydGJlYXRSZXF1ZXN0Gi8uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkNsYXNzaWNIZWFydGJlYXRSZXNwb25zZRJ2ChFDbGFzc2ljTGVhdmVHcm91cBIvLnN0cmF0YS5jb29yZGluYXRvci52MS5DbGFzc2ljTGVhdmVHcm91cFJlcXVlc3QaMC5zdHJhdGEuY29vcmRpbmF0b3IudjEuQ2xhc3NpY0xlYXZlR3JvdXBSZXNwb25zZRKOAQoZSW5pdFRyYW5zYWN0aW9uYWxQcm9kdWNlchI3LnN0cmF0YS5jb29yZGluYXRvci52MS5Jbml0VHJhbnNhY3Rpb25hbFByb2R1Y2VyUmVxdWVzdBo4LnN0cmF0YS5jb29yZGluYXRvci52MS5Jbml0VHJhbnNhY3Rpb25hbFByb2R1Y2VyUmVzcG9uc2USeQoSQWRkUGFydGl0aW9uc1RvVHhuEjAuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFkZFBhcnRpdGlvbnNUb1R4blJlcXVlc3QaMS5zdHJhdGEuY29vcmRpbmF0b3IudjEuQWRkUGFydGl0aW9uc1RvVHhuUmVzcG9uc2UScAoPQWRkT2Zmc2V0c1RvVHhuEi0uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkFkZE9mZnNldHNUb1R4blJlcXVlc3QaLi5zdHJhdGEuY29vcmRpbmF0b3IudjEuQWRkT2Zmc2V0c1RvVHhuUmVzcG9uc2UScAoPVHhuT2Zmc2V0Q29tbWl0Ei0uc3RyYXRhLmNvb3JkaW5hdG9yLnYxLlR4bk9mZnNldENvbW1pdFJlcXVlc3QaLi5zdHJhdGEuY29vcmRpbmF0b3IudjEuVHhuT2Zmc2V0Q29tbWl0UmVzcG9uc2USVQoGRW5kVHhuEiQuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkVuZFR4blJlcXVlc3QaJS5zdHJhdGEuY29vcmRpbmF0b3IudjEuRW5kVHhuUmVzcG9uc2USfwoURGVzY3JpYmVUcmFuc2FjdGlvbnMSMi5zdHJhdGEuY29vcmRpbmF0b3IudjEuRGVzY3JpYmVUcmFuc2FjdGlvbnNSZXF1ZXN0GjMuc3RyYXRhLmNvb3JkaW5hdG9yLnYxLkRlc2NyaWJlVHJhbnNhY3Rpb25zUmVzcG9uc2UScwoQTGlzdFRyYW5zYWN0aW9ucxIuLnN0cmF0YS5jb29yZGluYXRvci52MS5MaXN0VHJhbnNhY3Rpb25zUmVxdWVzdBovLnN0cmF0YS5jb29yZGluYXRvci52MS5MaXN0VHJhbnNhY3Rpb25zUmVzcG9uc2VC6AEKGWNvbS5zdHJhdGEuY29vcmRpbmF0b3IudjFCEENvb3JkaW5hdG9yUHJvdG9QAVpDZ2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvY29vcmRpbmF0b3IvdjE7Y29vcmRpbmF0b3J2MaICA1NDWKoCFVN0cmF0YS5Db29yZGluYXRvci5WMcoCFVN0cmF0YVxDb29yZGluYXRvclxWMeICIVN0cmF0YVxDb29yZGluYXRvclxWMVxHUEJNZXRhZGF0YeoCF1N0cmF0YTo6Q29vcmRpbmF0b3I6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
 
 /**
  * ClassicProtocol is one protocol a classic member supports, in its order of preference.
@@ -1652,6 +1652,14 @@ export type LocateGroupRequest = Message<"strata.coordinator.v1.LocateGroupReque
    * @generated from field: string listener = 2;
    */
   listener: string;
+
+  /**
+   * What group_id names: a group (unspecified or COORDINATOR_KEY_TYPE_GROUP) or a
+   * transactional id (COORDINATOR_KEY_TYPE_TRANSACTION), as Kafka's FindCoordinator key type.
+   *
+   * @generated from field: strata.coordinator.v1.CoordinatorKeyType key_type = 3;
+   */
+  keyType: CoordinatorKeyType;
 };
 
 /**
@@ -1705,6 +1713,642 @@ export type LocateGroupResponse = Message<"strata.coordinator.v1.LocateGroupResp
  */
 export const LocateGroupResponseSchema: GenMessage<LocateGroupResponse> = /*@__PURE__*/
   messageDesc(file_strata_coordinator_v1_coordinator, 41);
+
+/**
+ * InitTransactionalProducerRequest is Kafka's InitProducerId with a transactional id.
+ *
+ * @generated from message strata.coordinator.v1.InitTransactionalProducerRequest
+ */
+export type InitTransactionalProducerRequest = Message<"strata.coordinator.v1.InitTransactionalProducerRequest"> & {
+  /**
+   * Transactional id; required.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * transaction.timeout.ms: an Ongoing transaction older than this is aborted. Must be
+   * positive and at most the coordinator's --transaction-max-timeout (15 minutes by default).
+   *
+   * @generated from field: int32 transaction_timeout_ms = 2;
+   */
+  transactionTimeoutMs: number;
+
+  /**
+   * The producer id the producer holds, or -1 (KIP-360: a producer that bumps its own epoch).
+   *
+   * @generated from field: int64 producer_id = 3;
+   */
+  producerId: bigint;
+
+  /**
+   * The producer epoch the producer holds, or -1.
+   *
+   * @generated from field: int32 producer_epoch = 4;
+   */
+  producerEpoch: number;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.InitTransactionalProducerRequest.
+ * Use `create(InitTransactionalProducerRequestSchema)` to create a new message.
+ */
+export const InitTransactionalProducerRequestSchema: GenMessage<InitTransactionalProducerRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 42);
+
+/**
+ * InitTransactionalProducerResponse is the producer id and epoch to write with.
+ *
+ * @generated from message strata.coordinator.v1.InitTransactionalProducerResponse
+ */
+export type InitTransactionalProducerResponse = Message<"strata.coordinator.v1.InitTransactionalProducerResponse"> & {
+  /**
+   * Producer id.
+   *
+   * @generated from field: int64 producer_id = 1;
+   */
+  producerId: bigint;
+
+  /**
+   * Producer epoch.
+   *
+   * @generated from field: int32 producer_epoch = 2;
+   */
+  producerEpoch: number;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.InitTransactionalProducerResponse.
+ * Use `create(InitTransactionalProducerResponseSchema)` to create a new message.
+ */
+export const InitTransactionalProducerResponseSchema: GenMessage<InitTransactionalProducerResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 43);
+
+/**
+ * AddPartitionsToTxnRequest names the partitions to add.
+ *
+ * @generated from message strata.coordinator.v1.AddPartitionsToTxnRequest
+ */
+export type AddPartitionsToTxnRequest = Message<"strata.coordinator.v1.AddPartitionsToTxnRequest"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * The producer's id.
+   *
+   * @generated from field: int64 producer_id = 2;
+   */
+  producerId: bigint;
+
+  /**
+   * The producer's epoch.
+   *
+   * @generated from field: int32 producer_epoch = 3;
+   */
+  producerEpoch: number;
+
+  /**
+   * Partitions to add, by topic.
+   *
+   * @generated from field: repeated strata.common.v1.TopicPartitions partitions = 4;
+   */
+  partitions: TopicPartitions[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.AddPartitionsToTxnRequest.
+ * Use `create(AddPartitionsToTxnRequestSchema)` to create a new message.
+ */
+export const AddPartitionsToTxnRequestSchema: GenMessage<AddPartitionsToTxnRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 44);
+
+/**
+ * AddPartitionsToTxnResponse answers each partition.
+ *
+ * @generated from message strata.coordinator.v1.AddPartitionsToTxnResponse
+ */
+export type AddPartitionsToTxnResponse = Message<"strata.coordinator.v1.AddPartitionsToTxnResponse"> & {
+  /**
+   * One result per partition of the request.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TxnPartitionResult partitions = 1;
+   */
+  partitions: TxnPartitionResult[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.AddPartitionsToTxnResponse.
+ * Use `create(AddPartitionsToTxnResponseSchema)` to create a new message.
+ */
+export const AddPartitionsToTxnResponseSchema: GenMessage<AddPartitionsToTxnResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 45);
+
+/**
+ * TxnPartitionResult is one partition's answer.
+ *
+ * @generated from message strata.coordinator.v1.TxnPartitionResult
+ */
+export type TxnPartitionResult = Message<"strata.coordinator.v1.TxnPartitionResult"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Unset when the partition was added (or committed).
+   *
+   * @generated from field: strata.common.v1.ErrorDetail error = 3;
+   */
+  error?: ErrorDetail | undefined;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TxnPartitionResult.
+ * Use `create(TxnPartitionResultSchema)` to create a new message.
+ */
+export const TxnPartitionResultSchema: GenMessage<TxnPartitionResult> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 46);
+
+/**
+ * AddOffsetsToTxnRequest names the group whose offsets the transaction commits.
+ *
+ * @generated from message strata.coordinator.v1.AddOffsetsToTxnRequest
+ */
+export type AddOffsetsToTxnRequest = Message<"strata.coordinator.v1.AddOffsetsToTxnRequest"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * The producer's id.
+   *
+   * @generated from field: int64 producer_id = 2;
+   */
+  producerId: bigint;
+
+  /**
+   * The producer's epoch.
+   *
+   * @generated from field: int32 producer_epoch = 3;
+   */
+  producerEpoch: number;
+
+  /**
+   * Consumer group id.
+   *
+   * @generated from field: string group_id = 4;
+   */
+  groupId: string;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.AddOffsetsToTxnRequest.
+ * Use `create(AddOffsetsToTxnRequestSchema)` to create a new message.
+ */
+export const AddOffsetsToTxnRequestSchema: GenMessage<AddOffsetsToTxnRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 47);
+
+/**
+ * AddOffsetsToTxnResponse is empty: success.
+ *
+ * @generated from message strata.coordinator.v1.AddOffsetsToTxnResponse
+ */
+export type AddOffsetsToTxnResponse = Message<"strata.coordinator.v1.AddOffsetsToTxnResponse"> & {
+};
+
+/**
+ * Describes the message strata.coordinator.v1.AddOffsetsToTxnResponse.
+ * Use `create(AddOffsetsToTxnResponseSchema)` to create a new message.
+ */
+export const AddOffsetsToTxnResponseSchema: GenMessage<AddOffsetsToTxnResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 48);
+
+/**
+ * TxnOffsetCommitRequest stages offsets for a transaction.
+ *
+ * @generated from message strata.coordinator.v1.TxnOffsetCommitRequest
+ */
+export type TxnOffsetCommitRequest = Message<"strata.coordinator.v1.TxnOffsetCommitRequest"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * Consumer group id; the request is routed by it.
+   *
+   * @generated from field: string group_id = 2;
+   */
+  groupId: string;
+
+  /**
+   * The producer's id.
+   *
+   * @generated from field: int64 producer_id = 3;
+   */
+  producerId: bigint;
+
+  /**
+   * The producer's epoch.
+   *
+   * @generated from field: int32 producer_epoch = 4;
+   */
+  producerEpoch: number;
+
+  /**
+   * The consumer's member id (KIP-447), or empty to skip the member check.
+   *
+   * @generated from field: string member_id = 5;
+   */
+  memberId: string;
+
+  /**
+   * The consumer's member epoch (a KIP-848 group) or generation (a classic group), or -1 to
+   * skip the member check.
+   *
+   * @generated from field: int32 member_epoch = 6;
+   */
+  memberEpoch: number;
+
+  /**
+   * Offsets to stage.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TxnOffsetCommitPartition partitions = 7;
+   */
+  partitions: TxnOffsetCommitPartition[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TxnOffsetCommitRequest.
+ * Use `create(TxnOffsetCommitRequestSchema)` to create a new message.
+ */
+export const TxnOffsetCommitRequestSchema: GenMessage<TxnOffsetCommitRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 49);
+
+/**
+ * TxnOffsetCommitPartition is one offset to stage.
+ *
+ * @generated from message strata.coordinator.v1.TxnOffsetCommitPartition
+ */
+export type TxnOffsetCommitPartition = Message<"strata.coordinator.v1.TxnOffsetCommitPartition"> & {
+  /**
+   * Topic name.
+   *
+   * @generated from field: string topic = 1;
+   */
+  topic: string;
+
+  /**
+   * Partition index.
+   *
+   * @generated from field: int32 partition = 2;
+   */
+  partition: number;
+
+  /**
+   * Next offset to consume.
+   *
+   * @generated from field: int64 committed_offset = 3;
+   */
+  committedOffset: bigint;
+
+  /**
+   * Leader epoch of the last consumed record, or -1.
+   *
+   * @generated from field: int32 committed_leader_epoch = 4;
+   */
+  committedLeaderEpoch: number;
+
+  /**
+   * Opaque client metadata, at most 4096 bytes.
+   *
+   * @generated from field: string metadata = 5;
+   */
+  metadata: string;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TxnOffsetCommitPartition.
+ * Use `create(TxnOffsetCommitPartitionSchema)` to create a new message.
+ */
+export const TxnOffsetCommitPartitionSchema: GenMessage<TxnOffsetCommitPartition> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 50);
+
+/**
+ * TxnOffsetCommitResponse answers each partition.
+ *
+ * @generated from message strata.coordinator.v1.TxnOffsetCommitResponse
+ */
+export type TxnOffsetCommitResponse = Message<"strata.coordinator.v1.TxnOffsetCommitResponse"> & {
+  /**
+   * One result per partition of the request.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TxnPartitionResult partitions = 1;
+   */
+  partitions: TxnPartitionResult[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TxnOffsetCommitResponse.
+ * Use `create(TxnOffsetCommitResponseSchema)` to create a new message.
+ */
+export const TxnOffsetCommitResponseSchema: GenMessage<TxnOffsetCommitResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 51);
+
+/**
+ * EndTxnRequest decides the producer's transaction.
+ *
+ * @generated from message strata.coordinator.v1.EndTxnRequest
+ */
+export type EndTxnRequest = Message<"strata.coordinator.v1.EndTxnRequest"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * The producer's id.
+   *
+   * @generated from field: int64 producer_id = 2;
+   */
+  producerId: bigint;
+
+  /**
+   * The producer's epoch.
+   *
+   * @generated from field: int32 producer_epoch = 3;
+   */
+  producerEpoch: number;
+
+  /**
+   * True to commit, false to abort.
+   *
+   * @generated from field: bool commit = 4;
+   */
+  commit: boolean;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.EndTxnRequest.
+ * Use `create(EndTxnRequestSchema)` to create a new message.
+ */
+export const EndTxnRequestSchema: GenMessage<EndTxnRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 52);
+
+/**
+ * EndTxnResponse is empty: the decision is durable.
+ *
+ * @generated from message strata.coordinator.v1.EndTxnResponse
+ */
+export type EndTxnResponse = Message<"strata.coordinator.v1.EndTxnResponse"> & {
+};
+
+/**
+ * Describes the message strata.coordinator.v1.EndTxnResponse.
+ * Use `create(EndTxnResponseSchema)` to create a new message.
+ */
+export const EndTxnResponseSchema: GenMessage<EndTxnResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 53);
+
+/**
+ * DescribeTransactionsRequest names transactional ids.
+ *
+ * @generated from message strata.coordinator.v1.DescribeTransactionsRequest
+ */
+export type DescribeTransactionsRequest = Message<"strata.coordinator.v1.DescribeTransactionsRequest"> & {
+  /**
+   * Transactional ids to describe.
+   *
+   * @generated from field: repeated string transactional_ids = 1;
+   */
+  transactionalIds: string[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.DescribeTransactionsRequest.
+ * Use `create(DescribeTransactionsRequestSchema)` to create a new message.
+ */
+export const DescribeTransactionsRequestSchema: GenMessage<DescribeTransactionsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 54);
+
+/**
+ * DescribeTransactionsResponse describes each id asked for, in the order asked.
+ *
+ * @generated from message strata.coordinator.v1.DescribeTransactionsResponse
+ */
+export type DescribeTransactionsResponse = Message<"strata.coordinator.v1.DescribeTransactionsResponse"> & {
+  /**
+   * One description per transactional id of the request.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TransactionDescription transactions = 1;
+   */
+  transactions: TransactionDescription[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.DescribeTransactionsResponse.
+ * Use `create(DescribeTransactionsResponseSchema)` to create a new message.
+ */
+export const DescribeTransactionsResponseSchema: GenMessage<DescribeTransactionsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 55);
+
+/**
+ * TransactionDescription is one transactional id's state.
+ *
+ * @generated from message strata.coordinator.v1.TransactionDescription
+ */
+export type TransactionDescription = Message<"strata.coordinator.v1.TransactionDescription"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * Set when the id could not be described (NOT_FOUND, PERMISSION_DENIED); the other fields
+   * are then unset.
+   *
+   * @generated from field: strata.common.v1.ErrorDetail error = 2;
+   */
+  error?: ErrorDetail | undefined;
+
+  /**
+   * State.
+   *
+   * @generated from field: strata.coordinator.v1.TransactionState state = 3;
+   */
+  state: TransactionState;
+
+  /**
+   * Producer id.
+   *
+   * @generated from field: int64 producer_id = 4;
+   */
+  producerId: bigint;
+
+  /**
+   * Producer epoch.
+   *
+   * @generated from field: int32 producer_epoch = 5;
+   */
+  producerEpoch: number;
+
+  /**
+   * transaction.timeout.ms.
+   *
+   * @generated from field: int32 transaction_timeout_ms = 6;
+   */
+  transactionTimeoutMs: number;
+
+  /**
+   * When the current (or last) transaction became Ongoing, in Unix ms; -1 when none has.
+   *
+   * @generated from field: int64 transaction_start_time_ms = 7;
+   */
+  transactionStartTimeMs: bigint;
+
+  /**
+   * When the state last changed, in Unix ms.
+   *
+   * @generated from field: int64 last_update_time_ms = 8;
+   */
+  lastUpdateTimeMs: bigint;
+
+  /**
+   * The partitions of the transaction; in PrepareCommit and PrepareAbort, those whose marker
+   * is still to be written.
+   *
+   * @generated from field: repeated strata.common.v1.TopicPartitions partitions = 9;
+   */
+  partitions: TopicPartitions[];
+
+  /**
+   * The groups whose offsets the transaction commits.
+   *
+   * @generated from field: repeated string group_ids = 10;
+   */
+  groupIds: string[];
+
+  /**
+   * Id of the coordinator instance that owns the transactional id; empty when none does.
+   *
+   * @generated from field: string coordinator_id = 11;
+   */
+  coordinatorId: string;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TransactionDescription.
+ * Use `create(TransactionDescriptionSchema)` to create a new message.
+ */
+export const TransactionDescriptionSchema: GenMessage<TransactionDescription> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 56);
+
+/**
+ * ListTransactionsRequest filters the listing; empty filters list everything.
+ *
+ * @generated from message strata.coordinator.v1.ListTransactionsRequest
+ */
+export type ListTransactionsRequest = Message<"strata.coordinator.v1.ListTransactionsRequest"> & {
+  /**
+   * Only transactional ids in these states.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TransactionState states = 1;
+   */
+  states: TransactionState[];
+
+  /**
+   * Only transactional ids with these producer ids.
+   *
+   * @generated from field: repeated int64 producer_ids = 2;
+   */
+  producerIds: bigint[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ListTransactionsRequest.
+ * Use `create(ListTransactionsRequestSchema)` to create a new message.
+ */
+export const ListTransactionsRequestSchema: GenMessage<ListTransactionsRequest> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 57);
+
+/**
+ * ListTransactionsResponse lists transactional ids, sorted.
+ *
+ * @generated from message strata.coordinator.v1.ListTransactionsResponse
+ */
+export type ListTransactionsResponse = Message<"strata.coordinator.v1.ListTransactionsResponse"> & {
+  /**
+   * One listing per transactional id.
+   *
+   * @generated from field: repeated strata.coordinator.v1.TransactionListing transactions = 1;
+   */
+  transactions: TransactionListing[];
+};
+
+/**
+ * Describes the message strata.coordinator.v1.ListTransactionsResponse.
+ * Use `create(ListTransactionsResponseSchema)` to create a new message.
+ */
+export const ListTransactionsResponseSchema: GenMessage<ListTransactionsResponse> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 58);
+
+/**
+ * TransactionListing is one transactional id in a listing.
+ *
+ * @generated from message strata.coordinator.v1.TransactionListing
+ */
+export type TransactionListing = Message<"strata.coordinator.v1.TransactionListing"> & {
+  /**
+   * Transactional id.
+   *
+   * @generated from field: string transactional_id = 1;
+   */
+  transactionalId: string;
+
+  /**
+   * Producer id.
+   *
+   * @generated from field: int64 producer_id = 2;
+   */
+  producerId: bigint;
+
+  /**
+   * State.
+   *
+   * @generated from field: strata.coordinator.v1.TransactionState state = 3;
+   */
+  state: TransactionState;
+};
+
+/**
+ * Describes the message strata.coordinator.v1.TransactionListing.
+ * Use `create(TransactionListingSchema)` to create a new message.
+ */
+export const TransactionListingSchema: GenMessage<TransactionListing> = /*@__PURE__*/
+  messageDesc(file_strata_coordinator_v1_coordinator, 59);
 
 /**
  * GroupState is the lifecycle state of a consumer group.
@@ -1801,6 +2445,104 @@ export enum ResetSpec {
  */
 export const ResetSpecSchema: GenEnum<ResetSpec> = /*@__PURE__*/
   enumDesc(file_strata_coordinator_v1_coordinator, 1);
+
+/**
+ * CoordinatorKeyType is the kind of key a coordinator instance owns. Groups and transactional
+ * ids are owned separately: a group and a transactional id of the same name are different
+ * keys.
+ *
+ * @generated from enum strata.coordinator.v1.CoordinatorKeyType
+ */
+export enum CoordinatorKeyType {
+  /**
+   * A group, as COORDINATOR_KEY_TYPE_GROUP.
+   *
+   * @generated from enum value: COORDINATOR_KEY_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A consumer group id.
+   *
+   * @generated from enum value: COORDINATOR_KEY_TYPE_GROUP = 1;
+   */
+  GROUP = 1,
+
+  /**
+   * A transactional id.
+   *
+   * @generated from enum value: COORDINATOR_KEY_TYPE_TRANSACTION = 2;
+   */
+  TRANSACTION = 2,
+}
+
+/**
+ * Describes the enum strata.coordinator.v1.CoordinatorKeyType.
+ */
+export const CoordinatorKeyTypeSchema: GenEnum<CoordinatorKeyType> = /*@__PURE__*/
+  enumDesc(file_strata_coordinator_v1_coordinator, 2);
+
+/**
+ * TransactionState is a transactional id's state, as Kafka's TransactionState.
+ *
+ * @generated from enum strata.coordinator.v1.TransactionState
+ */
+export enum TransactionState {
+  /**
+   * Not a state; in a ListTransactionsRequest filter it is ignored.
+   *
+   * @generated from enum value: TRANSACTION_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A producer id and epoch, and no transaction.
+   *
+   * @generated from enum value: TRANSACTION_STATE_EMPTY = 1;
+   */
+  EMPTY = 1,
+
+  /**
+   * Partitions or groups added: the producer may write.
+   *
+   * @generated from enum value: TRANSACTION_STATE_ONGOING = 2;
+   */
+  ONGOING = 2,
+
+  /**
+   * The commit is decided (durable); markers are being written.
+   *
+   * @generated from enum value: TRANSACTION_STATE_PREPARE_COMMIT = 3;
+   */
+  PREPARE_COMMIT = 3,
+
+  /**
+   * The abort is decided (durable); markers are being written.
+   *
+   * @generated from enum value: TRANSACTION_STATE_PREPARE_ABORT = 4;
+   */
+  PREPARE_ABORT = 4,
+
+  /**
+   * The last transaction committed; every marker is written.
+   *
+   * @generated from enum value: TRANSACTION_STATE_COMPLETE_COMMIT = 5;
+   */
+  COMPLETE_COMMIT = 5,
+
+  /**
+   * The last transaction aborted; every marker is written.
+   *
+   * @generated from enum value: TRANSACTION_STATE_COMPLETE_ABORT = 6;
+   */
+  COMPLETE_ABORT = 6,
+}
+
+/**
+ * Describes the enum strata.coordinator.v1.TransactionState.
+ */
+export const TransactionStateSchema: GenEnum<TransactionState> = /*@__PURE__*/
+  enumDesc(file_strata_coordinator_v1_coordinator, 3);
 
 /**
  * CoordinatorService is served by every coordinator instance.
@@ -2018,6 +2760,114 @@ export const CoordinatorService: GenService<{
     methodKind: "unary";
     input: typeof ClassicLeaveGroupRequestSchema;
     output: typeof ClassicLeaveGroupResponseSchema;
+  },
+  /**
+   * InitTransactionalProducer is Kafka's InitProducerId with a transactional id: a new
+   * transactional id gets a producer id (from the controller's blocks) and epoch 0; a known
+   * one has its epoch bumped (a new producer id once the epoch is exhausted), which fences
+   * the previous producer. A transaction the previous producer left Ongoing is aborted first,
+   * under the bumped epoch, and the call answers REASON_CONCURRENT_TRANSACTIONS until its
+   * markers are written. With producer_id and producer_epoch set (KIP-360), the bump is
+   * allowed only to the producer that holds them (or held them before a bump it did not hear
+   * the answer to, which is answered again).
+   * Errors: INVALID_ARGUMENT for an empty transactional_id, or REASON_INVALID_TRANSACTION_TIMEOUT;
+   * ABORTED (REASON_PRODUCER_FENCED) when producer_id and producer_epoch are not the current
+   * ones; UNAVAILABLE when no producer id can be obtained from the controller.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.InitTransactionalProducer
+   */
+  initTransactionalProducer: {
+    methodKind: "unary";
+    input: typeof InitTransactionalProducerRequestSchema;
+    output: typeof InitTransactionalProducerResponseSchema;
+  },
+  /**
+   * AddPartitionsToTxn adds partitions to the producer's transaction (Kafka's
+   * AddPartitionsToTxn), which becomes Ongoing. All or none: when any partition is refused
+   * (PERMISSION_DENIED without write on its topic, NOT_FOUND for an unknown topic or
+   * partition) none is added and the others answer REASON_OPERATION_NOT_ATTEMPTED.
+   * Errors: FAILED_PRECONDITION (REASON_INVALID_PRODUCER_ID_MAPPING) for an unknown
+   * transactional id or another producer id; ABORTED (REASON_PRODUCER_FENCED) for another
+   * producer epoch; UNAVAILABLE (REASON_CONCURRENT_TRANSACTIONS) while the previous
+   * transaction completes.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn
+   */
+  addPartitionsToTxn: {
+    methodKind: "unary";
+    input: typeof AddPartitionsToTxnRequestSchema;
+    output: typeof AddPartitionsToTxnResponseSchema;
+  },
+  /**
+   * AddOffsetsToTxn adds a consumer group to the transaction (Kafka's AddOffsetsToTxn): offsets
+   * the producer then stages for it with TxnOffsetCommit commit with the transaction. Errors as
+   * AddPartitionsToTxn; PERMISSION_DENIED without read on the group.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn
+   */
+  addOffsetsToTxn: {
+    methodKind: "unary";
+    input: typeof AddOffsetsToTxnRequestSchema;
+    output: typeof AddOffsetsToTxnResponseSchema;
+  },
+  /**
+   * TxnOffsetCommit stages offsets of a group for a transaction (Kafka's TxnOffsetCommit). It
+   * is sent to the group's coordinator (routed by group_id, like OffsetCommit) and checked
+   * against the group as a commit is (KIP-447: member id and epoch or generation, when given).
+   * Staged offsets become the group's committed offsets in the database transaction that
+   * decides a commit, and are dropped by an abort.
+   * Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR) naming the group's owner; as
+   * AddPartitionsToTxn for the producer; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) when
+   * the transaction is not Ongoing with the group added; the group's member errors as
+   * OffsetCommit; per partition, PERMISSION_DENIED without read on the topic and
+   * INVALID_ARGUMENT for a negative offset.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.TxnOffsetCommit
+   */
+  txnOffsetCommit: {
+    methodKind: "unary";
+    input: typeof TxnOffsetCommitRequestSchema;
+    output: typeof TxnOffsetCommitResponseSchema;
+  },
+  /**
+   * EndTxn commits or aborts the producer's Ongoing transaction (Kafka's EndTxn). It answers
+   * once the decision (PrepareCommit or PrepareAbort) is durable; the coordinator then writes
+   * the markers to every partition of the transaction and records it complete. A commit makes
+   * the staged offsets committed in the same database transaction as the decision. A retry
+   * with the same decision once it is made is answered success.
+   * Errors: as AddPartitionsToTxn; FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) for the
+   * other decision than the one made, or for a transactional id with no transaction begun.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.EndTxn
+   */
+  endTxn: {
+    methodKind: "unary";
+    input: typeof EndTxnRequestSchema;
+    output: typeof EndTxnResponseSchema;
+  },
+  /**
+   * DescribeTransactions describes transactional ids from the database (Kafka's
+   * DescribeTransactions, KIP-664). Any instance answers. An unknown id answers NOT_FOUND
+   * (REASON_TRANSACTIONAL_ID_NOT_FOUND) in its TransactionDescription.error.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.DescribeTransactions
+   */
+  describeTransactions: {
+    methodKind: "unary";
+    input: typeof DescribeTransactionsRequestSchema;
+    output: typeof DescribeTransactionsResponseSchema;
+  },
+  /**
+   * ListTransactions lists transactional ids from the database (Kafka's ListTransactions,
+   * KIP-664), optionally only those in the given states or of the given producer ids. Any
+   * instance answers.
+   *
+   * @generated from rpc strata.coordinator.v1.CoordinatorService.ListTransactions
+   */
+  listTransactions: {
+    methodKind: "unary";
+    input: typeof ListTransactionsRequestSchema;
+    output: typeof ListTransactionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_strata_coordinator_v1_coordinator, 0);
