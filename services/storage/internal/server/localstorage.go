@@ -60,3 +60,7 @@ func (l localStorage) DeleteRecords(ctx context.Context, req *connect.Request[st
 func (l localStorage) DescribeProducers(ctx context.Context, req *connect.Request[storagev1.DescribeProducersRequest]) (*connect.Response[storagev1.DescribeProducersResponse], error) {
 	return l.s.DescribeProducers(ctx, req)
 }
+
+func (l localStorage) WriteTxnMarkers(ctx context.Context, req *connect.Request[storagev1.WriteTxnMarkersRequest]) (*connect.Response[storagev1.WriteTxnMarkersResponse], error) {
+	return l.s.WriteTxnMarkers(ctx, req)
+}

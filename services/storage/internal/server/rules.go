@@ -17,4 +17,5 @@ var rules = guard.Rules{
 	storagev1connect.StorageServiceDescribeLogProcedure:          {Access: guard.ACL, Check: "describe on the cluster"},
 	storagev1connect.StorageServiceDeleteRecordsProcedure:        {Access: guard.ACL, Check: "delete on each partition's topic, partition by partition"},
 	storagev1connect.StorageServiceDescribeProducersProcedure:    {Access: guard.ACL, Check: "read on each partition's topic, partition by partition"},
+	storagev1connect.StorageServiceWriteTxnMarkersProcedure:      {Access: guard.ServiceOnly, Check: "the coordinator service (the transaction coordinator ends transactions)"},
 }

@@ -101,8 +101,12 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		// must wait for, and retries forever without it.
 		d.Hint = &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{
 			LogStartOffset: s.n.effectiveLogStart(r, r.Log().LogStartOffset()), HighWatermark: r.Log().HighWatermark()}}
-	case errors.Is(err, replica.ErrInvalidProducerEpoch):
+	case errors.Is(err, replica.ErrInvalidProducerEpoch), errors.Is(err, partlog.ErrInvalidProducerEpoch):
+		// The second: a marker of an older producer epoch than the
+		// partition's (Kafka's INVALID_PRODUCER_EPOCH for markers).
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
+	case errors.Is(err, partlog.ErrCoordinatorFenced):
+		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_TRANSACTION_COORDINATOR_FENCED)
 	case errors.Is(err, replica.ErrDuplicateInRequest):
 		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_DUPLICATE_SEQUENCE)
 	case errors.Is(err, partlog.ErrBatchTooLarge), errors.Is(err, recordbatch.ErrTooLarge):
