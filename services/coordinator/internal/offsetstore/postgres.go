@@ -96,42 +96,66 @@ func applyMigrations(dialect string, apply func(name, sql string) (bool, error))
 	return nil
 }
 
-const claimSQLPostgres = `
-INSERT INTO strata_groups (group_id, owner_id, owner_address, owner_epoch, lease_expires_ms)
+// claimSQL is the claim of a key of the kind whose table and key column
+// are given: it succeeds only for a free, expired or own lease, and bumps
+// the owner epoch. $1 key, $2 owner, $3 address, $4 lease end, $5 now.
+func claimSQL(table, key string) string {
+	return `
+INSERT INTO ` + table + ` (` + key + `, owner_id, owner_address, owner_epoch, lease_expires_ms)
 VALUES ($1, $2, $3, 1, $4)
-ON CONFLICT (group_id) DO UPDATE
+ON CONFLICT (` + key + `) DO UPDATE
    SET owner_id = excluded.owner_id, owner_address = excluded.owner_address,
-       owner_epoch = strata_groups.owner_epoch + 1, lease_expires_ms = excluded.lease_expires_ms
- WHERE strata_groups.owner_id = '' OR strata_groups.owner_id = $2 OR strata_groups.lease_expires_ms <= $5
+       owner_epoch = ` + table + `.owner_epoch + 1, lease_expires_ms = excluded.lease_expires_ms
+ WHERE ` + table + `.owner_id = '' OR ` + table + `.owner_id = $2 OR ` + table + `.lease_expires_ms <= $5
 RETURNING owner_epoch`
+}
 
 // Claim implements Store.
 func (p *Postgres) Claim(ctx context.Context, group, owner, address string, lease time.Duration) (Ownership, bool, error) {
+	return p.claim(ctx, GroupKey, group, owner, address, lease)
+}
+
+// ClaimTxn implements Store.
+func (p *Postgres) ClaimTxn(ctx context.Context, id, owner, address string, lease time.Duration) (Ownership, bool, error) {
+	return p.claim(ctx, TxnKey, id, owner, address, lease)
+}
+
+func (p *Postgres) claim(ctx context.Context, kind KeyKind, id, owner, address string, lease time.Duration) (Ownership, bool, error) {
 	now := time.Now()
 	exp := now.Add(lease)
 	var epoch int64
-	err := p.pool.QueryRow(ctx, claimSQLPostgres, group, owner, address, ms(exp), ms(now)).Scan(&epoch)
+	err := p.pool.QueryRow(ctx, claimSQL(ownerTable(kind)), id, owner, address, ms(exp), ms(now)).Scan(&epoch)
 	if err == nil {
-		return Ownership{GroupID: group, OwnerID: owner, OwnerAddress: address, OwnerEpoch: epoch, LeaseExpires: fromMS(ms(exp))}, true, nil
+		return Ownership{Kind: kind, GroupID: id, OwnerID: owner, OwnerAddress: address, OwnerEpoch: epoch, LeaseExpires: fromMS(ms(exp))}, true, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return Ownership{}, false, fmt.Errorf("offsetstore: claim %s: %w", group, err)
+		return Ownership{}, false, fmt.Errorf("offsetstore: claim %s: %w", id, err)
 	}
-	o, _, err := p.Owner(ctx, group)
+	o, _, err := p.owner(ctx, kind, id)
 	return o, false, err
 }
 
 // Owner implements Store.
 func (p *Postgres) Owner(ctx context.Context, group string) (Ownership, bool, error) {
-	o := Ownership{GroupID: group}
+	return p.owner(ctx, GroupKey, group)
+}
+
+// TxnOwner implements Store.
+func (p *Postgres) TxnOwner(ctx context.Context, id string) (Ownership, bool, error) {
+	return p.owner(ctx, TxnKey, id)
+}
+
+func (p *Postgres) owner(ctx context.Context, kind KeyKind, id string) (Ownership, bool, error) {
+	o := Ownership{Kind: kind, GroupID: id}
+	table, key := ownerTable(kind)
 	var exp int64
-	err := p.pool.QueryRow(ctx, `SELECT owner_id, owner_address, owner_epoch, lease_expires_ms FROM strata_groups WHERE group_id = $1`, group).
+	err := p.pool.QueryRow(ctx, `SELECT owner_id, owner_address, owner_epoch, lease_expires_ms FROM `+table+` WHERE `+key+` = $1`, id).
 		Scan(&o.OwnerID, &o.OwnerAddress, &o.OwnerEpoch, &exp)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return o, false, nil
 	}
 	if err != nil {
-		return o, false, fmt.Errorf("offsetstore: owner of %s: %w", group, err)
+		return o, false, fmt.Errorf("offsetstore: owner of %s: %w", id, err)
 	}
 	o.LeaseExpires = fromMS(exp)
 	return o, true, nil
@@ -143,7 +167,8 @@ func (p *Postgres) fenced(ctx context.Context, f Fence, fn func(tx pgx.Tx) error
 	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		var owner string
 		var epoch int64
-		err := tx.QueryRow(ctx, `SELECT owner_id, owner_epoch FROM strata_groups WHERE group_id = $1 FOR UPDATE`, f.GroupID).Scan(&owner, &epoch)
+		table, key := ownerTable(f.Kind)
+		err := tx.QueryRow(ctx, `SELECT owner_id, owner_epoch FROM `+table+` WHERE `+key+` = $1 FOR UPDATE`, f.GroupID).Scan(&owner, &epoch)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotOwner
 		}
@@ -159,7 +184,8 @@ func (p *Postgres) fenced(ctx context.Context, f Fence, fn func(tx pgx.Tx) error
 
 // Renew implements Store.
 func (p *Postgres) Renew(ctx context.Context, f Fence, lease time.Duration) error {
-	tag, err := p.pool.Exec(ctx, `UPDATE strata_groups SET lease_expires_ms = $4 WHERE group_id = $1 AND owner_id = $2 AND owner_epoch = $3`,
+	table, key := ownerTable(f.Kind)
+	tag, err := p.pool.Exec(ctx, `UPDATE `+table+` SET lease_expires_ms = $4 WHERE `+key+` = $1 AND owner_id = $2 AND owner_epoch = $3`,
 		f.GroupID, f.OwnerID, f.OwnerEpoch, ms(time.Now().Add(lease)))
 	if err != nil {
 		return fmt.Errorf("offsetstore: renew %s: %w", f.GroupID, err)
@@ -172,7 +198,8 @@ func (p *Postgres) Renew(ctx context.Context, f Fence, lease time.Duration) erro
 
 // Release implements Store.
 func (p *Postgres) Release(ctx context.Context, f Fence) error {
-	tag, err := p.pool.Exec(ctx, `UPDATE strata_groups SET lease_expires_ms = 0 WHERE group_id = $1 AND owner_id = $2 AND owner_epoch = $3`,
+	table, key := ownerTable(f.Kind)
+	tag, err := p.pool.Exec(ctx, `UPDATE `+table+` SET lease_expires_ms = 0 WHERE `+key+` = $1 AND owner_id = $2 AND owner_epoch = $3`,
 		f.GroupID, f.OwnerID, f.OwnerEpoch)
 	if err != nil {
 		return fmt.Errorf("offsetstore: release %s: %w", f.GroupID, err)

@@ -82,42 +82,52 @@ func (s *SQLite) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return nil
 }
 
-const claimSQLSQLite = `
-INSERT INTO strata_groups (group_id, owner_id, owner_address, owner_epoch, lease_expires_ms)
-VALUES (?1, ?2, ?3, 1, ?4)
-ON CONFLICT (group_id) DO UPDATE
-   SET owner_id = excluded.owner_id, owner_address = excluded.owner_address,
-       owner_epoch = strata_groups.owner_epoch + 1, lease_expires_ms = excluded.lease_expires_ms
- WHERE strata_groups.owner_id = '' OR strata_groups.owner_id = ?2 OR strata_groups.lease_expires_ms <= ?5
-RETURNING owner_epoch`
-
 // Claim implements Store.
 func (s *SQLite) Claim(ctx context.Context, group, owner, address string, lease time.Duration) (Ownership, bool, error) {
+	return s.claim(ctx, GroupKey, group, owner, address, lease)
+}
+
+// ClaimTxn implements Store.
+func (s *SQLite) ClaimTxn(ctx context.Context, id, owner, address string, lease time.Duration) (Ownership, bool, error) {
+	return s.claim(ctx, TxnKey, id, owner, address, lease)
+}
+
+func (s *SQLite) claim(ctx context.Context, kind KeyKind, id, owner, address string, lease time.Duration) (Ownership, bool, error) {
 	now := time.Now()
 	exp := now.Add(lease)
 	var epoch int64
-	err := s.db.QueryRowContext(ctx, claimSQLSQLite, group, owner, address, ms(exp), ms(now)).Scan(&epoch)
+	err := s.db.QueryRowContext(ctx, sqliteParams(claimSQL(ownerTable(kind))), id, owner, address, ms(exp), ms(now)).Scan(&epoch)
 	if err == nil {
-		return Ownership{GroupID: group, OwnerID: owner, OwnerAddress: address, OwnerEpoch: epoch, LeaseExpires: fromMS(ms(exp))}, true, nil
+		return Ownership{Kind: kind, GroupID: id, OwnerID: owner, OwnerAddress: address, OwnerEpoch: epoch, LeaseExpires: fromMS(ms(exp))}, true, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return Ownership{}, false, fmt.Errorf("offsetstore: claim %s: %w", group, err)
+		return Ownership{}, false, fmt.Errorf("offsetstore: claim %s: %w", id, err)
 	}
-	o, _, err := s.Owner(ctx, group)
+	o, _, err := s.owner(ctx, kind, id)
 	return o, false, err
 }
 
 // Owner implements Store.
 func (s *SQLite) Owner(ctx context.Context, group string) (Ownership, bool, error) {
-	o := Ownership{GroupID: group}
+	return s.owner(ctx, GroupKey, group)
+}
+
+// TxnOwner implements Store.
+func (s *SQLite) TxnOwner(ctx context.Context, id string) (Ownership, bool, error) {
+	return s.owner(ctx, TxnKey, id)
+}
+
+func (s *SQLite) owner(ctx context.Context, kind KeyKind, id string) (Ownership, bool, error) {
+	o := Ownership{Kind: kind, GroupID: id}
+	table, key := ownerTable(kind)
 	var exp int64
-	err := s.db.QueryRowContext(ctx, `SELECT owner_id, owner_address, owner_epoch, lease_expires_ms FROM strata_groups WHERE group_id = ?`, group).
+	err := s.db.QueryRowContext(ctx, `SELECT owner_id, owner_address, owner_epoch, lease_expires_ms FROM `+table+` WHERE `+key+` = ?`, id).
 		Scan(&o.OwnerID, &o.OwnerAddress, &o.OwnerEpoch, &exp)
 	if errors.Is(err, sql.ErrNoRows) {
 		return o, false, nil
 	}
 	if err != nil {
-		return o, false, fmt.Errorf("offsetstore: owner of %s: %w", group, err)
+		return o, false, fmt.Errorf("offsetstore: owner of %s: %w", id, err)
 	}
 	o.LeaseExpires = fromMS(exp)
 	return o, true, nil
@@ -129,7 +139,8 @@ func (s *SQLite) fenced(ctx context.Context, f Fence, fn func(tx *sql.Tx) error)
 	return s.tx(ctx, func(tx *sql.Tx) error {
 		var owner string
 		var epoch int64
-		err := tx.QueryRowContext(ctx, `SELECT owner_id, owner_epoch FROM strata_groups WHERE group_id = ?`, f.GroupID).Scan(&owner, &epoch)
+		table, key := ownerTable(f.Kind)
+		err := tx.QueryRowContext(ctx, `SELECT owner_id, owner_epoch FROM `+table+` WHERE `+key+` = ?`, f.GroupID).Scan(&owner, &epoch)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotOwner
 		}
@@ -159,13 +170,15 @@ func (s *SQLite) execFence(ctx context.Context, what, stmt string, args ...any) 
 
 // Renew implements Store.
 func (s *SQLite) Renew(ctx context.Context, f Fence, lease time.Duration) error {
-	return s.execFence(ctx, "renew "+f.GroupID, `UPDATE strata_groups SET lease_expires_ms = ? WHERE group_id = ? AND owner_id = ? AND owner_epoch = ?`,
+	table, key := ownerTable(f.Kind)
+	return s.execFence(ctx, "renew "+f.GroupID, `UPDATE `+table+` SET lease_expires_ms = ? WHERE `+key+` = ? AND owner_id = ? AND owner_epoch = ?`,
 		ms(time.Now().Add(lease)), f.GroupID, f.OwnerID, f.OwnerEpoch)
 }
 
 // Release implements Store.
 func (s *SQLite) Release(ctx context.Context, f Fence) error {
-	return s.execFence(ctx, "release "+f.GroupID, `UPDATE strata_groups SET lease_expires_ms = 0 WHERE group_id = ? AND owner_id = ? AND owner_epoch = ?`,
+	table, key := ownerTable(f.Kind)
+	return s.execFence(ctx, "release "+f.GroupID, `UPDATE `+table+` SET lease_expires_ms = 0 WHERE `+key+` = ? AND owner_id = ? AND owner_epoch = ?`,
 		f.GroupID, f.OwnerID, f.OwnerEpoch)
 }
 

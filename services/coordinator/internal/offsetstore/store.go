@@ -36,8 +36,24 @@ var (
 	ErrClosed = errors.New("offsetstore: closed")
 )
 
-// Ownership is a group's row as Claim or Owner saw it.
+// KeyKind is what an ownership key names. Groups and transactional ids
+// are owned apart (strata_groups and strata_txn_owners): a group and a
+// transactional id of one name are different keys.
+type KeyKind uint8
+
+const (
+	// GroupKey: a consumer group; the zero value.
+	GroupKey KeyKind = iota
+	// TxnKey: a transactional id.
+	TxnKey
+)
+
+// Ownership is a key's ownership row as Claim, ClaimTxn, Owner or TxnOwner
+// saw it.
 type Ownership struct {
+	Kind KeyKind
+	// GroupID is the group id, or the transactional id when Kind is
+	// TxnKey.
 	GroupID      string
 	OwnerID      string    // instance id of the owner; empty when never owned
 	OwnerAddress string    // Connect base URL of the owner
@@ -52,11 +68,14 @@ func (o Ownership) Live(now time.Time) bool {
 
 // Fence is what Claim grants: the writes of an owner carry it.
 func (o Ownership) Fence() Fence {
-	return Fence{GroupID: o.GroupID, OwnerID: o.OwnerID, OwnerEpoch: o.OwnerEpoch}
+	return Fence{Kind: o.Kind, GroupID: o.GroupID, OwnerID: o.OwnerID, OwnerEpoch: o.OwnerEpoch}
 }
 
-// Fence identifies one ownership of a group.
+// Fence identifies one ownership of a group or a transactional id.
 type Fence struct {
+	Kind KeyKind
+	// GroupID is the group id, or the transactional id when Kind is
+	// TxnKey.
 	GroupID    string
 	OwnerID    string
 	OwnerEpoch int64
@@ -94,6 +113,10 @@ type Store interface {
 	// the owner epoch. claimed is false when another instance holds a live
 	// lease; the returned Ownership then names it.
 	Claim(ctx context.Context, group, owner, address string, lease time.Duration) (o Ownership, claimed bool, err error)
+	// ClaimTxn is Claim for a transactional id (a TxnKey ownership).
+	ClaimTxn(ctx context.Context, id, owner, address string, lease time.Duration) (o Ownership, claimed bool, err error)
+	// TxnOwner is Owner for a transactional id.
+	TxnOwner(ctx context.Context, id string) (Ownership, bool, error)
 	// Renew extends the lease of f to now+lease. ErrNotOwner when f no
 	// longer holds.
 	Renew(ctx context.Context, f Fence, lease time.Duration) error
@@ -123,8 +146,18 @@ type Store interface {
 	// DeleteGroup removes the group's state and offsets under f. The
 	// ownership row stays so the owner epoch keeps growing.
 	DeleteGroup(ctx context.Context, f Fence) error
+	// TxnStore: transaction state (txn.go).
+	TxnStore
 	// Close releases the connections.
 	Close() error
+}
+
+// ownerTable is the table of kind's ownership rows and its key column.
+func ownerTable(kind KeyKind) (table, key string) {
+	if kind == TxnKey {
+		return "strata_txn_owners", "transactional_id"
+	}
+	return "strata_groups", "group_id"
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }

@@ -30,7 +30,7 @@ func TestPostgresConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		// One database for the whole run: start each subtest empty.
-		if _, err := s.Pool().Exec(context.Background(), `TRUNCATE strata_groups, strata_offsets`); err != nil {
+		if _, err := s.Pool().Exec(context.Background(), `TRUNCATE strata_groups, strata_offsets, strata_txn_owners, strata_txn_state, strata_txn_partitions, strata_txn_groups, strata_txn_pending_offsets`); err != nil {
 			t.Fatal(err)
 		}
 		return s

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every offsetstore.Store
-// implementation passes: ownership claims and fencing, group state, and
-// committed offsets.
+// implementation passes: ownership claims and fencing, group state,
+// committed offsets, and transaction state.
 package storetest
 
 import (
@@ -38,6 +38,7 @@ func Run(t *testing.T, open Open) {
 		{"ClassicProtocolType", testClassicProtocolType},
 		{"CommitRacingHandover", testCommitRacingHandover},
 	}
+	tests = append(tests, txnTests...) // txn.go
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := open(t)
