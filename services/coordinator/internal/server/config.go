@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +19,11 @@ const (
 	DefaultSessionTimeout = 45 * time.Second
 	DefaultOwnershipLease = 10 * time.Second
 	DefaultLagInterval    = 15 * time.Second
+	// DefaultTransactionMaxTimeout is Kafka's transaction.max.timeout.ms.
+	DefaultTransactionMaxTimeout = 15 * time.Minute
+	// DefaultTransactionAbortInterval is Kafka's
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+	DefaultTransactionAbortInterval = 10 * time.Second
 )
 
 // Config is the coordinator's configuration: serve.Base plus its own flags.
@@ -65,6 +71,16 @@ type Config struct {
 	// LagInterval is how often the lag metric is refreshed for owned
 	// groups (--lag-interval). Default 15s.
 	LagInterval time.Duration
+	// TransactionMaxTimeout is the longest transaction timeout a
+	// transactional producer may ask for (--transaction-max-timeout,
+	// Kafka's transaction.max.timeout.ms). Default (and zero) 15m.
+	TransactionMaxTimeout time.Duration
+	// TransactionAbortInterval is how often Ongoing transactions past
+	// their timeout are aborted and decided ones without a marker writer
+	// are taken up (--transaction-abort-interval, Kafka's
+	// transaction.abort.timed.out.transaction.cleanup.interval.ms).
+	// Default (and zero) 10s.
+	TransactionAbortInterval time.Duration
 	// Kafka is the coordinator's Kafka protocol listener
 	// (--kafka-listener, --kafka-advertise), the group coordinator of
 	// Kafka clients; it asks --gateway for metadata. Default none.
@@ -86,6 +102,8 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.DurationVar(&c.HeartbeatInterval, "heartbeat-interval", c.HeartbeatInterval, "heartbeat interval told to members; 0: a fifth of --session-timeout, at most 5s")
 	f.DurationVar(&c.OwnershipLease, "ownership-lease", orDur(c.OwnershipLease, DefaultOwnershipLease), "group ownership lease; a dead instance's groups move to another after it")
 	f.DurationVar(&c.LagInterval, "lag-interval", orDur(c.LagInterval, DefaultLagInterval), "how often the lag metric of owned groups is refreshed")
+	f.DurationVar(&c.TransactionMaxTimeout, "transaction-max-timeout", orDur(c.TransactionMaxTimeout, DefaultTransactionMaxTimeout), "longest transaction timeout a transactional producer may ask for (Kafka's transaction.max.timeout.ms)")
+	f.DurationVar(&c.TransactionAbortInterval, "transaction-abort-interval", orDur(c.TransactionAbortInterval, DefaultTransactionAbortInterval), "how often transactions past their timeout are aborted (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms)")
 	c.Kafka.RegisterFlags(f, false)
 }
 
@@ -123,6 +141,13 @@ func (c *Config) Validate() error {
 	}
 	if c.LagInterval < 100*time.Millisecond {
 		p.Flag("lag-interval", c.LagInterval, "must be at least 100ms")
+	}
+	// Zero is the default (a Config built in code; Start fills it in).
+	if c.TransactionMaxTimeout != 0 && (c.TransactionMaxTimeout < time.Second || c.TransactionMaxTimeout > math.MaxInt32*time.Millisecond) {
+		p.Flag("transaction-max-timeout", c.TransactionMaxTimeout, "must be 1s..596h (a timeout in ms fits 32 bits)")
+	}
+	if c.TransactionAbortInterval != 0 && c.TransactionAbortInterval < 10*time.Millisecond {
+		p.Flag("transaction-abort-interval", c.TransactionAbortInterval, "must be at least 10ms")
 	}
 	if strings.ContainsAny(c.InstanceID, " \t\n") {
 		p.Flag("instance-id", c.InstanceID, "must not contain spaces")

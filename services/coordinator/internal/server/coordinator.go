@@ -34,6 +34,7 @@ import (
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
+	"github.com/strata-mq/strata/lib/pidblock"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/coordinator/internal/assignor"
 	"github.com/strata-mq/strata/services/coordinator/internal/classic"
@@ -56,13 +57,17 @@ type Coordinator struct {
 	view    *metaview.Cache // the controllers' metadata, for its security state; nil without --controller
 	reg     *registrar      // registration with the controllers (register.go); nil without --controller
 
-	claimMu sync.Mutex // serializes claims, so one instance never claims a group twice at once
+	claimMu sync.Mutex // serializes claims, so one instance never claims a group or transactional id twice at once
 	mu      sync.Mutex
 	groups  map[string]*owned
+
+	owned txnOwnership        // transactional ids (txnowner.go)
+	pids  *pidblock.Allocator // transactional producer ids; nil without a source (txn.go)
 
 	lagMu sync.Mutex
 	lag   map[lagKey]int64
 
+	loopCtx context.Context // ends at Close: the loops and marker writers run until it does
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -102,6 +107,11 @@ type Options struct {
 	// is set. strata-coordinator gives the process's (lib/serve). Default a
 	// guard that does not enforce: everything allowed.
 	Guard *guard.Guard
+	// ProducerIDs fetches blocks of producer ids for transactional
+	// producers. Default: the controllers' AllocateProducerIds when
+	// Config.Controller is set; without either, InitTransactionalProducer
+	// of a new transactional id answers UNAVAILABLE.
+	ProducerIDs pidblock.FetchFunc
 }
 
 // Setup is the serve.SetupFunc of strata-coordinator.
@@ -167,6 +177,9 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: --controller: %w", err)
 	}
+	// A Config built in code (not from flags) gets the flags' defaults.
+	cfg.TransactionMaxTimeout = orDur(cfg.TransactionMaxTimeout, DefaultTransactionMaxTimeout)
+	cfg.TransactionAbortInterval = orDur(cfg.TransactionAbortInterval, DefaultTransactionAbortInterval)
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -185,6 +198,13 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 		cfg: cfg, id: cfg.instanceID(listenAddr), address: addr, store: opts.Store,
 		meta: newMetaSource(cfg.Gateway, opts.HTTPClient, opts.ClientOpts), log: log, guard: g,
 		groups: map[string]*owned{}, lag: map[lagKey]int64{},
+		owned: txnOwnership{txns: map[string]*ownedTxn{}},
+	}
+	if opts.ProducerIDs == nil && len(controllers) > 0 {
+		opts.ProducerIDs = c.controllerProducerIDs(controllers, opts.HTTPClient, opts.ClientOpts)
+	}
+	if opts.ProducerIDs != nil {
+		c.pids = pidblock.New(opts.ProducerIDs)
 	}
 	if len(controllers) > 0 {
 		c.view = metaview.NewCache()
@@ -210,7 +230,9 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	}
 	log.Info("coordinator started", "instance_id", c.id, "address", c.address)
 	ctx, c.cancel = context.WithCancel(serve.Untraced(ctx)) // the loops start no traces
+	c.loopCtx = ctx
 	c.loop(ctx, c.cfg.OwnershipLease/3, c.renew)
+	c.loop(ctx, c.cfg.TransactionAbortInterval, c.sweepTxns) // txnsweep.go
 	c.loop(ctx, min(c.cfg.SessionTimeout/10, 500*time.Millisecond), c.expire)
 	c.loop(ctx, c.cfg.LagInterval, c.refreshLag)
 	if c.view != nil {
@@ -274,6 +296,9 @@ func (c *Coordinator) Ready(context.Context) error {
 func (c *Coordinator) Close() error {
 	c.once.Do(func() {
 		c.closing.Store(true)
+		c.owned.mu.Lock()
+		c.owned.closed = true // no marker writer starts after the Wait below
+		c.owned.mu.Unlock()
 		c.cancel()
 		c.wg.Wait()
 		c.mu.Lock()
@@ -296,6 +321,7 @@ func (c *Coordinator) Close() error {
 			}
 			og.mu.Unlock()
 		}
+		c.releaseTxns(ctx) // txnowner.go
 	})
 	return nil
 }
@@ -327,9 +353,10 @@ func (c *Coordinator) snapshot() []*owned {
 	return out
 }
 
-// renew extends the lease of every owned group; a group whose lease was
-// taken is dropped.
+// renew extends the lease of every owned group and transactional id; one
+// whose lease was taken is dropped.
 func (c *Coordinator) renew(ctx context.Context) {
+	defer c.renewTxns(ctx) // txnowner.go
 	for _, og := range c.snapshot() {
 		og.mu.Lock()
 		if og.dropped {

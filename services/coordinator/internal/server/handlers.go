@@ -575,6 +575,11 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 // LocateGroup implements CoordinatorService.
 func (c *Coordinator) LocateGroup(ctx context.Context, req *connect.Request[coordinatorv1.LocateGroupRequest]) (*connect.Response[coordinatorv1.LocateGroupResponse], error) {
 	id := req.Msg.GetGroupId()
+	if req.Msg.GetKeyType() == coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION {
+		// No ACL names a transactional id yet (transactions.md,
+		// "Authorization"): any authenticated principal may ask.
+		return c.locateTxn(ctx, id, req.Msg.GetListener()) // txn.go
+	}
 	// The gateway's FindCoordinator asks under its service identity,
 	// which passes; a user asking directly needs describe on the group.
 	if err := c.authorizeGroup(ctx, acl.Describe, id); err != nil {

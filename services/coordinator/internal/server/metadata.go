@@ -224,3 +224,40 @@ func (m *metaSource) listOffsets(ctx context.Context, topic string, parts []int3
 	wg.Wait()
 	return out
 }
+
+// resolve is lookup that also names the topics the gateway answered do
+// not exist; a name in neither map could not be asked about (the gateway
+// unreachable and nothing cached).
+func (m *metaSource) resolve(ctx context.Context, names []string) (found map[string]*commonv1.TopicMetadata, missing map[string]bool) {
+	found = m.lookup(ctx, names)
+	missing = map[string]bool{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range names {
+		if e, ok := m.topics[n]; ok && e.md == nil && found[n] == nil {
+			missing[n] = true
+		}
+	}
+	return found, missing
+}
+
+// leader returns the address of the leader of partition p of md, false
+// when it has none or its address is unknown.
+func (m *metaSource) leader(md *commonv1.TopicMetadata, p int32) (string, bool) {
+	if p < 0 || int(p) >= len(md.GetPartitions()) {
+		return "", false
+	}
+	id := md.GetPartitions()[p].GetLeaderId()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	addr := m.nodes[id]
+	return addr, id >= 0 && addr != ""
+}
+
+// forget drops a topic's cached metadata, so the next lookup asks the
+// gateway: routing to its leaders failed.
+func (m *metaSource) forget(topic string) {
+	m.mu.Lock()
+	delete(m.topics, topic)
+	m.mu.Unlock()
+}
