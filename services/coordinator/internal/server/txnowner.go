@@ -125,7 +125,11 @@ func (c *Coordinator) claimTxn(ctx context.Context, id string) (*ownedTxn, error
 	c.owned.mu.Lock()
 	c.owned.txns[id] = ot
 	c.owned.mu.Unlock()
-	c.log.Info("transactional id claimed", "transactional_id", id, "owner_epoch", o.OwnerEpoch, "state", row.State)
+	state := row.State
+	if !found {
+		state = "none"
+	}
+	c.log.Info("transactional id claimed", "transactional_id", id, "owner_epoch", o.OwnerEpoch, "state", state)
 	if found && txn.Prepared(row.State) {
 		ot.mu.Lock()
 		c.startMarkersLocked(ot) // markers.go

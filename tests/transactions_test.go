@@ -1,0 +1,89 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/recordbatch"
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/tests/harness"
+)
+
+// The transaction coordinator on real processes: a producer id from the
+// controller's blocks, a commit and an abort decided by the coordinator,
+// and their markers in the partitions' logs, appended by the leader
+// through WriteTxnMarkers; in a secure cluster the coordinator calls the
+// storage node under its own certificate, the only identity it accepts.
+// Transactional records cannot be produced yet (step 3 of
+// docs/design/transactions.md), so the markers close empty transactions.
+func TestTransactionMarkersReachTheLog(t *testing.T) {
+	t.Parallel()
+	plainAndSecure(t, testTransactionMarkers)
+}
+
+func testTransactionMarkers(t *testing.T, secure bool) {
+	c := harness.StartCluster(t, harness.ClusterConfig{StorageNodes: 1, Secure: secure})
+	ctx := harness.Deadline(t, 100*time.Second)
+	c.CreateTopic(ctx, "txn", 2, 1, nil)
+	gs := harness.StartGroupServices(t, c, harness.GroupConfig{CoordinatorArgsFor: func(int, string) []string {
+		if secure {
+			return nil // the harness gives --controller in a secure cluster
+		}
+		return []string{"--controller", strings.Join(c.ControllerURLs(), ",")} // for producer ids
+	}})
+	co := coordinatorv1connect.NewCoordinatorServiceClient(c.HTTPClient(), gs.Coordinators[0].URL)
+
+	init, err := co.InitTransactionalProducer(ctx, connect.NewRequest(&coordinatorv1.InitTransactionalProducerRequest{
+		TransactionalId: "tx", TransactionTimeoutMs: 60000, ProducerId: -1, ProducerEpoch: -1}))
+	if err != nil {
+		t.Fatalf("InitTransactionalProducer: %s", describeErr(err))
+	}
+	pid, epoch := init.Msg.GetProducerId(), init.Msg.GetProducerEpoch()
+	for i, commit := range []bool{true, false} {
+		p := int32(i)
+		if _, err := co.AddPartitionsToTxn(ctx, connect.NewRequest(&coordinatorv1.AddPartitionsToTxnRequest{TransactionalId: "tx", ProducerId: pid, ProducerEpoch: epoch,
+			Partitions: []*commonv1.TopicPartitions{{Topic: "txn", Partitions: []int32{p}}}})); err != nil {
+			t.Fatalf("AddPartitionsToTxn: %s", describeErr(err))
+		}
+		if _, err := co.EndTxn(ctx, connect.NewRequest(&coordinatorv1.EndTxnRequest{TransactionalId: "tx", ProducerId: pid, ProducerEpoch: epoch, Commit: commit})); err != nil {
+			t.Fatalf("EndTxn: %s", describeErr(err))
+		}
+		want := coordinatorv1.TransactionState_TRANSACTION_STATE_COMPLETE_ABORT
+		if commit {
+			want = coordinatorv1.TransactionState_TRANSACTION_STATE_COMPLETE_COMMIT
+		}
+		testwait.Until(t, 30*time.Second, fmt.Sprintf("tx %s", want), func() error {
+			resp, err := co.DescribeTransactions(ctx, connect.NewRequest(&coordinatorv1.DescribeTransactionsRequest{TransactionalIds: []string{"tx"}}))
+			if err != nil {
+				return err
+			}
+			if d := resp.Msg.GetTransactions()[0]; d.GetState() != want {
+				return fmt.Errorf("%v", d)
+			}
+			return nil
+		})
+
+		resp, err := c.Storage(1).StorageClient().Fetch(ctx, connect.NewRequest(&storagev1.FetchRequest{
+			Partitions: []*storagev1.FetchPartition{{Topic: "txn", Partition: p, CurrentLeaderEpoch: -1}}}))
+		if err != nil {
+			t.Fatalf("fetch txn-%d: %s", p, describeErr(err))
+		}
+		res := resp.Msg.GetPartitions()[0]
+		h, m, err := recordbatch.ParseMarker(res.GetRecords())
+		if err != nil || res.GetHighWatermark() != 1 {
+			t.Fatalf("txn-%d: %v, high watermark %d; want one marker", p, err, res.GetHighWatermark())
+		}
+		if h.ProducerID != pid || int32(h.ProducerEpoch) != epoch || m.Commit() != commit || m.CoordinatorEpoch != 1 {
+			t.Fatalf("txn-%d: marker of producer %d epoch %d, commit %v, coordinator epoch %d; want %d, %d, %v, 1",
+				p, h.ProducerID, h.ProducerEpoch, m.Commit(), m.CoordinatorEpoch, pid, epoch, commit)
+		}
+	}
+}
