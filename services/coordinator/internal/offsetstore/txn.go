@@ -113,9 +113,8 @@ type TxnStore interface {
 	// check's error is returned as it is.
 	StageTxnOffsets(ctx context.Context, f Fence, id string, check func(cur *Txn) error, offsets []Offset) error
 	// StagedTxnOffsets returns the offsets staged for transaction id,
-	// sorted by group, topic and partition (Offset.Metadata carries
-	// them; the group is in the returned slice of group ids, one per
-	// offset).
+	// sorted by group, topic and partition; groups[i] is the group of
+	// offsets[i].
 	StagedTxnOffsets(ctx context.Context, id string) (groups []string, offsets []Offset, err error)
 }
 
