@@ -469,6 +469,11 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 	errs := []error{err}
 	for _, g := range groups {
 		req := &storagev1.ListOffsetsRequest{}
+		if c.cfg.readCommitted {
+			// As Kafka's consumer: a committed reader's "latest" is the
+			// last stable offset, not the high watermark.
+			req.IsolationLevel = commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+		}
 		for i, cur := range g.curs {
 			lp := &storagev1.ListOffsetsPartition{Topic: cur.tp.topic, Partition: cur.tp.partition, CurrentLeaderEpoch: g.epoch[i]}
 			switch cur.start.kind {
