@@ -469,6 +469,11 @@ func (c *Consumer) resolve(ctx context.Context, curs []*cursor) error {
 	errs := []error{err}
 	for _, g := range groups {
 		req := &storagev1.ListOffsetsRequest{}
+		if c.cfg.readCommitted {
+			// As Kafka's consumer: a committed reader's "latest" is the
+			// last stable offset, not the high watermark.
+			req.IsolationLevel = commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+		}
 		for i, cur := range g.curs {
 			lp := &storagev1.ListOffsetsPartition{Topic: cur.tp.topic, Partition: cur.tp.partition, CurrentLeaderEpoch: g.epoch[i]}
 			switch cur.start.kind {
@@ -657,6 +662,9 @@ func (c *Consumer) startFetchLocked(ctx context.Context, g *leaderGroup) *pendin
 		MinBytes:  1,
 		MaxBytes:  int32(c.cfg.fetchMaxBytes),
 	}
+	if c.cfg.readCommitted {
+		req.IsolationLevel = commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+	}
 	// The partitions that had records longest ago go first, as Kafka's
 	// consumers move a partition to the end of their order once it
 	// returned records: a storage node lets only the first partition with
@@ -761,7 +769,7 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 		if t := c.cl.known(cur.tp.topic); t != nil {
 			topicID = t.id
 		}
-		got, next, bad := decodeFrom(cur.tp, topicID, pr.GetRecords(), asked)
+		got, next, bad := decodeFrom(cur.tp, topicID, pr.GetRecords(), asked, abortedFilter(req, pr))
 		skip := bad != nil && c.cfg.onCorrupt != nil && bad.Next > next
 		if skip {
 			next = bad.Next
@@ -788,11 +796,12 @@ func (c *Consumer) take(ctx context.Context, g *leaderGroup, req *storagev1.Fetc
 // decodeFrom decodes whole batches and returns the records at or after
 // from, and the position after them. Records below from (the head of the
 // first batch) are skipped; a batch cut short at the end is left for the
-// next fetch; control batches move the position without records. A batch
+// next fetch; control batches, and the batches of aborted transactions
+// that aborted drops (nil: none), move the position without records. A batch
 // that does not decode stops it: the records before it are returned, the
 // position stays before it, and bad says which batch and why. The records
 // carry topicID (Record.TopicID).
-func decodeFrom(tp topicPartition, topicID string, b []byte, from int64) (_ []*Record, _ int64, bad *CorruptBatchError) {
+func decodeFrom(tp topicPartition, topicID string, b []byte, from int64, aborted *recordbatch.AbortedFilter) (_ []*Record, _ int64, bad *CorruptBatchError) {
 	pos := from
 	var recs []*Record
 	for len(b) > 0 {
@@ -808,9 +817,10 @@ func decodeFrom(tp topicPartition, topicID string, b []byte, from int64) (_ []*R
 			}
 			return recs, pos, bad
 		}
+		whole := b[:size]
 		b = b[size:]
 		h := batch.Header
-		if !h.Control() {
+		if !aborted.Skip(h, whole) && !h.Control() {
 			for _, r := range batch.Records {
 				if r.Offset < pos {
 					continue
@@ -832,6 +842,19 @@ func decodeFrom(tp topicPartition, topicID string, b []byte, from int64) (_ []*R
 		pos = max(pos, h.NextOffset())
 	}
 	return recs, pos, nil
+}
+
+// abortedFilter is the filter of a read_committed answer's aborted
+// transactions, nil for a read_uncommitted one.
+func abortedFilter(req *storagev1.FetchRequest, pr *storagev1.FetchPartitionResult) *recordbatch.AbortedFilter {
+	if req.GetIsolationLevel() != commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
+		return nil
+	}
+	txns := make([]recordbatch.AbortedTxn, len(pr.GetAbortedTransactions()))
+	for i, a := range pr.GetAbortedTransactions() {
+		txns[i] = recordbatch.AbortedTxn{ProducerID: a.GetProducerId(), FirstOffset: a.GetFirstOffset()}
+	}
+	return recordbatch.NewAbortedFilter(txns)
 }
 
 // CorruptBatchError is what Poll returns when a partition holds a batch

@@ -55,7 +55,8 @@ type groupConfig struct {
 }
 
 // GroupConsumerOptions passes Consumer options (fetch sizes, transport,
-// timeouts) to the consumer that reads the assigned partitions.
+// timeouts, ReadUncommitted) to the consumer that reads the assigned
+// partitions.
 func GroupConsumerOptions(opts ...ConsumerOpt) GroupOpt {
 	return func(c *groupConfig) { c.consumerOpts = append(c.consumerOpts, opts...) }
 }
@@ -239,7 +240,9 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 	if cfg.autoCommit < 0 || cfg.rebalanceTimeout <= 0 {
 		return nil, errors.New("client: AutoCommit must not be negative and RebalanceTimeout must be positive")
 	}
-	inner, err := NewConsumer(gateway, cfg.consumerOpts...)
+	// Group members read committed records unless told otherwise, so an
+	// exactly-once pipeline's output is whole transactions.
+	inner, err := NewConsumer(gateway, append([]ConsumerOpt{ReadCommitted()}, cfg.consumerOpts...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -142,6 +142,7 @@ type config struct {
 	fetchMaxBytes          int64
 	fetchMaxPartitionBytes int64
 	onCorrupt              func(*CorruptBatchError) // nil: Poll fails on an undecodable batch
+	readCommitted          bool                     // ReadCommitted; default false, true for group consumers
 
 	// tracing (tracing.go)
 	tracerProvider trace.TracerProvider          // nil: the global provider
@@ -419,6 +420,25 @@ func FetchMaxBytes(n int32) ConsumerOpt {
 // the first batch is returned whole even when larger. Default 1 MiB.
 func FetchMaxPartitionBytes(n int32) ConsumerOpt {
 	return consumerOpt(func(c *config) { c.fetchMaxPartitionBytes = int64(n) })
+}
+
+// ReadCommitted makes the consumer read only committed records, Kafka's
+// isolation.level=read_committed: each partition up to its last stable
+// offset (the first offset of its oldest open transaction), never a
+// record of an aborted transaction. A group consumer reads committed
+// records by default; a Consumer reads every record up to the high
+// watermark unless given this. Transaction markers are never records
+// either way.
+func ReadCommitted() ConsumerOpt {
+	return consumerOpt(func(c *config) { c.readCommitted = true })
+}
+
+// ReadUncommitted makes the consumer read every record up to the high
+// watermark, those of open and aborted transactions too (Kafka's
+// read_uncommitted): the default of a Consumer, and the way for a group
+// consumer to see them.
+func ReadUncommitted() ConsumerOpt {
+	return consumerOpt(func(c *config) { c.readCommitted = false })
 }
 
 // SkipCorruptBatches makes the consumer move past a batch that cannot be

@@ -130,4 +130,3 @@ func TestNilLogger(t *testing.T) {
 	l.Record(context.Background(), Event{Kind: Denied})
 	l.Flush(context.Background())
 }
-

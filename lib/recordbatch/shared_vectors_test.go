@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -18,9 +19,10 @@ import (
 //
 //	go test ./recordbatch -run TestSharedVectors -update
 //
-// Valid vectors must decode to the records listed; those marked "exact" must
-// also be rebuilt byte for byte, CRC included, from those records and the
-// build options. Invalid vectors must fail with the named error.
+// Valid vectors must decode to the records listed, with the header fields
+// and attributes listed; those marked "exact" must also be rebuilt byte for
+// byte, CRC included, from those records and the build options. Invalid
+// vectors must fail with the named error.
 
 var updateShared = flag.Bool("update", false, "rewrite the shared vectors in ../../testdata/recordbatch.json")
 
@@ -38,6 +40,8 @@ type sharedVector struct {
 	Codec         int            `json:"codec"`
 	Exact         bool           `json:"exact"` // rebuilt byte for byte from the fields below
 	Idempotent    bool           `json:"idempotent"`
+	Transactional bool           `json:"transactional"` // a build option as Idempotent; markers set the bit too
+	Attributes    int16          `json:"attributes"`    // codec, timestamp type, transactional (0x10), control (0x20)
 	ProducerID    string         `json:"producerId"`
 	ProducerEpoch int            `json:"producerEpoch"`
 	BaseSequence  int32          `json:"baseSequence"`
@@ -107,8 +111,8 @@ func buildSharedFile(t *testing.T) sharedFile {
 		h := batch.Header
 		v := sharedVector{
 			Name: name, Hex: hex.EncodeToString(b), Codec: int(h.Codec()), Exact: exact,
-			Idempotent: opts.Idempotent, ProducerID: strconv.FormatInt(h.ProducerID, 10),
-			ProducerEpoch: int(h.ProducerEpoch), BaseSequence: h.BaseSequence,
+			Idempotent: opts.Idempotent, Transactional: h.Transactional(), Attributes: h.Attributes,
+			ProducerID: strconv.FormatInt(h.ProducerID, 10), ProducerEpoch: int(h.ProducerEpoch), BaseSequence: h.BaseSequence,
 			BaseOffset: strconv.FormatInt(h.BaseOffset, 10), LeaderEpoch: h.PartitionLeaderEpoch,
 			BaseTimestamp: strconv.FormatInt(h.BaseTimestamp, 10), MaxTimestamp: strconv.FormatInt(h.MaxTimestamp, 10),
 			LastOffset: h.LastOffsetDelta, CRC: h.CRC, Records: []sharedRecord{},
@@ -145,6 +149,17 @@ func buildSharedFile(t *testing.T) sharedFile {
 		big[i] = Record{Key: []byte("key-" + strconv.Itoa(i)), Value: bytes.Repeat([]byte{byte(i)}, 200+i), Timestamp: 1_700_000_000_000 + int64(i)*1000}
 	}
 	add("strata none 300 records (multi-byte varints)", build(BuildOptions{}, big), true, BuildOptions{})
+	txn := BuildOptions{Idempotent: true, Transactional: true, ProducerID: 4243, ProducerEpoch: 2, BaseSequence: 0}
+	add("strata none transactional", build(txn, samples[:2]), true, txn)
+	// Transaction markers as a leader appends them (marker.go): the
+	// consumers of both clients tell an abort from a commit by these bytes.
+	for _, typ := range []ControlType{ControlAbort, ControlCommit} {
+		m, err := BuildMarker(4243, 2, 1_764_412_345_999, Marker{Type: typ, CoordinatorEpoch: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add("strata "+strings.ToLower(typ.String())+" marker", m, false, BuildOptions{})
+	}
 	stamped := build(BuildOptions{}, one)
 	SetBaseOffset(stamped, 1<<40+7)
 	SetPartitionLeaderEpoch(stamped, 9)
@@ -234,7 +249,8 @@ func TestSharedVectors(t *testing.T) {
 			if int(h.Codec()) != v.Codec || strconv.FormatInt(h.BaseOffset, 10) != v.BaseOffset ||
 				h.PartitionLeaderEpoch != v.LeaderEpoch || h.CRC != v.CRC || h.LastOffsetDelta != v.LastOffset ||
 				strconv.FormatInt(h.ProducerID, 10) != v.ProducerID || int(h.ProducerEpoch) != v.ProducerEpoch ||
-				h.BaseSequence != v.BaseSequence || strconv.FormatInt(h.MaxTimestamp, 10) != v.MaxTimestamp {
+				h.BaseSequence != v.BaseSequence || strconv.FormatInt(h.MaxTimestamp, 10) != v.MaxTimestamp ||
+				h.Attributes != v.Attributes || h.Transactional() != v.Transactional {
 				t.Errorf("header %+v does not match the vector", h)
 			}
 			var want []Record
@@ -252,7 +268,7 @@ func TestSharedVectors(t *testing.T) {
 			}
 			if v.Exact {
 				pid, _ := strconv.ParseInt(v.ProducerID, 10, 64)
-				opts := BuildOptions{Codec: Codec(v.Codec), Idempotent: v.Idempotent, ProducerID: pid,
+				opts := BuildOptions{Codec: Codec(v.Codec), Idempotent: v.Idempotent, Transactional: v.Transactional, ProducerID: pid,
 					ProducerEpoch: int16(v.ProducerEpoch), BaseSequence: v.BaseSequence}
 				again, err := Build(opts, want)
 				if err != nil {

@@ -73,6 +73,7 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		res := results[i]
 		if r.errCode = detailCode(res.GetError(), dataPlane, nil); r.errCode == 0 {
 			r.hw, r.lso, r.logStart, r.records, r.diverging = res.GetHighWatermark(), res.GetLastStableOffset(), res.GetLogStartOffset(), res.GetRecords(), res.GetDivergingEpoch()
+			r.aborted = res.GetAbortedTransactions()
 		}
 	}
 	include := b.sessions.answer(&plan, read)
@@ -90,6 +91,17 @@ func (b *Bridge) fetch(ctx context.Context, version int16, req *kmsg.FetchReques
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = p.partition, r.errCode
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = r.hw, r.lso, r.logStart
+		if req.IsolationLevel == 1 {
+			// As Kafka: a read_committed answer lists the aborted
+			// transactions of its records (none is an empty list, not
+			// null), which the consumer drops.
+			rp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(r.aborted))
+			for _, a := range r.aborted {
+				ka := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				ka.ProducerID, ka.FirstOffset = a.GetProducerId(), a.GetFirstOffset()
+				rp.AbortedTransactions = append(rp.AbortedTransactions, ka)
+			}
+		}
 		if d := r.diverging; d != nil && version >= 12 {
 			rp.DivergingEpoch.Epoch, rp.DivergingEpoch.EndOffset = d.GetEpoch(), d.GetEndOffset()
 		}

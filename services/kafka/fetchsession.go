@@ -153,6 +153,9 @@ type fetchResult struct {
 	// diverging is where the client's log parts from the leader's, when
 	// its last fetched epoch says it does (KIP-595's diverging_epoch).
 	diverging *storagev1.DivergingEpoch
+	// aborted are the aborted transactions overlapping records, for a
+	// read_committed fetch.
+	aborted []*storagev1.AbortedTransaction
 }
 
 // requestParts lists a request's partitions in its order.

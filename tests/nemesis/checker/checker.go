@@ -64,6 +64,13 @@ type Result struct {
 	EffectsWrong        Found[EffectWrong]
 	StaleKeys           Found[CompactedKey]
 	ResurrectedKeys     Found[CompactedKey]
+	// The transactional anomalies (txn.go).
+	TxnAbortedReads      Found[TxnRead]
+	TxnIntermediateReads Found[TxnRead]
+	TxnPartlyVisible     Found[TxnPartial]
+	TxnLostCommits       Found[TxnPartial]
+	TxnInputDuplicates   Found[TxnInput]
+	TxnInputsMissing     Found[TxnInput]
 
 	// Unread are acknowledged sends never read where no poll read as far
 	// as their offset: not judged lost. The suite's final full read
@@ -139,6 +146,10 @@ func Check(h []history.Event, opts Options) Result {
 	res.EffectDuplicates, res.EffectsMissing, res.EffectsWrong = found(edups, limit), found(emissing, limit), found(ewrong, limit)
 	stale, resurrected, compaction := compactedKeys(m)
 	res.StaleKeys, res.ResurrectedKeys, res.Compaction = found(stale, limit), found(resurrected, limit), compaction
+	taborted, tinter, tpartial, tlost, tdups, tmissing := txnAnomalies(m)
+	res.TxnAbortedReads, res.TxnIntermediateReads = found(taborted, limit), found(tinter, limit)
+	res.TxnPartlyVisible, res.TxnLostCommits = found(tpartial, limit), found(tlost, limit)
+	res.TxnInputDuplicates, res.TxnInputsMissing = found(tdups, limit), found(tmissing, limit)
 	res.SendAvailability = availability(hs, history.FSend, opts)
 	res.PollAvailability = availability(hs, history.FPoll, opts)
 	return res

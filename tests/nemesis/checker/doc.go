@@ -53,6 +53,18 @@
 //	              acknowledged write, or sent by more than one process, is
 //	              not judged. Result.Compaction counts what the reads
 //	              cover and what the cleaner removed (informational).
+//	txn.go        transactions (sends naming one, ended by a txn op), against
+//	              the polls that read committed records only:
+//	              txn-aborted-read (G1a), a record of an aborted
+//	              transaction; txn-intermediate-read (G1b), a record of a
+//	              transaction read before its producer asked to end it;
+//	              txn-partly-visible, a committed transaction some of
+//	              whose records such reads returned and others they read
+//	              past; txn-lost-commit, one all of whose records they
+//	              read past; txn-input-duplicate and txn-input-missing,
+//	              an input record of consume-transform-produce
+//	              transformed by two committed transactions, or by none
+//	              though the group committed past it.
 //	availability.go
 //	              windows longer than Options.UnavailableAfter with no
 //	              successful send (and, apart, poll) while some were
@@ -82,6 +94,12 @@
 //     its value names it, and reads report that name.
 //   - Retention is not judged: a read that starts after an offset says
 //     nothing about the record there.
+//   - A topic written in transactions is judged by them: a committed read
+//     legitimately passes over aborted records and markers, so
+//     lost-write, poll-skip and vanished-read pass over it too, and
+//     txn.go judges its records by their transaction. A transaction whose
+//     end is unknown may have gone either way: it is judged only for a
+//     committed read of it before its end was asked for.
 //
 // The judgement of a run is the history only: a run's history file read
 // with history.ReadFile, or a Recorder's Events, given to Check.

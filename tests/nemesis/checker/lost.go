@@ -57,11 +57,12 @@ func (a UnreadWrite) String() string {
 // returned at another position is not lost: that is a duplicate or an
 // inconsistent offset, reported by their own rules. Sends that failed or
 // are indeterminate are never lost. Sends to compacted topics, whose
-// records the cleaner removes, are judged by key instead (compacted.go).
+// records the cleaner removes, are judged by key instead (compacted.go),
+// and sends in transactions by their transaction (txn.go).
 func lostWrites(m *model) (lost []LostWrite, unread []UnreadWrite) {
 	for _, o := range m.h.byF(history.FSend) {
 		s := o.ev.Send
-		if !o.ok() || s.Partition < 0 || s.Offset < 0 || len(m.positions[s.Value]) > 0 || m.compacted[s.Topic] {
+		if !o.ok() || s.Partition < 0 || s.Offset < 0 || len(m.positions[s.Value]) > 0 || !m.byRecord(s.Topic) {
 			continue
 		}
 		tp := history.TopicPartition{Topic: s.Topic, Partition: s.Partition}

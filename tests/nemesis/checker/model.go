@@ -70,7 +70,12 @@ type model struct {
 	// are judged by key, and the rules that take a gap in offsets or a
 	// record gone for a loss pass over them.
 	compacted map[string]bool
-	parts     map[history.TopicPartition]*partition
+	// transactional names the topics written in transactions (txn.go):
+	// their records count only once committed, so the rules that take a
+	// record never read, gone, or jumped over for an anomaly pass over
+	// them, and txn.go judges them.
+	transactional map[string]bool
+	parts         map[history.TopicPartition]*partition
 	// positions maps each value read to the positions polls returned it
 	// at, each once, first served first.
 	positions map[string][]Position
@@ -81,10 +86,13 @@ type model struct {
 }
 
 func newModel(h *hist) *model {
-	m := &model{h: h, sends: map[string]*op{}, compacted: compactedTopics(h),
+	m := &model{h: h, sends: map[string]*op{}, compacted: compactedTopics(h), transactional: map[string]bool{},
 		parts: map[history.TopicPartition]*partition{}, positions: map[string][]Position{}}
 	for _, o := range h.byF(history.FSend) {
 		s := o.ev.Send
+		if s.Txn != "" {
+			m.transactional[s.Topic] = true
+		}
 		if _, dup := m.sends[s.Value]; !dup {
 			m.sends[s.Value] = o
 		}
@@ -121,6 +129,12 @@ func newModel(h *hist) *model {
 	}
 	return m
 }
+
+// byRecord reports whether topic's records are judged one by one (lost,
+// vanished, jumped over): not a compacted topic, whose cleaner removes
+// records, nor a transactional one, whose aborted records read_committed
+// readers never see.
+func (m *model) byRecord(topic string) bool { return !m.compacted[topic] && !m.transactional[topic] }
 
 func (m *model) part(tp history.TopicPartition) *partition {
 	p, ok := m.parts[tp]

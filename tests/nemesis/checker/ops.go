@@ -149,6 +149,8 @@ func hasPayload(ev history.Event) bool {
 		return ev.Effects != nil
 	case history.FTopic:
 		return ev.Topic != nil
+	case history.FTxn:
+		return ev.Txn != nil
 	}
 	return false
 }

@@ -174,7 +174,7 @@ func checkPolls(h *hist, m *model) pollResult {
 				c = &cursor{run: newRun(proc, tp, p)}
 				cs[tp] = c
 			} else if c.lastPoll != p && moved(c, tp) {
-				if n, _ := m.parts[tp].existingBetween(c.last, rec.Offset); rec.Offset > c.last && n > 0 && !m.compacted[tp.Topic] {
+				if n, _ := m.parts[tp].existingBetween(c.last, rec.Offset); rec.Offset > c.last && n > 0 && m.byRecord(tp.Topic) {
 					res.rebalanceSkips++
 				}
 				c.run = newRun(proc, tp, p)
@@ -182,7 +182,7 @@ func checkPolls(h *hist, m *model) pollResult {
 				res.nonmonotonic = append(res.nonmonotonic, NonmonotonicPoll{Process: proc, TP: tp,
 					Prev: c.last, Offset: rec.Offset, PrevPoll: c.lastPoll.complete, Poll: p.complete,
 					WithinPoll: c.lastPoll == p})
-			} else if n, first := m.parts[tp].existingBetween(c.last, rec.Offset); n > 0 && !m.compacted[tp.Topic] {
+			} else if n, first := m.parts[tp].existingBetween(c.last, rec.Offset); n > 0 && m.byRecord(tp.Topic) {
 				res.skips = append(res.skips, PollSkip{Process: proc, TP: tp, From: c.last, To: rec.Offset,
 					Skipped: n, FirstSkipped: first, PrevPoll: c.lastPoll.complete, Poll: p.complete})
 			}

@@ -104,11 +104,12 @@ func abortedAndPhantomReads(m *model) (aborted []AbortedRead, phantom []PhantomR
 // it. The earliest evidence is reported, once per value and position. A
 // later read that jumps over the offset is a poll skip, not judged here.
 // Compacted topics are not judged: the cleaner removes records served
-// before (compacted.go judges what must stay).
+// before (compacted.go judges what must stay), nor transactional ones,
+// whose aborted records a read_committed read passes over (txn.go).
 func vanishedReads(m *model, runs map[history.TopicPartition][]*run) []VanishedRead {
 	var out []VanishedRead
 	for _, tp := range m.sortedTPs() {
-		if m.compacted[tp.Topic] {
+		if !m.byRecord(tp.Topic) {
 			continue
 		}
 		p := m.parts[tp]

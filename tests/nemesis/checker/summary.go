@@ -27,6 +27,12 @@ const (
 	KindEffectWrong        = "effect-wrong"
 	KindStaleKey           = "stale-key"
 	KindResurrectedKey     = "resurrected-key"
+	KindTxnAbortedRead     = "txn-aborted-read"
+	KindTxnIntermediate    = "txn-intermediate-read"
+	KindTxnPartlyVisible   = "txn-partly-visible"
+	KindTxnLostCommit      = "txn-lost-commit"
+	KindTxnInputDuplicate  = "txn-input-duplicate"
+	KindTxnInputMissing    = "txn-input-missing"
 )
 
 // row is one anomaly kind of the summary.
@@ -53,6 +59,12 @@ func (r Result) anomalyRows() []row {
 		{KindEffectWrong, r.EffectsWrong.Count, lines(r.EffectsWrong.First)},
 		{KindStaleKey, r.StaleKeys.Count, lines(r.StaleKeys.First)},
 		{KindResurrectedKey, r.ResurrectedKeys.Count, lines(r.ResurrectedKeys.First)},
+		{KindTxnAbortedRead, r.TxnAbortedReads.Count, lines(r.TxnAbortedReads.First)},
+		{KindTxnIntermediate, r.TxnIntermediateReads.Count, lines(r.TxnIntermediateReads.First)},
+		{KindTxnPartlyVisible, r.TxnPartlyVisible.Count, lines(r.TxnPartlyVisible.First)},
+		{KindTxnLostCommit, r.TxnLostCommits.Count, lines(r.TxnLostCommits.First)},
+		{KindTxnInputDuplicate, r.TxnInputDuplicates.Count, lines(r.TxnInputDuplicates.First)},
+		{KindTxnInputMissing, r.TxnInputsMissing.Count, lines(r.TxnInputsMissing.First)},
 	}
 }
 
@@ -79,7 +91,7 @@ func (r Result) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "history: %d events, %d records polled\n", r.Events, r.Records)
 	fmt.Fprintf(&b, "%-10s %8s %8s %8s %8s\n", "operation", "ok", "fail", "info", "pending")
-	for _, f := range []history.Func{history.FSend, history.FPoll, history.FCommit, history.FAssign, history.FReset, history.FEffects} {
+	for _, f := range []history.Func{history.FSend, history.FPoll, history.FCommit, history.FAssign, history.FReset, history.FEffects, history.FTxn} {
 		o := r.Ops[f]
 		fmt.Fprintf(&b, "%-10s %8d %8d %8d %8d\n", f, o.Ok, o.Fail, o.Info, o.Pending)
 	}

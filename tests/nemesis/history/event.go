@@ -52,6 +52,10 @@ const (
 	// FFault is the nemesis starting or stopping a fault; Event.Fault is
 	// set. Always a note.
 	FFault Func = "fault"
+	// FTxn is the end of a transaction (commit or abort): invoked when the
+	// producer asks for it, completed when the answer comes; Event.Txn is
+	// set. Its sends are FSend operations naming it (Send.Txn).
+	FTxn Func = "txn"
 )
 
 // Fault kinds the suite injects. Kind is free text, so a new fault needs no
@@ -123,6 +127,7 @@ type Op struct {
 	Effects *Effects `json:"effects,omitempty"`
 	Topic   *Topic   `json:"topic,omitempty"`
 	Fault   *Fault   `json:"fault,omitempty"`
+	Txn     *Txn     `json:"txn,omitempty"`
 }
 
 // Send is a record sent to a topic.
@@ -142,6 +147,28 @@ type Send struct {
 	Partition int32 `json:"partition"`
 	// Offset is the offset the broker acknowledged; -1 unless ok.
 	Offset int64 `json:"offset"`
+	// Txn names the transaction the record was sent in (Txn.ID); empty
+	// for a send outside one. Its record counts once the transaction
+	// commits, and never when it aborts.
+	Txn string `json:"txn,omitempty"`
+}
+
+// Txn is the end of one transaction of a transactional producer.
+type Txn struct {
+	// ID names the transaction, unique in the history (the transactional
+	// id and a sequence number: "producer-1/17").
+	ID string `json:"id"`
+	// Commit is what the producer asked: true to commit, false to abort.
+	// An ok completion means that happened; fail means the transaction
+	// is known aborted; info, unknown.
+	Commit bool `json:"commit"`
+	// Group, Offsets and Inputs describe a consume-transform-produce
+	// transaction: the group whose offsets it committed (the next offset
+	// to read, per input partition), and the positions of the input
+	// records it transformed into its sends.
+	Group   string            `json:"group,omitempty"`
+	Offsets []PartitionOffset `json:"offsets,omitempty"`
+	Inputs  []PartitionOffset `json:"inputs,omitempty"`
 }
 
 // Poll is one poll of a consumer.
@@ -165,6 +192,9 @@ type Poll struct {
 	// Optional: without it the checker judges a record gone only by a
 	// later read of its offset or of offsets after it.
 	AtEnd []TopicPartition `json:"at_end,omitempty"`
+	// Committed: the consumer reads committed records only (Kafka's
+	// read_committed); false, every record up to the high watermark.
+	Committed bool `json:"committed,omitempty"`
 }
 
 // Record is one record returned by a poll.
@@ -313,13 +343,16 @@ func ResetOp(group string, offsets ...PartitionOffset) Op {
 // EffectsOp is what group's sink wrote for topics.
 func EffectsOp(e Effects) Op { return Op{F: FEffects, Effects: &e} }
 
+// TxnOp is the end of transaction id: a commit, or an abort.
+func TxnOp(t Txn) Op { return Op{F: FTxn, Txn: &t} }
+
 // TopicOp is a topic the run created.
 func TopicOp(t Topic) Op { return Op{F: FTopic, Topic: &t} }
 
 // payloadOK reports whether exactly the payload F names is set.
 func (o Op) payloadOK() bool {
 	set := 0
-	for _, p := range []bool{o.Send != nil, o.Poll != nil, o.Commit != nil, o.Assign != nil, o.Reset != nil, o.Effects != nil, o.Topic != nil, o.Fault != nil} {
+	for _, p := range []bool{o.Send != nil, o.Poll != nil, o.Commit != nil, o.Assign != nil, o.Reset != nil, o.Effects != nil, o.Topic != nil, o.Fault != nil, o.Txn != nil} {
 		if p {
 			set++
 		}
@@ -344,6 +377,8 @@ func (o Op) payloadOK() bool {
 		return o.Topic != nil
 	case FFault:
 		return o.Fault != nil
+	case FTxn:
+		return o.Txn != nil
 	}
 	return false
 }
@@ -395,6 +430,12 @@ func (o Op) clone() Op {
 	if o.Fault != nil {
 		f := *o.Fault
 		c.Fault = &f
+	}
+	if o.Txn != nil {
+		t := *o.Txn
+		t.Offsets = cloneSlice(t.Offsets)
+		t.Inputs = cloneSlice(t.Inputs)
+		c.Txn = &t
 	}
 	return c
 }

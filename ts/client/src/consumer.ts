@@ -123,12 +123,14 @@ export class Consumer {
       minBytes: cfg?.minBytes ?? 1,
       maxBytes: cfg?.maxBytes ?? 50 << 20,
       maxBytesPerPartition: cfg?.maxBytesPerPartition ?? 1 << 20,
+      readUncommitted: cfg?.readUncommitted ?? false,
       retry: resolveRetry(problems, "retry", cfg?.retry, client.retry),
       restartOnFailure,
     };
     positive(problems, "rebalanceTimeout", this.cfg.rebalanceTimeout);
     positive(problems, "maxBytes", this.cfg.maxBytes);
     positive(problems, "maxBytesPerPartition", this.cfg.maxBytesPerPartition);
+    if (typeof this.cfg.readUncommitted !== "boolean") problems.push(`readUncommitted ${JSON.stringify(this.cfg.readUncommitted)}: want true or false`);
     if (!(this.cfg.maxWaitTimeInMs >= 0)) problems.push(`maxWaitTimeInMs ${this.cfg.maxWaitTimeInMs}: must not be negative`);
     if (!(Number.isInteger(this.cfg.minBytes) && this.cfg.minBytes >= 0)) problems.push(`minBytes ${this.cfg.minBytes}: want a whole number, 0 or more`);
     if (problems.length) throw new TypeError(`@strata-mq/client: bad consumer config: ${problems.join("; ")}`);

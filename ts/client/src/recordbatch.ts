@@ -30,6 +30,7 @@ export const MAX_DECOMPRESSED_SIZE = 64 << 20;
 const CRC_START = 21;
 const ATTR_CODEC_MASK = 0x07;
 const ATTR_TIMESTAMP_TYPE = 0x08;
+const ATTR_TRANSACTIONAL = 0x10;
 const ATTR_CONTROL = 0x20;
 
 /** Compression codecs by their attribute value. */
@@ -84,6 +85,8 @@ export interface BuildOptions {
   producerEpoch?: number;
   baseSequence?: number;
   logAppendTime?: boolean;
+  /** Sets the transactional attribute (0x10): the batch belongs to a transaction of its producer. Default false. */
+  transactional?: boolean;
 }
 
 /** codecOf returns the codec name of a header. */
@@ -93,6 +96,10 @@ export function codecOf(h: BatchHeader): CodecName {
 /** isControl reports a control batch (transaction markers), which carries no application records. */
 export function isControl(h: BatchHeader): boolean {
   return (h.attributes & ATTR_CONTROL) !== 0;
+}
+/** isTransactional reports a batch that belongs to a transaction (data batches and their markers). */
+export function isTransactional(h: BatchHeader): boolean {
+  return (h.attributes & ATTR_TRANSACTIONAL) !== 0;
 }
 /** isLogAppendTime reports that the broker's time (maxTimestamp) stands for every record. */
 export function isLogAppendTime(h: BatchHeader): boolean {
@@ -215,6 +222,7 @@ export async function buildBatch(opts: BuildOptions, records: RecordInput[]): Pr
   }
   let attrs = Codec[codec] & ATTR_CODEC_MASK;
   if (opts.logAppendTime) attrs |= ATTR_TIMESTAMP_TYPE;
+  if (opts.transactional) attrs |= ATTR_TRANSACTIONAL;
   const idem = opts.idempotent === true;
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   dv.setBigInt64(0, 0n);

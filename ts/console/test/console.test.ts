@@ -9,7 +9,8 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { BinaryReader } from "@bufbuild/protobuf/wire";
+import { chromium, type Browser, type Page, type Request } from "playwright-core";
 import { DevCluster, repoRoot, waitFor } from "./cluster.js";
 
 const chromiumPath = process.env.STRATA_CHROMIUM ?? "/usr/bin/chromium";
@@ -132,6 +133,54 @@ test("a topic created and a message produced from the forms is in the message br
   await page.goto(`${cluster.gateway}/console/topics/payments`);
   await waitFor("partition 1's high watermark of 5", async () => (await page.getByTestId("hw-1").innerText()) === "5");
   await shot("topic");
+});
+
+/** isolationOf reads FetchJSONRequest.isolation_level (field 7; 0 when unset) from a call's binary body. */
+function isolationOf(req: Request): number {
+  const r = new BinaryReader(req.postDataBuffer() ?? new Uint8Array());
+  while (r.pos < r.len) {
+    const [field, wire] = r.tag();
+    if (field === 7) return r.int32();
+    r.skip(wire, field);
+  }
+  return 0;
+}
+
+test("the message browser reads committed records unless switched to uncommitted ones", async () => {
+  // IsolationLevel: 1 read_uncommitted, 2 read_committed.
+  const levels: number[] = [];
+  const onRequest = (req: Request) => {
+    if (req.url().endsWith("/strata.gateway.v1.GatewayService/FetchJSON")) levels.push(isolationOf(req));
+  };
+  page.on("request", onRequest);
+  try {
+    cluster.strata(["topic", "create", "isolation", "-p", "1", "-r", "3"]);
+    cluster.strata(["produce", "isolation", "-p", "0"], "one\ntwo\nthree\n");
+    await page.goto(`${cluster.gateway}/console/topics/isolation/messages`);
+    await page.getByTestId("record-2").waitFor();
+    const status = page.getByTestId("browse-status");
+    assert.equal(await page.getByTestId("browse-uncommitted").isChecked(), false);
+    assert.match(await status.innerText(), /committed records only/);
+    assert.ok(levels.length > 0 && !levels.some((l) => l !== 2), `read_committed by default, got ${levels}`);
+
+    // Switched on, the window is loaded again to the high watermark. No
+    // producer can write a transaction yet, so the records are the same.
+    levels.length = 0;
+    await page.getByTestId("browse-uncommitted").check();
+    await waitFor("a read_uncommitted load", () => levels.includes(1));
+    await waitFor("the status to say so", async () => /uncommitted records included/.test(await status.innerText()));
+    await page.getByTestId("record-2").waitFor();
+    assert.equal(await page.getByTestId("records").locator("tbody tr").count(), 3);
+    assert.ok(!levels.some((l) => l !== 1), `read_uncommitted once switched, got ${levels}`);
+
+    levels.length = 0;
+    await page.getByTestId("browse-uncommitted").uncheck();
+    await waitFor("a read_committed load", () => levels.includes(2));
+    await waitFor("the status to say so", async () => /committed records only/.test(await status.innerText()));
+    await shot("messages-isolation");
+  } finally {
+    page.off("request", onRequest);
+  }
 });
 
 test("a topic's configuration is changed and reset, and the topic deleted after confirmation", async () => {

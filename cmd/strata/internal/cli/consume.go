@@ -47,10 +47,11 @@ coordinator unavailable), one line on stderr says why it waits, and one
 more when another reason appears. When no fetch has succeeded for
 --delivery-timeout, consume exits 1 with one line saying what it waited for.
 
---isolation committed (the default, Kafka's read_committed) reads committed
-data; uncommitted (read_uncommitted) reads up to the high watermark. Strata
-refuses transactional batches today, so every record up to the high
-watermark is committed and the two read the same records.`,
+--isolation committed (the default, Kafka's read_committed) reads each
+partition up to its last stable offset and leaves out the records of
+aborted transactions; uncommitted (read_uncommitted) reads every record up
+to the high watermark. Transaction markers are never printed. Without
+transactions in a topic the two read the same records.`,
 		`strata consume orders -o start -e -f '%p:%o %k=%v\n'`)
 	f.String(&group, "g", "group", "GROUP", "", "consume as a member of a consumer group (needs the coordinator)")
 	f.String(&start, "o", "offset", "POSITION", "start", "where to start: start, end, OFFSET, -N or @UNIX_MS")
@@ -71,6 +72,10 @@ watermark is committed and the two read the same records.`,
 	}
 	if isolation != "committed" && isolation != "uncommitted" {
 		return usagef("--isolation must be committed or uncommitted, not %q", isolation)
+	}
+	isolate := client.ReadCommitted()
+	if isolation == "uncommitted" {
+		isolate = client.ReadUncommitted()
 	}
 	topic := pos[0]
 	off, err := parseStart(start)
@@ -104,12 +109,12 @@ watermark is committed and the two read the same records.`,
 		}
 		wait := newWaitNotice(e, deliveryTimeout, fmt.Sprintf("group %q", group))
 		return consumeGroup(ctx, e, topic, group, off, count, exitAtEnd, asJSON, out, wait,
-			append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry)))
+			append(corruptOpts(e, skipBroken), isolate, client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry)))
 	}
 
 	wait := newWaitNotice(e, deliveryTimeout, "")
 	c, err := client.NewConsumer(e.gatewayURL(),
-		e.consumerOpts(append(corruptOpts(e, skipBroken), client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))...)...)
+		e.consumerOpts(append(corruptOpts(e, skipBroken), isolate, client.DeliveryTimeout(deliveryTimeout), client.OnRetry(wait.onRetry))...)...)
 	if err != nil {
 		return err
 	}

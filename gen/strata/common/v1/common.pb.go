@@ -108,8 +108,9 @@ const (
 	IsolationLevel_ISOLATION_LEVEL_UNSPECIFIED IsolationLevel = 0
 	// Return records below the high watermark.
 	IsolationLevel_ISOLATION_LEVEL_READ_UNCOMMITTED IsolationLevel = 1
-	// Return records below the last stable offset. Strata has no transactions yet, so the last
-	// stable offset equals the high watermark and both levels read the same records.
+	// Return records below the last stable offset (the first offset of the oldest open
+	// transaction, or the high watermark when none is open), with the aborted transactions of
+	// what is returned, whose records the reader drops.
 	IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED IsolationLevel = 2
 )
 

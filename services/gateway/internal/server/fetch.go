@@ -111,7 +111,15 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 	out.HighWatermark = result.GetHighWatermark()
 	out.LogStartOffset = result.GetLogStartOffset()
 	out.NextOffset = offset
-	if _, err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords()); err != nil {
+	var aborted *recordbatch.AbortedFilter
+	if m.GetIsolationLevel() == commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED {
+		txns := make([]recordbatch.AbortedTxn, len(result.GetAbortedTransactions()))
+		for i, a := range result.GetAbortedTransactions() {
+			txns[i] = recordbatch.AbortedTxn{ProducerID: a.GetProducerId(), FirstOffset: a.GetFirstOffset()}
+		}
+		aborted = recordbatch.NewAbortedFilter(txns)
+	}
+	if _, err := decodeInto(out, m.GetTopic(), m.GetPartition(), offset, maxRecords, result.GetRecords(), aborted); err != nil {
 		return nil, err
 	}
 	out.ThrottleTimeMs = upstream
@@ -120,12 +128,14 @@ func (g *Gateway) FetchJSON(ctx context.Context, req *connect.Request[gatewayv1.
 
 // decodeInto appends the records at or after offset from whole batches to
 // out, at most maxRecords, and sets out.NextOffset past what it consumed.
+// Control batches, and the batches of aborted transactions that aborted
+// drops (nil under read_uncommitted), are consumed without records.
 // Control batches are skipped. A batch that fails to decode ends the answer
 // there when records came before it, and fails the call otherwise. It
 // returns the bytes of the batches it looked at: what the answer cost the
 // caller's fetch quota (batches after maxRecords records were returned
 // are not counted; they are read again by the next fetch).
-func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32, offset int64, maxRecords int, buf []byte) (int64, error) {
+func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32, offset int64, maxRecords int, buf []byte, aborted *recordbatch.AbortedFilter) (int64, error) {
 	it := recordbatch.NewIter(buf, false)
 	var read int64
 	for len(out.Records) < maxRecords {
@@ -134,7 +144,7 @@ func decodeInto(out *gatewayv1.FetchJSONResponse, topic string, partition int32,
 			break
 		}
 		read += int64(len(b))
-		if h.Control() {
+		if aborted.Skip(h, b) || h.Control() {
 			out.NextOffset = max(out.NextOffset, h.NextOffset())
 			continue
 		}

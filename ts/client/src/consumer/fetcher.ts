@@ -9,6 +9,7 @@
 // retried after a backoff while the others go on; a partition that is not
 // routable yet (partitions were added) refreshes the metadata.
 
+import { AbortedFilter } from "../aborted.js";
 import { common, storage } from "../api.js";
 import type { ResolvedRetry } from "../config.js";
 import { Action, classify, CorruptBatchError, fromConnect, fromDetail, isAbort, isAuthError, StrataError, UnsupportedCodecError } from "../errors.js";
@@ -21,12 +22,14 @@ import type { OwnedPartition } from "./partition.js";
 
 const { Reason } = common;
 
-/** Fetch limits, as ConsumerConfig names them. */
+/** Fetch limits and isolation, as ConsumerConfig names them. */
 export interface FetchLimits {
   maxWaitTimeInMs: number;
   minBytes: number;
   maxBytes: number;
   maxBytesPerPartition: number;
+  /** Read to the high watermark, aborted transactions too; false reads committed records only. */
+  readUncommitted: boolean;
 }
 
 /** What the fetcher needs of the consumer. */
@@ -60,6 +63,8 @@ export class Fetcher {
   private readonly cooling = new Map<string, { until: number; bo: Backoff }>();
   private refreshing = false;
   private lastRefresh = 0;
+  /** The isolation level of every Fetch and ListOffsets (which decides where LATEST is). */
+  private readonly isolationLevel: common.IsolationLevel;
 
   constructor(
     private readonly host: FetcherHost,
@@ -69,7 +74,9 @@ export class Fetcher {
     private readonly retry: ResolvedRetry,
     private readonly events: Emitter,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.isolationLevel = limits.readUncommitted ? common.IsolationLevel.READ_UNCOMMITTED : common.IsolationLevel.READ_COMMITTED;
+  }
 
   /** start begins fetching (a second start does nothing). */
   start(): void {
@@ -198,6 +205,7 @@ export class Fetcher {
             maxWaitMs: this.limits.maxWaitTimeInMs,
             minBytes: this.limits.minBytes,
             maxBytes: this.limits.maxBytes,
+            isolationLevel: this.isolationLevel,
             partitions: g.map(({ op, epoch }, i) => ({
               topic: op.topic,
               partition: op.partition,
@@ -227,7 +235,11 @@ export class Fetcher {
         }
         op.hw = Number(pr.highWatermark);
         if (pr.records.length === 0) continue;
-        const { msgs, next } = await decodeFrom(pr.records, a.pos);
+        const aborted =
+          this.isolationLevel === common.IsolationLevel.READ_COMMITTED
+            ? new AbortedFilter(pr.abortedTransactions.map((t) => ({ producerId: t.producerId, firstOffset: Number(t.firstOffset) })))
+            : undefined;
+        const { msgs, next } = await decodeFrom(pr.records, a.pos, aborted);
         if (op.gen !== a.gen || op.stale || next === a.pos) continue;
         op.chunks.push({ gen: a.gen, msgs, next, hw: op.hw });
         op.fetchPos = next;
@@ -307,6 +319,9 @@ export class Fetcher {
           try {
             resp = await this.cluster.storage(addr).listOffsets(
               {
+                // Under read_committed LATEST is the last stable offset,
+                // so a new partition starts below the open transactions.
+                isolationLevel: this.isolationLevel,
                 partitions: g.map(({ op, epoch }) => ({
                   topic: op.topic,
                   partition: op.partition,

@@ -161,6 +161,18 @@ export interface ConsumerConfig {
   maxBytes?: number;
   /** Bytes per partition per fetch. Default 1 MiB. */
   maxBytesPerPartition?: number;
+  /**
+   * Read every record up to the high watermark, those of open and aborted
+   * transactions too (Kafka's isolation.level=read_uncommitted). Default
+   * false: the consumer reads committed records only (read_committed, the
+   * default of a group consumer as in the Go client): each partition up to
+   * its last stable offset (the first offset of its oldest open
+   * transaction), without the records of aborted transactions, and a
+   * partition with no committed offset that starts at the end starts at
+   * the last stable offset. Transaction markers are never messages either
+   * way.
+   */
+  readUncommitted?: boolean;
   /** Handler retries and restartOnFailure; defaults to the client's retry options. */
   retry?: ConsumerRetryOptions;
 }

@@ -8,6 +8,7 @@ import { describe, test } from "node:test";
 import { Code } from "@connectrpc/connect";
 import { common, coordinator, storage } from "../../src/api.js";
 import {
+  buildBatch,
   ConsumerEvents,
   FencedError,
   HandlerError,
@@ -20,6 +21,7 @@ import { Emitter } from "../../src/consumer/events.js";
 import { OwnedPartition } from "../../src/consumer/partition.js";
 import { logLevel, newLogger } from "../../src/logger.js";
 import { waitFor } from "../cluster/devcluster.js";
+import { readFixture, unhex } from "../testdata.js";
 import { MemCluster, node, reasonError, text } from "./memcluster.js";
 
 type Got = { partition: number; offset: number; value: string | null; topic: string };
@@ -374,6 +376,51 @@ describe("consumer: options", () => {
     assert.equal(f.minBytes, 10);
     assert.equal(f.maxBytes, 12345);
     assert.equal(f.partitions[0]!.maxBytes, 999);
+  });
+
+  test("read committed by default: aborted transactions are not handled and the group commits past them; readUncommitted reads them", async () => {
+    // Go's BuildMarker bytes (producer 4243) from the shared vectors.
+    const vectors = readFixture<{ valid: { name: string; hex: string }[] }>("recordbatch.json").valid;
+    const marker = (kind: string) => unhex(vectors.find((v) => v.name === `strata ${kind} marker`)!.hex);
+    const enc = new TextEncoder();
+    const batch = (producerId: bigint, transactional: boolean, ...values: string[]) =>
+      buildBatch({ idempotent: producerId >= 0n, transactional, producerId, producerEpoch: 2 }, values.map((v) => ({ key: null, value: enc.encode(v), headers: [], timestamp: 1 })));
+    for (const readUncommitted of [undefined, false, true]) {
+      const c = new MemCluster().topic("t", 1);
+      c.appendBatch("t", 0, await batch(4243n, true, "aborted-1", "aborted-2")); // 0-1
+      c.appendBatch("t", 0, await batch(8n, false, "plain")); // 2
+      c.appendBatch("t", 0, marker("abort")); // 3
+      c.abortedTxn("t", 0, 4243n, 0, 3);
+      c.appendBatch("t", 0, await batch(4243n, true, "committed")); // 4
+      c.appendBatch("t", 0, marker("commit")); // 5
+      const cfg = readUncommitted === undefined ? {} : { readUncommitted };
+      const { consumer, got } = await consume(c, ["t"], { consumerCfg: cfg });
+      const committed = readUncommitted !== true;
+      await waitFor("the first fetch's records", () => got.length === (committed ? 2 : 4));
+      // A second aborted transaction on its own: nothing to handle, but
+      // the position, and so the commit, moves past it and its marker.
+      c.appendBatch("t", 0, await batch(4243n, true, "aborted-3")); // 6
+      c.appendBatch("t", 0, marker("abort")); // 7
+      c.abortedTxn("t", 0, 4243n, 6, 7);
+      await waitFor("a fetch from past the second abort marker", () => c.callsOf("Fetch").some((x) => (x.request as storage.FetchRequest).partitions[0]!.fetchOffset === 8n));
+      await consumer.disconnect();
+      const want = committed ? ["2:plain", "4:committed"] : ["0:aborted-1", "1:aborted-2", "2:plain", "4:committed", "6:aborted-3"];
+      assert.deepEqual(
+        got.map((g) => `${g.offset}:${g.value}`),
+        want,
+        `readUncommitted ${readUncommitted}`,
+      );
+      if (committed) assert.equal(c.commits.get("t/0"), 8);
+      const level = committed ? common.IsolationLevel.READ_COMMITTED : common.IsolationLevel.READ_UNCOMMITTED;
+      for (const f of c.callsOf("Fetch")) assert.equal((f.request as storage.FetchRequest).isolationLevel, level);
+      const lo = c.callsOf("ListOffsets");
+      assert.ok(lo.length > 0);
+      for (const l of lo) assert.equal((l.request as storage.ListOffsetsRequest).isolationLevel, level);
+    }
+  });
+
+  test("readUncommitted must be a boolean", () => {
+    assert.throws(() => new MemCluster().strata().consumer({ groupId: "g", readUncommitted: "yes" as unknown as boolean }), /readUncommitted "yes": want true or false/);
   });
 
   test("partitionsConsumedConcurrently bounds the handlers running at once", async () => {

@@ -3,9 +3,11 @@
 // write (testdata/recordbatch.json: Strata's, librdkafka's, Java's and
 // sarama's batches in every codec): the same records, offsets, timestamps
 // and headers, keys and values as views of the fetched bytes, and the
-// same refusals.
+// same refusals; and read_committed answers, whose aborted transactions'
+// batches are dropped as the Go client drops them.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { AbortedFilter } from "../../src/aborted.js";
 import { decodeFrom } from "../../src/consumer/decode.js";
 import type { KafkaMessage } from "../../src/consumer/types.js";
 import { buildBatch, CorruptBatchError, decodeBatch } from "../../src/index.js";
@@ -22,6 +24,7 @@ const shared = readFixture<{ valid: Vector[]; invalid: { name: string; hex: stri
 /** What decodeFrom must give for a batch decoded by decodeBatch: kafkajs' message shape. */
 async function expected(b: Uint8Array, from: number) {
   const { header: h, records } = await decodeBatch(b);
+  if ((h.attributes & 0x20) !== 0) return []; // a control batch: transaction markers are never messages
   const lat = (h.attributes & 0x08) !== 0;
   return records
     .filter((r) => r.offset >= from)
@@ -120,4 +123,99 @@ test("decodeFrom reads several batches of one answer, keys and values as Buffers
     }
   }
   assert.deepEqual(got.msgs.find((m) => m.offset === "125")!.headers, { h: [Buffer.from("25"), null] });
+});
+
+/** at returns a copy of a batch stamped with a base offset, as a leader stamps it. */
+function at(b: Uint8Array, base: number): Uint8Array {
+  const c = b.slice();
+  new DataView(c.buffer).setBigInt64(0, BigInt(base));
+  return c;
+}
+
+function concat(bs: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(bs.reduce((n, b) => n + b.length, 0));
+  let o = 0;
+  for (const b of bs) {
+    out.set(b, o);
+    o += b.length;
+  }
+  return out;
+}
+
+const vector = (name: string) => unhex(shared.valid.find((v) => v.name === name)!.hex);
+
+describe("decodeFrom under read_committed", () => {
+  // The markers are Go's BuildMarker bytes from the shared vectors:
+  // producer 4243, epoch 2, one record whose key is version 0 and type 0
+  // (abort) or 1 (commit).
+  const abortMarker = vector("strata abort marker");
+  const commitMarker = vector("strata commit marker");
+  const enc = new TextEncoder();
+  const batch = (producerId: bigint, transactional: boolean, ...values: string[]) =>
+    buildBatch(
+      { idempotent: producerId >= 0n, transactional, producerId, producerEpoch: 2 },
+      values.map((v) => ({ key: null, value: enc.encode(v), headers: [], timestamp: 1_700_000_000_000 })),
+    );
+
+  // The partition as the Go client's test has it, with producer 4243's
+  // markers: 0-1 an aborted transaction, 2 another producer's idempotent
+  // batch, 3 the abort marker, 4 the producer's next transaction, 5 its
+  // commit marker, 6 a batch with no producer.
+  async function partition(): Promise<Uint8Array> {
+    return concat([
+      at(await batch(4243n, true, "aborted-1", "aborted-2"), 0),
+      at(await batch(8n, false, "plain"), 2),
+      at(abortMarker, 3),
+      at(await batch(4243n, true, "committed"), 4),
+      at(commitMarker, 5),
+      at(await batch(-1n, false, "no producer"), 6),
+    ]);
+  }
+  const values = (msgs: KafkaMessage[]) => msgs.map((m) => `${m.offset}:${Buffer.from(m.value!).toString()}`);
+
+  test("the aborted transaction's records are dropped, markers are never messages, the position moves past both", async () => {
+    const log = await partition();
+    const committed = await decodeFrom(log, 0, new AbortedFilter([{ producerId: 4243n, firstOffset: 0 }]));
+    assert.deepEqual(values(committed.msgs), ["2:plain", "4:committed", "6:no producer"]);
+    assert.equal(committed.next, 7);
+    // read_uncommitted: no filter, every data record.
+    const all = await decodeFrom(log, 0);
+    assert.deepEqual(values(all.msgs), ["0:aborted-1", "1:aborted-2", "2:plain", "4:committed", "6:no producer"]);
+    assert.equal(all.next, 7);
+    // An answer with no aborted transaction drops nothing.
+    assert.deepEqual(values((await decodeFrom(log, 0, new AbortedFilter([]))).msgs), values(all.msgs));
+  });
+
+  test("from inside the aborted transaction, and an answer that holds nothing but it", async () => {
+    const log = await partition();
+    const aborted = () => new AbortedFilter([{ producerId: 4243n, firstOffset: 0 }]);
+    const mid = await decodeFrom(log, 1, aborted());
+    assert.deepEqual(values(mid.msgs), ["2:plain", "4:committed", "6:no producer"]);
+    assert.equal(mid.next, 7);
+    // The aborted batch and its marker alone: no message, and the next
+    // fetch starts after the marker rather than asking for them again.
+    const only = concat([at(await batch(4243n, true, "aborted-1", "aborted-2"), 10), at(abortMarker, 12)]);
+    const got = await decodeFrom(only, 10, new AbortedFilter([{ producerId: 4243n, firstOffset: 10 }]));
+    assert.deepEqual(got, { msgs: [], next: 13 });
+  });
+
+  test("a commit marker ends nothing: only an abort marker closes its producer's aborted stretch", async () => {
+    // Producer 4243's transaction from 0 is listed as aborted; a commit
+    // marker of the same producer at 2 (as no leader writes, but a reader
+    // must not take it for the abort) leaves the batch at 3 aborted too.
+    const log = concat([at(await batch(4243n, true, "a"), 0), at(await batch(4243n, true, "b"), 1), at(commitMarker, 2), at(await batch(4243n, true, "c"), 3), at(abortMarker, 4)]);
+    const got = await decodeFrom(log, 0, new AbortedFilter([{ producerId: 4243n, firstOffset: 0 }]));
+    assert.deepEqual(got, { msgs: [], next: 5 });
+  });
+
+  test("compressed transactional batches: the aborted one dropped, the committed one read", async () => {
+    const lz4 = await buildBatch(
+      { codec: "lz4", idempotent: true, transactional: true, producerId: 4243n, producerEpoch: 2 },
+      [{ key: null, value: enc.encode("squeezed"), headers: [], timestamp: 1 }],
+    );
+    const log = concat([at(lz4, 0), at(abortMarker, 1), at(lz4, 2), at(commitMarker, 3)]);
+    const got = await decodeFrom(log, 0, new AbortedFilter([{ producerId: 4243n, firstOffset: 0 }]));
+    assert.deepEqual(values(got.msgs), ["2:squeezed"]);
+    assert.equal(got.next, 4);
+  });
 });

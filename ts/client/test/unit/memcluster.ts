@@ -15,6 +15,9 @@
 // held until the gap fills or holdMs passes, then refused with
 // OUT_OF_ORDER_SEQUENCE; a batch over the topic's max.message.bytes (plus
 // the storage node's 64 KiB of framing) is refused with RECORD_TOO_LARGE.
+// A read_committed fetch answers the aborted transactions a test recorded
+// (abortedTxn) that overlap what it returns, as a storage node does; every
+// transaction is decided, so the last stable offset is the high watermark.
 // Every call is recorded
 // (method, node, request, whether the caller aborted it). Nothing touches
 // the network or the file system.
@@ -49,6 +52,8 @@ interface Part {
   hw: number;
   /** Idempotent producers' state, by producer id. */
   producers: Map<bigint, ProducerState>;
+  /** Aborted transactions: producer, first offset, and the offset of the abort marker. */
+  aborted: { producerId: bigint; firstOffset: number; markerOffset: number }[];
 }
 
 /** What a leader remembers of an idempotent producer on a partition. */
@@ -116,7 +121,7 @@ export class MemCluster {
   topic(name: string, partitions: number, nodes = 1): this {
     this.topics.set(name, {
       id: `id-${name}`,
-      parts: Array.from({ length: partitions }, (_, p) => ({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map() })),
+      parts: Array.from({ length: partitions }, (_, p) => ({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map(), aborted: [] })),
       configs: {},
     });
     this.version++;
@@ -126,7 +131,7 @@ export class MemCluster {
   /** addPartitions raises a topic's partition count, as CreatePartitions does. */
   addPartitions(name: string, total: number, nodes = 1): void {
     const t = this.topics.get(name)!;
-    for (let p = t.parts.length; p < total; p++) t.parts.push({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map() });
+    for (let p = t.parts.length; p < total; p++) t.parts.push({ leader: (p % nodes) + 1, epoch: 1, batches: [], hw: 0, producers: new Map(), aborted: [] });
     this.version++;
     for (const m of this.members.values()) m.sent = "";
   }
@@ -161,6 +166,16 @@ export class MemCluster {
     const enc = new TextEncoder();
     const b = await buildBatch({}, values.map((v) => ({ key: null, value: enc.encode(v), headers: [], timestamp })));
     this.append(this.topics.get(topic)!.parts[partition]!, b);
+  }
+
+  /** appendBatch appends a batch as it was built (transactional batches, markers) and returns its base offset. */
+  appendBatch(topic: string, partition: number, b: Uint8Array): number {
+    return this.append(this.topics.get(topic)!.parts[partition]!, b);
+  }
+
+  /** abortedTxn records an aborted transaction of a partition, which read_committed fetches answer. */
+  abortedTxn(topic: string, partition: number, producerId: bigint, firstOffset: number, markerOffset: number): void {
+    this.topics.get(topic)!.parts[partition]!.aborted.push({ producerId, firstOffset, markerOffset });
   }
 
   /** callsOf returns the recorded calls of one method, in order. */
@@ -446,20 +461,29 @@ export class MemCluster {
             }
             const chunks: Uint8Array[] = [];
             let size = 0;
+            let end = from;
             const max = fp.maxBytes || 1 << 20;
             for (const b of p.batches) {
               if (b.next <= from) continue;
               if (chunks.length && size + b.bytes.length > max) break;
               chunks.push(b.bytes);
               size += b.bytes.length;
+              end = b.next;
             }
+            // As a storage node: the aborted transactions whose marker is at
+            // or after the fetch offset and which begin below the end of
+            // what is returned; none under read_uncommitted.
+            const abortedTransactions =
+              req.isolationLevel === common.IsolationLevel.READ_COMMITTED
+                ? p.aborted.filter((a) => a.markerOffset >= from && a.firstOffset < end).map((a) => ({ producerId: a.producerId, firstOffset: BigInt(a.firstOffset) }))
+                : [];
             const records = new Uint8Array(size);
             let o = 0;
             for (const c of chunks) {
               records.set(c, o);
               o += c.length;
             }
-            return { topic: fp.topic, partition: fp.partition, highWatermark: BigInt(p.hw), records };
+            return { topic: fp.topic, partition: fp.partition, highWatermark: BigInt(p.hw), lastStableOffset: BigInt(p.hw), records, abortedTransactions };
           });
           const bytes = out.reduce((a, x) => a + ("records" in x ? x.records!.length : 0), 0);
           if (bytes >= Math.max(req.minBytes, 1) || out.some((x) => "error" in x) || Date.now() >= deadline || ctx.signal.aborted) return { partitions: out };

@@ -9,6 +9,7 @@ import { decompress as fzstd } from "fzstd";
 import { lz4Compress, lz4Decompress } from "../../src/codecs/lz4.js";
 import { zstdCompress } from "../../src/codecs/zstd.js";
 import type { CodecName, RecordInput } from "../../src/index.js";
+import { isControl, isTransactional } from "../../src/recordbatch.js";
 import { hex, readFixture, unhex } from "../testdata.js";
 
 interface SharedRecord {
@@ -24,6 +25,8 @@ interface SharedVector {
   codec: number;
   exact: boolean;
   idempotent: boolean;
+  transactional: boolean;
+  attributes: number;
   producerId: string;
   producerEpoch: number;
   baseSequence: number;
@@ -45,6 +48,9 @@ describe("shared record-batch vectors", () => {
       const bytes = unhex(v.hex);
       const { header: h, records } = await decodeBatch(bytes);
       assert.equal(h.attributes & 7, v.codec);
+      assert.equal(h.attributes, v.attributes);
+      assert.equal(isTransactional(h), v.transactional);
+      assert.equal(isControl(h), (v.attributes & 0x20) !== 0);
       assert.equal(String(h.baseOffset), v.baseOffset);
       assert.equal(h.partitionLeaderEpoch, v.partitionLeaderEpoch);
       assert.equal(h.crc, v.crc);
@@ -66,7 +72,14 @@ describe("shared record-batch vectors", () => {
       );
       if (v.exact) {
         const again = await buildBatch(
-          { codec: codecName(v.codec), idempotent: v.idempotent, producerId: BigInt(v.producerId), producerEpoch: v.producerEpoch, baseSequence: v.baseSequence },
+          {
+            codec: codecName(v.codec),
+            idempotent: v.idempotent,
+            transactional: v.transactional,
+            producerId: BigInt(v.producerId),
+            producerEpoch: v.producerEpoch,
+            baseSequence: v.baseSequence,
+          },
           v.records.map((r) => ({
             key: r.key === null ? null : unhex(r.key),
             value: r.value === null ? null : unhex(r.value),

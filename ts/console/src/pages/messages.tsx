@@ -1,7 +1,10 @@
 // Browsing one partition (from the start, the end, an offset or a time),
-// following it live, searching the loaded window, and producing.
+// following it live, searching the loaded window, and producing. Records
+// are read committed (Kafka's read_committed, as `strata consume` reads by
+// default) unless the user switches to uncommitted ones too.
 import { useEffect, useMemo, useRef, useState, type FormEvent } from "react";
 import { errorText, gateway, isAborted } from "../api";
+import { IsolationLevel } from "../gen/strata/common/v1/common_pb";
 import { ErrorBox, Value, type ValueFormat } from "../components";
 import { num, time } from "../format";
 import type { JSONFetchedRecord, JSONHeader } from "../gen/strata/gateway/v1/gateway_pb";
@@ -34,6 +37,11 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const [tail, setTail] = useState(false);
+  // Off: read_committed, each partition up to its last stable offset and
+  // without aborted transactions' records. On: read_uncommitted, every
+  // record up to the high watermark.
+  const [uncommitted, setUncommitted] = useState(false);
+  const isolationLevel = uncommitted ? IsolationLevel.READ_UNCOMMITTED : IsolationLevel.READ_COMMITTED;
   const nextRef = useRef<bigint | undefined>(undefined);
   nextRef.current = next;
   // Each load takes a number; an answer to an older one (a partition
@@ -45,7 +53,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
     const got: JSONFetchedRecord[] = [];
     let high = 0n;
     for (let i = 0; i < 5 && got.length < pageSize; i++) {
-      const r = await gateway.fetchJSON({ topic, partition, offset: at, maxRecords: pageSize - got.length, maxWaitMs: 0 }, { signal });
+      const r = await gateway.fetchJSON({ topic, partition, offset: at, maxRecords: pageSize - got.length, maxWaitMs: 0, isolationLevel }, { signal });
       got.push(...r.records);
       high = r.highWatermark;
       at = r.nextOffset;
@@ -63,7 +71,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
       let start: bigint;
       if (from === "start") start = -2n;
       else if (from === "end") {
-        const r = await gateway.fetchJSON({ topic, partition, offset: -2n, maxRecords: 1, maxWaitMs: 0 });
+        const r = await gateway.fetchJSON({ topic, partition, offset: -2n, maxRecords: 1, maxWaitMs: 0, isolationLevel });
         start = r.highWatermark - BigInt(pageSize);
         if (start < r.logStartOffset) start = r.logStartOffset;
       } else if (from === "offset") start = BigInt(offset || "0");
@@ -101,11 +109,12 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
     }
   };
 
-  // Load the end of partition 0 when the tab opens and when the partition changes.
+  // Load the end of partition 0 when the tab opens, and the window again
+  // when the partition or the isolation level changes.
   useEffect(() => {
     void load();
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [topic, partition]);
+  }, [topic, partition, isolationLevel]);
 
   // Live tail: long-poll from the end of the window for as long as it is on.
   useEffect(() => {
@@ -115,7 +124,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
       while (!abort.signal.aborted) {
         try {
           const at = nextRef.current ?? -1n;
-          const r = await gateway.fetchJSON({ topic, partition, offset: at, maxRecords: 500, maxWaitMs: 5000 }, { signal: abort.signal });
+          const r = await gateway.fetchJSON({ topic, partition, offset: at, maxRecords: 500, maxWaitMs: 5000, isolationLevel }, { signal: abort.signal });
           if (abort.signal.aborted) return;
           if (r.records.length) setRecords((old) => [...old, ...r.records].slice(-windowLimit));
           setNext(r.nextOffset);
@@ -130,7 +139,7 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
       }
     })();
     return () => abort.abort();
-  }, [tail, topic, partition]);
+  }, [tail, topic, partition, isolationLevel]);
 
   const q = search.trim().toLowerCase();
   const shown = useMemo(() => (q ? records.filter((r) => recordMatches(r, q)) : records), [records, q]);
@@ -165,12 +174,16 @@ export function Messages({ topic, partitions }: { topic: string; partitions: num
         <div className="row">
           <button type="submit" aria-busy={busy} disabled={busy} data-testid="browse-load">Load</button>
           <label className="inline"><input type="checkbox" role="switch" checked={tail} onChange={(e) => setTail(e.target.checked)} data-testid="browse-tail" /> Live tail</label>
+          <label className="inline" title="Off: committed records only, as a read_committed consumer reads them. On: every record up to the high watermark, those of open and aborted transactions too.">
+            <input type="checkbox" role="switch" checked={uncommitted} onChange={(e) => setUncommitted(e.target.checked)} data-testid="browse-uncommitted" /> Uncommitted records
+          </label>
           <input type="search" placeholder="Search the loaded messages" value={search} onChange={(e) => setSearch(e.target.value)} data-testid="browse-search" />
         </div>
       </form>
       <ErrorBox error={error} />
       <p className="muted" data-testid="browse-status">
-        {shown.length} of {records.length} loaded messages shown{hw !== undefined ? `; high watermark ${num(hw)}` : ""}{tail ? "; following new messages" : ""}
+        {shown.length} of {records.length} loaded messages shown{hw !== undefined ? `; high watermark ${num(hw)}` : ""}
+        {uncommitted ? "; uncommitted records included" : "; committed records only"}{tail ? "; following new messages" : ""}
       </p>
       <table className="striped records" data-testid="records">
         <thead><tr><th>Offset</th><th>Time (UTC)</th><th>Key</th><th>Value</th><th>Headers</th></tr></thead>

@@ -884,8 +884,9 @@ export enum IsolationLevel {
   READ_UNCOMMITTED = 1,
 
   /**
-   * Return records below the last stable offset. Strata has no transactions yet, so the last
-   * stable offset equals the high watermark and both levels read the same records.
+   * Return records below the last stable offset (the first offset of the oldest open
+   * transaction, or the high watermark when none is open), with the aborted transactions of
+   * what is returned, whose records the reader drops.
    *
    * @generated from enum value: ISOLATION_LEVEL_READ_COMMITTED = 2;
    */
