@@ -19,8 +19,8 @@ package gatewayv1
 
 import (
 	v1 "github.com/strata-mq/strata/gen/strata/common/v1"
-	v11 "github.com/strata-mq/strata/gen/strata/controller/v1"
-	v12 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
+	v12 "github.com/strata-mq/strata/gen/strata/controller/v1"
+	v11 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -279,7 +279,11 @@ type FindCoordinatorRequest struct {
 	// Name of the owning instance's listener whose address to answer; empty means the
 	// gateway's --client-listener. The Kafka bridge asks for "kafka", the coordinator's Kafka
 	// listener (kafka://host:port); an owner without that listener answers its default address.
-	Listener      string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
+	Listener string `protobuf:"bytes,2,opt,name=listener,proto3" json:"listener,omitempty"`
+	// What group_id names: a group (unspecified or COORDINATOR_KEY_TYPE_GROUP), which needs
+	// describe on the group, or a transactional id (COORDINATOR_KEY_TYPE_TRANSACTION), as Kafka's
+	// FindCoordinator key type.
+	KeyType       v11.CoordinatorKeyType `protobuf:"varint,3,opt,name=key_type,json=keyType,proto3,enum=strata.coordinator.v1.CoordinatorKeyType" json:"key_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -326,6 +330,13 @@ func (x *FindCoordinatorRequest) GetListener() string {
 		return x.Listener
 	}
 	return ""
+}
+
+func (x *FindCoordinatorRequest) GetKeyType() v11.CoordinatorKeyType {
+	if x != nil {
+		return x.KeyType
+	}
+	return v11.CoordinatorKeyType(0)
 }
 
 // FindCoordinatorResponse names the coordinator to use.
@@ -561,7 +572,7 @@ func (x *CreateTopicRequest) GetValidateOnly() bool {
 type CreateTopicResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The topic as created (or as it would be with validate_only).
-	Topic         *v11.TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Topic         *v12.TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,7 +607,7 @@ func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{9}
 }
 
-func (x *CreateTopicResponse) GetTopic() *v11.TopicDescription {
+func (x *CreateTopicResponse) GetTopic() *v12.TopicDescription {
 	if x != nil {
 		return x.Topic
 	}
@@ -773,7 +784,7 @@ func (x *DescribeTopicsRequest) GetIncludeLogExtents() bool {
 type DescribeTopicsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One description per requested name in request order, or every topic sorted by name.
-	Topics []*v11.TopicDescription `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	Topics []*v12.TopicDescription `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
 	// With include_offsets: one entry per partition of the described topics, sorted by topic
 	// and partition.
 	PartitionOffsets []*PartitionOffsets `protobuf:"bytes,2,rep,name=partition_offsets,json=partitionOffsets,proto3" json:"partition_offsets,omitempty"`
@@ -811,7 +822,7 @@ func (*DescribeTopicsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{13}
 }
 
-func (x *DescribeTopicsResponse) GetTopics() []*v11.TopicDescription {
+func (x *DescribeTopicsResponse) GetTopics() []*v12.TopicDescription {
 	if x != nil {
 		return x.Topics
 	}
@@ -1003,7 +1014,7 @@ func (x *ListTopicsRequest) GetIncludeInternal() bool {
 type ListTopicsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Topics sorted by name.
-	Topics        []*v11.TopicListing `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	Topics        []*v12.TopicListing `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1038,7 +1049,7 @@ func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{16}
 }
 
-func (x *ListTopicsResponse) GetTopics() []*v11.TopicListing {
+func (x *ListTopicsResponse) GetTopics() []*v12.TopicListing {
 	if x != nil {
 		return x.Topics
 	}
@@ -1123,7 +1134,7 @@ func (x *AlterTopicConfigRequest) GetValidateOnly() bool {
 type AlterTopicConfigResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Effective configuration after the change, sorted by key.
-	Configs       []*v11.ConfigEntry `protobuf:"bytes,1,rep,name=configs,proto3" json:"configs,omitempty"`
+	Configs       []*v12.ConfigEntry `protobuf:"bytes,1,rep,name=configs,proto3" json:"configs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1158,7 +1169,7 @@ func (*AlterTopicConfigResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{18}
 }
 
-func (x *AlterTopicConfigResponse) GetConfigs() []*v11.ConfigEntry {
+func (x *AlterTopicConfigResponse) GetConfigs() []*v12.ConfigEntry {
 	if x != nil {
 		return x.Configs
 	}
@@ -1208,9 +1219,9 @@ type DescribeClusterResponse struct {
 	// Cluster id (UUID text).
 	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Controller quorum and the active controller.
-	Controllers *v11.ControllerQuorum `protobuf:"bytes,2,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	Controllers *v12.ControllerQuorum `protobuf:"bytes,2,opt,name=controllers,proto3" json:"controllers,omitempty"`
 	// Every registered storage node, sorted by id.
-	Nodes []*v11.NodeStatus `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*v12.NodeStatus `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Latest metadata version the controller has seen.
 	MetadataVersion int64 `protobuf:"varint,4,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
 	// Number of partitions without a live leader.
@@ -1263,14 +1274,14 @@ func (x *DescribeClusterResponse) GetClusterId() string {
 	return ""
 }
 
-func (x *DescribeClusterResponse) GetControllers() *v11.ControllerQuorum {
+func (x *DescribeClusterResponse) GetControllers() *v12.ControllerQuorum {
 	if x != nil {
 		return x.Controllers
 	}
 	return nil
 }
 
-func (x *DescribeClusterResponse) GetNodes() []*v11.NodeStatus {
+func (x *DescribeClusterResponse) GetNodes() []*v12.NodeStatus {
 	if x != nil {
 		return x.Nodes
 	}
@@ -1389,7 +1400,7 @@ func (x *ServiceStatus) GetMessage() string {
 type ListGroupsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only groups in these states; empty means every state.
-	States []v12.GroupState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.GroupState" json:"states,omitempty"`
+	States []v11.GroupState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.GroupState" json:"states,omitempty"`
 	// Also describe every listed group (DescribeGroup on its coordinator) and report its total
 	// lag in lags. Not sent upstream.
 	IncludeLag    bool `protobuf:"varint,2,opt,name=include_lag,json=includeLag,proto3" json:"include_lag,omitempty"`
@@ -1427,7 +1438,7 @@ func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{22}
 }
 
-func (x *ListGroupsRequest) GetStates() []v12.GroupState {
+func (x *ListGroupsRequest) GetStates() []v11.GroupState {
 	if x != nil {
 		return x.States
 	}
@@ -1445,7 +1456,7 @@ func (x *ListGroupsRequest) GetIncludeLag() bool {
 type ListGroupsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Groups sorted by id.
-	Groups []*v12.GroupListing `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []*v11.GroupListing `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
 	// With include_lag: one entry per listed group, in the order of groups.
 	Lags          []*GroupLag `protobuf:"bytes,2,rep,name=lags,proto3" json:"lags,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1482,7 +1493,7 @@ func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{23}
 }
 
-func (x *ListGroupsResponse) GetGroups() []*v12.GroupListing {
+func (x *ListGroupsResponse) GetGroups() []*v11.GroupListing {
 	if x != nil {
 		return x.Groups
 	}
@@ -1628,7 +1639,7 @@ func (x *DescribeGroupRequest) GetGroupId() string {
 type DescribeGroupResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The group with members, assignments and lag.
-	Group         *v12.GroupDescription `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Group         *v11.GroupDescription `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1663,7 +1674,7 @@ func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{26}
 }
 
-func (x *DescribeGroupResponse) GetGroup() *v12.GroupDescription {
+func (x *DescribeGroupResponse) GetGroup() *v11.GroupDescription {
 	if x != nil {
 		return x.Group
 	}
@@ -1678,7 +1689,7 @@ type ResetOffsetsRequest struct {
 	// Partitions to reset; a TopicPartitions with no partitions means every partition.
 	Topics []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
 	// Where to move the offsets.
-	Spec v12.ResetSpec `protobuf:"varint,3,opt,name=spec,proto3,enum=strata.coordinator.v1.ResetSpec" json:"spec,omitempty"`
+	Spec v11.ResetSpec `protobuf:"varint,3,opt,name=spec,proto3,enum=strata.coordinator.v1.ResetSpec" json:"spec,omitempty"`
 	// Target offset for RESET_SPEC_OFFSET.
 	Offset int64 `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`
 	// Target time for RESET_SPEC_TIMESTAMP, in Unix ms.
@@ -1733,11 +1744,11 @@ func (x *ResetOffsetsRequest) GetTopics() []*v1.TopicPartitions {
 	return nil
 }
 
-func (x *ResetOffsetsRequest) GetSpec() v12.ResetSpec {
+func (x *ResetOffsetsRequest) GetSpec() v11.ResetSpec {
 	if x != nil {
 		return x.Spec
 	}
-	return v12.ResetSpec(0)
+	return v11.ResetSpec(0)
 }
 
 func (x *ResetOffsetsRequest) GetOffset() int64 {
@@ -1765,7 +1776,7 @@ func (x *ResetOffsetsRequest) GetDryRun() bool {
 type ResetOffsetsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per reset partition, sorted by topic and partition.
-	Partitions    []*v12.ResetOffsetsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions    []*v11.ResetOffsetsPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1800,7 +1811,7 @@ func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
 }
 
-func (x *ResetOffsetsResponse) GetPartitions() []*v12.ResetOffsetsPartitionResult {
+func (x *ResetOffsetsResponse) GetPartitions() []*v11.ResetOffsetsPartitionResult {
 	if x != nil {
 		return x.Partitions
 	}
@@ -2735,7 +2746,7 @@ func (*JSONFetchedRecord_ValueBytes) isJSONFetchedRecord_ValueData() {}
 type AlterPartitionReassignmentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per partition.
-	Reassignments []*v11.PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	Reassignments []*v12.PartitionReassignment `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
 	// When above 0, the replication throttle of moving replicas, bytes per second per node.
 	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
 	unknownFields          protoimpl.UnknownFields
@@ -2772,7 +2783,7 @@ func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v11.PartitionReassignment {
+func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v12.PartitionReassignment {
 	if x != nil {
 		return x.Reassignments
 	}
@@ -2791,7 +2802,7 @@ func (x *AlterPartitionReassignmentsRequest) GetThrottleBytesPerSecond() int64 {
 type AlterPartitionReassignmentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per requested partition, in request order.
-	Results       []*v11.PartitionReassignmentResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Results       []*v12.PartitionReassignmentResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2826,7 +2837,7 @@ func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
-func (x *AlterPartitionReassignmentsResponse) GetResults() []*v11.PartitionReassignmentResult {
+func (x *AlterPartitionReassignmentsResponse) GetResults() []*v12.PartitionReassignmentResult {
 	if x != nil {
 		return x.Results
 	}
@@ -2885,7 +2896,7 @@ func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
 type ListPartitionReassignmentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Partitions with adding or removing replicas, sorted by topic and partition.
-	Reassignments []*v11.PartitionChange `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
+	Reassignments []*v12.PartitionChange `protobuf:"bytes,1,rep,name=reassignments,proto3" json:"reassignments,omitempty"`
 	// The replication throttle of moving replicas, bytes per second per node; 0 when none.
 	ThrottleBytesPerSecond int64 `protobuf:"varint,2,opt,name=throttle_bytes_per_second,json=throttleBytesPerSecond,proto3" json:"throttle_bytes_per_second,omitempty"`
 	unknownFields          protoimpl.UnknownFields
@@ -2922,7 +2933,7 @@ func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
-func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v11.PartitionChange {
+func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v12.PartitionChange {
 	if x != nil {
 		return x.Reassignments
 	}
@@ -2995,11 +3006,11 @@ func (x *RebalanceRequest) GetThrottleBytesPerSecond() int64 {
 type RebalanceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The moves, sorted by topic and partition.
-	Moves []*v11.PlannedMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	Moves []*v12.PlannedMove `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
 	// Every node's load before the plan.
-	Before []*v11.NodeLoad `protobuf:"bytes,2,rep,name=before,proto3" json:"before,omitempty"`
+	Before []*v12.NodeLoad `protobuf:"bytes,2,rep,name=before,proto3" json:"before,omitempty"`
 	// Every node's load once the plan is done.
-	After []*v11.NodeLoad `protobuf:"bytes,3,rep,name=after,proto3" json:"after,omitempty"`
+	After []*v12.NodeLoad `protobuf:"bytes,3,rep,name=after,proto3" json:"after,omitempty"`
 	// True when the moves were started.
 	Started bool `protobuf:"varint,4,opt,name=started,proto3" json:"started,omitempty"`
 	// Partitions already being moved when the plan was made.
@@ -3038,21 +3049,21 @@ func (*RebalanceResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
-func (x *RebalanceResponse) GetMoves() []*v11.PlannedMove {
+func (x *RebalanceResponse) GetMoves() []*v12.PlannedMove {
 	if x != nil {
 		return x.Moves
 	}
 	return nil
 }
 
-func (x *RebalanceResponse) GetBefore() []*v11.NodeLoad {
+func (x *RebalanceResponse) GetBefore() []*v12.NodeLoad {
 	if x != nil {
 		return x.Before
 	}
 	return nil
 }
 
-func (x *RebalanceResponse) GetAfter() []*v11.NodeLoad {
+func (x *RebalanceResponse) GetAfter() []*v12.NodeLoad {
 	if x != nil {
 		return x.After
 	}
@@ -3141,9 +3152,9 @@ func (x *DrainNodeRequest) GetThrottleBytesPerSecond() int64 {
 type DrainNodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node after the change.
-	Node *v11.NodeStatus `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Node *v12.NodeStatus `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Moves started to take the node's replicas away.
-	Moves []*v11.PlannedMove `protobuf:"bytes,2,rep,name=moves,proto3" json:"moves,omitempty"`
+	Moves []*v12.PlannedMove `protobuf:"bytes,2,rep,name=moves,proto3" json:"moves,omitempty"`
 	// Replicas the node holds now.
 	Replicas      int32 `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3180,14 +3191,14 @@ func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
-func (x *DrainNodeResponse) GetNode() *v11.NodeStatus {
+func (x *DrainNodeResponse) GetNode() *v12.NodeStatus {
 	if x != nil {
 		return x.Node
 	}
 	return nil
 }
 
-func (x *DrainNodeResponse) GetMoves() []*v11.PlannedMove {
+func (x *DrainNodeResponse) GetMoves() []*v12.PlannedMove {
 	if x != nil {
 		return x.Moves
 	}
@@ -3269,7 +3280,7 @@ func (x *CreatePartitionsRequest) GetValidateOnly() bool {
 type CreatePartitionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The topic after the change.
-	Topic         *v11.TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Topic         *v12.TopicDescription `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3304,7 +3315,7 @@ func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
 }
 
-func (x *CreatePartitionsResponse) GetTopic() *v11.TopicDescription {
+func (x *CreatePartitionsResponse) GetTopic() *v12.TopicDescription {
 	if x != nil {
 		return x.Topic
 	}
@@ -3315,7 +3326,7 @@ func (x *CreatePartitionsResponse) GetTopic() *v11.TopicDescription {
 type ElectLeadersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How to elect.
-	ElectionType v11.ElectionType `protobuf:"varint,1,opt,name=election_type,json=electionType,proto3,enum=strata.controller.v1.ElectionType" json:"election_type,omitempty"`
+	ElectionType v12.ElectionType `protobuf:"varint,1,opt,name=election_type,json=electionType,proto3,enum=strata.controller.v1.ElectionType" json:"election_type,omitempty"`
 	// Partitions; empty means every partition whose leader is not the preferred replica.
 	Partitions    []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -3352,11 +3363,11 @@ func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
 }
 
-func (x *ElectLeadersRequest) GetElectionType() v11.ElectionType {
+func (x *ElectLeadersRequest) GetElectionType() v12.ElectionType {
 	if x != nil {
 		return x.ElectionType
 	}
-	return v11.ElectionType(0)
+	return v12.ElectionType(0)
 }
 
 func (x *ElectLeadersRequest) GetPartitions() []*v1.TopicPartitions {
@@ -3370,7 +3381,7 @@ func (x *ElectLeadersRequest) GetPartitions() []*v1.TopicPartitions {
 type ElectLeadersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per partition considered.
-	Partitions    []*v11.ElectLeadersResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions    []*v12.ElectLeadersResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3405,7 +3416,7 @@ func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
 }
 
-func (x *ElectLeadersResponse) GetPartitions() []*v11.ElectLeadersResult {
+func (x *ElectLeadersResponse) GetPartitions() []*v12.ElectLeadersResult {
 	if x != nil {
 		return x.Partitions
 	}
@@ -3766,7 +3777,7 @@ func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
 type DeleteAclsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Bindings matching this filter are deleted.
-	Filter        *v11.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter        *v12.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3801,7 +3812,7 @@ func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
 }
 
-func (x *DeleteAclsRequest) GetFilter() *v11.AclFilter {
+func (x *DeleteAclsRequest) GetFilter() *v12.AclFilter {
 	if x != nil {
 		return x.Filter
 	}
@@ -3858,7 +3869,7 @@ func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
 type DescribeAclsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Bindings matching this filter are listed.
-	Filter        *v11.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	Filter        *v12.AclFilter `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3893,7 +3904,7 @@ func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
 	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
 }
 
-func (x *DescribeAclsRequest) GetFilter() *v11.AclFilter {
+func (x *DescribeAclsRequest) GetFilter() *v12.AclFilter {
 	if x != nil {
 		return x.Filter
 	}
@@ -4157,7 +4168,7 @@ type WatchClusterResponse struct {
 	// Metadata version (etcd revision) the overview reflects.
 	MetadataVersion int64 `protobuf:"varint,2,opt,name=metadata_version,json=metadataVersion,proto3" json:"metadata_version,omitempty"`
 	// Controller quorum and the active controller; unset without describe on the cluster.
-	Controllers *v11.ControllerQuorum `protobuf:"bytes,3,opt,name=controllers,proto3" json:"controllers,omitempty"`
+	Controllers *v12.ControllerQuorum `protobuf:"bytes,3,opt,name=controllers,proto3" json:"controllers,omitempty"`
 	// Every registered storage node, sorted by id; empty without describe on the cluster.
 	Nodes []*NodeOverview `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Topics the caller may describe, sorted by name; internal topics left out.
@@ -4218,7 +4229,7 @@ func (x *WatchClusterResponse) GetMetadataVersion() int64 {
 	return 0
 }
 
-func (x *WatchClusterResponse) GetControllers() *v11.ControllerQuorum {
+func (x *WatchClusterResponse) GetControllers() *v12.ControllerQuorum {
 	if x != nil {
 		return x.Controllers
 	}
@@ -4273,7 +4284,7 @@ type NodeOverview struct {
 	// The node's id, address and rack.
 	Node *v1.Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Liveness and eligibility.
-	State v11.NodeState `protobuf:"varint,2,opt,name=state,proto3,enum=strata.controller.v1.NodeState" json:"state,omitempty"`
+	State v12.NodeState `protobuf:"varint,2,opt,name=state,proto3,enum=strata.controller.v1.NodeState" json:"state,omitempty"`
 	// True while the node is drained.
 	Drained bool `protobuf:"varint,3,opt,name=drained,proto3" json:"drained,omitempty"`
 	// Replicas the node holds by the metadata.
@@ -4325,11 +4336,11 @@ func (x *NodeOverview) GetNode() *v1.Node {
 	return nil
 }
 
-func (x *NodeOverview) GetState() v11.NodeState {
+func (x *NodeOverview) GetState() v12.NodeState {
 	if x != nil {
 		return x.State
 	}
-	return v11.NodeState(0)
+	return v12.NodeState(0)
 }
 
 func (x *NodeOverview) GetDrained() bool {
@@ -4624,10 +4635,11 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x06topics\x18\x03 \x03(\v2\x1f.strata.common.v1.TopicMetadataR\x06topics\x12%\n" +
 	"\x0eunknown_topics\x18\x04 \x03(\tR\runknownTopics\x12)\n" +
 	"\x10metadata_version\x18\x05 \x01(\x03R\x0fmetadataVersion\x12E\n" +
-	"\x12kafka_coordinators\x18\x06 \x03(\v2\x16.strata.common.v1.NodeR\x11kafkaCoordinators\"O\n" +
+	"\x12kafka_coordinators\x18\x06 \x03(\v2\x16.strata.common.v1.NodeR\x11kafkaCoordinators\"\x95\x01\n" +
 	"\x16FindCoordinatorRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x12\x1a\n" +
-	"\blistener\x18\x02 \x01(\tR\blistener\"Z\n" +
+	"\blistener\x18\x02 \x01(\tR\blistener\x12D\n" +
+	"\bkey_type\x18\x03 \x01(\x0e2).strata.coordinator.v1.CoordinatorKeyTypeR\akeyType\"Z\n" +
 	"\x17FindCoordinatorResponse\x12%\n" +
 	"\x0ecoordinator_id\x18\x01 \x01(\tR\rcoordinatorId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"\x17\n" +
@@ -5054,159 +5066,161 @@ var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 	nil,                                         // 74: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
 	(*v1.Node)(nil),                             // 75: strata.common.v1.Node
 	(*v1.TopicMetadata)(nil),                    // 76: strata.common.v1.TopicMetadata
-	(*v11.TopicDescription)(nil),                // 77: strata.controller.v1.TopicDescription
-	(*v1.ErrorDetail)(nil),                      // 78: strata.common.v1.ErrorDetail
-	(*v11.TopicListing)(nil),                    // 79: strata.controller.v1.TopicListing
-	(*v11.ConfigEntry)(nil),                     // 80: strata.controller.v1.ConfigEntry
-	(*v11.ControllerQuorum)(nil),                // 81: strata.controller.v1.ControllerQuorum
-	(*v11.NodeStatus)(nil),                      // 82: strata.controller.v1.NodeStatus
-	(v12.GroupState)(0),                         // 83: strata.coordinator.v1.GroupState
-	(*v12.GroupListing)(nil),                    // 84: strata.coordinator.v1.GroupListing
-	(*v12.GroupDescription)(nil),                // 85: strata.coordinator.v1.GroupDescription
-	(*v1.TopicPartitions)(nil),                  // 86: strata.common.v1.TopicPartitions
-	(v12.ResetSpec)(0),                          // 87: strata.coordinator.v1.ResetSpec
-	(*v12.ResetOffsetsPartitionResult)(nil),     // 88: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(v1.Acks)(0),                                // 89: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                      // 90: strata.common.v1.IsolationLevel
-	(*v11.PartitionReassignment)(nil),           // 91: strata.controller.v1.PartitionReassignment
-	(*v11.PartitionReassignmentResult)(nil),     // 92: strata.controller.v1.PartitionReassignmentResult
-	(*v11.PartitionChange)(nil),                 // 93: strata.controller.v1.PartitionChange
-	(*v11.PlannedMove)(nil),                     // 94: strata.controller.v1.PlannedMove
-	(*v11.NodeLoad)(nil),                        // 95: strata.controller.v1.NodeLoad
-	(v11.ElectionType)(0),                       // 96: strata.controller.v1.ElectionType
-	(*v11.ElectLeadersResult)(nil),              // 97: strata.controller.v1.ElectLeadersResult
-	(*v1.UserCredential)(nil),                   // 98: strata.common.v1.UserCredential
-	(*v1.AclBinding)(nil),                       // 99: strata.common.v1.AclBinding
-	(*v11.AclFilter)(nil),                       // 100: strata.controller.v1.AclFilter
-	(*v1.Quota)(nil),                            // 101: strata.common.v1.Quota
-	(v11.NodeState)(0),                          // 102: strata.controller.v1.NodeState
+	(v11.CoordinatorKeyType)(0),                 // 77: strata.coordinator.v1.CoordinatorKeyType
+	(*v12.TopicDescription)(nil),                // 78: strata.controller.v1.TopicDescription
+	(*v1.ErrorDetail)(nil),                      // 79: strata.common.v1.ErrorDetail
+	(*v12.TopicListing)(nil),                    // 80: strata.controller.v1.TopicListing
+	(*v12.ConfigEntry)(nil),                     // 81: strata.controller.v1.ConfigEntry
+	(*v12.ControllerQuorum)(nil),                // 82: strata.controller.v1.ControllerQuorum
+	(*v12.NodeStatus)(nil),                      // 83: strata.controller.v1.NodeStatus
+	(v11.GroupState)(0),                         // 84: strata.coordinator.v1.GroupState
+	(*v11.GroupListing)(nil),                    // 85: strata.coordinator.v1.GroupListing
+	(*v11.GroupDescription)(nil),                // 86: strata.coordinator.v1.GroupDescription
+	(*v1.TopicPartitions)(nil),                  // 87: strata.common.v1.TopicPartitions
+	(v11.ResetSpec)(0),                          // 88: strata.coordinator.v1.ResetSpec
+	(*v11.ResetOffsetsPartitionResult)(nil),     // 89: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(v1.Acks)(0),                                // 90: strata.common.v1.Acks
+	(v1.IsolationLevel)(0),                      // 91: strata.common.v1.IsolationLevel
+	(*v12.PartitionReassignment)(nil),           // 92: strata.controller.v1.PartitionReassignment
+	(*v12.PartitionReassignmentResult)(nil),     // 93: strata.controller.v1.PartitionReassignmentResult
+	(*v12.PartitionChange)(nil),                 // 94: strata.controller.v1.PartitionChange
+	(*v12.PlannedMove)(nil),                     // 95: strata.controller.v1.PlannedMove
+	(*v12.NodeLoad)(nil),                        // 96: strata.controller.v1.NodeLoad
+	(v12.ElectionType)(0),                       // 97: strata.controller.v1.ElectionType
+	(*v12.ElectLeadersResult)(nil),              // 98: strata.controller.v1.ElectLeadersResult
+	(*v1.UserCredential)(nil),                   // 99: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 100: strata.common.v1.AclBinding
+	(*v12.AclFilter)(nil),                       // 101: strata.controller.v1.AclFilter
+	(*v1.Quota)(nil),                            // 102: strata.common.v1.Quota
+	(v12.NodeState)(0),                          // 103: strata.controller.v1.NodeState
 }
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
 	75,  // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
 	76,  // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
 	75,  // 2: strata.gateway.v1.MetadataResponse.kafka_coordinators:type_name -> strata.common.v1.Node
-	73,  // 3: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	77,  // 4: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	77,  // 5: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
-	14,  // 6: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	78,  // 7: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	79,  // 8: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	74,  // 9: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	80,  // 10: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	81,  // 11: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	82,  // 12: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
-	21,  // 13: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	83,  // 14: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	84,  // 15: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	24,  // 16: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
-	78,  // 17: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
-	85,  // 18: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	86,  // 19: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	87,  // 20: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	88,  // 21: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	32,  // 22: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	89,  // 23: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
-	33,  // 24: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	35,  // 25: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	78,  // 26: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	90,  // 27: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	38,  // 28: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
-	33,  // 29: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	91,  // 30: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	92,  // 31: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	93,  // 32: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	94,  // 33: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	95,  // 34: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	95,  // 35: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	82,  // 36: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	94,  // 37: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	77,  // 38: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	96,  // 39: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	86,  // 40: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	97,  // 41: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	98,  // 42: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	98,  // 43: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	99,  // 44: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	100, // 45: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	99,  // 46: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	100, // 47: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	99,  // 48: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	101, // 49: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	101, // 50: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	81,  // 51: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	69,  // 52: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
-	70,  // 53: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
-	75,  // 54: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
-	102, // 55: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
-	2,   // 56: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	4,   // 57: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	6,   // 58: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	8,   // 59: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	10,  // 60: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	12,  // 61: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	15,  // 62: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	17,  // 63: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	19,  // 64: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	22,  // 65: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	25,  // 66: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	27,  // 67: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	29,  // 68: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	31,  // 69: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	36,  // 70: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	39,  // 71: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
-	41,  // 72: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
-	43,  // 73: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
-	45,  // 74: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
-	47,  // 75: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
-	49,  // 76: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
-	0,   // 77: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
-	51,  // 78: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
-	53,  // 79: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
-	55,  // 80: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
-	57,  // 81: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
-	59,  // 82: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
-	61,  // 83: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
-	63,  // 84: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
-	65,  // 85: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
-	67,  // 86: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
-	71,  // 87: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
-	3,   // 88: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	5,   // 89: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	7,   // 90: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	9,   // 91: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	11,  // 92: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	13,  // 93: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	16,  // 94: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	18,  // 95: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	20,  // 96: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	23,  // 97: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	26,  // 98: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	28,  // 99: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	30,  // 100: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	34,  // 101: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	37,  // 102: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	40,  // 103: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
-	42,  // 104: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
-	44,  // 105: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
-	46,  // 106: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
-	48,  // 107: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
-	50,  // 108: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
-	1,   // 109: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
-	52,  // 110: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
-	54,  // 111: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
-	56,  // 112: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
-	58,  // 113: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
-	60,  // 114: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
-	62,  // 115: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
-	64,  // 116: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
-	66,  // 117: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
-	68,  // 118: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
-	72,  // 119: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
-	88,  // [88:120] is the sub-list for method output_type
-	56,  // [56:88] is the sub-list for method input_type
-	56,  // [56:56] is the sub-list for extension type_name
-	56,  // [56:56] is the sub-list for extension extendee
-	0,   // [0:56] is the sub-list for field type_name
+	77,  // 3: strata.gateway.v1.FindCoordinatorRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
+	73,  // 4: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	78,  // 5: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	78,  // 6: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	14,  // 7: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
+	79,  // 8: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	80,  // 9: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	74,  // 10: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	81,  // 11: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	82,  // 12: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	83,  // 13: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	21,  // 14: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
+	84,  // 15: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	85,  // 16: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	24,  // 17: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
+	79,  // 18: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
+	86,  // 19: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	87,  // 20: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	88,  // 21: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	89,  // 22: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	32,  // 23: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
+	90,  // 24: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	33,  // 25: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	35,  // 26: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
+	79,  // 27: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	91,  // 28: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	38,  // 29: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
+	33,  // 30: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	92,  // 31: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	93,  // 32: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	94,  // 33: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	95,  // 34: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	96,  // 35: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	96,  // 36: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	83,  // 37: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	95,  // 38: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	78,  // 39: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	97,  // 40: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	87,  // 41: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	98,  // 42: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	99,  // 43: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	99,  // 44: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	100, // 45: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	101, // 46: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	100, // 47: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	101, // 48: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	100, // 49: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	102, // 50: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	102, // 51: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	82,  // 52: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	69,  // 53: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
+	70,  // 54: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
+	75,  // 55: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
+	103, // 56: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
+	2,   // 57: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	4,   // 58: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	6,   // 59: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	8,   // 60: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	10,  // 61: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	12,  // 62: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	15,  // 63: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	17,  // 64: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	19,  // 65: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	22,  // 66: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	25,  // 67: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	27,  // 68: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	29,  // 69: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	31,  // 70: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	36,  // 71: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	39,  // 72: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	41,  // 73: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	43,  // 74: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	45,  // 75: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	47,  // 76: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	49,  // 77: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	0,   // 78: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
+	51,  // 79: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
+	53,  // 80: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
+	55,  // 81: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
+	57,  // 82: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
+	59,  // 83: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
+	61,  // 84: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
+	63,  // 85: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
+	65,  // 86: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
+	67,  // 87: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
+	71,  // 88: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
+	3,   // 89: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	5,   // 90: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	7,   // 91: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	9,   // 92: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	11,  // 93: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	13,  // 94: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	16,  // 95: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	18,  // 96: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	20,  // 97: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	23,  // 98: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	26,  // 99: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	28,  // 100: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	30,  // 101: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	34,  // 102: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	37,  // 103: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	40,  // 104: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	42,  // 105: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	44,  // 106: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	46,  // 107: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	48,  // 108: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	50,  // 109: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	1,   // 110: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
+	52,  // 111: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
+	54,  // 112: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
+	56,  // 113: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
+	58,  // 114: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
+	60,  // 115: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
+	62,  // 116: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
+	64,  // 117: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
+	66,  // 118: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
+	68,  // 119: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
+	72,  // 120: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
+	89,  // [89:121] is the sub-list for method output_type
+	57,  // [57:89] is the sub-list for method input_type
+	57,  // [57:57] is the sub-list for extension type_name
+	57,  // [57:57] is the sub-list for extension extendee
+	0,   // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }

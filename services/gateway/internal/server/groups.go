@@ -28,19 +28,26 @@ func errNoCoordinator() *connect.Error {
 }
 
 // FindCoordinator asks a coordinator (LocateGroup) which instance owns the
-// group. It needs describe on the group.
+// group, or the transactional id. A group needs describe on the group; a
+// transactional id any authenticated caller, as the coordinator's
+// transaction RPCs (Strata's ACLs have no transactional-id resource yet).
 func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
 	if req.Msg.GetGroupId() == "" {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
 	}
-	if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
+	keyType := req.Msg.GetKeyType()
+	if keyType == coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION {
+		if err := g.authenticated(ctx); err != nil {
+			return nil, err
+		}
+	} else if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
 		return nil, err
 	}
 	listener := req.Msg.GetListener()
 	if listener == "" {
 		listener = g.clientListener
 	}
-	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), listener)
+	loc, err := g.locateGroup(ctx, req.Msg.GetGroupId(), listener, keyType)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +56,7 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 	// reaches) for its address on the client listener.
 	for hop := 0; listener != "" && !loc.GetListenerResolved() && hop < maxCoordinatorHops; hop++ {
 		c := coordinatorv1connect.NewCoordinatorServiceClient(g.httpClient, loc.GetAddress(), g.clientOpts...)
-		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: listener})))
+		next, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: req.Msg.GetGroupId(), Listener: listener, KeyType: keyType})))
 		if err != nil {
 			return nil, apierr.Forward(err)
 		}
@@ -66,7 +73,7 @@ func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gate
 			// Another live coordinator holds the owner's broker id, so
 			// Kafka clients cannot be sent to the owner's listener: answer
 			// its default address, and the bridge names a storage node.
-			def, err := g.locateGroup(ctx, req.Msg.GetGroupId(), "")
+			def, err := g.locateGroup(ctx, req.Msg.GetGroupId(), "", keyType)
 			if err != nil {
 				return nil, err
 			}
@@ -105,13 +112,17 @@ func (g *Gateway) registeredKafkaID(nodeID int32) *controllerv1.CoordinatorRegis
 // listener is the advertised listener whose address the answer should
 // carry: the client listener for FindCoordinator, "" (the default address,
 // which the gateway reaches) for calls the gateway makes itself.
-func (g *Gateway) locateGroup(ctx context.Context, group, listener string) (*coordinatorv1.LocateGroupResponse, error) {
+func (g *Gateway) locateGroup(ctx context.Context, group, listener string, kind ...coordinatorv1.CoordinatorKeyType) (*coordinatorv1.LocateGroupResponse, error) {
+	keyType := coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED
+	if len(kind) > 0 {
+		keyType = kind[0]
+	}
 	if len(g.coordinators) == 0 {
 		return nil, errNoCoordinator()
 	}
 	var lastErr error
 	for _, c := range g.coordinators {
-		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group, Listener: listener})))
+		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group, Listener: listener, KeyType: keyType})))
 		if err == nil {
 			return res, nil
 		}

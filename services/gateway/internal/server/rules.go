@@ -13,7 +13,7 @@ import (
 // call. An RPC missing here is refused.
 var rules = guard.Rules{
 	gatewayv1connect.GatewayServiceMetadataProcedure:                    {Access: guard.ACL, Check: "describe on each topic named; asked for all, the topics the caller may describe"},
-	gatewayv1connect.GatewayServiceFindCoordinatorProcedure:             {Access: guard.ACL, Check: "describe on the group"},
+	gatewayv1connect.GatewayServiceFindCoordinatorProcedure:             {Access: guard.ACL, Check: "describe on the group; for a transactional id, any authenticated principal"},
 	gatewayv1connect.GatewayServiceInitProducerIdProcedure:              {Access: guard.Authenticated, Check: "any authenticated principal"},
 	gatewayv1connect.GatewayServiceCreateTopicProcedure:                 {Access: guard.Forwarded, Check: "the controller checks create on the topic, or on the cluster"},
 	gatewayv1connect.GatewayServiceDeleteTopicProcedure:                 {Access: guard.Forwarded, Check: "the controller checks delete on the topic"},
