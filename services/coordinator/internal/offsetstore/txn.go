@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 )
@@ -88,6 +87,11 @@ type TxnWrite struct {
 	// Staged is what becomes of the staged offsets, in the same
 	// database transaction.
 	Staged StagedOffsets
+	// Delete removes the row, its partitions, groups and staged
+	// offsets (the transactional id expired); Row and Staged are then
+	// ignored. The ownership row stays, so the owner epoch keeps
+	// growing.
+	Delete bool
 }
 
 // TxnStore keeps transaction state. Implementations are safe for
@@ -328,6 +332,14 @@ func updateTxn(ctx context.Context, db txnDB, f Fence, fn func(cur *Txn) (TxnWri
 			fnErr = err
 			return err
 		}
+		if w.Delete {
+			for _, table := range []string{"strata_txn_state", "strata_txn_partitions", "strata_txn_groups", "strata_txn_pending_offsets"} {
+				if err := q.exec(ctx, `DELETE FROM `+table+` WHERE transactional_id = $1`, f.GroupID); err != nil {
+					return fmt.Errorf("offsetstore: delete transaction %s: %w", f.GroupID, err)
+				}
+			}
+			return nil
+		}
 		if w.Row != nil {
 			if w.Row.ID != f.GroupID {
 				return fmt.Errorf("offsetstore: transaction %s written under the fence of %s", w.Row.ID, f.GroupID)
@@ -407,7 +419,21 @@ func loadTxnOutside(ctx context.Context, db txnDB, id string) (Txn, bool, error)
 }
 
 func listTxns(ctx context.Context, db txnDB, states []TxnState) ([]Txn, error) {
-	rows, err := db.outside().query(ctx, `SELECT `+txnColumns+` FROM strata_txn_state ORDER BY transactional_id`)
+	where := ""
+	args := make([]any, len(states))
+	for i, st := range states {
+		if i == 0 {
+			where = " WHERE state IN ("
+		} else {
+			where += ", "
+		}
+		where += fmt.Sprintf("$%d", i+1)
+		args[i] = string(st)
+	}
+	if where != "" {
+		where += ")"
+	}
+	rows, err := db.outside().query(ctx, `SELECT `+txnColumns+` FROM strata_txn_state`+where+` ORDER BY transactional_id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("offsetstore: list transactions: %w", err)
 	}
@@ -418,9 +444,7 @@ func listTxns(ctx context.Context, db txnDB, states []TxnState) ([]Txn, error) {
 		if err != nil {
 			return nil, fmt.Errorf("offsetstore: list transactions: %w", err)
 		}
-		if len(states) == 0 || slices.Contains(states, t.State) {
-			out = append(out, t)
-		}
+		out = append(out, t)
 	}
 	return out, rows.Err()
 }

@@ -24,6 +24,12 @@ const (
 	// DefaultTransactionAbortInterval is Kafka's
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms.
 	DefaultTransactionAbortInterval = 10 * time.Second
+	// DefaultTransactionalIDExpiration is Kafka's
+	// transactional.id.expiration.ms.
+	DefaultTransactionalIDExpiration = 7 * 24 * time.Hour
+	// DefaultTransactionalIDExpirationInterval is Kafka's
+	// transaction.remove.expired.transaction.cleanup.interval.ms.
+	DefaultTransactionalIDExpirationInterval = time.Hour
 )
 
 // Config is the coordinator's configuration: serve.Base plus its own flags.
@@ -81,6 +87,17 @@ type Config struct {
 	// transaction.abort.timed.out.transaction.cleanup.interval.ms).
 	// Default (and zero) 10s.
 	TransactionAbortInterval time.Duration
+	// TransactionalIDExpiration deletes a transactional id without a
+	// transaction that nobody used for this long
+	// (--transactional-id-expiration, Kafka's
+	// transactional.id.expiration.ms). Default (and zero) 7 days.
+	TransactionalIDExpiration time.Duration
+	// TransactionalIDExpirationInterval is how often expired
+	// transactional ids are looked for
+	// (--transactional-id-expiration-interval, Kafka's
+	// transaction.remove.expired.transaction.cleanup.interval.ms).
+	// Default (and zero) 1h.
+	TransactionalIDExpirationInterval time.Duration
 	// Kafka is the coordinator's Kafka protocol listener
 	// (--kafka-listener, --kafka-advertise), the group coordinator of
 	// Kafka clients; it asks --gateway for metadata. Default none.
@@ -104,6 +121,8 @@ func (c *Config) RegisterFlags(f *serve.Flags) {
 	f.DurationVar(&c.LagInterval, "lag-interval", orDur(c.LagInterval, DefaultLagInterval), "how often the lag metric of owned groups is refreshed")
 	f.DurationVar(&c.TransactionMaxTimeout, "transaction-max-timeout", orDur(c.TransactionMaxTimeout, DefaultTransactionMaxTimeout), "longest transaction timeout a transactional producer may ask for (Kafka's transaction.max.timeout.ms)")
 	f.DurationVar(&c.TransactionAbortInterval, "transaction-abort-interval", orDur(c.TransactionAbortInterval, DefaultTransactionAbortInterval), "how often transactions past their timeout are aborted (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms)")
+	f.DurationVar(&c.TransactionalIDExpiration, "transactional-id-expiration", orDur(c.TransactionalIDExpiration, DefaultTransactionalIDExpiration), "transactional ids without a transaction unused for this long are deleted (Kafka's transactional.id.expiration.ms)")
+	f.DurationVar(&c.TransactionalIDExpirationInterval, "transactional-id-expiration-interval", orDur(c.TransactionalIDExpirationInterval, DefaultTransactionalIDExpirationInterval), "how often expired transactional ids are looked for (Kafka's transaction.remove.expired.transaction.cleanup.interval.ms)")
 	c.Kafka.RegisterFlags(f, false)
 }
 
@@ -148,6 +167,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TransactionAbortInterval != 0 && c.TransactionAbortInterval < 10*time.Millisecond {
 		p.Flag("transaction-abort-interval", c.TransactionAbortInterval, "must be at least 10ms")
+	}
+	if c.TransactionalIDExpiration < 0 || c.TransactionalIDExpiration != 0 && c.TransactionalIDExpiration < time.Second {
+		p.Flag("transactional-id-expiration", c.TransactionalIDExpiration, "must be at least 1s")
+	}
+	if c.TransactionalIDExpirationInterval < 0 || c.TransactionalIDExpirationInterval != 0 && c.TransactionalIDExpirationInterval < 10*time.Millisecond {
+		p.Flag("transactional-id-expiration-interval", c.TransactionalIDExpirationInterval, "must be at least 10ms")
 	}
 	if strings.ContainsAny(c.InstanceID, " \t\n") {
 		p.Flag("instance-id", c.InstanceID, "must not contain spaces")

@@ -180,6 +180,8 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	// A Config built in code (not from flags) gets the flags' defaults.
 	cfg.TransactionMaxTimeout = orDur(cfg.TransactionMaxTimeout, DefaultTransactionMaxTimeout)
 	cfg.TransactionAbortInterval = orDur(cfg.TransactionAbortInterval, DefaultTransactionAbortInterval)
+	cfg.TransactionalIDExpiration = orDur(cfg.TransactionalIDExpiration, DefaultTransactionalIDExpiration)
+	cfg.TransactionalIDExpirationInterval = orDur(cfg.TransactionalIDExpirationInterval, DefaultTransactionalIDExpirationInterval)
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -232,7 +234,8 @@ func Start(ctx context.Context, cfg *Config, listenAddr string, opts Options) (*
 	ctx, c.cancel = context.WithCancel(serve.Untraced(ctx)) // the loops start no traces
 	c.loopCtx = ctx
 	c.loop(ctx, c.cfg.OwnershipLease/3, c.renew)
-	c.loop(ctx, c.cfg.TransactionAbortInterval, c.sweepTxns) // txnsweep.go
+	c.loop(ctx, c.cfg.TransactionAbortInterval, c.sweepTxns)           // txnsweep.go
+	c.loop(ctx, c.cfg.TransactionalIDExpirationInterval, c.expireTxns) // txnsweep.go
 	c.loop(ctx, min(c.cfg.SessionTimeout/10, 500*time.Millisecond), c.expire)
 	c.loop(ctx, c.cfg.LagInterval, c.refreshLag)
 	if c.view != nil {

@@ -140,10 +140,13 @@ func newTxnRig(t *testing.T) *txnRig {
 
 // start starts a coordinator instance on s; the store is closed by the
 // first instance's cleanup (a second Close is harmless).
-func (r *txnRig) start(t *testing.T, s offsetstore.Store, instance string, abortEvery time.Duration) *Coordinator {
+func (r *txnRig) start(t *testing.T, s offsetstore.Store, instance string, abortEvery time.Duration, tweak ...func(*Config)) *Coordinator {
 	t.Helper()
 	cfg := &Config{InstanceID: instance, Gateway: r.gateway, SessionTimeout: time.Minute, OwnershipLease: time.Minute,
 		LagInterval: time.Hour, TransactionAbortInterval: abortEvery}
+	for _, f := range tweak {
+		f(cfg)
+	}
 	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: r.httpc, Logger: slog.New(slog.DiscardHandler),
 		ProducerIDs: func(context.Context) (int64, int32, error) {
 			r.mu.Lock()
@@ -622,6 +625,38 @@ func TestLocateTransaction(t *testing.T) {
 			wantReason(t, "init on the instance that does not own the id", err, commonv1.Reason_REASON_NOT_COORDINATOR)
 			if h := apierr.AsDetail(err).GetCoordinator(); h.GetTransactionalId() != "x" || h.GetCoordinatorId() != "coordinator-a" {
 				t.Errorf("NOT_COORDINATOR hint %v; want transactional id x at coordinator-a", h)
+			}
+		})
+	}
+}
+
+// A transactional id without a transaction that nobody used for
+// --transactional-id-expiration is deleted: described, it is not found,
+// and its next producer starts over with a new producer id. One with a
+// transaction open is kept however old.
+func TestTxnIdExpires(t *testing.T) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			r := newTxnRig(t)
+			c := r.start(t, openStore(t, kind), "coordinator-a", time.Hour, func(cfg *Config) {
+				cfg.TransactionalIDExpiration, cfg.TransactionalIDExpirationInterval = 300*time.Millisecond, 20*time.Millisecond
+			})
+			pid, _ := initProducer(t, c, "idle")
+			busyPID, busyEpoch := initProducer(t, c, "busy")
+			if _, err := addPartitions(c, "busy", busyPID, busyEpoch, "orders", 0); err != nil {
+				t.Fatal(err)
+			}
+			testwait.Until(t, 10*time.Second, "idle expired", func() error {
+				if d := describeTxn(t, c, "idle"); d.GetError().GetReason() != commonv1.Reason_REASON_TRANSACTIONAL_ID_NOT_FOUND {
+					return fmt.Errorf("%v", d)
+				}
+				return nil
+			})
+			if d := describeTxn(t, c, "busy"); d.GetState() != coordinatorv1.TransactionState_TRANSACTION_STATE_ONGOING {
+				t.Fatalf("an Ongoing transaction expired: %v", d)
+			}
+			if again, _ := initProducer(t, c, "idle"); again == pid {
+				t.Fatalf("the expired id's next producer got its old producer id %d", pid)
 			}
 		})
 	}

@@ -172,7 +172,7 @@ func (c *Coordinator) transitionLocked(ctx context.Context, ot *ownedTxn, step f
 	var out txn.Outcome
 	err := c.store.UpdateTxn(ctx, ot.fence, func(cur *offsetstore.Txn) (offsetstore.TxnWrite, error) {
 		out = step(cur)
-		return offsetstore.TxnWrite{Row: out.Write, Staged: out.Staged}, nil
+		return offsetstore.TxnWrite{Row: out.Write, Staged: out.Staged, Delete: out.Delete}, nil
 	})
 	if err != nil {
 		return txn.Outcome{}, c.txnFenceErr(ctx, ot, err)

@@ -69,3 +69,39 @@ func (c *Coordinator) mayOwnTxn(ctx context.Context, id string, now time.Time) b
 	o, ok, err := c.store.TxnOwner(ctx, id)
 	return err == nil && (!ok || o.OwnerID == c.id || !o.Live(now))
 }
+
+// expireTxns runs every --transactional-id-expiration-interval (Kafka's
+// transaction.remove.expired.transaction.cleanup.interval.ms) and deletes
+// the transactional ids without a transaction that nobody used for
+// --transactional-id-expiration (Kafka's transactional.id.expiration.ms),
+// claiming each as the sweep does; their ownership rows stay, so the owner
+// epoch keeps growing. A producer that comes back after that starts over
+// with a new producer id, as in Kafka.
+func (c *Coordinator) expireTxns(ctx context.Context) {
+	rows, err := c.store.ListTxns(ctx, offsetstore.TxnEmpty, offsetstore.TxnCompleteCommit, offsetstore.TxnCompleteAbort)
+	if err != nil {
+		c.log.Warn("transactional id expiry: list", "err", err)
+		return
+	}
+	after := c.cfg.TransactionalIDExpiration
+	now := time.Now()
+	for _, row := range rows {
+		if ctx.Err() != nil {
+			return
+		}
+		if !txn.Expired(&row, after, now) || !c.mayOwnTxn(ctx, row.ID, now) {
+			continue
+		}
+		ot, err := c.acquireTxn(ctx, row.ID)
+		if err != nil {
+			continue
+		}
+		out, err := c.transitionLocked(ctx, ot, func(cur *offsetstore.Txn) txn.Outcome {
+			return txn.Expire(cur, row.ProducerID, row.ProducerEpoch, after, time.Now())
+		})
+		if err == nil && out.Delete {
+			c.log.Info("transactional id expired", "transactional_id", row.ID, "producer_id", row.ProducerID, "last_update", row.Updated)
+		}
+		ot.mu.Unlock()
+	}
+}

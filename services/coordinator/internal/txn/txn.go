@@ -12,7 +12,8 @@
 // CompleteCommit or CompleteAbort (every marker written) → Ongoing again,
 // or Empty after InitProducerId. Kafka's PrepareEpochFence is not a state
 // here: fencing bumps the epoch and records PrepareAbort in one database
-// transaction. Dead (transactional.id.expiration.ms) is not built.
+// transaction. Kafka's Dead is not a state either: an id unused for
+// transactional.id.expiration.ms is deleted (Expire).
 package txn
 
 import (
@@ -53,6 +54,8 @@ const NoProducerID = -1
 type Outcome struct {
 	Write  *offsetstore.Txn
 	Staged offsetstore.StagedOffsets
+	// Delete deletes the transactional id's row (Expire).
+	Delete bool
 	// Answer is the client's error; nil is success. A step may both
 	// write and answer an error: a fencing InitProducerId records the
 	// abort and answers ErrConcurrent.
@@ -301,6 +304,29 @@ func Timeout(cur *offsetstore.Txn, pid int64, epoch int16, now time.Time) Outcom
 	fenceEpoch(&next)
 	next.State = offsetstore.TxnPrepareAbort
 	return Outcome{Write: &next, Staged: offsetstore.DropStaged, Markers: true}
+}
+
+// Expired reports whether t has no transaction and has not changed for
+// after at now (Kafka's TransactionStateManager: transactional ids in
+// Empty, CompleteCommit or CompleteAbort not used for
+// transactional.id.expiration.ms).
+func Expired(t *offsetstore.Txn, after time.Duration, now time.Time) bool {
+	switch t.State {
+	case offsetstore.TxnEmpty, offsetstore.TxnCompleteCommit, offsetstore.TxnCompleteAbort:
+		return !now.Before(t.Updated.Add(after))
+	}
+	return false
+}
+
+// Expire deletes a transactional id unused for after: its next producer
+// starts over with a new producer id. A row that changed since it was
+// seen expired (other producer id or epoch, or no longer expired) is left
+// alone.
+func Expire(cur *offsetstore.Txn, pid int64, epoch int16, after time.Duration, now time.Time) Outcome {
+	if cur == nil || cur.ProducerID != pid || cur.ProducerEpoch != epoch || !Expired(cur, after, now) {
+		return Outcome{}
+	}
+	return Outcome{Delete: true}
 }
 
 // MarkersWritten records that the markers of done are written: they

@@ -271,3 +271,24 @@ func TestMarkersWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestExpire(t *testing.T) {
+	const after = 7 * 24 * time.Hour
+	for _, st := range []offsetstore.TxnState{offsetstore.TxnEmpty, offsetstore.TxnCompleteCommit, offsetstore.TxnCompleteAbort} {
+		cur := row(st, 2) // updated t0
+		if o := Expire(cur, 7, 2, after, t0.Add(after-time.Millisecond)); o.Delete {
+			t.Errorf("%s deleted before its expiration", st)
+		}
+		if o := Expire(cur, 7, 2, after, t0.Add(after)); !o.Delete || o.Write != nil {
+			t.Errorf("%s at its expiration: %+v; want deleted", st, o)
+		}
+		if o := Expire(cur, 7, 1, after, t0.Add(after)); o.Delete {
+			t.Errorf("%s bumped since it was seen: deleted", st)
+		}
+	}
+	for _, st := range []offsetstore.TxnState{offsetstore.TxnOngoing, offsetstore.TxnPrepareCommit, offsetstore.TxnPrepareAbort} {
+		if o := Expire(row(st, 2), 7, 2, after, t0.Add(10*after)); o.Delete {
+			t.Errorf("%s deleted: only ids without a transaction expire", st)
+		}
+	}
+}

@@ -118,6 +118,26 @@ func testTxnRoundTrip(t *testing.T, s offsetstore.Store) {
 	if err != nil || len(list) != 1 || list[0].ID != "other" {
 		t.Fatalf("ListTxns(Empty, Ongoing) = %+v, %v; want other", list, err)
 	}
+
+	// An expired id is deleted whole; its ownership stays.
+	g, _ := claim(t, s, "g", "a", time.Minute)
+	if err := s.StageTxnOffsets(ctx(t), g.Fence(), "other", func(*offsetstore.Txn) error { return nil }, []offsetstore.Offset{{Topic: "t", Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.UpdateTxn(ctx(t), o2.Fence(), func(*offsetstore.Txn) (offsetstore.TxnWrite, error) {
+		return offsetstore.TxnWrite{Delete: true}, nil
+	}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, ok, err := s.LoadTxn(ctx(t), "other"); err != nil || ok {
+		t.Fatalf("LoadTxn after the delete = %v, %v; want none", ok, err)
+	}
+	if _, staged, _ := s.StagedTxnOffsets(ctx(t), "other"); len(staged) != 0 {
+		t.Fatalf("staged offsets left after the delete: %+v", staged)
+	}
+	if o, ok, _ := s.TxnOwner(ctx(t), "other"); !ok || o.OwnerEpoch != 1 {
+		t.Fatalf("the ownership row after the delete: %+v, %v", o, ok)
+	}
 }
 
 // Once another instance claimed the transactional id, the old owner's
