@@ -59,7 +59,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"topic", "create"}, {"topic", "list"}, {"topic", "describe"}, {"topic", "alter"}, {"topic", "delete"},
 		{"produce"}, {"consume"}, {"group", "list"}, {"group", "describe"}, {"group", "reset"}, {"cluster", "status"},
 		{"user", "create"}, {"user", "list"}, {"user", "delete"}, {"acl", "create"}, {"acl", "list"}, {"acl", "delete"},
-		{"quota", "set"}, {"quota", "list"}, {"whoami"},
+		{"quota", "set"}, {"quota", "list"}, {"whoami"}, {"txn", "list"}, {"txn", "describe"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			r := run(t, "http://127.0.0.1:1", "", append(path, h)...)
@@ -337,7 +337,7 @@ func TestGroupCommandsWithoutCoordinator(t *testing.T) {
 	want := "strata: " + msgNoCoordinator
 	for _, args := range [][]string{
 		{"group", "list"}, {"group", "describe", "g"}, {"group", "reset", "g", "--topic", "t", "--to", "earliest"},
-		{"consume", "t", "-g", "g"},
+		{"consume", "t", "-g", "g"}, {"txn", "list"}, {"txn", "describe", "etl-0"},
 	} {
 		r := run(t, fc.GatewayURL(), "", args...)
 		if r.code != 1 {
@@ -345,6 +345,16 @@ func TestGroupCommandsWithoutCoordinator(t *testing.T) {
 		}
 		wantOneLine(t, r, want)
 	}
+}
+
+// TestTxnListRefusesAnUnknownState: --state names Kafka's states as the
+// commands print them; anything else is a usage error, before any call.
+func TestTxnListRefusesAnUnknownState(t *testing.T) {
+	r := run(t, "http://127.0.0.1:1", "", "txn", "list", "--state", "ongoing,running")
+	if r.code != 2 {
+		t.Errorf("exit %d, want 2 (usage)", r.code)
+	}
+	wantOneLine(t, r, `strata: --state "running" is not a transaction state: empty, ongoing, prepare-commit, prepare-abort, complete-commit or complete-abort`)
 }
 
 func TestClusterStatus(t *testing.T) {

@@ -33,6 +33,10 @@ func builtin() []*Command {
 			{Name: "reset", Summary: "move a group's committed offsets", Run: groupReset},
 			{Name: "delete", Summary: "delete a group and its committed offsets", Run: groupDelete},
 		}},
+		{Name: "txn", Summary: "list and describe transactional ids", Sub: []*Command{
+			{Name: "list", Summary: "list transactional ids with their state", Run: txnList},
+			{Name: "describe", Summary: "show a transactional id's transaction", Run: txnDescribe},
+		}},
 		{Name: "cluster", Summary: "cluster health, nodes and rebalancing", Sub: []*Command{
 			{Name: "status", Summary: "show controllers, nodes and partition health", Run: clusterStatus},
 			{Name: "nodes", Summary: "list storage nodes with what each holds", Run: clusterNodesCmd},

@@ -1681,6 +1681,190 @@ func (x *DescribeGroupResponse) GetGroup() *v11.GroupDescription {
 	return nil
 }
 
+// ListTransactionsRequest filters the listing; an empty filter lists every transactional id.
+type ListTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only transactional ids in these states.
+	States        []v11.TransactionState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.TransactionState" json:"states,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsRequest) Reset() {
+	*x = ListTransactionsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsRequest) ProtoMessage() {}
+
+func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListTransactionsRequest) GetStates() []v11.TransactionState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+// ListTransactionsResponse lists transactional ids, sorted.
+type ListTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One listing per transactional id.
+	Transactions  []*v11.TransactionListing `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTransactionsResponse) Reset() {
+	*x = ListTransactionsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTransactionsResponse) ProtoMessage() {}
+
+func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListTransactionsResponse) GetTransactions() []*v11.TransactionListing {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
+// DescribeTransactionsRequest names the transactional ids to describe.
+type DescribeTransactionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional ids, at least one.
+	TransactionalIds []string `protobuf:"bytes,1,rep,name=transactional_ids,json=transactionalIds,proto3" json:"transactional_ids,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsRequest) Reset() {
+	*x = DescribeTransactionsRequest{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsRequest) ProtoMessage() {}
+
+func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
+	if x != nil {
+		return x.TransactionalIds
+	}
+	return nil
+}
+
+// DescribeTransactionsResponse describes each id asked for, in the order asked.
+type DescribeTransactionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One description per transactional id of the request.
+	Transactions  []*v11.TransactionDescription `protobuf:"bytes,1,rep,name=transactions,proto3" json:"transactions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTransactionsResponse) Reset() {
+	*x = DescribeTransactionsResponse{}
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTransactionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTransactionsResponse) ProtoMessage() {}
+
+func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DescribeTransactionsResponse) GetTransactions() []*v11.TransactionDescription {
+	if x != nil {
+		return x.Transactions
+	}
+	return nil
+}
+
 // ResetOffsetsRequest mirrors strata.coordinator.v1.ResetOffsetsRequest field for field.
 type ResetOffsetsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1702,7 +1886,7 @@ type ResetOffsetsRequest struct {
 
 func (x *ResetOffsetsRequest) Reset() {
 	*x = ResetOffsetsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1898,7 @@ func (x *ResetOffsetsRequest) String() string {
 func (*ResetOffsetsRequest) ProtoMessage() {}
 
 func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[27]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1911,7 @@ func (x *ResetOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{27}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResetOffsetsRequest) GetGroupId() string {
@@ -1783,7 +1967,7 @@ type ResetOffsetsResponse struct {
 
 func (x *ResetOffsetsResponse) Reset() {
 	*x = ResetOffsetsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +1979,7 @@ func (x *ResetOffsetsResponse) String() string {
 func (*ResetOffsetsResponse) ProtoMessage() {}
 
 func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[28]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +1992,7 @@ func (x *ResetOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResetOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*ResetOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{28}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResetOffsetsResponse) GetPartitions() []*v11.ResetOffsetsPartitionResult {
@@ -1829,7 +2013,7 @@ type DeleteGroupRequest struct {
 
 func (x *DeleteGroupRequest) Reset() {
 	*x = DeleteGroupRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +2025,7 @@ func (x *DeleteGroupRequest) String() string {
 func (*DeleteGroupRequest) ProtoMessage() {}
 
 func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[29]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +2038,7 @@ func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
 func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{29}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteGroupRequest) GetGroupId() string {
@@ -1873,7 +2057,7 @@ type DeleteGroupResponse struct {
 
 func (x *DeleteGroupResponse) Reset() {
 	*x = DeleteGroupResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2069,7 @@ func (x *DeleteGroupResponse) String() string {
 func (*DeleteGroupResponse) ProtoMessage() {}
 
 func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[30]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2082,7 @@ func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
 func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{30}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
 }
 
 // ProduceJSONRequest appends JSON records to a topic.
@@ -1919,7 +2103,7 @@ type ProduceJSONRequest struct {
 
 func (x *ProduceJSONRequest) Reset() {
 	*x = ProduceJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2115,7 @@ func (x *ProduceJSONRequest) String() string {
 func (*ProduceJSONRequest) ProtoMessage() {}
 
 func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[31]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2128,7 @@ func (x *ProduceJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONRequest.ProtoReflect.Descriptor instead.
 func (*ProduceJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{31}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ProduceJSONRequest) GetTopic() string {
@@ -2005,7 +2189,7 @@ type JSONRecord struct {
 
 func (x *JSONRecord) Reset() {
 	*x = JSONRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2201,7 @@ func (x *JSONRecord) String() string {
 func (*JSONRecord) ProtoMessage() {}
 
 func (x *JSONRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[32]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2214,7 @@ func (x *JSONRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONRecord.ProtoReflect.Descriptor instead.
 func (*JSONRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{32}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JSONRecord) GetPartition() int32 {
@@ -2158,7 +2342,7 @@ type JSONHeader struct {
 
 func (x *JSONHeader) Reset() {
 	*x = JSONHeader{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2354,7 @@ func (x *JSONHeader) String() string {
 func (*JSONHeader) ProtoMessage() {}
 
 func (x *JSONHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[33]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2367,7 @@ func (x *JSONHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONHeader.ProtoReflect.Descriptor instead.
 func (*JSONHeader) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{33}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JSONHeader) GetKey() string {
@@ -2250,7 +2434,7 @@ type ProduceJSONResponse struct {
 
 func (x *ProduceJSONResponse) Reset() {
 	*x = ProduceJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2446,7 @@ func (x *ProduceJSONResponse) String() string {
 func (*ProduceJSONResponse) ProtoMessage() {}
 
 func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[34]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2459,7 @@ func (x *ProduceJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResponse.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{34}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ProduceJSONResponse) GetResults() []*ProduceJSONResult {
@@ -2309,7 +2493,7 @@ type ProduceJSONResult struct {
 
 func (x *ProduceJSONResult) Reset() {
 	*x = ProduceJSONResult{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2505,7 @@ func (x *ProduceJSONResult) String() string {
 func (*ProduceJSONResult) ProtoMessage() {}
 
 func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[35]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2518,7 @@ func (x *ProduceJSONResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProduceJSONResult.ProtoReflect.Descriptor instead.
 func (*ProduceJSONResult) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{35}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ProduceJSONResult) GetPartition() int32 {
@@ -2388,7 +2572,7 @@ type FetchJSONRequest struct {
 
 func (x *FetchJSONRequest) Reset() {
 	*x = FetchJSONRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2584,7 @@ func (x *FetchJSONRequest) String() string {
 func (*FetchJSONRequest) ProtoMessage() {}
 
 func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[36]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2597,7 @@ func (x *FetchJSONRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONRequest.ProtoReflect.Descriptor instead.
 func (*FetchJSONRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{36}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FetchJSONRequest) GetTopic() string {
@@ -2486,7 +2670,7 @@ type FetchJSONResponse struct {
 
 func (x *FetchJSONResponse) Reset() {
 	*x = FetchJSONResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2682,7 @@ func (x *FetchJSONResponse) String() string {
 func (*FetchJSONResponse) ProtoMessage() {}
 
 func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[37]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2695,7 @@ func (x *FetchJSONResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchJSONResponse.ProtoReflect.Descriptor instead.
 func (*FetchJSONResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{37}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FetchJSONResponse) GetRecords() []*JSONFetchedRecord {
@@ -2585,7 +2769,7 @@ type JSONFetchedRecord struct {
 
 func (x *JSONFetchedRecord) Reset() {
 	*x = JSONFetchedRecord{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2781,7 @@ func (x *JSONFetchedRecord) String() string {
 func (*JSONFetchedRecord) ProtoMessage() {}
 
 func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[38]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2794,7 @@ func (x *JSONFetchedRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JSONFetchedRecord.ProtoReflect.Descriptor instead.
 func (*JSONFetchedRecord) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{38}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *JSONFetchedRecord) GetTopic() string {
@@ -2755,7 +2939,7 @@ type AlterPartitionReassignmentsRequest struct {
 
 func (x *AlterPartitionReassignmentsRequest) Reset() {
 	*x = AlterPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2951,7 @@ func (x *AlterPartitionReassignmentsRequest) String() string {
 func (*AlterPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[39]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2964,7 @@ func (x *AlterPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use AlterPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{39}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AlterPartitionReassignmentsRequest) GetReassignments() []*v12.PartitionReassignment {
@@ -2809,7 +2993,7 @@ type AlterPartitionReassignmentsResponse struct {
 
 func (x *AlterPartitionReassignmentsResponse) Reset() {
 	*x = AlterPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +3005,7 @@ func (x *AlterPartitionReassignmentsResponse) String() string {
 func (*AlterPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[40]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +3018,7 @@ func (x *AlterPartitionReassignmentsResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use AlterPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*AlterPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{40}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AlterPartitionReassignmentsResponse) GetResults() []*v12.PartitionReassignmentResult {
@@ -2856,7 +3040,7 @@ type ListPartitionReassignmentsRequest struct {
 
 func (x *ListPartitionReassignmentsRequest) Reset() {
 	*x = ListPartitionReassignmentsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3052,7 @@ func (x *ListPartitionReassignmentsRequest) String() string {
 func (*ListPartitionReassignmentsRequest) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[41]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3065,7 @@ func (x *ListPartitionReassignmentsRequest) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use ListPartitionReassignmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{41}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListPartitionReassignmentsRequest) GetTopics() []string {
@@ -2905,7 +3089,7 @@ type ListPartitionReassignmentsResponse struct {
 
 func (x *ListPartitionReassignmentsResponse) Reset() {
 	*x = ListPartitionReassignmentsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3101,7 @@ func (x *ListPartitionReassignmentsResponse) String() string {
 func (*ListPartitionReassignmentsResponse) ProtoMessage() {}
 
 func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[42]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3114,7 @@ func (x *ListPartitionReassignmentsResponse) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListPartitionReassignmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionReassignmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{42}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListPartitionReassignmentsResponse) GetReassignments() []*v12.PartitionChange {
@@ -2960,7 +3144,7 @@ type RebalanceRequest struct {
 
 func (x *RebalanceRequest) Reset() {
 	*x = RebalanceRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3156,7 @@ func (x *RebalanceRequest) String() string {
 func (*RebalanceRequest) ProtoMessage() {}
 
 func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[43]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3169,7 @@ func (x *RebalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceRequest.ProtoReflect.Descriptor instead.
 func (*RebalanceRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{43}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RebalanceRequest) GetDryRun() bool {
@@ -3021,7 +3205,7 @@ type RebalanceResponse struct {
 
 func (x *RebalanceResponse) Reset() {
 	*x = RebalanceResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3217,7 @@ func (x *RebalanceResponse) String() string {
 func (*RebalanceResponse) ProtoMessage() {}
 
 func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[44]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3230,7 @@ func (x *RebalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RebalanceResponse.ProtoReflect.Descriptor instead.
 func (*RebalanceResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{44}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RebalanceResponse) GetMoves() []*v12.PlannedMove {
@@ -3099,7 +3283,7 @@ type DrainNodeRequest struct {
 
 func (x *DrainNodeRequest) Reset() {
 	*x = DrainNodeRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3295,7 @@ func (x *DrainNodeRequest) String() string {
 func (*DrainNodeRequest) ProtoMessage() {}
 
 func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[45]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3308,7 @@ func (x *DrainNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeRequest.ProtoReflect.Descriptor instead.
 func (*DrainNodeRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{45}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DrainNodeRequest) GetNodeId() int32 {
@@ -3163,7 +3347,7 @@ type DrainNodeResponse struct {
 
 func (x *DrainNodeResponse) Reset() {
 	*x = DrainNodeResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3359,7 @@ func (x *DrainNodeResponse) String() string {
 func (*DrainNodeResponse) ProtoMessage() {}
 
 func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[46]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3372,7 @@ func (x *DrainNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainNodeResponse.ProtoReflect.Descriptor instead.
 func (*DrainNodeResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{46}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DrainNodeResponse) GetNode() *v12.NodeStatus {
@@ -3227,7 +3411,7 @@ type CreatePartitionsRequest struct {
 
 func (x *CreatePartitionsRequest) Reset() {
 	*x = CreatePartitionsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3239,7 +3423,7 @@ func (x *CreatePartitionsRequest) String() string {
 func (*CreatePartitionsRequest) ProtoMessage() {}
 
 func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[47]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3252,7 +3436,7 @@ func (x *CreatePartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsRequest.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{47}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CreatePartitionsRequest) GetTopic() string {
@@ -3287,7 +3471,7 @@ type CreatePartitionsResponse struct {
 
 func (x *CreatePartitionsResponse) Reset() {
 	*x = CreatePartitionsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3299,7 +3483,7 @@ func (x *CreatePartitionsResponse) String() string {
 func (*CreatePartitionsResponse) ProtoMessage() {}
 
 func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[48]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3312,7 +3496,7 @@ func (x *CreatePartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreatePartitionsResponse.ProtoReflect.Descriptor instead.
 func (*CreatePartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{48}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreatePartitionsResponse) GetTopic() *v12.TopicDescription {
@@ -3335,7 +3519,7 @@ type ElectLeadersRequest struct {
 
 func (x *ElectLeadersRequest) Reset() {
 	*x = ElectLeadersRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3531,7 @@ func (x *ElectLeadersRequest) String() string {
 func (*ElectLeadersRequest) ProtoMessage() {}
 
 func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[49]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3544,7 @@ func (x *ElectLeadersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersRequest.ProtoReflect.Descriptor instead.
 func (*ElectLeadersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{49}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ElectLeadersRequest) GetElectionType() v12.ElectionType {
@@ -3388,7 +3572,7 @@ type ElectLeadersResponse struct {
 
 func (x *ElectLeadersResponse) Reset() {
 	*x = ElectLeadersResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3584,7 @@ func (x *ElectLeadersResponse) String() string {
 func (*ElectLeadersResponse) ProtoMessage() {}
 
 func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[50]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3597,7 @@ func (x *ElectLeadersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectLeadersResponse.ProtoReflect.Descriptor instead.
 func (*ElectLeadersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{50}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ElectLeadersResponse) GetPartitions() []*v12.ElectLeadersResult {
@@ -3434,7 +3618,7 @@ type CreateUserRequest struct {
 
 func (x *CreateUserRequest) Reset() {
 	*x = CreateUserRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3446,7 +3630,7 @@ func (x *CreateUserRequest) String() string {
 func (*CreateUserRequest) ProtoMessage() {}
 
 func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[51]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3459,7 +3643,7 @@ func (x *CreateUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserRequest.ProtoReflect.Descriptor instead.
 func (*CreateUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{51}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreateUserRequest) GetName() string {
@@ -3482,7 +3666,7 @@ type CreateUserResponse struct {
 
 func (x *CreateUserResponse) Reset() {
 	*x = CreateUserResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3494,7 +3678,7 @@ func (x *CreateUserResponse) String() string {
 func (*CreateUserResponse) ProtoMessage() {}
 
 func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[52]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3507,7 +3691,7 @@ func (x *CreateUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateUserResponse.ProtoReflect.Descriptor instead.
 func (*CreateUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{52}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateUserResponse) GetUser() *v1.UserCredential {
@@ -3535,7 +3719,7 @@ type DeleteUserRequest struct {
 
 func (x *DeleteUserRequest) Reset() {
 	*x = DeleteUserRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3731,7 @@ func (x *DeleteUserRequest) String() string {
 func (*DeleteUserRequest) ProtoMessage() {}
 
 func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[53]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3744,7 @@ func (x *DeleteUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserRequest.ProtoReflect.Descriptor instead.
 func (*DeleteUserRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{53}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DeleteUserRequest) GetName() string {
@@ -3579,7 +3763,7 @@ type DeleteUserResponse struct {
 
 func (x *DeleteUserResponse) Reset() {
 	*x = DeleteUserResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3591,7 +3775,7 @@ func (x *DeleteUserResponse) String() string {
 func (*DeleteUserResponse) ProtoMessage() {}
 
 func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[54]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3604,7 +3788,7 @@ func (x *DeleteUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteUserResponse.ProtoReflect.Descriptor instead.
 func (*DeleteUserResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{54}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{58}
 }
 
 // ListUsersRequest mirrors strata.controller.v1.ListUsersRequest.
@@ -3616,7 +3800,7 @@ type ListUsersRequest struct {
 
 func (x *ListUsersRequest) Reset() {
 	*x = ListUsersRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3812,7 @@ func (x *ListUsersRequest) String() string {
 func (*ListUsersRequest) ProtoMessage() {}
 
 func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[55]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3825,7 @@ func (x *ListUsersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersRequest.ProtoReflect.Descriptor instead.
 func (*ListUsersRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{55}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
 }
 
 // ListUsersResponse mirrors strata.controller.v1.ListUsersResponse.
@@ -3655,7 +3839,7 @@ type ListUsersResponse struct {
 
 func (x *ListUsersResponse) Reset() {
 	*x = ListUsersResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3667,7 +3851,7 @@ func (x *ListUsersResponse) String() string {
 func (*ListUsersResponse) ProtoMessage() {}
 
 func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[56]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3680,7 +3864,7 @@ func (x *ListUsersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListUsersResponse.ProtoReflect.Descriptor instead.
 func (*ListUsersResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{56}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListUsersResponse) GetUsers() []*v1.UserCredential {
@@ -3701,7 +3885,7 @@ type CreateAclsRequest struct {
 
 func (x *CreateAclsRequest) Reset() {
 	*x = CreateAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3897,7 @@ func (x *CreateAclsRequest) String() string {
 func (*CreateAclsRequest) ProtoMessage() {}
 
 func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[57]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3910,7 @@ func (x *CreateAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsRequest.ProtoReflect.Descriptor instead.
 func (*CreateAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{57}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateAclsRequest) GetAcls() []*v1.AclBinding {
@@ -3745,7 +3929,7 @@ type CreateAclsResponse struct {
 
 func (x *CreateAclsResponse) Reset() {
 	*x = CreateAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3941,7 @@ func (x *CreateAclsResponse) String() string {
 func (*CreateAclsResponse) ProtoMessage() {}
 
 func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[58]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3954,7 @@ func (x *CreateAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAclsResponse.ProtoReflect.Descriptor instead.
 func (*CreateAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{58}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{62}
 }
 
 // DeleteAclsRequest mirrors strata.controller.v1.DeleteAclsRequest.
@@ -3784,7 +3968,7 @@ type DeleteAclsRequest struct {
 
 func (x *DeleteAclsRequest) Reset() {
 	*x = DeleteAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +3980,7 @@ func (x *DeleteAclsRequest) String() string {
 func (*DeleteAclsRequest) ProtoMessage() {}
 
 func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[59]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +3993,7 @@ func (x *DeleteAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{59}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteAclsRequest) GetFilter() *v12.AclFilter {
@@ -3830,7 +4014,7 @@ type DeleteAclsResponse struct {
 
 func (x *DeleteAclsResponse) Reset() {
 	*x = DeleteAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +4026,7 @@ func (x *DeleteAclsResponse) String() string {
 func (*DeleteAclsResponse) ProtoMessage() {}
 
 func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[60]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +4039,7 @@ func (x *DeleteAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAclsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{60}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteAclsResponse) GetDeleted() []*v1.AclBinding {
@@ -3876,7 +4060,7 @@ type DescribeAclsRequest struct {
 
 func (x *DescribeAclsRequest) Reset() {
 	*x = DescribeAclsRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +4072,7 @@ func (x *DescribeAclsRequest) String() string {
 func (*DescribeAclsRequest) ProtoMessage() {}
 
 func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[61]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4085,7 @@ func (x *DescribeAclsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeAclsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{61}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DescribeAclsRequest) GetFilter() *v12.AclFilter {
@@ -3922,7 +4106,7 @@ type DescribeAclsResponse struct {
 
 func (x *DescribeAclsResponse) Reset() {
 	*x = DescribeAclsResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3934,7 +4118,7 @@ func (x *DescribeAclsResponse) String() string {
 func (*DescribeAclsResponse) ProtoMessage() {}
 
 func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[62]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3947,7 +4131,7 @@ func (x *DescribeAclsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeAclsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeAclsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{62}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DescribeAclsResponse) GetAcls() []*v1.AclBinding {
@@ -3968,7 +4152,7 @@ type SetQuotaRequest struct {
 
 func (x *SetQuotaRequest) Reset() {
 	*x = SetQuotaRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3980,7 +4164,7 @@ func (x *SetQuotaRequest) String() string {
 func (*SetQuotaRequest) ProtoMessage() {}
 
 func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[63]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3993,7 +4177,7 @@ func (x *SetQuotaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaRequest.ProtoReflect.Descriptor instead.
 func (*SetQuotaRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{63}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SetQuotaRequest) GetQuota() *v1.Quota {
@@ -4012,7 +4196,7 @@ type SetQuotaResponse struct {
 
 func (x *SetQuotaResponse) Reset() {
 	*x = SetQuotaResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4024,7 +4208,7 @@ func (x *SetQuotaResponse) String() string {
 func (*SetQuotaResponse) ProtoMessage() {}
 
 func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[64]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4037,7 +4221,7 @@ func (x *SetQuotaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetQuotaResponse.ProtoReflect.Descriptor instead.
 func (*SetQuotaResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{64}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{68}
 }
 
 // ListQuotasRequest mirrors strata.controller.v1.ListQuotasRequest.
@@ -4049,7 +4233,7 @@ type ListQuotasRequest struct {
 
 func (x *ListQuotasRequest) Reset() {
 	*x = ListQuotasRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4061,7 +4245,7 @@ func (x *ListQuotasRequest) String() string {
 func (*ListQuotasRequest) ProtoMessage() {}
 
 func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[65]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4074,7 +4258,7 @@ func (x *ListQuotasRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasRequest.ProtoReflect.Descriptor instead.
 func (*ListQuotasRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{65}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{69}
 }
 
 // ListQuotasResponse mirrors strata.controller.v1.ListQuotasResponse.
@@ -4088,7 +4272,7 @@ type ListQuotasResponse struct {
 
 func (x *ListQuotasResponse) Reset() {
 	*x = ListQuotasResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4284,7 @@ func (x *ListQuotasResponse) String() string {
 func (*ListQuotasResponse) ProtoMessage() {}
 
 func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[66]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4297,7 @@ func (x *ListQuotasResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListQuotasResponse.ProtoReflect.Descriptor instead.
 func (*ListQuotasResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{66}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ListQuotasResponse) GetQuotas() []*v1.Quota {
@@ -4132,7 +4316,7 @@ type WatchClusterRequest struct {
 
 func (x *WatchClusterRequest) Reset() {
 	*x = WatchClusterRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4144,7 +4328,7 @@ func (x *WatchClusterRequest) String() string {
 func (*WatchClusterRequest) ProtoMessage() {}
 
 func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[67]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4157,7 +4341,7 @@ func (x *WatchClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterRequest.ProtoReflect.Descriptor instead.
 func (*WatchClusterRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{67}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{71}
 }
 
 // WatchClusterResponse is the whole overview at one moment; each message replaces the last.
@@ -4187,7 +4371,7 @@ type WatchClusterResponse struct {
 
 func (x *WatchClusterResponse) Reset() {
 	*x = WatchClusterResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4383,7 @@ func (x *WatchClusterResponse) String() string {
 func (*WatchClusterResponse) ProtoMessage() {}
 
 func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[68]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4396,7 @@ func (x *WatchClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchClusterResponse.ProtoReflect.Descriptor instead.
 func (*WatchClusterResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{68}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *WatchClusterResponse) GetClusterId() string {
@@ -4301,7 +4485,7 @@ type NodeOverview struct {
 
 func (x *NodeOverview) Reset() {
 	*x = NodeOverview{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4313,7 +4497,7 @@ func (x *NodeOverview) String() string {
 func (*NodeOverview) ProtoMessage() {}
 
 func (x *NodeOverview) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[69]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4326,7 +4510,7 @@ func (x *NodeOverview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOverview.ProtoReflect.Descriptor instead.
 func (*NodeOverview) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{69}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *NodeOverview) GetNode() *v1.Node {
@@ -4407,7 +4591,7 @@ type TopicOverview struct {
 
 func (x *TopicOverview) Reset() {
 	*x = TopicOverview{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4419,7 +4603,7 @@ func (x *TopicOverview) String() string {
 func (*TopicOverview) ProtoMessage() {}
 
 func (x *TopicOverview) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[70]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4432,7 +4616,7 @@ func (x *TopicOverview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicOverview.ProtoReflect.Descriptor instead.
 func (*TopicOverview) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{70}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *TopicOverview) GetName() string {
@@ -4513,7 +4697,7 @@ type OffsetForTimestampRequest struct {
 
 func (x *OffsetForTimestampRequest) Reset() {
 	*x = OffsetForTimestampRequest{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4525,7 +4709,7 @@ func (x *OffsetForTimestampRequest) String() string {
 func (*OffsetForTimestampRequest) ProtoMessage() {}
 
 func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[71]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4538,7 +4722,7 @@ func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForTimestampRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForTimestampRequest) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{71}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *OffsetForTimestampRequest) GetTopic() string {
@@ -4575,7 +4759,7 @@ type OffsetForTimestampResponse struct {
 
 func (x *OffsetForTimestampResponse) Reset() {
 	*x = OffsetForTimestampResponse{}
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4771,7 @@ func (x *OffsetForTimestampResponse) String() string {
 func (*OffsetForTimestampResponse) ProtoMessage() {}
 
 func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[72]
+	mi := &file_strata_gateway_v1_gateway_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4784,7 @@ func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForTimestampResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForTimestampResponse) Descriptor() ([]byte, []int) {
-	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{72}
+	return file_strata_gateway_v1_gateway_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *OffsetForTimestampResponse) GetOffset() int64 {
@@ -4734,7 +4918,15 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"V\n" +
 	"\x15DescribeGroupResponse\x12=\n" +
-	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"\xf5\x01\n" +
+	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"Z\n" +
+	"\x17ListTransactionsRequest\x12?\n" +
+	"\x06states\x18\x01 \x03(\x0e2'.strata.coordinator.v1.TransactionStateR\x06states\"i\n" +
+	"\x18ListTransactionsResponse\x12M\n" +
+	"\ftransactions\x18\x01 \x03(\v2).strata.coordinator.v1.TransactionListingR\ftransactions\"J\n" +
+	"\x1bDescribeTransactionsRequest\x12+\n" +
+	"\x11transactional_ids\x18\x01 \x03(\tR\x10transactionalIds\"q\n" +
+	"\x1cDescribeTransactionsResponse\x12Q\n" +
+	"\ftransactions\x18\x01 \x03(\v2-.strata.coordinator.v1.TransactionDescriptionR\ftransactions\"\xf5\x01\n" +
 	"\x13ResetOffsetsRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x129\n" +
 	"\x06topics\x18\x02 \x03(\v2!.strata.common.v1.TopicPartitionsR\x06topics\x124\n" +
@@ -4932,7 +5124,7 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\ftimestamp_ms\x18\x03 \x01(\x03R\vtimestampMs\"W\n" +
 	"\x1aOffsetForTimestampResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
-	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs2\xd2\x18\n" +
+	"\ftimestamp_ms\x18\x02 \x01(\x03R\vtimestampMs2\xb8\x1a\n" +
 	"\x0eGatewayService\x12S\n" +
 	"\bMetadata\x12\".strata.gateway.v1.MetadataRequest\x1a#.strata.gateway.v1.MetadataResponse\x12h\n" +
 	"\x0fFindCoordinator\x12).strata.gateway.v1.FindCoordinatorRequest\x1a*.strata.gateway.v1.FindCoordinatorResponse\x12e\n" +
@@ -4948,7 +5140,9 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"ListGroups\x12$.strata.gateway.v1.ListGroupsRequest\x1a%.strata.gateway.v1.ListGroupsResponse\x12b\n" +
 	"\rDescribeGroup\x12'.strata.gateway.v1.DescribeGroupRequest\x1a(.strata.gateway.v1.DescribeGroupResponse\x12_\n" +
 	"\fResetOffsets\x12&.strata.gateway.v1.ResetOffsetsRequest\x1a'.strata.gateway.v1.ResetOffsetsResponse\x12\\\n" +
-	"\vDeleteGroup\x12%.strata.gateway.v1.DeleteGroupRequest\x1a&.strata.gateway.v1.DeleteGroupResponse\x12\\\n" +
+	"\vDeleteGroup\x12%.strata.gateway.v1.DeleteGroupRequest\x1a&.strata.gateway.v1.DeleteGroupResponse\x12k\n" +
+	"\x10ListTransactions\x12*.strata.gateway.v1.ListTransactionsRequest\x1a+.strata.gateway.v1.ListTransactionsResponse\x12w\n" +
+	"\x14DescribeTransactions\x12..strata.gateway.v1.DescribeTransactionsRequest\x1a/.strata.gateway.v1.DescribeTransactionsResponse\x12\\\n" +
 	"\vProduceJSON\x12%.strata.gateway.v1.ProduceJSONRequest\x1a&.strata.gateway.v1.ProduceJSONResponse\x12V\n" +
 	"\tFetchJSON\x12#.strata.gateway.v1.FetchJSONRequest\x1a$.strata.gateway.v1.FetchJSONResponse\x12\x8c\x01\n" +
 	"\x1bAlterPartitionReassignments\x125.strata.gateway.v1.AlterPartitionReassignmentsRequest\x1a6.strata.gateway.v1.AlterPartitionReassignmentsResponse\x12\x89\x01\n" +
@@ -4987,7 +5181,7 @@ func file_strata_gateway_v1_gateway_proto_rawDescGZIP() []byte {
 	return file_strata_gateway_v1_gateway_proto_rawDescData
 }
 
-var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_strata_gateway_v1_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 79)
 var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 	(*WhoAmIRequest)(nil),                       // 0: strata.gateway.v1.WhoAmIRequest
 	(*WhoAmIResponse)(nil),                      // 1: strata.gateway.v1.WhoAmIResponse
@@ -5016,211 +5210,225 @@ var file_strata_gateway_v1_gateway_proto_goTypes = []any{
 	(*GroupLag)(nil),                            // 24: strata.gateway.v1.GroupLag
 	(*DescribeGroupRequest)(nil),                // 25: strata.gateway.v1.DescribeGroupRequest
 	(*DescribeGroupResponse)(nil),               // 26: strata.gateway.v1.DescribeGroupResponse
-	(*ResetOffsetsRequest)(nil),                 // 27: strata.gateway.v1.ResetOffsetsRequest
-	(*ResetOffsetsResponse)(nil),                // 28: strata.gateway.v1.ResetOffsetsResponse
-	(*DeleteGroupRequest)(nil),                  // 29: strata.gateway.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),                 // 30: strata.gateway.v1.DeleteGroupResponse
-	(*ProduceJSONRequest)(nil),                  // 31: strata.gateway.v1.ProduceJSONRequest
-	(*JSONRecord)(nil),                          // 32: strata.gateway.v1.JSONRecord
-	(*JSONHeader)(nil),                          // 33: strata.gateway.v1.JSONHeader
-	(*ProduceJSONResponse)(nil),                 // 34: strata.gateway.v1.ProduceJSONResponse
-	(*ProduceJSONResult)(nil),                   // 35: strata.gateway.v1.ProduceJSONResult
-	(*FetchJSONRequest)(nil),                    // 36: strata.gateway.v1.FetchJSONRequest
-	(*FetchJSONResponse)(nil),                   // 37: strata.gateway.v1.FetchJSONResponse
-	(*JSONFetchedRecord)(nil),                   // 38: strata.gateway.v1.JSONFetchedRecord
-	(*AlterPartitionReassignmentsRequest)(nil),  // 39: strata.gateway.v1.AlterPartitionReassignmentsRequest
-	(*AlterPartitionReassignmentsResponse)(nil), // 40: strata.gateway.v1.AlterPartitionReassignmentsResponse
-	(*ListPartitionReassignmentsRequest)(nil),   // 41: strata.gateway.v1.ListPartitionReassignmentsRequest
-	(*ListPartitionReassignmentsResponse)(nil),  // 42: strata.gateway.v1.ListPartitionReassignmentsResponse
-	(*RebalanceRequest)(nil),                    // 43: strata.gateway.v1.RebalanceRequest
-	(*RebalanceResponse)(nil),                   // 44: strata.gateway.v1.RebalanceResponse
-	(*DrainNodeRequest)(nil),                    // 45: strata.gateway.v1.DrainNodeRequest
-	(*DrainNodeResponse)(nil),                   // 46: strata.gateway.v1.DrainNodeResponse
-	(*CreatePartitionsRequest)(nil),             // 47: strata.gateway.v1.CreatePartitionsRequest
-	(*CreatePartitionsResponse)(nil),            // 48: strata.gateway.v1.CreatePartitionsResponse
-	(*ElectLeadersRequest)(nil),                 // 49: strata.gateway.v1.ElectLeadersRequest
-	(*ElectLeadersResponse)(nil),                // 50: strata.gateway.v1.ElectLeadersResponse
-	(*CreateUserRequest)(nil),                   // 51: strata.gateway.v1.CreateUserRequest
-	(*CreateUserResponse)(nil),                  // 52: strata.gateway.v1.CreateUserResponse
-	(*DeleteUserRequest)(nil),                   // 53: strata.gateway.v1.DeleteUserRequest
-	(*DeleteUserResponse)(nil),                  // 54: strata.gateway.v1.DeleteUserResponse
-	(*ListUsersRequest)(nil),                    // 55: strata.gateway.v1.ListUsersRequest
-	(*ListUsersResponse)(nil),                   // 56: strata.gateway.v1.ListUsersResponse
-	(*CreateAclsRequest)(nil),                   // 57: strata.gateway.v1.CreateAclsRequest
-	(*CreateAclsResponse)(nil),                  // 58: strata.gateway.v1.CreateAclsResponse
-	(*DeleteAclsRequest)(nil),                   // 59: strata.gateway.v1.DeleteAclsRequest
-	(*DeleteAclsResponse)(nil),                  // 60: strata.gateway.v1.DeleteAclsResponse
-	(*DescribeAclsRequest)(nil),                 // 61: strata.gateway.v1.DescribeAclsRequest
-	(*DescribeAclsResponse)(nil),                // 62: strata.gateway.v1.DescribeAclsResponse
-	(*SetQuotaRequest)(nil),                     // 63: strata.gateway.v1.SetQuotaRequest
-	(*SetQuotaResponse)(nil),                    // 64: strata.gateway.v1.SetQuotaResponse
-	(*ListQuotasRequest)(nil),                   // 65: strata.gateway.v1.ListQuotasRequest
-	(*ListQuotasResponse)(nil),                  // 66: strata.gateway.v1.ListQuotasResponse
-	(*WatchClusterRequest)(nil),                 // 67: strata.gateway.v1.WatchClusterRequest
-	(*WatchClusterResponse)(nil),                // 68: strata.gateway.v1.WatchClusterResponse
-	(*NodeOverview)(nil),                        // 69: strata.gateway.v1.NodeOverview
-	(*TopicOverview)(nil),                       // 70: strata.gateway.v1.TopicOverview
-	(*OffsetForTimestampRequest)(nil),           // 71: strata.gateway.v1.OffsetForTimestampRequest
-	(*OffsetForTimestampResponse)(nil),          // 72: strata.gateway.v1.OffsetForTimestampResponse
-	nil,                                         // 73: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	nil,                                         // 74: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	(*v1.Node)(nil),                             // 75: strata.common.v1.Node
-	(*v1.TopicMetadata)(nil),                    // 76: strata.common.v1.TopicMetadata
-	(v11.CoordinatorKeyType)(0),                 // 77: strata.coordinator.v1.CoordinatorKeyType
-	(*v12.TopicDescription)(nil),                // 78: strata.controller.v1.TopicDescription
-	(*v1.ErrorDetail)(nil),                      // 79: strata.common.v1.ErrorDetail
-	(*v12.TopicListing)(nil),                    // 80: strata.controller.v1.TopicListing
-	(*v12.ConfigEntry)(nil),                     // 81: strata.controller.v1.ConfigEntry
-	(*v12.ControllerQuorum)(nil),                // 82: strata.controller.v1.ControllerQuorum
-	(*v12.NodeStatus)(nil),                      // 83: strata.controller.v1.NodeStatus
-	(v11.GroupState)(0),                         // 84: strata.coordinator.v1.GroupState
-	(*v11.GroupListing)(nil),                    // 85: strata.coordinator.v1.GroupListing
-	(*v11.GroupDescription)(nil),                // 86: strata.coordinator.v1.GroupDescription
-	(*v1.TopicPartitions)(nil),                  // 87: strata.common.v1.TopicPartitions
-	(v11.ResetSpec)(0),                          // 88: strata.coordinator.v1.ResetSpec
-	(*v11.ResetOffsetsPartitionResult)(nil),     // 89: strata.coordinator.v1.ResetOffsetsPartitionResult
-	(v1.Acks)(0),                                // 90: strata.common.v1.Acks
-	(v1.IsolationLevel)(0),                      // 91: strata.common.v1.IsolationLevel
-	(*v12.PartitionReassignment)(nil),           // 92: strata.controller.v1.PartitionReassignment
-	(*v12.PartitionReassignmentResult)(nil),     // 93: strata.controller.v1.PartitionReassignmentResult
-	(*v12.PartitionChange)(nil),                 // 94: strata.controller.v1.PartitionChange
-	(*v12.PlannedMove)(nil),                     // 95: strata.controller.v1.PlannedMove
-	(*v12.NodeLoad)(nil),                        // 96: strata.controller.v1.NodeLoad
-	(v12.ElectionType)(0),                       // 97: strata.controller.v1.ElectionType
-	(*v12.ElectLeadersResult)(nil),              // 98: strata.controller.v1.ElectLeadersResult
-	(*v1.UserCredential)(nil),                   // 99: strata.common.v1.UserCredential
-	(*v1.AclBinding)(nil),                       // 100: strata.common.v1.AclBinding
-	(*v12.AclFilter)(nil),                       // 101: strata.controller.v1.AclFilter
-	(*v1.Quota)(nil),                            // 102: strata.common.v1.Quota
-	(v12.NodeState)(0),                          // 103: strata.controller.v1.NodeState
+	(*ListTransactionsRequest)(nil),             // 27: strata.gateway.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),            // 28: strata.gateway.v1.ListTransactionsResponse
+	(*DescribeTransactionsRequest)(nil),         // 29: strata.gateway.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),        // 30: strata.gateway.v1.DescribeTransactionsResponse
+	(*ResetOffsetsRequest)(nil),                 // 31: strata.gateway.v1.ResetOffsetsRequest
+	(*ResetOffsetsResponse)(nil),                // 32: strata.gateway.v1.ResetOffsetsResponse
+	(*DeleteGroupRequest)(nil),                  // 33: strata.gateway.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),                 // 34: strata.gateway.v1.DeleteGroupResponse
+	(*ProduceJSONRequest)(nil),                  // 35: strata.gateway.v1.ProduceJSONRequest
+	(*JSONRecord)(nil),                          // 36: strata.gateway.v1.JSONRecord
+	(*JSONHeader)(nil),                          // 37: strata.gateway.v1.JSONHeader
+	(*ProduceJSONResponse)(nil),                 // 38: strata.gateway.v1.ProduceJSONResponse
+	(*ProduceJSONResult)(nil),                   // 39: strata.gateway.v1.ProduceJSONResult
+	(*FetchJSONRequest)(nil),                    // 40: strata.gateway.v1.FetchJSONRequest
+	(*FetchJSONResponse)(nil),                   // 41: strata.gateway.v1.FetchJSONResponse
+	(*JSONFetchedRecord)(nil),                   // 42: strata.gateway.v1.JSONFetchedRecord
+	(*AlterPartitionReassignmentsRequest)(nil),  // 43: strata.gateway.v1.AlterPartitionReassignmentsRequest
+	(*AlterPartitionReassignmentsResponse)(nil), // 44: strata.gateway.v1.AlterPartitionReassignmentsResponse
+	(*ListPartitionReassignmentsRequest)(nil),   // 45: strata.gateway.v1.ListPartitionReassignmentsRequest
+	(*ListPartitionReassignmentsResponse)(nil),  // 46: strata.gateway.v1.ListPartitionReassignmentsResponse
+	(*RebalanceRequest)(nil),                    // 47: strata.gateway.v1.RebalanceRequest
+	(*RebalanceResponse)(nil),                   // 48: strata.gateway.v1.RebalanceResponse
+	(*DrainNodeRequest)(nil),                    // 49: strata.gateway.v1.DrainNodeRequest
+	(*DrainNodeResponse)(nil),                   // 50: strata.gateway.v1.DrainNodeResponse
+	(*CreatePartitionsRequest)(nil),             // 51: strata.gateway.v1.CreatePartitionsRequest
+	(*CreatePartitionsResponse)(nil),            // 52: strata.gateway.v1.CreatePartitionsResponse
+	(*ElectLeadersRequest)(nil),                 // 53: strata.gateway.v1.ElectLeadersRequest
+	(*ElectLeadersResponse)(nil),                // 54: strata.gateway.v1.ElectLeadersResponse
+	(*CreateUserRequest)(nil),                   // 55: strata.gateway.v1.CreateUserRequest
+	(*CreateUserResponse)(nil),                  // 56: strata.gateway.v1.CreateUserResponse
+	(*DeleteUserRequest)(nil),                   // 57: strata.gateway.v1.DeleteUserRequest
+	(*DeleteUserResponse)(nil),                  // 58: strata.gateway.v1.DeleteUserResponse
+	(*ListUsersRequest)(nil),                    // 59: strata.gateway.v1.ListUsersRequest
+	(*ListUsersResponse)(nil),                   // 60: strata.gateway.v1.ListUsersResponse
+	(*CreateAclsRequest)(nil),                   // 61: strata.gateway.v1.CreateAclsRequest
+	(*CreateAclsResponse)(nil),                  // 62: strata.gateway.v1.CreateAclsResponse
+	(*DeleteAclsRequest)(nil),                   // 63: strata.gateway.v1.DeleteAclsRequest
+	(*DeleteAclsResponse)(nil),                  // 64: strata.gateway.v1.DeleteAclsResponse
+	(*DescribeAclsRequest)(nil),                 // 65: strata.gateway.v1.DescribeAclsRequest
+	(*DescribeAclsResponse)(nil),                // 66: strata.gateway.v1.DescribeAclsResponse
+	(*SetQuotaRequest)(nil),                     // 67: strata.gateway.v1.SetQuotaRequest
+	(*SetQuotaResponse)(nil),                    // 68: strata.gateway.v1.SetQuotaResponse
+	(*ListQuotasRequest)(nil),                   // 69: strata.gateway.v1.ListQuotasRequest
+	(*ListQuotasResponse)(nil),                  // 70: strata.gateway.v1.ListQuotasResponse
+	(*WatchClusterRequest)(nil),                 // 71: strata.gateway.v1.WatchClusterRequest
+	(*WatchClusterResponse)(nil),                // 72: strata.gateway.v1.WatchClusterResponse
+	(*NodeOverview)(nil),                        // 73: strata.gateway.v1.NodeOverview
+	(*TopicOverview)(nil),                       // 74: strata.gateway.v1.TopicOverview
+	(*OffsetForTimestampRequest)(nil),           // 75: strata.gateway.v1.OffsetForTimestampRequest
+	(*OffsetForTimestampResponse)(nil),          // 76: strata.gateway.v1.OffsetForTimestampResponse
+	nil,                                         // 77: strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	nil,                                         // 78: strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	(*v1.Node)(nil),                             // 79: strata.common.v1.Node
+	(*v1.TopicMetadata)(nil),                    // 80: strata.common.v1.TopicMetadata
+	(v11.CoordinatorKeyType)(0),                 // 81: strata.coordinator.v1.CoordinatorKeyType
+	(*v12.TopicDescription)(nil),                // 82: strata.controller.v1.TopicDescription
+	(*v1.ErrorDetail)(nil),                      // 83: strata.common.v1.ErrorDetail
+	(*v12.TopicListing)(nil),                    // 84: strata.controller.v1.TopicListing
+	(*v12.ConfigEntry)(nil),                     // 85: strata.controller.v1.ConfigEntry
+	(*v12.ControllerQuorum)(nil),                // 86: strata.controller.v1.ControllerQuorum
+	(*v12.NodeStatus)(nil),                      // 87: strata.controller.v1.NodeStatus
+	(v11.GroupState)(0),                         // 88: strata.coordinator.v1.GroupState
+	(*v11.GroupListing)(nil),                    // 89: strata.coordinator.v1.GroupListing
+	(*v11.GroupDescription)(nil),                // 90: strata.coordinator.v1.GroupDescription
+	(v11.TransactionState)(0),                   // 91: strata.coordinator.v1.TransactionState
+	(*v11.TransactionListing)(nil),              // 92: strata.coordinator.v1.TransactionListing
+	(*v11.TransactionDescription)(nil),          // 93: strata.coordinator.v1.TransactionDescription
+	(*v1.TopicPartitions)(nil),                  // 94: strata.common.v1.TopicPartitions
+	(v11.ResetSpec)(0),                          // 95: strata.coordinator.v1.ResetSpec
+	(*v11.ResetOffsetsPartitionResult)(nil),     // 96: strata.coordinator.v1.ResetOffsetsPartitionResult
+	(v1.Acks)(0),                                // 97: strata.common.v1.Acks
+	(v1.IsolationLevel)(0),                      // 98: strata.common.v1.IsolationLevel
+	(*v12.PartitionReassignment)(nil),           // 99: strata.controller.v1.PartitionReassignment
+	(*v12.PartitionReassignmentResult)(nil),     // 100: strata.controller.v1.PartitionReassignmentResult
+	(*v12.PartitionChange)(nil),                 // 101: strata.controller.v1.PartitionChange
+	(*v12.PlannedMove)(nil),                     // 102: strata.controller.v1.PlannedMove
+	(*v12.NodeLoad)(nil),                        // 103: strata.controller.v1.NodeLoad
+	(v12.ElectionType)(0),                       // 104: strata.controller.v1.ElectionType
+	(*v12.ElectLeadersResult)(nil),              // 105: strata.controller.v1.ElectLeadersResult
+	(*v1.UserCredential)(nil),                   // 106: strata.common.v1.UserCredential
+	(*v1.AclBinding)(nil),                       // 107: strata.common.v1.AclBinding
+	(*v12.AclFilter)(nil),                       // 108: strata.controller.v1.AclFilter
+	(*v1.Quota)(nil),                            // 109: strata.common.v1.Quota
+	(v12.NodeState)(0),                          // 110: strata.controller.v1.NodeState
 }
 var file_strata_gateway_v1_gateway_proto_depIdxs = []int32{
-	75,  // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
-	76,  // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
-	75,  // 2: strata.gateway.v1.MetadataResponse.kafka_coordinators:type_name -> strata.common.v1.Node
-	77,  // 3: strata.gateway.v1.FindCoordinatorRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
-	73,  // 4: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
-	78,  // 5: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	78,  // 6: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
+	79,  // 0: strata.gateway.v1.MetadataResponse.nodes:type_name -> strata.common.v1.Node
+	80,  // 1: strata.gateway.v1.MetadataResponse.topics:type_name -> strata.common.v1.TopicMetadata
+	79,  // 2: strata.gateway.v1.MetadataResponse.kafka_coordinators:type_name -> strata.common.v1.Node
+	81,  // 3: strata.gateway.v1.FindCoordinatorRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
+	77,  // 4: strata.gateway.v1.CreateTopicRequest.configs:type_name -> strata.gateway.v1.CreateTopicRequest.ConfigsEntry
+	82,  // 5: strata.gateway.v1.CreateTopicResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	82,  // 6: strata.gateway.v1.DescribeTopicsResponse.topics:type_name -> strata.controller.v1.TopicDescription
 	14,  // 7: strata.gateway.v1.DescribeTopicsResponse.partition_offsets:type_name -> strata.gateway.v1.PartitionOffsets
-	79,  // 8: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
-	80,  // 9: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
-	74,  // 10: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
-	81,  // 11: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
-	82,  // 12: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	83,  // 13: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
+	83,  // 8: strata.gateway.v1.PartitionOffsets.error:type_name -> strata.common.v1.ErrorDetail
+	84,  // 9: strata.gateway.v1.ListTopicsResponse.topics:type_name -> strata.controller.v1.TopicListing
+	78,  // 10: strata.gateway.v1.AlterTopicConfigRequest.set_configs:type_name -> strata.gateway.v1.AlterTopicConfigRequest.SetConfigsEntry
+	85,  // 11: strata.gateway.v1.AlterTopicConfigResponse.configs:type_name -> strata.controller.v1.ConfigEntry
+	86,  // 12: strata.gateway.v1.DescribeClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	87,  // 13: strata.gateway.v1.DescribeClusterResponse.nodes:type_name -> strata.controller.v1.NodeStatus
 	21,  // 14: strata.gateway.v1.DescribeClusterResponse.services:type_name -> strata.gateway.v1.ServiceStatus
-	84,  // 15: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	85,  // 16: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	88,  // 15: strata.gateway.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	89,  // 16: strata.gateway.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
 	24,  // 17: strata.gateway.v1.ListGroupsResponse.lags:type_name -> strata.gateway.v1.GroupLag
-	79,  // 18: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
-	86,  // 19: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	87,  // 20: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	88,  // 21: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	89,  // 22: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	32,  // 23: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
-	90,  // 24: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
-	33,  // 25: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	35,  // 26: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
-	79,  // 27: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
-	91,  // 28: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	38,  // 29: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
-	33,  // 30: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
-	92,  // 31: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
-	93,  // 32: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
-	94,  // 33: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
-	95,  // 34: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	96,  // 35: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
-	96,  // 36: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
-	83,  // 37: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
-	95,  // 38: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
-	78,  // 39: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
-	97,  // 40: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
-	87,  // 41: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	98,  // 42: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
-	99,  // 43: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
-	99,  // 44: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
-	100, // 45: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
-	101, // 46: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	100, // 47: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
-	101, // 48: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
-	100, // 49: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
-	102, // 50: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
-	102, // 51: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
-	82,  // 52: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
-	69,  // 53: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
-	70,  // 54: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
-	75,  // 55: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
-	103, // 56: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
-	2,   // 57: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
-	4,   // 58: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
-	6,   // 59: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
-	8,   // 60: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
-	10,  // 61: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
-	12,  // 62: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
-	15,  // 63: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
-	17,  // 64: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
-	19,  // 65: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
-	22,  // 66: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
-	25,  // 67: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
-	27,  // 68: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
-	29,  // 69: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
-	31,  // 70: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
-	36,  // 71: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
-	39,  // 72: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
-	41,  // 73: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
-	43,  // 74: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
-	45,  // 75: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
-	47,  // 76: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
-	49,  // 77: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
-	0,   // 78: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
-	51,  // 79: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
-	53,  // 80: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
-	55,  // 81: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
-	57,  // 82: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
-	59,  // 83: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
-	61,  // 84: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
-	63,  // 85: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
-	65,  // 86: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
-	67,  // 87: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
-	71,  // 88: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
-	3,   // 89: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
-	5,   // 90: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
-	7,   // 91: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
-	9,   // 92: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
-	11,  // 93: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
-	13,  // 94: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
-	16,  // 95: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
-	18,  // 96: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
-	20,  // 97: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
-	23,  // 98: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
-	26,  // 99: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
-	28,  // 100: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
-	30,  // 101: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
-	34,  // 102: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
-	37,  // 103: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
-	40,  // 104: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
-	42,  // 105: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
-	44,  // 106: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
-	46,  // 107: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
-	48,  // 108: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
-	50,  // 109: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
-	1,   // 110: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
-	52,  // 111: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
-	54,  // 112: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
-	56,  // 113: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
-	58,  // 114: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
-	60,  // 115: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
-	62,  // 116: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
-	64,  // 117: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
-	66,  // 118: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
-	68,  // 119: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
-	72,  // 120: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
-	89,  // [89:121] is the sub-list for method output_type
-	57,  // [57:89] is the sub-list for method input_type
-	57,  // [57:57] is the sub-list for extension type_name
-	57,  // [57:57] is the sub-list for extension extendee
-	0,   // [0:57] is the sub-list for field type_name
+	83,  // 18: strata.gateway.v1.GroupLag.error:type_name -> strata.common.v1.ErrorDetail
+	90,  // 19: strata.gateway.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	91,  // 20: strata.gateway.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
+	92,  // 21: strata.gateway.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
+	93,  // 22: strata.gateway.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
+	94,  // 23: strata.gateway.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	95,  // 24: strata.gateway.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	96,  // 25: strata.gateway.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	36,  // 26: strata.gateway.v1.ProduceJSONRequest.records:type_name -> strata.gateway.v1.JSONRecord
+	97,  // 27: strata.gateway.v1.ProduceJSONRequest.acks:type_name -> strata.common.v1.Acks
+	37,  // 28: strata.gateway.v1.JSONRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	39,  // 29: strata.gateway.v1.ProduceJSONResponse.results:type_name -> strata.gateway.v1.ProduceJSONResult
+	83,  // 30: strata.gateway.v1.ProduceJSONResult.error:type_name -> strata.common.v1.ErrorDetail
+	98,  // 31: strata.gateway.v1.FetchJSONRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	42,  // 32: strata.gateway.v1.FetchJSONResponse.records:type_name -> strata.gateway.v1.JSONFetchedRecord
+	37,  // 33: strata.gateway.v1.JSONFetchedRecord.headers:type_name -> strata.gateway.v1.JSONHeader
+	99,  // 34: strata.gateway.v1.AlterPartitionReassignmentsRequest.reassignments:type_name -> strata.controller.v1.PartitionReassignment
+	100, // 35: strata.gateway.v1.AlterPartitionReassignmentsResponse.results:type_name -> strata.controller.v1.PartitionReassignmentResult
+	101, // 36: strata.gateway.v1.ListPartitionReassignmentsResponse.reassignments:type_name -> strata.controller.v1.PartitionChange
+	102, // 37: strata.gateway.v1.RebalanceResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	103, // 38: strata.gateway.v1.RebalanceResponse.before:type_name -> strata.controller.v1.NodeLoad
+	103, // 39: strata.gateway.v1.RebalanceResponse.after:type_name -> strata.controller.v1.NodeLoad
+	87,  // 40: strata.gateway.v1.DrainNodeResponse.node:type_name -> strata.controller.v1.NodeStatus
+	102, // 41: strata.gateway.v1.DrainNodeResponse.moves:type_name -> strata.controller.v1.PlannedMove
+	82,  // 42: strata.gateway.v1.CreatePartitionsResponse.topic:type_name -> strata.controller.v1.TopicDescription
+	104, // 43: strata.gateway.v1.ElectLeadersRequest.election_type:type_name -> strata.controller.v1.ElectionType
+	94,  // 44: strata.gateway.v1.ElectLeadersRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	105, // 45: strata.gateway.v1.ElectLeadersResponse.partitions:type_name -> strata.controller.v1.ElectLeadersResult
+	106, // 46: strata.gateway.v1.CreateUserResponse.user:type_name -> strata.common.v1.UserCredential
+	106, // 47: strata.gateway.v1.ListUsersResponse.users:type_name -> strata.common.v1.UserCredential
+	107, // 48: strata.gateway.v1.CreateAclsRequest.acls:type_name -> strata.common.v1.AclBinding
+	108, // 49: strata.gateway.v1.DeleteAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	107, // 50: strata.gateway.v1.DeleteAclsResponse.deleted:type_name -> strata.common.v1.AclBinding
+	108, // 51: strata.gateway.v1.DescribeAclsRequest.filter:type_name -> strata.controller.v1.AclFilter
+	107, // 52: strata.gateway.v1.DescribeAclsResponse.acls:type_name -> strata.common.v1.AclBinding
+	109, // 53: strata.gateway.v1.SetQuotaRequest.quota:type_name -> strata.common.v1.Quota
+	109, // 54: strata.gateway.v1.ListQuotasResponse.quotas:type_name -> strata.common.v1.Quota
+	86,  // 55: strata.gateway.v1.WatchClusterResponse.controllers:type_name -> strata.controller.v1.ControllerQuorum
+	73,  // 56: strata.gateway.v1.WatchClusterResponse.nodes:type_name -> strata.gateway.v1.NodeOverview
+	74,  // 57: strata.gateway.v1.WatchClusterResponse.topics:type_name -> strata.gateway.v1.TopicOverview
+	79,  // 58: strata.gateway.v1.NodeOverview.node:type_name -> strata.common.v1.Node
+	110, // 59: strata.gateway.v1.NodeOverview.state:type_name -> strata.controller.v1.NodeState
+	2,   // 60: strata.gateway.v1.GatewayService.Metadata:input_type -> strata.gateway.v1.MetadataRequest
+	4,   // 61: strata.gateway.v1.GatewayService.FindCoordinator:input_type -> strata.gateway.v1.FindCoordinatorRequest
+	6,   // 62: strata.gateway.v1.GatewayService.InitProducerId:input_type -> strata.gateway.v1.InitProducerIdRequest
+	8,   // 63: strata.gateway.v1.GatewayService.CreateTopic:input_type -> strata.gateway.v1.CreateTopicRequest
+	10,  // 64: strata.gateway.v1.GatewayService.DeleteTopic:input_type -> strata.gateway.v1.DeleteTopicRequest
+	12,  // 65: strata.gateway.v1.GatewayService.DescribeTopics:input_type -> strata.gateway.v1.DescribeTopicsRequest
+	15,  // 66: strata.gateway.v1.GatewayService.ListTopics:input_type -> strata.gateway.v1.ListTopicsRequest
+	17,  // 67: strata.gateway.v1.GatewayService.AlterTopicConfig:input_type -> strata.gateway.v1.AlterTopicConfigRequest
+	19,  // 68: strata.gateway.v1.GatewayService.DescribeCluster:input_type -> strata.gateway.v1.DescribeClusterRequest
+	22,  // 69: strata.gateway.v1.GatewayService.ListGroups:input_type -> strata.gateway.v1.ListGroupsRequest
+	25,  // 70: strata.gateway.v1.GatewayService.DescribeGroup:input_type -> strata.gateway.v1.DescribeGroupRequest
+	31,  // 71: strata.gateway.v1.GatewayService.ResetOffsets:input_type -> strata.gateway.v1.ResetOffsetsRequest
+	33,  // 72: strata.gateway.v1.GatewayService.DeleteGroup:input_type -> strata.gateway.v1.DeleteGroupRequest
+	27,  // 73: strata.gateway.v1.GatewayService.ListTransactions:input_type -> strata.gateway.v1.ListTransactionsRequest
+	29,  // 74: strata.gateway.v1.GatewayService.DescribeTransactions:input_type -> strata.gateway.v1.DescribeTransactionsRequest
+	35,  // 75: strata.gateway.v1.GatewayService.ProduceJSON:input_type -> strata.gateway.v1.ProduceJSONRequest
+	40,  // 76: strata.gateway.v1.GatewayService.FetchJSON:input_type -> strata.gateway.v1.FetchJSONRequest
+	43,  // 77: strata.gateway.v1.GatewayService.AlterPartitionReassignments:input_type -> strata.gateway.v1.AlterPartitionReassignmentsRequest
+	45,  // 78: strata.gateway.v1.GatewayService.ListPartitionReassignments:input_type -> strata.gateway.v1.ListPartitionReassignmentsRequest
+	47,  // 79: strata.gateway.v1.GatewayService.Rebalance:input_type -> strata.gateway.v1.RebalanceRequest
+	49,  // 80: strata.gateway.v1.GatewayService.DrainNode:input_type -> strata.gateway.v1.DrainNodeRequest
+	51,  // 81: strata.gateway.v1.GatewayService.CreatePartitions:input_type -> strata.gateway.v1.CreatePartitionsRequest
+	53,  // 82: strata.gateway.v1.GatewayService.ElectLeaders:input_type -> strata.gateway.v1.ElectLeadersRequest
+	0,   // 83: strata.gateway.v1.GatewayService.WhoAmI:input_type -> strata.gateway.v1.WhoAmIRequest
+	55,  // 84: strata.gateway.v1.GatewayService.CreateUser:input_type -> strata.gateway.v1.CreateUserRequest
+	57,  // 85: strata.gateway.v1.GatewayService.DeleteUser:input_type -> strata.gateway.v1.DeleteUserRequest
+	59,  // 86: strata.gateway.v1.GatewayService.ListUsers:input_type -> strata.gateway.v1.ListUsersRequest
+	61,  // 87: strata.gateway.v1.GatewayService.CreateAcls:input_type -> strata.gateway.v1.CreateAclsRequest
+	63,  // 88: strata.gateway.v1.GatewayService.DeleteAcls:input_type -> strata.gateway.v1.DeleteAclsRequest
+	65,  // 89: strata.gateway.v1.GatewayService.DescribeAcls:input_type -> strata.gateway.v1.DescribeAclsRequest
+	67,  // 90: strata.gateway.v1.GatewayService.SetQuota:input_type -> strata.gateway.v1.SetQuotaRequest
+	69,  // 91: strata.gateway.v1.GatewayService.ListQuotas:input_type -> strata.gateway.v1.ListQuotasRequest
+	71,  // 92: strata.gateway.v1.GatewayService.WatchCluster:input_type -> strata.gateway.v1.WatchClusterRequest
+	75,  // 93: strata.gateway.v1.GatewayService.OffsetForTimestamp:input_type -> strata.gateway.v1.OffsetForTimestampRequest
+	3,   // 94: strata.gateway.v1.GatewayService.Metadata:output_type -> strata.gateway.v1.MetadataResponse
+	5,   // 95: strata.gateway.v1.GatewayService.FindCoordinator:output_type -> strata.gateway.v1.FindCoordinatorResponse
+	7,   // 96: strata.gateway.v1.GatewayService.InitProducerId:output_type -> strata.gateway.v1.InitProducerIdResponse
+	9,   // 97: strata.gateway.v1.GatewayService.CreateTopic:output_type -> strata.gateway.v1.CreateTopicResponse
+	11,  // 98: strata.gateway.v1.GatewayService.DeleteTopic:output_type -> strata.gateway.v1.DeleteTopicResponse
+	13,  // 99: strata.gateway.v1.GatewayService.DescribeTopics:output_type -> strata.gateway.v1.DescribeTopicsResponse
+	16,  // 100: strata.gateway.v1.GatewayService.ListTopics:output_type -> strata.gateway.v1.ListTopicsResponse
+	18,  // 101: strata.gateway.v1.GatewayService.AlterTopicConfig:output_type -> strata.gateway.v1.AlterTopicConfigResponse
+	20,  // 102: strata.gateway.v1.GatewayService.DescribeCluster:output_type -> strata.gateway.v1.DescribeClusterResponse
+	23,  // 103: strata.gateway.v1.GatewayService.ListGroups:output_type -> strata.gateway.v1.ListGroupsResponse
+	26,  // 104: strata.gateway.v1.GatewayService.DescribeGroup:output_type -> strata.gateway.v1.DescribeGroupResponse
+	32,  // 105: strata.gateway.v1.GatewayService.ResetOffsets:output_type -> strata.gateway.v1.ResetOffsetsResponse
+	34,  // 106: strata.gateway.v1.GatewayService.DeleteGroup:output_type -> strata.gateway.v1.DeleteGroupResponse
+	28,  // 107: strata.gateway.v1.GatewayService.ListTransactions:output_type -> strata.gateway.v1.ListTransactionsResponse
+	30,  // 108: strata.gateway.v1.GatewayService.DescribeTransactions:output_type -> strata.gateway.v1.DescribeTransactionsResponse
+	38,  // 109: strata.gateway.v1.GatewayService.ProduceJSON:output_type -> strata.gateway.v1.ProduceJSONResponse
+	41,  // 110: strata.gateway.v1.GatewayService.FetchJSON:output_type -> strata.gateway.v1.FetchJSONResponse
+	44,  // 111: strata.gateway.v1.GatewayService.AlterPartitionReassignments:output_type -> strata.gateway.v1.AlterPartitionReassignmentsResponse
+	46,  // 112: strata.gateway.v1.GatewayService.ListPartitionReassignments:output_type -> strata.gateway.v1.ListPartitionReassignmentsResponse
+	48,  // 113: strata.gateway.v1.GatewayService.Rebalance:output_type -> strata.gateway.v1.RebalanceResponse
+	50,  // 114: strata.gateway.v1.GatewayService.DrainNode:output_type -> strata.gateway.v1.DrainNodeResponse
+	52,  // 115: strata.gateway.v1.GatewayService.CreatePartitions:output_type -> strata.gateway.v1.CreatePartitionsResponse
+	54,  // 116: strata.gateway.v1.GatewayService.ElectLeaders:output_type -> strata.gateway.v1.ElectLeadersResponse
+	1,   // 117: strata.gateway.v1.GatewayService.WhoAmI:output_type -> strata.gateway.v1.WhoAmIResponse
+	56,  // 118: strata.gateway.v1.GatewayService.CreateUser:output_type -> strata.gateway.v1.CreateUserResponse
+	58,  // 119: strata.gateway.v1.GatewayService.DeleteUser:output_type -> strata.gateway.v1.DeleteUserResponse
+	60,  // 120: strata.gateway.v1.GatewayService.ListUsers:output_type -> strata.gateway.v1.ListUsersResponse
+	62,  // 121: strata.gateway.v1.GatewayService.CreateAcls:output_type -> strata.gateway.v1.CreateAclsResponse
+	64,  // 122: strata.gateway.v1.GatewayService.DeleteAcls:output_type -> strata.gateway.v1.DeleteAclsResponse
+	66,  // 123: strata.gateway.v1.GatewayService.DescribeAcls:output_type -> strata.gateway.v1.DescribeAclsResponse
+	68,  // 124: strata.gateway.v1.GatewayService.SetQuota:output_type -> strata.gateway.v1.SetQuotaResponse
+	70,  // 125: strata.gateway.v1.GatewayService.ListQuotas:output_type -> strata.gateway.v1.ListQuotasResponse
+	72,  // 126: strata.gateway.v1.GatewayService.WatchCluster:output_type -> strata.gateway.v1.WatchClusterResponse
+	76,  // 127: strata.gateway.v1.GatewayService.OffsetForTimestamp:output_type -> strata.gateway.v1.OffsetForTimestampResponse
+	94,  // [94:128] is the sub-list for method output_type
+	60,  // [60:94] is the sub-list for method input_type
+	60,  // [60:60] is the sub-list for extension type_name
+	60,  // [60:60] is the sub-list for extension extendee
+	0,   // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_strata_gateway_v1_gateway_proto_init() }
@@ -5228,17 +5436,17 @@ func file_strata_gateway_v1_gateway_proto_init() {
 	if File_strata_gateway_v1_gateway_proto != nil {
 		return
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[32].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[36].OneofWrappers = []any{
 		(*JSONRecord_Key)(nil),
 		(*JSONRecord_KeyBytes)(nil),
 		(*JSONRecord_Value)(nil),
 		(*JSONRecord_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[33].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[37].OneofWrappers = []any{
 		(*JSONHeader_Value)(nil),
 		(*JSONHeader_ValueBytes)(nil),
 	}
-	file_strata_gateway_v1_gateway_proto_msgTypes[38].OneofWrappers = []any{
+	file_strata_gateway_v1_gateway_proto_msgTypes[42].OneofWrappers = []any{
 		(*JSONFetchedRecord_Key)(nil),
 		(*JSONFetchedRecord_KeyBytes)(nil),
 		(*JSONFetchedRecord_Value)(nil),
@@ -5250,7 +5458,7 @@ func file_strata_gateway_v1_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_gateway_v1_gateway_proto_rawDesc), len(file_strata_gateway_v1_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   75,
+			NumMessages:   79,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

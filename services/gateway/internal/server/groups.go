@@ -231,3 +231,52 @@ func (g *Gateway) DeleteGroup(ctx context.Context, req *connect.Request[gatewayv
 	}
 	return connect.NewResponse(&gatewayv1.DeleteGroupResponse{}), nil
 }
+
+// ListTransactions passes through to a coordinator in the caller's name;
+// any instance answers from the offsets database, listing the ids the
+// caller may describe.
+func (g *Gateway) ListTransactions(ctx context.Context, req *connect.Request[gatewayv1.ListTransactionsRequest]) (*connect.Response[gatewayv1.ListTransactionsResponse], error) {
+	res, err := anyCoordinator(ctx, g, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.ListTransactionsResponse, error) {
+		return unwrap(c.ListTransactions(ctx, connect.NewRequest(&coordinatorv1.ListTransactionsRequest{States: req.Msg.GetStates()})))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.ListTransactionsResponse{Transactions: res.GetTransactions()}), nil
+}
+
+// DescribeTransactions passes through to a coordinator in the caller's
+// name; any instance answers from the offsets database.
+func (g *Gateway) DescribeTransactions(ctx context.Context, req *connect.Request[gatewayv1.DescribeTransactionsRequest]) (*connect.Response[gatewayv1.DescribeTransactionsResponse], error) {
+	if len(req.Msg.GetTransactionalIds()) == 0 {
+		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "no transactional id to describe")
+	}
+	res, err := anyCoordinator(ctx, g, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.DescribeTransactionsResponse, error) {
+		return unwrap(c.DescribeTransactions(ctx, connect.NewRequest(&coordinatorv1.DescribeTransactionsRequest{TransactionalIds: req.Msg.GetTransactionalIds()})))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewayv1.DescribeTransactionsResponse{Transactions: res.GetTransactions()}), nil
+}
+
+// anyCoordinator makes call on the configured coordinators in turn until
+// one answers: for the calls any instance answers from the offsets
+// database. It moves on only past an UNAVAILABLE one.
+func anyCoordinator[T any](ctx context.Context, g *Gateway, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) (*T, error)) (*T, error) {
+	if len(g.coordinators) == 0 {
+		return nil, errNoCoordinator()
+	}
+	var lastErr error
+	for _, c := range g.coordinators {
+		res, err := call(ctx, c)
+		if err == nil {
+			return res, nil
+		}
+		lastErr = err
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, apierr.Forward(lastErr)
+}

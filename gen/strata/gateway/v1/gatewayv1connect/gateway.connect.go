@@ -81,6 +81,12 @@ const (
 	// GatewayServiceDeleteGroupProcedure is the fully-qualified name of the GatewayService's
 	// DeleteGroup RPC.
 	GatewayServiceDeleteGroupProcedure = "/strata.gateway.v1.GatewayService/DeleteGroup"
+	// GatewayServiceListTransactionsProcedure is the fully-qualified name of the GatewayService's
+	// ListTransactions RPC.
+	GatewayServiceListTransactionsProcedure = "/strata.gateway.v1.GatewayService/ListTransactions"
+	// GatewayServiceDescribeTransactionsProcedure is the fully-qualified name of the GatewayService's
+	// DescribeTransactions RPC.
+	GatewayServiceDescribeTransactionsProcedure = "/strata.gateway.v1.GatewayService/DescribeTransactions"
 	// GatewayServiceProduceJSONProcedure is the fully-qualified name of the GatewayService's
 	// ProduceJSON RPC.
 	GatewayServiceProduceJSONProcedure = "/strata.gateway.v1.GatewayService/ProduceJSON"
@@ -178,6 +184,14 @@ type GatewayServiceClient interface {
 	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
 	// DeleteGroup passes through to the owning coordinator's DeleteGroup; same errors.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// ListTransactions passes through to a coordinator's ListTransactions: the transactional
+	// ids of the offsets database, optionally only those in the given states (`strata txn
+	// list`, Kafka's ListTransactions).
+	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
+	// DescribeTransactions passes through to a coordinator's DescribeTransactions: each id's
+	// state, producer id and epoch, partitions, groups, timeout and start (`strata txn
+	// describe`, Kafka's DescribeTransactions). An unknown id is NOT_FOUND in its description.
+	DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error)
 	// ProduceJSON appends records given as JSON to one topic. The gateway picks each record's
 	// partition when unset (Kafka's default partitioner: murmur2 of the key, positive modulo;
 	// records without a key go to one partition per request), builds RecordBatch v2 batches
@@ -329,6 +343,18 @@ func NewGatewayServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(gatewayServiceMethods.ByName("DeleteGroup")),
 			connect.WithClientOptions(opts...),
 		),
+		listTransactions: connect.NewClient[v1.ListTransactionsRequest, v1.ListTransactionsResponse](
+			httpClient,
+			baseURL+GatewayServiceListTransactionsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("ListTransactions")),
+			connect.WithClientOptions(opts...),
+		),
+		describeTransactions: connect.NewClient[v1.DescribeTransactionsRequest, v1.DescribeTransactionsResponse](
+			httpClient,
+			baseURL+GatewayServiceDescribeTransactionsProcedure,
+			connect.WithSchema(gatewayServiceMethods.ByName("DescribeTransactions")),
+			connect.WithClientOptions(opts...),
+		),
 		produceJSON: connect.NewClient[v1.ProduceJSONRequest, v1.ProduceJSONResponse](
 			httpClient,
 			baseURL+GatewayServiceProduceJSONProcedure,
@@ -461,6 +487,8 @@ type gatewayServiceClient struct {
 	describeGroup               *connect.Client[v1.DescribeGroupRequest, v1.DescribeGroupResponse]
 	resetOffsets                *connect.Client[v1.ResetOffsetsRequest, v1.ResetOffsetsResponse]
 	deleteGroup                 *connect.Client[v1.DeleteGroupRequest, v1.DeleteGroupResponse]
+	listTransactions            *connect.Client[v1.ListTransactionsRequest, v1.ListTransactionsResponse]
+	describeTransactions        *connect.Client[v1.DescribeTransactionsRequest, v1.DescribeTransactionsResponse]
 	produceJSON                 *connect.Client[v1.ProduceJSONRequest, v1.ProduceJSONResponse]
 	fetchJSON                   *connect.Client[v1.FetchJSONRequest, v1.FetchJSONResponse]
 	alterPartitionReassignments *connect.Client[v1.AlterPartitionReassignmentsRequest, v1.AlterPartitionReassignmentsResponse]
@@ -545,6 +573,16 @@ func (c *gatewayServiceClient) ResetOffsets(ctx context.Context, req *connect.Re
 // DeleteGroup calls strata.gateway.v1.GatewayService.DeleteGroup.
 func (c *gatewayServiceClient) DeleteGroup(ctx context.Context, req *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return c.deleteGroup.CallUnary(ctx, req)
+}
+
+// ListTransactions calls strata.gateway.v1.GatewayService.ListTransactions.
+func (c *gatewayServiceClient) ListTransactions(ctx context.Context, req *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
+	return c.listTransactions.CallUnary(ctx, req)
+}
+
+// DescribeTransactions calls strata.gateway.v1.GatewayService.DescribeTransactions.
+func (c *gatewayServiceClient) DescribeTransactions(ctx context.Context, req *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error) {
+	return c.describeTransactions.CallUnary(ctx, req)
 }
 
 // ProduceJSON calls strata.gateway.v1.GatewayService.ProduceJSON.
@@ -682,6 +720,14 @@ type GatewayServiceHandler interface {
 	ResetOffsets(context.Context, *connect.Request[v1.ResetOffsetsRequest]) (*connect.Response[v1.ResetOffsetsResponse], error)
 	// DeleteGroup passes through to the owning coordinator's DeleteGroup; same errors.
 	DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error)
+	// ListTransactions passes through to a coordinator's ListTransactions: the transactional
+	// ids of the offsets database, optionally only those in the given states (`strata txn
+	// list`, Kafka's ListTransactions).
+	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
+	// DescribeTransactions passes through to a coordinator's DescribeTransactions: each id's
+	// state, producer id and epoch, partitions, groups, timeout and start (`strata txn
+	// describe`, Kafka's DescribeTransactions). An unknown id is NOT_FOUND in its description.
+	DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error)
 	// ProduceJSON appends records given as JSON to one topic. The gateway picks each record's
 	// partition when unset (Kafka's default partitioner: murmur2 of the key, positive modulo;
 	// records without a key go to one partition per request), builds RecordBatch v2 batches
@@ -829,6 +875,18 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 		connect.WithSchema(gatewayServiceMethods.ByName("DeleteGroup")),
 		connect.WithHandlerOptions(opts...),
 	)
+	gatewayServiceListTransactionsHandler := connect.NewUnaryHandler(
+		GatewayServiceListTransactionsProcedure,
+		svc.ListTransactions,
+		connect.WithSchema(gatewayServiceMethods.ByName("ListTransactions")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayServiceDescribeTransactionsHandler := connect.NewUnaryHandler(
+		GatewayServiceDescribeTransactionsProcedure,
+		svc.DescribeTransactions,
+		connect.WithSchema(gatewayServiceMethods.ByName("DescribeTransactions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	gatewayServiceProduceJSONHandler := connect.NewUnaryHandler(
 		GatewayServiceProduceJSONProcedure,
 		svc.ProduceJSON,
@@ -971,6 +1029,10 @@ func NewGatewayServiceHandler(svc GatewayServiceHandler, opts ...connect.Handler
 			gatewayServiceResetOffsetsHandler.ServeHTTP(w, r)
 		case GatewayServiceDeleteGroupProcedure:
 			gatewayServiceDeleteGroupHandler.ServeHTTP(w, r)
+		case GatewayServiceListTransactionsProcedure:
+			gatewayServiceListTransactionsHandler.ServeHTTP(w, r)
+		case GatewayServiceDescribeTransactionsProcedure:
+			gatewayServiceDescribeTransactionsHandler.ServeHTTP(w, r)
 		case GatewayServiceProduceJSONProcedure:
 			gatewayServiceProduceJSONHandler.ServeHTTP(w, r)
 		case GatewayServiceFetchJSONProcedure:
@@ -1068,6 +1130,14 @@ func (UnimplementedGatewayServiceHandler) ResetOffsets(context.Context, *connect
 
 func (UnimplementedGatewayServiceHandler) DeleteGroup(context.Context, *connect.Request[v1.DeleteGroupRequest]) (*connect.Response[v1.DeleteGroupResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DeleteGroup is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.ListTransactions is not implemented"))
+}
+
+func (UnimplementedGatewayServiceHandler) DescribeTransactions(context.Context, *connect.Request[v1.DescribeTransactionsRequest]) (*connect.Response[v1.DescribeTransactionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.gateway.v1.GatewayService.DescribeTransactions is not implemented"))
 }
 
 func (UnimplementedGatewayServiceHandler) ProduceJSON(context.Context, *connect.Request[v1.ProduceJSONRequest]) (*connect.Response[v1.ProduceJSONResponse], error) {
