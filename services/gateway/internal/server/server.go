@@ -28,9 +28,9 @@ import (
 	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/metaview"
+	"github.com/strata-mq/strata/lib/pidblock"
 	"github.com/strata-mq/strata/lib/serve"
 	"github.com/strata-mq/strata/services/gateway/internal/console"
-	"github.com/strata-mq/strata/services/gateway/internal/pidblock"
 	"github.com/strata-mq/strata/services/kafka"
 )
 
