@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 	"github.com/strata-mq/strata/lib/acl"
 	"github.com/strata-mq/strata/lib/kafkawire"
@@ -31,11 +32,12 @@ func groupBroker(bs []broker, key string) (broker, bool) {
 	return bs[h.Sum32()%uint32(len(bs))], true
 }
 
-// groupCoordinator is the broker FindCoordinator names for group: the
-// Kafka listener of the coordinator instance that owns it, as the gateway
-// locates it, or else groupBroker's storage node.
-func (b *Bridge) groupCoordinator(ctx context.Context, bs []broker, group string) (broker, bool) {
-	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group, Listener: serve.KafkaListenerName}))
+// groupCoordinator is the broker FindCoordinator names for key, a group
+// or a transactional id (kind): the Kafka listener of the coordinator
+// instance that owns it, as the gateway locates it, or else groupBroker's
+// storage node, whose listener passes the key's calls on to the owner.
+func (b *Bridge) groupCoordinator(ctx context.Context, bs []broker, group string, kind coordinatorv1.CoordinatorKeyType) (broker, bool) {
+	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group, Listener: serve.KafkaListenerName, KeyType: kind}))
 	if err == nil {
 		if br, ok := coordinatorBroker(loc.Msg.GetCoordinatorId(), loc.Msg.GetAddress(), bs); ok {
 			b.located.Note(loc.Msg.GetCoordinatorId(), loc.Msg.GetAddress())
@@ -59,16 +61,23 @@ func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.F
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.NodeID = key, -1
+		kind := coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP
 		switch {
-		case req.CoordinatorType != 0:
-			// Transaction coordinators: Strata has no transactions yet.
+		case req.CoordinatorType == 1 && !b.cfg.Transactions, req.CoordinatorType > 1:
+			// Transaction coordinators are offered with the transaction
+			// APIs (txn.go); share groups are not Strata's.
 			c.ErrorCode = kerr.UnsupportedVersion.Code
+		case req.CoordinatorType == 1:
+			// Any authenticated principal, as the coordinator's
+			// transaction RPCs: no transactional-id ACL resource yet.
+			kind = coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION
 		case b.cfg.Guard != nil && !b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Group, key):
 			// As Kafka: describe on the group, as for the Connect API's
 			// FindCoordinator.
 			c.ErrorCode = kerr.GroupAuthorizationFailed.Code
-		default:
-			if br, ok := b.groupCoordinator(ctx, bs, key); ok {
+		}
+		if c.ErrorCode == 0 {
+			if br, ok := b.groupCoordinator(ctx, bs, key, kind); ok {
 				c.NodeID, c.Host, c.Port = br.id, br.host, br.port
 			} else {
 				c.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -53,6 +53,12 @@ type Config struct {
 	// metadata.go). The listener's --kafka-auto-create-topics-enable sets
 	// it.
 	AutoCreateTopics bool
+	// Transactions offers the transaction APIs (txn.go) in ApiVersions
+	// and InitProducerId with a transactional id. Default false: they
+	// are served but not offered, and a transactional id is refused
+	// UNSUPPORTED_VERSION, until the storage nodes take transactional
+	// batches.
+	Transactions bool
 }
 
 // Gateway is the part of GatewayService the bridge calls: a
@@ -150,6 +156,10 @@ func (b *Bridge) APIs() []kafkawire.API {
 		b.deleteRecordsAPI(),               // 21
 		b.initProducerIDAPI(),              // 22
 		b.offsetForLeaderEpochAPI(),        // 23
+		b.addPartitionsToTxnAPI(),          // 24
+		b.addOffsetsToTxnAPI(),             // 25
+		b.endTxnAPI(),                      // 26
+		b.txnOffsetCommitAPI(),             // 28
 		b.describeAclsAPI(),                // 29
 		b.createAclsAPI(),                  // 30
 		b.deleteAclsAPI(),                  // 31
@@ -168,8 +178,7 @@ func (b *Bridge) APIs() []kafkawire.API {
 		b.consumerGroupHeartbeatAPI(),      // 68
 		b.consumerGroupDescribeAPI(),       // 69
 	}
-	// The transaction APIs, answered UNSUPPORTED_VERSION (refused.go).
-	return append(apis, refusedAPIs()...)
+	return apis
 }
 
 // adminTimeout bounds an admin call whose request carries no timeout.

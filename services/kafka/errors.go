@@ -49,6 +49,14 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED:       kerr.TopicAuthorizationFailed.Code,
 	commonv1.Reason_REASON_GROUP_AUTHORIZATION_FAILED:       kerr.GroupAuthorizationFailed.Code,
 	commonv1.Reason_REASON_CLUSTER_AUTHORIZATION_FAILED:     kerr.ClusterAuthorizationFailed.Code,
+	commonv1.Reason_REASON_TRANSACTION_COORDINATOR_FENCED:   kerr.TransactionCoordinatorFenced.Code,
+	commonv1.Reason_REASON_PRODUCER_FENCED:                  kerr.ProducerFenced.Code,
+	commonv1.Reason_REASON_INVALID_TXN_STATE:                kerr.InvalidTxnState.Code,
+	commonv1.Reason_REASON_CONCURRENT_TRANSACTIONS:          kerr.ConcurrentTransactions.Code,
+	commonv1.Reason_REASON_INVALID_PRODUCER_ID_MAPPING:      kerr.InvalidProducerIDMapping.Code,
+	commonv1.Reason_REASON_INVALID_TRANSACTION_TIMEOUT:      kerr.InvalidTransactionTimeout.Code,
+	commonv1.Reason_REASON_TRANSACTIONAL_ID_NOT_FOUND:       kerr.TransactionalIDNotFound.Code,
+	commonv1.Reason_REASON_OPERATION_NOT_ATTEMPTED:          kerr.OperationNotAttempted.Code,
 }
 
 // plane says what a failed call was doing, for the codes without a

@@ -26,7 +26,19 @@ func newCoordinatorClients() *coordinatorClients {
 // coordinator returns a client of the coordinator instance that owns
 // group, found through the gateway.
 func (b *Bridge) coordinator(ctx context.Context, group string) (coordinatorv1connect.CoordinatorServiceClient, error) {
-	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: group}))
+	return b.ownerOf(ctx, group, coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP)
+}
+
+// txnCoordinator returns a client of the coordinator instance that owns
+// transactional id, found through the gateway.
+func (b *Bridge) txnCoordinator(ctx context.Context, id string) (coordinatorv1connect.CoordinatorServiceClient, error) {
+	return b.ownerOf(ctx, id, coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION)
+}
+
+// ownerOf returns a client of the coordinator instance that owns key, a
+// group or a transactional id.
+func (b *Bridge) ownerOf(ctx context.Context, key string, kind coordinatorv1.CoordinatorKeyType) (coordinatorv1connect.CoordinatorServiceClient, error) {
+	loc, err := b.cfg.Gateway.FindCoordinator(ctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: key, KeyType: kind}))
 	if err != nil {
 		return nil, err
 	}
