@@ -28,8 +28,8 @@ import (
 )
 
 // TestRequestQuota: on `strata dev --secure`, `strata quota set
-// --request-percentage` gives User:busy a twentieth of a percent of a request
-// handler's time per process (Kafka's request_percentage). busy and
+// --request-percentage` gives User:busy a hundredth of a percent of a
+// request handler's time per process (Kafka's request_percentage). busy and
 // User:idle, which has no quota, each send cheap requests as fast as
 // they are answered, at the same time, to the gateway: Metadata on its
 // Kafka listener, then Metadata on its Connect API. busy's answers carry
@@ -39,8 +39,11 @@ import (
 //
 // Nothing here is timed against the clock: each phase runs until idle
 // has had its requests answered, and compares the two principals'
-// counts over that same stretch. A busy machine slows both: it makes
-// each of busy's requests cost more of its quota, not less.
+// counts over that same stretch. A busy machine slows idle's requests
+// more than it raises busy's allowance: at 0.05% a run beside a full
+// test suite saw busy at 0.29 of idle's count (23/s against 79/s, each of
+// Metadata's handlings some 20 µs); at 0.01% busy's allowance is a fifth
+// of that, which leaves the quarter the check wants four times over.
 func TestRequestQuota(t *testing.T) {
 	t.Parallel()
 	d := harness.StartDev(t, "--secure", "--storage-nodes", "1")
@@ -64,10 +67,10 @@ func TestRequestQuota(t *testing.T) {
 		return strings.TrimPrefix(strings.TrimSpace(cli("user", "create", user)), "STRATA_TOKEN=")
 	}
 	busyToken, idleToken := tokenOf("busy"), tokenOf("idle")
-	if out := cli("quota", "set", "--principal", "User:busy", "--request-percentage", "0.05"); out != "quota of User:busy: produce unlimited, fetch unlimited, requests 0.05%\n" {
+	if out := cli("quota", "set", "--principal", "User:busy", "--request-percentage", "0.01"); out != "quota of User:busy: produce unlimited, fetch unlimited, requests 0.01%\n" {
 		t.Fatalf("quota set: %q", out)
 	}
-	if out := cli("quota", "list"); !strings.Contains(out, "REQUESTS") || !strings.Contains(out, "0.05%") {
+	if out := cli("quota", "list"); !strings.Contains(out, "REQUESTS") || !strings.Contains(out, "0.01%") {
 		t.Fatalf("quota list:\n%s", out)
 	}
 
@@ -225,7 +228,7 @@ func compareRequestRates(ctx context.Context, t *testing.T, what string, busy, i
 	if idleErr != nil || busyErr != nil {
 		t.Fatalf("%s: User:idle's error %v, User:busy's %v", what, idleErr, busyErr)
 	}
-	t.Logf("%s over %v: User:idle (no quota) %d requests (%.0f/s); User:busy (0.05%%) %d (%.1f/s), %d answered with a throttle, the longest %d ms",
+	t.Logf("%s over %v: User:idle (no quota) %d requests (%.0f/s); User:busy (0.01%%) %d (%.1f/s), %d answered with a throttle, the longest %d ms",
 		what, took.Round(time.Millisecond), idleRequests, idleRequests/took.Seconds(), busyN, float64(busyN)/took.Seconds(), busyThrottled, busyMaxMs)
 	if idleMaxMs != 0 {
 		t.Errorf("%s: User:idle, which has no quota, was answered with a throttle of %d ms", what, idleMaxMs)
