@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +87,29 @@ func testTransactionMarkers(t *testing.T, secure bool) {
 			t.Fatalf("txn-%d: marker of producer %d epoch %d, commit %v, coordinator epoch %d; want %d, %d, %v, 1",
 				p, h.ProducerID, h.ProducerEpoch, m.Commit(), m.CoordinatorEpoch, pid, epoch, commit)
 		}
+	}
+
+	// The operator's view through the gateway: strata txn list and
+	// describe, as the admin in a secure cluster.
+	var cr harness.Credentials
+	if secure {
+		cr = c.UserCert("admin")
+	}
+	strata := harness.Binary(t, harness.StrataPkg)
+	r := runCLI(t, strata, gs.Gateway.URL, cr, "", "txn", "list")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^tx +`+fmt.Sprint(pid)+` +complete-abort *$`).MatchString(r.stdout) {
+		t.Fatalf("strata txn list: exit %d, stdout %q, stderr %q; want tx %d complete-abort", r.code, r.stdout, r.stderr, pid)
+	}
+	r = runCLI(t, strata, gs.Gateway.URL, cr, "", "txn", "describe", "tx", "--output", "json")
+	var d struct {
+		State      string `json:"state"`
+		ProducerID string `json:"producer_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &d); r.code != 0 || err != nil || d.State != "TRANSACTION_STATE_COMPLETE_ABORT" || d.ProducerID != fmt.Sprint(pid) {
+		t.Fatalf("strata txn describe tx: exit %d, stdout %q, stderr %q (%v)", r.code, r.stdout, r.stderr, err)
+	}
+	r = runCLI(t, strata, gs.Gateway.URL, cr, "", "txn", "describe", "nope")
+	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, `"nope"`) {
+		t.Fatalf("strata txn describe of an unknown id: exit %d, stderr %q; want 1 and one line naming it", r.code, r.stderr)
 	}
 }
