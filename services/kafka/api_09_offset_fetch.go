@@ -22,7 +22,7 @@ func (b *Bridge) offsetFetch(ctx context.Context, version int16, req *kmsg.Offse
 		return b.offsetFetchGroups(ctx, req)
 	}
 	resp := kmsg.NewPtrOffsetFetchResponse()
-	creq := &coordinatorv1.OffsetFetchRequest{GroupId: req.Group}
+	creq := &coordinatorv1.OffsetFetchRequest{GroupId: req.Group, RequireStable: version >= 7 && req.RequireStable}
 	for _, t := range req.Topics {
 		creq.Topics = append(creq.Topics, &commonv1.TopicPartitions{Topic: t.Topic, Partitions: t.Partitions})
 	}
@@ -64,6 +64,7 @@ func (b *Bridge) offsetFetch(ctx context.Context, version int16, req *kmsg.Offse
 		rp := kmsg.NewOffsetFetchResponseTopicPartition()
 		md := o.GetMetadata()
 		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = o.GetPartition(), o.GetCommittedOffset(), o.GetCommittedLeaderEpoch(), &md
+		rp.ErrorCode = detailCode(o.GetError(), groupPlane, nil) // UNSTABLE_OFFSET_COMMIT (require_stable)
 		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)
 	}
 	// Named partitions the coordinator did not answer have no offset.

@@ -57,6 +57,7 @@ var reasonCodes = map[commonv1.Reason]int16{
 	commonv1.Reason_REASON_INVALID_TRANSACTION_TIMEOUT:      kerr.InvalidTransactionTimeout.Code,
 	commonv1.Reason_REASON_TRANSACTIONAL_ID_NOT_FOUND:       kerr.TransactionalIDNotFound.Code,
 	commonv1.Reason_REASON_OPERATION_NOT_ATTEMPTED:          kerr.OperationNotAttempted.Code,
+	commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT:           kerr.UnstableOffsetCommit.Code,
 }
 
 // plane says what a failed call was doing, for the codes without a

@@ -83,6 +83,50 @@ func TestOffsetFetchSeveralGroups(t *testing.T) {
 	}
 }
 
+// stableCoordinator answers OffsetFetch with partition 0 unstable (offsets
+// staged by an ongoing transaction) when asked require_stable, and
+// records whether it was.
+type stableCoordinator struct {
+	*scriptedCoordinator
+	asked []bool
+}
+
+func (c *stableCoordinator) OffsetFetch(_ context.Context, req *connect.Request[coordinatorv1.OffsetFetchRequest]) (*connect.Response[coordinatorv1.OffsetFetchResponse], error) {
+	c.asked = append(c.asked, req.Msg.GetRequireStable())
+	o := &coordinatorv1.CommittedOffset{Topic: "t", Partition: 0, CommittedOffset: 5, CommittedLeaderEpoch: -1}
+	if req.Msg.GetRequireStable() {
+		o = &coordinatorv1.CommittedOffset{Topic: "t", Partition: 0, CommittedOffset: -1, CommittedLeaderEpoch: -1,
+			Error: apierr.Detail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT, "staged")}
+	}
+	return connect.NewResponse(&coordinatorv1.OffsetFetchResponse{Offsets: []*coordinatorv1.CommittedOffset{o}}), nil
+}
+
+// TestOffsetFetchRequireStable: from v7 require_stable (KIP-447) reaches
+// the coordinator, and a partition it finds staged by a transaction is
+// answered UNSTABLE_OFFSET_COMMIT; before v7 there is no such flag.
+func TestOffsetFetchRequireStable(t *testing.T) {
+	coord := &stableCoordinator{scriptedCoordinator: &scriptedCoordinator{}}
+	b := newBridgeWithCoordinator(t, coord)
+	for _, tc := range []struct {
+		version int16
+		code    int16
+	}{{6, 0}, {7, kerr.UnstableOffsetCommit.Code}} {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group, req.RequireStable = "g", true
+		r, err := b.offsetFetch(context.Background(), tc.version, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := decoded(t, r, tc.version).(*kmsg.OffsetFetchResponse)
+		if p := resp.Topics[0].Partitions[0]; p.ErrorCode != tc.code {
+			t.Errorf("v%d: partition code %d, want %d", tc.version, p.ErrorCode, tc.code)
+		}
+	}
+	if len(coord.asked) != 2 || coord.asked[0] || !coord.asked[1] {
+		t.Fatalf("require_stable reached the coordinator as %v; want false (v6), then true (v7)", coord.asked)
+	}
+}
+
 // newBridgeWithCoordinator is a bridge whose every group is coordinated by
 // h, served over HTTP.
 func newBridgeWithCoordinator(t *testing.T, h coordinatorv1connect.CoordinatorServiceHandler) *Bridge {

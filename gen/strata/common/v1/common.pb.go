@@ -403,6 +403,10 @@ const (
 	// failed, for example a partition of an AddPartitionsToTxn whose other partitions were
 	// refused (Kafka's OPERATION_NOT_ATTEMPTED).
 	Reason_REASON_OPERATION_NOT_ATTEMPTED Reason = 47
+	// UNAVAILABLE: an OffsetFetch with require_stable names a partition whose offsets an
+	// ongoing transaction has staged (Kafka's UNSTABLE_OFFSET_COMMIT, KIP-447); retry once the
+	// transaction ends.
+	Reason_REASON_UNSTABLE_OFFSET_COMMIT Reason = 50
 )
 
 // Enum value maps for Reason.
@@ -456,6 +460,7 @@ var (
 		45: "REASON_INVALID_TRANSACTION_TIMEOUT",
 		46: "REASON_TRANSACTIONAL_ID_NOT_FOUND",
 		47: "REASON_OPERATION_NOT_ATTEMPTED",
+		50: "REASON_UNSTABLE_OFFSET_COMMIT",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":                      0,
@@ -506,6 +511,7 @@ var (
 		"REASON_INVALID_TRANSACTION_TIMEOUT":      45,
 		"REASON_TRANSACTIONAL_ID_NOT_FOUND":       46,
 		"REASON_OPERATION_NOT_ATTEMPTED":          47,
+		"REASON_UNSTABLE_OFFSET_COMMIT":           50,
 	}
 )
 
@@ -2282,7 +2288,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xb8\f\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\xdb\f\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2332,7 +2338,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\"REASON_INVALID_PRODUCER_ID_MAPPING\x10,\x12&\n" +
 	"\"REASON_INVALID_TRANSACTION_TIMEOUT\x10-\x12%\n" +
 	"!REASON_TRANSACTIONAL_ID_NOT_FOUND\x10.\x12\"\n" +
-	"\x1eREASON_OPERATION_NOT_ATTEMPTED\x10/*b\n" +
+	"\x1eREASON_OPERATION_NOT_ATTEMPTED\x10/\x12!\n" +
+	"\x1dREASON_UNSTABLE_OFFSET_COMMIT\x102*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +

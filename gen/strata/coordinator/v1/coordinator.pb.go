@@ -1799,7 +1799,12 @@ type OffsetFetchRequest struct {
 	// Group id.
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Partitions; empty means every partition the group has committed.
-	Topics        []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	Topics []*v1.TopicPartitions `protobuf:"bytes,2,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Kafka's require_stable (KIP-447): a partition with offsets staged by an ongoing
+	// transaction (TxnOffsetCommit) is answered UNAVAILABLE (REASON_UNSTABLE_OFFSET_COMMIT) in
+	// its CommittedOffset.error instead of its committed offset, which the transaction may
+	// still change; the client retries.
+	RequireStable bool `protobuf:"varint,3,opt,name=require_stable,json=requireStable,proto3" json:"require_stable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1846,6 +1851,13 @@ func (x *OffsetFetchRequest) GetTopics() []*v1.TopicPartitions {
 		return x.Topics
 	}
 	return nil
+}
+
+func (x *OffsetFetchRequest) GetRequireStable() bool {
+	if x != nil {
+		return x.RequireStable
+	}
+	return false
 }
 
 // OffsetFetchResponse returns committed offsets.
@@ -1909,7 +1921,11 @@ type CommittedOffset struct {
 	// Client metadata stored with the commit.
 	Metadata string `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	// Time of the commit, in Unix ms, or -1.
-	CommitTimeMs  int64 `protobuf:"varint,6,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	CommitTimeMs int64 `protobuf:"varint,6,opt,name=commit_time_ms,json=commitTimeMs,proto3" json:"commit_time_ms,omitempty"`
+	// Set when the partition's offset is not answered: UNAVAILABLE
+	// (REASON_UNSTABLE_OFFSET_COMMIT) for require_stable while a transaction has offsets staged
+	// for it.
+	Error         *v1.ErrorDetail `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1984,6 +2000,13 @@ func (x *CommittedOffset) GetCommitTimeMs() int64 {
 		return x.CommitTimeMs
 	}
 	return 0
+}
+
+func (x *CommittedOffset) GetError() *v1.ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
 }
 
 // ListGroupsRequest filters the group list.
@@ -4528,19 +4551,21 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x1bOffsetCommitPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
-	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"j\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\x91\x01\n" +
 	"\x12OffsetFetchRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\x129\n" +
-	"\x06topics\x18\x02 \x03(\v2!.strata.common.v1.TopicPartitionsR\x06topics\"W\n" +
+	"\x06topics\x18\x02 \x03(\v2!.strata.common.v1.TopicPartitionsR\x06topics\x12%\n" +
+	"\x0erequire_stable\x18\x03 \x01(\bR\rrequireStable\"W\n" +
 	"\x13OffsetFetchResponse\x12@\n" +
-	"\aoffsets\x18\x01 \x03(\v2&.strata.coordinator.v1.CommittedOffsetR\aoffsets\"\xe8\x01\n" +
+	"\aoffsets\x18\x01 \x03(\v2&.strata.coordinator.v1.CommittedOffsetR\aoffsets\"\x9d\x02\n" +
 	"\x0fCommittedOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12)\n" +
 	"\x10committed_offset\x18\x03 \x01(\x03R\x0fcommittedOffset\x124\n" +
 	"\x16committed_leader_epoch\x18\x04 \x01(\x05R\x14committedLeaderEpoch\x12\x1a\n" +
 	"\bmetadata\x18\x05 \x01(\tR\bmetadata\x12$\n" +
-	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\"N\n" +
+	"\x0ecommit_time_ms\x18\x06 \x01(\x03R\fcommitTimeMs\x123\n" +
+	"\x05error\x18\a \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"N\n" +
 	"\x11ListGroupsRequest\x129\n" +
 	"\x06states\x18\x01 \x03(\x0e2!.strata.coordinator.v1.GroupStateR\x06states\"\xaa\x01\n" +
 	"\fGroupListing\x12\x19\n" +
@@ -4874,82 +4899,83 @@ var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	65, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
 	64, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	27, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
-	0,  // 12: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
-	0,  // 13: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
-	29, // 14: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
-	33, // 15: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
-	0,  // 16: strata.coordinator.v1.GroupDescription.state:type_name -> strata.coordinator.v1.GroupState
-	34, // 17: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
-	35, // 18: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
-	17, // 19: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
-	17, // 20: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
-	64, // 21: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	1,  // 22: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
-	38, // 23: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	65, // 24: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	64, // 25: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
-	43, // 26: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
-	65, // 27: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
-	2,  // 28: strata.coordinator.v1.LocateGroupRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
-	64, // 29: strata.coordinator.v1.AddPartitionsToTxnRequest.partitions:type_name -> strata.common.v1.TopicPartitions
-	50, // 30: strata.coordinator.v1.AddPartitionsToTxnResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
-	65, // 31: strata.coordinator.v1.TxnPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	54, // 32: strata.coordinator.v1.TxnOffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.TxnOffsetCommitPartition
-	50, // 33: strata.coordinator.v1.TxnOffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
-	60, // 34: strata.coordinator.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
-	65, // 35: strata.coordinator.v1.TransactionDescription.error:type_name -> strata.common.v1.ErrorDetail
-	3,  // 36: strata.coordinator.v1.TransactionDescription.state:type_name -> strata.coordinator.v1.TransactionState
-	64, // 37: strata.coordinator.v1.TransactionDescription.partitions:type_name -> strata.common.v1.TopicPartitions
-	3,  // 38: strata.coordinator.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
-	63, // 39: strata.coordinator.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
-	3,  // 40: strata.coordinator.v1.TransactionListing.state:type_name -> strata.coordinator.v1.TransactionState
-	15, // 41: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	18, // 42: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	21, // 43: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
-	25, // 44: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
-	28, // 45: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	31, // 46: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
-	36, // 47: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	39, // 48: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	41, // 49: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
-	44, // 50: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
-	5,  // 51: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
-	8,  // 52: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
-	11, // 53: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
-	13, // 54: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
-	46, // 55: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:input_type -> strata.coordinator.v1.InitTransactionalProducerRequest
-	48, // 56: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:input_type -> strata.coordinator.v1.AddPartitionsToTxnRequest
-	51, // 57: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:input_type -> strata.coordinator.v1.AddOffsetsToTxnRequest
-	53, // 58: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:input_type -> strata.coordinator.v1.TxnOffsetCommitRequest
-	56, // 59: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
-	58, // 60: strata.coordinator.v1.CoordinatorService.DescribeTransactions:input_type -> strata.coordinator.v1.DescribeTransactionsRequest
-	61, // 61: strata.coordinator.v1.CoordinatorService.ListTransactions:input_type -> strata.coordinator.v1.ListTransactionsRequest
-	16, // 62: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	20, // 63: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	23, // 64: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
-	26, // 65: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
-	30, // 66: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	32, // 67: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
-	37, // 68: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	40, // 69: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	42, // 70: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
-	45, // 71: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
-	6,  // 72: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
-	10, // 73: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
-	12, // 74: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
-	14, // 75: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
-	47, // 76: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:output_type -> strata.coordinator.v1.InitTransactionalProducerResponse
-	49, // 77: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:output_type -> strata.coordinator.v1.AddPartitionsToTxnResponse
-	52, // 78: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:output_type -> strata.coordinator.v1.AddOffsetsToTxnResponse
-	55, // 79: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:output_type -> strata.coordinator.v1.TxnOffsetCommitResponse
-	57, // 80: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
-	59, // 81: strata.coordinator.v1.CoordinatorService.DescribeTransactions:output_type -> strata.coordinator.v1.DescribeTransactionsResponse
-	62, // 82: strata.coordinator.v1.CoordinatorService.ListTransactions:output_type -> strata.coordinator.v1.ListTransactionsResponse
-	62, // [62:83] is the sub-list for method output_type
-	41, // [41:62] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	65, // 12: strata.coordinator.v1.CommittedOffset.error:type_name -> strata.common.v1.ErrorDetail
+	0,  // 13: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
+	0,  // 14: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
+	29, // 15: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
+	33, // 16: strata.coordinator.v1.DescribeGroupResponse.group:type_name -> strata.coordinator.v1.GroupDescription
+	0,  // 17: strata.coordinator.v1.GroupDescription.state:type_name -> strata.coordinator.v1.GroupState
+	34, // 18: strata.coordinator.v1.GroupDescription.members:type_name -> strata.coordinator.v1.GroupMember
+	35, // 19: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
+	17, // 20: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
+	17, // 21: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
+	64, // 22: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	1,  // 23: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
+	38, // 24: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
+	65, // 25: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	64, // 26: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	43, // 27: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
+	65, // 28: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
+	2,  // 29: strata.coordinator.v1.LocateGroupRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
+	64, // 30: strata.coordinator.v1.AddPartitionsToTxnRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	50, // 31: strata.coordinator.v1.AddPartitionsToTxnResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	65, // 32: strata.coordinator.v1.TxnPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	54, // 33: strata.coordinator.v1.TxnOffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.TxnOffsetCommitPartition
+	50, // 34: strata.coordinator.v1.TxnOffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	60, // 35: strata.coordinator.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
+	65, // 36: strata.coordinator.v1.TransactionDescription.error:type_name -> strata.common.v1.ErrorDetail
+	3,  // 37: strata.coordinator.v1.TransactionDescription.state:type_name -> strata.coordinator.v1.TransactionState
+	64, // 38: strata.coordinator.v1.TransactionDescription.partitions:type_name -> strata.common.v1.TopicPartitions
+	3,  // 39: strata.coordinator.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
+	63, // 40: strata.coordinator.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
+	3,  // 41: strata.coordinator.v1.TransactionListing.state:type_name -> strata.coordinator.v1.TransactionState
+	15, // 42: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	18, // 43: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	21, // 44: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
+	25, // 45: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
+	28, // 46: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	31, // 47: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
+	36, // 48: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	39, // 49: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	41, // 50: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
+	44, // 51: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
+	5,  // 52: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
+	8,  // 53: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
+	11, // 54: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
+	13, // 55: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
+	46, // 56: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:input_type -> strata.coordinator.v1.InitTransactionalProducerRequest
+	48, // 57: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:input_type -> strata.coordinator.v1.AddPartitionsToTxnRequest
+	51, // 58: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:input_type -> strata.coordinator.v1.AddOffsetsToTxnRequest
+	53, // 59: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:input_type -> strata.coordinator.v1.TxnOffsetCommitRequest
+	56, // 60: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
+	58, // 61: strata.coordinator.v1.CoordinatorService.DescribeTransactions:input_type -> strata.coordinator.v1.DescribeTransactionsRequest
+	61, // 62: strata.coordinator.v1.CoordinatorService.ListTransactions:input_type -> strata.coordinator.v1.ListTransactionsRequest
+	16, // 63: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	20, // 64: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	23, // 65: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
+	26, // 66: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
+	30, // 67: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	32, // 68: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
+	37, // 69: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	40, // 70: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	42, // 71: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
+	45, // 72: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
+	6,  // 73: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
+	10, // 74: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
+	12, // 75: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
+	14, // 76: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
+	47, // 77: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:output_type -> strata.coordinator.v1.InitTransactionalProducerResponse
+	49, // 78: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:output_type -> strata.coordinator.v1.AddPartitionsToTxnResponse
+	52, // 79: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:output_type -> strata.coordinator.v1.AddOffsetsToTxnResponse
+	55, // 80: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:output_type -> strata.coordinator.v1.TxnOffsetCommitResponse
+	57, // 81: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
+	59, // 82: strata.coordinator.v1.CoordinatorService.DescribeTransactions:output_type -> strata.coordinator.v1.DescribeTransactionsResponse
+	62, // 83: strata.coordinator.v1.CoordinatorService.ListTransactions:output_type -> strata.coordinator.v1.ListTransactionsResponse
+	63, // [63:84] is the sub-list for method output_type
+	42, // [42:63] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }

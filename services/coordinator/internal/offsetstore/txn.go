@@ -120,6 +120,11 @@ type TxnStore interface {
 	// sorted by group, topic and partition; groups[i] is the group of
 	// offsets[i].
 	StagedTxnOffsets(ctx context.Context, id string) (groups []string, offsets []Offset, err error)
+	// UnstableTxnOffsets returns the partitions of group for which some
+	// ongoing transaction has offsets staged, sorted by topic and
+	// partition, each once: the partitions an OffsetFetch with
+	// require_stable (KIP-447) must not answer yet.
+	UnstableTxnOffsets(ctx context.Context, group string) ([]Offset, error)
 }
 
 // dbq is one database transaction, or the pool outside one, in either
@@ -445,6 +450,24 @@ func listTxns(ctx context.Context, db txnDB, states []TxnState) ([]Txn, error) {
 			return nil, fmt.Errorf("offsetstore: list transactions: %w", err)
 		}
 		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func unstableTxnOffsets(ctx context.Context, db txnDB, group string) ([]Offset, error) {
+	rows, err := db.outside().query(ctx, `SELECT DISTINCT topic, partition_index FROM strata_txn_pending_offsets
+		WHERE group_id = $1 ORDER BY topic, partition_index`, group)
+	if err != nil {
+		return nil, fmt.Errorf("offsetstore: offsets staged for %s: %w", group, err)
+	}
+	defer rows.Close()
+	var out []Offset
+	for rows.Next() {
+		var o Offset
+		if err := rows.Scan(&o.Topic, &o.Partition); err != nil {
+			return nil, fmt.Errorf("offsetstore: offsets staged for %s: %w", group, err)
+		}
+		out = append(out, o)
 	}
 	return out, rows.Err()
 }

@@ -92,6 +92,11 @@ func (p *Postgres) StageTxnOffsets(ctx context.Context, f Fence, id string, chec
 	return stageTxnOffsets(ctx, pgTxnDB{p.pool}, f, id, check, offsets)
 }
 
+// UnstableTxnOffsets implements TxnStore.
+func (p *Postgres) UnstableTxnOffsets(ctx context.Context, group string) ([]Offset, error) {
+	return unstableTxnOffsets(ctx, pgTxnDB{p.pool}, group)
+}
+
 // StagedTxnOffsets implements TxnStore.
 func (p *Postgres) StagedTxnOffsets(ctx context.Context, id string) ([]string, []Offset, error) {
 	return stagedTxnOffsets(ctx, pgTxnDB{p.pool}, id)
@@ -115,6 +120,11 @@ func (s *SQLite) ListTxns(ctx context.Context, states ...TxnState) ([]Txn, error
 // StageTxnOffsets implements TxnStore.
 func (s *SQLite) StageTxnOffsets(ctx context.Context, f Fence, id string, check func(cur *Txn) error, offsets []Offset) error {
 	return stageTxnOffsets(ctx, liteTxnDB{s}, f, id, check, offsets)
+}
+
+// UnstableTxnOffsets implements TxnStore.
+func (s *SQLite) UnstableTxnOffsets(ctx context.Context, group string) ([]Offset, error) {
+	return unstableTxnOffsets(ctx, liteTxnDB{s}, group)
 }
 
 // StagedTxnOffsets implements TxnStore.

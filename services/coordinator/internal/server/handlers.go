@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -217,8 +218,25 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *connect.Request[coor
 	for _, o := range all {
 		byTP[group.TP{Topic: o.Topic, Partition: o.Partition}] = o
 	}
+	// require_stable (KIP-447): a partition with offsets staged by an
+	// ongoing transaction is not answered until the transaction ends.
+	unstable := map[group.TP]bool{}
+	if req.Msg.GetRequireStable() {
+		staged, err := c.store.UnstableTxnOffsets(ctx, req.Msg.GetGroupId())
+		if err != nil {
+			return nil, errDatabase(err)
+		}
+		for _, o := range staged {
+			unstable[group.TP{Topic: o.Topic, Partition: o.Partition}] = true
+		}
+	}
 	out := &coordinatorv1.OffsetFetchResponse{}
 	conv := func(tp group.TP) *coordinatorv1.CommittedOffset {
+		if unstable[tp] {
+			return &coordinatorv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: -1, CommittedLeaderEpoch: -1, CommitTimeMs: -1,
+				Error: &commonv1.ErrorDetail{Code: commonv1.Code_CODE_UNAVAILABLE, Reason: commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT,
+					Message: fmt.Sprintf("a transaction has offsets of %s-%d staged for group %s; retry once it ends", tp.Topic, tp.Partition, req.Msg.GetGroupId())}}
+		}
 		o, ok := byTP[tp]
 		if !ok {
 			return &coordinatorv1.CommittedOffset{Topic: tp.Topic, Partition: tp.Partition, CommittedOffset: -1, CommittedLeaderEpoch: -1, CommitTimeMs: -1}

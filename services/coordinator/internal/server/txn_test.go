@@ -298,8 +298,29 @@ func TestTxnCommit(t *testing.T) {
 		if got := txnCommitted(t, c, "g"); len(got) != 0 {
 			t.Fatalf("staged offsets visible before the commit: %v", got)
 		}
+		// require_stable (KIP-447): the staged partitions are not
+		// answered while the transaction is open; the others are.
+		stable := func() map[int32]commonv1.Reason {
+			t.Helper()
+			res, err := c.OffsetFetch(bg(), connect.NewRequest(&coordinatorv1.OffsetFetchRequest{GroupId: "g", RequireStable: true,
+				Topics: []*commonv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0, 1, 2}}}}))
+			if err != nil {
+				t.Fatalf("OffsetFetch require_stable: %v", err)
+			}
+			out := map[int32]commonv1.Reason{}
+			for _, o := range res.Msg.GetOffsets() {
+				out[o.GetPartition()] = o.GetError().GetReason()
+			}
+			return out
+		}
+		if got := stable(); got[0] != commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT || got[1] != commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT || got[2] != 0 {
+			t.Fatalf("require_stable while staged: %v; want 0 and 1 unstable, 2 answered", got)
+		}
 		if err := endTxn(c, "tx", pid, epoch, true); err != nil {
 			t.Fatalf("EndTxn commit: %v", err)
+		}
+		if got := stable(); got[0] != 0 || got[1] != 0 {
+			t.Fatalf("require_stable after the commit: %v; want every partition answered", got)
 		}
 		if got := txnCommitted(t, c, "g"); got[0] != 10 || got[1] != 20 {
 			t.Fatalf("after EndTxn: committed %v; want 0:10 1:20", got)

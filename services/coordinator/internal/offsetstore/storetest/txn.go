@@ -210,6 +210,12 @@ func testTxnStaged(t *testing.T, s offsetstore.Store) {
 	if offs, _ := s.FetchOffsets(ctx(t), "g"); len(offs) != 1 || offs[0].Offset != 5 {
 		t.Fatalf("staged offsets visible before the commit: %+v", offs)
 	}
+	if unstable, err := s.UnstableTxnOffsets(ctx(t), "g"); err != nil || len(unstable) != 2 || unstable[0].Partition != 0 || unstable[1].Partition != 1 {
+		t.Fatalf("UnstableTxnOffsets(g) = %+v, %v; want t-0 and t-1", unstable, err)
+	}
+	if unstable, err := s.UnstableTxnOffsets(ctx(t), "other"); err != nil || len(unstable) != 0 {
+		t.Fatalf("UnstableTxnOffsets(other) = %+v, %v; want none", unstable, err)
+	}
 	boom := errors.New("not ongoing")
 	if err := stage(g.Fence(), func(*offsetstore.Txn) error { return boom }, offsetstore.Offset{Topic: "t", Partition: 2, Offset: 1}); err != boom {
 		t.Fatalf("a refused stage = %v; want the check's error", err)
@@ -228,6 +234,9 @@ func testTxnStaged(t *testing.T, s offsetstore.Store) {
 	}
 	if _, staged, _ := s.StagedTxnOffsets(ctx(t), "tx"); len(staged) != 0 {
 		t.Fatalf("staged offsets left after the commit: %+v", staged)
+	}
+	if unstable, _ := s.UnstableTxnOffsets(ctx(t), "g"); len(unstable) != 0 {
+		t.Fatalf("partitions still unstable after the commit: %+v", unstable)
 	}
 
 	row.State = offsetstore.TxnOngoing
