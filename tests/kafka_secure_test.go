@@ -117,6 +117,29 @@ func TestKafkaSecure(t *testing.T) {
 		}
 	})
 
+	// A DeleteRecords on a tiered topic moves the tier's start too: the
+	// storage node's Kafka listener runs the request in ops's name, and
+	// the node calls the tiering service, which answers services only, as
+	// itself.
+	t.Run("ops deletes records of a tiered topic", func(t *testing.T) {
+		cli("topic", "create", "tiered", "-p", "1", "-r", "1", "-c", "remote.storage.enable=true")
+		for i := range 5 {
+			if err := opsCl.ProduceSync(ctx, &kgo.Record{Topic: "tiered", Value: fmt.Appendf(nil, "t%d", i)}).FirstErr(); err != nil {
+				t.Fatalf("produce as ops: %v", err)
+			}
+		}
+		adm := kadm.NewClient(opsCl)
+		offs := kadm.Offsets{}
+		offs.Add(kadm.Offset{Topic: "tiered", Partition: 0, At: 2})
+		resp, err := adm.DeleteRecords(ctx, offs)
+		if err != nil {
+			t.Fatalf("DeleteRecords: %v", err)
+		}
+		if r, _ := resp.Lookup("tiered", 0); r.Err != nil || r.LowWatermark != 2 {
+			t.Fatalf("DeleteRecords before 2 of a tiered topic as ops: low watermark %d, %v; want 2", r.LowWatermark, r.Err)
+		}
+	})
+
 	t.Run("reader sees and reads one topic, may not produce", func(t *testing.T) {
 		for _, mech := range []kgo.Opt{plainAs("reader", readerToken), kgo.SASL(oauth.Auth{Token: readerToken}.AsMechanism())} {
 			cl := client(mech)
