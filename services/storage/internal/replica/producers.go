@@ -37,11 +37,6 @@ func validateRequest(b []byte, maxBatch int, rules recordbatch.TopicRules) ([]re
 		if err == nil {
 			h, err = recordbatch.ValidateProducedFor(b[at:at+size], rules)
 		}
-		if err == nil && h.Transactional() {
-			// Not before the leader can check with the coordinator that
-			// the partition is in the producer's transaction (KIP-890).
-			err = fmt.Errorf("%w: transactional batch (not accepted yet)", recordbatch.ErrInvalidRecord)
-		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: batch %d at byte %d: %w", partlog.ErrInvalidBatch, len(hdrs), at, err)
 		}
