@@ -149,3 +149,43 @@ func TestTxnProduceIsVerified(t *testing.T) {
 		t.Fatalf("idempotent batch: %v, asked %d", err, coord.questions()-asked)
 	}
 }
+
+// The first batches of a transaction sent at once (a producer with
+// several in flight) share one verification: neither undoes the other's,
+// and both are appended in sequence order.
+func TestTxnProduceConcurrentFirstBatches(t *testing.T) {
+	r := openSoleLeader(t, t.TempDir(), partlog.Config{})
+	defer r.Close()
+	// The producer is known at sequence 1, so the batch ahead of its
+	// sequence waits for the other rather than being taken as a new
+	// producer's first.
+	if _, err := produceAll(r, idemBatch(t, 7, 0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	coord := &fakeCoordinator{added: map[int64]int16{7: 0}, during: func() { <-release }}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		b := txnBatch(t, 7, 0, int32(2+2*i), 2)
+		wg.Go(func() {
+			_, errs[i] = r.ProduceTxn(context.Background(), b, AcksAll, 1, 5*time.Second, coord.verify)
+		})
+	}
+	// Both questions are out (or the second shares the first's) before
+	// the coordinator answers.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+	}
+	if leo := r.Log().LogEndOffset(); leo != 6 {
+		t.Fatalf("log end %d, want 6", leo)
+	}
+	if st, _ := r.Log().Producer(7); st.TxnFirstOffset != 2 {
+		t.Fatalf("transaction opened at %d, want 2", st.TxnFirstOffset)
+	}
+}
