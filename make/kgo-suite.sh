@@ -9,8 +9,7 @@
 #   make/kgo-suite.sh
 # Environment:
 #   KGO_BASE_PORT   strata dev's --base-port (default 19092; Kafka at +5)
-#   KGO_SKIP        go test -skip pattern (default: TestTxnEtl, which needs
-#                   transactions and would retry until the timeout)
+#   KGO_SKIP        go test -skip pattern (default: none)
 #   KGO_KNOWN_FAIL  top-level tests whose failure is explained in
 #                   docs/kafka.md and does not fail this script
 # Output goes to .tmp/kgo/ (the suite's go test -json, strata dev's log).
@@ -19,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 base=${KGO_BASE_PORT:-19092}
-skip=${KGO_SKIP:-TestTxnEtl}
+skip=${KGO_SKIP:-}
 known=${KGO_KNOWN_FAIL:-TestConsumeRegex Test848RegexBrokerResolves}
 dir=.tmp/kgo
 strata=$PWD/bin/strata
@@ -47,7 +46,7 @@ trap 'kill -INT $dev 2>/dev/null; wait $dev 2>/dev/null || true' EXIT
 echo "kgo-suite: strata dev on base port $base (log $dir/dev.log); waiting for it to be healthy"
 "$strata" --gateway "http://127.0.0.1:$base" cluster status --exit-when-healthy --timeout 2m >/dev/null
 
-echo "kgo-suite: franz-go $version pkg/kgo against 127.0.0.1:$((base + 5)), skipping '$skip' (about 4 minutes)"
+echo "kgo-suite: franz-go $version pkg/kgo against 127.0.0.1:$((base + 5)), skipping '$skip' (about 6 minutes)"
 status=0
 (cd "$dir/franz-go/pkg/kgo" && GOWORK=off KGO_SEEDS="127.0.0.1:$((base + 5))" KGO_TEST_RF=3 KGO_LOG_LEVEL=none \
 	go test -count=1 -timeout 30m -json -skip "$skip" .) >"$dir/kgo.json" || status=$?

@@ -14,6 +14,7 @@ import (
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
@@ -24,8 +25,9 @@ import (
 // and their markers in the partitions' logs, appended by the leader
 // through WriteTxnMarkers; in a secure cluster the coordinator calls the
 // storage node under its own certificate, the only identity it accepts.
-// Transactional records cannot be produced yet (step 3 of
-// docs/design/transactions.md), so the markers close empty transactions.
+// Each transaction writes a record first: the leader verifies the
+// partition with the coordinator (KIP-890 part 1) under the storage
+// node's certificate, and refuses a partition the transaction did not add.
 func TestTransactionMarkersReachTheLog(t *testing.T) {
 	t.Parallel()
 	plainAndSecure(t, testTransactionMarkers)
@@ -55,6 +57,24 @@ func testTransactionMarkers(t *testing.T, secure bool) {
 			Partitions: []*commonv1.TopicPartitions{{Topic: "txn", Partitions: []int32{p}}}})); err != nil {
 			t.Fatalf("AddPartitionsToTxn: %s", describeErr(err))
 		}
+		produce := func(partition int32) error {
+			b, err := recordbatch.Build(recordbatch.BuildOptions{Idempotent: true, Transactional: true, ProducerID: pid, ProducerEpoch: int16(epoch)},
+				[]recordbatch.Record{{Value: []byte(fmt.Sprint("v", partition)), Timestamp: time.Now().UnixMilli()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Storage(1).StorageClient().Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{Topic: "txn", Partition: partition,
+				LeaderEpoch: -1, Records: b, TimeoutMs: 10_000, TransactionalId: "tx"}))
+			return err
+		}
+		if p == 0 { // partition 1 is not in this transaction
+			if err := produce(1); apierr.ReasonOf(err) != commonv1.Reason_REASON_INVALID_TXN_STATE {
+				t.Fatalf("produce to a partition not added: %s; want INVALID_TXN_STATE", describeErr(err))
+			}
+		}
+		if err := produce(p); err != nil {
+			t.Fatalf("transactional produce to txn-%d: %s", p, describeErr(err))
+		}
 		if _, err := co.EndTxn(ctx, connect.NewRequest(&coordinatorv1.EndTxnRequest{TransactionalId: "tx", ProducerId: pid, ProducerEpoch: epoch, Commit: commit})); err != nil {
 			t.Fatalf("EndTxn: %s", describeErr(err))
 		}
@@ -79,9 +99,13 @@ func testTransactionMarkers(t *testing.T, secure bool) {
 			t.Fatalf("fetch txn-%d: %s", p, describeErr(err))
 		}
 		res := resp.Msg.GetPartitions()[0]
-		h, m, err := recordbatch.ParseMarker(res.GetRecords())
-		if err != nil || res.GetHighWatermark() != 1 {
-			t.Fatalf("txn-%d: %v, high watermark %d; want one marker", p, err, res.GetHighWatermark())
+		first, err := recordbatch.PeekSize(res.GetRecords())
+		if err != nil || res.GetHighWatermark() != 2 || len(res.GetRecords()) <= first {
+			t.Fatalf("txn-%d: %v, high watermark %d; want the record and the marker", p, err, res.GetHighWatermark())
+		}
+		h, m, err := recordbatch.ParseMarker(res.GetRecords()[first:])
+		if err != nil {
+			t.Fatalf("txn-%d: %v; want the marker after the record", p, err)
 		}
 		if h.ProducerID != pid || int32(h.ProducerEpoch) != epoch || m.Commit() != commit || m.CoordinatorEpoch != 1 {
 			t.Fatalf("txn-%d: marker of producer %d epoch %d, commit %v, coordinator epoch %d; want %d, %d, %v, 1",

@@ -77,9 +77,14 @@ func Validate(b []byte) (Header, error) {
 //   - hold at least one record, with lastOffsetDelta = recordCount - 1, so
 //     its offset deltas are exactly 0, 1, …, recordCount-1 and the offsets
 //     the leader assigns are the records';
-//   - not be a control batch, transactional (Strata has no transactions),
-//     stamped with log-append time (the broker sets that, not the
-//     producer) or carry a compaction delete horizon;
+//   - not be a control batch (only the leader writes markers), stamped
+//     with log-append time (the broker sets that, not the producer) or
+//     carry a compaction delete horizon;
+//   - when transactional, have a producer id (≥ 0): a transaction belongs
+//     to an idempotent producer, and the leader checks with the
+//     transaction coordinator that the partition is in it before the
+//     first batch of each transaction (KIP-890 part 1; not here, since
+//     that needs the coordinator);
 //   - have record timestamps that are real times (not negative, no int64
 //     wrap-around of baseTimestamp + delta) and a maxTimestamp equal to the
 //     largest of them, because the time index and retention trust it;
@@ -114,8 +119,8 @@ func ValidateProducedFor(b []byte, rules TopicRules) (Header, error) {
 		return invalid("lastOffsetDelta %d with %d records (must be the count - 1)", h.LastOffsetDelta, h.RecordCount)
 	case h.Control():
 		return invalid("control batch (only the broker writes them)")
-	case h.Transactional():
-		return invalid("transactional batch (transactions are not supported)")
+	case h.Transactional() && h.ProducerID < 0:
+		return invalid("transactional batch without a producer id")
 	case h.LogAppendTime():
 		// Kafka's LogValidator answers INVALID_TIMESTAMP: "Producer
 		// should not set timestamp type to LogAppendTime".

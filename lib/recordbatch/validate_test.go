@@ -14,6 +14,7 @@ func TestValidateAcceptsWellFormedBatches(t *testing.T) {
 			for _, opts := range []BuildOptions{
 				{Codec: codec},
 				{Codec: codec, Idempotent: true, ProducerID: 7, ProducerEpoch: 2, BaseSequence: 1 << 30},
+				{Codec: codec, Idempotent: true, Transactional: true, ProducerID: 7, ProducerEpoch: 2, BaseSequence: 5},
 			} {
 				b := mustBuild(t, opts, recs)
 				if _, err := Validate(b); err != nil {
@@ -62,7 +63,10 @@ func TestValidateProducedRules(t *testing.T) {
 	}{
 		{"gap after the last record", mod(BuildOptions{}, func(b []byte) { put32(b, offLastOffsetDelta, 5) })},
 		{"control batch", mod(BuildOptions{}, func(b []byte) { b[offAttributes+1] |= attrControl })},
-		{"transactional", mod(BuildOptions{}, func(b []byte) { b[offAttributes+1] |= attrTransactional })},
+		{"transactional without a producer id", mod(BuildOptions{}, func(b []byte) { b[offAttributes+1] |= attrTransactional })},
+		{"transactional control batch", mod(BuildOptions{Idempotent: true, Transactional: true, ProducerID: 4}, func(b []byte) {
+			b[offAttributes+1] |= attrControl
+		})},
 		{"log-append time", mustBuild(t, BuildOptions{LogAppendTime: true}, recs)},
 		{"delete horizon", mod(BuildOptions{}, func(b []byte) { b[offAttributes+1] |= attrDeleteHorizon })},
 		{"maxTimestamp too large", mod(BuildOptions{}, func(b []byte) { put64(b, offMaxTimestamp, 3001) })},

@@ -50,9 +50,8 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 	switch {
 	case b.cfg.Storage == nil:
 		refuse = kerr.NotLeaderForPartition.Code // a listener without Storage leads nothing
-	case req.TransactionID != nil:
-		// Transactional batches need the transaction coordinator Strata
-		// does not have yet.
+	case req.TransactionID != nil && !b.cfg.Transactions:
+		// Transactions are not offered on this listener (Config.Transactions).
 		refuse = kerr.TransactionalIDAuthorizationFailed.Code
 	case !validAcks(req.Acks):
 		refuse = kerr.InvalidRequiredAcks.Code
@@ -105,6 +104,13 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 			rounds[k] = append(rounds[k], entry{t.Topic, p, rp})
 		}
 	}
+	// The storage node verifies a transactional batch's partition with
+	// the coordinator of this id before it opens a transaction there
+	// (KIP-890 part 1).
+	txnID := ""
+	if req.TransactionID != nil {
+		txnID = *req.TransactionID
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	throttle := int32(0)
@@ -117,7 +123,7 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 			e := es[0]
 			out, err := b.cfg.Storage.Produce(ctx, connect.NewRequest(&storagev1.ProduceRequest{
 				Topic: e.topic, Partition: e.p.Partition, Acks: acksOf(req.Acks),
-				TimeoutMs: req.TimeoutMillis, LeaderEpoch: -1, Records: e.p.Records,
+				TimeoutMs: req.TimeoutMillis, LeaderEpoch: -1, Records: e.p.Records, TransactionalId: txnID,
 			}))
 			if err != nil {
 				fail(e.rp, err)
@@ -133,7 +139,7 @@ func (b *Bridge) produce(ctx context.Context, version int16, req *kmsg.ProduceRe
 		}
 		sreq := &storagev1.ProducePartitionsRequest{
 			Partitions: make([]*storagev1.ProducePartition, len(es)),
-			Acks:       acksOf(req.Acks), TimeoutMs: req.TimeoutMillis,
+			Acks:       acksOf(req.Acks), TimeoutMs: req.TimeoutMillis, TransactionalId: txnID,
 		}
 		for i, e := range es {
 			sreq.Partitions[i] = &storagev1.ProducePartition{Topic: e.topic, Partition: e.p.Partition, LeaderEpoch: -1, Records: e.p.Records}

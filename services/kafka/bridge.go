@@ -53,11 +53,14 @@ type Config struct {
 	// metadata.go). The listener's --kafka-auto-create-topics-enable sets
 	// it.
 	AutoCreateTopics bool
-	// Transactions offers the transaction APIs (txn.go) in ApiVersions
-	// and InitProducerId with a transactional id. Default false: they
-	// are served but not offered, and a transactional id is refused
-	// UNSUPPORTED_VERSION, until the storage nodes take transactional
-	// batches.
+	// Transactions offers the transaction APIs (txn.go) in ApiVersions,
+	// InitProducerId with a transactional id, and transactional Produce
+	// (the storage node verifies each transaction's partitions with the
+	// coordinator, KIP-890 part 1). Default false: the APIs are served
+	// but not offered, a transactional id is refused UNSUPPORTED_VERSION
+	// by InitProducerId and TRANSACTIONAL_ID_AUTHORIZATION_FAILED by
+	// Produce. The listeners of the storage nodes, coordinators and
+	// gateways set it.
 	Transactions bool
 }
 

@@ -185,3 +185,50 @@ func TestProduceManyPartitionsOneCall(t *testing.T) {
 		t.Fatalf("a partition named twice: %v and %v", fs.many, fs.single)
 	}
 }
+
+// TestProduceTransactionalID: a transactional id is refused
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED while the listener does not offer
+// transactions, and passed to the storage node, which verifies the
+// partition with the id's coordinator (KIP-890), when it does; the
+// storage node's INVALID_TXN_STATE reaches the client as Kafka's.
+func TestProduceTransactionalID(t *testing.T) {
+	fs := &produceStorage{answer: func(topic string, p int32) *storagev1.ProducePartitionResult {
+		if p == 1 {
+			return errResult(topic, p, commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INVALID_TXN_STATE)
+		}
+		return okResult(topic, p, 3)
+	}}
+	id := "app"
+	for _, offered := range []bool{false, true} {
+		b, err := New(Config{Gateway: fakeGateway{}, HTTPClient: http.DefaultClient, Storage: fs, Transactions: offered})
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := produceRequest(-1, map[string][]int32{"a": {0}})
+		one.TransactionID = &id
+		many := produceRequest(-1, map[string][]int32{"a": {0, 1}})
+		many.TransactionID = &id
+		r1, err := b.produce(context.Background(), 9, one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := b.produce(context.Background(), 9, many)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got1, got2 := codes(t, r1), codes(t, r2)
+		if !offered {
+			refused := int64(kerr.TransactionalIDAuthorizationFailed.Code)
+			if got1["a/0"][0] != refused || got2["a/0"][0] != refused || got2["a/1"][0] != refused || len(fs.single)+len(fs.many) != 0 {
+				t.Fatalf("not offered: %v %v, %d calls; want every partition refused and no call", got1, got2, len(fs.single)+len(fs.many))
+			}
+			continue
+		}
+		if got1["a/0"] != [2]int64{0, 3} || got2["a/0"] != [2]int64{0, 3} || got2["a/1"][0] != int64(kerr.InvalidTxnState.Code) {
+			t.Fatalf("offered: %v %v", got1, got2)
+		}
+		if len(fs.single) != 1 || fs.single[0].GetTransactionalId() != id || len(fs.many) != 1 || fs.many[0].GetTransactionalId() != id {
+			t.Fatalf("the storage node was not given the transactional id: %v %v", fs.single, fs.many)
+		}
+	}
+}

@@ -3570,6 +3570,127 @@ func (x *TxnPartitionResult) GetError() *v1.ErrorDetail {
 	return nil
 }
 
+// VerifyTxnPartitionsRequest names the partitions a leader is about to write a producer's
+// transactional batches to.
+type VerifyTxnPartitionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Transactional id.
+	TransactionalId string `protobuf:"bytes,1,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	// The producer's id.
+	ProducerId int64 `protobuf:"varint,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The producer's epoch.
+	ProducerEpoch int32 `protobuf:"varint,3,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
+	// Partitions to verify, by topic.
+	Partitions    []*v1.TopicPartitions `protobuf:"bytes,4,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyTxnPartitionsRequest) Reset() {
+	*x = VerifyTxnPartitionsRequest{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyTxnPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyTxnPartitionsRequest) ProtoMessage() {}
+
+func (x *VerifyTxnPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyTxnPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*VerifyTxnPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *VerifyTxnPartitionsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
+}
+
+func (x *VerifyTxnPartitionsRequest) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *VerifyTxnPartitionsRequest) GetProducerEpoch() int32 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
+}
+
+func (x *VerifyTxnPartitionsRequest) GetPartitions() []*v1.TopicPartitions {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// VerifyTxnPartitionsResponse answers each partition.
+type VerifyTxnPartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per partition of the request; error unset when the partition is in the
+	// producer's Ongoing transaction.
+	Partitions    []*TxnPartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VerifyTxnPartitionsResponse) Reset() {
+	*x = VerifyTxnPartitionsResponse{}
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VerifyTxnPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VerifyTxnPartitionsResponse) ProtoMessage() {}
+
+func (x *VerifyTxnPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VerifyTxnPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*VerifyTxnPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *VerifyTxnPartitionsResponse) GetPartitions() []*TxnPartitionResult {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 // AddOffsetsToTxnRequest names the group whose offsets the transaction commits.
 type AddOffsetsToTxnRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3587,7 +3708,7 @@ type AddOffsetsToTxnRequest struct {
 
 func (x *AddOffsetsToTxnRequest) Reset() {
 	*x = AddOffsetsToTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3599,7 +3720,7 @@ func (x *AddOffsetsToTxnRequest) String() string {
 func (*AddOffsetsToTxnRequest) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[47]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3612,7 +3733,7 @@ func (x *AddOffsetsToTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnRequest.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{47}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AddOffsetsToTxnRequest) GetTransactionalId() string {
@@ -3652,7 +3773,7 @@ type AddOffsetsToTxnResponse struct {
 
 func (x *AddOffsetsToTxnResponse) Reset() {
 	*x = AddOffsetsToTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3785,7 @@ func (x *AddOffsetsToTxnResponse) String() string {
 func (*AddOffsetsToTxnResponse) ProtoMessage() {}
 
 func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[48]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3798,7 @@ func (x *AddOffsetsToTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddOffsetsToTxnResponse.ProtoReflect.Descriptor instead.
 func (*AddOffsetsToTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{48}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
 }
 
 // TxnOffsetCommitRequest stages offsets for a transaction.
@@ -3704,7 +3825,7 @@ type TxnOffsetCommitRequest struct {
 
 func (x *TxnOffsetCommitRequest) Reset() {
 	*x = TxnOffsetCommitRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3716,7 +3837,7 @@ func (x *TxnOffsetCommitRequest) String() string {
 func (*TxnOffsetCommitRequest) ProtoMessage() {}
 
 func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[49]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3729,7 +3850,7 @@ func (x *TxnOffsetCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{49}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *TxnOffsetCommitRequest) GetTransactionalId() string {
@@ -3800,7 +3921,7 @@ type TxnOffsetCommitPartition struct {
 
 func (x *TxnOffsetCommitPartition) Reset() {
 	*x = TxnOffsetCommitPartition{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3933,7 @@ func (x *TxnOffsetCommitPartition) String() string {
 func (*TxnOffsetCommitPartition) ProtoMessage() {}
 
 func (x *TxnOffsetCommitPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[50]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3946,7 @@ func (x *TxnOffsetCommitPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitPartition.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitPartition) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{50}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *TxnOffsetCommitPartition) GetTopic() string {
@@ -3874,7 +3995,7 @@ type TxnOffsetCommitResponse struct {
 
 func (x *TxnOffsetCommitResponse) Reset() {
 	*x = TxnOffsetCommitResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3886,7 +4007,7 @@ func (x *TxnOffsetCommitResponse) String() string {
 func (*TxnOffsetCommitResponse) ProtoMessage() {}
 
 func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[51]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3899,7 +4020,7 @@ func (x *TxnOffsetCommitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOffsetCommitResponse.ProtoReflect.Descriptor instead.
 func (*TxnOffsetCommitResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{51}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *TxnOffsetCommitResponse) GetPartitions() []*TxnPartitionResult {
@@ -3926,7 +4047,7 @@ type EndTxnRequest struct {
 
 func (x *EndTxnRequest) Reset() {
 	*x = EndTxnRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4059,7 @@ func (x *EndTxnRequest) String() string {
 func (*EndTxnRequest) ProtoMessage() {}
 
 func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[52]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4072,7 @@ func (x *EndTxnRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnRequest.ProtoReflect.Descriptor instead.
 func (*EndTxnRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{52}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EndTxnRequest) GetTransactionalId() string {
@@ -3991,7 +4112,7 @@ type EndTxnResponse struct {
 
 func (x *EndTxnResponse) Reset() {
 	*x = EndTxnResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4003,7 +4124,7 @@ func (x *EndTxnResponse) String() string {
 func (*EndTxnResponse) ProtoMessage() {}
 
 func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[53]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4016,7 +4137,7 @@ func (x *EndTxnResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndTxnResponse.ProtoReflect.Descriptor instead.
 func (*EndTxnResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{53}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{55}
 }
 
 // DescribeTransactionsRequest names transactional ids.
@@ -4030,7 +4151,7 @@ type DescribeTransactionsRequest struct {
 
 func (x *DescribeTransactionsRequest) Reset() {
 	*x = DescribeTransactionsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4163,7 @@ func (x *DescribeTransactionsRequest) String() string {
 func (*DescribeTransactionsRequest) ProtoMessage() {}
 
 func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[54]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4176,7 @@ func (x *DescribeTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{54}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DescribeTransactionsRequest) GetTransactionalIds() []string {
@@ -4076,7 +4197,7 @@ type DescribeTransactionsResponse struct {
 
 func (x *DescribeTransactionsResponse) Reset() {
 	*x = DescribeTransactionsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4088,7 +4209,7 @@ func (x *DescribeTransactionsResponse) String() string {
 func (*DescribeTransactionsResponse) ProtoMessage() {}
 
 func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[55]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4101,7 +4222,7 @@ func (x *DescribeTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{55}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *DescribeTransactionsResponse) GetTransactions() []*TransactionDescription {
@@ -4144,7 +4265,7 @@ type TransactionDescription struct {
 
 func (x *TransactionDescription) Reset() {
 	*x = TransactionDescription{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4156,7 +4277,7 @@ func (x *TransactionDescription) String() string {
 func (*TransactionDescription) ProtoMessage() {}
 
 func (x *TransactionDescription) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[56]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4169,7 +4290,7 @@ func (x *TransactionDescription) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionDescription.ProtoReflect.Descriptor instead.
 func (*TransactionDescription) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{56}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *TransactionDescription) GetTransactionalId() string {
@@ -4262,7 +4383,7 @@ type ListTransactionsRequest struct {
 
 func (x *ListTransactionsRequest) Reset() {
 	*x = ListTransactionsRequest{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4274,7 +4395,7 @@ func (x *ListTransactionsRequest) String() string {
 func (*ListTransactionsRequest) ProtoMessage() {}
 
 func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[57]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4287,7 +4408,7 @@ func (x *ListTransactionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsRequest.ProtoReflect.Descriptor instead.
 func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{57}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListTransactionsRequest) GetStates() []TransactionState {
@@ -4315,7 +4436,7 @@ type ListTransactionsResponse struct {
 
 func (x *ListTransactionsResponse) Reset() {
 	*x = ListTransactionsResponse{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4448,7 @@ func (x *ListTransactionsResponse) String() string {
 func (*ListTransactionsResponse) ProtoMessage() {}
 
 func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[58]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4461,7 @@ func (x *ListTransactionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTransactionsResponse.ProtoReflect.Descriptor instead.
 func (*ListTransactionsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{58}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListTransactionsResponse) GetTransactions() []*TransactionListing {
@@ -4365,7 +4486,7 @@ type TransactionListing struct {
 
 func (x *TransactionListing) Reset() {
 	*x = TransactionListing{}
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4377,7 +4498,7 @@ func (x *TransactionListing) String() string {
 func (*TransactionListing) ProtoMessage() {}
 
 func (x *TransactionListing) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[59]
+	mi := &file_strata_coordinator_v1_coordinator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4390,7 +4511,7 @@ func (x *TransactionListing) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransactionListing.ProtoReflect.Descriptor instead.
 func (*TransactionListing) Descriptor() ([]byte, []int) {
-	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{59}
+	return file_strata_coordinator_v1_coordinator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *TransactionListing) GetTransactionalId() string {
@@ -4687,7 +4808,19 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x12TxnPartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
-	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\xa6\x01\n" +
+	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\"\xd2\x01\n" +
+	"\x1aVerifyTxnPartitionsRequest\x12)\n" +
+	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
+	"\vproducer_id\x18\x02 \x01(\x03R\n" +
+	"producerId\x12%\n" +
+	"\x0eproducer_epoch\x18\x03 \x01(\x05R\rproducerEpoch\x12A\n" +
+	"\n" +
+	"partitions\x18\x04 \x03(\v2!.strata.common.v1.TopicPartitionsR\n" +
+	"partitions\"h\n" +
+	"\x1bVerifyTxnPartitionsResponse\x12I\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2).strata.coordinator.v1.TxnPartitionResultR\n" +
+	"partitions\"\xa6\x01\n" +
 	"\x16AddOffsetsToTxnRequest\x12)\n" +
 	"\x10transactional_id\x18\x01 \x01(\tR\x0ftransactionalId\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\x03R\n" +
@@ -4777,7 +4910,7 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	" TRANSACTION_STATE_PREPARE_COMMIT\x10\x03\x12#\n" +
 	"\x1fTRANSACTION_STATE_PREPARE_ABORT\x10\x04\x12%\n" +
 	"!TRANSACTION_STATE_COMPLETE_COMMIT\x10\x05\x12$\n" +
-	" TRANSACTION_STATE_COMPLETE_ABORT\x10\x062\xcf\x12\n" +
+	" TRANSACTION_STATE_COMPLETE_ABORT\x10\x062\xcd\x13\n" +
 	"\x12CoordinatorService\x12\x85\x01\n" +
 	"\x16ConsumerGroupHeartbeat\x124.strata.coordinator.v1.ConsumerGroupHeartbeatRequest\x1a5.strata.coordinator.v1.ConsumerGroupHeartbeatResponse\x12a\n" +
 	"\n" +
@@ -4801,7 +4934,8 @@ const file_strata_coordinator_v1_coordinator_proto_rawDesc = "" +
 	"\x0fTxnOffsetCommit\x12-.strata.coordinator.v1.TxnOffsetCommitRequest\x1a..strata.coordinator.v1.TxnOffsetCommitResponse\x12U\n" +
 	"\x06EndTxn\x12$.strata.coordinator.v1.EndTxnRequest\x1a%.strata.coordinator.v1.EndTxnResponse\x12\x7f\n" +
 	"\x14DescribeTransactions\x122.strata.coordinator.v1.DescribeTransactionsRequest\x1a3.strata.coordinator.v1.DescribeTransactionsResponse\x12s\n" +
-	"\x10ListTransactions\x12..strata.coordinator.v1.ListTransactionsRequest\x1a/.strata.coordinator.v1.ListTransactionsResponseB\xe8\x01\n" +
+	"\x10ListTransactions\x12..strata.coordinator.v1.ListTransactionsRequest\x1a/.strata.coordinator.v1.ListTransactionsResponse\x12|\n" +
+	"\x13VerifyTxnPartitions\x121.strata.coordinator.v1.VerifyTxnPartitionsRequest\x1a2.strata.coordinator.v1.VerifyTxnPartitionsResponseB\xe8\x01\n" +
 	"\x19com.strata.coordinator.v1B\x10CoordinatorProtoP\x01ZCgithub.com/strata-mq/strata/gen/strata/coordinator/v1;coordinatorv1\xa2\x02\x03SCX\xaa\x02\x15Strata.Coordinator.V1\xca\x02\x15Strata\\Coordinator\\V1\xe2\x02!Strata\\Coordinator\\V1\\GPBMetadata\xea\x02\x17Strata::Coordinator::V1b\x06proto3"
 
 var (
@@ -4817,7 +4951,7 @@ func file_strata_coordinator_v1_coordinator_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_coordinator_v1_coordinator_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_strata_coordinator_v1_coordinator_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(GroupState)(0),                           // 0: strata.coordinator.v1.GroupState
 	(ResetSpec)(0),                            // 1: strata.coordinator.v1.ResetSpec
@@ -4870,36 +5004,38 @@ var file_strata_coordinator_v1_coordinator_proto_goTypes = []any{
 	(*AddPartitionsToTxnRequest)(nil),         // 48: strata.coordinator.v1.AddPartitionsToTxnRequest
 	(*AddPartitionsToTxnResponse)(nil),        // 49: strata.coordinator.v1.AddPartitionsToTxnResponse
 	(*TxnPartitionResult)(nil),                // 50: strata.coordinator.v1.TxnPartitionResult
-	(*AddOffsetsToTxnRequest)(nil),            // 51: strata.coordinator.v1.AddOffsetsToTxnRequest
-	(*AddOffsetsToTxnResponse)(nil),           // 52: strata.coordinator.v1.AddOffsetsToTxnResponse
-	(*TxnOffsetCommitRequest)(nil),            // 53: strata.coordinator.v1.TxnOffsetCommitRequest
-	(*TxnOffsetCommitPartition)(nil),          // 54: strata.coordinator.v1.TxnOffsetCommitPartition
-	(*TxnOffsetCommitResponse)(nil),           // 55: strata.coordinator.v1.TxnOffsetCommitResponse
-	(*EndTxnRequest)(nil),                     // 56: strata.coordinator.v1.EndTxnRequest
-	(*EndTxnResponse)(nil),                    // 57: strata.coordinator.v1.EndTxnResponse
-	(*DescribeTransactionsRequest)(nil),       // 58: strata.coordinator.v1.DescribeTransactionsRequest
-	(*DescribeTransactionsResponse)(nil),      // 59: strata.coordinator.v1.DescribeTransactionsResponse
-	(*TransactionDescription)(nil),            // 60: strata.coordinator.v1.TransactionDescription
-	(*ListTransactionsRequest)(nil),           // 61: strata.coordinator.v1.ListTransactionsRequest
-	(*ListTransactionsResponse)(nil),          // 62: strata.coordinator.v1.ListTransactionsResponse
-	(*TransactionListing)(nil),                // 63: strata.coordinator.v1.TransactionListing
-	(*v1.TopicPartitions)(nil),                // 64: strata.common.v1.TopicPartitions
-	(*v1.ErrorDetail)(nil),                    // 65: strata.common.v1.ErrorDetail
+	(*VerifyTxnPartitionsRequest)(nil),        // 51: strata.coordinator.v1.VerifyTxnPartitionsRequest
+	(*VerifyTxnPartitionsResponse)(nil),       // 52: strata.coordinator.v1.VerifyTxnPartitionsResponse
+	(*AddOffsetsToTxnRequest)(nil),            // 53: strata.coordinator.v1.AddOffsetsToTxnRequest
+	(*AddOffsetsToTxnResponse)(nil),           // 54: strata.coordinator.v1.AddOffsetsToTxnResponse
+	(*TxnOffsetCommitRequest)(nil),            // 55: strata.coordinator.v1.TxnOffsetCommitRequest
+	(*TxnOffsetCommitPartition)(nil),          // 56: strata.coordinator.v1.TxnOffsetCommitPartition
+	(*TxnOffsetCommitResponse)(nil),           // 57: strata.coordinator.v1.TxnOffsetCommitResponse
+	(*EndTxnRequest)(nil),                     // 58: strata.coordinator.v1.EndTxnRequest
+	(*EndTxnResponse)(nil),                    // 59: strata.coordinator.v1.EndTxnResponse
+	(*DescribeTransactionsRequest)(nil),       // 60: strata.coordinator.v1.DescribeTransactionsRequest
+	(*DescribeTransactionsResponse)(nil),      // 61: strata.coordinator.v1.DescribeTransactionsResponse
+	(*TransactionDescription)(nil),            // 62: strata.coordinator.v1.TransactionDescription
+	(*ListTransactionsRequest)(nil),           // 63: strata.coordinator.v1.ListTransactionsRequest
+	(*ListTransactionsResponse)(nil),          // 64: strata.coordinator.v1.ListTransactionsResponse
+	(*TransactionListing)(nil),                // 65: strata.coordinator.v1.TransactionListing
+	(*v1.TopicPartitions)(nil),                // 66: strata.common.v1.TopicPartitions
+	(*v1.ErrorDetail)(nil),                    // 67: strata.common.v1.ErrorDetail
 }
 var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	4,  // 0: strata.coordinator.v1.ClassicJoinGroupRequest.protocols:type_name -> strata.coordinator.v1.ClassicProtocol
 	7,  // 1: strata.coordinator.v1.ClassicJoinGroupResponse.members:type_name -> strata.coordinator.v1.ClassicJoinedMember
 	9,  // 2: strata.coordinator.v1.ClassicSyncGroupRequest.assignments:type_name -> strata.coordinator.v1.ClassicAssignment
-	64, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
+	66, // 3: strata.coordinator.v1.ConsumerGroupHeartbeatRequest.owned_partitions:type_name -> strata.common.v1.TopicPartitions
 	17, // 4: strata.coordinator.v1.ConsumerGroupHeartbeatResponse.assignment:type_name -> strata.coordinator.v1.Assignment
-	64, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
+	66, // 5: strata.coordinator.v1.Assignment.partitions:type_name -> strata.common.v1.TopicPartitions
 	19, // 6: strata.coordinator.v1.LeaveGroupRequest.members:type_name -> strata.coordinator.v1.MemberIdentity
 	22, // 7: strata.coordinator.v1.OffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartition
 	24, // 8: strata.coordinator.v1.OffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.OffsetCommitPartitionResult
-	65, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	64, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	67, // 9: strata.coordinator.v1.OffsetCommitPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	66, // 10: strata.coordinator.v1.OffsetFetchRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	27, // 11: strata.coordinator.v1.OffsetFetchResponse.offsets:type_name -> strata.coordinator.v1.CommittedOffset
-	65, // 12: strata.coordinator.v1.CommittedOffset.error:type_name -> strata.common.v1.ErrorDetail
+	67, // 12: strata.coordinator.v1.CommittedOffset.error:type_name -> strata.common.v1.ErrorDetail
 	0,  // 13: strata.coordinator.v1.ListGroupsRequest.states:type_name -> strata.coordinator.v1.GroupState
 	0,  // 14: strata.coordinator.v1.GroupListing.state:type_name -> strata.coordinator.v1.GroupState
 	29, // 15: strata.coordinator.v1.ListGroupsResponse.groups:type_name -> strata.coordinator.v1.GroupListing
@@ -4909,73 +5045,77 @@ var file_strata_coordinator_v1_coordinator_proto_depIdxs = []int32{
 	35, // 19: strata.coordinator.v1.GroupDescription.partitions:type_name -> strata.coordinator.v1.PartitionLag
 	17, // 20: strata.coordinator.v1.GroupMember.assignment:type_name -> strata.coordinator.v1.Assignment
 	17, // 21: strata.coordinator.v1.GroupMember.target_assignment:type_name -> strata.coordinator.v1.Assignment
-	64, // 22: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	66, // 22: strata.coordinator.v1.ResetOffsetsRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	1,  // 23: strata.coordinator.v1.ResetOffsetsRequest.spec:type_name -> strata.coordinator.v1.ResetSpec
 	38, // 24: strata.coordinator.v1.ResetOffsetsResponse.partitions:type_name -> strata.coordinator.v1.ResetOffsetsPartitionResult
-	65, // 25: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	64, // 26: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
+	67, // 25: strata.coordinator.v1.ResetOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	66, // 26: strata.coordinator.v1.OffsetDeleteRequest.topics:type_name -> strata.common.v1.TopicPartitions
 	43, // 27: strata.coordinator.v1.OffsetDeleteResponse.partitions:type_name -> strata.coordinator.v1.OffsetDeleteResult
-	65, // 28: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
+	67, // 28: strata.coordinator.v1.OffsetDeleteResult.error:type_name -> strata.common.v1.ErrorDetail
 	2,  // 29: strata.coordinator.v1.LocateGroupRequest.key_type:type_name -> strata.coordinator.v1.CoordinatorKeyType
-	64, // 30: strata.coordinator.v1.AddPartitionsToTxnRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	66, // 30: strata.coordinator.v1.AddPartitionsToTxnRequest.partitions:type_name -> strata.common.v1.TopicPartitions
 	50, // 31: strata.coordinator.v1.AddPartitionsToTxnResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
-	65, // 32: strata.coordinator.v1.TxnPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	54, // 33: strata.coordinator.v1.TxnOffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.TxnOffsetCommitPartition
-	50, // 34: strata.coordinator.v1.TxnOffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
-	60, // 35: strata.coordinator.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
-	65, // 36: strata.coordinator.v1.TransactionDescription.error:type_name -> strata.common.v1.ErrorDetail
-	3,  // 37: strata.coordinator.v1.TransactionDescription.state:type_name -> strata.coordinator.v1.TransactionState
-	64, // 38: strata.coordinator.v1.TransactionDescription.partitions:type_name -> strata.common.v1.TopicPartitions
-	3,  // 39: strata.coordinator.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
-	63, // 40: strata.coordinator.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
-	3,  // 41: strata.coordinator.v1.TransactionListing.state:type_name -> strata.coordinator.v1.TransactionState
-	15, // 42: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
-	18, // 43: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
-	21, // 44: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
-	25, // 45: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
-	28, // 46: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
-	31, // 47: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
-	36, // 48: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
-	39, // 49: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
-	41, // 50: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
-	44, // 51: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
-	5,  // 52: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
-	8,  // 53: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
-	11, // 54: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
-	13, // 55: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
-	46, // 56: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:input_type -> strata.coordinator.v1.InitTransactionalProducerRequest
-	48, // 57: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:input_type -> strata.coordinator.v1.AddPartitionsToTxnRequest
-	51, // 58: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:input_type -> strata.coordinator.v1.AddOffsetsToTxnRequest
-	53, // 59: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:input_type -> strata.coordinator.v1.TxnOffsetCommitRequest
-	56, // 60: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
-	58, // 61: strata.coordinator.v1.CoordinatorService.DescribeTransactions:input_type -> strata.coordinator.v1.DescribeTransactionsRequest
-	61, // 62: strata.coordinator.v1.CoordinatorService.ListTransactions:input_type -> strata.coordinator.v1.ListTransactionsRequest
-	16, // 63: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
-	20, // 64: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
-	23, // 65: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
-	26, // 66: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
-	30, // 67: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
-	32, // 68: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
-	37, // 69: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
-	40, // 70: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
-	42, // 71: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
-	45, // 72: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
-	6,  // 73: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
-	10, // 74: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
-	12, // 75: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
-	14, // 76: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
-	47, // 77: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:output_type -> strata.coordinator.v1.InitTransactionalProducerResponse
-	49, // 78: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:output_type -> strata.coordinator.v1.AddPartitionsToTxnResponse
-	52, // 79: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:output_type -> strata.coordinator.v1.AddOffsetsToTxnResponse
-	55, // 80: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:output_type -> strata.coordinator.v1.TxnOffsetCommitResponse
-	57, // 81: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
-	59, // 82: strata.coordinator.v1.CoordinatorService.DescribeTransactions:output_type -> strata.coordinator.v1.DescribeTransactionsResponse
-	62, // 83: strata.coordinator.v1.CoordinatorService.ListTransactions:output_type -> strata.coordinator.v1.ListTransactionsResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	67, // 32: strata.coordinator.v1.TxnPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	66, // 33: strata.coordinator.v1.VerifyTxnPartitionsRequest.partitions:type_name -> strata.common.v1.TopicPartitions
+	50, // 34: strata.coordinator.v1.VerifyTxnPartitionsResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	56, // 35: strata.coordinator.v1.TxnOffsetCommitRequest.partitions:type_name -> strata.coordinator.v1.TxnOffsetCommitPartition
+	50, // 36: strata.coordinator.v1.TxnOffsetCommitResponse.partitions:type_name -> strata.coordinator.v1.TxnPartitionResult
+	62, // 37: strata.coordinator.v1.DescribeTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionDescription
+	67, // 38: strata.coordinator.v1.TransactionDescription.error:type_name -> strata.common.v1.ErrorDetail
+	3,  // 39: strata.coordinator.v1.TransactionDescription.state:type_name -> strata.coordinator.v1.TransactionState
+	66, // 40: strata.coordinator.v1.TransactionDescription.partitions:type_name -> strata.common.v1.TopicPartitions
+	3,  // 41: strata.coordinator.v1.ListTransactionsRequest.states:type_name -> strata.coordinator.v1.TransactionState
+	65, // 42: strata.coordinator.v1.ListTransactionsResponse.transactions:type_name -> strata.coordinator.v1.TransactionListing
+	3,  // 43: strata.coordinator.v1.TransactionListing.state:type_name -> strata.coordinator.v1.TransactionState
+	15, // 44: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:input_type -> strata.coordinator.v1.ConsumerGroupHeartbeatRequest
+	18, // 45: strata.coordinator.v1.CoordinatorService.LeaveGroup:input_type -> strata.coordinator.v1.LeaveGroupRequest
+	21, // 46: strata.coordinator.v1.CoordinatorService.OffsetCommit:input_type -> strata.coordinator.v1.OffsetCommitRequest
+	25, // 47: strata.coordinator.v1.CoordinatorService.OffsetFetch:input_type -> strata.coordinator.v1.OffsetFetchRequest
+	28, // 48: strata.coordinator.v1.CoordinatorService.ListGroups:input_type -> strata.coordinator.v1.ListGroupsRequest
+	31, // 49: strata.coordinator.v1.CoordinatorService.DescribeGroup:input_type -> strata.coordinator.v1.DescribeGroupRequest
+	36, // 50: strata.coordinator.v1.CoordinatorService.ResetOffsets:input_type -> strata.coordinator.v1.ResetOffsetsRequest
+	39, // 51: strata.coordinator.v1.CoordinatorService.DeleteGroup:input_type -> strata.coordinator.v1.DeleteGroupRequest
+	41, // 52: strata.coordinator.v1.CoordinatorService.OffsetDelete:input_type -> strata.coordinator.v1.OffsetDeleteRequest
+	44, // 53: strata.coordinator.v1.CoordinatorService.LocateGroup:input_type -> strata.coordinator.v1.LocateGroupRequest
+	5,  // 54: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:input_type -> strata.coordinator.v1.ClassicJoinGroupRequest
+	8,  // 55: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:input_type -> strata.coordinator.v1.ClassicSyncGroupRequest
+	11, // 56: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:input_type -> strata.coordinator.v1.ClassicHeartbeatRequest
+	13, // 57: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:input_type -> strata.coordinator.v1.ClassicLeaveGroupRequest
+	46, // 58: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:input_type -> strata.coordinator.v1.InitTransactionalProducerRequest
+	48, // 59: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:input_type -> strata.coordinator.v1.AddPartitionsToTxnRequest
+	53, // 60: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:input_type -> strata.coordinator.v1.AddOffsetsToTxnRequest
+	55, // 61: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:input_type -> strata.coordinator.v1.TxnOffsetCommitRequest
+	58, // 62: strata.coordinator.v1.CoordinatorService.EndTxn:input_type -> strata.coordinator.v1.EndTxnRequest
+	60, // 63: strata.coordinator.v1.CoordinatorService.DescribeTransactions:input_type -> strata.coordinator.v1.DescribeTransactionsRequest
+	63, // 64: strata.coordinator.v1.CoordinatorService.ListTransactions:input_type -> strata.coordinator.v1.ListTransactionsRequest
+	51, // 65: strata.coordinator.v1.CoordinatorService.VerifyTxnPartitions:input_type -> strata.coordinator.v1.VerifyTxnPartitionsRequest
+	16, // 66: strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat:output_type -> strata.coordinator.v1.ConsumerGroupHeartbeatResponse
+	20, // 67: strata.coordinator.v1.CoordinatorService.LeaveGroup:output_type -> strata.coordinator.v1.LeaveGroupResponse
+	23, // 68: strata.coordinator.v1.CoordinatorService.OffsetCommit:output_type -> strata.coordinator.v1.OffsetCommitResponse
+	26, // 69: strata.coordinator.v1.CoordinatorService.OffsetFetch:output_type -> strata.coordinator.v1.OffsetFetchResponse
+	30, // 70: strata.coordinator.v1.CoordinatorService.ListGroups:output_type -> strata.coordinator.v1.ListGroupsResponse
+	32, // 71: strata.coordinator.v1.CoordinatorService.DescribeGroup:output_type -> strata.coordinator.v1.DescribeGroupResponse
+	37, // 72: strata.coordinator.v1.CoordinatorService.ResetOffsets:output_type -> strata.coordinator.v1.ResetOffsetsResponse
+	40, // 73: strata.coordinator.v1.CoordinatorService.DeleteGroup:output_type -> strata.coordinator.v1.DeleteGroupResponse
+	42, // 74: strata.coordinator.v1.CoordinatorService.OffsetDelete:output_type -> strata.coordinator.v1.OffsetDeleteResponse
+	45, // 75: strata.coordinator.v1.CoordinatorService.LocateGroup:output_type -> strata.coordinator.v1.LocateGroupResponse
+	6,  // 76: strata.coordinator.v1.CoordinatorService.ClassicJoinGroup:output_type -> strata.coordinator.v1.ClassicJoinGroupResponse
+	10, // 77: strata.coordinator.v1.CoordinatorService.ClassicSyncGroup:output_type -> strata.coordinator.v1.ClassicSyncGroupResponse
+	12, // 78: strata.coordinator.v1.CoordinatorService.ClassicHeartbeat:output_type -> strata.coordinator.v1.ClassicHeartbeatResponse
+	14, // 79: strata.coordinator.v1.CoordinatorService.ClassicLeaveGroup:output_type -> strata.coordinator.v1.ClassicLeaveGroupResponse
+	47, // 80: strata.coordinator.v1.CoordinatorService.InitTransactionalProducer:output_type -> strata.coordinator.v1.InitTransactionalProducerResponse
+	49, // 81: strata.coordinator.v1.CoordinatorService.AddPartitionsToTxn:output_type -> strata.coordinator.v1.AddPartitionsToTxnResponse
+	54, // 82: strata.coordinator.v1.CoordinatorService.AddOffsetsToTxn:output_type -> strata.coordinator.v1.AddOffsetsToTxnResponse
+	57, // 83: strata.coordinator.v1.CoordinatorService.TxnOffsetCommit:output_type -> strata.coordinator.v1.TxnOffsetCommitResponse
+	59, // 84: strata.coordinator.v1.CoordinatorService.EndTxn:output_type -> strata.coordinator.v1.EndTxnResponse
+	61, // 85: strata.coordinator.v1.CoordinatorService.DescribeTransactions:output_type -> strata.coordinator.v1.DescribeTransactionsResponse
+	64, // 86: strata.coordinator.v1.CoordinatorService.ListTransactions:output_type -> strata.coordinator.v1.ListTransactionsResponse
+	52, // 87: strata.coordinator.v1.CoordinatorService.VerifyTxnPartitions:output_type -> strata.coordinator.v1.VerifyTxnPartitionsResponse
+	66, // [66:88] is the sub-list for method output_type
+	44, // [44:66] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_strata_coordinator_v1_coordinator_proto_init() }
@@ -4989,7 +5129,7 @@ func file_strata_coordinator_v1_coordinator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_coordinator_v1_coordinator_proto_rawDesc), len(file_strata_coordinator_v1_coordinator_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

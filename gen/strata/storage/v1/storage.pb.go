@@ -105,9 +105,14 @@ type ProduceRequest struct {
 	LeaderEpoch int32 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	// One or more concatenated RecordBatch v2 batches, compressed as the producer chose. The
 	// base offset and partition leader epoch in each header are overwritten by the leader.
-	Records       []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Records []byte `protobuf:"bytes,6,opt,name=records,proto3" json:"records,omitempty"`
+	// The producer's transactional id (Kafka's ProduceRequest.transactional_id); required when
+	// the batches are transactional, whose partition the leader verifies with the id's
+	// transaction coordinator before the first batch of each transaction (KIP-890 part 1).
+	// Empty otherwise.
+	TransactionalId string `protobuf:"bytes,7,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRequest) Reset() {
@@ -180,6 +185,13 @@ func (x *ProduceRequest) GetRecords() []byte {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 // ProduceResponse reports where the batches landed.
@@ -276,9 +288,11 @@ type ProducePartitionsRequest struct {
 	// When to answer, for every partition. Unset means ACKS_ALL.
 	Acks v1.Acks `protobuf:"varint,2,opt,name=acks,proto3,enum=strata.common.v1.Acks" json:"acks,omitempty"`
 	// As ProduceRequest.timeout_ms, for every partition.
-	TimeoutMs     int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TimeoutMs int32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// As ProduceRequest.transactional_id, for every partition.
+	TransactionalId string `protobuf:"bytes,4,opt,name=transactional_id,json=transactionalId,proto3" json:"transactional_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProducePartitionsRequest) Reset() {
@@ -330,6 +344,13 @@ func (x *ProducePartitionsRequest) GetTimeoutMs() int32 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *ProducePartitionsRequest) GetTransactionalId() string {
+	if x != nil {
+		return x.TransactionalId
+	}
+	return ""
 }
 
 // ProducePartition is one partition's batches in a ProducePartitionsRequest.
@@ -3101,7 +3122,7 @@ var File_strata_storage_v1_storage_proto protoreflect.FileDescriptor
 
 const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1fstrata/storage/v1/storage.proto\x12\x11strata.storage.v1\x1a\x1dstrata/common/v1/common.proto\"\xcc\x01\n" +
+	"\x1fstrata/storage/v1/storage.proto\x12\x11strata.storage.v1\x1a\x1dstrata/common/v1/common.proto\"\xf7\x01\n" +
 	"\x0eProduceRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12*\n" +
@@ -3109,21 +3130,23 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\n" +
 	"timeout_ms\x18\x04 \x01(\x05R\ttimeoutMs\x12!\n" +
 	"\fleader_epoch\x18\x05 \x01(\x05R\vleaderEpoch\x12\x18\n" +
-	"\arecords\x18\x06 \x01(\fR\arecords\"\xd1\x01\n" +
+	"\arecords\x18\x06 \x01(\fR\arecords\x12)\n" +
+	"\x10transactional_id\x18\a \x01(\tR\x0ftransactionalId\"\xd1\x01\n" +
 	"\x0fProduceResponse\x12\x1f\n" +
 	"\vbase_offset\x18\x01 \x01(\x03R\n" +
 	"baseOffset\x12+\n" +
 	"\x12log_append_time_ms\x18\x02 \x01(\x03R\x0flogAppendTimeMs\x12(\n" +
 	"\x10log_start_offset\x18\x03 \x01(\x03R\x0elogStartOffset\x12\x1c\n" +
 	"\tduplicate\x18\x04 \x01(\bR\tduplicate\x12(\n" +
-	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xaa\x01\n" +
+	"\x10throttle_time_ms\x18\x05 \x01(\x05R\x0ethrottleTimeMs\"\xd5\x01\n" +
 	"\x18ProducePartitionsRequest\x12C\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2#.strata.storage.v1.ProducePartitionR\n" +
 	"partitions\x12*\n" +
 	"\x04acks\x18\x02 \x01(\x0e2\x16.strata.common.v1.AcksR\x04acks\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\"\x83\x01\n" +
+	"timeout_ms\x18\x03 \x01(\x05R\ttimeoutMs\x12)\n" +
+	"\x10transactional_id\x18\x04 \x01(\tR\x0ftransactionalId\"\x83\x01\n" +
 	"\x10ProducePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +

@@ -155,6 +155,9 @@ func Setup(cfg *Config) serve.SetupFunc {
 			err := kl.Serve(p, kafka.Config{
 				Gateway: gatewayv1connect.NewGatewayServiceClient(p.HTTPClient(), cfg.Gateway, p.ConnectOption()),
 				View:    c.metadataView,
+				// Storage nodes verify transactional batches with the
+				// coordinator (KIP-890), so the listener offers them.
+				Transactions: true,
 			})
 			if err != nil {
 				return nil, err

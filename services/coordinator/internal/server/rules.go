@@ -32,4 +32,5 @@ var rules = guard.Rules{
 	coordinatorv1connect.CoordinatorServiceEndTxnProcedure:                    {Access: guard.Authenticated, Check: "any authenticated principal holding the transactional id's producer id and epoch"},
 	coordinatorv1connect.CoordinatorServiceDescribeTransactionsProcedure:      {Access: guard.ACL, Check: "describe on the cluster"},
 	coordinatorv1connect.CoordinatorServiceListTransactionsProcedure:          {Access: guard.ACL, Check: "describe on the cluster"},
+	coordinatorv1connect.CoordinatorServiceVerifyTxnPartitionsProcedure:       {Access: guard.ServiceOnly, Check: "the storage role (a partition's leader, KIP-890 verification)"},
 }

@@ -221,7 +221,7 @@ func Setup(cfg *Config) serve.SetupFunc {
 		if kl != nil {
 			// The bridge calls this gateway in-process: a Kafka client's
 			// bootstrap costs no extra hop.
-			if err := kl.Serve(p, kafka.Config{Gateway: g}); err != nil {
+			if err := kl.Serve(p, kafka.Config{Gateway: g, Transactions: true}); err != nil {
 				return nil, err
 			}
 		}

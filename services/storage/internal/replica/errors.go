@@ -52,6 +52,18 @@ var (
 	// ErrInvalidProducerEpoch: an idempotent producer's epoch is older than
 	// the one the partition has seen.
 	ErrInvalidProducerEpoch = errors.New("replica: invalid producer epoch")
+	// ErrInvalidTxnState: a transactional batch for a partition that is not
+	// in its producer's Ongoing transaction, as the transaction
+	// coordinator answered (KIP-890 part 1; Kafka's INVALID_TXN_STATE), or
+	// whose verification a marker overtook. Nothing is appended.
+	ErrInvalidTxnState = errors.New("replica: the partition is not in the producer's transaction")
+	// ErrInvalidProducerIDMapping: the transaction coordinator knows the
+	// transactional id under another producer id, or not at all.
+	ErrInvalidProducerIDMapping = errors.New("replica: the transactional id has another producer id")
+	// ErrTxnNotVerified: the transaction coordinator could not be asked,
+	// or answered that it cannot say yet, whether the partition is in the
+	// producer's transaction. Retriable; nothing is appended unverified.
+	ErrTxnNotVerified = errors.New("replica: cannot verify the partition with the transaction coordinator")
 	// ErrDuplicateInRequest: a request mixes batches appended before with
 	// new ones, or repeats earlier batches that are not back to back in the
 	// log. One response offset cannot describe either, so nothing is

@@ -166,6 +166,7 @@ type Replica struct {
 
 	appendMu sync.Mutex    // serialises appends, truncation and role changes; the idempotence checks run under it
 	holding  holds         // produce requests waiting in holdAhead now, bounded (hold.go)
+	verified txnVerified   // KIP-890 verifications of transactional producers (txnverify.go)
 	holdFor  time.Duration // how long holdAhead waits at most: sequenceHold, longer in tests
 
 	mu         sync.Mutex
@@ -554,6 +555,16 @@ type ProduceResult struct {
 // place (offsets and epoch stamped, and the log-append time), unless the
 // topic's codec differs: then recompressed copies are appended.
 func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration) (ProduceResult, error) {
+	return r.ProduceTxn(ctx, batches, acks, epoch, timeout, nil)
+}
+
+// ProduceTxn is Produce for a request that may hold transactional
+// batches: verify asks the producer's transaction coordinator whether
+// this partition is in the producer's transaction (KIP-890 part 1), and
+// is called, before the append lock, for a producer whose first
+// transactional batch of a transaction this is (verifyTxn). nil refuses
+// every transactional batch.
+func (r *Replica) ProduceTxn(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration, verify TxnVerifier) (ProduceResult, error) {
 	// Validation reads every record, so it runs before the append lock:
 	// concurrent producers of a partition validate in parallel. A node
 	// that does not lead says so first (and again under the lock), so a
@@ -569,6 +580,9 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 	now := r.opts.Clock.Wall().UnixMilli()
 	hdrs, err := validateRequest(batches, maxBatch, cfg.Produce.topicRules(now))
 	if err != nil {
+		return ProduceResult{}, err
+	}
+	if err := r.verifyTxn(ctx, hdrs, verify); err != nil { // txnverify.go
 		return ProduceResult{}, err
 	}
 	if batches, err = cfg.Produce.rewrite(batches, now); err != nil { // topicrules.go
@@ -705,6 +719,9 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 	if dup != nil {
 		return ProduceResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
 			LogStart: r.log.LogStartOffset(), Duplicate: true}, at, nil
+	}
+	if err := r.checkTxnVerified(hdrs, at.term); err != nil { // txnverify.go
+		return ProduceResult{}, leadership{}, err
 	}
 	info, err := r.log.AppendAsLeader(ctx, batches, leaderEpoch)
 	if err != nil && info.Batches == 0 {

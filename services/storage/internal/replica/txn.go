@@ -59,6 +59,10 @@ func (r *Replica) AppendMarker(ctx context.Context, producerID int64, producerEp
 	}
 	at := leadership{epoch: r.state.LeaderEpoch, term: r.term}
 	r.mu.Unlock()
+	// The marker ends the transaction the verification was for: the
+	// producer's next transaction here is verified again (KIP-890), and
+	// one in flight now finds its verification gone (txnverify.go).
+	r.verified.forget(producerID)
 	info, err := r.log.AppendMarker(ctx, producerID, producerEpoch, m, at.epoch)
 	if info.Batches > 0 {
 		r.mu.Lock()

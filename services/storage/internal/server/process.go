@@ -166,6 +166,10 @@ func Setup(cfg *ProcessConfig) serve.SetupFunc {
 				Storage: node.LocalStorage(),
 				LogDir:  logDir,
 				View:    node.currentView,
+				// The node verifies transactional batches with the
+				// transaction coordinator (KIP-890), so the listener
+				// offers transactions.
+				Transactions: true,
 			})
 			if err != nil {
 				return nil, err

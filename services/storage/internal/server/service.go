@@ -107,6 +107,16 @@ func (s *service) detail(topic string, partition int32, r *replica.Replica, err 
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_INVALID_PRODUCER_EPOCH)
 	case errors.Is(err, partlog.ErrCoordinatorFenced):
 		set(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_TRANSACTION_COORDINATOR_FENCED)
+	case errors.Is(err, replica.ErrInvalidTxnState):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INVALID_TXN_STATE)
+	case errors.Is(err, replica.ErrInvalidProducerIDMapping):
+		set(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INVALID_PRODUCER_ID_MAPPING)
+	case errors.Is(err, replica.ErrTxnNotVerified):
+		// Kafka's ReplicaManager answers NOT_ENOUGH_REPLICAS when the
+		// verification fails retriably (coordinator unavailable, not the
+		// coordinator, concurrent transactions): every producer retries
+		// it, and it does not send them to refresh their metadata.
+		set(commonv1.Code_CODE_UNAVAILABLE, commonv1.Reason_REASON_NOT_ENOUGH_REPLICAS)
 	case errors.Is(err, replica.ErrDuplicateInRequest):
 		set(commonv1.Code_CODE_INVALID_ARGUMENT, commonv1.Reason_REASON_DUPLICATE_SEQUENCE)
 	case errors.Is(err, partlog.ErrBatchTooLarge), errors.Is(err, recordbatch.ErrTooLarge):
@@ -169,7 +179,7 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 		return nil, err
 	}
 	acks, timeout := produceAcks(m.GetAcks(), m.GetTimeoutMs())
-	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout)
+	res, d := s.produceOne(ctx, m.GetTopic(), m.GetPartition(), m.GetLeaderEpoch(), m.GetRecords(), acks, timeout, m.GetTransactionalId())
 	if d != nil {
 		s.settle(quotaRes, 0)
 		return nil, apierr.Error(d)
@@ -201,8 +211,10 @@ func produceAcks(a commonv1.Acks, timeoutMs int32) (replica.Acks, time.Duration)
 
 // produceOne appends one partition's batches and waits for acks: the
 // whole of a single-partition Produce once authorized, and each partition
-// of a ProducePartitions.
-func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration) (replica.ProduceResult, *commonv1.ErrorDetail) {
+// of a ProducePartitions. txnID is the producer's transactional id, ""
+// for none; transactional batches need it (txnverify.go).
+func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration,
+	txnID string) (replica.ProduceResult, *commonv1.ErrorDetail) {
 	r := s.n.replica(topic, partition)
 	if r == nil {
 		return replica.ProduceResult{}, s.detail(topic, partition, nil, nil)
@@ -213,7 +225,7 @@ func (s *service) produceOne(ctx context.Context, topic string, partition, epoch
 	if len(records) < recordbatch.HeaderSize {
 		return replica.ProduceResult{}, s.detail(topic, partition, r, partlog.ErrInvalidBatch)
 	}
-	res, err := r.Produce(ctx, records, acks, epoch, timeout)
+	res, err := r.ProduceTxn(ctx, records, acks, epoch, timeout, s.n.txnVerifier(txnID, topic, partition)) // txnverify.go
 	if err != nil {
 		if replica.IsHoldFull(err) {
 			countHoldRefused(topic) // telemetry.go
@@ -269,7 +281,7 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 		if pr.Error != nil {
 			return
 		}
-		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout)
+		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout, m.GetTransactionalId())
 		if d != nil {
 			pr.Error = d
 			return

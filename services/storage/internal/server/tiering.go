@@ -508,10 +508,10 @@ func (e *tierTxnError) Error() string {
 // producer is in the aborted list), so the batches before that one need
 // no list, and markers are skipped whatever the list says. When the
 // first batch is such a batch there is nothing to answer: *tierTxnError.
-// No client can write transactional batches yet
-// (recordbatch.ValidateProduced), so the tier holds none today; this
-// keeps read_committed right once they can, until the tier carries the
-// index.
+// Transactional batches reach the tier once producers write them, so a
+// read_committed read of tiered records stops at the first one until the
+// tier carries the index (docs/design/transactions.md, what remains of
+// step 1).
 func committedFromTier(rr partlog.ReadResult, fetchOffset int64) (partlog.ReadResult, error) {
 	cut := 0
 	for cut < len(rr.Batches) {

@@ -103,6 +103,9 @@ const (
 	// CoordinatorServiceListTransactionsProcedure is the fully-qualified name of the
 	// CoordinatorService's ListTransactions RPC.
 	CoordinatorServiceListTransactionsProcedure = "/strata.coordinator.v1.CoordinatorService/ListTransactions"
+	// CoordinatorServiceVerifyTxnPartitionsProcedure is the fully-qualified name of the
+	// CoordinatorService's VerifyTxnPartitions RPC.
+	CoordinatorServiceVerifyTxnPartitionsProcedure = "/strata.coordinator.v1.CoordinatorService/VerifyTxnPartitions"
 )
 
 // CoordinatorServiceClient is a client for the strata.coordinator.v1.CoordinatorService service.
@@ -258,6 +261,17 @@ type CoordinatorServiceClient interface {
 	// KIP-664), optionally only those in the given states or of the given producer ids. Any
 	// instance answers.
 	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
+	// VerifyTxnPartitions answers, for a partition's leader, whether each partition is in the
+	// producer's Ongoing transaction at this producer id and epoch (KIP-890 part 1: Kafka's
+	// AddPartitionsToTxn with verify_only set). The leader asks before it appends the first
+	// transactional batch of a transaction to a partition, so a late batch of an ended
+	// transaction cannot open one no coordinator knows. Nothing is changed. Only the storage
+	// role's service identity may call it.
+	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR) naming the owner of the transactional
+	// id; per partition, FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) when it is not in an
+	// Ongoing transaction, (REASON_INVALID_PRODUCER_ID_MAPPING) for an unknown transactional id
+	// or another producer id, ABORTED (REASON_PRODUCER_FENCED) for another producer epoch.
+	VerifyTxnPartitions(context.Context, *connect.Request[v1.VerifyTxnPartitionsRequest]) (*connect.Response[v1.VerifyTxnPartitionsResponse], error)
 }
 
 // NewCoordinatorServiceClient constructs a client for the strata.coordinator.v1.CoordinatorService
@@ -397,6 +411,12 @@ func NewCoordinatorServiceClient(httpClient connect.HTTPClient, baseURL string, 
 			connect.WithSchema(coordinatorServiceMethods.ByName("ListTransactions")),
 			connect.WithClientOptions(opts...),
 		),
+		verifyTxnPartitions: connect.NewClient[v1.VerifyTxnPartitionsRequest, v1.VerifyTxnPartitionsResponse](
+			httpClient,
+			baseURL+CoordinatorServiceVerifyTxnPartitionsProcedure,
+			connect.WithSchema(coordinatorServiceMethods.ByName("VerifyTxnPartitions")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -423,6 +443,7 @@ type coordinatorServiceClient struct {
 	endTxn                    *connect.Client[v1.EndTxnRequest, v1.EndTxnResponse]
 	describeTransactions      *connect.Client[v1.DescribeTransactionsRequest, v1.DescribeTransactionsResponse]
 	listTransactions          *connect.Client[v1.ListTransactionsRequest, v1.ListTransactionsResponse]
+	verifyTxnPartitions       *connect.Client[v1.VerifyTxnPartitionsRequest, v1.VerifyTxnPartitionsResponse]
 }
 
 // ConsumerGroupHeartbeat calls strata.coordinator.v1.CoordinatorService.ConsumerGroupHeartbeat.
@@ -529,6 +550,11 @@ func (c *coordinatorServiceClient) DescribeTransactions(ctx context.Context, req
 // ListTransactions calls strata.coordinator.v1.CoordinatorService.ListTransactions.
 func (c *coordinatorServiceClient) ListTransactions(ctx context.Context, req *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
 	return c.listTransactions.CallUnary(ctx, req)
+}
+
+// VerifyTxnPartitions calls strata.coordinator.v1.CoordinatorService.VerifyTxnPartitions.
+func (c *coordinatorServiceClient) VerifyTxnPartitions(ctx context.Context, req *connect.Request[v1.VerifyTxnPartitionsRequest]) (*connect.Response[v1.VerifyTxnPartitionsResponse], error) {
+	return c.verifyTxnPartitions.CallUnary(ctx, req)
 }
 
 // CoordinatorServiceHandler is an implementation of the strata.coordinator.v1.CoordinatorService
@@ -685,6 +711,17 @@ type CoordinatorServiceHandler interface {
 	// KIP-664), optionally only those in the given states or of the given producer ids. Any
 	// instance answers.
 	ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error)
+	// VerifyTxnPartitions answers, for a partition's leader, whether each partition is in the
+	// producer's Ongoing transaction at this producer id and epoch (KIP-890 part 1: Kafka's
+	// AddPartitionsToTxn with verify_only set). The leader asks before it appends the first
+	// transactional batch of a transaction to a partition, so a late batch of an ended
+	// transaction cannot open one no coordinator knows. Nothing is changed. Only the storage
+	// role's service identity may call it.
+	// Errors: FAILED_PRECONDITION (REASON_NOT_COORDINATOR) naming the owner of the transactional
+	// id; per partition, FAILED_PRECONDITION (REASON_INVALID_TXN_STATE) when it is not in an
+	// Ongoing transaction, (REASON_INVALID_PRODUCER_ID_MAPPING) for an unknown transactional id
+	// or another producer id, ABORTED (REASON_PRODUCER_FENCED) for another producer epoch.
+	VerifyTxnPartitions(context.Context, *connect.Request[v1.VerifyTxnPartitionsRequest]) (*connect.Response[v1.VerifyTxnPartitionsResponse], error)
 }
 
 // NewCoordinatorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -820,6 +857,12 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 		connect.WithSchema(coordinatorServiceMethods.ByName("ListTransactions")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coordinatorServiceVerifyTxnPartitionsHandler := connect.NewUnaryHandler(
+		CoordinatorServiceVerifyTxnPartitionsProcedure,
+		svc.VerifyTxnPartitions,
+		connect.WithSchema(coordinatorServiceMethods.ByName("VerifyTxnPartitions")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/strata.coordinator.v1.CoordinatorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoordinatorServiceConsumerGroupHeartbeatProcedure:
@@ -864,6 +907,8 @@ func NewCoordinatorServiceHandler(svc CoordinatorServiceHandler, opts ...connect
 			coordinatorServiceDescribeTransactionsHandler.ServeHTTP(w, r)
 		case CoordinatorServiceListTransactionsProcedure:
 			coordinatorServiceListTransactionsHandler.ServeHTTP(w, r)
+		case CoordinatorServiceVerifyTxnPartitionsProcedure:
+			coordinatorServiceVerifyTxnPartitionsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -955,4 +1000,8 @@ func (UnimplementedCoordinatorServiceHandler) DescribeTransactions(context.Conte
 
 func (UnimplementedCoordinatorServiceHandler) ListTransactions(context.Context, *connect.Request[v1.ListTransactionsRequest]) (*connect.Response[v1.ListTransactionsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.ListTransactions is not implemented"))
+}
+
+func (UnimplementedCoordinatorServiceHandler) VerifyTxnPartitions(context.Context, *connect.Request[v1.VerifyTxnPartitionsRequest]) (*connect.Response[v1.VerifyTxnPartitionsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("strata.coordinator.v1.CoordinatorService.VerifyTxnPartitions is not implemented"))
 }
