@@ -31,7 +31,7 @@ import (
 //     Kafka's. A tiered one (remote.storage.enable=true) deletes from the
 //     tier too: the leader raises the tier's delete-records offset first,
 //     so no deleted record is served from the tier.
-//   - ACL: delete on the topic, partition by partition (guardedStorage);
+//   - ACL: delete on the topic, partition by partition, checked by the storage node;
 //     a refused partition is TOPIC_AUTHORIZATION_FAILED.
 func (b *Bridge) deleteRecordsAPI() kafkawire.API {
 	return kafkawire.API{Key: kmsg.DeleteRecords, MinVersion: 0, MaxVersion: 2, Handle: handler(b.deleteRecords)}

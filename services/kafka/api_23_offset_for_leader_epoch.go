@@ -28,7 +28,7 @@ import (
 //     NOT_LEADER_OR_FOLLOWER.
 //   - An epoch older than the log's first is answered -1 and -1, as
 //     Kafka's EpochEndOffset defaults.
-//   - ACL: describe on the topic, partition by partition (guardedStorage);
+//   - ACL: describe on the topic, partition by partition, checked by the storage node;
 //     a refused partition is TOPIC_AUTHORIZATION_FAILED. Kafka lets
 //     CLUSTER_ACTION skip that check; Strata has no such operation, so a
 //     request with a replica id (a Kafka follower's) is served as a

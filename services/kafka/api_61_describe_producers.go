@@ -24,8 +24,9 @@ import (
 //   - Each producer with its epoch and the last sequence of its last
 //     batch. LastTimestamp is when the leader appended that batch (Kafka
 //     gives the batch's largest record timestamp); CoordinatorEpoch and
-//     CurrentTxnStartOffset are -1, as Strata has no transactions yet.
-//   - ACL: read on the topic, partition by partition (guardedStorage); a
+//     CurrentTxnStartOffset are -1: the storage node does not report them
+//     yet, though its log keeps both.
+//   - ACL: read on the topic, partition by partition, checked by the storage node; a
 //     refused partition is TOPIC_AUTHORIZATION_FAILED.
 func (b *Bridge) describeProducersAPI() kafkawire.API {
 	return kafkawire.API{Key: kmsg.DescribeProducers, MinVersion: 0, MaxVersion: 0, Handle: handler(b.describeProducers)}

@@ -9,10 +9,11 @@ import (
 // owns the request's transactional id (TxnOffsetCommit: its group), found
 // through the gateway's FindCoordinator as groups are, and called in the
 // connection's principal's name like every other call (authz.go). The
-// listener offers the APIs in ApiVersions only with Config.Transactions:
-// until the storage nodes take transactional batches, a client that
-// begins a transaction could not write in it, so the APIs stay hidden and
-// InitProducerId with a transactional id is refused as before.
+// listener offers the APIs in ApiVersions with Config.Transactions, which
+// every Strata listener sets: the storage nodes take a transaction's
+// batches once its coordinator confirmed the partition was added
+// (KIP-890 part 1). Without it they stay hidden, and a transactional id
+// is refused.
 
 // fencedCode is code as a request of version v may carry it: Kafka's
 // PRODUCER_FENCED (KIP-588) goes to clients from version newFrom on, and
