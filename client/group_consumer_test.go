@@ -30,6 +30,7 @@ type scriptedCoordinator struct {
 	mu        sync.Mutex
 	epoch     int32
 	fence     bool
+	fenceAll  bool // FenceFromNowOn
 	commits   []*coordinatorv1.OffsetCommitRequest
 	committed map[int32]int64
 	assignors []string // server_assignor of each heartbeat but a leave
@@ -41,6 +42,15 @@ func (s *scriptedCoordinator) Fence() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fence = true
+}
+
+// FenceFromNowOn makes every heartbeat but a leave fail with
+// FENCED_MEMBER_EPOCH, joins included: a member stays fenced whichever of
+// its heartbeats reaches the coordinator first.
+func (s *scriptedCoordinator) FenceFromNowOn() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fenceAll = true
 }
 
 func (s *scriptedCoordinator) Commits() []*coordinatorv1.OffsetCommitRequest {
@@ -67,6 +77,8 @@ func (s *scriptedCoordinator) ConsumerGroupHeartbeat(_ context.Context, req *con
 	switch {
 	case m.GetMemberEpoch() < 0:
 		resp.MemberEpoch = m.GetMemberEpoch()
+	case s.fenceAll:
+		return nil, fencedError()
 	case m.GetMemberEpoch() == 0:
 		s.epoch += 2 // epochs a member never had
 		resp.MemberEpoch = s.epoch
@@ -77,15 +89,20 @@ func (s *scriptedCoordinator) ConsumerGroupHeartbeat(_ context.Context, req *con
 		resp.Assignment = &coordinatorv1.Assignment{Partitions: []*commonv1.TopicPartitions{all}}
 	case s.fence:
 		s.fence = false
-		e := connect.NewError(connect.CodeAborted, errors.New("fenced"))
-		if d, err := connect.NewErrorDetail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, Message: "fenced"}); err == nil {
-			e.AddDetail(d)
-		}
-		return nil, e
+		return nil, fencedError()
 	default:
 		resp.MemberEpoch = s.epoch
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// fencedError is the coordinator's FENCED_MEMBER_EPOCH answer.
+func fencedError() error {
+	e := connect.NewError(connect.CodeAborted, errors.New("fenced"))
+	if d, err := connect.NewErrorDetail(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_FENCED_MEMBER_EPOCH, Message: "fenced"}); err == nil {
+		e.AddDetail(d)
+	}
+	return e
 }
 
 func (s *scriptedCoordinator) OffsetFetch(_ context.Context, req *connect.Request[coordinatorv1.OffsetFetchRequest]) (*connect.Response[coordinatorv1.OffsetFetchResponse], error) {
