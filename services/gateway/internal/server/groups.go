@@ -108,37 +108,22 @@ func (g *Gateway) registeredKafkaID(nodeID int32) *controllerv1.CoordinatorRegis
 }
 
 // locateGroup asks the configured coordinators in turn, moving on while
-// they are UNAVAILABLE.
+// they are UNAVAILABLE, which instance owns key, a group or a
+// transactional id (keyType).
 // listener is the advertised listener whose address the answer should
 // carry: the client listener for FindCoordinator, "" (the default address,
 // which the gateway reaches) for calls the gateway makes itself.
-func (g *Gateway) locateGroup(ctx context.Context, group, listener string, kind ...coordinatorv1.CoordinatorKeyType) (*coordinatorv1.LocateGroupResponse, error) {
-	keyType := coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_UNSPECIFIED
-	if len(kind) > 0 {
-		keyType = kind[0]
-	}
-	if len(g.coordinators) == 0 {
-		return nil, errNoCoordinator()
-	}
-	var lastErr error
-	for _, c := range g.coordinators {
-		res, err := unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: group, Listener: listener, KeyType: keyType})))
-		if err == nil {
-			return res, nil
-		}
-		lastErr = err
-		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, apierr.Forward(lastErr)
+func (g *Gateway) locateGroup(ctx context.Context, key, listener string, keyType coordinatorv1.CoordinatorKeyType) (*coordinatorv1.LocateGroupResponse, error) {
+	return anyCoordinator(ctx, g, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.LocateGroupResponse, error) {
+		return unwrap(c.LocateGroup(ctx, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: key, Listener: listener, KeyType: keyType})))
+	})
 }
 
 // onOwner runs call against the coordinator owning group, following
 // REASON_NOT_COORDINATOR hints a few times.
 func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) (T, error)) (T, error) {
 	var zero T
-	loc, err := g.locateGroup(ctx, group, "")
+	loc, err := g.locateGroup(ctx, group, "", coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP)
 	if err != nil {
 		return zero, err
 	}
@@ -161,31 +146,23 @@ func onOwner[T any](ctx context.Context, g *Gateway, group string, call func(con
 // ListGroups passes through to a coordinator in the caller's name; the
 // coordinator answers the groups the caller may describe.
 func (g *Gateway) ListGroups(ctx context.Context, req *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error) {
-	if len(g.coordinators) == 0 {
-		return nil, errNoCoordinator()
-	}
 	up := &coordinatorv1.ListGroupsRequest{States: req.Msg.GetStates()}
-	var lastErr error
-	for _, c := range g.coordinators {
-		res, err := unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
-		if err == nil {
-			groups := res.GetGroups()
-			out := &gatewayv1.ListGroupsResponse{Groups: groups}
-			if req.Msg.GetIncludeLag() {
-				ids := make([]string, len(groups))
-				for i, gr := range groups {
-					ids[i] = gr.GetGroupId()
-				}
-				out.Lags = g.groupLags(ctx, ids)
-			}
-			return connect.NewResponse(out), nil
-		}
-		lastErr = err
-		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
-			break
-		}
+	res, err := anyCoordinator(ctx, g, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.ListGroupsResponse, error) {
+		return unwrap(c.ListGroups(ctx, connect.NewRequest(up)))
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, apierr.Forward(lastErr)
+	groups := res.GetGroups()
+	out := &gatewayv1.ListGroupsResponse{Groups: groups}
+	if req.Msg.GetIncludeLag() {
+		ids := make([]string, len(groups))
+		for i, gr := range groups {
+			ids[i] = gr.GetGroupId()
+		}
+		out.Lags = g.groupLags(ctx, ids)
+	}
+	return connect.NewResponse(out), nil
 }
 
 // DescribeGroup passes through to the group's coordinator in the caller's
@@ -261,8 +238,9 @@ func (g *Gateway) DescribeTransactions(ctx context.Context, req *connect.Request
 }
 
 // anyCoordinator makes call on the configured coordinators in turn until
-// one answers: for the calls any instance answers from the offsets
-// database. It moves on only past an UNAVAILABLE one.
+// one answers: for the calls any instance answers (LocateGroup, and the
+// listings from the offsets database). It moves on only past an
+// UNAVAILABLE one.
 func anyCoordinator[T any](ctx context.Context, g *Gateway, call func(context.Context, coordinatorv1connect.CoordinatorServiceClient) (*T, error)) (*T, error) {
 	if len(g.coordinators) == 0 {
 		return nil, errNoCoordinator()
