@@ -332,20 +332,31 @@ func TestTxnRecoveryRebuildsIndexAndOpenTxns(t *testing.T) {
 	m.check(t, l)
 
 	// A crash after a flush: the tail after it, and its index entries,
-	// are lost together; the batches before it keep theirs.
-	if err := l.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	synced := l.LogEndOffset()
-	for range 40 {
-		m.step(t, l)
-	}
-	crashed := fs.Crash(vfs.CrashOptions{})
-	l.Close()
-	l = mustOpen(t, crashed, cfg)
-	// Rolls fsync in the background, so more than the flush may survive.
-	if l.LogEndOffset() < synced || l.LogEndOffset() == m.lastEnd(t) {
-		t.Fatalf("log end %d after the crash; %d was synced, %d appended", l.LogEndOffset(), synced, m.lastEnd(t))
+	// are lost together; the batches before it keep theirs. Rolls fsync
+	// in the background, so more than the flush may survive, at times
+	// all of it: then the crash is tried again until one loses a tail.
+	for attempt := 1; ; attempt++ {
+		if err := l.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		synced := l.LogEndOffset()
+		for range 40 {
+			m.step(t, l)
+		}
+		crashed := fs.Crash(vfs.CrashOptions{})
+		l.Close()
+		l = mustOpen(t, crashed, cfg)
+		fs = crashed
+		if l.LogEndOffset() < synced {
+			t.Fatalf("log end %d after the crash; %d was synced, %d appended", l.LogEndOffset(), synced, m.lastEnd(t))
+		}
+		if l.LogEndOffset() < m.lastEnd(t) {
+			break
+		}
+		if attempt == 10 {
+			t.Fatalf("ten crashes kept every batch appended; the test wants one that loses a tail")
+		}
+		m.check(t, l)
 	}
 	m.rewind(t, l.LogEndOffset())
 	m.check(t, l)
@@ -357,7 +368,6 @@ func TestTxnRecoveryRebuildsIndexAndOpenTxns(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	fs = crashed
 
 	// Lost and corrupt index files of trusted segments.
 	names, _ := fs.ReadDir(testDir)
