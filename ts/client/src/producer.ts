@@ -193,6 +193,9 @@ export interface ResolvedProducerConfig {
  */
 const MAX_IN_FLIGHT = 5;
 
+/** deliveryCuts holds the timeouts of attempts the delivery timeout ended. */
+const deliveryCuts = new WeakSet<object>();
+
 /**
  * After this long with nothing in flight, a partition's next batch goes
  * alone again, as its first did: the leader may have forgotten the
@@ -1220,10 +1223,13 @@ class Sink {
     };
     if (signal.aborted) return onAbort();
     signal.addEventListener("abort", onAbort);
-    timer = setTimeout(
-      () => done({ ok: false, error: new StrataError(`produce to ${sender.addr} timed out`, { code: Code.DeadlineExceeded }) }),
-      Math.max(1, Math.min(this.p.client.requestTimeout + 5_000, timeLeft)),
-    );
+    const wait = this.p.client.requestTimeout + 5_000;
+    const cut = timeLeft < wait; // the delivery timeout ends this attempt, not the call's own
+    timer = setTimeout(() => {
+      const e = new StrataError(`produce to ${sender.addr} timed out`, { code: Code.DeadlineExceeded });
+      if (cut) deliveryCuts.add(e);
+      done({ ok: false, error: e });
+    }, Math.max(1, Math.min(wait, timeLeft)));
     sender.submit(q);
   }
 
@@ -1252,7 +1258,12 @@ class Sink {
    */
   private failed(b: Batch, e: unknown, mayHaveLanded: boolean): void {
     if (mayHaveLanded) b.maybeLanded = true;
-    if (Date.now() >= b.deadline) return this.fail(b, new DeliveryTimeoutError(e));
+    if (Date.now() >= b.deadline) {
+      // An attempt the delivery timeout cut short says nothing new: the
+      // cause is what the cluster last answered, when it answered at all.
+      const cause = deliveryCuts.has(e as object) && b.lastErr !== undefined ? b.lastErr : e;
+      return this.fail(b, new DeliveryTimeoutError(cause));
+    }
     if (e instanceof StrataError && e.reasonCode === common.Reason.RECORD_TOO_LARGE && b.records.length > 1 && !b.maybeLanded) return this.split(b, e);
     let action = e instanceof UnknownTopicError ? Action.Fail : classify(e);
     const heldBehindGap = e instanceof StrataError && e.reasonCode === common.Reason.OUT_OF_ORDER_SEQUENCE && (this.inflight.unresolvedBefore(b) || b.builtAt !== this.chain);

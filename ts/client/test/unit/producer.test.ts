@@ -81,6 +81,23 @@ describe("producer", () => {
     await p.close();
   });
 
+  test("an attempt the delivery timeout cuts short leaves the cause the cluster last answered", async () => {
+    const c = new MemCluster().topic("t", 1);
+    let calls = 0;
+    c.fault("Produce", () => {
+      if (++calls === 1) throw reasonError(Code.Unavailable, common.Reason.NOT_ENOUGH_REPLICAS, "ISR 1 below min.insync.replicas 2");
+      return new Promise<void>(() => {}); // every later attempt hangs until the delivery timeout
+    });
+    const p = c.strata().producer({ deliveryTimeout: 300, linger: 0 });
+    await assert.rejects(p.send({ topic: "t", messages: [{ value: "a" }] }), (e: unknown) => {
+      assert.ok(e instanceof DeliveryTimeoutError, String(e));
+      assert.equal(e.reason, "NOT_ENOUGH_REPLICAS");
+      return true;
+    });
+    assert.ok(calls >= 2, "retried");
+    await p.close();
+  });
+
   test("a full buffer makes send wait for acknowledgements (backpressure), in order", async () => {
     const c = new MemCluster().topic("t", 1);
     let release: (() => void) | undefined;
