@@ -226,6 +226,42 @@ func TestKafkaSecure(t *testing.T) {
 		}
 	})
 
+	// Kafka's TransactionalId resource: write on the topic is not enough to
+	// run a transactional producer, which would fence another application's.
+	t.Run("a transactional producer needs write on its transactional id", func(t *testing.T) {
+		writerToken := tokenOf("writer")
+		cli("acl", "create", "--principal", "User:writer", "--allow", "write", "--topic", "granted")
+		attempt := func() error {
+			tx := client(plainAs("writer", writerToken), kgo.TransactionalID("tx-writer"), kgo.DefaultProduceTopic("granted"))
+			defer tx.Close()
+			if err := tx.BeginTransaction(); err != nil {
+				return err
+			}
+			if err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte("in a transaction")}).FirstErr(); err != nil {
+				return err
+			}
+			return tx.EndTransaction(ctx, kgo.TryCommit)
+		}
+		// Until the topic grant reaches every service, the refusal may
+		// name the topic; once it has, it names the transactional id.
+		testwait.Until(t, 30*time.Second, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", func() error {
+			if err := attempt(); !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+				return fmt.Errorf("transaction without a grant on its id: %v: %w", err, testwait.ErrNotYet)
+			}
+			return nil
+		})
+		cli("acl", "create", "--principal", "User:writer", "--allow", "write", "--transactional-id", "tx-", "--prefixed")
+		testwait.Until(t, 30*time.Second, "the transaction to commit once its id is granted", func() error {
+			if err := attempt(); err != nil {
+				return fmt.Errorf("%v: %w", err, testwait.ErrNotYet)
+			}
+			return nil
+		})
+		if out := cli("acl", "list", "--principal", "User:writer"); !strings.Contains(out, "transactional-id") {
+			t.Errorf("acl list does not show the transactional id:\n%s", out)
+		}
+	})
+
 	scramAs := func(m, user, token string) kgo.Opt {
 		a := scram.Auth{User: user, Pass: token}
 		if m == "SCRAM-SHA-512" {

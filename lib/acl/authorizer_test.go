@@ -35,6 +35,7 @@ func TestAllowed(t *testing.T) {
 		b("User:carol", Allow, Alter, Topic, "orders", Literal),
 		b("User:erin", Allow, Read, Topic, "x", Literal),
 		b("User:erin", Deny, Read, Topic, "x", Literal),
+		b("User:erin", Allow, Write, TransactionalID, "etl-", Prefixed),
 	}
 	a, err := NewAuthorizer([]Principal{admin})
 	if err != nil {
@@ -88,6 +89,10 @@ func TestAllowed(t *testing.T) {
 		{"super user on the cluster", admin, Alter, Cluster, ClusterName, true, "super user"},
 		{"service identity", storage, Write, Topic, "secret", true, "service identity"},
 		{"service identity on the cluster", storage, Create, Cluster, ClusterName, true, "service identity"},
+		{"transactional id by prefix", User("erin"), Write, TransactionalID, "etl-7", true, "allowed by ACL"},
+		{"describe implied by write on a transactional id", User("erin"), Describe, TransactionalID, "etl-7", true, "allowed by ACL"},
+		{"a topic's name is not a transactional id", User("erin"), Write, TransactionalID, "x", false, "no ACL allows it"},
+		{"a transactional id is not a topic", User("erin"), Write, Topic, "etl-7", false, "no ACL allows it"},
 		{"all is not a request", alice, All, Topic, "logs.x", false, "not a concrete operation"},
 		{"invalid resource type", alice, Write, ResourceType(9), "orders", false, "invalid resource type"},
 	} {

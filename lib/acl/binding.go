@@ -17,10 +17,10 @@ type Binding struct {
 	Permission Permission
 	// Operation is one operation, or All.
 	Operation Operation
-	// ResourceType is Topic, Group or Cluster.
+	// ResourceType is Topic, Group, Cluster or TransactionalID.
 	ResourceType ResourceType
-	// ResourceName is the topic or group name (or its prefix, or "*"
-	// for every one), or ClusterName for the cluster.
+	// ResourceName is the topic, group or transactional id (or its
+	// prefix, or "*" for every one), or ClusterName for the cluster.
 	ResourceName string
 	// PatternType is Literal or Prefixed; always Literal for the cluster.
 	PatternType PatternType
@@ -32,7 +32,7 @@ type Binding struct {
 //     may do everything already: a binding for it would mean nothing);
 //   - permission, operation, resource and pattern types are valid;
 //   - a cluster binding names ClusterName, literally;
-//   - a topic or group name is 1 to MaxResourceNameLen bytes of UTF-8
+//   - a topic, group or transactional id is 1 to MaxResourceNameLen bytes of UTF-8
 //     without control characters, and "*" only literally.
 func (b Binding) Validate() error {
 	switch {
@@ -63,7 +63,7 @@ func (b Binding) Validate() error {
 		if b.PatternType != Literal {
 			return errors.New("acl: a cluster binding cannot be prefixed")
 		}
-	case Topic, Group:
+	case Topic, Group, TransactionalID:
 		if err := checkResourceName(b.ResourceName); err != nil {
 			return fmt.Errorf("acl: %v binding: %w", b.ResourceType, err)
 		}

@@ -140,7 +140,7 @@ func TestEnumNamesRoundTrip(t *testing.T) {
 			t.Errorf("permission %v: %v, %v", p, got, err)
 		}
 	}
-	for _, r := range []ResourceType{Topic, Group, Cluster} {
+	for _, r := range []ResourceType{Topic, Group, Cluster, TransactionalID} {
 		if got, err := ParseResourceType(r.String()); err != nil || got != r {
 			t.Errorf("resource type %v: %v, %v", r, got, err)
 		}
@@ -187,6 +187,13 @@ func TestSpecBindings(t *testing.T) {
 		{"cluster", "--principal User:alice --allow create --cluster", []Binding{
 			{alice, Allow, Create, Cluster, ClusterName, Literal},
 		}, ""},
+		{"transactional id", "--principal User:alice --allow write --transactional-id etl-1", []Binding{
+			{alice, Allow, Write, TransactionalID, "etl-1", Literal},
+		}, ""},
+		{"prefixed transactional id", "--principal User:alice --allow describe --transactional-id etl- --prefixed", []Binding{
+			{alice, Allow, Describe, TransactionalID, "etl-", Prefixed},
+		}, ""},
+		{"transactional id and topic", "--principal User:alice --allow write --topic t --transactional-id x", nil, "exactly one of"},
 		{"wildcard principal and resource", "--principal=User:* --allow=describe --topic=*", []Binding{
 			{AnyUser, Allow, Describe, Topic, "*", Literal},
 		}, ""},

@@ -17,7 +17,7 @@ const ClusterName = "kafka-cluster"
 const AnyResource = "*"
 
 // MaxResourceNameLen is the longest resource name a binding may carry, in
-// bytes: longer than any topic (249) or sensible group id.
+// bytes: longer than any topic (249) or sensible group or transactional id.
 const MaxResourceNameLen = 1024
 
 // ResourceType is the kind of thing an operation acts on. The zero value
@@ -28,14 +28,20 @@ const (
 	Topic ResourceType = iota + 1
 	Group
 	Cluster
+	// TransactionalID is a producer's transactional id (Kafka's
+	// TransactionalId resource): write on it lets a principal initialize
+	// that producer, which fences the one before, and run its
+	// transactions; describe lets it see the transaction's state.
+	TransactionalID
 )
 
 // numResourceTypes sizes arrays indexed by ResourceType.
-const numResourceTypes = int(Cluster) + 1
+const numResourceTypes = int(TransactionalID) + 1
 
-var resourceTypeNames = [...]string{Topic: "topic", Group: "group", Cluster: "cluster"}
+var resourceTypeNames = [...]string{Topic: "topic", Group: "group", Cluster: "cluster", TransactionalID: "transactional-id"}
 
-// String returns "topic", "group" or "cluster", or "ResourceType(n)".
+// String returns "topic", "group", "cluster" or "transactional-id", or
+// "ResourceType(n)".
 func (t ResourceType) String() string {
 	if t.Valid() {
 		return resourceTypeNames[t]
@@ -43,17 +49,18 @@ func (t ResourceType) String() string {
 	return fmt.Sprintf("ResourceType(%d)", uint8(t))
 }
 
-// Valid reports whether t is Topic, Group or Cluster.
-func (t ResourceType) Valid() bool { return t >= Topic && t <= Cluster }
+// Valid reports whether t is Topic, Group, Cluster or TransactionalID.
+func (t ResourceType) Valid() bool { return t >= Topic && t <= TransactionalID }
 
-// ParseResourceType reads "topic", "group" or "cluster", in any case.
+// ParseResourceType reads "topic", "group", "cluster" or
+// "transactional-id", in any case.
 func ParseResourceType(s string) (ResourceType, error) {
-	for t := Topic; t <= Cluster; t++ {
+	for t := Topic; t <= TransactionalID; t++ {
 		if strings.EqualFold(s, resourceTypeNames[t]) {
 			return t, nil
 		}
 	}
-	return 0, fmt.Errorf("acl: resource type %s is not topic, group or cluster", quoteIfOdd(s))
+	return 0, fmt.Errorf("acl: resource type %s is not topic, group, cluster or transactional-id", quoteIfOdd(s))
 }
 
 // PatternType says how a binding's resource name matches. The zero value
@@ -92,8 +99,8 @@ func ParsePatternType(s string) (PatternType, error) {
 	return 0, fmt.Errorf("acl: pattern type %s is not literal or prefixed", quoteIfOdd(s))
 }
 
-// Resource is one thing a request acts on: a topic, a group or the
-// cluster.
+// Resource is one thing a request acts on: a topic, a group, the
+// cluster or a transactional id.
 type Resource struct {
 	Type ResourceType
 	Name string

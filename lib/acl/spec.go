@@ -10,7 +10,7 @@ import (
 // Spec is the command line that names bindings in `strata acl create` and
 // `strata acl delete`:
 //
-//	--principal User:NAME (--allow|--deny) OPS (--topic T|--group G|--cluster) [--prefixed]
+//	--principal User:NAME (--allow|--deny) OPS (--topic T|--group G|--cluster|--transactional-id ID) [--prefixed]
 //
 // Fields hold the flags' values as typed; [Spec.Bindings] checks them.
 // The zero value names nothing.
@@ -27,7 +27,10 @@ type Spec struct {
 	Group string
 	// Cluster is --cluster: the cluster resource.
 	Cluster bool
-	// Prefixed is --prefixed: Topic or Group is a prefix.
+	// TransactionalID is --transactional-id: a producer's transactional
+	// id, a prefix, or "*".
+	TransactionalID string
+	// Prefixed is --prefixed: Topic, Group or TransactionalID is a prefix.
 	Prefixed bool
 }
 
@@ -40,7 +43,8 @@ func (s *Spec) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Topic, "topic", "", "the topic (or prefix with --prefixed; * for every topic)")
 	fs.StringVar(&s.Group, "group", "", "the consumer group (or prefix with --prefixed; * for every group)")
 	fs.BoolVar(&s.Cluster, "cluster", false, "the cluster itself ("+ClusterName+")")
-	fs.BoolVar(&s.Prefixed, "prefixed", false, "match every topic or group whose name starts with the given one")
+	fs.StringVar(&s.TransactionalID, "transactional-id", "", "a producer's transactional id (or prefix with --prefixed; * for every one): write to run its transactions, describe to see them")
+	fs.BoolVar(&s.Prefixed, "prefixed", false, "match every topic, group or transactional id whose name starts with the given one")
 }
 
 // ParseSpec reads a Spec from args (the command's arguments after its
@@ -87,6 +91,7 @@ func (s Spec) Args() []string {
 	if s.Cluster {
 		a = append(a, "--cluster")
 	}
+	add("transactional-id", s.TransactionalID)
 	if s.Prefixed {
 		a = append(a, "--prefixed")
 	}
@@ -130,13 +135,16 @@ func (s Spec) Bindings() ([]Binding, error) {
 	if s.Cluster {
 		res, n = Resource{Cluster, ClusterName}, n+1
 	}
+	if s.TransactionalID != "" {
+		res, n = Resource{TransactionalID, s.TransactionalID}, n+1
+	}
 	if n != 1 {
-		return nil, errors.New("acl: give exactly one of --topic, --group and --cluster")
+		return nil, errors.New("acl: give exactly one of --topic, --group and --cluster, or --transactional-id")
 	}
 	pattern := Literal
 	if s.Prefixed {
 		if res.Type == Cluster {
-			return nil, errors.New("acl: --prefixed applies to --topic and --group, not --cluster")
+			return nil, errors.New("acl: --prefixed applies to --topic, --group and --transactional-id, not --cluster")
 		}
 		pattern = Prefixed
 	}
@@ -166,6 +174,8 @@ func (b Binding) Spec() Spec {
 		s.Group = b.ResourceName
 	case Cluster:
 		s.Cluster = true
+	case TransactionalID:
+		s.TransactionalID = b.ResourceName
 	}
 	return s
 }

@@ -240,7 +240,7 @@ func Denied(msg string) error {
 
 // DeniedOn is the PERMISSION_DENIED error of a refusal on a resource of
 // type rt, with msg as its one line. Its reason names the type
-// (REASON_TOPIC_, GROUP_ or CLUSTER_AUTHORIZATION_FAILED), so that a door
+// (REASON_TOPIC_, GROUP_, CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED), so that a door
 // that passes the owner's refusal on answers Kafka's error of that type.
 func DeniedOn(rt acl.ResourceType, msg string) error {
 	return apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_PERMISSION_DENIED, Reason: deniedReason(rt), Message: msg})
@@ -252,6 +252,8 @@ func deniedReason(rt acl.ResourceType) commonv1.Reason {
 		return commonv1.Reason_REASON_TOPIC_AUTHORIZATION_FAILED
 	case acl.Group:
 		return commonv1.Reason_REASON_GROUP_AUTHORIZATION_FAILED
+	case acl.TransactionalID:
+		return commonv1.Reason_REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 	}
 	return commonv1.Reason_REASON_CLUSTER_AUTHORIZATION_FAILED
 }

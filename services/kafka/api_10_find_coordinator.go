@@ -68,9 +68,11 @@ func (b *Bridge) findCoordinator(ctx context.Context, version int16, req *kmsg.F
 			// APIs (txn.go); share groups are not Strata's.
 			c.ErrorCode = kerr.UnsupportedVersion.Code
 		case req.CoordinatorType == 1:
-			// Any authenticated principal, as the coordinator's
-			// transaction RPCs: no transactional-id ACL resource yet.
+			// As Kafka: describe on the transactional id.
 			kind = coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION
+			if b.cfg.Guard != nil && !b.cfg.Guard.Allowed(ctx, acl.Describe, acl.TransactionalID, key) {
+				c.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			}
 		case b.cfg.Guard != nil && !b.cfg.Guard.Allowed(ctx, acl.Describe, acl.Group, key):
 			// As Kafka: describe on the group, as for the Connect API's
 			// FindCoordinator.

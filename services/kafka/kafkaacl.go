@@ -31,9 +31,10 @@ var kafkaOps = map[kmsg.ACLOperation]acl.Operation{
 }
 
 // kafkaResourceTypes pairs Kafka's resource types with Strata's; Strata
-// has no transactional ids, delegation tokens or user resources.
+// has no delegation token or user resources.
 var kafkaResourceTypes = map[kmsg.ACLResourceType]acl.ResourceType{
 	kmsg.ACLResourceTypeTopic: acl.Topic, kmsg.ACLResourceTypeGroup: acl.Group, kmsg.ACLResourceTypeCluster: acl.Cluster,
+	kmsg.ACLResourceTypeTransactionalId: acl.TransactionalID,
 }
 
 // anyHost is the only host a Strata binding has: bindings name no hosts.

@@ -153,7 +153,7 @@ func TestCreateAclsMapping(t *testing.T) {
 	}
 	req := kmsg.NewPtrCreateACLsRequest()
 	req.Creations = []kmsg.CreateACLsRequestCreation{
-		creation(kmsg.ACLResourceTypeTransactionalId, "tx", literal, "User:bob", "*", kmsg.ACLOperationWrite, allow),
+		creation(kmsg.ACLResourceTypeDelegationToken, "tok", literal, "User:bob", "*", kmsg.ACLOperationDescribe, allow),
 		creation(kmsg.ACLResourceTypeCluster, "kafka-cluster", literal, "User:bob", "*", kmsg.ACLOperationIdempotentWrite, allow),
 		creation(kmsg.ACLResourceTypeTopic, "t", literal, "User:bob", "10.0.0.1", kmsg.ACLOperationRead, allow),
 		creation(kmsg.ACLResourceTypeCluster, "other", literal, "User:bob", "*", kmsg.ACLOperationAlter, allow),
@@ -183,6 +183,21 @@ func TestCreateAclsMapping(t *testing.T) {
 	}
 	if got := stored(gw.acls); len(got) != 5 || !slices.Contains(got, "User:bob allow all topic t") {
 		t.Errorf("stored %q", got)
+	}
+
+	// A transactional id is a resource Strata holds (kafka-acls.sh
+	// --transactional-id).
+	req = kmsg.NewPtrCreateACLsRequest()
+	req.Creations = []kmsg.CreateACLsRequestCreation{creation(kmsg.ACLResourceTypeTransactionalId, "etl-", kmsg.ACLResourcePatternTypePrefixed, "User:bob", "*", kmsg.ACLOperationWrite, allow)}
+	resp, err = b.createAcls(admin, 2, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := decoded(t, resp, 2).(*kmsg.CreateACLsResponse).Results[0]; r.ErrorCode != 0 {
+		t.Errorf("transactional id: code %d message %v", r.ErrorCode, r.ErrorMessage)
+	}
+	if got := stored(gw.acls); !slices.Contains(got, "User:bob allow write transactional-id etl- (prefixed)") {
+		t.Errorf("stored %q, want bob's transactional id", got)
 	}
 
 	// v0 carries no pattern type: literal.

@@ -21,13 +21,13 @@ import (
 // command line that names bindings is lib/acl's Spec, shared with its
 // parser and tests.
 
-const aclSynopsis = "--principal User:NAME (--allow|--deny) OPS (--topic T|--group G|--cluster) [--prefixed]"
+const aclSynopsis = "--principal User:NAME (--allow|--deny) OPS (--topic T|--group G|--cluster|--transactional-id ID) [--prefixed]"
 
 // aclSpecFlags defines acl.Spec's flags on f, with their help.
 func aclSpecFlags(f *flagSet, spec *acl.Spec) {
 	spec.RegisterFlags(f.fs)
 	for _, d := range []struct{ name, meta string }{
-		{"principal", "User:NAME"}, {"allow", "OPS"}, {"deny", "OPS"}, {"topic", "T"}, {"group", "G"}, {"cluster", ""}, {"prefixed", ""},
+		{"principal", "User:NAME"}, {"allow", "OPS"}, {"deny", "OPS"}, {"topic", "T"}, {"group", "G"}, {"cluster", ""}, {"transactional-id", "ID"}, {"prefixed", ""},
 	} {
 		f.defs = append(f.defs, flagDef{long: d.name, meta: d.meta, usage: f.fs.Lookup(d.name).Usage})
 	}
@@ -68,7 +68,7 @@ func toACLJSON(b *commonv1.AclBinding) aclJSON {
 		Principal:    b.GetPrincipal(),
 		Permission:   enumName(b.GetPermission(), "ACL_PERMISSION_"),
 		Operation:    enumName(b.GetOperation(), "ACL_OPERATION_"),
-		ResourceType: enumName(b.GetResourceType(), "ACL_RESOURCE_TYPE_"),
+		ResourceType: acl.ResourceType(b.GetResourceType()).String(), // "transactional-id", as the flag
 		ResourceName: b.GetResourceName(),
 		PatternType:  pattern,
 	}

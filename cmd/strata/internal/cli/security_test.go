@@ -413,7 +413,7 @@ func TestACLCommands(t *testing.T) {
 		want string
 	}{
 		{[]string{"acl", "create", "--allow", "read", "--topic", "t"}, "strata: --principal is required (User:NAME) (see 'strata acl create --help')"},
-		{[]string{"acl", "create", "--principal", "User:a", "--allow", "read", "--topic", "t", "--cluster"}, "strata: give exactly one of --topic, --group and --cluster (see 'strata acl create --help')"},
+		{[]string{"acl", "create", "--principal", "User:a", "--allow", "read", "--topic", "t", "--cluster"}, "strata: give exactly one of --topic, --group and --cluster, or --transactional-id (see 'strata acl create --help')"},
 		{[]string{"acl", "create", "--principal", "User:a", "--allow", "fly", "--topic", "t"}, `strata: unknown operation fly (want read, write, create, delete, alter, describe or all) (see 'strata acl create --help')`},
 		{[]string{"acl", "delete", "--principal", "User:a", "--allow", "read", "--topic", "t", "extra"}, `strata: unexpected argument "extra" (see 'strata acl delete --help')`},
 	} {

@@ -407,6 +407,10 @@ const (
 	// ongoing transaction has staged (Kafka's UNSTABLE_OFFSET_COMMIT, KIP-447); retry once the
 	// transaction ends.
 	Reason_REASON_UNSTABLE_OFFSET_COMMIT Reason = 50
+	// PERMISSION_DENIED: the caller may not do the operation on a transactional id: write to
+	// initialize its producer or run its transactions, describe to see its state (Kafka's
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+	Reason_REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED Reason = 51
 )
 
 // Enum value maps for Reason.
@@ -461,57 +465,59 @@ var (
 		46: "REASON_TRANSACTIONAL_ID_NOT_FOUND",
 		47: "REASON_OPERATION_NOT_ATTEMPTED",
 		50: "REASON_UNSTABLE_OFFSET_COMMIT",
+		51: "REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
 	}
 	Reason_value = map[string]int32{
-		"REASON_UNSPECIFIED":                      0,
-		"REASON_NOT_LEADER":                       1,
-		"REASON_FENCED_LEADER_EPOCH":              2,
-		"REASON_UNKNOWN_LEADER_EPOCH":             3,
-		"REASON_NOT_ENOUGH_REPLICAS":              4,
-		"REASON_NOT_ENOUGH_REPLICAS_AFTER_APPEND": 5,
-		"REASON_OFFSET_OUT_OF_RANGE":              6,
-		"REASON_UNKNOWN_TOPIC_OR_PARTITION":       7,
-		"REASON_CORRUPT_RECORD":                   8,
-		"REASON_RECORD_TOO_LARGE":                 9,
-		"REASON_DUPLICATE_SEQUENCE":               10,
-		"REASON_OUT_OF_ORDER_SEQUENCE":            11,
-		"REASON_INVALID_PRODUCER_EPOCH":           12,
-		"REASON_UNKNOWN_PRODUCER_ID":              13,
-		"REASON_FENCED_MEMBER_EPOCH":              14,
-		"REASON_UNKNOWN_MEMBER_ID":                15,
-		"REASON_NOT_COORDINATOR":                  16,
-		"REASON_COORDINATOR_LOADING":              17,
-		"REASON_GROUP_NOT_EMPTY":                  18,
-		"REASON_NOT_CONTROLLER":                   19,
-		"REASON_STALE_NODE_EPOCH":                 20,
-		"REASON_STALE_PARTITION_EPOCH":            21,
-		"REASON_INELIGIBLE_REPLICA":               22,
-		"REASON_INVALID_CONFIG":                   23,
-		"REASON_TOPIC_ALREADY_EXISTS":             24,
-		"REASON_INVALID_REPLICATION_FACTOR":       25,
-		"REASON_DUPLICATE_NODE_REGISTRATION":      26,
-		"REASON_GROUP_ID_NOT_FOUND":               27,
-		"REASON_REQUEST_TIMED_OUT":                28,
-		"REASON_MANIFEST_CONFLICT":                29,
-		"REASON_INVALID_RECORD":                   30,
-		"REASON_INVALID_TIMESTAMP":                31,
-		"REASON_ILLEGAL_GENERATION":               32,
-		"REASON_REBALANCE_IN_PROGRESS":            33,
-		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":        34,
-		"REASON_POLICY_VIOLATION":                 35,
-		"REASON_UNRELEASED_INSTANCE_ID":           36,
-		"REASON_TOPIC_AUTHORIZATION_FAILED":       37,
-		"REASON_GROUP_AUTHORIZATION_FAILED":       38,
-		"REASON_CLUSTER_AUTHORIZATION_FAILED":     39,
-		"REASON_TRANSACTION_COORDINATOR_FENCED":   40,
-		"REASON_PRODUCER_FENCED":                  41,
-		"REASON_INVALID_TXN_STATE":                42,
-		"REASON_CONCURRENT_TRANSACTIONS":          43,
-		"REASON_INVALID_PRODUCER_ID_MAPPING":      44,
-		"REASON_INVALID_TRANSACTION_TIMEOUT":      45,
-		"REASON_TRANSACTIONAL_ID_NOT_FOUND":       46,
-		"REASON_OPERATION_NOT_ATTEMPTED":          47,
-		"REASON_UNSTABLE_OFFSET_COMMIT":           50,
+		"REASON_UNSPECIFIED":                           0,
+		"REASON_NOT_LEADER":                            1,
+		"REASON_FENCED_LEADER_EPOCH":                   2,
+		"REASON_UNKNOWN_LEADER_EPOCH":                  3,
+		"REASON_NOT_ENOUGH_REPLICAS":                   4,
+		"REASON_NOT_ENOUGH_REPLICAS_AFTER_APPEND":      5,
+		"REASON_OFFSET_OUT_OF_RANGE":                   6,
+		"REASON_UNKNOWN_TOPIC_OR_PARTITION":            7,
+		"REASON_CORRUPT_RECORD":                        8,
+		"REASON_RECORD_TOO_LARGE":                      9,
+		"REASON_DUPLICATE_SEQUENCE":                    10,
+		"REASON_OUT_OF_ORDER_SEQUENCE":                 11,
+		"REASON_INVALID_PRODUCER_EPOCH":                12,
+		"REASON_UNKNOWN_PRODUCER_ID":                   13,
+		"REASON_FENCED_MEMBER_EPOCH":                   14,
+		"REASON_UNKNOWN_MEMBER_ID":                     15,
+		"REASON_NOT_COORDINATOR":                       16,
+		"REASON_COORDINATOR_LOADING":                   17,
+		"REASON_GROUP_NOT_EMPTY":                       18,
+		"REASON_NOT_CONTROLLER":                        19,
+		"REASON_STALE_NODE_EPOCH":                      20,
+		"REASON_STALE_PARTITION_EPOCH":                 21,
+		"REASON_INELIGIBLE_REPLICA":                    22,
+		"REASON_INVALID_CONFIG":                        23,
+		"REASON_TOPIC_ALREADY_EXISTS":                  24,
+		"REASON_INVALID_REPLICATION_FACTOR":            25,
+		"REASON_DUPLICATE_NODE_REGISTRATION":           26,
+		"REASON_GROUP_ID_NOT_FOUND":                    27,
+		"REASON_REQUEST_TIMED_OUT":                     28,
+		"REASON_MANIFEST_CONFLICT":                     29,
+		"REASON_INVALID_RECORD":                        30,
+		"REASON_INVALID_TIMESTAMP":                     31,
+		"REASON_ILLEGAL_GENERATION":                    32,
+		"REASON_REBALANCE_IN_PROGRESS":                 33,
+		"REASON_GROUP_SUBSCRIBED_TO_TOPIC":             34,
+		"REASON_POLICY_VIOLATION":                      35,
+		"REASON_UNRELEASED_INSTANCE_ID":                36,
+		"REASON_TOPIC_AUTHORIZATION_FAILED":            37,
+		"REASON_GROUP_AUTHORIZATION_FAILED":            38,
+		"REASON_CLUSTER_AUTHORIZATION_FAILED":          39,
+		"REASON_TRANSACTION_COORDINATOR_FENCED":        40,
+		"REASON_PRODUCER_FENCED":                       41,
+		"REASON_INVALID_TXN_STATE":                     42,
+		"REASON_CONCURRENT_TRANSACTIONS":               43,
+		"REASON_INVALID_PRODUCER_ID_MAPPING":           44,
+		"REASON_INVALID_TRANSACTION_TIMEOUT":           45,
+		"REASON_TRANSACTIONAL_ID_NOT_FOUND":            46,
+		"REASON_OPERATION_NOT_ATTEMPTED":               47,
+		"REASON_UNSTABLE_OFFSET_COMMIT":                50,
+		"REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 51,
 	}
 )
 
@@ -682,6 +688,9 @@ const (
 	AclResourceType_ACL_RESOURCE_TYPE_GROUP AclResourceType = 2
 	// The cluster itself (resource name "kafka-cluster").
 	AclResourceType_ACL_RESOURCE_TYPE_CLUSTER AclResourceType = 3
+	// A producer's transactional id (Kafka's TransactionalId): write runs its transactions,
+	// describe shows them.
+	AclResourceType_ACL_RESOURCE_TYPE_TRANSACTIONAL_ID AclResourceType = 4
 )
 
 // Enum value maps for AclResourceType.
@@ -691,12 +700,14 @@ var (
 		1: "ACL_RESOURCE_TYPE_TOPIC",
 		2: "ACL_RESOURCE_TYPE_GROUP",
 		3: "ACL_RESOURCE_TYPE_CLUSTER",
+		4: "ACL_RESOURCE_TYPE_TRANSACTIONAL_ID",
 	}
 	AclResourceType_value = map[string]int32{
-		"ACL_RESOURCE_TYPE_UNSPECIFIED": 0,
-		"ACL_RESOURCE_TYPE_TOPIC":       1,
-		"ACL_RESOURCE_TYPE_GROUP":       2,
-		"ACL_RESOURCE_TYPE_CLUSTER":     3,
+		"ACL_RESOURCE_TYPE_UNSPECIFIED":      0,
+		"ACL_RESOURCE_TYPE_TOPIC":            1,
+		"ACL_RESOURCE_TYPE_GROUP":            2,
+		"ACL_RESOURCE_TYPE_CLUSTER":          3,
+		"ACL_RESOURCE_TYPE_TRANSACTIONAL_ID": 4,
 	}
 )
 
@@ -2288,7 +2299,7 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\rCODE_INTERNAL\x10\r\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x0e\x12\x12\n" +
 	"\x0eCODE_DATA_LOSS\x10\x0f\x12\x18\n" +
-	"\x14CODE_UNAUTHENTICATED\x10\x10*\xdb\f\n" +
+	"\x14CODE_UNAUTHENTICATED\x10\x10*\x8d\r\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11REASON_NOT_LEADER\x10\x01\x12\x1e\n" +
@@ -2339,7 +2350,8 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\"REASON_INVALID_TRANSACTION_TIMEOUT\x10-\x12%\n" +
 	"!REASON_TRANSACTIONAL_ID_NOT_FOUND\x10.\x12\"\n" +
 	"\x1eREASON_OPERATION_NOT_ATTEMPTED\x10/\x12!\n" +
-	"\x1dREASON_UNSTABLE_OFFSET_COMMIT\x102*b\n" +
+	"\x1dREASON_UNSTABLE_OFFSET_COMMIT\x102\x120\n" +
+	",REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED\x103*b\n" +
 	"\rAclPermission\x12\x1e\n" +
 	"\x1aACL_PERMISSION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ACL_PERMISSION_ALLOW\x10\x01\x12\x17\n" +
@@ -2352,12 +2364,13 @@ const file_strata_common_v1_common_proto_rawDesc = "" +
 	"\x14ACL_OPERATION_DELETE\x10\x04\x12\x17\n" +
 	"\x13ACL_OPERATION_ALTER\x10\x05\x12\x1a\n" +
 	"\x16ACL_OPERATION_DESCRIBE\x10\x06\x12\x15\n" +
-	"\x11ACL_OPERATION_ALL\x10\a*\x8d\x01\n" +
+	"\x11ACL_OPERATION_ALL\x10\a*\xb5\x01\n" +
 	"\x0fAclResourceType\x12!\n" +
 	"\x1dACL_RESOURCE_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ACL_RESOURCE_TYPE_TOPIC\x10\x01\x12\x1b\n" +
 	"\x17ACL_RESOURCE_TYPE_GROUP\x10\x02\x12\x1d\n" +
-	"\x19ACL_RESOURCE_TYPE_CLUSTER\x10\x03*o\n" +
+	"\x19ACL_RESOURCE_TYPE_CLUSTER\x10\x03\x12&\n" +
+	"\"ACL_RESOURCE_TYPE_TRANSACTIONAL_ID\x10\x04*o\n" +
 	"\x0eAclPatternType\x12 \n" +
 	"\x1cACL_PATTERN_TYPE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18ACL_PATTERN_TYPE_LITERAL\x10\x01\x12\x1d\n" +

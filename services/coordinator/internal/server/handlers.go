@@ -594,8 +594,10 @@ func (c *Coordinator) DeleteGroup(ctx context.Context, req *connect.Request[coor
 func (c *Coordinator) LocateGroup(ctx context.Context, req *connect.Request[coordinatorv1.LocateGroupRequest]) (*connect.Response[coordinatorv1.LocateGroupResponse], error) {
 	id := req.Msg.GetGroupId()
 	if req.Msg.GetKeyType() == coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION {
-		// No ACL names a transactional id yet (transactions.md,
-		// "Authorization"): any authenticated principal may ask.
+		// Describe on the transactional id, as Kafka's FindCoordinator.
+		if err := c.authorizeTxn(ctx, acl.Describe, id); err != nil {
+			return nil, err
+		}
 		return c.locateTxn(ctx, id, req.Msg.GetListener()) // txn.go
 	}
 	// The gateway's FindCoordinator asks under its service identity,

@@ -64,6 +64,17 @@ func (c *Coordinator) authorizeGroup(ctx context.Context, op acl.Operation, id s
 	return c.guard.Authorize(ctx, op, acl.Group, id)
 }
 
+// authorizeTxn allows the request of ctx to do op to transactional id
+// id (Kafka's TransactionalId resource), or returns PERMISSION_DENIED
+// with REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED. An empty id passes:
+// the handler refuses it as INVALID_ARGUMENT, which says more.
+func (c *Coordinator) authorizeTxn(ctx context.Context, op acl.Operation, id string) error {
+	if id == "" {
+		return nil
+	}
+	return c.guard.Authorize(ctx, op, acl.TransactionalID, id)
+}
+
 // authorizeTopics allows the request of ctx to do op to every topic of
 // names, or returns the PERMISSION_DENIED of the first it may not.
 func (c *Coordinator) authorizeTopics(ctx context.Context, op acl.Operation, names []string) error {

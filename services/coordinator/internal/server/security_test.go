@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,7 +71,9 @@ func startSecureCoordinator(t *testing.T, s offsetstore.Store, parts map[string]
 	}
 	cfg := &Config{InstanceID: "coordinator-test", Gateway: gw.URL, Controller: ctrl.ControllerURL(),
 		SessionTimeout: time.Minute, OwnershipLease: time.Minute, LagInterval: time.Hour}
-	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: gw.Client(), Logger: logger, Guard: g})
+	var nextPID atomic.Int64
+	pids := func(context.Context) (int64, int32, error) { return 1000 + 10*nextPID.Add(1), 10, nil }
+	c, err := Start(context.Background(), cfg, "127.0.0.1:0", Options{Store: s, HTTPClient: gw.Client(), Logger: logger, Guard: g, ProducerIDs: pids})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,4 +341,93 @@ func TestNotReadyBeforeTheFirstSnapshot(t *testing.T) {
 	if err := c.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "metadata") {
 		t.Fatalf("Ready with no controller reachable: %v, want an error about metadata", err)
 	}
+}
+
+// A transactional id is a resource of its own, as Kafka's TransactionalId:
+// write on it to initialize its producer (which fences the one before) and
+// to end its transactions, describe on it to find its coordinator and see
+// its state. Write on the topic is not enough.
+func TestTransactionalIDNeedsItsOwnACL(t *testing.T) {
+	forEachSecureStore(t, map[string]int32{"orders": 2}, func(t *testing.T, c *secureCoordinator) {
+		etl := binding("User:alice", acl.Write, acl.TransactionalID, "etl-")
+		etl.PatternType = commonv1.AclPatternType_ACL_PATTERN_TYPE_PREFIXED
+		c.setACLs(etl,
+			binding("User:alice", acl.Write, acl.Topic, "orders"),
+			binding("User:bob", acl.Write, acl.Topic, "orders"),
+			binding("User:bob", acl.Describe, acl.TransactionalID, "etl-1"),
+		)
+		alice, bob, carol := as(t, "User:alice"), as(t, "User:bob"), as(t, "User:carol")
+		initAs := func(ctx context.Context, id string) (*coordinatorv1.InitTransactionalProducerResponse, error) {
+			resp, err := c.InitTransactionalProducer(ctx, connect.NewRequest(&coordinatorv1.InitTransactionalProducerRequest{
+				TransactionalId: id, TransactionTimeoutMs: 60000, ProducerId: -1, ProducerEpoch: -1}))
+			if err != nil {
+				return nil, err
+			}
+			return resp.Msg, nil
+		}
+		refused := func(what string, err error) {
+			t.Helper()
+			if apierr.ReasonOf(err) != commonv1.Reason_REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED {
+				t.Fatalf("%s: %v, want REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED", what, err)
+			}
+			checkDenied(t, what, apierr.AsDetail(err), "transactional-id")
+		}
+
+		// bob may write the topic but not run etl-1's producer: he cannot
+		// fence alice's.
+		_, err := initAs(bob, "etl-1")
+		refused("bob initializes etl-1", err)
+		p, err := initAs(alice, "etl-1")
+		if err != nil {
+			t.Fatalf("alice initializes etl-1: %v", err)
+		}
+		_, err = initAs(alice, "other")
+		refused("alice initializes other", err)
+		_, err = c.EndTxn(bob, connect.NewRequest(&coordinatorv1.EndTxnRequest{TransactionalId: "etl-1", ProducerId: p.GetProducerId(), ProducerEpoch: p.GetProducerEpoch()}))
+		refused("bob ends etl-1's transaction", err)
+		_, err = c.AddPartitionsToTxn(bob, connect.NewRequest(&coordinatorv1.AddPartitionsToTxnRequest{TransactionalId: "etl-1", ProducerId: p.GetProducerId(),
+			ProducerEpoch: p.GetProducerEpoch(), Partitions: []*commonv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0}}}}))
+		refused("bob adds a partition to etl-1's transaction", err)
+		if _, err := c.AddPartitionsToTxn(alice, connect.NewRequest(&coordinatorv1.AddPartitionsToTxnRequest{TransactionalId: "etl-1", ProducerId: p.GetProducerId(),
+			ProducerEpoch: p.GetProducerEpoch(), Partitions: []*commonv1.TopicPartitions{{Topic: "orders", Partitions: []int32{0}}}})); err != nil {
+			t.Fatalf("alice adds a partition: %v", err)
+		}
+		_, err = c.LocateGroup(carol, connect.NewRequest(&coordinatorv1.LocateGroupRequest{GroupId: "etl-1", KeyType: coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION}))
+		refused("carol locates etl-1", err)
+
+		// Listing and describing show only what the caller may describe.
+		list := func(ctx context.Context) []string {
+			t.Helper()
+			resp, err := c.ListTransactions(ctx, connect.NewRequest(&coordinatorv1.ListTransactionsRequest{}))
+			if err != nil {
+				t.Fatalf("ListTransactions: %v", err)
+			}
+			var ids []string
+			for _, l := range resp.Msg.GetTransactions() {
+				ids = append(ids, l.GetTransactionalId())
+			}
+			return ids
+		}
+		if got := list(bob); !slices.Equal(got, []string{"etl-1"}) {
+			t.Errorf("bob lists %v, want [etl-1]", got)
+		}
+		if got := list(carol); len(got) != 0 {
+			t.Errorf("carol lists %v, want nothing", got)
+		}
+		desc, err := c.DescribeTransactions(carol, connect.NewRequest(&coordinatorv1.DescribeTransactionsRequest{TransactionalIds: []string{"etl-1"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := desc.Msg.GetTransactions()[0]
+		if d.GetError().GetReason() != commonv1.Reason_REASON_TRANSACTIONAL_ID_AUTHORIZATION_FAILED || d.GetProducerId() != 0 {
+			t.Errorf("carol describes etl-1: %v", d)
+		}
+		desc, err = c.DescribeTransactions(bob, connect.NewRequest(&coordinatorv1.DescribeTransactionsRequest{TransactionalIds: []string{"etl-1"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := desc.Msg.GetTransactions()[0]; d.GetError() != nil || d.GetProducerId() != p.GetProducerId() || len(d.GetPartitions()) != 1 {
+			t.Errorf("bob describes etl-1: %v", d)
+		}
+	})
 }

@@ -57,6 +57,9 @@ func producerArgs(pid int64, epoch int32) (int16, error) {
 // InitTransactionalProducer implements CoordinatorService.
 func (c *Coordinator) InitTransactionalProducer(ctx context.Context, req *connect.Request[coordinatorv1.InitTransactionalProducerRequest]) (*connect.Response[coordinatorv1.InitTransactionalProducerResponse], error) {
 	m := req.Msg
+	if err := c.authorizeTxn(ctx, acl.Write, m.GetTransactionalId()); err != nil {
+		return nil, err
+	}
 	max := c.cfg.TransactionMaxTimeout
 	if t := m.GetTransactionTimeoutMs(); t <= 0 || time.Duration(t)*time.Millisecond > max {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_INVALID_TRANSACTION_TIMEOUT,
@@ -117,6 +120,9 @@ func (c *Coordinator) nextProducerID(ctx context.Context) (int64, error) {
 // AddPartitionsToTxn implements CoordinatorService.
 func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *connect.Request[coordinatorv1.AddPartitionsToTxnRequest]) (*connect.Response[coordinatorv1.AddPartitionsToTxnResponse], error) {
 	m := req.Msg
+	if err := c.authorizeTxn(ctx, acl.Write, m.GetTransactionalId()); err != nil {
+		return nil, err
+	}
 	epoch, err := producerArgs(m.GetProducerId(), m.GetProducerEpoch())
 	if err != nil {
 		return nil, err
@@ -175,6 +181,9 @@ func (c *Coordinator) AddPartitionsToTxn(ctx context.Context, req *connect.Reque
 // AddOffsetsToTxn implements CoordinatorService.
 func (c *Coordinator) AddOffsetsToTxn(ctx context.Context, req *connect.Request[coordinatorv1.AddOffsetsToTxnRequest]) (*connect.Response[coordinatorv1.AddOffsetsToTxnResponse], error) {
 	m := req.Msg
+	if err := c.authorizeTxn(ctx, acl.Write, m.GetTransactionalId()); err != nil {
+		return nil, err
+	}
 	epoch, err := producerArgs(m.GetProducerId(), m.GetProducerEpoch())
 	if err != nil {
 		return nil, err
@@ -215,6 +224,9 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *connect.Request[
 	}
 	if m.GetTransactionalId() == "" {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "transactional_id is empty")
+	}
+	if err := c.authorizeTxn(ctx, acl.Write, m.GetTransactionalId()); err != nil {
+		return nil, err
 	}
 	if err := c.authorizeGroup(ctx, acl.Read, m.GetGroupId()); err != nil {
 		return nil, err
@@ -284,6 +296,9 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *connect.Request[
 // durable; the markers follow (markers.go).
 func (c *Coordinator) EndTxn(ctx context.Context, req *connect.Request[coordinatorv1.EndTxnRequest]) (*connect.Response[coordinatorv1.EndTxnResponse], error) {
 	m := req.Msg
+	if err := c.authorizeTxn(ctx, acl.Write, m.GetTransactionalId()); err != nil {
+		return nil, err
+	}
 	epoch, err := producerArgs(m.GetProducerId(), m.GetProducerEpoch())
 	if err != nil {
 		return nil, err
@@ -319,16 +334,20 @@ var txnStates = map[offsetstore.TxnState]coordinatorv1.TransactionState{
 }
 
 // DescribeTransactions implements CoordinatorService: any instance
-// answers from the database.
+// answers from the database. Each id needs describe on it (Kafka's
+// DescribeTransactions), a refusal is that id's error, and the partitions
+// of topics the caller may not describe are left out, as Kafka leaves
+// them.
 func (c *Coordinator) DescribeTransactions(ctx context.Context, req *connect.Request[coordinatorv1.DescribeTransactionsRequest]) (*connect.Response[coordinatorv1.DescribeTransactionsResponse], error) {
-	if err := c.guard.Authorize(ctx, acl.Describe, acl.Cluster, acl.ClusterName); err != nil {
-		return nil, err
-	}
 	out := &coordinatorv1.DescribeTransactionsResponse{}
 	now := time.Now()
 	for _, id := range req.Msg.GetTransactionalIds() {
 		d := &coordinatorv1.TransactionDescription{TransactionalId: id}
 		out.Transactions = append(out.Transactions, d)
+		if err := c.authorizeTxn(ctx, acl.Describe, id); err != nil {
+			d.Error = apierr.AsDetail(err)
+			continue
+		}
 		t, ok, err := c.store.LoadTxn(ctx, id)
 		if err != nil {
 			return nil, errDatabase(err)
@@ -343,6 +362,9 @@ func (c *Coordinator) DescribeTransactions(ctx context.Context, req *connect.Req
 			d.TransactionStartTimeMs = t.Started.UnixMilli()
 		}
 		for _, p := range t.Partitions {
+			if !c.guard.Allowed(ctx, acl.Describe, acl.Topic, p.Topic) {
+				continue
+			}
 			if n := len(d.Partitions); n == 0 || d.Partitions[n-1].GetTopic() != p.Topic {
 				d.Partitions = append(d.Partitions, &commonv1.TopicPartitions{Topic: p.Topic})
 			}
@@ -357,11 +379,9 @@ func (c *Coordinator) DescribeTransactions(ctx context.Context, req *connect.Req
 }
 
 // ListTransactions implements CoordinatorService: any instance answers
-// from the database.
+// from the database, listing the ids the caller may describe (Kafka's
+// ListTransactions).
 func (c *Coordinator) ListTransactions(ctx context.Context, req *connect.Request[coordinatorv1.ListTransactionsRequest]) (*connect.Response[coordinatorv1.ListTransactionsResponse], error) {
-	if err := c.guard.Authorize(ctx, acl.Describe, acl.Cluster, acl.ClusterName); err != nil {
-		return nil, err
-	}
 	var states []offsetstore.TxnState
 	for _, s := range req.Msg.GetStates() {
 		for k, v := range txnStates {
@@ -380,6 +400,9 @@ func (c *Coordinator) ListTransactions(ctx context.Context, req *connect.Request
 	out := &coordinatorv1.ListTransactionsResponse{}
 	for _, t := range rows {
 		if pids := req.Msg.GetProducerIds(); len(pids) > 0 && !slices.Contains(pids, t.ProducerID) {
+			continue
+		}
+		if !c.guard.Allowed(ctx, acl.Describe, acl.TransactionalID, t.ID) {
 			continue
 		}
 		out.Transactions = append(out.Transactions, &coordinatorv1.TransactionListing{TransactionalId: t.ID, ProducerId: t.ProducerID, State: txnStates[t.State]})

@@ -28,19 +28,18 @@ func errNoCoordinator() *connect.Error {
 }
 
 // FindCoordinator asks a coordinator (LocateGroup) which instance owns the
-// group, or the transactional id. A group needs describe on the group; a
-// transactional id any authenticated caller, as the coordinator's
-// transaction RPCs (Strata's ACLs have no transactional-id resource yet).
+// group, or the transactional id. Either needs describe on it, as Kafka's
+// FindCoordinator.
 func (g *Gateway) FindCoordinator(ctx context.Context, req *connect.Request[gatewayv1.FindCoordinatorRequest]) (*connect.Response[gatewayv1.FindCoordinatorResponse], error) {
 	if req.Msg.GetGroupId() == "" {
 		return nil, apierr.New(connect.CodeInvalidArgument, commonv1.Reason_REASON_UNSPECIFIED, "group_id is empty")
 	}
 	keyType := req.Msg.GetKeyType()
+	rt := acl.Group
 	if keyType == coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_TRANSACTION {
-		if err := g.authenticated(ctx); err != nil {
-			return nil, err
-		}
-	} else if err := g.guard.Authorize(ctx, acl.Describe, acl.Group, req.Msg.GetGroupId()); err != nil {
+		rt = acl.TransactionalID
+	}
+	if err := g.guard.Authorize(ctx, acl.Describe, rt, req.Msg.GetGroupId()); err != nil {
 		return nil, err
 	}
 	listener := req.Msg.GetListener()
@@ -214,7 +213,7 @@ func (g *Gateway) DeleteGroup(ctx context.Context, req *connect.Request[gatewayv
 // caller may describe.
 func (g *Gateway) ListTransactions(ctx context.Context, req *connect.Request[gatewayv1.ListTransactionsRequest]) (*connect.Response[gatewayv1.ListTransactionsResponse], error) {
 	res, err := anyCoordinator(ctx, g, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) (*coordinatorv1.ListTransactionsResponse, error) {
-		return unwrap(c.ListTransactions(ctx, connect.NewRequest(&coordinatorv1.ListTransactionsRequest{States: req.Msg.GetStates()})))
+		return unwrap(c.ListTransactions(ctx, connect.NewRequest(&coordinatorv1.ListTransactionsRequest{States: req.Msg.GetStates(), ProducerIds: req.Msg.GetProducerIds()})))
 	})
 	if err != nil {
 		return nil, err

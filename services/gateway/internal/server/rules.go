@@ -13,7 +13,7 @@ import (
 // call. An RPC missing here is refused.
 var rules = guard.Rules{
 	gatewayv1connect.GatewayServiceMetadataProcedure:                    {Access: guard.ACL, Check: "describe on each topic named; asked for all, the topics the caller may describe"},
-	gatewayv1connect.GatewayServiceFindCoordinatorProcedure:             {Access: guard.ACL, Check: "describe on the group; for a transactional id, any authenticated principal"},
+	gatewayv1connect.GatewayServiceFindCoordinatorProcedure:             {Access: guard.ACL, Check: "describe on the group, or on the transactional id"},
 	gatewayv1connect.GatewayServiceInitProducerIdProcedure:              {Access: guard.Authenticated, Check: "any authenticated principal"},
 	gatewayv1connect.GatewayServiceCreateTopicProcedure:                 {Access: guard.Forwarded, Check: "the controller checks create on the topic, or on the cluster"},
 	gatewayv1connect.GatewayServiceDeleteTopicProcedure:                 {Access: guard.Forwarded, Check: "the controller checks delete on the topic"},
@@ -24,8 +24,8 @@ var rules = guard.Rules{
 	gatewayv1connect.GatewayServiceListGroupsProcedure:                  {Access: guard.Forwarded, Check: "the coordinator answers only the groups the caller may describe, with their lag over the topics it may describe"},
 	gatewayv1connect.GatewayServiceDescribeGroupProcedure:               {Access: guard.Forwarded, Check: "the coordinator checks describe on the group; topics the caller may not describe are left out"},
 	gatewayv1connect.GatewayServiceResetOffsetsProcedure:                {Access: guard.Forwarded, Check: "the coordinator checks read on the group and on each topic reset"},
-	gatewayv1connect.GatewayServiceListTransactionsProcedure:            {Access: guard.Forwarded, Check: "the coordinator checks describe on the cluster"},
-	gatewayv1connect.GatewayServiceDescribeTransactionsProcedure:        {Access: guard.Forwarded, Check: "the coordinator checks describe on the cluster"},
+	gatewayv1connect.GatewayServiceListTransactionsProcedure:            {Access: guard.Forwarded, Check: "the coordinator checks describe on each transactional id"},
+	gatewayv1connect.GatewayServiceDescribeTransactionsProcedure:        {Access: guard.Forwarded, Check: "the coordinator checks describe on each transactional id"},
 	gatewayv1connect.GatewayServiceDeleteGroupProcedure:                 {Access: guard.Forwarded, Check: "the coordinator checks delete on the group"},
 	gatewayv1connect.GatewayServiceProduceJSONProcedure:                 {Access: guard.Forwarded, Check: "the partition's leader checks write on the topic, and the caller's produce quota"},
 	gatewayv1connect.GatewayServiceFetchJSONProcedure:                   {Access: guard.Forwarded, Check: "the partition's leader checks read on the topic, and the caller's fetch quota"},

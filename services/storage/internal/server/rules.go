@@ -8,8 +8,8 @@ import (
 // rules is what each StorageService RPC requires of its caller; the
 // handlers check it (security.go), and an RPC missing here is refused.
 var rules = guard.Rules{
-	storagev1connect.StorageServiceProduceProcedure:              {Access: guard.ACL, Check: "write on the topic"},
-	storagev1connect.StorageServiceProducePartitionsProcedure:    {Access: guard.ACL, Check: "write on each partition's topic, partition by partition"},
+	storagev1connect.StorageServiceProduceProcedure:              {Access: guard.ACL, Check: "write on the topic; with a transactional id, write on it too"},
+	storagev1connect.StorageServiceProducePartitionsProcedure:    {Access: guard.ACL, Check: "write on each partition's topic, partition by partition; with a transactional id, write on it for the whole request"},
 	storagev1connect.StorageServiceFetchProcedure:                {Access: guard.ACL, Check: "read on each partition's topic, partition by partition"},
 	storagev1connect.StorageServiceListOffsetsProcedure:          {Access: guard.ACL, Check: "describe on each partition's topic"},
 	storagev1connect.StorageServiceReplicateProcedure:            {Access: guard.ServiceOnly, Check: "the storage node the request names as its replica"},

@@ -36,6 +36,17 @@ func (n *Node) applySecurity(v *metaview.View) {
 	n.cfg.Guard.Apply(v.Security)
 }
 
+// authorizeTxnID allows a transactional produce only to a principal with
+// write on its transactional id, as Kafka's Produce asks (the whole
+// request is refused, TRANSACTIONAL_ID_AUTHORIZATION_FAILED). A produce
+// without one passes.
+func (s *service) authorizeTxnID(ctx context.Context, id string) error {
+	if id == "" {
+		return nil
+	}
+	return s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.TransactionalID, id)
+}
+
 // topicAccess answers whether the request of ctx may do op to topics,
 // asking the guard once per topic name: a fetch names the same topic for
 // many partitions.

@@ -174,6 +174,9 @@ func (s *service) Produce(ctx context.Context, req *connect.Request[storagev1.Pr
 	if err := s.n.cfg.Guard.Authorize(ctx, acl.Write, acl.Topic, m.GetTopic()); err != nil {
 		return nil, err
 	}
+	if err := s.authorizeTxnID(ctx, m.GetTransactionalId()); err != nil {
+		return nil, err
+	}
 	quotaRes, err := s.reserve(ctx, quota.Produce, len(m.GetRecords())) // security.go
 	if err != nil {
 		return nil, err
@@ -257,6 +260,9 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("produce: partition %s/%d appears twice", k.topic, k.partition))
 		}
 		seen[k] = struct{}{}
+	}
+	if err := s.authorizeTxnID(ctx, m.GetTransactionalId()); err != nil {
+		return nil, err
 	}
 	access := s.topicAccess(ctx, acl.Write) // security.go
 	want := 0
