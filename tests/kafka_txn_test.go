@@ -1,13 +1,17 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/strata-mq/strata/lib/testwait"
 	"github.com/strata-mq/strata/tests/harness"
 )
 
@@ -71,5 +75,30 @@ func TestKafkaTransactions(t *testing.T) {
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted())))
 	if want := slices.Sorted(slices.Values(all)); !slices.Equal(got, want) {
 		t.Fatalf("read_uncommitted read %v, want %v", got, want)
+	}
+
+	// kafka-transactions.sh list and describe (KIP-664), through kadm:
+	// the last transaction committed, on both partitions.
+	adm := kadm.NewClient(kafkaClient(t, d))
+	testwait.Until(t, time.Minute, "kafka-txn listed as CompleteCommit", func() error {
+		listed, err := adm.ListTransactions(ctx, nil, []string{"CompleteCommit"})
+		if err != nil {
+			return err
+		}
+		if _, ok := listed["kafka-txn"]; !ok {
+			return fmt.Errorf("listed %v: %w", listed.TransactionalIDs(), testwait.ErrNotYet)
+		}
+		return nil
+	})
+	described, err := adm.DescribeTransactions(ctx, "kafka-txn", "no-such-txn")
+	if err == nil {
+		err = described["no-such-txn"].Err
+	}
+	if !errors.Is(err, kerr.TransactionalIDNotFound) {
+		t.Errorf("describing an unknown id: %v, want TRANSACTIONAL_ID_NOT_FOUND", err)
+	}
+	dt := described["kafka-txn"]
+	if dt.Err != nil || dt.State != "CompleteCommit" || dt.ProducerID < 0 || dt.TimeoutMillis != 30000 {
+		t.Errorf("kafka-txn described as %+v", dt)
 	}
 }

@@ -268,6 +268,14 @@ func fillItemErrors(version int16, req kmsg.Request, resp kmsg.Response, code in
 			}
 			r.Topics = append(r.Topics, rt)
 		}
+	case *kmsg.DescribeTransactionsRequest:
+		r := resp.(*kmsg.DescribeTransactionsResponse)
+		for _, id := range q.TransactionalIDs {
+			s := kmsg.NewDescribeTransactionsResponseTransactionState()
+			s.TransactionalID, s.ErrorCode = id, code
+			r.TransactionStates = append(r.TransactionStates, s)
+			n++
+		}
 	case *kmsg.ConsumerGroupDescribeRequest:
 		r := resp.(*kmsg.ConsumerGroupDescribeResponse)
 		for _, g := range q.Groups {

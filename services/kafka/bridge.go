@@ -79,6 +79,8 @@ type Gateway interface {
 	ListGroups(context.Context, *connect.Request[gatewayv1.ListGroupsRequest]) (*connect.Response[gatewayv1.ListGroupsResponse], error)
 	DescribeGroup(context.Context, *connect.Request[gatewayv1.DescribeGroupRequest]) (*connect.Response[gatewayv1.DescribeGroupResponse], error)
 	DeleteGroup(context.Context, *connect.Request[gatewayv1.DeleteGroupRequest]) (*connect.Response[gatewayv1.DeleteGroupResponse], error)
+	ListTransactions(context.Context, *connect.Request[gatewayv1.ListTransactionsRequest]) (*connect.Response[gatewayv1.ListTransactionsResponse], error)
+	DescribeTransactions(context.Context, *connect.Request[gatewayv1.DescribeTransactionsRequest]) (*connect.Response[gatewayv1.DescribeTransactionsResponse], error)
 	ElectLeaders(context.Context, *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error)
 	AlterPartitionReassignments(context.Context, *connect.Request[gatewayv1.AlterPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.AlterPartitionReassignmentsResponse], error)
 	ListPartitionReassignments(context.Context, *connect.Request[gatewayv1.ListPartitionReassignmentsRequest]) (*connect.Response[gatewayv1.ListPartitionReassignmentsResponse], error)
@@ -178,6 +180,8 @@ func (b *Bridge) APIs() []kafkawire.API {
 		b.offsetDeleteAPI(),                // 47
 		b.describeClusterAPI(),             // 60
 		b.describeProducersAPI(),           // 61
+		b.describeTransactionsAPI(),        // 65
+		b.listTransactionsAPI(),            // 66
 		b.consumerGroupHeartbeatAPI(),      // 68
 		b.consumerGroupDescribeAPI(),       // 69
 	}

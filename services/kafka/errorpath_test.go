@@ -55,6 +55,14 @@ func (downGateway) DeleteGroup(context.Context, *connect.Request[gatewayv1.Delet
 	return down[gatewayv1.DeleteGroupResponse]()
 }
 
+func (downGateway) ListTransactions(context.Context, *connect.Request[gatewayv1.ListTransactionsRequest]) (*connect.Response[gatewayv1.ListTransactionsResponse], error) {
+	return down[gatewayv1.ListTransactionsResponse]()
+}
+
+func (downGateway) DescribeTransactions(context.Context, *connect.Request[gatewayv1.DescribeTransactionsRequest]) (*connect.Response[gatewayv1.DescribeTransactionsResponse], error) {
+	return down[gatewayv1.DescribeTransactionsResponse]()
+}
+
 func (downGateway) ElectLeaders(context.Context, *connect.Request[gatewayv1.ElectLeadersRequest]) (*connect.Response[gatewayv1.ElectLeadersResponse], error) {
 	return down[gatewayv1.ElectLeadersResponse]()
 }
@@ -136,6 +144,9 @@ func TestErrorPathsAnswerErrors(t *testing.T) {
 			wiretest.Populate(reflect.ValueOf(body))
 			if p, ok := body.(*kmsg.ProduceRequest); ok {
 				p.Acks = -1
+			}
+			if l, ok := body.(*kmsg.ListTransactionsRequest); ok {
+				l.StateFilters = []string{"Ongoing"} // a state Kafka knows: only those ask the coordinators
 			}
 			refused := kafkawire.ErrorResponseFor(v, body, code)
 			if refused == nil {

@@ -1685,7 +1685,9 @@ func (x *DescribeGroupResponse) GetGroup() *v11.GroupDescription {
 type ListTransactionsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only transactional ids in these states.
-	States        []v11.TransactionState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.TransactionState" json:"states,omitempty"`
+	States []v11.TransactionState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=strata.coordinator.v1.TransactionState" json:"states,omitempty"`
+	// Only transactional ids with these producer ids (Kafka's ProducerIdFilters).
+	ProducerIds   []int64 `protobuf:"varint,2,rep,packed,name=producer_ids,json=producerIds,proto3" json:"producer_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1723,6 +1725,13 @@ func (*ListTransactionsRequest) Descriptor() ([]byte, []int) {
 func (x *ListTransactionsRequest) GetStates() []v11.TransactionState {
 	if x != nil {
 		return x.States
+	}
+	return nil
+}
+
+func (x *ListTransactionsRequest) GetProducerIds() []int64 {
+	if x != nil {
+		return x.ProducerIds
 	}
 	return nil
 }
@@ -4918,9 +4927,10 @@ const file_strata_gateway_v1_gateway_proto_rawDesc = "" +
 	"\x14DescribeGroupRequest\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\tR\agroupId\"V\n" +
 	"\x15DescribeGroupResponse\x12=\n" +
-	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"Z\n" +
+	"\x05group\x18\x01 \x01(\v2'.strata.coordinator.v1.GroupDescriptionR\x05group\"}\n" +
 	"\x17ListTransactionsRequest\x12?\n" +
-	"\x06states\x18\x01 \x03(\x0e2'.strata.coordinator.v1.TransactionStateR\x06states\"i\n" +
+	"\x06states\x18\x01 \x03(\x0e2'.strata.coordinator.v1.TransactionStateR\x06states\x12!\n" +
+	"\fproducer_ids\x18\x02 \x03(\x03R\vproducerIds\"i\n" +
 	"\x18ListTransactionsResponse\x12M\n" +
 	"\ftransactions\x18\x01 \x03(\v2).strata.coordinator.v1.TransactionListingR\ftransactions\"J\n" +
 	"\x1bDescribeTransactionsRequest\x12+\n" +
