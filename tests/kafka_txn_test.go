@@ -52,6 +52,47 @@ func TestKafkaTransactions(t *testing.T) {
 	aborted := round("abort", kgo.TryAbort)
 	committed = append(committed, round("commit2", kgo.TryCommit)...)
 
+	// While a transaction is open, DescribeProducers names where it began
+	// (kafka-transactions.sh find-hanging reads it); once ended, -1, and
+	// the coordinator epoch of its marker.
+	adm := kadm.NewClient(kafkaClient(t, d))
+	openTxnStart := func() (int64, int32) {
+		t.Helper()
+		ps, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"txp": {0: {}}})
+		if err != nil {
+			t.Fatalf("DescribeProducers: %v", err)
+		}
+		pid, _, err := tx.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp := ps["txp"].Partitions[0]
+		for _, p := range dp.ActiveProducers {
+			if p.ProducerID == pid {
+				return p.CurrentTxnStartOffset, p.CoordinatorEpoch
+			}
+		}
+		t.Fatalf("DescribeProducers of txp/0: %+v %v; no producer %d", dp.ActiveProducers, dp.Err, pid)
+		return 0, 0
+	}
+	if start, coord := openTxnStart(); start != -1 || coord < 0 {
+		t.Errorf("after a commit: transaction start %d, coordinator epoch %d; want -1 and an epoch", start, coord)
+	}
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	open, err := tx.ProduceSync(ctx, &kgo.Record{Value: []byte("open-0"), Partition: 0}).First()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start, _ := openTxnStart(); start != open.Offset {
+		t.Errorf("an open transaction from offset %d: DescribeProducers says %d", open.Offset, start)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	aborted = append(aborted, "open-0")
+
 	values := func(recs []*kgo.Record) []string {
 		var out []string
 		for _, r := range recs {
@@ -78,10 +119,9 @@ func TestKafkaTransactions(t *testing.T) {
 	}
 
 	// kafka-transactions.sh list and describe (KIP-664), through kadm:
-	// the last transaction committed, on both partitions.
-	adm := kadm.NewClient(kafkaClient(t, d))
-	testwait.Until(t, time.Minute, "kafka-txn listed as CompleteCommit", func() error {
-		listed, err := adm.ListTransactions(ctx, nil, []string{"CompleteCommit"})
+	// the last transaction aborted.
+	testwait.Until(t, time.Minute, "kafka-txn listed as CompleteAbort", func() error {
+		listed, err := adm.ListTransactions(ctx, nil, []string{"CompleteAbort"})
 		if err != nil {
 			return err
 		}
@@ -98,7 +138,7 @@ func TestKafkaTransactions(t *testing.T) {
 		t.Errorf("describing an unknown id: %v, want TRANSACTIONAL_ID_NOT_FOUND", err)
 	}
 	dt := described["kafka-txn"]
-	if dt.Err != nil || dt.State != "CompleteCommit" || dt.ProducerID < 0 || dt.TimeoutMillis != 30000 {
+	if dt.Err != nil || dt.State != "CompleteAbort" || dt.ProducerID < 0 || dt.TimeoutMillis != 30000 {
 		t.Errorf("kafka-txn described as %+v", dt)
 	}
 }

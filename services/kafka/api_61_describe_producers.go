@@ -23,9 +23,10 @@ import (
 //     NOT_LEADER_OR_FOLLOWER.
 //   - Each producer with its epoch and the last sequence of its last
 //     batch. LastTimestamp is when the leader appended that batch (Kafka
-//     gives the batch's largest record timestamp); CoordinatorEpoch and
-//     CurrentTxnStartOffset are -1: the storage node does not report them
-//     yet, though its log keeps both.
+//     gives the batch's largest record timestamp); CoordinatorEpoch is
+//     that of its last transaction marker, CurrentTxnStartOffset the first
+//     offset of its open transaction (kafka-transactions.sh
+//     find-hanging reads it), each -1 when there is none.
 //   - ACL: read on the topic, partition by partition, checked by the storage node; a
 //     refused partition is TOPIC_AUTHORIZATION_FAILED.
 func (b *Bridge) describeProducersAPI() kafkawire.API {
@@ -61,7 +62,7 @@ func (b *Bridge) describeProducers(ctx context.Context, version int16, req *kmsg
 				for _, ap := range r.GetProducers() {
 					a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					a.ProducerID, a.ProducerEpoch, a.LastSequence, a.LastTimestamp = ap.GetProducerId(), ap.GetProducerEpoch(), ap.GetLastSequence(), ap.GetLastAppendTimeMs()
-					a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, -1
+					a.CoordinatorEpoch, a.CurrentTxnStartOffset = ap.GetCoordinatorEpoch(), ap.GetCurrentTxnStartOffset()
 					rp.ActiveProducers = append(rp.ActiveProducers, a)
 				}
 			}

@@ -2375,8 +2375,14 @@ type ActiveProducer struct {
 	LastAppendTimeMs int64 `protobuf:"varint,4,opt,name=last_append_time_ms,json=lastAppendTimeMs,proto3" json:"last_append_time_ms,omitempty"`
 	// The offset of its last batch's first record, or -1.
 	LastBatchOffset int64 `protobuf:"varint,5,opt,name=last_batch_offset,json=lastBatchOffset,proto3" json:"last_batch_offset,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The first offset of its open transaction, or -1 when it has none (Kafka's
+	// CurrentTxnStartOffset): a transaction that stays open holds the partition's last stable
+	// offset there.
+	CurrentTxnStartOffset int64 `protobuf:"varint,6,opt,name=current_txn_start_offset,json=currentTxnStartOffset,proto3" json:"current_txn_start_offset,omitempty"`
+	// The coordinator epoch of its last transaction marker, or -1 before any.
+	CoordinatorEpoch int32 `protobuf:"varint,7,opt,name=coordinator_epoch,json=coordinatorEpoch,proto3" json:"coordinator_epoch,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ActiveProducer) Reset() {
@@ -2440,6 +2446,20 @@ func (x *ActiveProducer) GetLastAppendTimeMs() int64 {
 func (x *ActiveProducer) GetLastBatchOffset() int64 {
 	if x != nil {
 		return x.LastBatchOffset
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetCurrentTxnStartOffset() int64 {
+	if x != nil {
+		return x.CurrentTxnStartOffset
+	}
+	return 0
+}
+
+func (x *ActiveProducer) GetCoordinatorEpoch() int32 {
+	if x != nil {
+		return x.CoordinatorEpoch
 	}
 	return 0
 }
@@ -3313,14 +3333,16 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
 	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12?\n" +
-	"\tproducers\x18\x04 \x03(\v2!.strata.storage.v1.ActiveProducerR\tproducers\"\xd8\x01\n" +
+	"\tproducers\x18\x04 \x03(\v2!.strata.storage.v1.ActiveProducerR\tproducers\"\xbe\x02\n" +
 	"\x0eActiveProducer\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\x03R\n" +
 	"producerId\x12%\n" +
 	"\x0eproducer_epoch\x18\x02 \x01(\x05R\rproducerEpoch\x12#\n" +
 	"\rlast_sequence\x18\x03 \x01(\x05R\flastSequence\x12-\n" +
 	"\x13last_append_time_ms\x18\x04 \x01(\x03R\x10lastAppendTimeMs\x12*\n" +
-	"\x11last_batch_offset\x18\x05 \x01(\x03R\x0flastBatchOffset\"V\n" +
+	"\x11last_batch_offset\x18\x05 \x01(\x03R\x0flastBatchOffset\x127\n" +
+	"\x18current_txn_start_offset\x18\x06 \x01(\x03R\x15currentTxnStartOffset\x12+\n" +
+	"\x11coordinator_epoch\x18\a \x01(\x05R\x10coordinatorEpoch\"V\n" +
 	"\x12DescribeLogRequest\x12@\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2 .strata.common.v1.TopicPartitionR\n" +

@@ -24,7 +24,7 @@ func (s *service) DescribeProducers(ctx context.Context, req *connect.Request[st
 		}
 		for _, ap := range r.Log().Producers() {
 			pr := &storagev1.ActiveProducer{ProducerId: ap.ID, ProducerEpoch: int32(ap.Epoch), LastSequence: -1,
-				LastAppendTimeMs: ap.LastSeen.UnixMilli(), LastBatchOffset: -1}
+				LastAppendTimeMs: ap.LastSeen.UnixMilli(), LastBatchOffset: -1, CurrentTxnStartOffset: ap.TxnFirstOffset, CoordinatorEpoch: ap.CoordinatorEpoch}
 			if n := len(ap.Batches); n > 0 {
 				pr.LastSequence, pr.LastBatchOffset = ap.Batches[n-1].LastSeq, ap.Batches[n-1].FirstOffset
 			}
