@@ -11,6 +11,7 @@ import { Code } from "@connectrpc/connect";
 import { common, coordinator, storage } from "../../src/api.js";
 import { ProducerFencedError, StrataError } from "../../src/index.js";
 import { parseHeader } from "../../src/recordbatch.js";
+import { waitFor } from "../cluster/devcluster.js";
 import { COORDINATOR, MemCluster, reasonError } from "./memcluster.js";
 
 const ATTR_TRANSACTIONAL = 0x10;
@@ -81,6 +82,38 @@ describe("transactions", () => {
       assert.equal(h.producerEpoch, t.epoch);
       assert.equal(h.baseSequence, 0);
     }
+  });
+
+  test("sendOffsets with a group Consumer sends its group, member id and current epoch; a stale member's offsets are refused", async () => {
+    const c = new MemCluster().topic("t", 1).topic("in", 1);
+    await c.produce("in", 0, ["x"]);
+    const member = c.strata().consumer({ groupId: "g", maxWaitTimeInMs: 50 });
+    let read = 0;
+    await member.subscribe({ topics: ["in"], fromBeginning: true });
+    await member.run({ autoCommit: false, eachMessage: async () => void read++ });
+    await waitFor("the member to read", () => read > 0);
+    const p = c.strata().producer({ transactionalId: "tx", linger: 0 });
+    let tx = await p.transaction();
+    await tx.send({ topic: "t", messages: [{ value: "a" }] });
+    await tx.sendOffsets({ consumer: member, topics: [{ topic: "in", partitions: [{ partition: 0, offset: "1" }] }] });
+    const req = c.callsOf("TxnOffsetCommit")[0]!.request as coordinator.TxnOffsetCommitRequest;
+    assert.equal(req.groupId, "g");
+    assert.equal(req.memberId, member.memberId);
+    assert.equal(req.memberEpoch, member.memberEpoch());
+    assert.ok(req.memberEpoch > 0);
+    await tx.commit();
+    assert.equal(c.commits.get("in/0"), 1);
+    // A member epoch the group moved past: refused, and the transaction can only abort.
+    tx = await p.transaction();
+    await assert.rejects(
+      tx.sendOffsets({ consumer: { groupId: "g", memberId: member.memberId, memberEpoch: member.memberEpoch() + 100 }, topics: [{ topic: "in", partitions: [{ partition: 0, offset: "2" }] }] }),
+      (e: unknown) => e instanceof StrataError && e.reason === "FENCED_MEMBER_EPOCH",
+    );
+    await assert.rejects(tx.commit(), /abort it/);
+    await tx.abort();
+    assert.equal(c.commits.get("in/0"), 1);
+    await member.disconnect();
+    await p.close();
   });
 
   test("an aborted transaction drops its offsets; the next one adds its partitions again and numbers on", async () => {
