@@ -731,7 +731,12 @@ export class Producer {
     if (l === undefined || size < l) this.learned.set(topic, Math.max(1, size));
   }
 
-  /** @internal the idempotent producer id, asked of the gateway once; each partition bumps its own epoch (Sink.chainId). */
+  /**
+   * @internal the idempotent producer id, asked of the gateway once; each
+   * partition bumps its own epoch (Sink.chainId). A transactional
+   * producer's is the coordinator's (TxnState.producerId), whose epoch no
+   * partition bumps (Sink.txnChainId).
+   */
   producerId(): Promise<ProducerId> {
     if (this.txn) return this.txn.producerId();
     if (!this.pid) {
