@@ -197,7 +197,7 @@ test-scale: ## Run the elastic-storage suite with its heavy tests and print the 
 		-args -rebalance-mb $(SCALE_MB) -rebalance-throttle $(SCALE_THROTTLE)
 
 .PHONY: test-kafka
-test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, groups with a member killed, fetch sessions across a leader kill, librdkafka's cooperative-sticky), the Kafka tests make test holds (franz-go, kadm, kcat, sarama, segmentio/kafka-go, kafkajs), and franz-go's own pkg/kgo suite
+test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (franz-go failover under SIGKILL, groups with a member killed, fetch sessions across a leader kill, librdkafka's cooperative-sticky and transactions), the Kafka tests make test holds (franz-go, kadm, kcat, sarama, segmentio/kafka-go, kafkajs), and franz-go's own pkg/kgo suite
 	cd tests && $(GO) test -tags kafka -count=1 -timeout 20m -v -run '^TestKafka' .
 	cd ts/client && STRATA_BIN=$(CURDIR)/bin npm run test:kafka
 	make/kgo-suite.sh

@@ -305,6 +305,11 @@ export class Consumer {
     return sortTPs([...this.owned.values()].map(tpOf));
   }
 
+  /** The group this consumer is a member of. */
+  get groupId(): string {
+    return this.cfg.groupId;
+  }
+
   /** The member epoch last granted (0 before joining, -1 after leaving). */
   memberEpoch(): number {
     return this.membership.epoch;

@@ -193,6 +193,31 @@ export class FencedError extends StrataError {
 }
 
 /**
+ * ProducerFencedError: a newer producer with the same transactionalId has
+ * started (its InitTransactionalProducer bumped the epoch), or the
+ * coordinator aborted this producer's transaction and moved the epoch on
+ * (Kafka's PRODUCER_FENCED, INVALID_PRODUCER_EPOCH to a transactional
+ * producer). It is final: the producer can neither commit nor start
+ * another transaction, and is to be closed; a new producer with the same
+ * transactionalId takes over.
+ */
+export class ProducerFencedError extends StrataError {
+  override name = "ProducerFencedError";
+  constructor(
+    readonly transactionalId: string,
+    cause: unknown,
+  ) {
+    const c = cause instanceof StrataError ? cause : undefined;
+    super(`producer with transactionalId "${transactionalId}" is fenced: a newer producer with the same id has started${c ? ` (${c.message})` : ""}`, {
+      code: Code.Aborted,
+      reason: c?.reasonCode ?? Reason.PRODUCER_FENCED,
+      detail: c?.detail,
+      cause,
+    });
+  }
+}
+
+/**
  * StrataAuthenticationError: the cluster did not accept the client's
  * credentials (code unauthenticated): none given, a token it does not know
  * or that was revoked, an expired OIDC token, a certificate it does not
@@ -438,6 +463,7 @@ export function classify(err: unknown): Action {
       return Action.NewProducerId;
     case Reason.OUT_OF_ORDER_SEQUENCE:
     case Reason.INVALID_PRODUCER_EPOCH:
+    case Reason.PRODUCER_FENCED:
     case Reason.CORRUPT_RECORD:
     case Reason.RECORD_TOO_LARGE:
     case Reason.INVALID_RECORD:

@@ -17,6 +17,8 @@ export type {
   RecordMetadata,
   ResolvedProducerConfig,
 } from "./producer.js";
+export { Transaction } from "./transaction.js";
+export type { TransactionState, TxnOffsets } from "./transaction.js";
 export { Consumer, ConsumerEvents } from "./consumer.js";
 export type {
   Batch,
@@ -58,6 +60,7 @@ export {
   InvalidOffsetError,
   NoLeaderError,
   OutcomeUnknownError,
+  ProducerFencedError,
   StrataAuthenticationError,
   StrataAuthorizationError,
   StrataConnectionError,

@@ -40,6 +40,7 @@ import { partitionForKey } from "./murmur2.js";
 import { type BatchState, InFlight } from "./inflight.js";
 import { buildBatch, Codec, type CodecName, type RecordHeader, type RecordInput } from "./recordbatch.js";
 import { traceHeaders, type TracePropagator } from "./tracing.js";
+import { Transaction, TxnState } from "./transaction.js";
 import { Backoff, sleep, toBytes, tpKey, unrefTimer } from "./util.js";
 
 /** When a produce is acknowledged: "all" in-sync replicas (-1), the "leader" (1), or "none" (0). */
@@ -162,6 +163,19 @@ export interface ProducerConfig {
   /** Picks partitions (kafkajs' createPartitioner). Default Partitioners.DefaultPartitioner. */
   createPartitioner?: PartitionerFactory;
   /**
+   * Makes the producer transactional (Kafka's transactional.id): it writes
+   * only in transactions (`producer.transaction()`), and a newer producer
+   * with the same id fences this one (ProducerFencedError). Implies
+   * idempotent (which may not be false) and acks "all". Default none.
+   */
+  transactionalId?: string;
+  /**
+   * How long the coordinator lets a transaction stay open before it aborts
+   * it (Kafka's transaction.timeout.ms), at most the coordinator's
+   * --transaction-max-timeout. Default 60000. Ignored without transactionalId.
+   */
+  transactionTimeout?: number;
+  /**
    * Writes the caller's trace context (W3C traceparent, tracestate) into each
    * message's headers; see tracing.ts. Default none: records carry no trace
    * context.
@@ -184,6 +198,9 @@ export interface ResolvedProducerConfig {
   propagator: TracePropagator | undefined;
   /** The custom partitioner; undefined for the default (sticky) one. */
   partitioner: Partitioner | undefined;
+  /** "" when not transactional. */
+  transactionalId: string;
+  transactionTimeout: number;
 }
 
 /**
@@ -221,6 +238,12 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
   const acksIn = c.acks ?? "all";
   const acks = acksOf(acksIn) ?? (problems.push(`acks ${JSON.stringify(acksIn)}: want "all", "leader" or "none"`), common.Acks.ALL);
   if (c.idempotent === true && acks !== common.Acks.ALL) problems.push(`idempotent: needs acks "all"`);
+  const transactionalId = c.transactionalId ?? "";
+  if (typeof transactionalId !== "string") problems.push("transactionalId: want a string");
+  else if (transactionalId !== "") {
+    if (c.idempotent === false) problems.push("idempotent: a transactional producer is idempotent");
+    if (acks !== common.Acks.ALL) problems.push(`acks: a transactional producer needs acks "all"`);
+  }
   let partitioner: Partitioner | undefined;
   if (c.createPartitioner !== undefined && c.createPartitioner !== Partitioners.DefaultPartitioner) {
     if (typeof c.createPartitioner !== "function") problems.push("createPartitioner: want a function returning a partitioner");
@@ -231,7 +254,7 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
   }
   const r: ResolvedProducerConfig = {
     acks,
-    idempotent: c.idempotent ?? acks === common.Acks.ALL,
+    idempotent: transactionalId !== "" || (c.idempotent ?? acks === common.Acks.ALL),
     linger: c.linger ?? 5,
     maxBatchBytes: c.maxBatchBytes ?? 1 << 20,
     compression: c.compression ?? "none",
@@ -241,6 +264,8 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
     maxBufferedBytes: c.maxBufferedBytes ?? 64 << 20,
     propagator: c.propagator,
     partitioner,
+    transactionalId,
+    transactionTimeout: c.transactionTimeout ?? 60_000,
   };
   if (!(r.linger >= 0)) problems.push(`linger ${r.linger}: must not be negative`);
   positive(problems, "maxBatchBytes", r.maxBatchBytes);
@@ -252,6 +277,7 @@ function resolveProducerConfig(c: ProducerConfig = {}): ResolvedProducerConfig {
   if (!r.idempotent) r.maxInFlight = 1;
   if (r.propagator !== undefined && typeof r.propagator?.inject !== "function") problems.push("propagator: needs an inject(carrier) method");
   positive(problems, "maxBufferedBytes", r.maxBufferedBytes);
+  if (!Number.isInteger(r.transactionTimeout) || r.transactionTimeout <= 0 || r.transactionTimeout > 0x7fffffff) problems.push(`transactionTimeout ${r.transactionTimeout}: want a positive integer of ms`);
   if (!isCodec(r.compression)) problems.push(`compression ${JSON.stringify(r.compression)}: want "none", "gzip", "snappy", "lz4" or "zstd"`);
   if (problems.length) throw new TypeError(`@strata-mq/client: bad producer config: ${problems.join("; ")}`);
   return r;
@@ -345,6 +371,8 @@ export class Producer {
   private pidGen = 0;
   /** @internal aborted by close: waits and calls in flight end with ClosedError. */
   readonly abort = new AbortController();
+  /** @internal the transactions of a producer with a transactionalId; undefined otherwise. */
+  readonly txn: TxnState | undefined;
 
   /** @internal use strata.producer() */
   constructor(
@@ -355,6 +383,9 @@ export class Producer {
     this.cfg = resolveProducerConfig(cfg);
     this.log = client.logger.namespace("Producer");
     this.cluster = new Cluster(client, "Producer.Cluster");
+    if (this.cfg.transactionalId !== "") {
+      this.txn = new TxnState(this.cluster, this.cfg.transactionalId, this.cfg.transactionTimeout, client.requestTimeout, client.retry, this.log);
+    }
   }
 
   /** The resolved options (for inspection). */
@@ -369,6 +400,38 @@ export class Producer {
     } catch (e) {
       throw fromConnect(e, this.cluster.gatewayUrl);
     }
+    // A transactional producer takes its id and epoch now, as kafkajs'
+    // does: from here on, an older producer of the same id is fenced.
+    await this.txn?.producerId();
+  }
+
+  /**
+   * transaction starts a transaction (kafkajs' producer.transaction()) on a
+   * producer made with a transactionalId: the first call asks the
+   * coordinator for the id's producer id and epoch (fencing any older
+   * producer of the id). One transaction at a time: commit or abort it
+   * before the next. Rejects with ProducerFencedError once fenced.
+   */
+  async transaction(): Promise<Transaction> {
+    const txn = this.txn;
+    if (!txn) throw new StrataError("transaction: the producer has no transactionalId", { code: Code.FailedPrecondition });
+    if (this.closed) throw new ClosedError("producer");
+    if (txn.fenced) throw txn.fenced;
+    if (txn.current) throw new StrataError("transaction: a transaction is in progress; commit or abort it first", { code: Code.FailedPrecondition, reason: common.Reason.INVALID_TXN_STATE });
+    const tx = new Transaction(this, txn);
+    txn.begin(tx);
+    try {
+      await txn.producerId();
+    } catch (e) {
+      txn.current = undefined;
+      throw e;
+    }
+    return tx;
+  }
+
+  /** @internal send within the transaction in progress (Transaction.send). */
+  sendInTxn(record: ProducerRecord): Promise<RecordMetadata[]> {
+    return this.sendAny(record, true);
   }
 
   /**
@@ -378,9 +441,17 @@ export class Producer {
    * the buffer is full it waits for room first (see maxBufferedBytes).
    */
   send(record: ProducerRecord): Promise<RecordMetadata[]> {
+    return this.sendAny(record, false);
+  }
+
+  private sendAny(record: ProducerRecord, inTxn: boolean): Promise<RecordMetadata[]> {
     return new Promise((resolve, reject) => {
       if (this.closed) {
         reject(new ClosedError("producer"));
+        return;
+      }
+      if (this.txn && !(inTxn && this.txn.inTransaction)) {
+        reject(new StrataError("send: a transactional producer sends within a transaction: use (await producer.transaction()).send(...)", { code: Code.FailedPrecondition, reason: common.Reason.INVALID_TXN_STATE }));
         return;
       }
       const { topic, messages } = record ?? ({} as ProducerRecord);
@@ -660,8 +731,14 @@ export class Producer {
     if (l === undefined || size < l) this.learned.set(topic, Math.max(1, size));
   }
 
-  /** @internal the idempotent producer id, asked of the gateway once; each partition bumps its own epoch (Sink.chainId). */
+  /**
+   * @internal the idempotent producer id, asked of the gateway once; each
+   * partition bumps its own epoch (Sink.chainId). A transactional
+   * producer's is the coordinator's (TxnState.producerId), whose epoch no
+   * partition bumps (Sink.txnChainId).
+   */
   producerId(): Promise<ProducerId> {
+    if (this.txn) return this.txn.producerId();
     if (!this.pid) {
       const gen = this.pidGen;
       const p = this.cluster.gw.initProducerId({}, { timeoutMs: this.client.requestTimeout }).then(
@@ -761,6 +838,7 @@ class NodeSender {
         {
           acks: this.acks,
           timeoutMs: this.p.client.requestTimeout,
+          transactionalId: this.p.config.transactionalId,
           partitions: reqs.map((q) => ({ topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records })),
         },
         { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
@@ -790,7 +868,7 @@ class NodeSender {
       reqs.map(async (q): Promise<Answer> => {
         try {
           const resp = await this.client.produce(
-            { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records },
+            { acks: this.acks, timeoutMs: this.p.client.requestTimeout, topic: q.topic, partition: q.partition, leaderEpoch: q.epoch, records: q.records, transactionalId: this.p.config.transactionalId },
             { timeoutMs: this.p.client.requestTimeout + 5_000, signal: this.abort.signal },
           );
           this.cluster.throttles.note(this.addr, resp.throttleTimeMs);
@@ -922,6 +1000,8 @@ class Sink {
   private confirmedGen = -1;
   /** When the in-flight queue last became empty. */
   private idleSince = 0;
+  /** A transactional producer's: the TxnState gen of the id and epoch the chain is under. */
+  private txnGen = -1;
 
   constructor(
     private readonly p: Producer,
@@ -1106,6 +1186,9 @@ class Sink {
     try {
       let pid: ProducerId | undefined;
       if (b.idempotent) pid = await this.chainId();
+      // A transaction's first batch to a partition waits for the
+      // coordinator to add the partition (AddPartitionsToTxn).
+      if (p.txn) await p.txn.addPartition(this.topic, this.partition);
       if (!b.bytes || (pid && pid.gen !== b.builtAt)) {
         if (pid) {
           if (b.maybeLanded) {
@@ -1126,7 +1209,7 @@ class Sink {
             seq = this.seq;
             this.seq = (this.seq + b.records.length) % 0x80000000;
           }
-          b.bytes = await buildBatch({ codec: b.codec, idempotent: true, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records);
+          b.bytes = await buildBatch({ codec: b.codec, idempotent: true, transactional: p.txn !== undefined, producerId: pid.id, producerEpoch: pid.epoch, baseSequence: seq }, b.records);
           b.builtAt = pid.gen;
           b.seq = seq;
         } else {
@@ -1173,6 +1256,7 @@ class Sink {
    * cannot land after the new chain's batches.
    */
   private async chainId(): Promise<ProducerId> {
+    if (this.p.txn) return this.txnChainId();
     let pid = this.pid;
     while (pid?.gen !== this.chain) {
       const chain = this.chain;
@@ -1192,6 +1276,24 @@ class Sink {
   }
 
   /**
+   * txnChainId is chainId for a transactional producer: the epoch is the
+   * coordinator's, not the partition's to bump, so a chain lasts as long
+   * as the producer's id and epoch (TxnState.producerId) and a new one
+   * starts at sequence 0 when the producer takes the next epoch after an
+   * aborted transaction with a failed batch.
+   */
+  private async txnChainId(): Promise<ProducerId> {
+    const cur = await this.p.producerId();
+    if (this.pid === undefined || this.txnGen !== cur.gen) {
+      if (this.pid !== undefined) this.chain++;
+      this.txnGen = cur.gen;
+      this.pid = { id: cur.id, epoch: cur.epoch, gen: this.chain };
+      this.seq = 0;
+    }
+    return this.pid;
+  }
+
+  /**
    * dropChain ends the partition's chain when a batch built under it
    * (chain gen) failed for good after its sequences were spent, or the
    * leader lost track of the producer: the batches not yet acknowledged
@@ -1200,6 +1302,7 @@ class Sink {
    * theirs.
    */
   private dropChain(gen: number): void {
+    if (this.p.txn) return; // the chain follows the transactional epoch (txnChainId)
     if (gen === this.chain) this.chain++;
   }
 
@@ -1268,9 +1371,10 @@ class Sink {
     let action = e instanceof UnknownTopicError ? Action.Fail : classify(e);
     const heldBehindGap = e instanceof StrataError && e.reasonCode === common.Reason.OUT_OF_ORDER_SEQUENCE && (this.inflight.unresolvedBefore(b) || b.builtAt !== this.chain);
     if (heldBehindGap) action = Action.Retry;
+    if (this.p.txn && action === Action.NewProducerId) action = Action.Fail; // the transaction can only abort now
     switch (action) {
       case Action.Fail:
-        return this.fail(b, e);
+        return this.fail(b, this.p.txn ? this.p.txn.fencedOr(e) : e);
       case Action.NewProducerId:
         this.dropChain(b.builtAt);
         break;
@@ -1343,6 +1447,7 @@ class Sink {
     if (b.maybeLanded && !(e instanceof OutcomeUnknownError || e instanceof DeliveryTimeoutError || e instanceof ClosedError)) e = new OutcomeUnknownError(e);
     b.state = "failed";
     b.error = e;
+    if (this.p.txn && b.builtAt >= 0) this.p.txn.batchFailed(e);
     if (b.idempotent && b.builtAt >= 0) this.dropChain(b.builtAt); // sequences spent, outcome unknown
     this.complete();
   }

@@ -25,6 +25,7 @@ export interface ProducePartitionsIn {
   partitions?: PartitionIn[];
   acks?: storage.ProducePartitionsRequest["acks"];
   timeoutMs?: number;
+  transactionalId?: string;
 }
 
 /** A ProduceRequest or its init shape. */
@@ -35,6 +36,7 @@ export interface ProduceIn {
   timeoutMs?: number;
   leaderEpoch?: number;
   records?: Uint8Array;
+  transactionalId?: string;
 }
 
 const utf8 = new TextEncoder();
@@ -95,7 +97,8 @@ export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
     sizes[i] = n;
     size += 1 + uvarintLen(n) + n;
   }
-  size += int32Size(2, m.acks ?? 0) + int32Size(3, m.timeoutMs ?? 0);
+  const txn = m.transactionalId ? utf8.encode(m.transactionalId) : EMPTY;
+  size += int32Size(2, m.acks ?? 0) + int32Size(3, m.timeoutMs ?? 0) + bytesSize(4, txn.length);
   const w = new Out(uninitialized(size)); // written whole, as checked below
   for (let i = 0; i < parts.length; i++) {
     const p = parts[i]!;
@@ -108,6 +111,7 @@ export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
   }
   w.int32(2, m.acks ?? 0);
   w.int32(3, m.timeoutMs ?? 0);
+  w.bytes(4, txn);
   if (w.pos !== size) throw new Error(`producewire: wrote ${w.pos} bytes of ${size}`);
   return w.buf;
 }
@@ -115,13 +119,15 @@ export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
 /** encodeProduce returns the binary encoding of a ProduceRequest. */
 export function encodeProduce(m: ProduceIn): Uint8Array {
   const t = m.topic ? utf8.encode(m.topic) : EMPTY;
+  const txn = m.transactionalId ? utf8.encode(m.transactionalId) : EMPTY;
   const size =
     bytesSize(1, t.length) +
     int32Size(2, m.partition ?? 0) +
     int32Size(3, m.acks ?? 0) +
     int32Size(4, m.timeoutMs ?? 0) +
     int32Size(5, m.leaderEpoch ?? 0) +
-    bytesSize(6, m.records?.length ?? 0);
+    bytesSize(6, m.records?.length ?? 0) +
+    bytesSize(7, txn.length);
   const w = new Out(uninitialized(size)); // written whole, as checked below
   w.bytes(1, t);
   w.int32(2, m.partition ?? 0);
@@ -129,6 +135,7 @@ export function encodeProduce(m: ProduceIn): Uint8Array {
   w.int32(4, m.timeoutMs ?? 0);
   w.int32(5, m.leaderEpoch ?? 0);
   w.bytes(6, m.records ?? EMPTY);
+  w.bytes(7, txn);
   if (w.pos !== size) throw new Error(`producewire: wrote ${w.pos} bytes of ${size}`);
   return w.buf;
 }

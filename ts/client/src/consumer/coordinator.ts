@@ -1,7 +1,10 @@
-// The group's coordinator as the membership and the committer reach it:
-// found through the gateway's FindCoordinator, followed on
-// NOT_COORDINATOR, found again when it cannot be reached, within the
-// client's retry options.
+// The coordinator of one key, as a group's membership and committer and
+// a transactional producer reach it: found through the gateway's
+// FindCoordinator (by group id, or by transactional id with the
+// transaction key type), followed on NOT_COORDINATOR, found again when it
+// cannot be reached, and called again while it is loading or (for a
+// transactional id) while the previous transaction completes
+// (CONCURRENT_TRANSACTIONS), within the client's retry options.
 
 import { Code, createClient, type Client } from "@connectrpc/connect";
 import { common, coordinator } from "../api.js";
@@ -18,7 +21,7 @@ export type CoordinatorClient = Client<typeof coordinator.CoordinatorService>;
 /** Codes after which the coordinator is looked up again. */
 const lookAgain = new Set<Code>([Code.Unavailable, Code.Unknown, Code.DeadlineExceeded, Code.Internal]);
 
-/** CoordinatorLink finds and calls one group's coordinator. Not shared between consumers. */
+/** CoordinatorLink finds and calls the coordinator of one group or transactional id. Not shared between consumers or producers. */
 export class CoordinatorLink {
   private addr = "";
   private readonly clients = new Map<string, CoordinatorClient>();
@@ -29,6 +32,8 @@ export class CoordinatorLink {
     private readonly requestTimeout: number,
     private readonly retry: ResolvedRetry,
     private readonly log: Logger,
+    /** What groupId names: a group (the default) or a transactional id. */
+    private readonly keyType: coordinator.CoordinatorKeyType = coordinator.CoordinatorKeyType.GROUP,
   ) {}
 
   /** get returns the coordinator's client and address, asking the gateway when none is known. */
@@ -36,7 +41,7 @@ export class CoordinatorLink {
     let addr = this.addr;
     if (addr === "") {
       try {
-        const r = await this.cluster.gw.findCoordinator({ groupId: this.groupId }, { timeoutMs: this.requestTimeout });
+        const r = await this.cluster.gw.findCoordinator({ groupId: this.groupId, keyType: this.keyType }, { timeoutMs: this.requestTimeout });
         addr = r.address;
       } catch (e) {
         throw fromConnect(e, this.cluster.gatewayUrl);
@@ -63,7 +68,7 @@ export class CoordinatorLink {
       if (this.addr === addr) this.addr = d.hint.case === "coordinator" ? d.hint.value.address : "";
       return true;
     }
-    if (d?.reason === Reason.COORDINATOR_LOADING) return true;
+    if (d?.reason === Reason.COORDINATOR_LOADING || d?.reason === Reason.CONCURRENT_TRANSACTIONS) return true;
     if (err instanceof StrataError && lookAgain.has(err.code)) {
       if (this.addr === addr) this.addr = "";
       return true;

@@ -15,6 +15,7 @@ import {
   FencedError,
   isTraceparent,
   logLevel,
+  ProducerFencedError,
   Strata,
   StrataConnectionError,
   StrataError,
@@ -388,6 +389,80 @@ describe("against strata dev", () => {
     const want = ["first", ...first, ...second, "last"];
     const got = await consumeAll(topic, (m) => m.size >= want.length);
     assert.deepEqual(got.sort((a, b) => Number(BigInt(a.offset) - BigInt(b.offset))).map((m) => text(m.value)), want);
+  });
+
+  test("transactions: read-committed consumers see committed records only, offsets commit with the transaction, a newer producer fences the older", async () => {
+    const admin = strata.admin();
+    await admin.createTopic({ topic: "txn-t", partitions: 2, replicationFactor: 3 });
+    await admin.createTopic({ topic: "txn-in", partitions: 1, replicationFactor: 3 });
+    const p = strata.producer({ transactionalId: "ts-txn", linger: 0 });
+    let tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "c0", partition: 0 }, { value: "c1", partition: 1 }] });
+    await tx.commit();
+    tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "a0", partition: 0 }, { value: "a1", partition: 1 }] });
+    await tx.abort();
+    // Each partition's last committed record comes after the aborted
+    // ones: a consumer that has it has read past them.
+    tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "c2", partition: 0 }, { value: "c3", partition: 1 }] });
+    await tx.commit();
+
+    const read = async (readUncommitted: boolean, want: string[]) => {
+      const seen: string[] = [];
+      const c = strata.consumer({ groupId: `txn-read-${Math.random().toString(36).slice(2)}`, maxWaitTimeInMs: 200, readUncommitted });
+      await c.subscribe({ topics: ["txn-t"], fromBeginning: true });
+      await c.run({ eachMessage: async ({ message }) => void seen.push(text(message.value)!) });
+      try {
+        await waitFor(`${want.join(",")} read`, () => want.every((v) => seen.includes(v)));
+      } finally {
+        await c.disconnect();
+      }
+      return seen.sort();
+    };
+    assert.deepEqual(await read(false, ["c2", "c3"]), ["c0", "c1", "c2", "c3"]);
+    assert.deepEqual(await read(true, ["a0", "a1", "c0", "c1", "c2", "c3"]), ["a0", "a1", "c0", "c1", "c2", "c3"]);
+
+    // sendOffsets with a running group member: its offset is committed
+    // only with the transaction.
+    const plain = strata.producer();
+    await plain.send({ topic: "txn-in", messages: [{ value: "x" }] });
+    await plain.close();
+    const member = strata.consumer({ groupId: "txn-g", maxWaitTimeInMs: 200 });
+    let readIn = 0;
+    await member.subscribe({ topics: ["txn-in"], fromBeginning: true });
+    await member.run({ autoCommit: false, eachMessage: async () => void readIn++ });
+    await waitFor("the member to read txn-in", () => readIn > 0);
+    const committed = async () => (await admin.describeGroup("txn-g")).partitions.find((x) => x.topic === "txn-in" && x.partition === 0)?.committedOffset ?? "-1";
+    tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "o0", partition: 0 }] });
+    await tx.sendOffsets({ consumer: member, topics: [{ topic: "txn-in", partitions: [{ partition: 0, offset: "1" }] }] });
+    await tx.abort();
+    assert.equal(await committed(), "-1");
+    tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "o1", partition: 0 }] });
+    await tx.sendOffsets({ consumer: member, topics: [{ topic: "txn-in", partitions: [{ partition: 0, offset: "1" }] }] });
+    await tx.commit();
+    await waitFor("the transaction's offset to be committed", async () => (await committed()) === "1");
+    await member.disconnect();
+
+    // A second producer with the same transactionalId fences the first.
+    tx = await p.transaction();
+    await tx.send({ topic: "txn-t", messages: [{ value: "fenced", partition: 1 }] });
+    const p2 = strata.producer({ transactionalId: "ts-txn", linger: 0 });
+    await waitFor("the newer producer to take the id", async () => {
+      await p2.connect(); // retried while the older's open transaction is being aborted
+      return true;
+    });
+    await assert.rejects(tx.commit(), (e: unknown) => e instanceof ProducerFencedError && e.transactionalId === "ts-txn");
+    await assert.rejects(p.transaction(), ProducerFencedError);
+    const tx2 = await p2.transaction();
+    await tx2.send({ topic: "txn-t", messages: [{ value: "after", partition: 1 }] });
+    await tx2.commit();
+    const after = await read(false, ["after"]);
+    assert.ok(!after.includes("fenced"), `the fenced producer's record was read: ${after.join(",")}`);
+    await p.close();
+    await p2.close();
   });
 
   test("a group of 3 members on 12 partitions never shares a partition and resumes from commits after a kill", async () => {

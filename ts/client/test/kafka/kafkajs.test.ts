@@ -78,3 +78,57 @@ test("kafkajs produces idempotently and consumes in a group of two; the CLI read
   const group = JSON.parse(cli("group", "describe", "kjs-group", "--output", "json")) as unknown;
   assert.ok(group);
 });
+
+test("kafkajs transactions: a committed transaction is read, an aborted one is not, and sendOffsets commits only with the transaction", async () => {
+  const admin = kafka.admin();
+  await admin.connect();
+  await admin.createTopics({ topics: [{ topic: "kjs-txn", numPartitions: 2, replicationFactor: 3 }, { topic: "kjs-txn-in", numPartitions: 1, replicationFactor: 3 }], waitForLeaders: true });
+
+  const producer = kafka.producer({ transactionalId: "kjs-tx", idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  let tx = await producer.transaction();
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "c0" }, { partition: 1, value: "c1" }] });
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "c2" }, { partition: 1, value: "c3" }] });
+  await tx.commit();
+  tx = await producer.transaction();
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "a0" }, { partition: 1, value: "a1" }] });
+  await tx.abort();
+  // A record after the abort: the consumer has read past the aborted
+  // records once it has this one.
+  tx = await producer.transaction();
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "c4" }, { partition: 1, value: "c5" }] });
+  await tx.commit();
+
+  const read = async (groupId: string, readUncommitted: boolean, want: number): Promise<string[]> => {
+    const seen: string[] = [];
+    const c = kafka.consumer({ groupId, readUncommitted });
+    await c.connect();
+    await c.subscribe({ topic: "kjs-txn", fromBeginning: true });
+    await c.run({ eachMessage: async ({ message }) => void seen.push(message.value!.toString()) });
+    await waitFor(`${groupId} to read ${want} records`, () => seen.length >= want, 120_000);
+    await c.disconnect();
+    return seen.sort();
+  };
+  assert.deepEqual(await read("kjs-txn-committed", false, 6), ["c0", "c1", "c2", "c3", "c4", "c5"]);
+  assert.deepEqual(await read("kjs-txn-uncommitted", true, 8), ["a0", "a1", "c0", "c1", "c2", "c3", "c4", "c5"]);
+
+  // sendOffsets: the group's offset is staged with the transaction and
+  // visible only once it commits; an aborted transaction's offset never is.
+  const offset = async (): Promise<string> => {
+    const [t] = await admin.fetchOffsets({ groupId: "kjs-txn-group", topics: ["kjs-txn-in"] });
+    return t!.partitions.find((p) => p.partition === 0)!.offset;
+  };
+  tx = await producer.transaction();
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "o1" }] });
+  await tx.sendOffsets({ consumerGroupId: "kjs-txn-group", topics: [{ topic: "kjs-txn-in", partitions: [{ partition: 0, offset: "7" }] }] });
+  await tx.abort();
+  assert.equal(await offset(), "-1");
+  tx = await producer.transaction();
+  await tx.send({ topic: "kjs-txn", messages: [{ partition: 0, value: "o2" }] });
+  await tx.sendOffsets({ consumerGroupId: "kjs-txn-group", topics: [{ topic: "kjs-txn-in", partitions: [{ partition: 0, offset: "5" }] }] });
+  assert.equal(await offset(), "-1");
+  await tx.commit();
+  await waitFor("the committed transaction's offset", async () => (await offset()) === "5");
+  await producer.disconnect();
+  await admin.disconnect();
+});

@@ -15,6 +15,13 @@
 // held until the gap fills or holdMs passes, then refused with
 // OUT_OF_ORDER_SEQUENCE; a batch over the topic's max.message.bytes (plus
 // the storage node's 64 KiB of framing) is refused with RECORD_TOO_LARGE.
+// A transaction coordinator keeps each transactional id's producer id,
+// epoch and open transaction (txns): InitTransactionalProducer gives a new
+// id epoch 0 and bumps a known one (aborting its open transaction), the
+// calls of an older epoch are refused with PRODUCER_FENCED, and EndTxn
+// records the decision and, on commit, makes the staged offsets committed.
+// It writes no markers: a test that reads reads with readUncommitted or
+// records aborted transactions itself.
 // A read_committed fetch answers the aborted transactions a test recorded
 // (abortedTxn) that overlap what it returns, as a storage node does; every
 // transaction is decided, so the last stable offset is the high watermark.
@@ -93,11 +100,27 @@ export function reasonError(code: Code, reason: common.Reason, message: string):
   return new ConnectError(message, code, undefined, [{ desc: common.ErrorDetailSchema, value: d }]);
 }
 
+/** A transactional id at the in-memory coordinator. */
+export interface MemTxn {
+  producerId: bigint;
+  epoch: number;
+  timeoutMs: number;
+  /** Partitions ("topic/partition") and groups of the open transaction. */
+  partitions: Set<string>;
+  groups: Set<string>;
+  /** Offsets staged by TxnOffsetCommit ("topic/partition" → offset). */
+  staged: Map<string, number>;
+  /** Each ended transaction's partitions and decision, in order. */
+  ended: { commit: boolean; partitions: string[]; groups: string[] }[];
+}
+
 export class MemCluster {
   readonly topics = new Map<string, Topic>();
   readonly calls: Call[] = [];
   readonly members = new Map<string, Member>();
   readonly commits = new Map<string, number>();
+  /** The transaction coordinator's state, by transactional id. */
+  readonly txns = new Map<string, MemTxn>();
   readonly heartbeats: coordinator.ConsumerGroupHeartbeatRequest[] = [];
   /** What the clients made by strata() logged (at DEBUG and above). */
   readonly logs: LogEntry[] = [];
@@ -535,6 +558,23 @@ export class MemCluster {
     return out;
   }
 
+  /** txnOf is the transactional id of a request, checked against its producer id and epoch. */
+  private txnOf(req: { transactionalId: string; producerId: bigint; producerEpoch: number }): MemTxn {
+    const t = this.txns.get(req.transactionalId);
+    if (!t || t.producerId !== req.producerId) throw reasonError(Code.FailedPrecondition, common.Reason.INVALID_PRODUCER_ID_MAPPING, `producer ${req.producerId} is not ${req.transactionalId}'s`);
+    if (req.producerEpoch !== t.epoch) throw reasonError(Code.Aborted, common.Reason.PRODUCER_FENCED, `epoch ${req.producerEpoch} is not ${req.transactionalId}'s ${t.epoch}`);
+    return t;
+  }
+
+  /** endTxn decides a transaction: a commit makes its staged offsets committed. */
+  private endTxn(t: MemTxn, commit: boolean): void {
+    if (commit) for (const [k, o] of t.staged) this.commits.set(k, o);
+    t.ended.push({ commit, partitions: [...t.partitions].sort(), groups: [...t.groups].sort() });
+    t.partitions.clear();
+    t.groups.clear();
+    t.staged.clear();
+  }
+
   private coordinatorImpl() {
     return {
       consumerGroupHeartbeat: async (req: coordinator.ConsumerGroupHeartbeatRequest) => {
@@ -570,6 +610,57 @@ export class MemCluster {
         if (req.memberEpoch > m.epoch || req.memberEpoch <= 0) throw reasonError(Code.Aborted, common.Reason.FENCED_MEMBER_EPOCH, `member epoch ${req.memberEpoch} is not current`);
         for (const p of req.partitions) this.commits.set(`${p.topic}/${p.partition}`, Number(p.committedOffset));
         return { partitions: req.partitions.map((p) => ({ topic: p.topic, partition: p.partition })) };
+      },
+      initTransactionalProducer: async (req: coordinator.InitTransactionalProducerRequest) => {
+        let t = this.txns.get(req.transactionalId);
+        if (!t) {
+          t = { producerId: this.producerIds++, epoch: 0, timeoutMs: req.transactionTimeoutMs, partitions: new Set(), groups: new Set(), staged: new Map(), ended: [] };
+          this.txns.set(req.transactionalId, t);
+        } else {
+          if (req.producerId >= 0n && (req.producerId !== t.producerId || req.producerEpoch !== t.epoch)) {
+            throw reasonError(Code.Aborted, common.Reason.PRODUCER_FENCED, `producer ${req.producerId} epoch ${req.producerEpoch} is not current`);
+          }
+          if (t.partitions.size || t.groups.size) this.endTxn(t, false);
+          t.epoch++;
+        }
+        t.timeoutMs = req.transactionTimeoutMs;
+        return { producerId: t.producerId, producerEpoch: t.epoch };
+      },
+      addPartitionsToTxn: async (req: coordinator.AddPartitionsToTxnRequest) => {
+        const t = this.txnOf(req);
+        const out: { topic: string; partition: number; error?: common.ErrorDetail }[] = [];
+        for (const tp of req.partitions) {
+          for (const p of tp.partitions) {
+            if (!this.topics.get(tp.topic)?.parts[p]) {
+              out.push({ topic: tp.topic, partition: p, error: create(common.ErrorDetailSchema, { code: common.Code.NOT_FOUND, reason: common.Reason.UNKNOWN_TOPIC_OR_PARTITION, message: `no ${tp.topic}/${p}` }) });
+            } else {
+              t.partitions.add(`${tp.topic}/${p}`);
+              out.push({ topic: tp.topic, partition: p });
+            }
+          }
+        }
+        return { partitions: out };
+      },
+      addOffsetsToTxn: async (req: coordinator.AddOffsetsToTxnRequest) => {
+        this.txnOf(req).groups.add(req.groupId);
+        return {};
+      },
+      txnOffsetCommit: async (req: coordinator.TxnOffsetCommitRequest) => {
+        const t = this.txnOf(req);
+        if (!t.groups.has(req.groupId)) throw reasonError(Code.FailedPrecondition, common.Reason.INVALID_TXN_STATE, `group ${req.groupId} is not in the transaction`);
+        if (req.memberId !== "") {
+          const m = this.members.get(req.memberId);
+          if (!m) throw reasonError(Code.NotFound, common.Reason.UNKNOWN_MEMBER_ID, `member ${req.memberId} is not in the group`);
+          if (req.memberEpoch !== -1 && req.memberEpoch !== m.epoch) throw reasonError(Code.Aborted, common.Reason.FENCED_MEMBER_EPOCH, `member epoch ${req.memberEpoch} is not current`);
+        }
+        for (const p of req.partitions) t.staged.set(`${p.topic}/${p.partition}`, Number(p.committedOffset));
+        return { partitions: req.partitions.map((p) => ({ topic: p.topic, partition: p.partition })) };
+      },
+      endTxn: async (req: coordinator.EndTxnRequest) => {
+        const t = this.txnOf(req);
+        if (t.partitions.size === 0 && t.groups.size === 0) throw reasonError(Code.FailedPrecondition, common.Reason.INVALID_TXN_STATE, "no transaction begun");
+        this.endTxn(t, req.commit);
+        return {};
       },
       offsetFetch: async (req: coordinator.OffsetFetchRequest) => ({
         offsets: req.topics.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: p, committedOffset: BigInt(this.commits.get(`${t.topic}/${p}`) ?? -1), committedLeaderEpoch: -1 }))),

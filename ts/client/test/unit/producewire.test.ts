@@ -27,6 +27,8 @@ function rng(seed: number): () => number {
 
 const INT32S = [0, 1, -1, 127, 128, 300, 16_383, 16_384, 2_147_483_647, -2_147_483_648, -300];
 const TOPICS = ["", "t", "orders", "ß-ünïcödé-日本", "x".repeat(200)];
+/** Transactional ids: none (left out), short, and one whose length takes two varint bytes. */
+const TXN_IDS = ["", "tx", "trånsåctiön-" + "y".repeat(150)];
 
 function bytes(r: () => number, n: number): Uint8Array {
   const b = new Uint8Array(n);
@@ -50,13 +52,13 @@ test("ProducePartitionsRequest and ProduceRequest encode as the generic encoder 
       leaderEpoch: pick(r, INT32S),
       records: bytes(r, pick(r, SIZES)),
     }));
-    const many = { partitions: parts, acks, timeoutMs: pick(r, INT32S) };
+    const many = { partitions: parts, acks, timeoutMs: pick(r, INT32S), transactionalId: pick(r, TXN_IDS) };
     const want = toBinary(storage.ProducePartitionsRequestSchema, create(storage.ProducePartitionsRequestSchema, many));
     assert.deepEqual(encodeProducePartitions(many), want, `seed ${seed}: ProducePartitionsRequest`);
     // The init shape the producer passes and the message made from it encode alike.
     assert.deepEqual(encodeProducePartitions(create(storage.ProducePartitionsRequestSchema, many)), want, `seed ${seed}: as a message`);
 
-    const one = { topic: pick(r, TOPICS), partition: pick(r, INT32S), acks, timeoutMs: pick(r, INT32S), leaderEpoch: pick(r, INT32S), records: bytes(r, pick(r, SIZES)) };
+    const one = { topic: pick(r, TOPICS), partition: pick(r, INT32S), acks, timeoutMs: pick(r, INT32S), leaderEpoch: pick(r, INT32S), records: bytes(r, pick(r, SIZES)), transactionalId: pick(r, TXN_IDS) };
     const got = encodeProduce(one);
     assert.deepEqual(got, toBinary(storage.ProduceRequestSchema, create(storage.ProduceRequestSchema, one)), `seed ${seed}: ProduceRequest`);
     const back = fromBinary(storage.ProduceRequestSchema, got);
