@@ -116,6 +116,9 @@ type Options struct {
 	// with the controller), 0 while unknown. Nil skips the check of
 	// State.LeaderNodeEpoch.
 	NodeEpoch func() int64
+	// ObserveStage receives the duration of each stage of each acks=all
+	// produce this replica leads (stages.go). Nil measures nothing.
+	ObserveStage func(Stage, time.Duration)
 }
 
 // followerState is the leader's view of one follower: of one incarnation
@@ -144,6 +147,10 @@ type followerState struct {
 	// logStart is the log start offset that incarnation last reported; -1
 	// before its first fetch (LowWatermark).
 	logStart int64
+	// sentUpTo is our log end offset when a fetch of that incarnation
+	// last carried records away: the batches below it were measured as
+	// fetched (StageFollowerFetch).
+	sentUpTo int64
 }
 
 // reset forgets a follower's previous incarnation: the node registered
@@ -190,6 +197,7 @@ type Replica struct {
 	tierEnd  int64         // largest tiered end offset applied (MoveToTieredEnd)
 	changed  chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
 	closed   bool
+	stages   stageMarks // recent appends as leader, for Options.ObserveStage (stages.go)
 
 	spanAttrs trace.SpanStartOption // the partition's span attributes, made once (tracing.go)
 }
@@ -410,6 +418,7 @@ func (r *Replica) applyStateLocked(st State) bool {
 	case st.LeaderID == r.opts.NodeID:
 		r.role = RoleLeader
 		r.epochStartOffset = r.log.LogEndOffset()
+		r.stages.reset()
 		now := r.opts.Clock.Mono()
 		r.followers = make(map[int32]*followerState)
 		for _, id := range st.Replicas {
@@ -524,9 +533,15 @@ func (r *Replica) maybeAdvanceHWLocked() {
 		}
 		hw = min(hw, f.leo)
 	}
-	if hw > r.log.HighWatermark() {
+	if old := r.log.HighWatermark(); hw > old {
 		r.log.SetHighWatermark(hw)
 		r.notifyLocked()
+		if r.opts.ObserveStage != nil {
+			now := r.opts.Clock.Mono()
+			r.stages.each(old, hw, func(m appendMark) { r.observe(StageCommit, now-m.at) })
+			r.stages.hwAt = now
+			r.stages.dropBelow(hw)
+		}
 	}
 }
 
@@ -569,6 +584,10 @@ func (r *Replica) ProduceTxn(ctx context.Context, batches []byte, acks Acks, epo
 	// concurrent producers of a partition validate in parallel. A node
 	// that does not lead says so first (and again under the lock), so a
 	// producer with stale metadata learns of the leader, not of its batch.
+	var arrived time.Duration
+	if r.opts.ObserveStage != nil {
+		arrived = r.opts.Clock.Mono()
+	}
 	if err := r.CheckLeader(epoch); err != nil {
 		return ProduceResult{}, err
 	}
@@ -601,7 +620,17 @@ func (r *Replica) ProduceTxn(ctx context.Context, batches []byte, acks Acks, epo
 	if err != nil || acks != AcksAll {
 		return res, err
 	}
-	return res, r.tracedWaitCommitted(ctx, res.LastOffset, at, timeout)
+	measure := r.opts.ObserveStage != nil && !res.Duplicate
+	if measure {
+		r.observeSince(StageAppend, arrived)
+	}
+	if err := r.tracedWaitCommitted(ctx, res.LastOffset, at, timeout); err != nil {
+		return res, err
+	}
+	if measure {
+		r.observeSince(StageTotal, arrived)
+	}
+	return res, nil
 }
 
 // sequenceHold bounds how long Produce holds a batch that is ahead of its
@@ -728,6 +757,9 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 		return ProduceResult{}, leadership{}, err
 	}
 	r.mu.Lock()
+	if r.opts.ObserveStage != nil && acks == AcksAll {
+		r.stages.add(info.LastOffset, r.opts.Clock.Mono())
+	}
 	r.notifyLocked()
 	r.maybeAdvanceHWLocked()
 	r.mu.Unlock()
@@ -745,7 +777,7 @@ func (r *Replica) appendAsLeader(ctx context.Context, batches []byte, hdrs []rec
 func (r *Replica) waitCommitted(ctx context.Context, last int64, at leadership, timeout time.Duration) error {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for {
+	for waited := false; ; waited = true {
 		r.mu.Lock()
 		switch {
 		case r.closed:
@@ -759,6 +791,9 @@ func (r *Replica) waitCommitted(ctx context.Context, last int64, at leadership, 
 			r.mu.Unlock()
 			return fmt.Errorf("%w: ISR has %d, min.insync.replicas is %d", ErrNotEnoughReplicasAfterAppend, isr, r.cfg.MinISR)
 		case r.log.HighWatermark() > last:
+			if waited && r.opts.ObserveStage != nil {
+				r.observeSince(StageWakeup, r.stages.hwAt)
+			}
 			r.mu.Unlock()
 			return nil
 		}
@@ -903,6 +938,15 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 		}
 	}
 	now := r.opts.Clock.Mono()
+	if r.opts.ObserveStage != nil {
+		if f.leo >= 0 && req.FetchOffset > f.leo {
+			r.stages.each(f.leo, req.FetchOffset, func(m appendMark) { r.observe(StageFollowerAck, now-m.at) })
+		}
+		if req.FetchOffset < res.LEO {
+			r.stages.each(max(req.FetchOffset, f.sentUpTo), res.LEO, func(m appendMark) { r.observe(StageFollowerFetch, now-m.at) })
+			f.sentUpTo = res.LEO
+		}
+	}
 	f.leo = req.FetchOffset
 	switch {
 	case req.FetchOffset >= res.LEO:

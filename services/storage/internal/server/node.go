@@ -415,7 +415,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 	}
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
 		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock, FS: n.cfg.FS,
-		NodeEpoch: n.meta.NodeEpoch, OnLogFailure: n.logFailed(k),
+		NodeEpoch: n.meta.NodeEpoch, OnLogFailure: n.logFailed(k), ObserveStage: observeStage, // telemetry.go
 	})
 	if err != nil {
 		return nil, err

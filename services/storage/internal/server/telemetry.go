@@ -41,6 +41,38 @@ var (
 	uploadDuration  = mustHistogram("strata.storage.tier.upload.duration", "s", "Time to upload one sealed segment to the tiering service, per topic.")
 )
 
+// produceStages is the strata.storage.produce.stage.duration histogram:
+// where an acks=all produce's time goes at its leader (replica.Stage).
+// Its buckets are finer than mustHistogram's, from 50µs, since its stages
+// take milliseconds and their tail is what it is for.
+var produceStages = func() metric.Float64Histogram {
+	h, err := meter.Float64Histogram("strata.storage.produce.stage.duration", metric.WithUnit("s"),
+		metric.WithDescription("Time an acks=all produce request spends in each stage at its leader, by stage: append (arrival until the batches are in the leader's log), "+
+			"follower_fetch (appended until a follower's fetch carries the batch, per follower), follower_ack (appended until that follower acknowledges it), "+
+			"commit (appended until the high watermark passes it), wakeup (the high watermark passing it until the request resumes), total (arrival until the answer)."),
+		metric.WithExplicitBucketBoundaries(0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075,
+			0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5))
+	if err != nil {
+		panic(err)
+	}
+	return h
+}()
+
+// stageAttrs holds each stage's attribute option, made once, indexed by
+// stage.
+var stageAttrs = func() [][]metric.RecordOption {
+	var out [][]metric.RecordOption
+	for _, s := range replica.Stages() {
+		out = append(out, []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("stage", s.String())))})
+	}
+	return out
+}()
+
+// observeStage records one stage of one produce (replica.Options.ObserveStage).
+func observeStage(s replica.Stage, d time.Duration) {
+	produceStages.Record(context.Background(), d.Seconds(), stageAttrs[s]...)
+}
+
 func mustCounter(name, unit, desc string) metric.Int64Counter {
 	c, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
 	if err != nil {
