@@ -57,6 +57,7 @@ type options struct {
 	jsonFile    string
 	peersFile   string
 	profileDir  string
+	breakdown   bool
 	creds       credentials // credentials.go
 }
 
@@ -107,6 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	gw := gatewayv1connect.NewGatewayServiceClient(hc, opts.gateway)
 	r := newRunner(opts.gateway, gw, opts.set, meter, stderr)
 	r.copts = opts.creds.clientOpts()
+	r.breakdown = opts.breakdown
 	if opts.creds.files().Enabled() {
 		r.admin, r.adminScheme = hc, "https"
 	}
@@ -205,9 +207,16 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 	}
 
 	next(w, "max: closed loop, "+r.bound())
+	before, err := r.stagesBefore(ctx)
+	if err != nil {
+		return err
+	}
 	res, err := r.runMax(ctx, w, topic, r.set.records, r.set.duration)
 	if err != nil {
 		return fmt.Errorf("max: %w", err)
+	}
+	if res.Stages, err = r.stagesSince(ctx, before); err != nil {
+		return err
 	}
 	*results = append(*results, res)
 	r.logf("  %.1f MB/s, ack p99 %s ms", res.MBps, latP99(res.Ack))
@@ -218,9 +227,16 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 			mbps = r.set.rate.Fraction * res.MBps
 		}
 		next(w, fmt.Sprintf("rate: open loop at %.1f MB/s (%s), %s", mbps, r.set.rate, r.bound()))
+		before, err := r.stagesBefore(ctx)
+		if err != nil {
+			return err
+		}
 		rr, err := r.runRate(ctx, w, mbps)
 		if err != nil {
 			return fmt.Errorf("rate: %w", err)
+		}
+		if rr.Stages, err = r.stagesSince(ctx, before); err != nil {
+			return err
 		}
 		*results = append(*results, rr)
 		r.logf("  %.1f MB/s, ack p99 %s ms, end-to-end p99 %s ms", rr.MBps, latP99(rr.Ack), latP99(rr.E2E))
@@ -294,6 +310,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.creds.tlsCA, "tls-ca", envOr("STRATA_TLS_CA", ""), "PEM CA bundle that verifies the cluster's https:// servers (env STRATA_TLS_CA)")
 	fs.StringVar(&o.creds.tlsCert, "tls-cert", envOr("STRATA_TLS_CERT", ""), "PEM client certificate presented to the cluster (env STRATA_TLS_CERT)")
 	fs.StringVar(&o.creds.tlsKey, "tls-key", envOr("STRATA_TLS_KEY", ""), "private key of --tls-cert (env STRATA_TLS_KEY)")
+	fs.BoolVar(&o.breakdown, "breakdown", false, "after each produce run, print where acks=all produces spent their time at the leaders (append, follower fetch and acknowledgement, commit, wake-up, total; p50, p99, p99.9) beside the client's ack latency, from the storage nodes' metrics (needs --cluster-json)")
 	fs.StringVar(&o.profileDir, "profile", "", "after the matrix, profile the first workload's max run: CPU profiles of every cluster process and of strata-load into this directory (needs --cluster-json)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -413,6 +430,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.profileDir != "" && o.clusterJSON == "" {
 		bad("--profile needs --cluster-json (it profiles the processes listed there)")
+	}
+	if o.breakdown && o.clusterJSON == "" {
+		bad("--breakdown needs --cluster-json (it reads the metrics of the storage nodes listed there)")
 	}
 	for _, w := range o.matrix {
 		if w.has(modeRate) && w.RecordBytes < stampBytes {

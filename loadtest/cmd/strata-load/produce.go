@@ -52,6 +52,9 @@ type runner struct {
 	// end-to-end latency (producer and consumer share this process).
 	origin time.Time
 	keys   [][]byte
+	// breakdown reads the storage nodes' stage histograms around each
+	// produce run (--breakdown, breakdown.go).
+	breakdown bool
 }
 
 func newRunner(gateway string, gw gatewayv1connect.GatewayServiceClient, set settings, cpu *cpuMeter, progress io.Writer) *runner {

@@ -47,6 +47,9 @@ type Result struct {
 	// Duplicates counts records a consume run's group delivered twice.
 	Duplicates int64 `json:"duplicates,omitempty"`
 	CPU        *CPU  `json:"cpu,omitempty"`
+	// Stages are the leaders' stage breakdown of a produce run
+	// (--breakdown, breakdown.go).
+	Stages []StageSummary `json:"stages,omitempty"`
 }
 
 func newResult(w workload, m mode) Result {
@@ -319,6 +322,7 @@ func printText(w io.Writer, rep *Report) {
 	for _, n := range notes {
 		fmt.Fprintln(w, "note:", n)
 	}
+	printBreakdown(w, rep)
 	if len(rep.Peers) > 0 {
 		fmt.Fprintln(w, "\npeers, same sitting (1 KiB, 12 partitions, same in-flight bound):")
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
