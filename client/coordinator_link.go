@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -104,6 +105,13 @@ func (l *coordinatorLink) call(ctx context.Context, fn func(context.Context, coo
 			return errors.Join(ctx.Err(), fromConnect(err))
 		}
 		wait := bo.NextBackOff()
+		if ReasonOf(err) == commonv1.Reason_REASON_CONCURRENT_TRANSACTIONS {
+			// The previous transaction's markers take a few milliseconds:
+			// Kafka's producer retries these at 20 ms, not at its backoff
+			// (TransactionManager's ADD_PARTITIONS_RETRY_BACKOFF_MS), so
+			// a transaction right after a commit is not held up 100 ms.
+			wait = min(concurrentTxnBackoff, l.cfg.retryBackoff)
+		}
 		l.cfg.retried(coordinatorRetry(fromConnect(err), attempt, wait))
 		if serr := sleep(ctx, wait); serr != nil {
 			return errors.Join(serr, fromConnect(err))
@@ -128,6 +136,10 @@ func (l *coordinatorLink) retriable(err error, addr string) bool {
 	}
 	return false
 }
+
+// concurrentTxnBackoff is the wait before retrying a call answered
+// CONCURRENT_TRANSACTIONS.
+const concurrentTxnBackoff = 20 * time.Millisecond
 
 // coordinatorUnreachable reports whether err says the node could not be
 // reached or could not serve: another try, after finding the owner again,
