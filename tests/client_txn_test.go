@@ -30,7 +30,7 @@ func TestGoClientTransactions(t *testing.T) {
 	t.Parallel()
 	d, cli := kafkaDev(t)
 	gw := d.Gateways[0]
-	for _, topic := range []string{"gtx", "gtx-in", "gtx-out"} {
+	for _, topic := range []string{"gtx", "gtx-in", "gtx-out", "gtx-bump"} {
 		parts := "1"
 		if topic == "gtx" {
 			parts = "2"
@@ -41,6 +41,7 @@ func TestGoClientTransactions(t *testing.T) {
 	}
 	t.Run("CommitAndAbort", func(t *testing.T) { testTxnCommitAndAbort(t, gw) })
 	t.Run("ConsumeTransformProduce", func(t *testing.T) { testTxnConsumeTransformProduce(t, gw) })
+	t.Run("FailedSendAborts", func(t *testing.T) { testTxnFailedSend(t, gw) })
 	t.Run("Fencing", func(t *testing.T) { testTxnFencing(t, gw) })
 }
 
@@ -243,6 +244,42 @@ func testTxnConsumeTransformProduce(t *testing.T, gw string) {
 	got := readAll(t, gw, "gtx-out", 1, client.ReadCommitted(), "the committed output", func(v []string) bool { return len(v) >= len(want) })
 	if !slices.Equal(got, want) {
 		t.Fatalf("read_committed output %v, want %v", got, want)
+	}
+}
+
+// testTxnFailedSend: a record that fails makes the commit refuse with
+// ErrAbortRequired; the abort bumps the producer's epoch at the
+// coordinator (KIP-360), and the next transaction commits under it.
+func testTxnFailedSend(t *testing.T, gw string) {
+	ctx := harness.Deadline(t, 2*time.Minute)
+	p := newTxnProducer(t, gw, "go-bump", client.UnknownTopicWait(100*time.Millisecond))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "gtx-bump", Value: []byte("aborted")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "gtx-no-such-topic", Value: []byte("x")}); !errors.Is(err, client.ErrUnknownTopic) {
+		t.Fatalf("produce to a missing topic: %v, want ErrUnknownTopic", err)
+	}
+	if err := p.CommitTransaction(ctx); !errors.Is(err, client.ErrAbortRequired) {
+		t.Fatalf("commit after a failed send: %v, want ErrAbortRequired", err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatalf("abort: %v", err)
+	}
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, &client.Record{Topic: "gtx-bump", Value: []byte("committed")}); err != nil {
+		t.Fatalf("produce under the bumped epoch: %v", err)
+	}
+	if err := p.CommitTransaction(ctx); err != nil {
+		t.Fatalf("commit under the bumped epoch: %v", err)
+	}
+	got := readAll(t, gw, "gtx-bump", 1, client.ReadCommitted(), "the committed record", func(v []string) bool { return len(v) >= 1 })
+	if !slices.Equal(got, []string{"committed"}) {
+		t.Fatalf("read_committed read %v, want [committed]", got)
 	}
 }
 
