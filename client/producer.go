@@ -53,6 +53,11 @@ import (
 // request from this producer until it has passed; the other leaders are
 // not held up.
 //
+// With TransactionalID the producer is transactional (transaction.go):
+// records are produced between BeginTransaction and CommitTransaction or
+// AbortTransaction, and commit or abort together with the consumer
+// offsets given to SendOffsetsToTransaction.
+//
 // A Producer is safe for concurrent use. Close it to release its
 // goroutines and connections.
 type Producer struct {

@@ -171,7 +171,8 @@ func (p *Producer) BeginTransaction() error {
 // committed offsets if and only if the transaction commits. Retries as
 // CommitTransaction's, within ctx. A failure (a fenced member: an error
 // matching ErrFenced) makes the transaction abortable; ErrProducerFenced
-// is final.
+// is final. When ctx ends first the offsets may or may not be staged:
+// call it again before committing, or abort.
 func (p *Producer) SendOffsetsToTransaction(ctx context.Context, gm GroupMetadata, offsets map[TopicPartition]int64) error {
 	t := p.txn
 	if err := t.check(txnOpen); err != nil {
@@ -185,6 +186,11 @@ func (p *Producer) SendOffsetsToTransaction(ctx context.Context, gm GroupMetadat
 		return err
 	}
 	err = p.sendOffsets(ctx, pid, gm, offsets)
+	if err != nil && ctx.Err() != nil {
+		// The caller's context ended: the call may be made again, or the
+		// transaction aborted; the caller decides.
+		return err
+	}
 	return t.failure(err)
 }
 
@@ -416,9 +422,9 @@ func (t *txnState) failure(err error) error {
 		t.fatal = err
 	case errors.Is(err, ErrTransactionAborted), errors.Is(err, ErrNoTransaction), errors.Is(err, ErrAbortRequired):
 		// Not a new failure: the transaction is already ending or failed.
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The caller's context ended: nothing failed at the coordinator.
 	default:
+		// Any record that failed, a delivery timeout included: committing
+		// without it would lose it silently.
 		if t.failed == nil {
 			t.failed = err
 		}

@@ -363,3 +363,30 @@ func TestTransactionalProducerMisuse(t *testing.T) {
 		}
 	}
 }
+
+// TestTransactionDeliveryTimeoutRequiresAbort: a record whose delivery
+// timeout passed (its leader never answered) fails the transaction too;
+// committing without it would lose it silently.
+func TestTransactionDeliveryTimeoutRequiresAbort(t *testing.T) {
+	fc := newFake(t, 1, "t", 1)
+	co := newScriptedTxn(t, fc)
+	ctx := ctxT(t)
+	p := newTxnProducerT(t, fc, DeliveryTimeout(300*time.Millisecond), RequestTimeout(100*time.Millisecond))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	hang := fc.AddFault(&fakecluster.Fault{Method: "Produce", Topic: "t", Partition: 0, Hang: true})
+	if err := p.ProduceSync(ctx, &Record{Topic: "t", Value: []byte("v")}); !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("produce to a silent leader: %v, want ErrDeliveryTimeout", err)
+	}
+	fc.RemoveFault(hang)
+	if err := p.CommitTransaction(ctx); !errors.Is(err, ErrAbortRequired) || !errors.Is(err, ErrDeliveryTimeout) {
+		t.Fatalf("commit after a delivery timeout: %v, want ErrAbortRequired wrapping ErrDeliveryTimeout", err)
+	}
+	if err := p.AbortTransaction(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := co.Calls(); !slices.Equal(got, []string{"Init", "Add", "Abort", "Init"}) {
+		t.Errorf("calls %v, want the abort and its epoch bump", got)
+	}
+}
