@@ -19,8 +19,9 @@ import (
 // (with the key's type, as Kafka's FindCoordinator), followed to the
 // owner a NOT_COORDINATOR answer names, and found again when it cannot be
 // reached. The transactional producer uses one for its transactional id
-// and one per group it commits offsets for (transaction.go). Safe for
-// concurrent use.
+// and one per group it commits offsets for (transaction.go); a group
+// consumer one for its group, with retry loops of its own (coordCall and
+// the heartbeat). Safe for concurrent use.
 type coordinatorLink struct {
 	cl      *cluster
 	cfg     *config
