@@ -147,6 +147,25 @@ func testTxnCommitAndAbort(t *testing.T, gw string) {
 	if !slices.Equal(got, committed) {
 		t.Fatalf("read_committed read %v, want %v", got, committed)
 	}
+	// A group consumer reads committed records by default.
+	gc, err := client.NewGroupConsumer(gw, "gtx-reader", []string{"gtx"}, client.GroupConsumerOptions(client.FetchMaxWait(100*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = gc.Close(context.Background()) }()
+	got = nil
+	for len(got) < len(committed) {
+		recs, err := gc.Poll(ctx)
+		if err != nil {
+			t.Fatalf("group consumer: %v (read %v)", err, got)
+		}
+		for _, r := range recs {
+			got = append(got, string(r.Value))
+		}
+	}
+	if slices.Sort(got); !slices.Equal(got, committed) {
+		t.Fatalf("a default group consumer read %v, want %v", got, committed)
+	}
 	all := slices.Sorted(slices.Values(slices.Concat(committed, aborted)))
 	got = readAll(t, gw, "gtx", 2, client.ReadUncommitted(), "every record", func(v []string) bool { return len(v) >= len(all) })
 	if !slices.Equal(got, all) {
