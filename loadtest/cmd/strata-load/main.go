@@ -390,7 +390,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.set.txnBatchRecords < 1 {
 		bad("--txn-batch-records %d: at least 1", o.set.txnBatchRecords)
 	}
-	if len(o.set.txnBatches) > 0 && o.protocol == "kafka" {
+	if *txnBatches != "" && o.protocol == "kafka" {
 		bad("--txn-batches runs the Go client's transactional producer; not with --protocol kafka")
 	}
 	var err error
