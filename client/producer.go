@@ -792,6 +792,11 @@ func (s *sink) submit(b *batch) {
 			s.fail(b, err)
 			return
 		}
+		if p.txn.isAborting() {
+			// The abort began while the partition was being added.
+			s.fail(b, ErrTransactionAborted)
+			return
+		}
 	}
 
 	if cfg.idempotent {
