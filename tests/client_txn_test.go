@@ -30,7 +30,7 @@ func TestGoClientTransactions(t *testing.T) {
 	t.Parallel()
 	d, cli := kafkaDev(t)
 	gw := d.Gateways[0]
-	for _, topic := range []string{"gtx", "gtx-in", "gtx-out", "gtx-bump"} {
+	for _, topic := range []string{"gtx", "gtx-in", "gtx-out", "gtx-bump", "gtx-restart"} {
 		parts := "1"
 		if topic == "gtx" {
 			parts = "2"
@@ -43,6 +43,8 @@ func TestGoClientTransactions(t *testing.T) {
 	t.Run("ConsumeTransformProduce", func(t *testing.T) { testTxnConsumeTransformProduce(t, gw) })
 	t.Run("FailedSendAborts", func(t *testing.T) { testTxnFailedSend(t, gw) })
 	t.Run("Fencing", func(t *testing.T) { testTxnFencing(t, gw) })
+	// Last: it kills the coordinator.
+	t.Run("CoordinatorRestart", func(t *testing.T) { testTxnCoordinatorRestart(t, d, gw) })
 }
 
 func newTxnProducer(t *testing.T, gw, id string, opts ...client.ProducerOpt) *client.Producer {
@@ -343,5 +345,47 @@ func testTxnFencing(t *testing.T, gw string) {
 	}
 	if err := p2.CommitTransaction(ctx); err != nil {
 		t.Fatalf("second producer's commit: %v", err)
+	}
+}
+
+// testTxnCoordinatorRestart: the coordinator is killed with a transaction
+// open; the commit retries while it is down (reported to OnRetry as the
+// coordinator being unavailable), and succeeds once it is started again
+// from its argv, with the transaction's records committed.
+func testTxnCoordinatorRestart(t *testing.T, d *harness.Dev, gw string) {
+	ctx := harness.Deadline(t, 2*time.Minute)
+	unavailable := make(chan struct{})
+	var once sync.Once
+	p := newTxnProducer(t, gw, "go-restart", client.OnRetry(func(ev client.RetryEvent) {
+		if ev.Reason == client.RetryCoordinatorUnavailable {
+			once.Do(func() { close(unavailable) })
+		}
+	}))
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	values := valuesOf("restart", 4)
+	produceTxn(t, ctx, p, "gtx-restart", 1, values)
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	coord := d.Process(t, "coordinator", 1)
+	d.Kill(t, "coordinator", 1)
+	done := make(chan error, 1)
+	go func() { done <- p.CommitTransaction(ctx) }()
+	select {
+	case <-unavailable:
+	case err := <-done:
+		t.Fatalf("commit returned %v while the coordinator was down", err)
+	case <-ctx.Done():
+		t.Fatal("the commit never retried")
+	}
+	harness.Start(t, "coordinator-1-again", coord.Argv)
+	if err := <-done; err != nil {
+		t.Fatalf("commit across the coordinator's restart: %v", err)
+	}
+	got := readAll(t, gw, "gtx-restart", 1, client.ReadCommitted(), "the committed records", func(v []string) bool { return len(v) >= len(values) })
+	if !slices.Equal(got, values) {
+		t.Fatalf("read_committed read %v, want %v", got, values)
 	}
 }
