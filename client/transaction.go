@@ -39,6 +39,12 @@ import (
 // the abort (KIP-360: InitTransactionalProducer with the current id and
 // epoch) so every partition starts its sequences again. PRODUCER_FENCED,
 // or a leader refusing the epoch, is final (ErrProducerFenced).
+//
+// BeginTransaction, SendOffsetsToTransaction, CommitTransaction and
+// AbortTransaction are meant to be called from one goroutine, one after
+// the other, as Kafka's are; Produce may be called from any goroutine
+// while the transaction is open. The state below is safe for concurrent
+// use either way.
 
 // txnPhase is where the producer is in its transaction's life.
 type txnPhase int
@@ -57,16 +63,16 @@ type txnState struct {
 
 	mu         sync.Mutex
 	phase      txnPhase
-	aborting   bool  // AbortTransaction is running: unsent batches fail
-	fatal      error // matches ErrProducerFenced; final
-	failed     error // the transaction's first failure: it must abort
-	bumpEpoch  bool  // a failure may have broken a sequence chain: bump after the abort
-	started    bool  // the coordinator holds something of it: EndTxn is due
-	added      map[topicPartition]bool
-	pending    map[topicPartition]bool // produced to, not yet in an AddPartitionsToTxn
-	adding     *addCall                // the AddPartitionsToTxn in flight, if any
-	groups     map[string]bool         // added with AddOffsetsToTxn
-	groupLinks map[string]*coordinatorLink
+	aborting   bool                        // AbortTransaction is running: unsent batches fail
+	fatal      error                       // matches ErrProducerFenced; final
+	failed     error                       // the transaction's first failure: it must abort
+	bumpEpoch  bool                        // a failure may have broken a sequence chain: bump after the abort
+	started    bool                        // the coordinator holds something of it: EndTxn is due
+	added      map[topicPartition]bool     // in the transaction at the coordinator
+	pending    map[topicPartition]bool     // produced to, not yet in an AddPartitionsToTxn
+	adding     *addCall                    // the AddPartitionsToTxn in flight, if any
+	groups     map[string]bool             // added with AddOffsetsToTxn
+	groupLinks map[string]*coordinatorLink // to each group's coordinator, kept across transactions
 }
 
 // addCall is one AddPartitionsToTxn: its partitions, and its outcome once
