@@ -60,6 +60,27 @@ var (
 	// ("permission denied: User:alice may not write topic orders"). Never
 	// retried; a grant takes effect for the next call.
 	ErrPermissionDenied = errors.New("client: permission denied")
+	// ErrProducerFenced is matched (errors.Is) by the error of every call
+	// of a transactional producer once another producer initialized with
+	// the same TransactionalID (or the coordinator aborted the producer's
+	// transaction after its TransactionTimeout and bumped the epoch): the
+	// coordinator answered PRODUCER_FENCED, or a leader refused its epoch.
+	// It is final, as Kafka's ProducerFencedException: the producer can
+	// only be closed; records buffered or produced later fail with it.
+	ErrProducerFenced = errors.New("client: producer fenced by a newer producer with the same transactional id")
+	// ErrNoTransaction is returned when a transactional producer is asked
+	// to produce, commit, abort or send offsets with no transaction begun
+	// (BeginTransaction), and by BeginTransaction itself on a producer
+	// without TransactionalID.
+	ErrNoTransaction = errors.New("client: no transaction in progress")
+	// ErrAbortRequired is matched by CommitTransaction's error (and by the
+	// errors of records produced afterwards) once a record or an offset
+	// of the transaction failed: the transaction can no longer commit, and
+	// AbortTransaction is the way on. It wraps the first failure.
+	ErrAbortRequired = errors.New("client: the transaction failed and must be aborted")
+	// ErrTransactionAborted fails the records of a transaction that
+	// AbortTransaction found not yet sent.
+	ErrTransactionAborted = errors.New("client: transaction aborted")
 )
 
 // UnknownTopicError says the gateway does not know a topic.
@@ -100,13 +121,16 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.cause }
 
 // Is makes errors.Is(err, ErrUnauthenticated) and
-// errors.Is(err, ErrPermissionDenied) true for the matching codes.
+// errors.Is(err, ErrPermissionDenied) true for the matching codes, and
+// errors.Is(err, ErrProducerFenced) for REASON_PRODUCER_FENCED.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrUnauthenticated:
 		return e.Code == connect.CodeUnauthenticated
 	case ErrPermissionDenied:
 		return e.Code == connect.CodePermissionDenied
+	case ErrProducerFenced:
+		return e.Reason == commonv1.Reason_REASON_PRODUCER_FENCED
 	}
 	return false
 }

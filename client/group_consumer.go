@@ -16,7 +16,6 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
-	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
 )
 
 // ErrFenced is matched (errors.Is) by a commit or heartbeat the group
@@ -179,8 +178,7 @@ type GroupConsumer struct {
 	memberID   string
 	epoch      int32
 	interval   time.Duration
-	coordAddr  string
-	coords     map[string]coordinatorv1connect.CoordinatorServiceClient
+	link       *coordinatorLink // to the group's coordinator (coordinator_link.go)
 	owned      map[TopicPartition]bool
 	assignedAt map[TopicPartition]int32    // owned partition -> member epoch Poll started reading it at
 	target     map[TopicPartition]bool     // last assignment received; nil before the first
@@ -253,8 +251,9 @@ func NewGroupConsumer(gateway, group string, topics []string, opts ...GroupOpt) 
 	g := &GroupConsumer{
 		group: group, topics: slices.Clone(topics), cfg: cfg, inner: inner,
 		memberID: fmt.Sprintf("%x-%x-%x-%x-%x", id[0:4], id[4:6], id[6:8], id[8:10], id[10:]),
-		interval: time.Second, coords: map[string]coordinatorv1connect.CoordinatorServiceClient{},
-		owned: map[TopicPartition]bool{}, assignedAt: map[TopicPartition]int32{}, fencedOut: map[TopicPartition]bool{},
+		interval: time.Second,
+		link:     newCoordinatorLink(inner.cl, &inner.cfg, group, coordinatorv1.CoordinatorKeyType_COORDINATOR_KEY_TYPE_GROUP),
+		owned:    map[TopicPartition]bool{}, assignedAt: map[TopicPartition]int32{}, fencedOut: map[TopicPartition]bool{},
 		delivered: map[TopicPartition]position{}, processed: map[TopicPartition]position{}, wake: make(chan struct{}), lastCommit: time.Now(),
 		kick: make(chan struct{}, 1), hbDone: make(chan struct{}), hbAnsweredCh: make(chan struct{}),
 	}
@@ -757,27 +756,7 @@ func sortedTPs[V any](m map[TopicPartition]V) []TopicPartition {
 // coordinator returns a client for the group's coordinator, asking the
 // gateway's FindCoordinator when none is known.
 func (g *GroupConsumer) coordinator(ctx context.Context) (coordinatorv1connect.CoordinatorServiceClient, string, error) {
-	g.mu.Lock()
-	addr := g.coordAddr
-	g.mu.Unlock()
-	if addr == "" {
-		cctx, cancel := context.WithTimeout(ctx, g.inner.cfg.requestTimeout)
-		resp, err := g.inner.cl.gw.FindCoordinator(cctx, connect.NewRequest(&gatewayv1.FindCoordinatorRequest{GroupId: g.group}))
-		cancel()
-		if err != nil {
-			return nil, "", err
-		}
-		addr = resp.Msg.GetAddress()
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.coordAddr = addr
-	c := g.coords[addr]
-	if c == nil {
-		c = coordinatorv1connect.NewCoordinatorServiceClient(g.inner.cl.httpc, addr, g.inner.cl.copts...)
-		g.coords[addr] = c
-	}
-	return c, addr, nil
+	return g.link.coordinator(ctx)
 }
 
 // coordCall runs call against the group's coordinator, following
@@ -798,17 +777,9 @@ func (g *GroupConsumer) coordCall(ctx context.Context, call func(context.Context
 			code := connect.CodeOf(err)
 			switch {
 			case d.GetReason() == commonv1.Reason_REASON_NOT_COORDINATOR:
-				g.mu.Lock()
-				if g.coordAddr == addr {
-					g.coordAddr = d.GetCoordinator().GetAddress()
-				}
-				g.mu.Unlock()
+				g.link.forget(addr, d.GetCoordinator().GetAddress())
 			case code == connect.CodeUnavailable || code == connect.CodeUnknown || code == connect.CodeDeadlineExceeded && ctx.Err() == nil:
-				g.mu.Lock()
-				if g.coordAddr == addr {
-					g.coordAddr = ""
-				}
-				g.mu.Unlock()
+				g.link.forget(addr, "")
 			default:
 				return fromConnect(err)
 			}
@@ -939,19 +910,11 @@ func (g *GroupConsumer) heartbeat(ctx context.Context) (time.Duration, error) {
 			g.mu.Unlock()
 			return 0, nil // rejoin at once
 		case commonv1.Reason_REASON_NOT_COORDINATOR:
-			g.mu.Lock()
-			if g.coordAddr == addr {
-				g.coordAddr = d.GetCoordinator().GetAddress()
-			}
-			g.mu.Unlock()
+			g.link.forget(addr, d.GetCoordinator().GetAddress())
 			return 0, err
 		}
 		if code := connect.CodeOf(err); code == connect.CodeUnavailable || code == connect.CodeUnknown || code == connect.CodeDeadlineExceeded {
-			g.mu.Lock()
-			if g.coordAddr == addr {
-				g.coordAddr = ""
-			}
-			g.mu.Unlock()
+			g.link.forget(addr, "")
 		}
 		return 0, err
 	}

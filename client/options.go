@@ -136,6 +136,10 @@ type config struct {
 	maxRetries      int64
 	maxBuffered     int64
 	manualPartition bool
+	// transactionalID makes the producer transactional (transaction.go);
+	// "" (the default): not transactional.
+	transactionalID    string
+	transactionTimeout time.Duration // sent to the coordinator at init; default 60s
 
 	// consumer
 	fetchMaxWait           time.Duration
@@ -178,6 +182,8 @@ func defaultConfig() config {
 		maxRetries:      math.MaxInt32,
 		maxBuffered:     100000,
 
+		transactionTimeout: 60 * time.Second,
+
 		fetchMaxWait:           500 * time.Millisecond,
 		fetchMaxBytes:          50 << 20,
 		fetchMaxPartitionBytes: 1 << 20,
@@ -204,6 +210,7 @@ var limits = []struct {
 	{"MaxInFlight", func(c *config) int64 { return c.maxInFlight }, 1, 5, false},
 	{"MaxRetries", func(c *config) int64 { return c.maxRetries }, 0, math.MaxInt32, false},
 	{"MaxBufferedRecords", func(c *config) int64 { return c.maxBuffered }, 1, 10_000_000, false},
+	{"TransactionTimeout", dur(func(c *config) time.Duration { return c.transactionTimeout }), int64(time.Millisecond), int64(math.MaxInt32) * int64(time.Millisecond), true},
 	{"FetchMaxWait", dur(func(c *config) time.Duration { return c.fetchMaxWait }), 0, int64(time.Minute), true},
 	{"FetchMaxBytes", func(c *config) int64 { return c.fetchMaxBytes }, 1, math.MaxInt32, false},
 	{"FetchMaxPartitionBytes", func(c *config) int64 { return c.fetchMaxPartitionBytes }, 1, math.MaxInt32, false},
@@ -231,6 +238,11 @@ func (c *config) validate() error {
 	}
 	if c.idempotentSet && c.idempotent && c.acks != AcksAll {
 		errs = append(errs, fmt.Errorf("client: option Idempotent(true) needs Acks(AcksAll), not %v", c.acks))
+	}
+	if c.transactionalID != "" && (c.acks != AcksAll || (c.idempotentSet && !c.idempotent)) {
+		// Kafka's producer refuses the same: a transaction's batches are
+		// sequenced under the coordinator's producer epoch.
+		errs = append(errs, fmt.Errorf("client: option TransactionalID needs idempotence (Acks(AcksAll), not Idempotent(false))"))
 	}
 	errs = append(errs, c.validateSecurity()...)
 	if c.acks != AcksAll {
@@ -403,6 +415,26 @@ func MaxBufferedRecords(n int) ProducerOpt {
 // Record.Partition it names instead of choosing by key. Default off.
 func ManualPartitioning() ProducerOpt {
 	return producerOpt(func(c *config) { c.manualPartition = true })
+}
+
+// TransactionalID makes the producer transactional (Kafka's
+// transactional.id): its producer id and epoch come from the transaction
+// coordinator that owns id, which fences any earlier producer with the
+// same id, and records are produced only inside a transaction
+// (BeginTransaction, then CommitTransaction or AbortTransaction). It
+// implies idempotence, so it cannot be combined with Idempotent(false) or
+// acks other than AcksAll. Default "": not transactional.
+func TransactionalID(id string) ProducerOpt {
+	return producerOpt(func(c *config) { c.transactionalID = id })
+}
+
+// TransactionTimeout is how long a transaction may stay open before the
+// coordinator aborts it (Kafka's transaction.timeout.ms); the producer
+// then finds itself fenced at its next call. Default 60s, as Kafka's; the
+// coordinator refuses more than its --transaction-max-timeout (15 minutes
+// by default). Without TransactionalID it has no effect.
+func TransactionTimeout(d time.Duration) ProducerOpt {
+	return producerOpt(func(c *config) { c.transactionTimeout = d })
 }
 
 // FetchMaxWait is how long a fetch waits on the leader for new records.

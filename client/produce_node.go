@@ -336,9 +336,10 @@ func (ns *nodeSender) call(reqs []*produceReq) {
 func (ns *nodeSender) callMany(ctx context.Context, reqs []*produceReq) (ans []produceAns, unimplemented bool) {
 	cfg := &ns.p.cfg
 	msg := &storagev1.ProducePartitionsRequest{
-		Acks:       acksProto(cfg.acks),
-		TimeoutMs:  int32(cfg.requestTimeout / time.Millisecond),
-		Partitions: make([]*storagev1.ProducePartition, len(reqs)),
+		Acks:            acksProto(cfg.acks),
+		TimeoutMs:       int32(cfg.requestTimeout / time.Millisecond),
+		Partitions:      make([]*storagev1.ProducePartition, len(reqs)),
+		TransactionalId: cfg.transactionalID,
 	}
 	for i, r := range reqs {
 		msg.Partitions[i] = &storagev1.ProducePartition{Topic: r.tp.topic, Partition: r.tp.partition, LeaderEpoch: r.epoch, Records: r.records}
@@ -385,6 +386,9 @@ func (ns *nodeSender) callEach(ctx context.Context, reqs []*produceReq) []produc
 			TimeoutMs:   int32(cfg.requestTimeout / time.Millisecond),
 			LeaderEpoch: r.epoch,
 			Records:     r.records,
+			// The leader checks a transaction's first batch to each
+			// partition with the id's coordinator (KIP-890 part 1).
+			TransactionalId: cfg.transactionalID,
 		}))
 		if err != nil {
 			ans[i].err = fromConnect(err)

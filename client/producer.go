@@ -53,6 +53,11 @@ import (
 // request from this producer until it has passed; the other leaders are
 // not held up.
 //
+// With TransactionalID the producer is transactional (transaction.go):
+// records are produced between BeginTransaction and CommitTransaction or
+// AbortTransaction, and commit or abort together with the consumer
+// offsets given to SendOffsetsToTransaction.
+//
 // A Producer is safe for concurrent use. Close it to release its
 // goroutines and connections.
 type Producer struct {
@@ -75,7 +80,9 @@ type Producer struct {
 	flushing    int                    // Flush calls in progress: no lingering
 
 	pidMu sync.Mutex
-	pid   producerID // from the gateway; each partition keeps its own epoch (sink.newChain)
+	pid   producerID // from the gateway (or the transaction coordinator); each partition keeps its own epoch (sink.newChain)
+
+	txn *txnState // with TransactionalID (transaction.go); nil otherwise
 
 	learnMu sync.Mutex
 	learned map[string]int64 // per topic, half a batch size a leader refused as too large
@@ -133,6 +140,9 @@ func NewProducer(gateway string, opts ...ProducerOpt) (*Producer, error) {
 	}
 	close(p.idle)
 	p.cl = newCluster(gateway, &p.cfg)
+	if cfg.transactionalID != "" {
+		p.txn = newTxnState(p.cl, &p.cfg)
+	}
 	p.tracing = newTracing(&p.cfg)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
@@ -186,6 +196,12 @@ func (p *Producer) Produce(ctx context.Context, r *Record, cb func(*Record, erro
 	if err != nil {
 		p.finish(pr, err)
 		return
+	}
+	if p.txn != nil {
+		if err := p.txn.accept(topicPartition{r.Topic, part}); err != nil {
+			p.finish(pr, err)
+			return
+		}
 	}
 	p.sinkFor(r.Topic, part).add(pr)
 }
@@ -283,6 +299,9 @@ func (p *Producer) addOutstandingLocked(n int64) {
 
 // finish runs a record's callback and releases its buffer slot.
 func (p *Producer) finish(pr *promise, err error) {
+	if err != nil && p.txn != nil {
+		err = p.txn.failure(err)
+	}
 	endSend(pr, err)
 	pr.cb(pr.r, err)
 	<-p.slots
@@ -367,12 +386,24 @@ func (p *Producer) isFlushing() bool {
 }
 
 // producerID returns the idempotent producer id, asking the gateway for
-// one when there is none.
+// one when there is none (a transactional producer asks its transaction
+// coordinator, transaction.go).
 func (p *Producer) producerID(ctx context.Context) (producerID, error) {
 	p.pidMu.Lock()
 	defer p.pidMu.Unlock()
 	if p.pid.valid {
 		return p.pid, nil
+	}
+	if p.txn != nil {
+		if err := p.txn.fence(); err != nil {
+			return producerID{}, err
+		}
+		pid, err := p.initTxnProducer(ctx, producerID{})
+		if err != nil {
+			return producerID{}, err
+		}
+		p.pid = pid
+		return pid, nil
 	}
 	rctx, cancel := context.WithTimeout(ctx, p.cfg.requestTimeout)
 	defer cancel()
@@ -689,6 +720,22 @@ func (s *sink) batchOf(prs []*promise, recs []recordbatch.Record) *batch {
 // cannot land after the new chain's batches. The caller makes sure no
 // batch of the old chain is in flight.
 func (s *sink) newChain(ctx context.Context) error {
+	if s.p.txn != nil {
+		// A transactional producer's epoch is the coordinator's: the
+		// partition takes the producer's current one, which an abort
+		// after a failure bumps (Producer.bumpEpoch).
+		pid, err := s.p.producerID(ctx)
+		if err != nil {
+			return err
+		}
+		if s.pid.valid && pid == s.pid {
+			return errTxnChainBroken
+		}
+		s.pid = pid
+		s.chain++
+		s.seq, s.broken, s.confirmed = 0, false, false
+		return nil
+	}
 	switch {
 	case !s.pid.valid:
 		pid, err := s.p.producerID(ctx)
@@ -733,6 +780,24 @@ func (s *sink) submit(b *batch) {
 	if b.span != nil {
 		ctx = trace.ContextWithSpan(ctx, b.span)
 	}
+	if p.txn != nil {
+		if p.txn.isAborting() {
+			s.fail(b, ErrTransactionAborted)
+			return
+		}
+		if err := p.ensureAdded(ctx, s.tp); err != nil {
+			if ctx.Err() != nil && p.ctx.Err() == nil {
+				err = fmt.Errorf("%w: %w", ErrDeliveryTimeout, cmp.Or(b.lastErr, err))
+			}
+			s.fail(b, err)
+			return
+		}
+		if p.txn.isAborting() {
+			// The abort began while the partition was being added.
+			s.fail(b, ErrTransactionAborted)
+			return
+		}
+	}
 
 	if cfg.idempotent {
 		if b.bytes != nil && (b.builtAt != s.chain || s.broken) {
@@ -752,7 +817,7 @@ func (s *sink) submit(b *batch) {
 			// as it is, and its answer says whether the chain holds.
 		}
 		if b.bytes == nil {
-			if !s.pid.valid || s.broken {
+			if !s.pid.valid || s.broken || (p.txn != nil && s.pid != p.currentPID()) {
 				if s.q.sent > 0 {
 					// Batches of the old chain are still out and may mend
 					// it or need sending again before this one: it waits
@@ -775,7 +840,7 @@ func (s *sink) submit(b *batch) {
 				}
 			}
 			opts := recordbatch.BuildOptions{Codec: recordbatch.Codec(cfg.compression), Idempotent: true,
-				ProducerID: s.pid.id, ProducerEpoch: s.pid.epoch, BaseSequence: s.seq}
+				ProducerID: s.pid.id, ProducerEpoch: s.pid.epoch, BaseSequence: s.seq, Transactional: p.txn != nil}
 			bytes, err := recordbatch.Build(opts, b.recs)
 			if err != nil {
 				s.fail(b, fmt.Errorf("client: build batch: %w", err))

@@ -39,8 +39,8 @@ const (
 	// RetryUnknownTopicOrPartition: the node does not know the partition
 	// yet, or the client's metadata is behind.
 	RetryUnknownTopicOrPartition
-	// RetryCoordinatorUnavailable: the consumer group's coordinator could
-	// not be found or did not answer.
+	// RetryCoordinatorUnavailable: the consumer group's (or transactional
+	// id's) coordinator could not be found or did not answer.
 	RetryCoordinatorUnavailable
 	// RetryTimeout: the request timed out (RequestTimeout, or the
 	// leader's own wait for the in-sync replicas).
@@ -57,6 +57,10 @@ const (
 	// next producer epoch and sends again (a batch an earlier attempt of
 	// which may have landed fails with ErrOutcomeUnknown instead).
 	RetryUnknownProducerID
+	// RetryConcurrentTransactions: the transaction coordinator is still
+	// finishing the producer's previous transaction (writing its markers)
+	// and asks the producer to try again.
+	RetryConcurrentTransactions
 )
 
 // String says the reason in a few plain words ("not enough in-sync
@@ -85,6 +89,8 @@ func (r RetryReason) String() string {
 		return "service unavailable"
 	case RetryUnknownProducerID:
 		return "producer id unknown to the leader"
+	case RetryConcurrentTransactions:
+		return "previous transaction still completing"
 	}
 	return fmt.Sprintf("RetryReason(%d)", int(r))
 }
@@ -207,6 +213,8 @@ func retryReason(err error) RetryReason {
 		return RetryTimeout
 	case commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID:
 		return RetryUnknownProducerID
+	case commonv1.Reason_REASON_CONCURRENT_TRANSACTIONS:
+		return RetryConcurrentTransactions
 	}
 	var e *Error
 	code := connect.CodeOf(err)

@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/strata-mq/strata/client"
 	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
 )
 
@@ -170,6 +171,9 @@ func runMatrix(ctx context.Context, r *runner, matrix []workload, results *[]Res
 	total := 0
 	for _, w := range matrix {
 		total += len(w.Modes)
+		if w.Durability.Acks == client.AcksAll {
+			total += len(r.set.txnBatches)
+		}
 		if w.has(modeConsume) {
 			total++ // one consumer, then a group
 		}
@@ -220,6 +224,20 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 	}
 	*results = append(*results, res)
 	r.logf("  %.1f MB/s, ack p99 %s ms", res.MBps, latP99(res.Ack))
+
+	for _, n := range r.set.txnBatches {
+		if w.Durability.Acks != client.AcksAll {
+			r.logf("  (txn %d skipped: transactions need acks=all)", n)
+			continue
+		}
+		next(w, fmt.Sprintf("txn: transactions of %d batches of %d records, %s", n, r.set.txnBatchRecords, r.bound()))
+		tr, err := r.runTxn(ctx, w, n)
+		if err != nil {
+			return fmt.Errorf("txn %d: %w", n, err)
+		}
+		*results = append(*results, tr)
+		r.logf("  %.1f MB/s, %d transactions, commit p50 %s ms p99 %s ms", tr.MBps, tr.Transactions, f2(tr.Commit.P50), f2(tr.Commit.P99))
+	}
 
 	if w.has(modeRate) {
 		mbps := r.set.rate.MBps
@@ -302,6 +320,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.set.maxInFlight, "max-in-flight", 5, "idempotent (acks=all) producer: batches in flight per partition, 1 to 5 (the client's MaxInFlight)")
 	fs.IntVar(&o.set.keys, "keys", 1000, "distinct keys, spread over the partitions by the default partitioner")
 	rate := fs.String("rate", "50%", "offered load of rate runs: MB/s, or a percentage of the workload's max run")
+	txnBatches := fs.String("txn-batches", "", "after each max run, a transactional run per value (comma-separated list, e.g. 1,10,100): transactions of N batches, committed one after the other; commit latency and MB/s (Go client, acks=all workloads)")
+	fs.IntVar(&o.set.txnBatchRecords, "txn-batch-records", 100, "records per batch of a --txn-batches run, all to one partition")
 	fs.BoolVar(&o.set.keepTopics, "keep-topics", false, "keep each run's topic instead of deleting it")
 	fs.StringVar(&o.output, "output", "text", "text (a table) or json")
 	fs.StringVar(&o.jsonFile, "json-file", "", "also write the JSON report to this file")
@@ -375,6 +395,20 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		if len(problems) == 0 && len(o.matrix) == 0 {
 			bad("no workload: --partitions, --record-bytes and --durability must each name one at least")
 		}
+	}
+	for _, s := range splitList(*txnBatches) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 10000 {
+			bad("--txn-batches %q: 1..10000", s)
+			continue
+		}
+		o.set.txnBatches = append(o.set.txnBatches, n)
+	}
+	if o.set.txnBatchRecords < 1 {
+		bad("--txn-batch-records %d: at least 1", o.set.txnBatchRecords)
+	}
+	if *txnBatches != "" && o.protocol == "kafka" {
+		bad("--txn-batches runs the Go client's transactional producer; not with --protocol kafka")
 	}
 	var err error
 	if o.set.rate, err = parseRate(*rate); err != nil {

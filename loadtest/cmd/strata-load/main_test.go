@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -141,6 +142,25 @@ func TestParseFlagsProtocol(t *testing.T) {
 	} {
 		if _, err := parseFlags(c.args, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestParseFlagsTxnBatches(t *testing.T) {
+	o, err := parseFlags([]string{"--txn-batches", "1,10,100", "--txn-batch-records", "50"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.set.txnBatches, []int{1, 10, 100}) || o.set.txnBatchRecords != 50 {
+		t.Fatalf("txn batches %v of %d records", o.set.txnBatches, o.set.txnBatchRecords)
+	}
+	_, err = parseFlags([]string{"--txn-batches", "0,x", "--txn-batch-records", "0", "--protocol", "kafka", "--kafka-bootstrap", "h:1"}, io.Discard)
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{`--txn-batches "0"`, `--txn-batches "x"`, "--txn-batch-records 0", "not with --protocol kafka"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %s", want, err)
 		}
 	}
 }

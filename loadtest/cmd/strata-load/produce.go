@@ -29,6 +29,11 @@ type settings struct {
 	keys        int           // distinct keys
 	rate        rateSpec      // offered load of rate runs
 	keepTopics  bool
+	// txnBatches lists the transactional runs after each max run
+	// (--txn-batches): batches per transaction, each of txnBatchRecords
+	// records (txn.go).
+	txnBatches      []int
+	txnBatchRecords int
 }
 
 // runner makes the runs against one cluster.

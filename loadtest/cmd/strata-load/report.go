@@ -44,6 +44,12 @@ type Result struct {
 	// FirstRecordMs is, for consume runs, the time from the first Poll to
 	// the first record.
 	FirstRecordMs float64 `json:"first_record_ms,omitempty"`
+	// TxnBatches is a txn run's batches per transaction (--txn-batches);
+	// Transactions how many it committed, and Commit the duration of each
+	// CommitTransaction (flush, then EndTxn until the decision is durable).
+	TxnBatches   int      `json:"txn_batches,omitempty"`
+	Transactions int64    `json:"transactions,omitempty"`
+	Commit       *Summary `json:"commit_latency,omitempty"`
 	// Duplicates counts records a consume run's group delivered twice.
 	Duplicates int64 `json:"duplicates,omitempty"`
 	CPU        *CPU  `json:"cpu,omitempty"`
@@ -78,6 +84,8 @@ func (r Result) modeLabel() string {
 		return fmt.Sprintf("consume g%d", r.Consumers)
 	case r.Mode == string(modeConsume):
 		return "consume 1"
+	case r.Mode == string(modeTxn):
+		return fmt.Sprintf("txn %d", r.TxnBatches)
 	}
 	return r.Mode
 }
@@ -302,10 +310,21 @@ func printText(w io.Writer, rep *Report) {
 		if r.E2E != nil {
 			fmt.Fprintf(tw, "%s\t%s\t\t\t%s\t%s\t%s\t%s\t\t\t\n", left("", wn), left("  end-to-end", mn), f2(r.E2E.P50), f2(r.E2E.P99), f2(r.E2E.P999), f2(r.E2E.Max))
 		}
+		if r.Commit != nil {
+			fmt.Fprintf(tw, "%s\t%s\t\t%.0f/s\t%s\t%s\t%s\t%s\t\t\t\n", left("", wn), left("  commit", mn), float64(r.Transactions)/max(r.Seconds, 1e-9),
+				f2(r.Commit.P50), f2(r.Commit.P99), f2(r.Commit.P999), f2(r.Commit.Max))
+		}
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "latency: max = Produce to ack under the in-flight bound; rate = intended send time to ack")
 	fmt.Fprintln(w, "(open loop, constant offered MB/s), and to delivery by a consumer on the end-to-end line.")
+	for _, r := range rep.Results {
+		if r.Mode == string(modeTxn) {
+			fmt.Fprintln(w, "txn N = transactions of N batches, one after the other; MB/s of committed records; commit line:")
+			fmt.Fprintln(w, "transactions/s and CommitTransaction's duration (flush the records, then EndTxn until durable).")
+			break
+		}
+	}
 	var notes []string
 	for _, r := range rep.Results {
 		if r.Duplicates > 0 {
