@@ -26,6 +26,9 @@ type loadProducer interface {
 	produce(ctx context.Context, topic string, key, value []byte, done func(error))
 	// produceSync sends recs and waits for every outcome.
 	produceSync(ctx context.Context, recs []*client.Record) error
+	// flush sends what is buffered without waiting for the linger and
+	// waits for every outcome.
+	flush(ctx context.Context) error
 	close()
 }
 
@@ -39,6 +42,8 @@ func (g goProducer) produce(ctx context.Context, topic string, key, value []byte
 func (g goProducer) produceSync(ctx context.Context, recs []*client.Record) error {
 	return g.p.ProduceSync(ctx, recs...)
 }
+
+func (g goProducer) flush(ctx context.Context) error { return g.p.Flush(ctx) }
 
 func (g goProducer) close() { g.p.Close() }
 
@@ -98,6 +103,8 @@ func (k *kafkaProducer) produceSync(ctx context.Context, recs []*client.Record) 
 	}
 	return k.cl.ProduceSync(ctx, krs...).FirstErr()
 }
+
+func (k *kafkaProducer) flush(ctx context.Context) error { return k.cl.Flush(ctx) }
 
 func (k *kafkaProducer) close() { k.cl.Close() }
 

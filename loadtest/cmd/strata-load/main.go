@@ -260,6 +260,23 @@ func runWorkload(ctx context.Context, r *runner, w workload, next func(workload,
 		r.logf("  %.1f MB/s, ack p99 %s ms, end-to-end p99 %s ms", rr.MBps, latP99(rr.Ack), latP99(rr.E2E))
 	}
 
+	if w.has(modeRequest) {
+		next(w, fmt.Sprintf("request: one request of %d bytes at a time, %d times", r.set.requestBytes, requestRuns))
+		before, err := r.stagesBefore(ctx)
+		if err != nil {
+			return err
+		}
+		rq, err := r.runRequest(ctx, w, topic)
+		if err != nil {
+			return fmt.Errorf("request: %w", err)
+		}
+		if rq.Stages, err = r.stagesSince(ctx, before); err != nil {
+			return err
+		}
+		*results = append(*results, rq)
+		r.logf("  p50 %s ms, p99 %s ms", f2(rq.Ack.P50), latP99(rq.Ack))
+	}
+
 	if w.has(modeConsume) {
 		for _, grp := range []*group{nil, g} {
 			what := "one consumer of every partition"
@@ -312,7 +329,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	partitions := fs.String("partitions", "12", "partitions of each workload's topic (comma-separated list)")
 	sizes := fs.String("record-bytes", "1KiB", "record value size: bytes, NKiB or NMiB (comma-separated list)")
 	durs := fs.String("durability", "rf3-all,rf1-leader", "replication factor and acks: rf3-all, rf3-leader, rf1-leader (comma-separated list)")
-	modes := fs.String("modes", "max,rate,consume", "runs per workload: max (closed loop; always run, first), rate (open loop), consume")
+	modes := fs.String("modes", "max,rate,consume", "runs per workload: max (closed loop; always run, first), rate (open loop), consume, request (one request of --request-bytes at a time)")
+	requestBytes := fs.String("request-bytes", "300KiB", "request runs: the size of each produce request (bytes, NKiB or NMiB)")
 	fs.IntVar(&o.set.records, "records", 100000, "records per produce run; 0: no limit (then --duration)")
 	fs.DurationVar(&o.set.duration, "duration", 0, "time per produce run; 0: no limit (then --records); with both, the first reached")
 	fs.IntVar(&o.set.inflight, "inflight", 512, "closed loop: records produced and not yet acknowledged at most")
@@ -411,6 +429,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		bad("--txn-batches runs the Go client's transactional producer; not with --protocol kafka")
 	}
 	var err error
+	if o.set.requestBytes, err = parseSize(*requestBytes); err != nil {
+		bad("--request-bytes: %v", err)
+	}
 	if o.set.rate, err = parseRate(*rate); err != nil {
 		problems = append(problems, err)
 	}

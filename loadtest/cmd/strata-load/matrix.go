@@ -53,9 +53,9 @@ func parseModes(list string) ([]mode, error) {
 	for _, s := range splitList(list) {
 		m := mode(s)
 		switch m {
-		case modeMax, modeRate, modeConsume:
+		case modeMax, modeRate, modeConsume, modeRequest:
 		default:
-			return nil, fmt.Errorf("unknown mode %q (max, rate, consume)", s)
+			return nil, fmt.Errorf("unknown mode %q (max, rate, consume, request)", s)
 		}
 		if !seen[m] {
 			seen[m] = true

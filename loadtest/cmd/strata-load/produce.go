@@ -34,6 +34,8 @@ type settings struct {
 	// records (txn.go).
 	txnBatches      []int
 	txnBatchRecords int
+	// requestBytes is the size of a request run's requests (request.go).
+	requestBytes int
 }
 
 // runner makes the runs against one cluster.

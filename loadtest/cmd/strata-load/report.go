@@ -53,6 +53,8 @@ type Result struct {
 	// Duplicates counts records a consume run's group delivered twice.
 	Duplicates int64 `json:"duplicates,omitempty"`
 	CPU        *CPU  `json:"cpu,omitempty"`
+	// RequestBytes is a request run's request size.
+	RequestBytes int `json:"request_bytes,omitempty"`
 	// Stages are the leaders' stage breakdown of a produce run
 	// (--breakdown, breakdown.go).
 	Stages []StageSummary `json:"stages,omitempty"`
@@ -86,6 +88,8 @@ func (r Result) modeLabel() string {
 		return "consume 1"
 	case r.Mode == string(modeTxn):
 		return fmt.Sprintf("txn %d", r.TxnBatches)
+	case r.Mode == string(modeRequest):
+		return fmt.Sprintf("request %dKiB", r.RequestBytes>>10)
 	}
 	return r.Mode
 }
