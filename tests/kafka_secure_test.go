@@ -229,10 +229,12 @@ func TestKafkaSecure(t *testing.T) {
 	// Kafka's TransactionalId resource: write on the topic is not enough to
 	// run a transactional producer, which would fence another application's.
 	t.Run("a transactional producer needs write on its transactional id", func(t *testing.T) {
+		// A topic of its own: the later subtests count granted's records.
+		cli("topic", "create", "txn-granted", "-p", "1", "-r", "1")
 		writerToken := tokenOf("writer")
-		cli("acl", "create", "--principal", "User:writer", "--allow", "write", "--topic", "granted")
+		cli("acl", "create", "--principal", "User:writer", "--allow", "write", "--topic", "txn-granted")
 		attempt := func() error {
-			tx := client(plainAs("writer", writerToken), kgo.TransactionalID("tx-writer"), kgo.DefaultProduceTopic("granted"))
+			tx := client(plainAs("writer", writerToken), kgo.TransactionalID("tx-writer"), kgo.DefaultProduceTopic("txn-granted"))
 			defer tx.Close()
 			if err := tx.BeginTransaction(); err != nil {
 				return err
