@@ -217,8 +217,10 @@ type SegmentHeader struct {
 	// one 34-byte entry per abort marker in the segment, in marker order; empty when the segment
 	// holds no abort marker. Tiering cannot rebuild it from the segment alone (an aborted
 	// transaction's first offset may lie in an earlier segment, and an entry's last stable
-	// offset depends on other producers), so it checks and stores it as sent.
-	TxnIndex      []byte `protobuf:"bytes,14,opt,name=txn_index,json=txnIndex,proto3" json:"txn_index,omitempty"`
+	// offset depends on other producers), so it checks and stores it as sent. Always set by a
+	// node that carries the index, empty or not; unset (a node from before this field) leaves the
+	// tiered segment's index unknown (SegmentEntry.txn_index_known false).
+	TxnIndex      []byte `protobuf:"bytes,14,opt,name=txn_index,json=txnIndex,proto3,oneof" json:"txn_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1683,7 +1685,7 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x14UploadSegmentRequest\x12:\n" +
 	"\x06header\x18\x01 \x01(\v2 .strata.tiering.v1.SegmentHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04part\"\xf2\x03\n" +
+	"\x04part\"\x85\x04\n" +
 	"\rSegmentHeader\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
@@ -1702,8 +1704,10 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\rleader_epochs\x18\v \x03(\v2\x1d.strata.tiering.v1.EpochStartR\fleaderEpochs\x12!\n" +
 	"\foffset_index\x18\f \x01(\fR\voffsetIndex\x12\x1d\n" +
 	"\n" +
-	"time_index\x18\r \x01(\fR\ttimeIndex\x12\x1b\n" +
-	"\ttxn_index\x18\x0e \x01(\fR\btxnIndex\"E\n" +
+	"time_index\x18\r \x01(\fR\ttimeIndex\x12 \n" +
+	"\ttxn_index\x18\x0e \x01(\fH\x00R\btxnIndex\x88\x01\x01B\f\n" +
+	"\n" +
+	"_txn_index\"E\n" +
 	"\n" +
 	"EpochStart\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12!\n" +
@@ -1903,6 +1907,7 @@ func file_strata_tiering_v1_tiering_proto_init() {
 		(*UploadSegmentRequest_Header)(nil),
 		(*UploadSegmentRequest_Data)(nil),
 	}
+	file_strata_tiering_v1_tiering_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
