@@ -336,3 +336,24 @@ func TestCompactionMergesTxnIndexes(t *testing.T) {
 		})
 	}
 }
+
+// An empty transaction index (a segment without an abort marker) stays
+// told apart from none (a node from before the field) on the wire.
+func TestEmptyTxnIndexHasPresence(t *testing.T) {
+	for _, tc := range []struct {
+		sent  []byte
+		known bool
+	}{{[]byte{}, true}, {nil, false}} {
+		b, err := proto.Marshal(&tieringv1.SegmentHeader{Topic: "t", TxnIndex: tc.sent})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h tieringv1.SegmentHeader
+		if err := proto.Unmarshal(b, &h); err != nil {
+			t.Fatal(err)
+		}
+		if (h.TxnIndex != nil) != tc.known {
+			t.Fatalf("sent %#v, received %#v", tc.sent, h.TxnIndex)
+		}
+	}
+}
