@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
@@ -354,6 +355,57 @@ func TestEmptyTxnIndexHasPresence(t *testing.T) {
 		}
 		if (h.TxnIndex != nil) != tc.known {
 			t.Fatalf("sent %#v, received %#v", tc.sent, h.TxnIndex)
+		}
+	}
+}
+
+// Retention's orphan collection leaves a named transaction index alone,
+// and expiry deletes it with its segment.
+func TestRetentionKnowsTxnIndexes(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t)
+	entries := newTxnTier(t).upload(t, f)
+	ti := &topicInfo{ID: testTopicID, Partitions: 1, Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "-1"}}
+	tp := &topics{describe: func(context.Context) ([]*controllerv1.TopicDescription, error) { return nil, nil }, loaded: true, lastTry: time.Now(),
+		byName: map[string]*topicInfo{testPart.Topic: ti}}
+	// A clock a minute ahead: every object is past the 1ms grace.
+	ret := &retention{store: f.store, topics: tp, reader: f.rd, grace: time.Millisecond, logger: discardLogger(),
+		now: func() time.Time { return time.Now().Add(time.Minute) }}
+	exists := func(key string) bool {
+		t.Helper()
+		ok, err := f.store.Bucket.Exists(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	var keys []string
+	for _, e := range entries {
+		if e.GetTxnIndexKey() != "" {
+			keys = append(keys, e.GetTxnIndexKey())
+		}
+	}
+	if len(keys) != 2 {
+		t.Fatalf("index keys %v, want two", keys)
+	}
+	if err := ret.partition(ctx, testPart); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !exists(k) {
+			t.Fatalf("orphan collection deleted the named index %s", k)
+		}
+	}
+	ti.Configs["retention.ms"] = "1000" // the batches are stamped in 2023
+	if err := ret.partition(ctx, testPart); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(manifest.Active(mustManifest(t, f))); n != 0 {
+		t.Fatalf("%d entries left after expiry", n)
+	}
+	for _, k := range keys {
+		if exists(k) {
+			t.Fatalf("expiry left the index %s", k)
 		}
 	}
 }
