@@ -35,19 +35,40 @@ func (l *Log) Segments() []SegmentInfo {
 // as a sealed segment is shipped to the tier. Close it when done.
 type SegmentReader struct {
 	*io.SectionReader // the file's bytes as they were when it was opened
-	f                 vfs.File
+	// TxnIndex is the segment's .txnindex as it was when the file was
+	// opened, in the on-disk layout (txnindex.go): its aborted
+	// transactions, empty when it has none. A tiered segment carries it so
+	// that read_committed reads from the tier know what was aborted.
+	TxnIndex []byte
+	f        vfs.File
 }
 
 // Close closes the file.
 func (r *SegmentReader) Close() error { return r.f.Close() }
 
 // OpenSegment opens the .log file of the segment whose base offset is base
-// for reading; its Size is the file's size at open. Meant for sealed
-// segments (see Segments): the active one may grow, and a torn tail past
-// the published bytes is possible after a crash until recovery runs. The
-// file stays readable until closed even if retention deletes it meanwhile.
-// An unknown or deleted segment gives an error wrapping the filesystem's.
+// for reading; its Size is the file's size at open, and its TxnIndex the
+// segment's aborted transaction index as the log lists it then. A segment
+// the cleaner is replacing meanwhile may give the cleaned file with the
+// index of the first segment it replaces: its offsets then extend past the
+// segment's end as Segments gave it, which the tier's check of a segment's
+// offsets refuses, and the next try reads the cleaned segment whole. Meant for sealed segments (see
+// Segments): the active one may grow, and a torn tail past the published
+// bytes is possible after a crash until recovery runs. The file stays
+// readable until closed even if retention deletes it meanwhile. An
+// unknown or deleted segment gives an error wrapping the filesystem's.
 func (l *Log) OpenSegment(base int64) (*SegmentReader, error) {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	var txns []AbortedTxn
+	for _, s := range l.segs {
+		if s.base == base {
+			s.idxMu.RLock()
+			txns = append(txns, s.aborted...)
+			s.idxMu.RUnlock()
+			break
+		}
+	}
 	s := segment{base: base, dir: l.dir}
 	f, err := l.fs.Open(s.path(segmentSuffix))
 	if err != nil {
@@ -58,5 +79,5 @@ func (l *Log) OpenSegment(base int64) (*SegmentReader, error) {
 		f.Close()
 		return nil, fmt.Errorf("partlog: open segment %s: %w", segmentName(base), err)
 	}
-	return &SegmentReader{SectionReader: io.NewSectionReader(f, 0, n), f: f}, nil
+	return &SegmentReader{SectionReader: io.NewSectionReader(f, 0, n), TxnIndex: AppendAbortedTxns(nil, txns), f: f}, nil
 }

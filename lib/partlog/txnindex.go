@@ -55,11 +55,16 @@ type AbortedTxn struct {
 	LastStableOffset int64
 }
 
-// errTxnIndex is wrapped by every error decoding a .txnindex file.
-var errTxnIndex = errors.New("partlog: bad transaction index")
+// ErrTxnIndex is wrapped by every error decoding a .txnindex file
+// (DecodeAbortedTxns).
+var ErrTxnIndex = errors.New("partlog: bad transaction index")
 
-// appendAbortedTxns appends entries for txns to dst in the .txnindex layout.
-func appendAbortedTxns(dst []byte, txns []AbortedTxn) []byte {
+// AppendAbortedTxns appends entries for txns to dst in the .txnindex
+// layout: a segment's index is the entries of its aborted transactions in
+// the order of their markers, so the index of segments merged end to end
+// is their indexes concatenated. Tiering stores a tiered segment's index
+// with this codec, the one home of the format.
+func AppendAbortedTxns(dst []byte, txns []AbortedTxn) []byte {
 	for _, t := range txns {
 		dst = binary.BigEndian.AppendUint16(dst, abortedTxnVersion)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(t.ProducerID))
@@ -70,18 +75,22 @@ func appendAbortedTxns(dst []byte, txns []AbortedTxn) []byte {
 	return dst
 }
 
-// decodeAbortedTxns reads the .txnindex of the segment whose offsets are
-// [base, next), checking each entry (see the layout above).
-func decodeAbortedTxns(b []byte, base, next int64) ([]AbortedTxn, error) {
+// DecodeAbortedTxns reads the .txnindex of the segment whose offsets are
+// [base, next), checking each entry (see the layout above): an error
+// wrapping ErrTxnIndex when the length is not a multiple of 34, an entry's
+// version is not 0, or its offsets are not first <= last, with last in
+// [base, next) and increasing. Empty b is a segment without an aborted
+// transaction.
+func DecodeAbortedTxns(b []byte, base, next int64) ([]AbortedTxn, error) {
 	if len(b)%abortedTxnSize != 0 {
-		return nil, fmt.Errorf("%w: %d bytes, not a multiple of %d", errTxnIndex, len(b), abortedTxnSize)
+		return nil, fmt.Errorf("%w: %d bytes, not a multiple of %d", ErrTxnIndex, len(b), abortedTxnSize)
 	}
 	out := make([]AbortedTxn, 0, len(b)/abortedTxnSize)
 	prev := base - 1
 	for i := 0; i < len(b); i += abortedTxnSize {
 		e := b[i : i+abortedTxnSize]
 		if v := binary.BigEndian.Uint16(e); v != abortedTxnVersion {
-			return nil, fmt.Errorf("%w: entry %d: version %d", errTxnIndex, len(out), v)
+			return nil, fmt.Errorf("%w: entry %d: version %d", ErrTxnIndex, len(out), v)
 		}
 		t := AbortedTxn{
 			ProducerID:       int64(binary.BigEndian.Uint64(e[2:])),
@@ -90,7 +99,7 @@ func decodeAbortedTxns(b []byte, base, next int64) ([]AbortedTxn, error) {
 			LastStableOffset: int64(binary.BigEndian.Uint64(e[26:])),
 		}
 		if t.ProducerID < 0 || t.FirstOffset < 0 || t.FirstOffset > t.LastOffset || t.LastOffset <= prev || t.LastOffset >= next {
-			return nil, fmt.Errorf("%w: entry %d %+v in a segment of offsets [%d, %d)", errTxnIndex, len(out), t, base, next)
+			return nil, fmt.Errorf("%w: entry %d %+v in a segment of offsets [%d, %d)", ErrTxnIndex, len(out), t, base, next)
 		}
 		prev = t.LastOffset
 		out = append(out, t)
@@ -108,7 +117,7 @@ func (s *segment) loadAbortedTxns(fsys vfs.FS) ([]AbortedTxn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAbortedTxns(b, s.base, s.next.Load())
+	return DecodeAbortedTxns(b, s.base, s.next.Load())
 }
 
 // abortedCount is how many entries the segment's index holds.
@@ -133,7 +142,7 @@ func (l *Log) appendAbortedLocked(s *segment, txns []AbortedTxn) error {
 		f, err = l.fs.OpenReadWrite(s.path(txnIndexSuffix))
 	}
 	if err == nil {
-		_, err = f.WriteAt(appendAbortedTxns(nil, txns), int64(n)*abortedTxnSize)
+		_, err = f.WriteAt(AppendAbortedTxns(nil, txns), int64(n)*abortedTxnSize)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -153,7 +162,7 @@ func (l *Log) appendAbortedLocked(s *segment, txns []AbortedTxn) error {
 // it when there are none. It does not fsync the directory.
 func (s *segment) writeAbortedTxns(fsys vfs.FS) error {
 	s.idxMu.RLock()
-	b := appendAbortedTxns(nil, s.aborted)
+	b := AppendAbortedTxns(nil, s.aborted)
 	s.idxMu.RUnlock()
 	name := s.path(txnIndexSuffix)
 	if len(b) == 0 {

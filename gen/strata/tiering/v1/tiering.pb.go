@@ -212,7 +212,15 @@ type SegmentHeader struct {
 	// The segment's sparse offset index file, as on disk; empty lets tiering rebuild it.
 	OffsetIndex []byte `protobuf:"bytes,12,opt,name=offset_index,json=offsetIndex,proto3" json:"offset_index,omitempty"`
 	// The segment's time index file, as on disk; empty lets tiering rebuild it.
-	TimeIndex     []byte `protobuf:"bytes,13,opt,name=time_index,json=timeIndex,proto3" json:"time_index,omitempty"`
+	TimeIndex []byte `protobuf:"bytes,13,opt,name=time_index,json=timeIndex,proto3" json:"time_index,omitempty"`
+	// The segment's aborted transaction index (.txnindex) as on disk, in lib/partlog's layout:
+	// one 34-byte entry per abort marker in the segment, in marker order; empty when the segment
+	// holds no abort marker. Tiering cannot rebuild it from the segment alone (an aborted
+	// transaction's first offset may lie in an earlier segment, and an entry's last stable
+	// offset depends on other producers), so it checks and stores it as sent. Always set by a
+	// node that carries the index, empty or not; unset (a node from before this field) leaves the
+	// tiered segment's index unknown (SegmentEntry.txn_index_known false).
+	TxnIndex      []byte `protobuf:"bytes,14,opt,name=txn_index,json=txnIndex,proto3,oneof" json:"txn_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,6 +342,13 @@ func (x *SegmentHeader) GetOffsetIndex() []byte {
 func (x *SegmentHeader) GetTimeIndex() []byte {
 	if x != nil {
 		return x.TimeIndex
+	}
+	return nil
+}
+
+func (x *SegmentHeader) GetTxnIndex() []byte {
+	if x != nil {
+		return x.TxnIndex
 	}
 	return nil
 }
@@ -693,7 +708,10 @@ type FetchTieredRequest struct {
 	FetchOffset int64 `protobuf:"varint,3,opt,name=fetch_offset,json=fetchOffset,proto3" json:"fetch_offset,omitempty"`
 	// Upper bound on record bytes returned. 0 means the server default
 	// (1048576 bytes, 1 MiB).
-	MaxBytes      int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int32 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// When true, the response lists the aborted transactions of the range it returns
+	// (aborted_transactions, aborted_complete, txn_index_known); false leaves them empty.
+	ReadCommitted bool `protobuf:"varint,5,opt,name=read_committed,json=readCommitted,proto3" json:"read_committed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +774,69 @@ func (x *FetchTieredRequest) GetMaxBytes() int32 {
 	return 0
 }
 
+func (x *FetchTieredRequest) GetReadCommitted() bool {
+	if x != nil {
+		return x.ReadCommitted
+	}
+	return false
+}
+
+// AbortedTransaction is one aborted transaction overlapping a tiered read: the same shape as
+// strata.storage.v1.AbortedTransaction, which a storage node answers it with.
+type AbortedTransaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer id of the transaction.
+	ProducerId int64 `protobuf:"varint,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	// The offset of the transaction's first batch in this partition.
+	FirstOffset   int64 `protobuf:"varint,2,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortedTransaction) Reset() {
+	*x = AbortedTransaction{}
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortedTransaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortedTransaction) ProtoMessage() {}
+
+func (x *AbortedTransaction) ProtoReflect() protoreflect.Message {
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortedTransaction.ProtoReflect.Descriptor instead.
+func (*AbortedTransaction) Descriptor() ([]byte, []int) {
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AbortedTransaction) GetProducerId() int64 {
+	if x != nil {
+		return x.ProducerId
+	}
+	return 0
+}
+
+func (x *AbortedTransaction) GetFirstOffset() int64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
 // FetchTieredResponse carries record batches from the tier.
 type FetchTieredResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -765,13 +846,27 @@ type FetchTieredResponse struct {
 	LogStartOffset int64 `protobuf:"varint,2,opt,name=log_start_offset,json=logStartOffset,proto3" json:"log_start_offset,omitempty"`
 	// One past the last offset durable in the tier.
 	TieredEndOffset int64 `protobuf:"varint,3,opt,name=tiered_end_offset,json=tieredEndOffset,proto3" json:"tiered_end_offset,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With read_committed: the aborted transactions overlapping [fetch_offset, end of records),
+	// in the order of their markers, collected like a local log's (Kafka's
+	// collectAbortedTransactions): from the segment holding fetch_offset onwards, the entries
+	// whose marker is at or after fetch_offset and whose first offset is before the end, up to
+	// the first entry whose last stable offset reaches the end. Empty when no record is returned.
+	AbortedTransactions []*AbortedTransaction `protobuf:"bytes,4,rep,name=aborted_transactions,json=abortedTransactions,proto3" json:"aborted_transactions,omitempty"`
+	// With read_committed: true when the walk stopped at such an entry, so the list is whole;
+	// false when it ran off the tier's end, so markers past it (on the storage node's local log)
+	// may add to the list.
+	AbortedComplete bool `protobuf:"varint,5,opt,name=aborted_complete,json=abortedComplete,proto3" json:"aborted_complete,omitempty"`
+	// With read_committed: true when every segment walked carries its transaction index
+	// (SegmentEntry.txn_index_known). False means the list may miss transactions: a segment
+	// uploaded before tiered segments carried their index was met (the walk stops there).
+	TxnIndexKnown bool `protobuf:"varint,6,opt,name=txn_index_known,json=txnIndexKnown,proto3" json:"txn_index_known,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchTieredResponse) Reset() {
 	*x = FetchTieredResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[8]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +878,7 @@ func (x *FetchTieredResponse) String() string {
 func (*FetchTieredResponse) ProtoMessage() {}
 
 func (x *FetchTieredResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[8]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +891,7 @@ func (x *FetchTieredResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchTieredResponse.ProtoReflect.Descriptor instead.
 func (*FetchTieredResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{8}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FetchTieredResponse) GetRecords() []byte {
@@ -820,6 +915,27 @@ func (x *FetchTieredResponse) GetTieredEndOffset() int64 {
 	return 0
 }
 
+func (x *FetchTieredResponse) GetAbortedTransactions() []*AbortedTransaction {
+	if x != nil {
+		return x.AbortedTransactions
+	}
+	return nil
+}
+
+func (x *FetchTieredResponse) GetAbortedComplete() bool {
+	if x != nil {
+		return x.AbortedComplete
+	}
+	return false
+}
+
+func (x *FetchTieredResponse) GetTxnIndexKnown() bool {
+	if x != nil {
+		return x.TxnIndexKnown
+	}
+	return false
+}
+
 // OffsetForTimestampRequest asks for the first tiered batch at or after a time.
 type OffsetForTimestampRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -836,7 +952,7 @@ type OffsetForTimestampRequest struct {
 
 func (x *OffsetForTimestampRequest) Reset() {
 	*x = OffsetForTimestampRequest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +964,7 @@ func (x *OffsetForTimestampRequest) String() string {
 func (*OffsetForTimestampRequest) ProtoMessage() {}
 
 func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[9]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +977,7 @@ func (x *OffsetForTimestampRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForTimestampRequest.ProtoReflect.Descriptor instead.
 func (*OffsetForTimestampRequest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{9}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OffsetForTimestampRequest) GetTopic() string {
@@ -905,7 +1021,7 @@ type OffsetForTimestampResponse struct {
 
 func (x *OffsetForTimestampResponse) Reset() {
 	*x = OffsetForTimestampResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1033,7 @@ func (x *OffsetForTimestampResponse) String() string {
 func (*OffsetForTimestampResponse) ProtoMessage() {}
 
 func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[10]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1046,7 @@ func (x *OffsetForTimestampResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OffsetForTimestampResponse.ProtoReflect.Descriptor instead.
 func (*OffsetForTimestampResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{10}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OffsetForTimestampResponse) GetOffset() int64 {
@@ -983,7 +1099,7 @@ type DeleteRecordsRequest struct {
 
 func (x *DeleteRecordsRequest) Reset() {
 	*x = DeleteRecordsRequest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1111,7 @@ func (x *DeleteRecordsRequest) String() string {
 func (*DeleteRecordsRequest) ProtoMessage() {}
 
 func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[11]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1124,7 @@ func (x *DeleteRecordsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{11}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRecordsRequest) GetTopic() string {
@@ -1045,7 +1161,7 @@ type DeleteRecordsResponse struct {
 
 func (x *DeleteRecordsResponse) Reset() {
 	*x = DeleteRecordsResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1173,7 @@ func (x *DeleteRecordsResponse) String() string {
 func (*DeleteRecordsResponse) ProtoMessage() {}
 
 func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[12]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1186,7 @@ func (x *DeleteRecordsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRecordsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRecordsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{12}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteRecordsResponse) GetDeleteRecordsOffset() int64 {
@@ -1106,7 +1222,7 @@ type ListSegmentsRequest struct {
 
 func (x *ListSegmentsRequest) Reset() {
 	*x = ListSegmentsRequest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1234,7 @@ func (x *ListSegmentsRequest) String() string {
 func (*ListSegmentsRequest) ProtoMessage() {}
 
 func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[13]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1247,7 @@ func (x *ListSegmentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsRequest.ProtoReflect.Descriptor instead.
 func (*ListSegmentsRequest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{13}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSegmentsRequest) GetTopic() string {
@@ -1184,7 +1300,7 @@ type ListSegmentsResponse struct {
 
 func (x *ListSegmentsResponse) Reset() {
 	*x = ListSegmentsResponse{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1312,7 @@ func (x *ListSegmentsResponse) String() string {
 func (*ListSegmentsResponse) ProtoMessage() {}
 
 func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[14]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1325,7 @@ func (x *ListSegmentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSegmentsResponse.ProtoReflect.Descriptor instead.
 func (*ListSegmentsResponse) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{14}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSegmentsResponse) GetSegments() []*SegmentEntry {
@@ -1266,14 +1382,22 @@ type SegmentEntry struct {
 	UploadLeaderEpoch int32 `protobuf:"varint,13,opt,name=upload_leader_epoch,json=uploadLeaderEpoch,proto3" json:"upload_leader_epoch,omitempty"`
 	// True when the object was produced by key compaction (cleanup.policy=compact), so offsets
 	// inside it may have gaps.
-	Compacted     bool `protobuf:"varint,14,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	Compacted bool `protobuf:"varint,14,opt,name=compacted,proto3" json:"compacted,omitempty"`
+	// True when the segment's aborted transaction index is known: txn_index_key names it, or is
+	// empty because the segment holds no abort marker. False for segments uploaded before tiered
+	// segments carried their index (part of the format: those stay unknown, and read_committed
+	// reads that walk them are answered conservatively), and for a merge of such segments.
+	TxnIndexKnown bool `protobuf:"varint,15,opt,name=txn_index_known,json=txnIndexKnown,proto3" json:"txn_index_known,omitempty"`
+	// Key of the aborted transaction index object (.txnindex, lib/partlog's layout); empty when
+	// the segment has none (no abort marker, or txn_index_known is false).
+	TxnIndexKey   string `protobuf:"bytes,16,opt,name=txn_index_key,json=txnIndexKey,proto3" json:"txn_index_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SegmentEntry) Reset() {
 	*x = SegmentEntry{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1409,7 @@ func (x *SegmentEntry) String() string {
 func (*SegmentEntry) ProtoMessage() {}
 
 func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[15]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1422,7 @@ func (x *SegmentEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentEntry.ProtoReflect.Descriptor instead.
 func (*SegmentEntry) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{15}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SegmentEntry) GetSegmentId() string {
@@ -1399,6 +1523,20 @@ func (x *SegmentEntry) GetCompacted() bool {
 	return false
 }
 
+func (x *SegmentEntry) GetTxnIndexKnown() bool {
+	if x != nil {
+		return x.TxnIndexKnown
+	}
+	return false
+}
+
+func (x *SegmentEntry) GetTxnIndexKey() string {
+	if x != nil {
+		return x.TxnIndexKey
+	}
+	return ""
+}
+
 // Manifest is the per-partition record in the bucket of every tiered segment, stored at
 // <prefix>/<topic>-<topic_id>/<partition>/manifest.binpb in protobuf binary encoding.
 // Part of the format: field numbers must not change; readers reject a format_version they do
@@ -1441,7 +1579,7 @@ type Manifest struct {
 
 func (x *Manifest) Reset() {
 	*x = Manifest{}
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1591,7 @@ func (x *Manifest) String() string {
 func (*Manifest) ProtoMessage() {}
 
 func (x *Manifest) ProtoReflect() protoreflect.Message {
-	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[16]
+	mi := &file_strata_tiering_v1_tiering_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1604,7 @@ func (x *Manifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Manifest.ProtoReflect.Descriptor instead.
 func (*Manifest) Descriptor() ([]byte, []int) {
-	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{16}
+	return file_strata_tiering_v1_tiering_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Manifest) GetFormatVersion() int32 {
@@ -1547,7 +1685,7 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x14UploadSegmentRequest\x12:\n" +
 	"\x06header\x18\x01 \x01(\v2 .strata.tiering.v1.SegmentHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04part\"\xd5\x03\n" +
+	"\x04part\"\x85\x04\n" +
 	"\rSegmentHeader\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x19\n" +
 	"\btopic_id\x18\x02 \x01(\tR\atopicId\x12\x1c\n" +
@@ -1566,7 +1704,10 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\rleader_epochs\x18\v \x03(\v2\x1d.strata.tiering.v1.EpochStartR\fleaderEpochs\x12!\n" +
 	"\foffset_index\x18\f \x01(\fR\voffsetIndex\x12\x1d\n" +
 	"\n" +
-	"time_index\x18\r \x01(\fR\ttimeIndex\"E\n" +
+	"time_index\x18\r \x01(\fR\ttimeIndex\x12 \n" +
+	"\ttxn_index\x18\x0e \x01(\fH\x00R\btxnIndex\x88\x01\x01B\f\n" +
+	"\n" +
+	"_txn_index\"E\n" +
 	"\n" +
 	"EpochStart\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x05R\x05epoch\x12!\n" +
@@ -1595,16 +1736,24 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x10manifest_version\x18\t \x01(\x03R\x0fmanifestVersion\x12!\n" +
 	"\fleader_epoch\x18\n" +
 	" \x01(\x05R\vleaderEpoch\x122\n" +
-	"\x15delete_records_offset\x18\v \x01(\x03R\x13deleteRecordsOffset\"\x88\x01\n" +
+	"\x15delete_records_offset\x18\v \x01(\x03R\x13deleteRecordsOffset\"\xaf\x01\n" +
 	"\x12FetchTieredRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
 	"\ffetch_offset\x18\x03 \x01(\x03R\vfetchOffset\x12\x1b\n" +
-	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\"\x85\x01\n" +
+	"\tmax_bytes\x18\x04 \x01(\x05R\bmaxBytes\x12%\n" +
+	"\x0eread_committed\x18\x05 \x01(\bR\rreadCommitted\"X\n" +
+	"\x12AbortedTransaction\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\x03R\n" +
+	"producerId\x12!\n" +
+	"\ffirst_offset\x18\x02 \x01(\x03R\vfirstOffset\"\xb2\x02\n" +
 	"\x13FetchTieredResponse\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\fR\arecords\x12(\n" +
 	"\x10log_start_offset\x18\x02 \x01(\x03R\x0elogStartOffset\x12*\n" +
-	"\x11tiered_end_offset\x18\x03 \x01(\x03R\x0ftieredEndOffset\"r\n" +
+	"\x11tiered_end_offset\x18\x03 \x01(\x03R\x0ftieredEndOffset\x12X\n" +
+	"\x14aborted_transactions\x18\x04 \x03(\v2%.strata.tiering.v1.AbortedTransactionR\x13abortedTransactions\x12)\n" +
+	"\x10aborted_complete\x18\x05 \x01(\bR\x0fabortedComplete\x12&\n" +
+	"\x0ftxn_index_known\x18\x06 \x01(\bR\rtxnIndexKnown\"r\n" +
 	"\x19OffsetForTimestampRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12!\n" +
@@ -1632,7 +1781,7 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x14ListSegmentsResponse\x12;\n" +
 	"\bsegments\x18\x01 \x03(\v2\x1f.strata.tiering.v1.SegmentEntryR\bsegments\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12)\n" +
-	"\x10manifest_version\x18\x03 \x01(\x03R\x0fmanifestVersion\"\xc0\x04\n" +
+	"\x10manifest_version\x18\x03 \x01(\x03R\x0fmanifestVersion\"\x8c\x05\n" +
 	"\fSegmentEntry\x12\x1d\n" +
 	"\n" +
 	"segment_id\x18\x01 \x01(\tR\tsegmentId\x12\x1d\n" +
@@ -1653,7 +1802,9 @@ const file_strata_tiering_v1_tiering_proto_rawDesc = "" +
 	"\x05state\x18\v \x01(\x0e2\x1f.strata.tiering.v1.SegmentStateR\x05state\x12$\n" +
 	"\x0euploaded_at_ms\x18\f \x01(\x03R\fuploadedAtMs\x12.\n" +
 	"\x13upload_leader_epoch\x18\r \x01(\x05R\x11uploadLeaderEpoch\x12\x1c\n" +
-	"\tcompacted\x18\x0e \x01(\bR\tcompacted\"\xfc\x02\n" +
+	"\tcompacted\x18\x0e \x01(\bR\tcompacted\x12&\n" +
+	"\x0ftxn_index_known\x18\x0f \x01(\bR\rtxnIndexKnown\x12\"\n" +
+	"\rtxn_index_key\x18\x10 \x01(\tR\vtxnIndexKey\"\xfc\x02\n" +
 	"\bManifest\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\x05R\rformatVersion\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x19\n" +
@@ -1692,7 +1843,7 @@ func file_strata_tiering_v1_tiering_proto_rawDescGZIP() []byte {
 }
 
 var file_strata_tiering_v1_tiering_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_strata_tiering_v1_tiering_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_strata_tiering_v1_tiering_proto_goTypes = []any{
 	(SegmentState)(0),                  // 0: strata.tiering.v1.SegmentState
 	(*UploadSegmentRequest)(nil),       // 1: strata.tiering.v1.UploadSegmentRequest
@@ -1703,46 +1854,48 @@ var file_strata_tiering_v1_tiering_proto_goTypes = []any{
 	(*GetTieredStateResponse)(nil),     // 6: strata.tiering.v1.GetTieredStateResponse
 	(*TieredPartitionState)(nil),       // 7: strata.tiering.v1.TieredPartitionState
 	(*FetchTieredRequest)(nil),         // 8: strata.tiering.v1.FetchTieredRequest
-	(*FetchTieredResponse)(nil),        // 9: strata.tiering.v1.FetchTieredResponse
-	(*OffsetForTimestampRequest)(nil),  // 10: strata.tiering.v1.OffsetForTimestampRequest
-	(*OffsetForTimestampResponse)(nil), // 11: strata.tiering.v1.OffsetForTimestampResponse
-	(*DeleteRecordsRequest)(nil),       // 12: strata.tiering.v1.DeleteRecordsRequest
-	(*DeleteRecordsResponse)(nil),      // 13: strata.tiering.v1.DeleteRecordsResponse
-	(*ListSegmentsRequest)(nil),        // 14: strata.tiering.v1.ListSegmentsRequest
-	(*ListSegmentsResponse)(nil),       // 15: strata.tiering.v1.ListSegmentsResponse
-	(*SegmentEntry)(nil),               // 16: strata.tiering.v1.SegmentEntry
-	(*Manifest)(nil),                   // 17: strata.tiering.v1.Manifest
-	(*v1.TopicPartition)(nil),          // 18: strata.common.v1.TopicPartition
-	(*v1.ErrorDetail)(nil),             // 19: strata.common.v1.ErrorDetail
+	(*AbortedTransaction)(nil),         // 9: strata.tiering.v1.AbortedTransaction
+	(*FetchTieredResponse)(nil),        // 10: strata.tiering.v1.FetchTieredResponse
+	(*OffsetForTimestampRequest)(nil),  // 11: strata.tiering.v1.OffsetForTimestampRequest
+	(*OffsetForTimestampResponse)(nil), // 12: strata.tiering.v1.OffsetForTimestampResponse
+	(*DeleteRecordsRequest)(nil),       // 13: strata.tiering.v1.DeleteRecordsRequest
+	(*DeleteRecordsResponse)(nil),      // 14: strata.tiering.v1.DeleteRecordsResponse
+	(*ListSegmentsRequest)(nil),        // 15: strata.tiering.v1.ListSegmentsRequest
+	(*ListSegmentsResponse)(nil),       // 16: strata.tiering.v1.ListSegmentsResponse
+	(*SegmentEntry)(nil),               // 17: strata.tiering.v1.SegmentEntry
+	(*Manifest)(nil),                   // 18: strata.tiering.v1.Manifest
+	(*v1.TopicPartition)(nil),          // 19: strata.common.v1.TopicPartition
+	(*v1.ErrorDetail)(nil),             // 20: strata.common.v1.ErrorDetail
 }
 var file_strata_tiering_v1_tiering_proto_depIdxs = []int32{
 	2,  // 0: strata.tiering.v1.UploadSegmentRequest.header:type_name -> strata.tiering.v1.SegmentHeader
 	3,  // 1: strata.tiering.v1.SegmentHeader.leader_epochs:type_name -> strata.tiering.v1.EpochStart
-	16, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
-	18, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	17, // 2: strata.tiering.v1.UploadSegmentResponse.segment:type_name -> strata.tiering.v1.SegmentEntry
+	19, // 3: strata.tiering.v1.GetTieredStateRequest.partitions:type_name -> strata.common.v1.TopicPartition
 	7,  // 4: strata.tiering.v1.GetTieredStateResponse.partitions:type_name -> strata.tiering.v1.TieredPartitionState
-	19, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
-	16, // 6: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
-	3,  // 7: strata.tiering.v1.SegmentEntry.leader_epochs:type_name -> strata.tiering.v1.EpochStart
-	0,  // 8: strata.tiering.v1.SegmentEntry.state:type_name -> strata.tiering.v1.SegmentState
-	16, // 9: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
-	1,  // 10: strata.tiering.v1.TieringService.UploadSegment:input_type -> strata.tiering.v1.UploadSegmentRequest
-	5,  // 11: strata.tiering.v1.TieringService.GetTieredState:input_type -> strata.tiering.v1.GetTieredStateRequest
-	8,  // 12: strata.tiering.v1.TieringService.FetchTiered:input_type -> strata.tiering.v1.FetchTieredRequest
-	10, // 13: strata.tiering.v1.TieringService.OffsetForTimestamp:input_type -> strata.tiering.v1.OffsetForTimestampRequest
-	12, // 14: strata.tiering.v1.TieringService.DeleteRecords:input_type -> strata.tiering.v1.DeleteRecordsRequest
-	14, // 15: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
-	4,  // 16: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
-	6,  // 17: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
-	9,  // 18: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
-	11, // 19: strata.tiering.v1.TieringService.OffsetForTimestamp:output_type -> strata.tiering.v1.OffsetForTimestampResponse
-	13, // 20: strata.tiering.v1.TieringService.DeleteRecords:output_type -> strata.tiering.v1.DeleteRecordsResponse
-	15, // 21: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	20, // 5: strata.tiering.v1.TieredPartitionState.error:type_name -> strata.common.v1.ErrorDetail
+	9,  // 6: strata.tiering.v1.FetchTieredResponse.aborted_transactions:type_name -> strata.tiering.v1.AbortedTransaction
+	17, // 7: strata.tiering.v1.ListSegmentsResponse.segments:type_name -> strata.tiering.v1.SegmentEntry
+	3,  // 8: strata.tiering.v1.SegmentEntry.leader_epochs:type_name -> strata.tiering.v1.EpochStart
+	0,  // 9: strata.tiering.v1.SegmentEntry.state:type_name -> strata.tiering.v1.SegmentState
+	17, // 10: strata.tiering.v1.Manifest.segments:type_name -> strata.tiering.v1.SegmentEntry
+	1,  // 11: strata.tiering.v1.TieringService.UploadSegment:input_type -> strata.tiering.v1.UploadSegmentRequest
+	5,  // 12: strata.tiering.v1.TieringService.GetTieredState:input_type -> strata.tiering.v1.GetTieredStateRequest
+	8,  // 13: strata.tiering.v1.TieringService.FetchTiered:input_type -> strata.tiering.v1.FetchTieredRequest
+	11, // 14: strata.tiering.v1.TieringService.OffsetForTimestamp:input_type -> strata.tiering.v1.OffsetForTimestampRequest
+	13, // 15: strata.tiering.v1.TieringService.DeleteRecords:input_type -> strata.tiering.v1.DeleteRecordsRequest
+	15, // 16: strata.tiering.v1.TieringService.ListSegments:input_type -> strata.tiering.v1.ListSegmentsRequest
+	4,  // 17: strata.tiering.v1.TieringService.UploadSegment:output_type -> strata.tiering.v1.UploadSegmentResponse
+	6,  // 18: strata.tiering.v1.TieringService.GetTieredState:output_type -> strata.tiering.v1.GetTieredStateResponse
+	10, // 19: strata.tiering.v1.TieringService.FetchTiered:output_type -> strata.tiering.v1.FetchTieredResponse
+	12, // 20: strata.tiering.v1.TieringService.OffsetForTimestamp:output_type -> strata.tiering.v1.OffsetForTimestampResponse
+	14, // 21: strata.tiering.v1.TieringService.DeleteRecords:output_type -> strata.tiering.v1.DeleteRecordsResponse
+	16, // 22: strata.tiering.v1.TieringService.ListSegments:output_type -> strata.tiering.v1.ListSegmentsResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_strata_tiering_v1_tiering_proto_init() }
@@ -1754,13 +1907,14 @@ func file_strata_tiering_v1_tiering_proto_init() {
 		(*UploadSegmentRequest_Header)(nil),
 		(*UploadSegmentRequest_Data)(nil),
 	}
+	file_strata_tiering_v1_tiering_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_tiering_v1_tiering_proto_rawDesc), len(file_strata_tiering_v1_tiering_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

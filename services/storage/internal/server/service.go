@@ -450,11 +450,8 @@ func (s *service) fetchOne(ctx context.Context, p *storagev1.FetchPartition, com
 		*buf = readBuf(ctx, limit)
 	}
 	rr, err := read(*buf, p.GetCurrentLeaderEpoch(), p.GetFetchOffset(), limit, minOne)
-	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, err); ok { // below the local log start: read the tier (tiering.go)
+	if tr, terr, ok := s.n.tracedReadTiered(r, p.GetFetchOffset(), limit, committed, err); ok { // below the local log start: read the tier (tiering.go)
 		rr, err = tr, terr
-		if err == nil && committed {
-			rr, err = committedFromTier(rr, p.GetFetchOffset()) // tiering.go
-		}
 	}
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
@@ -576,7 +573,7 @@ func (s *service) ListOffsets(ctx context.Context, req *connect.Request[storagev
 			} else if ok && tt.offset < latest {
 				res.Offset, res.TimestampMs, res.LeaderEpoch = tt.offset, tt.maxTS, tt.epoch
 				oor := &partlog.OffsetOutOfRangeError{Offset: tt.offset, LogStart: l.LogStartOffset(), LogEnd: l.LogEndOffset()}
-				if rr, err, handled := s.n.readTiered(r, tt.offset, 1, oor); handled && err == nil {
+				if rr, err, handled := s.n.readTiered(r, tt.offset, 1, false, oor); handled && err == nil {
 					if at, ok := firstRecordAtOrAfter(rr.Batches, tt.offset, ts); ok && at.offset < latest {
 						res.Offset, res.TimestampMs = at.offset, at.timestamp
 					}

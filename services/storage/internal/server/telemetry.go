@@ -320,15 +320,15 @@ func (n *Node) timedUpload(ctx context.Context, r *replica.Replica, epoch int32,
 
 // tracedReadTiered is readTiered inside a strata.storage.tier.read span
 // when the read goes to the tier.
-func (n *Node) tracedReadTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (partlog.ReadResult, error, bool) {
+func (n *Node) tracedReadTiered(r *replica.Replica, offset int64, maxBytes int, committed bool, readErr error) (partlog.ReadResult, error, bool) {
 	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= r.Log().LogStartOffset() {
-		return n.readTiered(r, offset, maxBytes, readErr) // not a read for the tier
+		return n.readTiered(r, offset, maxBytes, committed, readErr) // not a read for the tier
 	}
 	_, span := tracer.Start(n.ctx, "strata.storage.tier.read", trace.WithAttributes(
 		attribute.String("messaging.destination.name", r.Topic),
 		attribute.String("messaging.destination.partition.id", strconv.Itoa(int(r.Partition))),
 		attribute.Int64("messaging.kafka.offset", offset)))
-	res, err, handled := n.readTiered(r, offset, maxBytes, readErr)
+	res, err, handled := n.readTiered(r, offset, maxBytes, committed, readErr)
 	span.SetAttributes(attribute.Int("strata.bytes", len(res.Batches)))
 	endSpan(span, err)
 	return res, err, handled

@@ -17,10 +17,16 @@ package server
 //     below the tier's log start (expired by the tier's total retention,
 //     which may empty the tier) are deleted whatever local retention says,
 //     and never uploaded again;
+//   - each upload carries the segment's aborted transaction index
+//     (.txnindex), which tiering stores beside it;
 //   - Fetch below the local log start is served from the tier with
 //     FetchTiered, returning the same batch bytes; under read_committed
-//     only up to the first transactional batch, since the tier does not
-//     carry the aborted transaction index yet (committedFromTier);
+//     the batches below the last stable offset with their aborted
+//     transactions: the tier's, walked over the tiered segments' indexes,
+//     and, when that walk ran off the tier's end, the local log's whose
+//     markers lie past it (committedTierRead); a range that walks a
+//     segment uploaded before segments carried their index is answered
+//     only up to its first transactional batch (committedFromTier);
 //     ListOffsets EARLIEST and DescribeLog report the tiered start and
 //     extent, and ListOffsets by timestamp asks the tier
 //     (OffsetForTimestamp) first when it holds offsets below the local
@@ -259,6 +265,9 @@ func (n *Node) uploadSegment(ctx context.Context, r *replica.Replica, epoch int3
 	err = stream.Send(&tieringv1.UploadSegmentRequest{Part: &tieringv1.UploadSegmentRequest_Header{Header: &tieringv1.SegmentHeader{
 		Topic: r.Topic, TopicId: r.TopicID, Partition: r.Partition, LeaderEpoch: epoch, NodeId: n.cfg.NodeID,
 		BaseOffset: s.BaseOffset, LastOffset: last, SizeBytes: f.Size(),
+		// Set even when empty: an unset index is a node from before
+		// tiered segments carried it, whose segment's index is unknown.
+		TxnIndex: append([]byte{}, f.TxnIndex...),
 	}}})
 	buf := make([]byte, tierChunkBytes)
 	for err == nil {
@@ -450,8 +459,9 @@ func (e *tierUnavailableError) Unwrap() error { return e.err }
 // tiered); the caller then reports readErr. Otherwise it returns the
 // batches, or the error to report: a *tieredRangeError when the tier does
 // not hold the offset, a *tierUnavailableError when the tiering service
-// failed (retriable, never mistaken for out of range).
-func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readErr error) (_ partlog.ReadResult, _ error, handled bool) {
+// failed (retriable, never mistaken for out of range). committed reads as
+// read_committed (committedTierRead).
+func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, committed bool, readErr error) (_ partlog.ReadResult, _ error, handled bool) {
 	localStart := r.Log().LogStartOffset()
 	if n.tier == nil || !errors.Is(readErr, partlog.ErrOffsetOutOfRange) || offset >= localStart {
 		return partlog.ReadResult{}, nil, false
@@ -462,7 +472,7 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 	ctx, cancel := context.WithTimeout(n.ctx, tierFetchTimeout)
 	defer cancel()
 	resp, err := n.tier.client.FetchTiered(ctx, connect.NewRequest(&tieringv1.FetchTieredRequest{
-		Topic: r.Topic, Partition: r.Partition, FetchOffset: offset, MaxBytes: int32(min(maxBytes, 1<<30)),
+		Topic: r.Topic, Partition: r.Partition, FetchOffset: offset, MaxBytes: int32(min(maxBytes, 1<<30)), ReadCommitted: committed,
 	}))
 	if err != nil {
 		d := apierr.DetailOf(err)
@@ -480,38 +490,103 @@ func (n *Node) readTiered(r *replica.Replica, offset int64, maxBytes int, readEr
 		return partlog.ReadResult{}, &tierUnavailableError{detail: d, err: err}, true
 	}
 	hw := r.Log().HighWatermark()
-	return partlog.ReadResult{
+	rr := partlog.ReadResult{
 		Batches: resp.Msg.GetRecords(), HighWatermark: hw, LastStableOffset: r.Log().LastStableOffset(), LogEndOffset: r.Log().LogEndOffset(),
 		LogStartOffset: min(resp.Msg.GetLogStartOffset(), localStart), NextOffset: offset,
-	}, nil, true
+	}
+	if !committed {
+		return rr, nil, true
+	}
+	if !resp.Msg.GetTxnIndexKnown() {
+		rr, err = committedFromTier(rr, offset)
+		return rr, err, true
+	}
+	rr, err = committedTierRead(rr, offset, resp.Msg, r.Log())
+	return rr, err, true
+}
+
+// committedTierRead holds a read from the tier (readTiered) to what a
+// read_committed consumer is answered, as a local read_committed read
+// (partlog's ReadCommittedInto) is: the batches below the last stable
+// offset, with the aborted transactions that overlap them. The tier
+// listed those whose markers it holds, walking its segments' indexes from
+// the one holding the offset; when that walk ran off the tier's end
+// without reaching an entry whose last stable offset passes the range,
+// the markers of transactions begun in the range may lie on local disk,
+// so the local log's AbortedTxns of the range adds those past the tier's
+// end (Kafka's RemoteLogManager collects aborted transactions from remote
+// segments, then local ones, the same way: KIP-405,
+// RemoteLogManager.collectAbortedTransactions). Local entries below the
+// tier's end are the tier's own, already listed.
+func committedTierRead(rr partlog.ReadResult, fetchOffset int64, tier *tieringv1.FetchTieredResponse, local *partlog.Log) (partlog.ReadResult, error) {
+	rr = belowStable(rr)
+	if len(rr.Batches) == 0 {
+		return rr, nil
+	}
+	to := rr.NextOffset
+	for _, t := range tier.GetAbortedTransactions() {
+		if t.GetFirstOffset() < to {
+			rr.AbortedTxns = append(rr.AbortedTxns, partlog.AbortedTxn{ProducerID: t.GetProducerId(), FirstOffset: t.GetFirstOffset(), LastOffset: -1, LastStableOffset: -1})
+		}
+	}
+	if tier.GetAbortedComplete() {
+		return rr, nil
+	}
+	more, err := local.AbortedTxns(fetchOffset, to)
+	if err != nil {
+		return partlog.ReadResult{}, err
+	}
+	for _, t := range more {
+		if t.LastOffset >= tier.GetTieredEndOffset() {
+			rr.AbortedTxns = append(rr.AbortedTxns, t)
+		}
+	}
+	return rr, nil
+}
+
+// belowStable keeps the batches of a tiered read that lie wholly below
+// its last stable offset, setting NextOffset after the last one kept.
+func belowStable(rr partlog.ReadResult) partlog.ReadResult {
+	cut := 0
+	for cut < len(rr.Batches) {
+		h, err := recordbatch.PeekHeader(rr.Batches[cut:])
+		if err != nil || h.LastOffset() >= rr.LastStableOffset {
+			break
+		}
+		cut += h.Size()
+		rr.NextOffset = h.NextOffset()
+	}
+	rr.Batches = rr.Batches[:cut]
+	return rr
 }
 
 // tierTxnError refuses a read_committed read from the tier whose first
-// batch is transactional: tiered segments do not carry their aborted
-// transaction index yet, so the node cannot say whether its records were
-// aborted, and answering them with no aborted transactions would hand a
-// read_committed consumer aborted records as committed ones.
+// batch is transactional when the range walks a tiered segment whose
+// aborted transaction index is unknown (uploaded before tiered segments
+// carried it): the node cannot say whether its records were aborted, and
+// answering them with no aborted transactions would hand a read_committed
+// consumer aborted records as committed ones.
 type tierTxnError struct{ offset int64 }
 
 func (e *tierTxnError) Error() string {
-	return fmt.Sprintf("offset %d is in the tier and belongs to a transaction: read_committed reads of transactional records "+
-		"from the tier are not served until tiered segments carry their aborted transaction index; read it with read_uncommitted", e.offset)
+	return fmt.Sprintf("offset %d is in the tier and belongs to a transaction, in a tiered segment stored without its aborted "+
+		"transaction index (uploaded by an older version): read_committed cannot tell whether it was aborted; read it with read_uncommitted", e.offset)
 }
 
-// committedFromTier holds a read from the tier (readTiered) to what a
+// committedFromTier holds a read from the tier (readTiered) whose range
+// walks a segment of unknown aborted transaction index (stored by an
+// older version, FetchTieredResponse.txn_index_known false) to what a
 // read_committed consumer may be answered without the aborted
-// transactions, which the tier cannot give until tiered segments carry
-// their .txnindex: the batches below the last stable offset, up to the
+// transactions: the batches below the last stable offset, up to the
 // first transactional batch that is not a marker. A consumer drops
 // records as aborted only from transactional batches (Kafka's
 // CompletedFetch skips a batch only when it is transactional and its
 // producer is in the aborted list), so the batches before that one need
 // no list, and markers are skipped whatever the list says. When the
 // first batch is such a batch there is nothing to answer: *tierTxnError.
-// Transactional batches reach the tier once producers write them, so a
-// read_committed read of tiered records stops at the first one until the
-// tier carries the index (docs/design/transactions.md, what remains of
-// step 1).
+// Segments uploaded since tiered segments carry their index are answered
+// whole (committedTierRead); these older ones stay so until retention or
+// a merge with an unknown input removes them.
 func committedFromTier(rr partlog.ReadResult, fetchOffset int64) (partlog.ReadResult, error) {
 	cut := 0
 	for cut < len(rr.Batches) {

@@ -13,6 +13,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
+	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
 	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -206,11 +207,11 @@ func TestReadCommittedLongPollWakesOnMarker(t *testing.T) {
 	}
 }
 
-// A read_committed read from the tier, which holds no aborted transaction
-// index yet, answers only what needs none: the batches below the last
-// stable offset before the first transactional one; a read that starts at
-// a transactional batch is refused rather than answered as if nothing
-// was aborted.
+// A read_committed read from the tier that walks a segment stored without
+// its aborted transaction index (by an older version) answers only what
+// needs none: the batches below the last stable offset before the first
+// transactional one; a read that starts at a transactional batch is
+// refused rather than answered as if nothing was aborted.
 func TestCommittedFromTier(t *testing.T) {
 	var log []byte
 	add := func(b []byte, base int64) {
@@ -266,9 +267,89 @@ func TestCommittedFromTier(t *testing.T) {
 	}
 }
 
+// A read_committed read from the tier answers the batches below the last
+// stable offset with the tier's aborted transactions and, when the tier's
+// walk ran off its end, the local log's whose markers lie past the tier's
+// end (a marker of a tiered transaction on local disk), never one twice.
+func TestCommittedTierRead(t *testing.T) {
+	l, err := partlog.Open(t.TempDir(), partlog.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	appendAt := func(b []byte) {
+		t.Helper()
+		if _, err := l.AppendAsLeader(ctx, b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := func(pid int64) {
+		t.Helper()
+		if _, err := l.AppendMarker(ctx, pid, 0, recordbatch.Marker{Type: recordbatch.ControlAbort}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendAt(txnRecords(t, 9, 0, "p9")) // 0
+	appendAt(batch(t, "a"))             // 1
+	marker(9)                           // 2: tiered with p9's entry
+	appendAt(txnRecords(t, 7, 0, "p7")) // 3
+	appendAt(batch(t, "b"))             // 4: the tier ends after it
+	marker(7)                           // 5: p7's marker on local disk only
+	appendAt(txnRecords(t, 8, 0, "p8")) // 6: open past the last stable offset
+	l.SetHighWatermark(l.LogEndOffset())
+	tiered := func(from, to int64) []byte { // the log's batches [from, to), as the tier returns them
+		rr, err := l.Read(from, 1<<20, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rr.Batches
+	}
+	for _, tc := range []struct {
+		name     string
+		from     int64
+		tier     *tieringv1.FetchTieredResponse
+		want     [][2]int64
+		wantNext int64
+	}{
+		{"the tier's walk stopped", 0, &tieringv1.FetchTieredResponse{TieredEndOffset: 5, AbortedComplete: true,
+			AbortedTransactions: []*tieringv1.AbortedTransaction{{ProducerId: 9, FirstOffset: 0}}}, [][2]int64{{9, 0}}, 5},
+		{"local markers past the tier's end add to it", 0, &tieringv1.FetchTieredResponse{TieredEndOffset: 5,
+			AbortedTransactions: []*tieringv1.AbortedTransaction{{ProducerId: 9, FirstOffset: 0}}}, [][2]int64{{9, 0}, {7, 3}}, 5},
+		{"from the middle", 3, &tieringv1.FetchTieredResponse{TieredEndOffset: 5}, [][2]int64{{7, 3}}, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.tier.Records = tiered(tc.from, 5)
+			rr := partlog.ReadResult{Batches: tc.tier.GetRecords(), NextOffset: tc.from, LastStableOffset: l.LastStableOffset()}
+			if rr.LastStableOffset != 6 {
+				t.Fatalf("last stable offset %d, want 6", rr.LastStableOffset)
+			}
+			got, err := committedTierRead(rr, tc.from, tc.tier, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ab [][2]int64
+			for _, a := range got.AbortedTxns {
+				ab = append(ab, [2]int64{a.ProducerID, a.FirstOffset})
+			}
+			if fmt.Sprint(ab) != fmt.Sprint(tc.want) || got.NextOffset != tc.wantNext {
+				t.Fatalf("aborted %v to %d, want %v to %d", ab, got.NextOffset, tc.want, tc.wantNext)
+			}
+		})
+	}
+	// Batches at or above the last stable offset are held back, with
+	// their transactions.
+	rr := partlog.ReadResult{Batches: tiered(5, 7), NextOffset: 5, LastStableOffset: l.LastStableOffset()}
+	got, err := committedTierRead(rr, 5, &tieringv1.FetchTieredResponse{TieredEndOffset: 7, AbortedComplete: true}, l)
+	if err != nil || len(got.Batches) == 0 || got.NextOffset != 6 || len(got.AbortedTxns) != 0 {
+		t.Fatalf("read at 5: %d bytes to %d, aborted %v, %v; want the marker alone", len(got.Batches), got.NextOffset, got.AbortedTxns, err)
+	}
+}
+
 // End to end through a tiering process: once a transaction's segment is
-// only in the tier, read_committed reads the records before it, and is
-// refused at its first batch, which read_uncommitted still reads.
+// only in the tier, read_committed reads it with its aborted transaction,
+// from before it and from its first batch, as read_uncommitted reads it
+// without.
 func TestReadCommittedFromTheTier(t *testing.T) {
 	s := newTieredSingle(t, "txntier", map[string]string{"local.retention.ms": "0"})
 	r := s.n.replica(s.topic, 0)
@@ -286,20 +367,18 @@ func TestReadCommittedFromTheTier(t *testing.T) {
 		return ok && st.logStart == 0 && st.end > 3 && r.Log().LogStartOffset() > 3
 	})
 
-	res := fetchAs(context.Background(), t, s.leader, s.topic, 0, 0, readCommitted)
-	if got := dataValues(t, res.GetRecords()); !slices.Equal(got, []string{"before"}) || len(res.GetAbortedTransactions()) != 0 {
-		t.Fatalf("read_committed from the tier at 0: %d records from %.10q, aborted %v; want before alone", len(got), got, aborted(res))
+	for _, from := range []int64{0, 1} {
+		res := fetchAs(context.Background(), t, s.leader, s.topic, from, 0, readCommitted)
+		got := dataValues(t, res.GetRecords())
+		if len(got) < 2 || !slices.Contains(got, "t1") || fmt.Sprint(aborted(res)) != "[[7 1]]" {
+			t.Fatalf("read_committed from the tier at %d: %d records from %.10q, aborted %v; want t1 among them with [[7 1]]", from, len(got), got, aborted(res))
+		}
+		if from == 0 && got[0] != "before" {
+			t.Fatalf("read_committed from the tier at 0 starts with %.10q", got[0])
+		}
 	}
-	resp, err := s.leader.Fetch(context.Background(), connect.NewRequest(&storagev1.FetchRequest{IsolationLevel: readCommitted,
-		Partitions: []*storagev1.FetchPartition{{Topic: s.topic, FetchOffset: 1, CurrentLeaderEpoch: -1}}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res := resp.Msg.GetPartitions()[0]; res.GetError().GetCode() != commonv1.Code_CODE_FAILED_PRECONDITION || len(res.GetRecords()) != 0 {
-		t.Fatalf("read_committed from the tier at the transaction: %v with %d bytes; want FAILED_PRECONDITION", res.GetError(), len(res.GetRecords()))
-	}
-	res = fetchAs(context.Background(), t, s.leader, s.topic, 1, 0, readUncommitted)
-	if got := dataValues(t, res.GetRecords()); len(got) == 0 || got[0] != "t1" {
-		t.Fatalf("read_uncommitted from the tier at the transaction: %.40q", got)
+	res := fetchAs(context.Background(), t, s.leader, s.topic, 1, 0, readUncommitted)
+	if got := dataValues(t, res.GetRecords()); len(got) == 0 || got[0] != "t1" || len(res.GetAbortedTransactions()) != 0 {
+		t.Fatalf("read_uncommitted from the tier at the transaction: %.40q, aborted %v", got, aborted(res))
 	}
 }

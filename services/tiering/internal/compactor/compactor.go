@@ -9,6 +9,14 @@
 //     newest record of each key in the partition's tier, and dropping
 //     tombstones whose batch is older than the tombstone retention.
 //
+// The merged object's aborted transaction index is its inputs' indexes
+// concatenated, when every input's is known (else it is unknown too): both
+// ways copy control batches byte for byte and never drop a batch, so every
+// abort marker an input's index names is in the merged object, at the same
+// offset, and the entries stay in marker order (the inputs are adjacent).
+// The concatenation is checked against the merged object's markers
+// (segment.CheckTxnIndex) before it is stored.
+//
 // The new objects are written under a fresh segment id before the manifest
 // names them; one conditional manifest write then replaces the run's
 // entries with the new entry, only if the run is still in the manifest as
@@ -311,13 +319,25 @@ func (c *Compactor) compactRun(ctx context.Context, p manifest.Partition, run []
 		return nil, 0, false, fmt.Errorf("compactor: rewritten run holds %d..%d, want %d..%d", info.BaseOffset, info.LastOffset, first.GetBaseOffset(), last.GetLastOffset())
 	}
 
+	txnKnown, txnIndex, err := c.mergedTxnIndex(ctx, run, info)
+	if err != nil {
+		return nil, 0, false, err
+	}
+
 	segID := uuid.NewString()
 	logKey, idxKey, timeKey := manifest.SegmentKeys(c.Store.Prefix, p, info.BaseOffset, segID)
+	var txnKey string
+	if len(txnIndex) > 0 {
+		txnKey = manifest.TxnIndexKey(c.Store.Prefix, p, info.BaseOffset, segID)
+	}
 	b := c.Store.Bucket
 	cleanup := func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		for _, k := range []string{logKey, idxKey, timeKey} {
+		for _, k := range []string{logKey, idxKey, timeKey, txnKey} {
+			if k == "" {
+				continue
+			}
 			if err := b.Delete(dctx, k); err != nil {
 				logger.Warn("compactor: deleting unused object; retention removes it later", "key", k, "err", err)
 			}
@@ -330,6 +350,9 @@ func (c *Compactor) compactRun(ctx context.Context, p manifest.Partition, run []
 	if err == nil {
 		err = b.Upload(ctx, timeKey, bytes.NewReader(info.TimeIndex), int64(len(info.TimeIndex)))
 	}
+	if err == nil && txnKey != "" {
+		err = b.Upload(ctx, txnKey, bytes.NewReader(txnIndex), int64(len(txnIndex)))
+	}
 	if err != nil {
 		cleanup()
 		return nil, 0, false, fmt.Errorf("compactor: uploading: %w", err)
@@ -340,6 +363,7 @@ func (c *Compactor) compactRun(ctx context.Context, p manifest.Partition, run []
 		SizeBytes: info.Size, MinTimestampMs: info.MinTS, MaxTimestampMs: info.MaxTS,
 		OffsetIndexKey: idxKey, TimeIndexKey: timeKey, State: tieringv1.SegmentState_SEGMENT_STATE_ACTIVE,
 		UploadedAtMs: now().UnixMilli(), Compacted: compacted || dropped > 0,
+		TxnIndexKnown: txnKnown, TxnIndexKey: txnKey,
 	}
 	for _, e := range run {
 		entry.UploadLeaderEpoch = max(entry.UploadLeaderEpoch, e.GetUploadLeaderEpoch())
@@ -396,11 +420,7 @@ func (c *Compactor) compactRun(ctx context.Context, p manifest.Partition, run []
 	}
 	var retired []string
 	for _, e := range run {
-		for _, k := range []string{e.GetObjectKey(), e.GetOffsetIndexKey(), e.GetTimeIndexKey()} {
-			if k != "" {
-				retired = append(retired, k)
-			}
-		}
+		retired = append(retired, manifest.ObjectKeys(e)...)
 	}
 	if c.Retire != nil {
 		c.Retire(retired)
@@ -409,4 +429,29 @@ func (c *Compactor) compactRun(ctx context.Context, p manifest.Partition, run []
 		"last_offset", entry.LastOffset, "objects", len(run), "bytes", entry.SizeBytes, "records_dropped", dropped,
 		"manifest_version", m.GetVersion())
 	return m, dropped, true, nil
+}
+
+// mergedTxnIndex returns the aborted transaction index of the object that
+// replaces run, whose rewritten bytes info describes: unknown when an
+// input's is, else the inputs' entries in order, checked against the
+// object's abort markers (see the package comment).
+func (c *Compactor) mergedTxnIndex(ctx context.Context, run []*tieringv1.SegmentEntry, info segment.Info) (known bool, index []byte, _ error) {
+	for _, e := range run {
+		if !e.GetTxnIndexKnown() {
+			return false, nil, nil
+		}
+		if e.GetTxnIndexKey() == "" {
+			continue
+		}
+		b, err := objstore.ReadAll(ctx, c.Store.Bucket, e.GetTxnIndexKey(), 0, -1)
+		if err != nil {
+			return false, nil, fmt.Errorf("compactor: reading %s: %w", e.GetTxnIndexKey(), err)
+		}
+		index = append(index, b...)
+	}
+	first, last := run[0], run[len(run)-1]
+	if _, err := segment.CheckTxnIndex(index, first.GetBaseOffset(), last.GetLastOffset()+1, info); err != nil {
+		return false, nil, fmt.Errorf("compactor: merged transaction index of %d..%d: %w", first.GetBaseOffset(), last.GetLastOffset(), err)
+	}
+	return true, index, nil
 }

@@ -5,7 +5,7 @@
 //
 //	<prefix>/<topic>-<topic_id>/<partition>/manifest.binpb
 //	<prefix>/<topic>-<topic_id>/<partition>/<base offset, 20 digits>-<segment_id>.log
-//	... .index and .timeindex beside it
+//	... .index, .timeindex and .txnindex beside it
 //
 // The manifest is a tieringv1.Manifest in protobuf binary encoding,
 // replaced whole on every change with a conditional write (If-Match on the
@@ -74,8 +74,30 @@ func Key(prefix string, p Partition) string { return Dir(prefix, p) + "/" + File
 // SegmentKeys returns the keys of a segment's .log, .index and .timeindex
 // objects.
 func SegmentKeys(prefix string, p Partition, base int64, segmentID string) (log, index, timeIndex string) {
-	stem := fmt.Sprintf("%s/%020d-%s", Dir(prefix, p), base, segmentID)
+	stem := segmentStem(prefix, p, base, segmentID)
 	return stem + ".log", stem + ".index", stem + ".timeindex"
+}
+
+// TxnIndexKey returns the key of a segment's aborted transaction index
+// object (.txnindex), stored only when the segment holds an abort marker.
+func TxnIndexKey(prefix string, p Partition, base int64, segmentID string) string {
+	return segmentStem(prefix, p, base, segmentID) + ".txnindex"
+}
+
+func segmentStem(prefix string, p Partition, base int64, segmentID string) string {
+	return fmt.Sprintf("%s/%020d-%s", Dir(prefix, p), base, segmentID)
+}
+
+// ObjectKeys returns the keys of every object an entry names: its .log
+// and those of its indexes it has.
+func ObjectKeys(e *tieringv1.SegmentEntry) []string {
+	var out []string
+	for _, k := range []string{e.GetObjectKey(), e.GetOffsetIndexKey(), e.GetTimeIndexKey(), e.GetTxnIndexKey()} {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Store reads and writes manifests in a bucket under a key prefix.

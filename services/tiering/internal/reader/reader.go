@@ -5,18 +5,22 @@
 // whole object; a consumer reading on sequentially hits the cached blocks.
 //
 // Returned batches are exactly the bytes uploaded, each checked against its
-// CRC before it leaves, like a local read.
+// CRC before it leaves, like a local read. A read_committed read
+// (ReadCommitted) also collects the aborted transactions of what it
+// returns from the segments' .txnindex objects, as a local log does.
 package reader
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/lib/recordbatch"
 	"github.com/strata-mq/strata/services/tiering/internal/manifest"
 	"github.com/strata-mq/strata/services/tiering/internal/objstore"
@@ -68,6 +72,7 @@ type Reader struct {
 	manifests   map[manifest.Partition]cachedManifest
 	indexes     map[string]*segment.OffsetIndex
 	timeIndexes map[string]*segment.TimeIndex
+	txnIndexes  map[string]*segment.TxnIndex
 
 	fetched atomic.Int64 // bytes fetched from the bucket
 	gets    atomic.Int64 // range GETs
@@ -91,7 +96,7 @@ func New(cfg Config) *Reader {
 	}
 	return &Reader{cfg: cfg, blocks: newBlockCache(cfg.CacheBytes),
 		manifests: map[manifest.Partition]cachedManifest{}, indexes: map[string]*segment.OffsetIndex{},
-		timeIndexes: map[string]*segment.TimeIndex{}}
+		timeIndexes: map[string]*segment.TimeIndex{}, txnIndexes: map[string]*segment.TxnIndex{}}
 }
 
 // Stats reports the bytes and range GETs fetched from the bucket, and the
@@ -138,6 +143,26 @@ type Result struct {
 	Records   []byte // whole batches, as uploaded
 	LogStart  int64  // first tiered offset, -1 when nothing is tiered
 	TieredEnd int64  // one past the last tiered offset, -1 when nothing is tiered
+	// Next is the offset after the last batch returned; the read's offset
+	// when none is.
+	Next int64
+
+	// The fields below are set by ReadCommitted only.
+
+	// Aborted lists the aborted transactions overlapping [offset, Next),
+	// in the order of their markers (see ReadCommitted).
+	Aborted []partlog.AbortedTxn
+	// AbortedComplete is true when the walk for Aborted stopped at an entry
+	// whose last stable offset reaches Next, so no later marker can add to
+	// it; false when it ran off the tier's end.
+	AbortedComplete bool
+	// TxnIndexKnown is true when every segment walked carries its
+	// transaction index; false when the walk met a segment uploaded before
+	// tiered segments carried it (the walk stops there, and Aborted may
+	// miss transactions).
+	TxnIndexKnown bool
+
+	manifest *tieringv1.Manifest // the manifest the read was served from
 }
 
 // Read returns whole batches starting with the one holding offset, up to
@@ -152,6 +177,56 @@ func (r *Reader) Read(ctx context.Context, p manifest.Partition, offset int64, m
 	return withManifest(ctx, r, p, func(m *tieringv1.Manifest) (Result, error) {
 		return r.read(ctx, p, m, offset, maxBytes)
 	})
+}
+
+// ReadCommitted is Read for a read_committed fetch: it also collects, in
+// the same manifest, the aborted transactions overlapping the batches it
+// returns, as partlog's AbortedTxns does on a local log (Kafka's
+// collectAbortedTransactions, which KIP-405's RemoteLogManager runs over
+// remote segments' transaction indexes): from the segment holding offset
+// onwards, the entries whose marker is at or after offset and whose first
+// offset is below Next, stopping at the first entry whose last stable
+// offset reaches Next (no transaction listed after it can start below
+// Next). Index objects are cached like the offset indexes.
+func (r *Reader) ReadCommitted(ctx context.Context, p manifest.Partition, offset int64, maxBytes int) (Result, error) {
+	return withManifest(ctx, r, p, func(m *tieringv1.Manifest) (Result, error) {
+		res, err := r.read(ctx, p, m, offset, maxBytes)
+		if err != nil || len(res.Records) == 0 {
+			res.AbortedComplete, res.TxnIndexKnown = true, true
+			return res, err
+		}
+		res.Aborted, res.AbortedComplete, res.TxnIndexKnown, err = r.abortedTxns(ctx, res.manifest, offset, res.Next)
+		return res, err
+	})
+}
+
+// abortedTxns walks the active entries of m from the one holding from (see
+// ReadCommitted).
+func (r *Reader) abortedTxns(ctx context.Context, m *tieringv1.Manifest, from, to int64) (out []partlog.AbortedTxn, complete, known bool, _ error) {
+	active := manifest.Active(m)
+	i := sort.Search(len(active), func(i int) bool { return active[i].GetLastOffset() >= from })
+	for ; i < len(active); i++ {
+		e := active[i]
+		if !e.GetTxnIndexKnown() {
+			return out, false, false, nil
+		}
+		x, err := r.txnIndex(ctx, e)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if x == nil {
+			continue // no abort marker in the segment
+		}
+		for _, t := range x.Entries {
+			if t.LastOffset >= from && t.FirstOffset < to {
+				out = append(out, t)
+			}
+			if t.LastStableOffset >= to {
+				return out, true, true, nil
+			}
+		}
+	}
+	return out, false, true, nil
 }
 
 // withManifest runs fn with the partition's manifest, and once more with a
@@ -189,7 +264,7 @@ func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Ma
 		m = m2
 	}
 	end := manifest.TieredEnd(m)
-	res := Result{LogStart: manifest.LogStart(m), TieredEnd: end}
+	res := Result{LogStart: manifest.LogStart(m), TieredEnd: end, Next: offset, manifest: m}
 	if end < 0 || offset < res.LogStart || offset >= end {
 		return res, &OutOfRangeError{Offset: offset, LogStart: res.LogStart, TieredEnd: end}
 	}
@@ -234,6 +309,7 @@ func (r *Reader) read(ctx context.Context, p manifest.Partition, m *tieringv1.Ma
 			break
 		}
 		stop += int64(h.Size())
+		res.Next = h.NextOffset()
 	}
 	out := make([]byte, stop-start)
 	if err := obj.readAt(ctx, out, start); err != nil {
@@ -258,6 +334,14 @@ func (r *Reader) index(ctx context.Context, e *tieringv1.SegmentEntry) (*segment
 
 func (r *Reader) timeIndex(ctx context.Context, e *tieringv1.SegmentEntry) (*segment.TimeIndex, error) {
 	return cachedIndex(ctx, r, r.timeIndexes, e.GetTimeIndexKey(), segment.DecodeTimeIndex)
+}
+
+// txnIndex returns the entry's aborted transaction index; nil when the
+// entry names none (its index is unknown, or it has no abort marker).
+func (r *Reader) txnIndex(ctx context.Context, e *tieringv1.SegmentEntry) (*segment.TxnIndex, error) {
+	return cachedIndex(ctx, r, r.txnIndexes, e.GetTxnIndexKey(), func(b []byte) (*segment.TxnIndex, error) {
+		return segment.DecodeTxnIndex(b, e.GetBaseOffset(), e.GetLastOffset()+1)
+	})
 }
 
 // cachedIndex returns the decoded index object at key from cache, reading

@@ -53,6 +53,15 @@ type Info struct {
 	Batches     int64   // kept batches
 	OffsetIndex []byte  // encoded .index of the kept bytes
 	TimeIndex   []byte  // encoded .timeindex of the kept bytes
+	// AbortMarkers are the abort markers among the kept batches, in offset
+	// order: what a segment's aborted transaction index may name.
+	AbortMarkers []AbortMarker
+}
+
+// AbortMarker is an abort marker found in a segment.
+type AbortMarker struct {
+	Offset     int64 // the marker's offset
+	ProducerID int64 // the producer whose transaction it aborts
 }
 
 // Scan reads a whole segment from r, verifying every batch's CRC and that
@@ -127,6 +136,11 @@ func Scan(r io.Reader, from int64) (Info, error) {
 			info.MinTS = h.BaseTimestamp
 		}
 		info.MaxTS = max(info.MaxTS, h.MaxTimestamp)
+		if h.Control() {
+			if _, mk, err := recordbatch.ParseMarker(buf); err == nil && mk.Type == recordbatch.ControlAbort {
+				info.AbortMarkers = append(info.AbortMarkers, AbortMarker{Offset: h.BaseOffset, ProducerID: h.ProducerID})
+			}
+		}
 		info.LastOffset = h.LastOffset()
 		info.Batches++
 		pos += int64(n)
@@ -140,6 +154,54 @@ func Scan(r io.Reader, from int64) (Info, error) {
 	info.OffsetIndex = partlog.EncodeOffsetIndex(m, offsets)
 	info.TimeIndex = partlog.EncodeTimeIndex(m, times)
 	return info, nil
+}
+
+// CheckTxnIndex checks the aborted transaction index that came with a
+// segment whose header says it holds [base, next), and returns its entries
+// for the part info kept (markers at or after info.BaseOffset: the rest
+// lie in a part the tier already holds). Tiering cannot rebuild the index
+// from the segment (an aborted transaction's first offset may lie in an
+// earlier segment, and an entry's last stable offset depends on other
+// producers), so it checks what it can: the layout (partlog's decoder),
+// and that every entry's last offset is an abort marker of its producer
+// in the segment. An index naming a marker the segment does not hold is
+// ErrIndex.
+func CheckTxnIndex(b []byte, base, next int64, info Info) ([]partlog.AbortedTxn, error) {
+	txns, err := partlog.DecodeAbortedTxns(b, base, next)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIndex, err)
+	}
+	markers := map[int64]int64{}
+	for _, m := range info.AbortMarkers {
+		markers[m.Offset] = m.ProducerID
+	}
+	kept := txns[:0]
+	for _, t := range txns {
+		if t.LastOffset < info.BaseOffset {
+			continue
+		}
+		if pid, ok := markers[t.LastOffset]; !ok || pid != t.ProducerID {
+			return nil, fmt.Errorf("%w: transaction index entry %+v names no abort marker of producer %d in the segment", ErrIndex, t, t.ProducerID)
+		}
+		kept = append(kept, t)
+	}
+	return kept, nil
+}
+
+// TxnIndex is a decoded .txnindex object: the aborted transactions whose
+// markers lie in one tiered segment, in the order of their markers.
+type TxnIndex struct {
+	Entries []partlog.AbortedTxn
+}
+
+// DecodeTxnIndex decodes a .txnindex object of a segment holding
+// [base, next), as partlog checks its own.
+func DecodeTxnIndex(b []byte, base, next int64) (*TxnIndex, error) {
+	txns, err := partlog.DecodeAbortedTxns(b, base, next)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrIndex, err)
+	}
+	return &TxnIndex{Entries: txns}, nil
 }
 
 // OffsetIndex is a decoded .index object.

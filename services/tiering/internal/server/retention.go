@@ -79,17 +79,17 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 			doomed = append(doomed, e)
 			continue
 		}
-		named[e.GetObjectKey()], named[e.GetOffsetIndexKey()], named[e.GetTimeIndexKey()] = true, true, true
+		for _, k := range manifest.ObjectKeys(e) {
+			named[k] = true
+		}
 	}
 	if len(doomed) > 0 {
 		gone := map[string]bool{}
 		for _, e := range doomed {
 			ok := true
-			for _, k := range []string{e.GetObjectKey(), e.GetOffsetIndexKey(), e.GetTimeIndexKey()} {
-				if k != "" {
-					if err := r.store.Bucket.Delete(ctx, k); err != nil {
-						ok = false
-					}
+			for _, k := range manifest.ObjectKeys(e) {
+				if err := r.store.Bucket.Delete(ctx, k); err != nil {
+					ok = false
 				}
 			}
 			if ok {
@@ -114,7 +114,9 @@ func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 	}
 	// Objects no manifest entry names, older than the grace period.
 	for _, e := range m.GetSegments() {
-		named[e.GetObjectKey()], named[e.GetOffsetIndexKey()], named[e.GetTimeIndexKey()] = true, true, true
+		for _, k := range manifest.ObjectKeys(e) {
+			named[k] = true
+		}
 	}
 	dir := manifest.Dir(r.store.Prefix, p) + "/"
 	var orphans []string

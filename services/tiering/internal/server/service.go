@@ -282,11 +282,20 @@ func (s *Service) FetchTiered(ctx context.Context, req *connect.Request[tieringv
 	if maxBytes == 0 {
 		maxBytes = defaultFetchMaxBytes
 	}
-	res, err := s.reader.Read(ctx, p, m.GetFetchOffset(), maxBytes)
+	read := s.reader.Read
+	if m.GetReadCommitted() {
+		read = s.reader.ReadCommitted
+	}
+	res, err := read(ctx, p, m.GetFetchOffset(), maxBytes)
 	if err != nil {
 		return nil, apierr.Error(s.detail("fetch", err))
 	}
-	return connect.NewResponse(&tieringv1.FetchTieredResponse{Records: res.Records, LogStartOffset: res.LogStart, TieredEndOffset: res.TieredEnd}), nil
+	out := &tieringv1.FetchTieredResponse{Records: res.Records, LogStartOffset: res.LogStart, TieredEndOffset: res.TieredEnd,
+		AbortedComplete: res.AbortedComplete, TxnIndexKnown: res.TxnIndexKnown}
+	for _, t := range res.Aborted {
+		out.AbortedTransactions = append(out.AbortedTransactions, &tieringv1.AbortedTransaction{ProducerId: t.ProducerID, FirstOffset: t.FirstOffset})
+	}
+	return connect.NewResponse(out), nil
 }
 
 func (s *Service) OffsetForTimestamp(ctx context.Context, req *connect.Request[tieringv1.OffsetForTimestampRequest]) (*connect.Response[tieringv1.OffsetForTimestampResponse], error) {

@@ -1,9 +1,10 @@
 // Package uploader copies one sealed segment into the bucket and names it in
 // the partition's manifest: spool the stream to a temporary file, verify
 // every batch (CRC, contiguous offsets, the header's offsets and size),
-// upload the .log object (multipart when large) and the rebuilt indexes
-// under a fresh segment id, and only then add the entry to the manifest with
-// a conditional write.
+// upload the .log object (multipart when large), the rebuilt indexes and the
+// aborted transaction index the node sent (checked against the segment's
+// abort markers) under a fresh segment id, and only then add the entry to
+// the manifest with a conditional write.
 //
 // A failure at any step before the manifest write leaves no entry: at worst
 // objects no manifest names, which the retention loop removes after a grace
@@ -24,6 +25,7 @@ import (
 	"github.com/google/uuid"
 
 	tieringv1 "github.com/strata-mq/strata/gen/strata/tiering/v1"
+	"github.com/strata-mq/strata/lib/partlog"
 	"github.com/strata-mq/strata/services/tiering/internal/manifest"
 	"github.com/strata-mq/strata/services/tiering/internal/segment"
 )
@@ -125,8 +127,25 @@ func (u *Uploader) Upload(ctx context.Context, hdr *tieringv1.SegmentHeader, bod
 		return Result{}, fmt.Errorf("%w: segment holds offsets %d..%d, header says %d..%d", ErrInvalid, info.BaseOffset, info.LastOffset, hdr.GetBaseOffset(), hdr.GetLastOffset())
 	}
 
+	// The aborted transaction index: known when the node sent one (a node
+	// from before tiered segments carried it sends none), stored only when
+	// it has entries for the part kept.
+	txnKnown := hdr.TxnIndex != nil
+	var txnIndex []byte
+	if txnKnown {
+		txns, err := segment.CheckTxnIndex(hdr.GetTxnIndex(), hdr.GetBaseOffset(), hdr.GetLastOffset()+1, info)
+		if err != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		txnIndex = partlog.AppendAbortedTxns(nil, txns)
+	}
+
 	segID := uuid.NewString()
 	logKey, idxKey, timeKey := manifest.SegmentKeys(u.Store.Prefix, p, info.BaseOffset, segID)
+	var txnKey string
+	if len(txnIndex) > 0 {
+		txnKey = manifest.TxnIndexKey(u.Store.Prefix, p, info.BaseOffset, segID)
+	}
 	b := u.Store.Bucket
 	uploadAll := func() error {
 		if err := b.Upload(ctx, logKey, io.NewSectionReader(f, info.StartPos, info.Size), info.Size); err != nil {
@@ -135,12 +154,20 @@ func (u *Uploader) Upload(ctx context.Context, hdr *tieringv1.SegmentHeader, bod
 		if err := b.Upload(ctx, idxKey, bytes.NewReader(info.OffsetIndex), int64(len(info.OffsetIndex))); err != nil {
 			return err
 		}
+		if txnKey != "" {
+			if err := b.Upload(ctx, txnKey, bytes.NewReader(txnIndex), int64(len(txnIndex))); err != nil {
+				return err
+			}
+		}
 		return b.Upload(ctx, timeKey, bytes.NewReader(info.TimeIndex), int64(len(info.TimeIndex)))
 	}
 	cleanup := func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		for _, k := range []string{logKey, idxKey, timeKey} {
+		for _, k := range []string{logKey, idxKey, timeKey, txnKey} {
+			if k == "" {
+				continue
+			}
 			if err := b.Delete(dctx, k); err != nil {
 				logger.Warn("deleting unused segment object; retention removes it later", "key", k, "err", err)
 			}
@@ -160,6 +187,7 @@ func (u *Uploader) Upload(ctx context.Context, hdr *tieringv1.SegmentHeader, bod
 		SizeBytes: info.Size, MinTimestampMs: info.MinTS, MaxTimestampMs: info.MaxTS,
 		OffsetIndexKey: idxKey, TimeIndexKey: timeKey, State: tieringv1.SegmentState_SEGMENT_STATE_ACTIVE,
 		UploadedAtMs: now().UnixMilli(), UploadLeaderEpoch: hdr.GetLeaderEpoch(),
+		TxnIndexKnown: txnKnown, TxnIndexKey: txnKey,
 	}
 	for _, e := range info.Epochs {
 		entry.LeaderEpochs = append(entry.LeaderEpochs, &tieringv1.EpochStart{Epoch: e.Epoch, StartOffset: e.StartOffset})

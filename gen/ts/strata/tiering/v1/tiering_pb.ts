@@ -32,7 +32,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file strata/tiering/v1/tiering.proto.
  */
 export const file_strata_tiering_v1_tiering: GenFile = /*@__PURE__*/
-  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQivAIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMIjEKCkVwb2NoU3RhcnQSDQoFZXBvY2gYASABKAUSFAoMc3RhcnRfb2Zmc2V0GAIgASgDImMKFVVwbG9hZFNlZ21lbnRSZXNwb25zZRIwCgdzZWdtZW50GAEgASgLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhgKEG1hbmlmZXN0X3ZlcnNpb24YAiABKAMiTQoVR2V0VGllcmVkU3RhdGVSZXF1ZXN0EjQKCnBhcnRpdGlvbnMYASADKAsyIC5zdHJhdGEuY29tbW9uLnYxLlRvcGljUGFydGl0aW9uIlUKFkdldFRpZXJlZFN0YXRlUmVzcG9uc2USOwoKcGFydGl0aW9ucxgBIAMoCzInLnN0cmF0YS50aWVyaW5nLnYxLlRpZXJlZFBhcnRpdGlvblN0YXRlIqYCChRUaWVyZWRQYXJ0aXRpb25TdGF0ZRINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSLAoFZXJyb3IYAyABKAsyHS5zdHJhdGEuY29tbW9uLnYxLkVycm9yRGV0YWlsEhAKCHRvcGljX2lkGAQgASgJEhgKEGxvZ19zdGFydF9vZmZzZXQYBSABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBiABKAMSFAoMb2JqZWN0X2NvdW50GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWFuaWZlc3RfdmVyc2lvbhgJIAEoAxIUCgxsZWFkZXJfZXBvY2gYCiABKAUSHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAsgASgDIl8KEkZldGNoVGllcmVkUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSFAoMZmV0Y2hfb2Zmc2V0GAMgASgDEhEKCW1heF9ieXRlcxgEIAEoBSJbChNGZXRjaFRpZXJlZFJlc3BvbnNlEg8KB3JlY29yZHMYASABKAwSGAoQbG9nX3N0YXJ0X29mZnNldBgCIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgDIAEoAyJTChlPZmZzZXRGb3JUaW1lc3RhbXBSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgx0aW1lc3RhbXBfbXMYAyABKAMijQEKGk9mZnNldEZvclRpbWVzdGFtcFJlc3BvbnNlEg4KBm9mZnNldBgBIAEoAxIUCgx0aW1lc3RhbXBfbXMYAiABKAMSFAoMbGVhZGVyX2Vwb2NoGAMgASgFEhgKEGxvZ19zdGFydF9vZmZzZXQYBCABKAMSGQoRdGllcmVkX2VuZF9vZmZzZXQYBSABKAMiSAoURGVsZXRlUmVjb3Jkc1JlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEg4KBm9mZnNldBgDIAEoAyJQChVEZWxldGVSZWNvcmRzUmVzcG9uc2USHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAEgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYAiABKAMidAoTTGlzdFNlZ21lbnRzUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSFAoMc3RhcnRfb2Zmc2V0GAMgASgDEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJInwKFExpc3RTZWdtZW50c1Jlc3BvbnNlEjEKCHNlZ21lbnRzGAEgAygLMh8uc3RyYXRhLnRpZXJpbmcudjEuU2VnbWVudEVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRIYChBtYW5pZmVzdF92ZXJzaW9uGAMgASgDIogDCgxTZWdtZW50RW50cnkSEgoKc2VnbWVudF9pZBgBIAEoCRISCgpvYmplY3Rfa2V5GAIgASgJEhMKC2Jhc2Vfb2Zmc2V0GAMgASgDEhMKC2xhc3Rfb2Zmc2V0GAQgASgDEhIKCnNpemVfYnl0ZXMYBSABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgGIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAcgASgDEjQKDWxlYWRlcl9lcG9jaHMYCCADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhgKEG9mZnNldF9pbmRleF9rZXkYCSABKAkSFgoOdGltZV9pbmRleF9rZXkYCiABKAkSLgoFc3RhdGUYCyABKA4yHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50U3RhdGUSFgoOdXBsb2FkZWRfYXRfbXMYDCABKAMSGwoTdXBsb2FkX2xlYWRlcl9lcG9jaBgNIAEoBRIRCgljb21wYWN0ZWQYDiABKAgigAIKCE1hbmlmZXN0EhYKDmZvcm1hdF92ZXJzaW9uGAEgASgFEg0KBXRvcGljGAIgASgJEhAKCHRvcGljX2lkGAMgASgJEhEKCXBhcnRpdGlvbhgEIAEoBRIPCgd2ZXJzaW9uGAUgASgDEhgKEGxvZ19zdGFydF9vZmZzZXQYBiABKAMSMQoIc2VnbWVudHMYByADKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSFAoMbGVhZGVyX2Vwb2NoGAggASgFEhUKDXVwZGF0ZWRfYXRfbXMYCSABKAMSHQoVZGVsZXRlX3JlY29yZHNfb2Zmc2V0GAogASgDKmMKDFNlZ21lbnRTdGF0ZRIdChlTRUdNRU5UX1NUQVRFX1VOU1BFQ0lGSUVEEAASGAoUU0VHTUVOVF9TVEFURV9BQ1RJVkUQARIaChZTRUdNRU5UX1NUQVRFX0RFTEVUSU5HEAIy8wQKDlRpZXJpbmdTZXJ2aWNlEmQKDVVwbG9hZFNlZ21lbnQSJy5zdHJhdGEudGllcmluZy52MS5VcGxvYWRTZWdtZW50UmVxdWVzdBooLnN0cmF0YS50aWVyaW5nLnYxLlVwbG9hZFNlZ21lbnRSZXNwb25zZSgBEmUKDkdldFRpZXJlZFN0YXRlEiguc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXF1ZXN0Gikuc3RyYXRhLnRpZXJpbmcudjEuR2V0VGllcmVkU3RhdGVSZXNwb25zZRJcCgtGZXRjaFRpZXJlZBIlLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVxdWVzdBomLnN0cmF0YS50aWVyaW5nLnYxLkZldGNoVGllcmVkUmVzcG9uc2UScQoST2Zmc2V0Rm9yVGltZXN0YW1wEiwuc3RyYXRhLnRpZXJpbmcudjEuT2Zmc2V0Rm9yVGltZXN0YW1wUmVxdWVzdBotLnN0cmF0YS50aWVyaW5nLnYxLk9mZnNldEZvclRpbWVzdGFtcFJlc3BvbnNlEmIKDURlbGV0ZVJlY29yZHMSJy5zdHJhdGEudGllcmluZy52MS5EZWxldGVSZWNvcmRzUmVxdWVzdBooLnN0cmF0YS50aWVyaW5nLnYxLkRlbGV0ZVJlY29yZHNSZXNwb25zZRJfCgxMaXN0U2VnbWVudHMSJi5zdHJhdGEudGllcmluZy52MS5MaXN0U2VnbWVudHNSZXF1ZXN0Gicuc3RyYXRhLnRpZXJpbmcudjEuTGlzdFNlZ21lbnRzUmVzcG9uc2VCyAEKFWNvbS5zdHJhdGEudGllcmluZy52MUIMVGllcmluZ1Byb3RvUAFaO2dpdGh1Yi5jb20vc3RyYXRhLW1xL3N0cmF0YS9nZW4vc3RyYXRhL3RpZXJpbmcvdjE7dGllcmluZ3YxogIDU1RYqgIRU3RyYXRhLlRpZXJpbmcuVjHKAhFTdHJhdGFcVGllcmluZ1xWMeICHVN0cmF0YVxUaWVyaW5nXFYxXEdQQk1ldGFkYXRh6gITU3RyYXRhOjpUaWVyaW5nOjpWMWIGcHJvdG8z", [file_strata_common_v1_common]);
+  fileDesc("Ch9zdHJhdGEvdGllcmluZy92MS90aWVyaW5nLnByb3RvEhFzdHJhdGEudGllcmluZy52MSJiChRVcGxvYWRTZWdtZW50UmVxdWVzdBIyCgZoZWFkZXIYASABKAsyIC5zdHJhdGEudGllcmluZy52MS5TZWdtZW50SGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBHBhcnQi4gIKDVNlZ21lbnRIZWFkZXISDQoFdG9waWMYASABKAkSEAoIdG9waWNfaWQYAiABKAkSEQoJcGFydGl0aW9uGAMgASgFEhQKDGxlYWRlcl9lcG9jaBgEIAEoBRIPCgdub2RlX2lkGAUgASgFEhMKC2Jhc2Vfb2Zmc2V0GAYgASgDEhMKC2xhc3Rfb2Zmc2V0GAcgASgDEhIKCnNpemVfYnl0ZXMYCCABKAMSGAoQbWluX3RpbWVzdGFtcF9tcxgJIAEoAxIYChBtYXhfdGltZXN0YW1wX21zGAogASgDEjQKDWxlYWRlcl9lcG9jaHMYCyADKAsyHS5zdHJhdGEudGllcmluZy52MS5FcG9jaFN0YXJ0EhQKDG9mZnNldF9pbmRleBgMIAEoDBISCgp0aW1lX2luZGV4GA0gASgMEhYKCXR4bl9pbmRleBgOIAEoDEgAiAEBQgwKCl90eG5faW5kZXgiMQoKRXBvY2hTdGFydBINCgVlcG9jaBgBIAEoBRIUCgxzdGFydF9vZmZzZXQYAiABKAMiYwoVVXBsb2FkU2VnbWVudFJlc3BvbnNlEjAKB3NlZ21lbnQYASABKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSGAoQbWFuaWZlc3RfdmVyc2lvbhgCIAEoAyJNChVHZXRUaWVyZWRTdGF0ZVJlcXVlc3QSNAoKcGFydGl0aW9ucxgBIAMoCzIgLnN0cmF0YS5jb21tb24udjEuVG9waWNQYXJ0aXRpb24iVQoWR2V0VGllcmVkU3RhdGVSZXNwb25zZRI7CgpwYXJ0aXRpb25zGAEgAygLMicuc3RyYXRhLnRpZXJpbmcudjEuVGllcmVkUGFydGl0aW9uU3RhdGUipgIKFFRpZXJlZFBhcnRpdGlvblN0YXRlEg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIsCgVlcnJvchgDIAEoCzIdLnN0cmF0YS5jb21tb24udjEuRXJyb3JEZXRhaWwSEAoIdG9waWNfaWQYBCABKAkSGAoQbG9nX3N0YXJ0X29mZnNldBgFIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgGIAEoAxIUCgxvYmplY3RfY291bnQYByABKAMSEgoKc2l6ZV9ieXRlcxgIIAEoAxIYChBtYW5pZmVzdF92ZXJzaW9uGAkgASgDEhQKDGxlYWRlcl9lcG9jaBgKIAEoBRIdChVkZWxldGVfcmVjb3Jkc19vZmZzZXQYCyABKAMidwoSRmV0Y2hUaWVyZWRSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxmZXRjaF9vZmZzZXQYAyABKAMSEQoJbWF4X2J5dGVzGAQgASgFEhYKDnJlYWRfY29tbWl0dGVkGAUgASgIIj8KEkFib3J0ZWRUcmFuc2FjdGlvbhITCgtwcm9kdWNlcl9pZBgBIAEoAxIUCgxmaXJzdF9vZmZzZXQYAiABKAMi0wEKE0ZldGNoVGllcmVkUmVzcG9uc2USDwoHcmVjb3JkcxgBIAEoDBIYChBsb2dfc3RhcnRfb2Zmc2V0GAIgASgDEhkKEXRpZXJlZF9lbmRfb2Zmc2V0GAMgASgDEkMKFGFib3J0ZWRfdHJhbnNhY3Rpb25zGAQgAygLMiUuc3RyYXRhLnRpZXJpbmcudjEuQWJvcnRlZFRyYW5zYWN0aW9uEhgKEGFib3J0ZWRfY29tcGxldGUYBSABKAgSFwoPdHhuX2luZGV4X2tub3duGAYgASgIIlMKGU9mZnNldEZvclRpbWVzdGFtcFJlcXVlc3QSDQoFdG9waWMYASABKAkSEQoJcGFydGl0aW9uGAIgASgFEhQKDHRpbWVzdGFtcF9tcxgDIAEoAyKNAQoaT2Zmc2V0Rm9yVGltZXN0YW1wUmVzcG9uc2USDgoGb2Zmc2V0GAEgASgDEhQKDHRpbWVzdGFtcF9tcxgCIAEoAxIUCgxsZWFkZXJfZXBvY2gYAyABKAUSGAoQbG9nX3N0YXJ0X29mZnNldBgEIAEoAxIZChF0aWVyZWRfZW5kX29mZnNldBgFIAEoAyJIChREZWxldGVSZWNvcmRzUmVxdWVzdBINCgV0b3BpYxgBIAEoCRIRCglwYXJ0aXRpb24YAiABKAUSDgoGb2Zmc2V0GAMgASgDIlAKFURlbGV0ZVJlY29yZHNSZXNwb25zZRIdChVkZWxldGVfcmVjb3Jkc19vZmZzZXQYASABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgCIAEoAyJ0ChNMaXN0U2VnbWVudHNSZXF1ZXN0Eg0KBXRvcGljGAEgASgJEhEKCXBhcnRpdGlvbhgCIAEoBRIUCgxzdGFydF9vZmZzZXQYAyABKAMSEQoJcGFnZV9zaXplGAQgASgFEhIKCnBhZ2VfdG9rZW4YBSABKAkifAoUTGlzdFNlZ21lbnRzUmVzcG9uc2USMQoIc2VnbWVudHMYASADKAsyHy5zdHJhdGEudGllcmluZy52MS5TZWdtZW50RW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhgKEG1hbmlmZXN0X3ZlcnNpb24YAyABKAMiuAMKDFNlZ21lbnRFbnRyeRISCgpzZWdtZW50X2lkGAEgASgJEhIKCm9iamVjdF9rZXkYAiABKAkSEwoLYmFzZV9vZmZzZXQYAyABKAMSEwoLbGFzdF9vZmZzZXQYBCABKAMSEgoKc2l6ZV9ieXRlcxgFIAEoAxIYChBtaW5fdGltZXN0YW1wX21zGAYgASgDEhgKEG1heF90aW1lc3RhbXBfbXMYByABKAMSNAoNbGVhZGVyX2Vwb2NocxgIIAMoCzIdLnN0cmF0YS50aWVyaW5nLnYxLkVwb2NoU3RhcnQSGAoQb2Zmc2V0X2luZGV4X2tleRgJIAEoCRIWCg50aW1lX2luZGV4X2tleRgKIAEoCRIuCgVzdGF0ZRgLIAEoDjIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRTdGF0ZRIWCg51cGxvYWRlZF9hdF9tcxgMIAEoAxIbChN1cGxvYWRfbGVhZGVyX2Vwb2NoGA0gASgFEhEKCWNvbXBhY3RlZBgOIAEoCBIXCg90eG5faW5kZXhfa25vd24YDyABKAgSFQoNdHhuX2luZGV4X2tleRgQIAEoCSKAAgoITWFuaWZlc3QSFgoOZm9ybWF0X3ZlcnNpb24YASABKAUSDQoFdG9waWMYAiABKAkSEAoIdG9waWNfaWQYAyABKAkSEQoJcGFydGl0aW9uGAQgASgFEg8KB3ZlcnNpb24YBSABKAMSGAoQbG9nX3N0YXJ0X29mZnNldBgGIAEoAxIxCghzZWdtZW50cxgHIAMoCzIfLnN0cmF0YS50aWVyaW5nLnYxLlNlZ21lbnRFbnRyeRIUCgxsZWFkZXJfZXBvY2gYCCABKAUSFQoNdXBkYXRlZF9hdF9tcxgJIAEoAxIdChVkZWxldGVfcmVjb3Jkc19vZmZzZXQYCiABKAMqYwoMU2VnbWVudFN0YXRlEh0KGVNFR01FTlRfU1RBVEVfVU5TUEVDSUZJRUQQABIYChRTRUdNRU5UX1NUQVRFX0FDVElWRRABEhoKFlNFR01FTlRfU1RBVEVfREVMRVRJTkcQAjLzBAoOVGllcmluZ1NlcnZpY2USZAoNVXBsb2FkU2VnbWVudBInLnN0cmF0YS50aWVyaW5nLnYxLlVwbG9hZFNlZ21lbnRSZXF1ZXN0Giguc3RyYXRhLnRpZXJpbmcudjEuVXBsb2FkU2VnbWVudFJlc3BvbnNlKAESZQoOR2V0VGllcmVkU3RhdGUSKC5zdHJhdGEudGllcmluZy52MS5HZXRUaWVyZWRTdGF0ZVJlcXVlc3QaKS5zdHJhdGEudGllcmluZy52MS5HZXRUaWVyZWRTdGF0ZVJlc3BvbnNlElwKC0ZldGNoVGllcmVkEiUuc3RyYXRhLnRpZXJpbmcudjEuRmV0Y2hUaWVyZWRSZXF1ZXN0GiYuc3RyYXRhLnRpZXJpbmcudjEuRmV0Y2hUaWVyZWRSZXNwb25zZRJxChJPZmZzZXRGb3JUaW1lc3RhbXASLC5zdHJhdGEudGllcmluZy52MS5PZmZzZXRGb3JUaW1lc3RhbXBSZXF1ZXN0Gi0uc3RyYXRhLnRpZXJpbmcudjEuT2Zmc2V0Rm9yVGltZXN0YW1wUmVzcG9uc2USYgoNRGVsZXRlUmVjb3JkcxInLnN0cmF0YS50aWVyaW5nLnYxLkRlbGV0ZVJlY29yZHNSZXF1ZXN0Giguc3RyYXRhLnRpZXJpbmcudjEuRGVsZXRlUmVjb3Jkc1Jlc3BvbnNlEl8KDExpc3RTZWdtZW50cxImLnN0cmF0YS50aWVyaW5nLnYxLkxpc3RTZWdtZW50c1JlcXVlc3QaJy5zdHJhdGEudGllcmluZy52MS5MaXN0U2VnbWVudHNSZXNwb25zZULIAQoVY29tLnN0cmF0YS50aWVyaW5nLnYxQgxUaWVyaW5nUHJvdG9QAVo7Z2l0aHViLmNvbS9zdHJhdGEtbXEvc3RyYXRhL2dlbi9zdHJhdGEvdGllcmluZy92MTt0aWVyaW5ndjGiAgNTVFiqAhFTdHJhdGEuVGllcmluZy5WMcoCEVN0cmF0YVxUaWVyaW5nXFYx4gIdU3RyYXRhXFRpZXJpbmdcVjFcR1BCTWV0YWRhdGHqAhNTdHJhdGE6OlRpZXJpbmc6OlYxYgZwcm90bzM", [file_strata_common_v1_common]);
 
 /**
  * UploadSegmentRequest is one message of an upload stream.
@@ -168,6 +168,19 @@ export type SegmentHeader = Message<"strata.tiering.v1.SegmentHeader"> & {
    * @generated from field: bytes time_index = 13;
    */
   timeIndex: Uint8Array;
+
+  /**
+   * The segment's aborted transaction index (.txnindex) as on disk, in lib/partlog's layout:
+   * one 34-byte entry per abort marker in the segment, in marker order; empty when the segment
+   * holds no abort marker. Tiering cannot rebuild it from the segment alone (an aborted
+   * transaction's first offset may lie in an earlier segment, and an entry's last stable
+   * offset depends on other producers), so it checks and stores it as sent. Always set by a
+   * node that carries the index, empty or not; unset (a node from before this field) leaves the
+   * tiered segment's index unknown (SegmentEntry.txn_index_known false).
+   *
+   * @generated from field: optional bytes txn_index = 14;
+   */
+  txnIndex?: Uint8Array | undefined;
 };
 
 /**
@@ -406,6 +419,14 @@ export type FetchTieredRequest = Message<"strata.tiering.v1.FetchTieredRequest">
    * @generated from field: int32 max_bytes = 4;
    */
   maxBytes: number;
+
+  /**
+   * When true, the response lists the aborted transactions of the range it returns
+   * (aborted_transactions, aborted_complete, txn_index_known); false leaves them empty.
+   *
+   * @generated from field: bool read_committed = 5;
+   */
+  readCommitted: boolean;
 };
 
 /**
@@ -414,6 +435,35 @@ export type FetchTieredRequest = Message<"strata.tiering.v1.FetchTieredRequest">
  */
 export const FetchTieredRequestSchema: GenMessage<FetchTieredRequest> = /*@__PURE__*/
   messageDesc(file_strata_tiering_v1_tiering, 7);
+
+/**
+ * AbortedTransaction is one aborted transaction overlapping a tiered read: the same shape as
+ * strata.storage.v1.AbortedTransaction, which a storage node answers it with.
+ *
+ * @generated from message strata.tiering.v1.AbortedTransaction
+ */
+export type AbortedTransaction = Message<"strata.tiering.v1.AbortedTransaction"> & {
+  /**
+   * The producer id of the transaction.
+   *
+   * @generated from field: int64 producer_id = 1;
+   */
+  producerId: bigint;
+
+  /**
+   * The offset of the transaction's first batch in this partition.
+   *
+   * @generated from field: int64 first_offset = 2;
+   */
+  firstOffset: bigint;
+};
+
+/**
+ * Describes the message strata.tiering.v1.AbortedTransaction.
+ * Use `create(AbortedTransactionSchema)` to create a new message.
+ */
+export const AbortedTransactionSchema: GenMessage<AbortedTransaction> = /*@__PURE__*/
+  messageDesc(file_strata_tiering_v1_tiering, 8);
 
 /**
  * FetchTieredResponse carries record batches from the tier.
@@ -441,6 +491,35 @@ export type FetchTieredResponse = Message<"strata.tiering.v1.FetchTieredResponse
    * @generated from field: int64 tiered_end_offset = 3;
    */
   tieredEndOffset: bigint;
+
+  /**
+   * With read_committed: the aborted transactions overlapping [fetch_offset, end of records),
+   * in the order of their markers, collected like a local log's (Kafka's
+   * collectAbortedTransactions): from the segment holding fetch_offset onwards, the entries
+   * whose marker is at or after fetch_offset and whose first offset is before the end, up to
+   * the first entry whose last stable offset reaches the end. Empty when no record is returned.
+   *
+   * @generated from field: repeated strata.tiering.v1.AbortedTransaction aborted_transactions = 4;
+   */
+  abortedTransactions: AbortedTransaction[];
+
+  /**
+   * With read_committed: true when the walk stopped at such an entry, so the list is whole;
+   * false when it ran off the tier's end, so markers past it (on the storage node's local log)
+   * may add to the list.
+   *
+   * @generated from field: bool aborted_complete = 5;
+   */
+  abortedComplete: boolean;
+
+  /**
+   * With read_committed: true when every segment walked carries its transaction index
+   * (SegmentEntry.txn_index_known). False means the list may miss transactions: a segment
+   * uploaded before tiered segments carried their index was met (the walk stops there).
+   *
+   * @generated from field: bool txn_index_known = 6;
+   */
+  txnIndexKnown: boolean;
 };
 
 /**
@@ -448,7 +527,7 @@ export type FetchTieredResponse = Message<"strata.tiering.v1.FetchTieredResponse
  * Use `create(FetchTieredResponseSchema)` to create a new message.
  */
 export const FetchTieredResponseSchema: GenMessage<FetchTieredResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 8);
+  messageDesc(file_strata_tiering_v1_tiering, 9);
 
 /**
  * OffsetForTimestampRequest asks for the first tiered batch at or after a time.
@@ -484,7 +563,7 @@ export type OffsetForTimestampRequest = Message<"strata.tiering.v1.OffsetForTime
  * Use `create(OffsetForTimestampRequestSchema)` to create a new message.
  */
 export const OffsetForTimestampRequestSchema: GenMessage<OffsetForTimestampRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 9);
+  messageDesc(file_strata_tiering_v1_tiering, 10);
 
 /**
  * OffsetForTimestampResponse is the tiered batch found, if any.
@@ -534,7 +613,7 @@ export type OffsetForTimestampResponse = Message<"strata.tiering.v1.OffsetForTim
  * Use `create(OffsetForTimestampResponseSchema)` to create a new message.
  */
 export const OffsetForTimestampResponseSchema: GenMessage<OffsetForTimestampResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 10);
+  messageDesc(file_strata_tiering_v1_tiering, 11);
 
 /**
  * DeleteRecordsRequest names the offset below which a partition's records are deleted.
@@ -569,7 +648,7 @@ export type DeleteRecordsRequest = Message<"strata.tiering.v1.DeleteRecordsReque
  * Use `create(DeleteRecordsRequestSchema)` to create a new message.
  */
 export const DeleteRecordsRequestSchema: GenMessage<DeleteRecordsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 11);
+  messageDesc(file_strata_tiering_v1_tiering, 12);
 
 /**
  * DeleteRecordsResponse is the partition's delete-records offset after the call.
@@ -597,7 +676,7 @@ export type DeleteRecordsResponse = Message<"strata.tiering.v1.DeleteRecordsResp
  * Use `create(DeleteRecordsResponseSchema)` to create a new message.
  */
 export const DeleteRecordsResponseSchema: GenMessage<DeleteRecordsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 12);
+  messageDesc(file_strata_tiering_v1_tiering, 13);
 
 /**
  * ListSegmentsRequest pages through a partition's manifest.
@@ -646,7 +725,7 @@ export type ListSegmentsRequest = Message<"strata.tiering.v1.ListSegmentsRequest
  * Use `create(ListSegmentsRequestSchema)` to create a new message.
  */
 export const ListSegmentsRequestSchema: GenMessage<ListSegmentsRequest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 13);
+  messageDesc(file_strata_tiering_v1_tiering, 14);
 
 /**
  * ListSegmentsResponse is one page of manifest entries.
@@ -681,7 +760,7 @@ export type ListSegmentsResponse = Message<"strata.tiering.v1.ListSegmentsRespon
  * Use `create(ListSegmentsResponseSchema)` to create a new message.
  */
 export const ListSegmentsResponseSchema: GenMessage<ListSegmentsResponse> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 14);
+  messageDesc(file_strata_tiering_v1_tiering, 15);
 
 /**
  * SegmentEntry is one manifest entry: which offsets live in which object.
@@ -789,6 +868,24 @@ export type SegmentEntry = Message<"strata.tiering.v1.SegmentEntry"> & {
    * @generated from field: bool compacted = 14;
    */
   compacted: boolean;
+
+  /**
+   * True when the segment's aborted transaction index is known: txn_index_key names it, or is
+   * empty because the segment holds no abort marker. False for segments uploaded before tiered
+   * segments carried their index (part of the format: those stay unknown, and read_committed
+   * reads that walk them are answered conservatively), and for a merge of such segments.
+   *
+   * @generated from field: bool txn_index_known = 15;
+   */
+  txnIndexKnown: boolean;
+
+  /**
+   * Key of the aborted transaction index object (.txnindex, lib/partlog's layout); empty when
+   * the segment has none (no abort marker, or txn_index_known is false).
+   *
+   * @generated from field: string txn_index_key = 16;
+   */
+  txnIndexKey: string;
 };
 
 /**
@@ -796,7 +893,7 @@ export type SegmentEntry = Message<"strata.tiering.v1.SegmentEntry"> & {
  * Use `create(SegmentEntrySchema)` to create a new message.
  */
 export const SegmentEntrySchema: GenMessage<SegmentEntry> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 15);
+  messageDesc(file_strata_tiering_v1_tiering, 16);
 
 /**
  * Manifest is the per-partition record in the bucket of every tiered segment, stored at
@@ -893,7 +990,7 @@ export type Manifest = Message<"strata.tiering.v1.Manifest"> & {
  * Use `create(ManifestSchema)` to create a new message.
  */
 export const ManifestSchema: GenMessage<Manifest> = /*@__PURE__*/
-  messageDesc(file_strata_tiering_v1_tiering, 16);
+  messageDesc(file_strata_tiering_v1_tiering, 17);
 
 /**
  * SegmentState is the lifecycle of a segment object.
