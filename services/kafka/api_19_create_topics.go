@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -19,6 +20,8 @@ func (b *Bridge) createTopics(ctx context.Context, version int16, req *kmsg.Crea
 	ctx, cancel := withTimeout(ctx, req.TimeoutMillis)
 	defer cancel()
 	resp := kmsg.NewPtrCreateTopicsResponse()
+	created := map[string]string{} // name to topic id
+	defer func() { b.awaitTopicsInView(ctx, created) }()
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -52,6 +55,9 @@ func (b *Bridge) createTopics(ctx context.Context, version int16, req *kmsg.Crea
 			continue
 		}
 		d := out.Msg.GetTopic()
+		if !req.ValidateOnly {
+			created[t.Topic] = d.GetTopicId()
+		}
 		rt.TopicID = topicID(d.GetTopicId())
 		rt.NumPartitions, rt.ReplicationFactor = int32(len(d.GetPartitions())), int16(d.GetReplicationFactor())
 		for _, c := range d.GetConfigs() {
@@ -63,4 +69,44 @@ func (b *Bridge) createTopics(ctx context.Context, version int16, req *kmsg.Crea
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// viewPoll is how often awaitTopicsInView looks at the view again.
+const viewPoll = 5 * time.Millisecond
+
+// awaitTopicsInView returns once the listener's own metadata view (which
+// answers its Metadata) holds every created topic under its id, or ctx
+// ends (the request's timeout): a client that creates topics and then
+// asks this listener for their metadata finds them, rather than
+// UNKNOWN_TOPIC_OR_PARTITION while the view catches up with the
+// controller (kafkajs's createTopics with waitForLeaders retries only
+// LEADER_NOT_AVAILABLE). A listener without a view asks the gateway,
+// which the controller answered first.
+func (b *Bridge) awaitTopicsInView(ctx context.Context, created map[string]string) {
+	if b.cfg.View == nil || len(created) == 0 {
+		return
+	}
+	t := time.NewTicker(viewPoll)
+	defer t.Stop()
+	for {
+		v := b.cfg.View()
+		if v == nil || v.Version == 0 {
+			return // not following the controllers yet: Metadata asks the gateway
+		}
+		missing := false
+		for name, id := range created {
+			if tm := v.Topics[name]; tm == nil || tm.GetTopicId() != id {
+				missing = true
+				break
+			}
+		}
+		if !missing {
+			return
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
