@@ -1,10 +1,16 @@
 // Command strata-scale measures what the number of partitions costs a
 // cluster. For each size in --sizes it starts a throwaway `strata dev
-// --storage-nodes 3` cluster, creates that many partitions (RF=3) and
-// measures, in this order:
+// --storage-nodes 3` cluster and measures, in this order:
 //
-//   - create: the time from the first CreateTopic until the controller's
-//     metadata shows every partition led and its ISR whole;
+//   - produce: strata-load's closed loop on a topic of that many
+//     partitions, keys spread over all of them, RF=3 acks=all, for
+//     --duration; strata-load deletes the topic, and the rest waits until
+//     it is gone, so the cluster never holds more than the size;
+//   - create: topics of --partitions-per-topic partitions (RF=3) one
+//     after the other, timed from the first CreateTopic until the storage
+//     nodes' metrics show every replica hosted and every leader with all
+//     three in its ISR (the controller's metadata, which says so from the
+//     creation on, is timed too);
 //   - idle: after --settle, the CPU every process uses over --idle, as %
 //     of one core, with its resident memory (VmRSS), open files (entries
 //     of /proc/PID/fd) and goroutines (/debug/pprof/goroutine on its admin
@@ -12,9 +18,6 @@
 //   - metadata: the bytes of one full snapshot of the controller's
 //     WatchMetadata stream, as a watcher (a storage node, a gateway)
 //     receives it on connecting;
-//   - produce: strata-load's closed loop on a topic of as many partitions,
-//     keys spread over all of them, RF=3 acks=all, for --duration (the
-//     topic is created beside the measured ones and deleted after);
 //   - failover: SIGKILL storage node 1 and time until the metadata shows
 //     no partition led by it, every partition it led having a new leader.
 //
@@ -120,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	sizes := fs.String("sizes", "12,1000,10000", "partition counts (RF=3), comma-separated; the first is the baseline of the ratios")
 	fs.IntVar(&o.perTopic, "partitions-per-topic", 100, "partitions per topic: a size is made of topics of this many (the last one the rest)")
-	fs.IntVar(&o.basePort, "base-port", 19092, "--base-port of each throwaway cluster (it uses ports up to base+215)")
+	fs.IntVar(&o.basePort, "base-port", 22092, "--base-port of each throwaway cluster (it uses ports up to base+215; below the ephemeral range, 32768 up on Linux, so no outgoing connection holds one)")
 	fs.DurationVar(&o.idle, "idle", 20*time.Second, "idle window over which each process's CPU is measured")
 	fs.DurationVar(&o.settle, "settle", 10*time.Second, "wait after the topics are ready before the idle window, so creation's work is over")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "produce run (strata-load --duration); 0 skips produce")

@@ -49,6 +49,43 @@ func measureSize(ctx context.Context, o options, n int, logf func(string, ...any
 		NodeID:      metaview.NotANode,
 	})
 
+	// Produce first, on a topic of n partitions that strata-load makes and
+	// deletes, so the cluster never holds more than n partitions (at
+	// 10,000 a second topic beside the measured ones would double every
+	// storage node's open files).
+	storage := c.storageNodes()
+	if o.duration > 0 {
+		mbps, cpu, err := produce(ctx, o, c, n)
+		if err != nil {
+			row.ProduceError = err.Error()
+			logf("produce: %v", err)
+		} else {
+			row.ProduceMBps, row.ProduceCPUSecondsPerGB = mbps, cpu
+			logf("produce over %d partitions: %.1f MB/s", n, mbps)
+		}
+		// The measures below start once the load topic is gone from the
+		// metadata and from every storage node.
+		if err := waitForEvery(ctx, o.createTimeout, 500*time.Millisecond, func() (bool, string) {
+			for name := range cache.Load().Topics {
+				if strings.HasPrefix(name, "load-") {
+					return false, name + " still in the metadata"
+				}
+			}
+			for _, p := range storage {
+				m, err := scrape(ctx, p.AdminAddress)
+				if err != nil {
+					return false, err.Error()
+				}
+				if hostsLoadTopic(m) {
+					return false, p.name() + " still hosts the load topic"
+				}
+			}
+			return true, ""
+		}); err != nil {
+			return row, fmt.Errorf("the load topic's deletion: %w", err)
+		}
+	}
+
 	// Create: topics of perTopic partitions, one after the other.
 	gw := gatewayv1connect.NewGatewayServiceClient(http.DefaultClient, c.file.Gateway)
 	var topics []string
@@ -73,7 +110,6 @@ func measureSize(ctx context.Context, o options, n int, logf func(string, ...any
 	// The controller marks a new partition led and in sync at once; the
 	// storage nodes' own account (every replica opened, every leader
 	// reporting three in its ISR) is what says the cluster has them.
-	storage := c.storageNodes()
 	if err := waitForEvery(ctx, o.createTimeout, 500*time.Millisecond, func() (bool, string) { return storageReady(ctx, storage, n) }); err != nil {
 		return row, fmt.Errorf("storage nodes do not all host and lead the topics: %w", err)
 	}
@@ -125,29 +161,6 @@ func measureSize(ctx context.Context, o options, n int, logf func(string, ...any
 		return row, fmt.Errorf("metadata snapshot: %w", err)
 	}
 	logf("metadata snapshot: %d bytes", row.SnapshotBytes)
-
-	// Produce, on a topic of its own beside the measured ones.
-	if o.duration > 0 {
-		mbps, cpu, err := produce(ctx, o, c, n)
-		if err != nil {
-			row.ProduceError = err.Error()
-			logf("produce: %v", err)
-		} else {
-			row.ProduceMBps, row.ProduceCPUSecondsPerGB = mbps, cpu
-			logf("produce over %d partitions: %.1f MB/s", n, mbps)
-		}
-		// Let the load topic's deletion reach the metadata before
-		// timing the failover.
-		waitFor(ctx, 30*time.Second, func() (bool, string) {
-			v := cache.Load()
-			for name := range v.Topics {
-				if strings.HasPrefix(name, "load-") {
-					return false, name + " still listed"
-				}
-			}
-			return true, ""
-		})
-	}
 
 	// Failover: SIGKILL storage node 1.
 	if err := failover(ctx, o, c, cache, row, logf); err != nil {
@@ -269,6 +282,18 @@ func storageReady(ctx context.Context, storage []clusterProcess, n int) (bool, s
 		}
 	}
 	return hosted == 3*n && full == n, fmt.Sprintf("%d of %d replicas hosted, %d of %d leaders with a whole ISR", hosted, 3*n, full, n)
+}
+
+// hostsLoadTopic says whether a storage node's /metrics shows a replica
+// of strata-load's topic (the per-topic counters outlive the topic; the
+// per-replica gauges do not).
+func hostsLoadTopic(metrics []byte) bool {
+	for _, line := range strings.Split(string(metrics), "\n") {
+		if strings.HasPrefix(line, "strata_storage_log_end_offset{") && strings.Contains(line, `topic="load-`) {
+			return true
+		}
+	}
+	return false
 }
 
 // scrape returns the body of a process's /metrics.
