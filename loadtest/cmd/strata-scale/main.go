@@ -10,7 +10,9 @@
 //     after the other, timed from the first CreateTopic until the storage
 //     nodes' metrics show every replica hosted and every leader with all
 //     three in its ISR (the controller's metadata, which says so from the
-//     creation on, is timed too);
+//     creation on, is timed too); creation stops, and the size is
+//     reported as where the cluster broke, once the processes together
+//     hold --max-rss-mb resident;
 //   - idle: after --settle, the CPU every process uses over --idle, as %
 //     of one core, with its resident memory (VmRSS), open files (entries
 //     of /proc/PID/fd) and goroutines (/debug/pprof/goroutine on its admin
@@ -61,6 +63,7 @@ type options struct {
 	jsonFile      string
 	profileDir    string
 	keepDir       bool
+	maxRSSMB      int
 }
 
 func main() {
@@ -133,6 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.binDir, "bin", "", "directory holding strata and strata-load (default: this program's own directory)")
 	fs.StringVar(&o.jsonFile, "json-file", "", "also write the report as JSON to this file")
 	fs.StringVar(&o.profileDir, "profile", "", "during each idle window, write a 10 s CPU profile and a goroutine dump of every process into this directory")
+	fs.IntVar(&o.maxRSSMB, "max-rss-mb", 12000, "stop creating a size's topics, as a finding, once the cluster's processes together hold this many MB resident (0: no limit), so a size the machine cannot hold does not run it out of memory; a heap profile of each storage node is kept with --profile")
 	fs.BoolVar(&o.keepDir, "keep", false, "keep each cluster's directory (logs, data) instead of deleting it")
 	if err := fs.Parse(args); err != nil {
 		return o, err

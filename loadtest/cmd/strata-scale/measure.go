@@ -110,8 +110,29 @@ func measureSize(ctx context.Context, o options, n int, logf func(string, ...any
 	// The controller marks a new partition led and in sync at once; the
 	// storage nodes' own account (every replica opened, every leader
 	// reporting three in its ISR) is what says the cluster has them.
-	if err := waitForEvery(ctx, o.createTimeout, 500*time.Millisecond, func() (bool, string) { return storageReady(ctx, storage, n) }); err != nil {
+	var overRSS error
+	if err := waitForEvery(ctx, o.createTimeout, 500*time.Millisecond, func() (bool, string) {
+		ok, note := storageReady(ctx, storage, n)
+		if rss := clusterRSSMB(c); o.maxRSSMB > 0 && rss > float64(o.maxRSSMB) {
+			overRSS = fmt.Errorf("after %.0f s, %s; the cluster's resident memory, %.0f MB, passed --max-rss-mb %d",
+				time.Since(t0).Seconds(), note, rss, o.maxRSSMB)
+			return true, ""
+		}
+		return ok, note
+	}); err != nil {
 		return row, fmt.Errorf("storage nodes do not all host and lead the topics: %w", err)
+	}
+	if overRSS != nil {
+		if o.profileDir != "" {
+			dir := filepath.Join(o.profileDir, strconv.Itoa(n))
+			if err := os.MkdirAll(dir, 0o755); err == nil {
+				for _, p := range storage {
+					fetchTo(ctx, "http://"+p.AdminAddress+"/debug/pprof/heap", filepath.Join(dir, p.name()+".heap.pprof"))
+					fetchTo(ctx, "http://"+p.AdminAddress+"/debug/pprof/goroutine?debug=1", filepath.Join(dir, p.name()+".goroutines.txt"))
+				}
+			}
+		}
+		return row, fmt.Errorf("stopped creating: %w", overRSS)
 	}
 	row.CreateSeconds = round3(time.Since(t0).Seconds())
 	logf("%d topics, %d partitions: CreateTopic calls took %.2f s, led and in sync in the metadata after %.2f s, on the storage nodes after %.2f s",
@@ -386,8 +407,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// profileIdle writes a 10 s CPU profile and a goroutine dump (debug=1)
-// of every process into dir.
+// profileIdle writes a 10 s CPU profile, a goroutine dump (debug=1) and
+// a heap profile of every process into dir.
 func profileIdle(ctx context.Context, c *devCluster, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -402,6 +423,9 @@ func profileIdle(ctx context.Context, c *devCluster, dir string) error {
 			errs[i] = fetchTo(ctx, base+"profile?seconds=10", filepath.Join(dir, p.name()+".cpu.pprof"))
 			if errs[i] == nil {
 				errs[i] = fetchTo(ctx, base+"goroutine?debug=1", filepath.Join(dir, p.name()+".goroutines.txt"))
+			}
+			if errs[i] == nil {
+				errs[i] = fetchTo(ctx, base+"heap", filepath.Join(dir, p.name()+".heap.pprof"))
 			}
 		}()
 	}
@@ -463,6 +487,16 @@ func goroutines(ctx context.Context, admin string) (int, error) {
 		return 0, fmt.Errorf("unexpected goroutine profile %q", line)
 	}
 	return strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, prefix)))
+}
+
+// clusterRSSMB is the resident memory of every process of c together.
+func clusterRSSMB(c *devCluster) float64 {
+	total := 0.0
+	for _, p := range c.file.Processes {
+		mb, _ := procRSSMB(p.PID)
+		total += mb
+	}
+	return total
 }
 
 // procRSSMB reads VmRSS from /proc/PID/status, in MB (1e6 bytes).
