@@ -37,6 +37,7 @@ type clusterProcess struct {
 	Running      bool   `json:"running"`
 	AdminAddress string `json:"admin_address"`
 	Log          string `json:"log"`
+	DataDir      string `json:"data_dir"`
 }
 
 // name is how a process is labelled in the table: storage-1, gateway-1.

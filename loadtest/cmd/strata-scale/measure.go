@@ -112,7 +112,7 @@ func measureSize(ctx context.Context, o options, n int, logf func(string, ...any
 	// reporting three in its ISR) is what says the cluster has them.
 	var overRSS error
 	if err := waitForEvery(ctx, o.createTimeout, 500*time.Millisecond, func() (bool, string) {
-		ok, note := storageReady(ctx, storage, n)
+		ok, note := storageReady(ctx, storage, cache.Load(), topics, n)
 		if rss := clusterRSSMB(c); o.maxRSSMB > 0 && rss > float64(o.maxRSSMB) {
 			overRSS = fmt.Errorf("after %.0f s, %s; the cluster's resident memory, %.0f MB, passed --max-rss-mb %d",
 				time.Since(t0).Seconds(), note, rss, o.maxRSSMB)
@@ -283,12 +283,23 @@ func waitForEvery(ctx context.Context, timeout, interval time.Duration, done fun
 // (strata_storage_log_end_offset, one series per hosted replica) and their
 // leaders report n partitions with three in the ISR
 // (strata_storage_partition_isr_size, leaders only).
-func storageReady(ctx context.Context, storage []clusterProcess, n int) (bool, string) {
-	hosted, full := 0, 0
+//
+// The OpenTelemetry SDK keeps at most 2000 series per instrument and
+// folds the rest into one otel_metric_overflow series, so a node hosting
+// more replicas than that cannot report them all. Then the replicas are
+// counted from the node's data directory (one directory per hosted
+// replica, replica.Dir) and the ISR is the controller's metadata, which a
+// leader shrinks when a follower falls behind.
+func storageReady(ctx context.Context, storage []clusterProcess, v *metaview.View, topics []string, n int) (bool, string) {
+	hosted, full, overflow := 0, 0, false
 	for _, p := range storage {
 		m, err := scrape(ctx, p.AdminAddress)
 		if err != nil {
 			return false, fmt.Sprintf("%s: %v", p.name(), err)
+		}
+		if bytes.Contains(m, []byte(`strata_storage_log_end_offset{otel_metric_overflow="true"`)) {
+			overflow = true
+			break
 		}
 		for _, line := range strings.Split(string(m), "\n") {
 			if !strings.Contains(line, `topic="scale-`) {
@@ -301,6 +312,22 @@ func storageReady(ctx context.Context, storage []clusterProcess, n int) (bool, s
 				full++
 			}
 		}
+	}
+	if overflow {
+		hosted = 0
+		for _, p := range storage {
+			es, err := os.ReadDir(p.DataDir)
+			if err != nil {
+				return false, fmt.Sprintf("%s: %v", p.name(), err)
+			}
+			for _, e := range es {
+				if e.IsDir() && strings.HasPrefix(e.Name(), "scale-") {
+					hosted++
+				}
+			}
+		}
+		ok, note := allReady(v, topics, n)
+		return ok && hosted == 3*n, fmt.Sprintf("%d of %d replica directories (the storage metrics overflowed), %s", hosted, 3*n, note)
 	}
 	return hosted == 3*n && full == n, fmt.Sprintf("%d of %d replicas hosted, %d of %d leaders with a whole ISR", hosted, 3*n, full, n)
 }
