@@ -112,8 +112,11 @@ func printText(w io.Writer, rep *Report) {
 	fmt.Fprintln(tw, "partitions\ttopics\tcreate s\tidle CPU % core\tRSS MB\topen files\tgoroutines\tsnapshot bytes\tstorage-1 /metrics bytes\tproduce MB/s\tfailover s\t")
 	for _, r := range rep.Rows {
 		prod := f1(r.ProduceMBps)
-		if r.ProduceError != "" {
+		switch {
+		case r.ProduceError != "":
 			prod = "failed"
+		case r.ProduceMBps == 0:
+			prod = "-" // --duration 0
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%.2f\t%s\t%.0f\t%d\t%d\t%d\t%d\t%s\t%s\t\n", r.Partitions, r.Topics, r.CreateSeconds,
 			f1(r.ClusterCPUPercent), r.ClusterRSSMB, r.ClusterOpenFiles, r.ClusterGoroutines, r.SnapshotBytes, r.StorageMetricsBytes, prod,
