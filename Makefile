@@ -219,6 +219,17 @@ ts-load: build ts ## Compare the TypeScript client's produce and consume MB/s wi
 bench-cluster: build ## Benchmark every scenario on a throwaway cluster beside the peers (BENCH_MATRIX=full for all; docs/performance.md)
 	loadtest/bench-cluster.sh
 
+# make bench-partitions: the partition counts (the first is the baseline),
+# the base port of its throwaway clusters and where the JSON report goes.
+SCALE_SIZES ?= 12,1000,10000
+SCALE_BASE_PORT ?= 22092
+SCALE_OUT ?= bench-out
+
+.PHONY: bench-partitions
+bench-partitions: build ## Idle CPU, memory, files, metadata size, creation, failover and produce at 1,000 and 10,000 partitions against 12 (SCALE_SIZES, SCALE_FLAGS; docs/performance.md)
+	@mkdir -p $(SCALE_OUT)
+	bin/strata-scale --sizes $(SCALE_SIZES) --base-port $(SCALE_BASE_PORT) --json-file $(SCALE_OUT)/partitions.json $(SCALE_FLAGS)
+
 .PHONY: bench-peers
 bench-peers: ## Benchmark NATS JetStream and Redis Streams on the same workload, if their benchmark is checked out (PEERS_DIR)
 	loadtest/bench-peers.sh
