@@ -36,6 +36,11 @@ type Log struct {
 	// closes segment files (truncation, retention, Close) takes it too, so
 	// a file is never closed under an fsync.
 	flushMu sync.Mutex
+	// written is the log-checkpoint this Log last wrote, valid when
+	// wroteCkpt: an idle log's checkpoint ticks skip rewriting (and
+	// fsyncing) the same values. Guarded by flushMu.
+	written   logCheckpoint
+	wroteCkpt bool
 	// mu is the append lock: it serialises every change to the log.
 	mu sync.Mutex
 	// segMu guards the segs slice. Readers hold it shared for a whole read,
@@ -355,16 +360,24 @@ func (l *Log) syncLocked() (int64, error) {
 	return target, nil
 }
 
-// checkpointLocked writes log-checkpoint. The caller holds flushMu.
+// checkpointLocked writes log-checkpoint, unless it holds these values
+// already: a partition with nothing new would otherwise replace and fsync
+// the file on every checkpoint tick (a node with thousands of idle
+// replicas spent a sixth of its CPU on it). The caller holds flushMu.
 func (l *Log) checkpointLocked() error {
-	err := writeLogCheckpoint(l.fs, l.dir, logCheckpoint{
+	c := logCheckpoint{
 		recoveryPoint: l.recoveryPoint.Load(),
 		highWatermark: l.hw.Load(),
 		logStart:      l.logStart.Load(),
-	})
-	if err != nil {
+	}
+	if l.wroteCkpt && c == l.written {
+		return nil
+	}
+	if err := writeLogCheckpoint(l.fs, l.dir, c); err != nil {
+		l.wroteCkpt = false
 		return l.fail(err)
 	}
+	l.written, l.wroteCkpt = c, true
 	return nil
 }
 

@@ -693,3 +693,29 @@ func TestRollJitter(t *testing.T) {
 		t.Fatal("a negative SegmentJitter is accepted")
 	}
 }
+
+// An idle log's checkpoint is not written again: nothing changed, and a
+// node with thousands of idle replicas spent a sixth of its CPU replacing
+// and fsyncing identical files. A change is written at the next flush.
+func TestIdleCheckpointIsNotRewritten(t *testing.T) {
+	fs := vfs.Inject(vfs.NewMem())
+	l := mustOpen(t, fs, Config{})
+	defer l.Close()
+	mustAppend(t, l, makeBatch(t, 2, 0, 10), 0)
+	l.SetHighWatermark(2)
+	if err := l.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// From here every write of the checkpoint fails.
+	fs.Add(vfs.Fault{Op: vfs.OpCreate, Path: logCheckpointFile, Sticky: true})
+	for range 3 {
+		if err := l.Flush(ctx); err != nil {
+			t.Fatalf("a flush with nothing new wrote the checkpoint: %v", err)
+		}
+	}
+	mustAppend(t, l, makeBatch(t, 2, 0, 10), 0)
+	l.SetHighWatermark(4) // nothing on disk says so yet
+	if err := l.Flush(ctx); !errors.Is(err, vfs.ErrInjected) {
+		t.Fatalf("a flush after the high watermark moved: %v, want the checkpoint written (and failing)", err)
+	}
+}
