@@ -137,12 +137,14 @@ func (c *txnClient) producer(ctx context.Context) (*client.Producer, error) {
 		client.TransactionTimeout(txnTimeout), client.ManualPartitioning(),
 		client.DeliveryTimeout(20*time.Second), client.Linger(2*time.Millisecond))
 	if err != nil {
+		c.r.t.Errorf("nemesis: %s: %v", c.name, err)
 		return nil, err
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), txnCallTimeout)
 	defer cancel()
 	if err := p.InitTransactions(ictx); err != nil {
 		p.Close()
+		c.r.t.Logf("nemesis: %s: %v", c.name, err)
 		return nil, err
 	}
 	c.p = p
