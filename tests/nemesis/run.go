@@ -118,10 +118,23 @@ func randomStep(rng *rand.Rand) step {
 	return s
 }
 
+// injectTimeout and healTimeout bound a fault's inject and heal. A call
+// to a controller cut off from the others (ctl picks the first one
+// running) waits for a quorum it does not have; unbounded, a membership
+// change under split-controllers held the split, and the bed with it,
+// for ever. A fault that runs out of time is noted as not injected, or
+// not healed.
+const (
+	injectTimeout = 90 * time.Second
+	healTimeout   = 2 * time.Minute
+)
+
 // inject runs f and records it in the history; it returns the heal, which
 // records the fault's end.
 func (r *run) inject(ctx context.Context, f fault, rng *rand.Rand) func(context.Context) {
-	desc, heal, err := f.inject(ctx, r, rng)
+	ictx, cancel := context.WithTimeout(ctx, injectTimeout)
+	desc, heal, err := f.inject(ictx, r, rng)
+	cancel()
 	if err != nil {
 		r.note(fmt.Sprintf("%s not injected: %v", f.name, err))
 		return func(context.Context) {}
@@ -133,7 +146,9 @@ func (r *run) inject(ctx context.Context, f fault, rng *rand.Rand) func(context.
 	r.t.Logf("nemesis: %s (%s): %s", f.name, f.kind, desc)
 	return func(ctx context.Context) {
 		if heal != nil {
-			if err := heal(ctx); err != nil {
+			hctx, cancel := context.WithTimeout(ctx, healTimeout)
+			defer cancel()
+			if err := heal(hctx); err != nil {
 				r.note(fmt.Sprintf("healing %s (%s): %v", f.name, desc, err))
 			}
 		}
