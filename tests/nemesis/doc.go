@@ -116,9 +116,12 @@
 // To add a fault, write a function with fault's inject signature in
 // faults.go: it injects the fault, says what it did in words, and returns
 // the heal, which must leave every process running and every link and
-// dependency working. Add it to faults with a name and a kind (the
-// checker's report groups unavailability by kind); the short schedule runs
-// every entry once, so make test covers it from then on.
+// dependency working; inject gets 90 seconds and heal two minutes, after
+// which the fault is noted as not injected or not healed (a call that
+// waits for a cluster the fault itself broke must not hold the schedule).
+// Add it to faults with a name and a kind (the checker's report groups
+// unavailability by kind); the short schedule runs every entry once, so
+// make test covers it from then on.
 //
 // # Reading a history
 //
