@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,6 +110,11 @@ func startBed(t testing.TB, cfg bedConfig) *bed {
 		DSN:            b.pg.DSN("strata"),
 		SessionTimeout: 8 * time.Second,
 		OwnershipLease: 4 * time.Second,
+		// Transactional producers get their producer ids from the
+		// controllers, through the coordinator (txn.go).
+		CoordinatorArgsFor: func(int, string) []string {
+			return []string{"--controller", strings.Join(b.cluster.ControllerURLs(), ",")}
+		},
 	})
 	return b
 }

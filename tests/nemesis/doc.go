@@ -56,6 +56,33 @@
 // cleaner removed no acknowledged record, or no deleted key's tombstone:
 // then the compaction rules had nothing to judge.
 //
+// The transactional part (txn.go): two transactional producers (acks=all,
+// TransactionalID txn-producer-N, a 20s transaction timeout) write
+// transactions of one to five records over random partitions of a topic
+// of their own (txn), committing four in five and aborting the rest; each
+// send names its transaction (txn-producer-N/seq) and each end is a txn
+// operation: ok when the commit or abort asked for happened, fail when a
+// commit was refused (ErrAbortRequired) and the abort after it succeeded,
+// info when the end is unknown (an answer lost, a call out of time, the
+// producer fenced). After an unknown end the producer is replaced by a new
+// one with the same transactional id, whose InitTransactions settles the
+// old transaction first. Two transformers, members of the group
+// nemesis-txn, consume a plain topic (txn-in, filled by one more plain
+// producer) and, per poll, produce one record per input (its value names
+// the transaction and the input's position) to txn-out in a transaction
+// that also commits the group's offsets (SendOffsetsToTransaction with the
+// member's GroupMetadata); one in ten is aborted on purpose, after which
+// the transformer seeks back and reads those inputs again, and after an
+// unknown end it starts over with a new producer and then a new member.
+// Their txn operations carry the group, the offsets and the inputs; their
+// polls are not recorded. A read_committed consumer follows txn and
+// txn-out from the start (its polls marked committed), and the final read
+// reads those two read_committed as well: the read the checker judges lost
+// and partly visible commits against, as the plain consumer and the group
+// members, which read the other topics, keep reading them as before. The
+// test fails when a run has no committed and no aborted transaction, or no
+// committed transformation: then the transactional rules judged nothing.
+//
 // # The faults (faults.go)
 //
 //   - processes: SIGKILL of any one process, or of two at once (two storage
@@ -72,6 +99,10 @@
 //     of the random steps run one of these under another fault.
 //   - dependencies: PostgreSQL crashed (immediate shutdown) and restarted;
 //     the object store unreachable, or slow.
+//   - transactions: the coordinator killed, or its PostgreSQL crashed, the
+//     moment a transactional producer's commit is answered: the decision
+//     is durable then and the markers are still to write (the kinds kill
+//     and postgres-restart).
 //   - answers (the faults that find a producer appending a batch twice):
 //     a leader's answers to the clients dropped, and nothing else it
 //     sends, for longer than the pipelined producers' delivery timeout
@@ -85,21 +116,27 @@
 // To add a fault, write a function with fault's inject signature in
 // faults.go: it injects the fault, says what it did in words, and returns
 // the heal, which must leave every process running and every link and
-// dependency working. Add it to faults with a name and a kind (the
-// checker's report groups unavailability by kind); the short schedule runs
-// every entry once, so make test covers it from then on.
+// dependency working; inject gets 90 seconds and heal two minutes, after
+// which the fault is noted as not injected or not healed (a call that
+// waits for a cluster the fault itself broke must not hold the schedule).
+// Add it to faults with a name and a kind (the checker's report groups
+// unavailability by kind); the short schedule runs every entry once, so
+// make test covers it from then on.
 //
 // # Reading a history
 //
 // The history is one JSON object per line (package history has the
 // format): index, time, process, type (invoke, ok, fail, info), f (send,
-// poll, commit, assign, reset, fault) and the operation. To follow one
+// poll, commit, assign, reset, txn, fault) and the operation. To follow one
 // anomaly, take the event indexes and values the checker lists, then find
 // them in the file: a value's send (its invoke and its completion), every
 // poll that returned it, and the fault events around them (their
 // descriptions say which process or link was hit). Process names are
 // producer-N, pipelined-N, compacted-producer, consumer, member-N,
-// final-read and nemesis, and setup for the topic notes; the processes of
+// txn-producer-N, txn-in-producer, transformer-N, committed-consumer,
+// final-read, final-read-committed and nemesis, and setup for the topic
+// notes; a transaction's sends and end are those naming its id (the
+// process and a sequence number); the processes of
 // the cluster log to the test output under their names (storage-2, ...).
 // A compacted topic's anomaly names its key: its sends are those with that
 // key and topic, tombstone set on the deletes.

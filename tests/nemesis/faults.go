@@ -55,6 +55,8 @@ var faults = []fault{
 	{"drain", history.FaultDrain, drainNode},
 	{"preferred-election", history.FaultPreferredElection, preferredElection},
 	{"postgres-restart", history.FaultPostgresRestart, restartPostgres},
+	{"kill-coordinator-at-commit", history.FaultKill, killCoordinatorAtCommit},
+	{"postgres-crash-at-commit", history.FaultPostgresRestart, crashPostgresAtCommit},
 	{"s3-errors", history.FaultS3Errors, breakS3},
 	{"s3-slow", history.FaultS3Slow, slowS3},
 	{"answers-lost", history.FaultAnswersLost, answersLost},
@@ -581,4 +583,82 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// atCommitWait bounds how long a fault timed by a commit waits for one.
+const atCommitWait = 15 * time.Second
+
+// atCommit runs do the moment the next transaction of a transactional
+// producer has its commit answered (atCommitHook), up to atCommitWait:
+// the coordinator answers EndTxn once the decision is durable and writes
+// the markers after, so a fault injected then lands between the two.
+// do gets the producer and the transaction.
+func (r *run) atCommit(ctx context.Context, do func(process, txnID string)) error {
+	done := make(chan struct{})
+	f := func(process, txnID string) {
+		do(process, txnID)
+		close(done)
+	}
+	r.commitHook.Store(&f)
+	t := time.NewTimer(atCommitWait)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	if r.commitHook.CompareAndSwap(&f, nil) {
+		return fmt.Errorf("no transaction committed within %v", atCommitWait)
+	}
+	<-done // a producer took it meanwhile
+	return nil
+}
+
+// atCommitHook is called by a transactional producer when its commit of
+// txnID was answered ok; it runs the fault waiting for one, if any.
+func (r *run) atCommitHook(process, txnID string) {
+	if f := r.commitHook.Swap(nil); f != nil {
+		(*f)(process, txnID)
+	}
+}
+
+// killCoordinatorAtCommit kills the coordinator the moment a
+// transaction's commit is answered: its markers are then still to write,
+// and the restarted coordinator (or another owner) must finish them from
+// the PrepareCommit it recorded.
+func killCoordinatorAtCommit(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	coords := r.bed.group.Coordinators
+	var desc string
+	err := r.atCommit(ctx, func(process, txnID string) {
+		var names []string
+		for _, n := range coords {
+			n.Kill()
+			names = append(names, n.Name())
+		}
+		desc = fmt.Sprintf("SIGKILL %s as %s's commit of %s was answered", strings.Join(names, " and "), process, txnID)
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return desc, func(ctx context.Context) error { return r.restartAll(ctx, coords...) }, nil
+}
+
+// crashPostgresAtCommit crashes the coordinator's PostgreSQL the moment a
+// transaction's commit is answered: the coordinator then writes the
+// markers but cannot record the transaction complete until it is back.
+func crashPostgresAtCommit(ctx context.Context, r *run, rng *rand.Rand) (string, func(context.Context) error, error) {
+	var desc string
+	var stopErr error
+	err := r.atCommit(ctx, func(process, txnID string) {
+		stopErr = r.bed.pg.Stop(ctx, harness.Immediate)
+		desc = fmt.Sprintf("PostgreSQL crashed as %s's commit of %s was answered", process, txnID)
+	})
+	if err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return desc, func(ctx context.Context) error { return r.bed.pg.Start(ctx) }, nil
 }

@@ -34,6 +34,9 @@ type run struct {
 	// producers then send records too large for oversizeTopic.
 	oversizing atomic.Bool
 	oversize   oversizeCounts
+	// commitHook, when set, is run by the next transactional producer
+	// whose commit is answered (atCommit, for the faults timed by one).
+	commitHook atomic.Pointer[func(process, txnID string)]
 
 	mu       sync.Mutex
 	injected map[string]int // faults injected, by kind
@@ -115,10 +118,23 @@ func randomStep(rng *rand.Rand) step {
 	return s
 }
 
+// injectTimeout and healTimeout bound a fault's inject and heal. A call
+// to a controller cut off from the others (ctl picks the first one
+// running) waits for a quorum it does not have; unbounded, a membership
+// change under split-controllers held the split, and the bed with it,
+// for ever. A fault that runs out of time is noted as not injected, or
+// not healed.
+const (
+	injectTimeout = 90 * time.Second
+	healTimeout   = 2 * time.Minute
+)
+
 // inject runs f and records it in the history; it returns the heal, which
 // records the fault's end.
 func (r *run) inject(ctx context.Context, f fault, rng *rand.Rand) func(context.Context) {
-	desc, heal, err := f.inject(ctx, r, rng)
+	ictx, cancel := context.WithTimeout(ctx, injectTimeout)
+	desc, heal, err := f.inject(ictx, r, rng)
+	cancel()
 	if err != nil {
 		r.note(fmt.Sprintf("%s not injected: %v", f.name, err))
 		return func(context.Context) {}
@@ -130,7 +146,9 @@ func (r *run) inject(ctx context.Context, f fault, rng *rand.Rand) func(context.
 	r.t.Logf("nemesis: %s (%s): %s", f.name, f.kind, desc)
 	return func(ctx context.Context) {
 		if heal != nil {
-			if err := heal(ctx); err != nil {
+			hctx, cancel := context.WithTimeout(ctx, healTimeout)
+			defer cancel()
+			if err := heal(hctx); err != nil {
 				r.note(fmt.Sprintf("healing %s (%s): %v", f.name, desc, err))
 			}
 		}
@@ -254,6 +272,16 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 	for i := range groupMembers {
 		wg.Go(func() { r.groupMember(wctx, i+1) })
 	}
+	for i := range txnProducers {
+		prng := rand.New(rand.NewPCG(cfg.seed+uint64(i)+301, 7))
+		wg.Go(func() { r.produceTxn(wctx, i+1, prng) })
+	}
+	wg.Go(func() { r.produceTxnInput(wctx, rand.New(rand.NewPCG(cfg.seed+401, 7))) })
+	for i := range transformers {
+		trng := rand.New(rand.NewPCG(cfg.seed+uint64(i)+501, 7))
+		wg.Go(func() { r.transform(wctx, i+1, trng) })
+	}
+	wg.Go(func() { r.consumeCommitted(wctx) })
 
 	// A calm start, the schedule, a calm end.
 	sleep(ctx, 5*time.Second)
@@ -306,6 +334,12 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 	if c := res.Compaction; c.Removed == 0 || c.DeletedGone == 0 || c.Shared > 0 {
 		t.Errorf("nemesis: the checker could not judge compaction of %s (seed %d, history %s): %v", compactedTopic, cfg.seed, path, c)
 	}
+	// Without commits and aborts of both kinds of transaction, the
+	// transactional rules judged nothing.
+	if tc := countTxns(r.rec.Events()); tc.committed == 0 || tc.aborted == 0 || r.transformsCommitted() == 0 {
+		t.Errorf("nemesis: the checker could not judge transactions (seed %d, history %s): %d committed, %d aborted, %d transformations committed",
+			cfg.seed, path, tc.committed, tc.aborted, r.transformsCommitted())
+	}
 	return res
 }
 
@@ -314,11 +348,11 @@ func execute(t *testing.T, cfg runConfig) checker.Result {
 // above 0, reads go to the tier), a quiet one that gets a write every
 // few seconds per partition, where a fault may find a replica's state
 // unchanged since its last fetch, the pipelined producers' one, the
-// compacted one (compacted.go), and the one the oversize fault's records
-// are too large for. Each is noted in the history with its configs.
+// compacted one (compacted.go), the transactional workload's three
+// (txn.go), and the one the oversize fault's records are too large for. Each is noted in the history with its configs.
 func (r *run) createTopics(ctx context.Context) {
-	r.topics = []string{"plain", "tiered", quietTopic, pipelineTopic, compactedTopic}
-	for _, name := range []string{"plain", quietTopic, pipelineTopic} {
+	r.topics = []string{"plain", "tiered", quietTopic, pipelineTopic, compactedTopic, txnTopic, txnInTopic, txnOutTopic}
+	for _, name := range []string{"plain", quietTopic, pipelineTopic, txnTopic, txnInTopic, txnOutTopic} {
 		r.createTopic(ctx, name, r.partitions, map[string]string{
 			"min.insync.replicas": "2", "segment.bytes": "65536",
 		})
@@ -369,6 +403,9 @@ func (r *run) report(res checker.Result) {
 	for _, k := range kinds {
 		fmt.Fprintf(&b, " %s=%d", k, r.injected[k])
 	}
+	tc := countTxns(r.rec.Events())
+	fmt.Fprintf(&b, "\ntransactions: %d committed (%d of them transformations), %d aborted, %d unknown",
+		tc.committed, r.transformsCommitted(), tc.aborted, tc.unknown)
 	if n := r.oversize.sent.Load(); n > 0 {
 		fmt.Fprintf(&b, "\noversized records: %d sent, %d refused as too large, %d otherwise", n, r.oversize.refused.Load(), r.oversize.other.Load())
 		if first := r.oversize.firstOther.Load(); first != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -43,7 +44,7 @@ func (r *run) topicFor(rng *rand.Rand) string {
 	}
 	var busy []string
 	for _, t := range r.topics {
-		if t != quietTopic && t != pipelineTopic && t != compactedTopic {
+		if t != quietTopic && t != pipelineTopic && t != compactedTopic && t != txnInTopic && !isTxnTopic(t) {
 			busy = append(busy, t)
 		}
 	}
@@ -181,8 +182,9 @@ func pollOnce(ctx context.Context, wait time.Duration, poll func(context.Context
 	return recs, err
 }
 
-// consume follows every partition of every topic from the start with a
-// plain consumer until ctx ends.
+// consume follows every partition of every topic but the transactional
+// ones (consumeCommitted reads those) from the start with a plain
+// consumer until ctx ends.
 func (r *run) consume(ctx context.Context) {
 	const name = "consumer"
 	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
@@ -192,7 +194,7 @@ func (r *run) consume(ctx context.Context) {
 	}
 	defer c.Close()
 	assign := map[string]map[int32]client.Offset{}
-	for _, t := range r.topics {
+	for _, t := range r.plainTopics() {
 		assign[t] = map[int32]client.Offset{}
 		for p := range r.partitionsOf(t) {
 			assign[t][p] = client.StartOffset()
@@ -221,7 +223,7 @@ func (r *run) groupMember(ctx context.Context, id int) {
 		r.rec.Note(name, history.AssignOp(history.Assign{Group: groupName, Member: g.MemberID(), Epoch: g.Epoch(),
 			Revoked: topicPartitions(revoked), Assigned: topicPartitions(assigned)}))
 	}
-	g, err := client.NewGroupConsumer(r.bed.group.Gateway.URL, groupName, r.topics,
+	g, err := client.NewGroupConsumer(r.bed.group.Gateway.URL, groupName, r.plainTopics(),
 		client.OnAssigned(func(_ context.Context, tps []client.TopicPartition) { note(nil, tps) }),
 		client.OnRevoked(func(_ context.Context, tps []client.TopicPartition) { note(tps, nil) }),
 		client.ClientID(name))
@@ -272,15 +274,37 @@ func (r *run) groupMember(ctx context.Context, id int) {
 	}
 }
 
-// finalRead reads every partition from the start to its end with a fresh
-// consumer, once the faults are healed, and marks the last poll of each
-// partition as having reached its end: the checker's complete read. An
-// assign note first says which offset each partition is read from (its
-// log start), so that the checker knows the read is whole. It returns the
+// finalRead reads every partition from the start to its end with fresh
+// consumers, once the faults are healed, and marks the last poll of each
+// partition as having reached its end: the checker's complete read. The
+// transactional topics are read committed only (final-read-committed),
+// the read the checker judges lost and partly visible commits by; the
+// others as the plain consumer reads them (final-read). It returns the
 // end offsets it read to.
 func (r *run) finalRead(ctx context.Context) (map[history.TopicPartition]int64, error) {
-	const name = "final-read"
-	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
+	ends, err := r.readToEnd(ctx, "final-read", r.plainTopics(), false)
+	if err != nil {
+		return nil, err
+	}
+	committed, err := r.readToEnd(ctx, "final-read-committed", txnTopics, true)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(ends, committed)
+	return ends, nil
+}
+
+// readToEnd reads every partition of topics from its log start to its
+// end with a fresh consumer, as process name, reading committed records
+// only when committed is set. An assign note first says which offset
+// each partition is read from, so that the checker knows the read is
+// whole. It returns the end offsets it read to.
+func (r *run) readToEnd(ctx context.Context, name string, topics []string, committed bool) (map[history.TopicPartition]int64, error) {
+	var opts []client.ConsumerOpt
+	if committed {
+		opts = append(opts, client.ReadCommitted())
+	}
+	c, err := client.NewConsumer(r.bed.group.Gateway.URL, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +312,7 @@ func (r *run) finalRead(ctx context.Context) (map[history.TopicPartition]int64, 
 	ends := map[history.TopicPartition]int64{}
 	assign := map[string]map[int32]client.Offset{}
 	var from history.Assign
-	for _, t := range r.topics {
+	for _, t := range topics {
 		parts := make([]int32, r.partitionsOf(t))
 		for i := range parts {
 			parts[i] = int32(i)
@@ -326,7 +350,7 @@ func (r *run) finalRead(ctx context.Context) (map[history.TopicPartition]int64, 
 	}
 	if len(atEnd) > 0 {
 		h := r.rec.Invoke(name, history.PollOp("", ""))
-		h.PollOk(history.Poll{AtEnd: atEnd})
+		h.PollOk(history.Poll{AtEnd: atEnd, Committed: committed})
 	}
 	for len(done) < len(ends) {
 		if err := ctx.Err(); err != nil {
@@ -350,7 +374,7 @@ func (r *run) finalRead(ctx context.Context) (map[history.TopicPartition]int64, 
 				c.Unassign(tp.Topic, tp.Partition)
 			}
 		}
-		h.PollOk(history.Poll{Records: records(recs), AtEnd: reached})
+		h.PollOk(history.Poll{Records: records(recs), AtEnd: reached, Committed: committed})
 	}
 	return ends, nil
 }
