@@ -42,6 +42,9 @@ type Config struct {
 	Options     []connect.ClientOption
 	Logger      *slog.Logger // default slog.Default()
 	Clock       clock.Clock  // default clock.System
+	// AttemptTimeout bounds each attempt of a call to one controller
+	// (register, heartbeat, AlterPartition); 0 means a third of the lease.
+	AttemptTimeout time.Duration
 	// Quotas, when set, is asked for the node's quota traffic before each
 	// heartbeat and told what the controller answered (the nodes share
 	// each quota; lib/quota). nil: no quota traffic is exchanged.
@@ -130,7 +133,16 @@ func (c *Client) client(addr string) controllerv1connect.ControllerServiceClient
 
 // call runs fn against controllers until one answers with something other
 // than UNAVAILABLE or a transport error, following NOT_CONTROLLER hints.
-func (c *Client) call(ctx context.Context, fn func(controllerv1connect.ControllerServiceClient) error) error {
+// Each attempt gets its own deadline (attemptTimeout): a controller that
+// takes the call and never answers (cut off from its peers, paused) would
+// otherwise hold it, and the node's heartbeats with it, until its lease
+// ran out, though the other controllers answer.
+func (c *Client) call(ctx context.Context, fn func(context.Context, controllerv1connect.ControllerServiceClient) error) error {
+	attempt := func(addr string) error {
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout())
+		defer cancel()
+		return fn(actx, c.client(addr))
+	}
 	c.mu.Lock()
 	start, hinted := c.current, c.hinted
 	c.hinted = ""
@@ -145,7 +157,7 @@ func (c *Client) call(ctx context.Context, fn func(controllerv1connect.Controlle
 	}
 	var last error
 	for _, addr := range order {
-		err := fn(c.client(addr))
+		err := attempt(addr)
 		if err == nil || !retryElsewhere(err) {
 			if err == nil {
 				c.mu.Lock()
@@ -162,7 +174,7 @@ func (c *Client) call(ctx context.Context, fn func(controllerv1connect.Controlle
 			c.mu.Lock()
 			c.hinted = h
 			c.mu.Unlock()
-			if err2 := fn(c.client(h)); err2 == nil || !retryElsewhere(err2) {
+			if err2 := attempt(h); err2 == nil || !retryElsewhere(err2) {
 				return err2
 			}
 		}
@@ -172,6 +184,17 @@ func (c *Client) call(ctx context.Context, fn func(controllerv1connect.Controlle
 		}
 	}
 	return last
+}
+
+// attemptTimeout bounds one attempt of a call to one controller: a third
+// of the lease, so that a heartbeat that finds the first controller
+// silent still renews the lease at another (Config.AttemptTimeout
+// overrides it; at least a second before the first lease is known).
+func (c *Client) attemptTimeout() time.Duration {
+	if c.cfg.AttemptTimeout > 0 {
+		return c.cfg.AttemptTimeout
+	}
+	return max(time.Second, time.Duration(c.leaseTTL.Load())/3)
 }
 
 func retryElsewhere(err error) bool {
@@ -239,7 +262,7 @@ func (c *Client) register(ctx context.Context) bool {
 	for {
 		var resp *controllerv1.RegisterNodeResponse
 		sent := c.cfg.Clock.Mono()
-		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+		err := c.call(ctx, func(ctx context.Context, cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.RegisterNode(ctx, connect.NewRequest(&controllerv1.RegisterNodeRequest{
 				NodeId: c.cfg.NodeID, Address: c.cfg.Address, Listeners: c.cfg.Listeners, Rack: c.cfg.Rack, IncarnationId: c.incarnation,
 			}))
@@ -275,7 +298,7 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 			usage = c.cfg.Quotas.QuotaUsage()
 		}
 		sent := c.cfg.Clock.Mono()
-		err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+		err := c.call(ctx, func(ctx context.Context, cl controllerv1connect.ControllerServiceClient) error {
 			r, err := cl.Heartbeat(ctx, connect.NewRequest(&controllerv1.HeartbeatRequest{
 				NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), MetadataVersion: c.version.Load(), QuotaUsage: usage,
 			}))
@@ -314,7 +337,7 @@ func (c *Client) heartbeatLoop(ctx context.Context) {
 // epoch.
 func (c *Client) AlterPartition(ctx context.Context, items []*controllerv1.AlterPartitionItem) (*controllerv1.AlterPartitionResponse, error) {
 	var resp *controllerv1.AlterPartitionResponse
-	err := c.call(ctx, func(cl controllerv1connect.ControllerServiceClient) error {
+	err := c.call(ctx, func(ctx context.Context, cl controllerv1connect.ControllerServiceClient) error {
 		r, err := cl.AlterPartition(ctx, connect.NewRequest(&controllerv1.AlterPartitionRequest{
 			NodeId: c.cfg.NodeID, NodeEpoch: c.nodeEpoch.Load(), Partitions: items,
 		}))

@@ -151,3 +151,51 @@ func TestLeaseUsesMonotonicTimeFromHeartbeatSend(t *testing.T) {
 		t.Error("the node's lease outlives the controller's: measured from the heartbeat's answer, not its sending")
 	}
 }
+
+// silentController takes heartbeats and never answers them, as a
+// controller cut off from its peers may, until the call gives up.
+type silentController struct {
+	*leaseController
+	held chan struct{} // gets a value per heartbeat held
+}
+
+func (sc *silentController) Heartbeat(ctx context.Context, _ *connect.Request[controllerv1.HeartbeatRequest]) (*connect.Response[controllerv1.HeartbeatResponse], error) {
+	select {
+	case sc.held <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A controller that takes a heartbeat and never answers does not hold the
+// node's heartbeats: each attempt has a deadline, and the next controller
+// renews the lease.
+func TestHeartbeatMovesOnFromASilentController(t *testing.T) {
+	serve := func(h controllerv1connect.ControllerServiceHandler) string {
+		mux := http.NewServeMux()
+		mux.Handle(controllerv1connect.NewControllerServiceHandler(h))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	silent := &silentController{leaseController: &leaseController{clk: clk, changed: make(chan struct{})}, held: make(chan struct{}, 1)}
+	healthy := &leaseController{clk: clk, changed: make(chan struct{})}
+	c := New(Config{NodeID: 1, Address: "http://127.0.0.1:1", Controllers: []string{serve(silent), serve(healthy)}, Clock: clk,
+		Logger: slog.New(slog.DiscardHandler), AttemptTimeout: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, func(*metaview.View) {})
+	}()
+	defer func() { cancel(); <-done }()
+
+	<-silent.held // registered with the first controller, which then holds a heartbeat
+	n := healthy.set(func() {})
+	healthy.waitAnswered(t, n+1)
+	if c.Fenced() {
+		t.Error("fenced while the second controller renews the lease")
+	}
+}
