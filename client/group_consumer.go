@@ -16,6 +16,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	coordinatorv1 "github.com/strata-mq/strata/gen/strata/coordinator/v1"
 	"github.com/strata-mq/strata/gen/strata/coordinator/v1/coordinatorv1connect"
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // ErrFenced is matched (errors.Is) by a commit or heartbeat the group
@@ -606,8 +607,15 @@ func (g *GroupConsumer) startOffsets(ctx context.Context, epoch int32, added []T
 }
 
 // committed fetches the group's committed offsets of tps; -1 when none.
+//
+// A read-committed member asks for stable offsets (KIP-447's
+// require_stable, as Kafka's consumer does under read_committed): while a
+// transaction has offsets of one of tps staged, the coordinator answers
+// that partition UNSTABLE_OFFSET_COMMIT and the member asks again after a
+// backoff, rather than start from an offset the transaction's commit
+// would move (which would process its inputs twice).
 func (g *GroupConsumer) committed(ctx context.Context, tps []TopicPartition) (map[TopicPartition]int64, error) {
-	req := &coordinatorv1.OffsetFetchRequest{GroupId: g.group}
+	req := &coordinatorv1.OffsetFetchRequest{GroupId: g.group, RequireStable: g.inner.cfg.readCommitted}
 	byTopic := map[string]*commonv1.TopicPartitions{}
 	for _, tp := range tps {
 		t := byTopic[tp.Topic]
@@ -618,18 +626,36 @@ func (g *GroupConsumer) committed(ctx context.Context, tps []TopicPartition) (ma
 		}
 		t.Partitions = append(t.Partitions, tp.Partition)
 	}
-	out := map[TopicPartition]int64{}
-	err := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
-		resp, err := c.OffsetFetch(ctx, connect.NewRequest(req))
-		if err != nil {
-			return err
+	bo := newBackoff(&g.inner.cfg)
+	for attempt := 1; ; attempt++ {
+		out := map[TopicPartition]int64{}
+		var unstable *commonv1.ErrorDetail
+		err := g.coordCall(ctx, func(ctx context.Context, c coordinatorv1connect.CoordinatorServiceClient) error {
+			resp, err := c.OffsetFetch(ctx, connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			for _, o := range resp.Msg.GetOffsets() {
+				if d := o.GetError(); d != nil {
+					if d.GetReason() != commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT {
+						return fromConnect(apierr.Error(d))
+					}
+					unstable = d
+					continue
+				}
+				out[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetCommittedOffset()
+			}
+			return nil
+		})
+		if err != nil || unstable == nil {
+			return out, err
 		}
-		for _, o := range resp.Msg.GetOffsets() {
-			out[TopicPartition{o.GetTopic(), o.GetPartition()}] = o.GetCommittedOffset()
+		wait := bo.NextBackOff()
+		g.inner.cfg.retried(retryEvent(fromConnect(apierr.Error(unstable)), attempt, wait))
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	return out, err
+	}
 }
 
 // Commit commits, for every owned partition, the position after the last

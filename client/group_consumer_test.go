@@ -36,6 +36,11 @@ type scriptedCoordinator struct {
 	assignors []string // server_assignor of each heartbeat but a leave
 	instances []string // instance_id of each heartbeat, the leave's included
 	leaves    []int32  // the epoch of each leave (-1, -2)
+	// unstable is how many more OffsetFetch asking for stable offsets
+	// answer each partition UNSTABLE_OFFSET_COMMIT (a transaction has its
+	// offsets staged); stable records each fetch's require_stable.
+	unstable map[int32]int
+	stable   []bool
 }
 
 func (s *scriptedCoordinator) Fence() {
@@ -109,8 +114,15 @@ func (s *scriptedCoordinator) OffsetFetch(_ context.Context, req *connect.Reques
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := &coordinatorv1.OffsetFetchResponse{}
+	s.stable = append(s.stable, req.Msg.GetRequireStable())
 	for _, t := range req.Msg.GetTopics() {
 		for _, p := range t.GetPartitions() {
+			if req.Msg.GetRequireStable() && s.unstable[p] > 0 {
+				s.unstable[p]--
+				out.Offsets = append(out.Offsets, &coordinatorv1.CommittedOffset{Topic: t.GetTopic(), Partition: p, CommittedOffset: -1, CommittedLeaderEpoch: -1,
+					Error: &commonv1.ErrorDetail{Code: commonv1.Code_CODE_UNAVAILABLE, Reason: commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT, Message: "offsets staged"}})
+				continue
+			}
 			off, ok := s.committed[p]
 			if !ok {
 				off = -1

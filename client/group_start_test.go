@@ -17,8 +17,18 @@ import (
 // consumer with opts.
 func startGroup(t *testing.T, parts int32, n int, committed map[int32]int64, opts ...GroupOpt) (*GroupConsumer, *scriptedCoordinator) {
 	t.Helper()
+	return startGroupWith(t, parts, n, committed, nil, opts...)
+}
+
+// startGroupWith is startGroup with setup run on the coordinator before
+// the consumer joins.
+func startGroupWith(t *testing.T, parts int32, n int, committed map[int32]int64, setup func(*scriptedCoordinator), opts ...GroupOpt) (*GroupConsumer, *scriptedCoordinator) {
+	t.Helper()
 	fc := newFake(t, 1, "t", parts)
 	co := &scriptedCoordinator{topic: "t", parts: parts, committed: committed}
+	if setup != nil {
+		setup(co)
+	}
 	mux := http.NewServeMux()
 	mux.Handle(coordinatorv1connect.NewCoordinatorServiceHandler(co))
 	fc.SetCoordinator(mux)
@@ -151,5 +161,44 @@ func TestSeek(t *testing.T) {
 	}
 	if err := gc.Seek(tp, -1); err == nil {
 		t.Fatal("Seek to a negative offset succeeded")
+	}
+}
+
+// TestStableOffsets: a read-committed member (the default) asks for
+// stable offsets and waits out a transaction's staged offsets (KIP-447)
+// instead of starting from the offset the transaction is about to move;
+// a read-uncommitted one asks for what is committed now.
+func TestStableOffsets(t *testing.T) {
+	var mu sync.Mutex
+	var reasons []RetryReason
+	onRetry := GroupConsumerOptions(OnRetry(func(ev RetryEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		reasons = append(reasons, ev.Reason)
+	}))
+	gc, co := startGroupWith(t, 1, 4, map[int32]int64{0: 2}, func(co *scriptedCoordinator) { co.unstable = map[int32]int{0: 2} }, onRetry)
+	if got := firstOffsets(t, ctxT(t), gc, 1); got[0] != 2 {
+		t.Fatalf("started at %d, want the committed 2", got[0])
+	}
+	mu.Lock()
+	if n := slices.Index(reasons, RetryUnstableOffsets); n < 0 || slices.Index(reasons[n+1:], RetryUnstableOffsets) < 0 {
+		t.Errorf("retries %v; want two for the staged offsets", reasons)
+	}
+	mu.Unlock()
+	co.mu.Lock()
+	if len(co.stable) != 3 || slices.Contains(co.stable, false) {
+		t.Errorf("require_stable of each fetch %v; want three, all set", co.stable)
+	}
+	co.mu.Unlock()
+
+	gc, co = startGroupWith(t, 1, 4, map[int32]int64{0: 2}, func(co *scriptedCoordinator) { co.unstable = map[int32]int{0: 2} },
+		GroupConsumerOptions(ReadUncommitted()))
+	if got := firstOffsets(t, ctxT(t), gc, 1); got[0] != 2 {
+		t.Fatalf("read uncommitted: started at %d, want 2", got[0])
+	}
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if len(co.stable) != 1 || co.stable[0] {
+		t.Errorf("read uncommitted: require_stable of each fetch %v; want one, unset", co.stable)
 	}
 }

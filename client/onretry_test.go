@@ -283,6 +283,7 @@ func TestRetryReason(t *testing.T) {
 		{withDetail(connect.CodeDeadlineExceeded, commonv1.Reason_REASON_REQUEST_TIMED_OUT, nil), RetryTimeout},
 		{withDetail(connect.CodeFailedPrecondition, commonv1.Reason_REASON_UNKNOWN_PRODUCER_ID, nil), RetryUnknownProducerID},
 		{withDetail(connect.CodeUnavailable, commonv1.Reason_REASON_CONCURRENT_TRANSACTIONS, nil), RetryConcurrentTransactions},
+		{withDetail(connect.CodeUnavailable, commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT, nil), RetryUnstableOffsets},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), RetryTimeout},
 		{fromConnect(connect.NewError(connect.CodeUnavailable, dial)), RetryNodeUnreachable},
 		{fromConnect(connect.NewError(connect.CodeCanceled, errConnReset)), RetryNodeUnreachable},
@@ -294,7 +295,7 @@ func TestRetryReason(t *testing.T) {
 		}
 	}
 	seen := map[string]RetryReason{}
-	for r := RetryOther; r <= RetryConcurrentTransactions; r++ {
+	for r := RetryOther; r <= RetryUnstableOffsets; r++ {
 		s := r.String()
 		if prev, dup := seen[s]; dup || s == fmt.Sprintf("RetryReason(%d)", int(r)) {
 			t.Errorf("reason %d says %q (as %d does)", int(r), s, int(prev))

@@ -61,6 +61,12 @@ const (
 	// finishing the producer's previous transaction (writing its markers)
 	// and asks the producer to try again.
 	RetryConcurrentTransactions
+	// RetryUnstableOffsets: a read-committed group member asked for its
+	// committed offsets while a transaction has offsets of the group's
+	// partitions staged (KIP-447's UNSTABLE_OFFSET_COMMIT); it waits for
+	// the transaction to end rather than start from an offset the
+	// transaction may move.
+	RetryUnstableOffsets
 )
 
 // String says the reason in a few plain words ("not enough in-sync
@@ -91,6 +97,8 @@ func (r RetryReason) String() string {
 		return "producer id unknown to the leader"
 	case RetryConcurrentTransactions:
 		return "previous transaction still completing"
+	case RetryUnstableOffsets:
+		return "a transaction has offsets of the group staged"
 	}
 	return fmt.Sprintf("RetryReason(%d)", int(r))
 }
@@ -215,6 +223,8 @@ func retryReason(err error) RetryReason {
 		return RetryUnknownProducerID
 	case commonv1.Reason_REASON_CONCURRENT_TRANSACTIONS:
 		return RetryConcurrentTransactions
+	case commonv1.Reason_REASON_UNSTABLE_OFFSET_COMMIT:
+		return RetryUnstableOffsets
 	}
 	var e *Error
 	code := connect.CodeOf(err)
