@@ -160,7 +160,15 @@ export class Consumer {
       this.log,
     );
     this.committer = new Committer(
-      { groupId: this.cfg.groupId, memberId: this.memberId, epoch: () => this.membership.epoch, owned: (k) => this.owned.get(k) },
+      {
+        groupId: this.cfg.groupId,
+        memberId: this.memberId,
+        epoch: () => this.membership.epoch,
+        owned: (k) => this.owned.get(k),
+        readCommitted: !this.cfg.readUncommitted,
+        backoff: () => Backoff.of(client.retry),
+        current: (gen) => this.runGen === gen,
+      },
       link,
       this.emitter,
       this.log,
@@ -625,7 +633,7 @@ export class Consumer {
     if (added.length) {
       let committed: Awaited<ReturnType<Committer["fetchCommitted"]>>;
       try {
-        committed = await this.committer.fetchCommitted(added);
+        committed = await this.committer.fetchCommitted(added, gen);
       } catch (e) {
         this.targetNew = true; // try again
         throw e;

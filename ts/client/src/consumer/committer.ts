@@ -24,6 +24,12 @@ export interface CommitterHost {
   epoch(): number;
   /** The partition this member owns under a key, if any. */
   owned(key: string): OwnedPartition | undefined;
+  /** Whether the member reads committed records only (then it asks for stable offsets). */
+  readonly readCommitted: boolean;
+  /** A fresh backoff for waiting out staged offsets. */
+  backoff(): { next(): number };
+  /** Whether the run that asks is still the current one (a stopped run stops waiting). */
+  current(gen: number): boolean;
 }
 
 /** Committer sends commits for one consumer. Not shared. */
@@ -131,12 +137,36 @@ export class Committer {
     }
   }
 
-  /** fetchCommitted returns the group's committed offsets of the given partitions by key (-1 or absent when none). */
-  async fetchCommitted(tps: TopicPartition[]): Promise<Map<string, { offset: number; leaderEpoch: number }>> {
+  /**
+   * fetchCommitted returns the group's committed offsets of the given
+   * partitions by key (-1 or absent when none). A read-committed member
+   * asks for stable offsets (KIP-447's require_stable, as Kafka's consumer
+   * under read_committed): while a transaction has offsets of a partition
+   * staged, the coordinator answers it UNSTABLE_OFFSET_COMMIT, and the
+   * member asks again after a backoff rather than start from an offset
+   * the transaction's commit would move (processing its inputs twice).
+   * It stops waiting, answering nothing more, once run gen is over.
+   */
+  async fetchCommitted(tps: TopicPartition[], gen: number): Promise<Map<string, { offset: number; leaderEpoch: number }>> {
     const topics = [...byTopic(tps)].map(([topic, partitions]) => create(common.TopicPartitionsSchema, { topic, partitions }));
-    const resp = await this.link.call((c, timeoutMs) => c.offsetFetch({ groupId: this.host.groupId, topics }, { timeoutMs }));
-    const out = new Map<string, { offset: number; leaderEpoch: number }>();
-    for (const o of resp.offsets) out.set(tpKey(o.topic, o.partition), { offset: Number(o.committedOffset), leaderEpoch: o.committedLeaderEpoch });
-    return out;
+    const requireStable = this.host.readCommitted;
+    const bo = this.host.backoff();
+    for (;;) {
+      const resp = await this.link.call((c, timeoutMs) => c.offsetFetch({ groupId: this.host.groupId, topics, requireStable }, { timeoutMs }));
+      const out = new Map<string, { offset: number; leaderEpoch: number }>();
+      let unstable = false;
+      for (const o of resp.offsets) {
+        if (o.error) {
+          if (o.error.reason !== Reason.UNSTABLE_OFFSET_COMMIT) throw fromDetail(o.error);
+          unstable = true;
+          continue;
+        }
+        out.set(tpKey(o.topic, o.partition), { offset: Number(o.committedOffset), leaderEpoch: o.committedLeaderEpoch });
+      }
+      if (!unstable || !this.host.current(gen)) return out;
+      const wait = bo.next();
+      this.log.debug("a transaction has offsets of the group staged; asking again", { groupId: this.host.groupId, inMs: Math.round(wait) });
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 }

@@ -662,8 +662,18 @@ export class MemCluster {
         this.endTxn(t, req.commit);
         return {};
       },
+      // require_stable (KIP-447): a partition with offsets staged by an
+      // open transaction answers UNSTABLE_OFFSET_COMMIT.
       offsetFetch: async (req: coordinator.OffsetFetchRequest) => ({
-        offsets: req.topics.flatMap((t) => t.partitions.map((p) => ({ topic: t.topic, partition: p, committedOffset: BigInt(this.commits.get(`${t.topic}/${p}`) ?? -1), committedLeaderEpoch: -1 }))),
+        offsets: req.topics.flatMap((t) =>
+          t.partitions.map((p) => {
+            const k = `${t.topic}/${p}`;
+            if (req.requireStable && [...this.txns.values()].some((x) => x.staged.has(k))) {
+              return { topic: t.topic, partition: p, committedOffset: -1n, committedLeaderEpoch: -1, error: create(common.ErrorDetailSchema, { code: common.Code.UNAVAILABLE, reason: common.Reason.UNSTABLE_OFFSET_COMMIT, message: "offsets staged by an open transaction" }) };
+            }
+            return { topic: t.topic, partition: p, committedOffset: BigInt(this.commits.get(k) ?? -1), committedLeaderEpoch: -1 };
+          }),
+        ),
       }),
     };
   }

@@ -116,6 +116,26 @@ describe("transactions", () => {
     await p.close();
   });
 
+  test("a read-committed member waits out offsets an open transaction staged, then starts where the commit put them (KIP-447)", async () => {
+    const c = new MemCluster().topic("in", 1);
+    await c.produce("in", 0, ["a", "b", "c", "d", "e"]);
+    const p = c.strata().producer({ transactionalId: "tx", linger: 0 });
+    const tx = await p.transaction();
+    await tx.sendOffsets({ consumerGroupId: "g", topics: [{ topic: "in", partitions: [{ partition: 0, offset: "3" }] }] });
+    const member = c.strata().consumer({ groupId: "g", maxWaitTimeInMs: 50, retry: { initialRetryTime: 10, maxRetryTime: 20 } });
+    const read: string[] = [];
+    await member.subscribe({ topics: ["in"], fromBeginning: true });
+    await member.run({ autoCommit: false, eachMessage: async ({ message }) => void read.push(message.offset) });
+    await waitFor("the member to ask twice for stable offsets", () => c.callsOf("OffsetFetch").length >= 2);
+    assert.deepEqual(read, [], "nothing read while the transaction's offsets are staged");
+    await tx.commit();
+    await waitFor("the member to read", () => read.length > 0);
+    assert.equal(read[0], "3", "started at the offset the transaction committed");
+    assert.ok(c.callsOf("OffsetFetch").every((x) => (x.request as coordinator.OffsetFetchRequest).requireStable), "every fetch asked for stable offsets");
+    await member.disconnect();
+    await p.close();
+  });
+
   test("an aborted transaction drops its offsets; the next one adds its partitions again and numbers on", async () => {
     const c = new MemCluster().topic("t", 1).topic("in", 1);
     const p = c.strata().producer({ transactionalId: "tx", linger: 0 });
