@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,7 +78,7 @@ func (r *runner) scrapeStages(ctx context.Context) (stageBuckets, error) {
 			continue
 		}
 		url := fmt.Sprintf("%s://%s/metrics", r.adminScheme, p.AdminAddress)
-		if err := scrapeInto(ctx, r.admin, url, out); err != nil {
+		if err := get(ctx, r.admin, url, 10*time.Second, func(body io.Reader) error { return parseStageBuckets(body, out) }); err != nil {
 			return nil, fmt.Errorf("storage node %d: %w", p.ID, err)
 		}
 		n++
@@ -88,24 +87,6 @@ func (r *runner) scrapeStages(ctx context.Context) (stageBuckets, error) {
 		return nil, fmt.Errorf("the cluster.json lists no storage node with an admin address")
 	}
 	return out, nil
-}
-
-func scrapeInto(ctx context.Context, hc *http.Client, url string, into stageBuckets) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return parseStageBuckets(resp.Body, into)
 }
 
 // parseStageBuckets adds the stage histogram's buckets in a Prometheus

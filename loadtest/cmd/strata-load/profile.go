@@ -72,6 +72,21 @@ func (r *runner) profileRun(ctx context.Context, w workload, d time.Duration, di
 }
 
 func fetchTo(ctx context.Context, hc *http.Client, url, path string, timeout time.Duration) error {
+	return get(ctx, hc, url, timeout, func(body io.Reader) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	})
+}
+
+// get GETs url within timeout and hands a 200 answer's body to use.
+func get(ctx context.Context, hc *http.Client, url string, timeout time.Duration, use func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -86,13 +101,5 @@ func fetchTo(ctx context.Context, hc *http.Client, url, path string, timeout tim
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return use(resp.Body)
 }
