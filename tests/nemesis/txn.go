@@ -366,31 +366,7 @@ func (r *run) transformOnce(ctx context.Context, c *txnClient, p *client.Produce
 // consumeCommitted follows every partition of the transactional topics
 // from the start, reading committed records only, until ctx ends.
 func (r *run) consumeCommitted(ctx context.Context) {
-	const name = "committed-consumer"
-	c, err := client.NewConsumer(r.bed.group.Gateway.URL, client.ReadCommitted())
-	if err != nil {
-		r.t.Errorf("nemesis: %s: %v", name, err)
-		return
-	}
-	defer c.Close()
-	assign := map[string]map[int32]client.Offset{}
-	for _, t := range txnTopics {
-		assign[t] = map[int32]client.Offset{}
-		for p := range r.partitionsOf(t) {
-			assign[t][p] = client.StartOffset()
-		}
-	}
-	c.Assign(assign)
-	for ctx.Err() == nil {
-		h := r.rec.Invoke(name, history.PollOp("", ""))
-		recs, err := pollOnce(ctx, 2*time.Second, c.Poll)
-		if err != nil {
-			h.Fail(err)
-			sleep(ctx, 100*time.Millisecond)
-			continue
-		}
-		h.PollOk(history.Poll{Records: records(recs), Committed: true})
-	}
+	r.follow(ctx, "committed-consumer", txnTopics, true)
 }
 
 // transformsCommitted counts the committed consume-transform-produce

@@ -186,15 +186,25 @@ func pollOnce(ctx context.Context, wait time.Duration, poll func(context.Context
 // ones (consumeCommitted reads those) from the start with a plain
 // consumer until ctx ends.
 func (r *run) consume(ctx context.Context) {
-	const name = "consumer"
-	c, err := client.NewConsumer(r.bed.group.Gateway.URL)
+	r.follow(ctx, "consumer", r.plainTopics(), false)
+}
+
+// follow reads every partition of topics from the start with a plain
+// consumer called name until ctx ends, recording each poll; committed
+// reads committed records only (read_committed, Poll.Committed).
+func (r *run) follow(ctx context.Context, name string, topics []string, committed bool) {
+	var opts []client.ConsumerOpt
+	if committed {
+		opts = append(opts, client.ReadCommitted())
+	}
+	c, err := client.NewConsumer(r.bed.group.Gateway.URL, opts...)
 	if err != nil {
 		r.t.Errorf("nemesis: %s: %v", name, err)
 		return
 	}
 	defer c.Close()
 	assign := map[string]map[int32]client.Offset{}
-	for _, t := range r.plainTopics() {
+	for _, t := range topics {
 		assign[t] = map[int32]client.Offset{}
 		for p := range r.partitionsOf(t) {
 			assign[t][p] = client.StartOffset()
@@ -209,7 +219,7 @@ func (r *run) consume(ctx context.Context) {
 			sleep(ctx, 100*time.Millisecond)
 			continue
 		}
-		h.PollOk(history.Poll{Records: records(recs)})
+		h.PollOk(history.Poll{Records: records(recs), Committed: committed})
 	}
 }
 
