@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
@@ -69,9 +70,9 @@ func (k kafkaConfig) opts() []kgo.Opt {
 // kafkaProducer is franz-go.
 type kafkaProducer struct{ cl *kgo.Client }
 
-func (r *runner) newKafkaProducer(w workload) (*kafkaProducer, error) {
+func (r *runner) newKafkaProducer(w workload, linger time.Duration) (*kafkaProducer, error) {
 	opts := append(r.kafka.opts(),
-		kgo.ProducerLinger(r.set.linger),
+		kgo.ProducerLinger(linger),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		// Room for the closed loop's window and the warm-up; franz-go
 		// blocks Produce past its buffer.

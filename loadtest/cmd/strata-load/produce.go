@@ -103,17 +103,18 @@ const warmUpRecords = 4
 // newProducer returns a producer for the workload that has already
 // fetched metadata, its producer id and a connection to every leader, so
 // a run measures none of that. The warm-up records are one byte long, so
-// rate-run consumers can tell them from stamped values.
-func (r *runner) newProducer(ctx context.Context, w workload, topic string) (loadProducer, error) {
+// rate-run consumers can tell them from stamped values. linger is the
+// producer's (--linger, or a request run's own).
+func (r *runner) newProducer(ctx context.Context, w workload, topic string, linger time.Duration) (loadProducer, error) {
 	var p loadProducer
 	if r.kafka != nil {
-		kp, err := r.newKafkaProducer(w)
+		kp, err := r.newKafkaProducer(w, linger)
 		if err != nil {
 			return nil, err
 		}
 		p = kp
 	} else {
-		gp, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(r.set.linger),
+		gp, err := client.NewProducer(r.gateway, r.producerOpts(client.WithAcks(w.Durability.Acks), client.Linger(linger),
 			client.Idempotent(w.Durability.Acks == client.AcksAll), client.MaxInFlight(r.set.maxInFlight))...)
 		if err != nil {
 			return nil, err
@@ -211,7 +212,7 @@ func (r *runner) ticker(label string, start time.Time, o *outcome) (stop func())
 // It leaves the topic filled for the consume runs.
 func (r *runner) runMax(ctx context.Context, w workload, topic string, records int, duration time.Duration) (Result, error) {
 	res := newResult(w, modeMax)
-	p, err := r.newProducer(ctx, w, topic)
+	p, err := r.newProducer(ctx, w, topic, r.set.linger)
 	if err != nil {
 		return res, err
 	}
@@ -273,7 +274,7 @@ func (r *runner) runRate(ctx context.Context, w workload, mbps float64) (Result,
 		return res, err
 	}
 	defer r.deleteTopic(context.WithoutCancel(ctx), topic)
-	p, err := r.newProducer(ctx, w, topic)
+	p, err := r.newProducer(ctx, w, topic, r.set.linger)
 	if err != nil {
 		return res, err
 	}

@@ -25,10 +25,7 @@ func (r *runner) runRequest(ctx context.Context, w workload, topic string) (Resu
 	res := newResult(w, modeRequest)
 	// Records wait for a flush, not a linger: a request's records leave
 	// together, as one batch, and its latency is the round trip alone.
-	linger := r.set.linger
-	r.set.linger = time.Minute
-	p, err := r.newProducer(ctx, w, topic)
-	r.set.linger = linger
+	p, err := r.newProducer(ctx, w, topic, time.Minute)
 	if err != nil {
 		return res, err
 	}
