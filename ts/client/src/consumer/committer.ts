@@ -8,7 +8,7 @@ import { Code } from "@connectrpc/connect";
 import { common, coordinator } from "../api.js";
 import { detailOf, FencedError, fromDetail, StrataError } from "../errors.js";
 import type { Logger } from "../logger.js";
-import { tpKey } from "../util.js";
+import { sleep, tpKey } from "../util.js";
 import type { CoordinatorLink } from "./coordinator.js";
 import type { Emitter, TopicOffsets } from "./events.js";
 import { byTopic, sortTPs, type OwnedPartition } from "./partition.js";
@@ -166,7 +166,7 @@ export class Committer {
       if (!unstable || !this.host.current(gen)) return out;
       const wait = bo.next();
       this.log.debug("a transaction has offsets of the group staged; asking again", { groupId: this.host.groupId, inMs: Math.round(wait) });
-      await new Promise((r) => setTimeout(r, wait));
+      await sleep(wait);
     }
   }
 }
