@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,6 +136,8 @@ type Node struct {
 	straysChecked bool // removeStrays ran (strays.go); reconcile's goroutine only
 
 	security *commonv1.SecurityState // last applied to cfg.Guard (security.go); reconcile's goroutine only
+
+	passes reconcilePasses // what reconcile visits next (reconcile.go); reconcile's goroutine only
 }
 
 // Start validates cfg and starts the node: registration, heartbeats and the
@@ -304,76 +305,6 @@ func (n *Node) storageClient(addr string) storagev1connect.StorageServiceClient 
 		n.clients[addr] = c
 	}
 	return c
-}
-
-// reconcile makes the hosted replicas match a new metadata view: it opens
-// replicas assigned to this node, applies their state, starts and stops
-// follower loops, and closes and deletes replicas no longer assigned.
-func (n *Node) reconcile(v *metaview.View) {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	n.view = v
-	n.mu.Unlock()
-	n.applySecurity(v) // security.go
-	n.throttle.update(v)
-
-	nodeEpochs := make(map[int32]int64, len(v.Nodes))
-	for id, ns := range v.Nodes {
-		nodeEpochs[id] = ns.GetNodeEpoch()
-	}
-	want := map[tpKey]bool{}
-	for _, t := range v.Topics {
-		for _, p := range t.GetPartitions() {
-			if !slices.Contains(p.GetReplicas(), n.cfg.NodeID) {
-				continue
-			}
-			k := tpKey{t.GetName(), p.GetPartition()}
-			want[k] = true
-			h, err := n.ensure(t, p)
-			if err != nil {
-				n.logger.Error("cannot open replica", "topic", k.topic, "partition", k.partition, "err", err)
-				continue
-			}
-			if h.r.ApplyState(replication.StateOf(p)) {
-				if _, ok := n.tieredTopic(k.topic); ok {
-					n.kickTier() // a new leader or follower learns the tiered end now (tiering.go)
-				}
-			}
-			// A follower that registered again is forgotten before the
-			// next ISR check (KIP-903).
-			h.r.ObserveNodeEpochs(nodeEpochs)
-			n.syncFollower(k, h)
-		}
-	}
-	if !n.straysChecked {
-		n.straysChecked = true
-		n.removeStrays(want) // copies left while this node was down (strays.go)
-	}
-	n.mu.Lock()
-	var drop []*hosted
-	for k, h := range n.replicas {
-		if !want[k] {
-			drop = append(drop, h)
-			delete(n.replicas, k)
-		}
-	}
-	n.mu.Unlock()
-	for _, h := range drop {
-		if h.stopFollow != nil {
-			h.stopFollow()
-		}
-		dir := h.r.Log().Dir()
-		if err := h.r.Close(); err != nil {
-			n.logger.Warn("closing replica", "dir", dir, "err", err)
-		}
-		n.logger.Info("replica no longer hosted; deleting", "dir", dir)
-		if err := os.RemoveAll(dir); err != nil {
-			n.logger.Warn("deleting replica", "dir", dir, "err", err)
-		}
-	}
 }
 
 // ensure opens the replica of a partition if it is not open yet, and

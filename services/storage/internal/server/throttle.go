@@ -43,10 +43,14 @@ func newMoveThrottle(self int32) *moveThrottle {
 }
 
 // update applies a metadata view: the throttle from this node's status and
-// the adding replicas outside the ISR of every partition.
-func (t *moveThrottle) update(v *metaview.View) {
+// the adding replicas outside the ISR of every partition of the topics ch
+// names (all of them when ch.all).
+func (t *moveThrottle) update(v *metaview.View, ch viewChange) {
 	adding := map[tpKey][]int32{}
 	for _, tm := range v.Topics {
+		if !ch.topic(tm.GetName()) {
+			continue
+		}
 		for _, p := range tm.GetPartitions() {
 			var out []int32
 			for _, r := range p.GetAddingReplicas() {
@@ -62,7 +66,18 @@ func (t *moveThrottle) update(v *metaview.View) {
 	r := v.Nodes[t.self].GetReplicationThrottleBytesPerSecond()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.adding = adding
+	if ch.all {
+		t.adding = adding
+	} else {
+		for k := range t.adding {
+			if ch.topics[k.topic] {
+				delete(t.adding, k)
+			}
+		}
+		for k, rs := range adding {
+			t.adding[k] = rs
+		}
+	}
 	if r == t.rate {
 		return
 	}

@@ -30,7 +30,7 @@ func throttleView(rate int64, isr ...int32) *metaview.View {
 func TestMoveThrottleAppliesToAddingReplicasOutOfSync(t *testing.T) {
 	th := newMoveThrottle(2)
 	k := tpKey{"t", 0}
-	th.update(throttleView(1000, 1, 2, 4))
+	th.update(throttleView(1000, 1, 2, 4), viewChange{all: true})
 	for _, tc := range []struct {
 		node int32
 		want bool
@@ -45,11 +45,11 @@ func TestMoveThrottleAppliesToAddingReplicasOutOfSync(t *testing.T) {
 	if got := th.capReplicate(k, 4, 10<<20); got != 10<<20 {
 		t.Errorf("in-sync replica's fetch capped to %d", got)
 	}
-	th.update(throttleView(1000, 1, 2, 3, 4)) // node 3 joined the ISR
+	th.update(throttleView(1000, 1, 2, 3, 4), viewChange{all: true}) // node 3 joined the ISR
 	if ok, _ := th.throttled(k, 3); ok {
 		t.Error("in-sync adding replica still throttled")
 	}
-	th.update(throttleView(0, 1, 2, 4)) // throttle lifted
+	th.update(throttleView(0, 1, 2, 4), viewChange{all: true}) // throttle lifted
 	if ok, _ := th.throttled(k, 3); ok {
 		t.Error("throttled without a throttle")
 	}
@@ -59,7 +59,7 @@ func TestMoveThrottleAppliesToAddingReplicasOutOfSync(t *testing.T) {
 // node's outbound budget.
 func TestMoveThrottleChargesLeaderAnswers(t *testing.T) {
 	th := newMoveThrottle(2)
-	th.update(throttleView(1000, 1, 2, 4))
+	th.update(throttleView(1000, 1, 2, 4), viewChange{all: true})
 	res := &storagev1.ReplicateResponse{Partitions: []*storagev1.ReplicatePartitionResult{{Topic: "t", Partition: 0, Records: make([]byte, 20000)}}}
 	th.delayReplicate(context.Background(), 4, res) // in sync: free
 	if tok := th.limitersOut().Tokens(); tok < minChunk-100 {
@@ -89,7 +89,7 @@ func TestMoveThrottleFollowerSide(t *testing.T) {
 	th := newMoveThrottle(3)
 	v := throttleView(0, 1, 2, 4)
 	v.Nodes[3] = &controllerv1.NodeStatus{Node: &commonv1.Node{NodeId: 3}, ReplicationThrottleBytesPerSecond: 1000}
-	th.update(v)
+	th.update(v, viewChange{all: true})
 	rc := &recordingClient{}
 	c := th.follower(rc)
 	if _, err := c.Replicate(context.Background(), connect.NewRequest(&storagev1.ReplicateRequest{
