@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -23,6 +24,15 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
+
+// MaxSeriesPerMetric is how many series (attribute sets) one metric may
+// hold before the SDK folds the rest into one otel_metric_overflow="true"
+// series. The SDK's default of 2 000 hid the per-partition gauges of every
+// replica past the 2 000th on a node, so a dashboard could not tell which
+// partitions were under-replicated; a node holds at most about 20 000
+// replicas (one open file each). OTEL_GO_X_CARDINALITY_LIMIT, when set,
+// wins.
+const MaxSeriesPerMetric = 100_000
 
 // TelemetryConfig names the process to OpenTelemetry.
 type TelemetryConfig struct {
@@ -113,10 +123,11 @@ func NewTelemetry(ctx context.Context, cfg TelemetryConfig) (*Telemetry, error) 
 	if err != nil {
 		return nil, fmt.Errorf("serve: prometheus exporter: %w", err)
 	}
-	t.meterProvider = sdkmetric.NewMeterProvider(
-		sdkmetric.WithReader(promExporter),
-		sdkmetric.WithResource(res),
-	)
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(promExporter), sdkmetric.WithResource(res)}
+	if os.Getenv("OTEL_GO_X_CARDINALITY_LIMIT") == "" {
+		mpOpts = append(mpOpts, sdkmetric.WithCardinalityLimit(MaxSeriesPerMetric))
+	}
+	t.meterProvider = sdkmetric.NewMeterProvider(mpOpts...)
 
 	// Traces (tracing.go).
 	tp, tracing, where, err := newTracerProvider(ctx, res)

@@ -2,9 +2,13 @@ package serve
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -66,5 +70,30 @@ func TestTelemetryShutdownTwice(t *testing.T) {
 	}
 	if err := tel.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A metric keeps a series per partition well past the SDK's default limit
+// of 2 000 series, which folded the rest into one overflow series and hid
+// which partitions of a large node were under-replicated.
+func TestTelemetryKeepsThousandsOfSeries(t *testing.T) {
+	t.Setenv("OTEL_GO_X_CARDINALITY_LIMIT", "")
+	tel := newTestTelemetry(t)
+	const partitions = 2500
+	g, err := tel.Meter("test").Int64Gauge("strata_test_partition_gauge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range partitions {
+		g.Record(context.Background(), int64(p), metric.WithAttributes(attribute.Int("partition", p)))
+	}
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	if strings.Contains(body, "otel_metric_overflow") {
+		t.Fatal("/metrics folded series into otel_metric_overflow")
+	}
+	if n := strings.Count(body, "strata_test_partition_gauge{"); n != partitions {
+		t.Fatalf("/metrics holds %d series of the gauge, want %d", n, partitions)
 	}
 }
