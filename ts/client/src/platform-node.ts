@@ -17,7 +17,7 @@ import { promisify } from "node:util";
 import type { Pem, TlsMaterial } from "./credentials.js";
 import type { Platform, TransportOptions } from "./platform.js";
 import { storage } from "./api.js";
-import { produceCall } from "./producecall.js";
+import { produceCall, responseHeaders } from "./producecall.js";
 import { producePartitionsPieces, producePieces } from "./producewire.js";
 
 const gzipAsync = promisify(gzip);
@@ -80,8 +80,21 @@ function withProduceCalls(baseUrl: string, inner: Transport, sm: Http2SessionMan
       }
       // As Connect's transport: no timeout given or one at or below zero means none.
       const deadline = timeoutMs === undefined || timeoutMs <= 0 ? undefined : timeoutMs;
-      const a = await produceCall(sm, path, method.output, encode(input), header === undefined ? undefined : new Headers(header), deadline, signal);
-      return { stream: false, service: method.parent, method, header: a.header, trailer: a.trailer, message: a.message } as Awaited<ReturnType<Transport["unary"]>>;
+      const a = await produceCall(sm, path, method.output, encode(input), header, deadline, signal);
+      let split: [Headers, Headers] | undefined;
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        message: a.message,
+        // Made only when the caller asks (a call option's onHeader or onTrailer).
+        get header() {
+          return (split ??= responseHeaders(a.headers))[0];
+        },
+        get trailer() {
+          return (split ??= responseHeaders(a.headers))[1];
+        },
+      } as Awaited<ReturnType<Transport["unary"]>>;
     },
     stream: (...a) => inner.stream(...a),
   } as Transport;

@@ -23,11 +23,15 @@ import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "n
 /** The user agent Connect's transport sends (connect-es's version in the lockfile). */
 const USER_AGENT = "connect-es/2.2.0";
 
-/** What a produce call answers: the message and the response's headers and trailers, as a Connect unary response carries them. */
+/**
+ * What a produce call answers: the message, and the response's headers as
+ * Node gives them (responseHeaders makes them a Connect unary response's
+ * header and trailer, on demand: nothing in the producer reads them, and
+ * the Fetch API's Headers cost more to build than the message to parse).
+ */
 export interface CallAnswer<O extends DescMessage> {
-  header: Headers;
-  trailer: Headers;
   message: MessageShape<O>;
+  headers: IncomingHttpHeaders;
 }
 
 /**
@@ -43,13 +47,15 @@ export function produceCall<O extends DescMessage>(
   path: string,
   output: O,
   pieces: Uint8Array[],
-  header: Headers | undefined,
+  header: HeadersInit | undefined,
   timeoutMs: number | undefined,
   signal: AbortSignal | undefined,
 ): Promise<CallAnswer<O>> {
   if (signal?.aborted) return Promise.reject(ConnectError.from(signal.reason, Code.Canceled));
   const h: OutgoingHttpHeaders = {};
-  header?.forEach((v, k) => (h[k] = v));
+  if (header instanceof Headers) header.forEach((v, k) => (h[k] = v));
+  else if (Array.isArray(header)) for (const [k, v] of header) h[k!.toLowerCase()] = v!;
+  else if (header) for (const [k, v] of Object.entries(header)) h[k.toLowerCase()] = v;
   if (timeoutMs !== undefined) h["connect-timeout-ms"] = String(timeoutMs);
   h["content-type"] = "application/proto";
   h["connect-protocol-version"] = "1";
@@ -133,29 +139,39 @@ export function produceCall<O extends DescMessage>(
 
 /** answerOf reads a Connect unary answer: the message of a 200 with binary protobuf, or the error the answer carries. */
 function answerOf<O extends DescMessage>(output: O, status: number, rh: IncomingHttpHeaders, body: Buffer): CallAnswer<O> {
-  const all = new Headers();
-  for (const [k, v] of Object.entries(rh)) {
-    if (k.startsWith(":") || v === undefined) continue;
-    if (Array.isArray(v)) for (const x of v) all.append(k, x);
-    else all.set(k, String(v));
-  }
-  const [header, trailer] = trailerDemux(all);
-  const type = all.get("content-type") ?? "";
-  const encoding = all.get("content-encoding");
-  if (encoding !== null && encoding.toLowerCase() !== "identity") {
+  const type = String(rh["content-type"] ?? "");
+  const encoding = rh["content-encoding"];
+  if (encoding !== undefined && String(encoding).toLowerCase() !== "identity") {
     // The call accepts no compression (as the transport's createTransport is made).
-    throw new ConnectError(`unsupported response encoding "${encoding}"`, Code.Internal, all);
+    throw new ConnectError(`unsupported response encoding "${String(encoding)}"`, Code.Internal, metadataOf(rh));
   }
   if (status !== 200) {
+    const all = metadataOf(rh);
     const fromStatus = new ConnectError(`HTTP ${status}`, codeFromHttpStatus(status), all);
     // A unary error is JSON (the Connect protocol's error body).
     if (/^application\/json(?:;\s?charset=utf-?8)?$/i.test(type)) throw errorFromJsonBytes(body, all, fromStatus);
     throw fromStatus;
   }
   if (!/^application\/proto$/i.test(type)) {
-    throw new ConnectError(`unsupported content type ${type}`, type === "" ? Code.Unknown : Code.Internal, all);
+    throw new ConnectError(`unsupported content type ${type}`, type === "" ? Code.Unknown : Code.Internal, metadataOf(rh));
   }
-  return { header, trailer, message: fromBinary(output, body) };
+  return { message: fromBinary(output, body), headers: rh };
+}
+
+/** metadataOf is every response header but HTTP/2's pseudo-headers, as the Fetch API's Headers. */
+function metadataOf(rh: IncomingHttpHeaders): Headers {
+  const all = new Headers();
+  for (const [k, v] of Object.entries(rh)) {
+    if (k.startsWith(":") || v === undefined) continue;
+    if (Array.isArray(v)) for (const x of v) all.append(k, x);
+    else all.set(k, String(v));
+  }
+  return all;
+}
+
+/** responseHeaders splits a unary answer's headers into the header and the trailer (Connect's "trailer-" prefix), as Connect's transport does. */
+export function responseHeaders(rh: IncomingHttpHeaders): [header: Headers, trailer: Headers] {
+  return trailerDemux(metadataOf(rh));
 }
 
 /** chainHas reports whether e or one of its causes carries Node's error code. */

@@ -201,6 +201,28 @@ test("a produce call's Connect error reaches the caller with its code, message a
   close();
 });
 
+test("a produce call passes the caller's headers and gives the answer's header and trailer to onHeader and onTrailer", async () => {
+  const srv = await oneNode({
+    producePartitions: async (req, ctx) => {
+      ctx.responseHeader.set("x-answer", "h");
+      ctx.responseTrailer.set("x-done", "t");
+      return { partitions: req.partitions.map((p) => ({ topic: p.topic, partition: p.partition, baseOffset: 2n })) };
+    },
+  });
+  const { client, close } = storageClient(srv);
+  let header: Headers | undefined;
+  let trailer: Headers | undefined;
+  for (const headers of [{ "X-Probe": "object" }, [["X-Probe", "pairs"]] as [string, string][], new Headers({ "x-probe": "headers" })]) {
+    const resp = await client.producePartitions(request(new Uint8Array(5).fill(2)), { headers, onHeader: (h) => (header = h), onTrailer: (t) => (trailer = t) });
+    assert.equal(resp.partitions.length, 2);
+    assert.equal(header?.get("x-answer"), "h");
+    assert.equal(header?.get("trailer-x-done"), null, "a trailer is not a header");
+    assert.equal(trailer?.get("x-done"), "t");
+  }
+  assert.deepEqual(srv.calls("ProducePartitions").map((c) => c.header.get("x-probe")), ["object", "pairs", "headers"]);
+  close();
+});
+
 test("a produce call ends with DeadlineExceeded at its timeout and with Canceled when its signal aborts", async () => {
   let answered = 0;
   const srv = await oneNode({
