@@ -3,11 +3,10 @@
 // TLS with ALPN h2 for https://, with the client's CA bundle and
 // certificate), gzip from node:zlib, and Buffers for decoded bytes.
 
-import { create, type DescMethod, type DescMethodUnary } from "@bufbuild/protobuf";
-import { EmptySchema } from "@bufbuild/protobuf/wkt";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { createNodeHttpClient, Http2SessionManager } from "@connectrpc/connect-node";
 import { Code, ConnectError, type Transport } from "@connectrpc/connect";
-import { createAsyncIterable, type UniversalClientFn } from "@connectrpc/connect/protocol";
+import { createMethodUrl } from "@connectrpc/connect/protocol";
 import { createTransport } from "@connectrpc/connect/protocol-connect";
 import type { Http2Session, SecureClientSessionOptions } from "node:http2";
 import { X509Certificate } from "node:crypto";
@@ -18,7 +17,8 @@ import { promisify } from "node:util";
 import type { Pem, TlsMaterial } from "./credentials.js";
 import type { Platform, TransportOptions } from "./platform.js";
 import { storage } from "./api.js";
-import { encodeProduce, encodeProducePartitions } from "./producewire.js";
+import { produceCall, responseHeaders } from "./producecall.js";
+import { producePartitionsPieces, producePieces } from "./producewire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -51,68 +51,50 @@ class WindowedSessionManager extends Http2SessionManager {
 }
 const gunzipAsync = promisify(gunzip);
 
-/**
- * The request header by which a produce call's transport hands its own
- * encoding of the request to the HTTP client (see withProduceBodies); the
- * HTTP client takes it off, so it never reaches the wire.
- */
-const PRODUCE_BODY_HEADER = "strata-produce-body";
-
 /** produceEncoder returns the encoder of a produce method's request (producewire.ts), undefined for any other method. */
-function produceEncoder(method: DescMethod): ((m: unknown) => Uint8Array) | undefined {
+function produceEncoder(method: DescMethod): ((m: unknown) => Uint8Array[]) | undefined {
   if (method.parent.typeName !== storage.StorageService.typeName) return undefined;
-  if (method.name === "ProducePartitions") return encodeProducePartitions as (m: unknown) => Uint8Array;
-  if (method.name === "Produce") return encodeProduce as (m: unknown) => Uint8Array;
+  if (method.name === "ProducePartitions") return producePartitionsPieces as (m: unknown) => Uint8Array[];
+  if (method.name === "Produce") return producePieces as (m: unknown) => Uint8Array[];
   return undefined;
 }
 
 /**
- * withProduceBodies returns a Connect transport (the Connect protocol, as
- * createConnectTransport's) whose Produce and ProducePartitions requests
- * are encoded by producewire.ts, which copies each record batch once,
- * rather than by the generic encoder, which copies it three or four times.
- * Everything else about the call is Connect's own: the request goes
- * through the transport as an empty message, under a header naming its
- * body, and the HTTP client sends that body in the empty one's place.
+ * withProduceCalls returns the transport inner, except that its Produce
+ * and ProducePartitions calls are made by produceCall on sm's connection:
+ * the request encoded by producewire.ts, whose record batches are written
+ * to the stream as they are, and none of Connect's per-call layers (see
+ * producecall.ts). Every other call is inner's own.
  */
-function withProduceBodies(baseUrl: string, http: UniversalClientFn): Transport {
-  const bodies = new Map<string, Uint8Array>();
-  let next = 0;
-  const httpClient: UniversalClientFn = (req) => {
-    const id = req.header.get(PRODUCE_BODY_HEADER);
-    if (id === null) return http(req);
-    req.header.delete(PRODUCE_BODY_HEADER);
-    const body = bodies.get(id);
-    if (body === undefined) return Promise.reject(new ConnectError("produce request body missing", Code.Internal));
-    return http({ ...req, body: createAsyncIterable([body]) });
-  };
-  const inner = createTransport({
-    baseUrl,
-    httpClient,
-    useBinaryFormat: true,
-    interceptors: [],
-    // Record batches are already compressed as their producer chose;
-    // gzip on top of every Fetch answer costs both ends CPU for nothing.
-    acceptCompression: [],
-    sendCompression: null,
-    compressMinBytes: 1024,
-    readMaxBytes: 0xffffffff,
-    writeMaxBytes: 0xffffffff,
-  });
+function withProduceCalls(baseUrl: string, inner: Transport, sm: Http2SessionManager): Transport {
+  const paths = new Map<DescMethod, string>();
   return {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const encode = produceEncoder(method);
       if (!encode) return inner.unary(method, signal, timeoutMs, header, input, contextValues);
-      const id = String(next++);
-      bodies.set(id, encode(input));
-      const h = new Headers(header);
-      h.set(PRODUCE_BODY_HEADER, id);
-      const empty = { ...method, input: EmptySchema } as unknown as DescMethodUnary<typeof EmptySchema, typeof method.output>;
-      try {
-        return (await inner.unary(empty, signal, timeoutMs, h, create(EmptySchema), contextValues)) as unknown as Awaited<ReturnType<Transport["unary"]>>;
-      } finally {
-        bodies.delete(id);
+      let path = paths.get(method);
+      if (path === undefined) {
+        const u = new URL(createMethodUrl(baseUrl, method));
+        path = u.pathname + u.search;
+        paths.set(method, path);
       }
+      // As Connect's transport: no timeout given or one at or below zero means none.
+      const deadline = timeoutMs === undefined || timeoutMs <= 0 ? undefined : timeoutMs;
+      const a = await produceCall(sm, path, method.output, encode(input), header, deadline, signal);
+      let split: [Headers, Headers] | undefined;
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        message: a.message,
+        // Made only when the caller asks (a call option's onHeader or onTrailer).
+        get header() {
+          return (split ??= responseHeaders(a.headers))[0];
+        },
+        get trailer() {
+          return (split ??= responseHeaders(a.headers))[1];
+        },
+      } as Awaited<ReturnType<Transport["unary"]>>;
     },
     stream: (...a) => inner.stream(...a),
   } as Transport;
@@ -127,7 +109,20 @@ export const nodePlatform: Platform = {
       { pingIntervalMs: 15_000, pingTimeoutMs: 15_000, idleConnectionTimeoutMs: 300_000 },
       { ...secure, settings: { initialWindowSize: STREAM_WINDOW } },
     );
-    const transport = withProduceBodies(baseUrl, createNodeHttpClient({ httpVersion: "2", sessionProvider: () => sessionManager }));
+    const connect = createTransport({
+      baseUrl,
+      httpClient: createNodeHttpClient({ httpVersion: "2", sessionProvider: () => sessionManager }),
+      useBinaryFormat: true,
+      interceptors: [],
+      // Record batches are already compressed as their producer chose;
+      // gzip on top of every Fetch answer costs both ends CPU for nothing.
+      acceptCompression: [],
+      sendCompression: null,
+      compressMinBytes: 1024,
+      readMaxBytes: 0xffffffff,
+      writeMaxBytes: 0xffffffff,
+    });
+    const transport = withProduceCalls(baseUrl, connect, sessionManager);
     const limit = opts?.connectionTimeout;
     if (!limit) return { transport, close: () => sessionManager.abort() };
     // Opening the connection gets its own, shorter deadline: a node that

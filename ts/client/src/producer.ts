@@ -1523,6 +1523,10 @@ function toPending(m: Message, now: number, trace: [string, string][], op: SendO
 
 function recordSize(key: Uint8Array | null, value: Uint8Array | null, headers: RecordHeader[]): number {
   let n = 21 + (key?.length ?? 0) + (value?.length ?? 0);
-  for (const h of headers) n += h.key.length + (h.value?.length ?? 0) + 4;
+  // Indexed, not for-of: an iterator per record is an allocation per record.
+  for (let i = 0; i < headers.length; i++) {
+    const h = headers[i]!;
+    n += h.key.length + (h.value?.length ?? 0) + 4;
+  }
   return n;
 }
