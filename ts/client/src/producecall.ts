@@ -20,7 +20,7 @@ import { codeFromHttpStatus, errorFromJsonBytes, trailerDemux } from "@connectrp
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
 
-/** The user agent Connect's transport sends (connect-es's version in the lockfile). */
+/** The user agent Connect's transport sends: connect-es and its version in package.json (a unit test checks they agree). */
 const USER_AGENT = "connect-es/2.2.0";
 
 /**

@@ -6,6 +6,7 @@
 // headers, its deadline), and the caller gets the errors connect-node
 // gives (a Connect error with its details, DeadlineExceeded, Canceled).
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { after, test } from "node:test";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -155,7 +156,9 @@ test("a producer's ProducePartitions reaches the node whole through the Node tra
   assert.equal(h.get("content-type"), "application/proto");
   assert.equal(h.get("connect-protocol-version"), "1");
   assert.match(h.get("connect-timeout-ms") ?? "", /^[1-9][0-9]*$/);
-  assert.match(h.get("user-agent") ?? "", /^connect-es\//);
+  // producecall.ts names Connect's version itself: it must follow an upgrade.
+  const pkg = JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { dependencies: Record<string, string> };
+  assert.equal(h.get("user-agent"), `connect-es/${pkg.dependencies["@connectrpc/connect"]}`);
 });
 
 test("a node without ProducePartitions gets one Produce per partition through the same transport, and its errors come back as Connect's", async () => {
