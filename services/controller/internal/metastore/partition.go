@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -71,17 +72,20 @@ func NextPartitionState(p *commonv1.PartitionMetadata, epoch epochOf, unclean bo
 			}
 		}
 	}
-	next := proto.Clone(p).(*commonv1.PartitionMetadata)
-	next.OfflineReplicas = nil
 	prev := p
 	if joined(leader) != 0 {
 		prev = nil // a rejoined incarnation replaces the member's recorded one
 	}
-	assignISR(next, prev, isr, joined)
+	// Decided before the record is copied: a pass over every partition
+	// mostly finds nothing to change.
+	epochs := isrEpochs(prev, isr, joined)
 	leaderChanged := leader != p.GetLeaderId() || joined(leader) != 0 && joined(leader) != p.GetIsrNodeEpochs()[leader]
-	if !leaderChanged && slices.Equal(next.GetIsr(), p.GetIsr()) && maps.Equal(next.GetIsrNodeEpochs(), p.GetIsrNodeEpochs()) {
+	if !leaderChanged && slices.Equal(isr, p.GetIsr()) && maps.Equal(epochs, p.GetIsrNodeEpochs()) {
 		return p, false
 	}
+	next := proto.Clone(p).(*commonv1.PartitionMetadata)
+	next.OfflineReplicas = nil
+	next.Isr, next.IsrNodeEpochs = slices.Clone(isr), epochs
 	if leaderChanged {
 		next.LeaderId = leader
 		next.LeaderEpoch++
@@ -90,55 +94,66 @@ func NextPartitionState(p *commonv1.PartitionMetadata, epoch epochOf, unclean bo
 	return next, true
 }
 
-// Reconcile applies NextPartitionState to every partition, each in its own
-// transaction guarded by the partition's ModRevision and by guard (the
-// active controller's election key, so a deposed controller writes
-// nothing). It is level-triggered and idempotent: a controller that fails
-// over mid-way leaves every partition either old or new, and the next
-// active controller finishes the rest. It returns how many partitions
-// changed.
+// Reconcile applies NextPartitionState to every partition. The changed
+// records are written in transactions of up to maxBatch partitions, those
+// that lose their leader first; each transaction is guarded by the
+// ModRevision of every partition it writes and by guard (the active
+// controller's election key, so a deposed controller writes nothing and
+// gets ErrNotActive). It is level-triggered and idempotent: a controller
+// that fails over mid-way leaves every partition either old or new, and
+// the next active controller finishes the rest. A transaction that finds
+// a partition changed since it was read writes nothing; the partitions
+// that changed are decided again from their current records, read by
+// that same transaction, and written with the others in a later one
+// (putAll). It returns how many partitions changed.
 func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) {
-	changed := 0
-	for attempt := 0; attempt < 10; attempt++ {
-		m, err := s.Load(ctx)
-		if err != nil {
-			return changed, err
-		}
-		conflict := false
-		for _, name := range m.TopicNames() {
-			unclean := topicconfig.Effective(m.Topics[name].GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
-			for idx, p := range m.Partitions[name] {
-				next, ok := NextPartitionState(p, m.nodeEpoch, unclean)
-				if !ok {
-					continue
-				}
-				b, err := proto.Marshal(next)
-				if err != nil {
-					return changed, err
-				}
-				key := partitionKey(name, idx)
-				tx, err := s.cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", m.PartitionRevs[name][idx]), guard).
-					Then(clientv3.OpPut(key, string(b))).
-					Else(clientv3.OpTxn([]clientv3.Cmp{guard}, nil, nil)).Commit()
-				if err != nil {
-					return changed, err
-				}
-				if !tx.Succeeded {
-					if !tx.Responses[0].GetResponseTxn().GetSucceeded() {
-						return changed, ErrNotActive
-					}
-					conflict = true
-					continue
-				}
-				changed++
-				partitionChanged(ctx, name, int32(idx), p, next, unclean) // telemetry.go
+	n, _, err := s.reconcile(ctx, guard)
+	return n, err
+}
+
+// reconcile is Reconcile, also returning the revision it read when it
+// found every partition as NextPartitionState would leave it (0 when it
+// had something to write).
+func (s *Store) reconcile(ctx context.Context, guard clientv3.Cmp) (int, int64, error) {
+	m, err := loadPrefixes(ctx, s.cl, PrefixTopics, PrefixPartitions, PrefixLive)
+	if err != nil {
+		return 0, 0, err
+	}
+	decide := func(topic string, _ int32, p *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool) {
+		return NextPartitionState(p, m.nodeEpoch, uncleanElection(m.Topics[topic]))
+	}
+	var ws []partWrite
+	for _, name := range m.TopicNames() {
+		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
+			p := m.Partitions[name][idx]
+			if next, ok := decide(name, idx, p); ok {
+				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
 			}
 		}
-		if !conflict {
-			return changed, nil
-		}
 	}
-	return changed, nil
+	// A partition without its leader is unavailable until written; one
+	// that only loses a follower from its ISR is not.
+	rank := func(w partWrite) int {
+		if w.next.GetLeaderId() != w.prev.GetLeaderId() {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(ws, func(a, b partWrite) int { return cmp.Compare(rank(a), rank(b)) })
+	if len(ws) == 0 {
+		return 0, m.Revision, nil
+	}
+	done, err := s.putAll(ctx, guard, ws, decide)
+	for _, w := range done {
+		partitionChanged(ctx, w.topic, w.index, w.prev, w.next, uncleanElection(m.Topics[w.topic])) // telemetry.go
+	}
+	return len(done), 0, err
+}
+
+// uncleanElection reports whether topic t allows unclean leader election
+// (unclean.leader.election.enable).
+func uncleanElection(t *commonv1.TopicMetadata) bool {
+	return topicconfig.Effective(t.GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
 }
 
 // AlterPartition applies a leader's ISR change requests. Each is a

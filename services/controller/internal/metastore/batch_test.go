@@ -1,0 +1,229 @@
+package metastore
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// countingKV is the etcd client's KV seen by a Store under test: it counts
+// range reads by key (a Get, or a get inside a transaction's branches) and
+// runs a hook once, right before the next transaction that writes is
+// sent, as another writer racing it would.
+type countingKV struct {
+	clientv3.KV
+	mu    sync.Mutex
+	reads map[string]int
+	hook  func(kv clientv3.KV)
+}
+
+// countKV puts a countingKV in s's client.
+func countKV(s *Store) *countingKV {
+	c := &countingKV{KV: s.cl.KV, reads: map[string]int{}}
+	s.cl.KV = c
+	return c
+}
+
+func (c *countingKV) read(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads[key]++
+}
+
+// readsOf is how many range reads started at key.
+func (c *countingKV) readsOf(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[key]
+}
+
+func (c *countingKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	c.read(key)
+	return c.KV.Get(ctx, key, opts...)
+}
+
+func (c *countingKV) Txn(ctx context.Context) clientv3.Txn {
+	return &countingTxn{Txn: c.KV.Txn(ctx), kv: c}
+}
+
+type countingTxn struct {
+	clientv3.Txn
+	kv     *countingKV
+	writes bool
+}
+
+func (t *countingTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	t.Txn = t.Txn.If(cs...)
+	return t
+}
+
+func (t *countingTxn) ops(ops []clientv3.Op) {
+	for _, op := range ops {
+		switch {
+		case op.IsGet():
+			t.kv.read(string(op.KeyBytes()))
+		case op.IsPut(), op.IsDelete():
+			t.writes = true
+		}
+	}
+}
+
+func (t *countingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.ops(ops)
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+
+func (t *countingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
+func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.writes {
+		t.kv.mu.Lock()
+		hook := t.kv.hook
+		t.kv.hook = nil
+		t.kv.mu.Unlock()
+		if hook != nil {
+			hook(t.kv.KV)
+		}
+	}
+	return t.Txn.Commit()
+}
+
+// wideTopic is a store with nodes 1, 2, 3 and topic "wide" of n
+// partitions on all three, a third of them led by node 1.
+func wideTopic(t *testing.T, n int32) *Store {
+	t.Helper()
+	s := startStore(t, 6*time.Second)
+	for id := int32(1); id <= 3; id++ {
+		register(t, s, id, "")
+	}
+	if _, err := s.CreateTopic(context.Background(), CreateTopicRequest{Name: "wide", Partitions: n, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkWithout fails unless no partition of "wide" lists node in its ISR
+// or is led by it, and returns the model it read.
+func checkWithout(t *testing.T, s *Store, node int32) *Model {
+	t.Helper()
+	m, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for idx, p := range m.Partitions["wide"] {
+		if p.GetLeaderId() == node || slices.Contains(p.GetIsr(), node) {
+			t.Fatalf("wide-%d still has node %d: %v", idx, node, p)
+		}
+	}
+	return m
+}
+
+// A node's death changes every partition it holds in a few transactions
+// (one etcd revision each), those that lose their leader first.
+func TestReconcileBatches(t *testing.T) {
+	const n = 300 // more than two batches
+	s := wideTopic(t, n)
+	ctx := context.Background()
+	m0, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expire(t, s, 1)
+	rev0 := revision(t, s)
+	changed, err := s.Reconcile(ctx, alwaysActive)
+	if err != nil || changed != n {
+		t.Fatalf("Reconcile: %d changed, %v; want %d", changed, err, n)
+	}
+	if txns, want := revision(t, s)-rev0, int64((n+maxBatch-1)/maxBatch); txns != want {
+		t.Fatalf("%d partitions written in %d transactions, want %d", n, txns, want)
+	}
+	m := checkWithout(t, s, 1)
+	led := 0
+	for idx, p := range m0.Partitions["wide"] {
+		if p.GetLeaderId() == 1 {
+			led++
+			if rev := m.PartitionRevs["wide"][idx]; rev != rev0+1 {
+				t.Fatalf("wide-%d lost its leader but was written at revision %d, not in the first transaction (%d)", idx, rev, rev0+1)
+			}
+		}
+	}
+	if led == 0 || led > maxBatch {
+		t.Fatalf("node 1 led %d partitions; the test wants some, fewer than a batch", led)
+	}
+	if again, err := s.Reconcile(ctx, alwaysActive); err != nil || again != 0 {
+		t.Fatalf("second Reconcile: %d changed, %v; want nothing", again, err)
+	}
+}
+
+// A partition changed by someone else between Reconcile's read and its
+// write fails that batch; the batch is written again, the changed
+// partition decided from what it holds now, not from what was read.
+func TestReconcileConflictInBatch(t *testing.T) {
+	const n = 300
+	s := wideTopic(t, n)
+	ctx := context.Background()
+	ck := countKV(s)
+	expire(t, s, 1)
+	// A leader's ISR change to a partition led by node 2 or 3 lands first:
+	// it drops the third node too.
+	idx := int32(0)
+	for partition(t, s, "wide", idx).GetLeaderId() == 1 {
+		idx++
+	}
+	p0 := partition(t, s, "wide", idx)
+	drop := int32(3)
+	if p0.GetLeaderId() == 3 {
+		drop = 2
+	}
+	raced := proto.Clone(p0).(*commonv1.PartitionMetadata)
+	raced.Isr = slices.DeleteFunc(slices.Clone(raced.Isr), func(r int32) bool { return r == drop })
+	delete(raced.IsrNodeEpochs, drop)
+	raced.PartitionEpoch++
+	ck.hook = func(kv clientv3.KV) {
+		b, _ := proto.Marshal(raced)
+		if _, err := kv.Put(ctx, partitionKey("wide", idx), string(b)); err != nil {
+			t.Error(err)
+		}
+	}
+	rev0 := revision(t, s)
+	changed, err := s.Reconcile(ctx, alwaysActive)
+	if err != nil || changed != n {
+		t.Fatalf("Reconcile: %d changed, %v; want %d", changed, err, n)
+	}
+	// The racing write, the two batches that did not hold the partition,
+	// and its batch again.
+	if txns := revision(t, s) - rev0; txns != 4 {
+		t.Fatalf("%d revisions, want 4 (the racing write and three batches)", txns)
+	}
+	checkWithout(t, s, 1)
+	p := partition(t, s, "wide", idx)
+	if slices.Contains(p.GetIsr(), drop) || len(p.GetIsr()) != 1 || p.GetPartitionEpoch() != raced.GetPartitionEpoch()+1 {
+		t.Fatalf("wide-%d is %v; want the racing change kept (node %d out) and node 1 removed after it", idx, p, drop)
+	}
+}
+
+// A deposed controller's Reconcile writes nothing and says so.
+func TestReconcileDeposed(t *testing.T) {
+	s := wideTopic(t, 200)
+	ctx := context.Background()
+	expire(t, s, 1)
+	rev0 := revision(t, s)
+	deposed := clientv3.Compare(clientv3.CreateRevision(KeyClusterID), "=", -1)
+	changed, err := s.Reconcile(ctx, deposed)
+	if err != ErrNotActive || changed != 0 {
+		t.Fatalf("deposed Reconcile: %d changed, %v; want 0, ErrNotActive", changed, err)
+	}
+	if rev := revision(t, s); rev != rev0 {
+		t.Fatalf("deposed Reconcile wrote: revision %d, was %d", rev, rev0)
+	}
+}
