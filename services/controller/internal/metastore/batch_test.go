@@ -227,3 +227,52 @@ func TestReconcileDeposed(t *testing.T) {
 		t.Fatalf("deposed Reconcile wrote: revision %d, was %d", rev, rev0)
 	}
 }
+
+// With no move running, StepReassignments reads a few keys instead of
+// every partition, and still steps a move another controller starts, and
+// one a drain starts.
+func TestStepWithoutMovesDoesNotLoad(t *testing.T) {
+	s, _ := oneTopic(t, 4)
+	ctx := context.Background()
+	ck := countKV(s)
+	loads := func() int { return ck.readsOf(Prefix) }
+	for range 3 {
+		if n, err := s.StepReassignments(ctx, alwaysActive); err != nil || n != 0 {
+			t.Fatalf("step: %d, %v", n, err)
+		}
+	}
+	if loads() != 1 {
+		t.Fatalf("%d full loads in three idle steps; want only the first", loads())
+	}
+
+	// Another controller (another Store on the same etcd) starts a move.
+	other := New(s.cl, 0)
+	if _, err := other.AlterPartitionReassignments(ctx, []MoveRequest{{Topic: "t", Partition: 0, Replicas: []int32{4, 2, 3}}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	setISR(t, s, "t", 0, 1, 2, 3, 4)
+	before := loads()
+	step(t, s)
+	if p := partition(t, s, "t", 0); Moving(p) || p.GetLeaderId() != 4 || !slices.Equal(p.GetReplicas(), []int32{4, 2, 3}) {
+		t.Fatalf("move not stepped: %v", p)
+	}
+	if loads() == before {
+		t.Fatal("the move was stepped without loading the partitions")
+	}
+	before = loads()
+	if _, err := s.StepReassignments(ctx, alwaysActive); err != nil {
+		t.Fatal(err)
+	}
+	if loads() != before {
+		t.Fatal("a step after the move ended loaded every partition again")
+	}
+
+	// A drained node that leads: its leadership moves off.
+	if _, err := other.DrainNode(ctx, 4, false, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	step(t, s)
+	if p := partition(t, s, "t", 0); p.GetLeaderId() == 4 {
+		t.Fatalf("drained node 4 still leads: %v", p)
+	}
+}
