@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -274,5 +275,43 @@ func TestStepWithoutMovesDoesNotLoad(t *testing.T) {
 	step(t, s)
 	if p := partition(t, s, "t", 0); p.GetLeaderId() == 4 {
 		t.Fatalf("drained node 4 still leads: %v", p)
+	}
+}
+
+// The active loop's safety net reads every partition only when something
+// changed since a pass found nothing to do; a node's death is still
+// acted on at once.
+func TestRunActiveIdleDoesNotReload(t *testing.T) {
+	s := wideTopic(t, 30)
+	ck := countKV(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.RunActive(ctx, alwaysActive, 20*time.Millisecond, nil, nil) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("RunActive: %v", err)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond) // 25 intervals
+	if n := ck.readsOf(PrefixPartitions); n != 1 {
+		t.Fatalf("%d reads of every partition over 25 idle intervals; want the first pass's only", n)
+	}
+	expire(t, s, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, err := s.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.IndexFunc(slices.Collect(maps.Values(m.Partitions["wide"])), func(p *commonv1.PartitionMetadata) bool {
+			return slices.Contains(p.GetIsr(), 1)
+		}) < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 1's death not reconciled")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
