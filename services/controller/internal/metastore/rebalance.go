@@ -118,6 +118,15 @@ func (m *Model) nextCounted() string {
 	return strings.Join(out, ",")
 }
 
+// LoadNodeSet is Load of what decides whether an automatic rebalance is
+// due (the node registrations, their liveness, the drain marks and the
+// reassignment keys), without the partitions: the automatic rebalance
+// looks at it every second, and at the partitions only once the node set
+// has changed and stayed the same for its delay.
+func (s *Store) LoadNodeSet(ctx context.Context) (*Model, error) {
+	return loadPrefixes(ctx, s.cl, PrefixNodes, PrefixLive, PrefixDrained, KeyBalancedNodes)
+}
+
 // RecordBalancedNodes records m's node set as counted without planning,
 // if nothing is recorded yet and guard holds.
 func (s *Store) RecordBalancedNodes(ctx context.Context, m *Model, guard clientv3.Cmp) error {
