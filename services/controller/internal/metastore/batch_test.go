@@ -9,6 +9,7 @@ import (
 	"time"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
+	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -313,5 +314,82 @@ func TestRunActiveIdleDoesNotReload(t *testing.T) {
 			t.Fatal("node 1's death not reconciled")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A leader's ISR changes to many partitions are written in few
+// transactions; when one partition changed under its batch, every item
+// of the batch is answered as if sent alone.
+func TestAlterPartitionBatches(t *testing.T) {
+	const n = 300
+	s := wideTopic(t, n)
+	ctx := context.Background()
+	m, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node 2 drops node 1 from the ISR of every partition it leads.
+	shrink := func(m *Model) []*controllerv1.AlterPartitionItem {
+		var items []*controllerv1.AlterPartitionItem
+		for _, idx := range slices.Sorted(maps.Keys(m.Partitions["wide"])) {
+			p := m.Partitions["wide"][idx]
+			if p.GetLeaderId() != 2 || !slices.Contains(p.GetIsr(), 1) {
+				continue
+			}
+			isr := slices.DeleteFunc(slices.Clone(p.GetIsr()), func(r int32) bool { return r == 1 })
+			items = append(items, &controllerv1.AlterPartitionItem{Topic: "wide", Partition: idx, LeaderEpoch: p.GetLeaderEpoch(),
+				PartitionEpoch: p.GetPartitionEpoch(), NewIsr: isr})
+		}
+		return items
+	}
+	items := shrink(m)
+	if len(items) < 10 {
+		t.Fatalf("node 2 leads %d partitions; the test wants more", len(items))
+	}
+	epoch := m.Live[2].Epoch
+	ck := countKV(s)
+	// Half the items first, one partition changed under their batch.
+	first := items[:len(items)/2]
+	raced := proto.Clone(m.Partitions["wide"][first[3].Partition]).(*commonv1.PartitionMetadata)
+	raced.PartitionEpoch++
+	ck.hook = func(kv clientv3.KV) {
+		b, _ := proto.Marshal(raced)
+		if _, err := kv.Put(ctx, partitionKey("wide", raced.Partition), string(b)); err != nil {
+			t.Error(err)
+		}
+	}
+	res, err := s.AlterPartition(ctx, 2, epoch, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		switch {
+		case i == 3 && r.GetError().GetReason() != commonv1.Reason_REASON_STALE_PARTITION_EPOCH:
+			t.Fatalf("item on the raced partition: %v, want STALE_PARTITION_EPOCH", r)
+		case i != 3 && (r.GetError() != nil || slices.Contains(r.GetState().GetIsr(), 1)):
+			t.Fatalf("item %d: %v, want applied", i, r)
+		case r.GetPartition() != first[i].Partition:
+			t.Fatalf("result %d is for partition %d, item for %d", i, r.GetPartition(), first[i].Partition)
+		}
+	}
+	// The other half: one transaction.
+	rev0 := revision(t, s)
+	res, err = s.AlterPartition(ctx, 2, epoch, items[len(items)/2:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.GetError() != nil || slices.Contains(r.GetState().GetIsr(), 1) || r.GetState().GetPartitionEpoch() != items[len(items)/2+i].PartitionEpoch+1 {
+			t.Fatalf("item %d: %v, want applied", i, r)
+		}
+	}
+	if txns := revision(t, s) - rev0; txns != 1 {
+		t.Fatalf("%d ISR changes written in %d transactions, want 1", len(res), txns)
+	}
+	if m, err = s.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := shrink(m); len(left) != 1 || left[0].Partition != raced.Partition {
+		t.Fatalf("left with node 1 in the ISR: %v, want only the raced partition", left)
 	}
 }
