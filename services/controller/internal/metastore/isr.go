@@ -45,6 +45,11 @@ func inSync(p *commonv1.PartitionMetadata, r int32, epoch epochOf) bool {
 // joined(r), the incarnation vouched for by whoever adds it (0 leaves it
 // unrecorded).
 func assignISR(next, prev *commonv1.PartitionMetadata, isr []int32, joined epochOf) {
+	next.Isr, next.IsrNodeEpochs = slices.Clone(isr), isrEpochs(prev, isr, joined)
+}
+
+// isrEpochs is the isr_node_epochs assignISR records.
+func isrEpochs(prev *commonv1.PartitionMetadata, isr []int32, joined epochOf) map[int32]int64 {
 	epochs := make(map[int32]int64, len(isr))
 	for _, r := range isr {
 		e, kept := prev.GetIsrNodeEpochs()[r]
@@ -55,7 +60,7 @@ func assignISR(next, prev *commonv1.PartitionMetadata, isr []int32, joined epoch
 			epochs[r] = e
 		}
 	}
-	next.Isr, next.IsrNodeEpochs = slices.Clone(isr), epochs
+	return epochs
 }
 
 // noEpoch is the joined function of a change that adds no ISR member.

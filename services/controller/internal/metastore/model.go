@@ -131,6 +131,32 @@ func loadPrefix(ctx context.Context, kv clientv3.KV, prefix string, rev int64) (
 	return m, nil
 }
 
+// loadPrefixes is Load of the keys under each of prefixes (or the single
+// keys named), read in one transaction so they are of one revision; the
+// rest of the model stays empty. It is for the active controller's
+// periodic passes, which need a few kinds of record and not, say, the
+// security state.
+func loadPrefixes(ctx context.Context, kv clientv3.KV, prefixes ...string) (*Model, error) {
+	ops := make([]clientv3.Op, len(prefixes))
+	for i, p := range prefixes {
+		ops[i] = clientv3.OpGet(p, clientv3.WithPrefix())
+	}
+	resp, err := kv.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, err
+	}
+	m := NewModel()
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().GetKvs() {
+			if err := m.put(kv); err != nil {
+				return nil, err
+			}
+		}
+	}
+	m.Revision = resp.Header.Revision
+	return m, nil
+}
+
 // Touched says which entities a set of changes affected.
 type Touched struct {
 	Topics      map[string]string // name to topic id at the time of the change

@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/lib/topicconfig"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 )
@@ -71,17 +73,20 @@ func NextPartitionState(p *commonv1.PartitionMetadata, epoch epochOf, unclean bo
 			}
 		}
 	}
-	next := proto.Clone(p).(*commonv1.PartitionMetadata)
-	next.OfflineReplicas = nil
 	prev := p
 	if joined(leader) != 0 {
 		prev = nil // a rejoined incarnation replaces the member's recorded one
 	}
-	assignISR(next, prev, isr, joined)
+	// Decided before the record is copied: a pass over every partition
+	// mostly finds nothing to change.
+	epochs := isrEpochs(prev, isr, joined)
 	leaderChanged := leader != p.GetLeaderId() || joined(leader) != 0 && joined(leader) != p.GetIsrNodeEpochs()[leader]
-	if !leaderChanged && slices.Equal(next.GetIsr(), p.GetIsr()) && maps.Equal(next.GetIsrNodeEpochs(), p.GetIsrNodeEpochs()) {
+	if !leaderChanged && slices.Equal(isr, p.GetIsr()) && maps.Equal(epochs, p.GetIsrNodeEpochs()) {
 		return p, false
 	}
+	next := proto.Clone(p).(*commonv1.PartitionMetadata)
+	next.OfflineReplicas = nil
+	next.Isr, next.IsrNodeEpochs = slices.Clone(isr), epochs
 	if leaderChanged {
 		next.LeaderId = leader
 		next.LeaderEpoch++
@@ -90,55 +95,66 @@ func NextPartitionState(p *commonv1.PartitionMetadata, epoch epochOf, unclean bo
 	return next, true
 }
 
-// Reconcile applies NextPartitionState to every partition, each in its own
-// transaction guarded by the partition's ModRevision and by guard (the
-// active controller's election key, so a deposed controller writes
-// nothing). It is level-triggered and idempotent: a controller that fails
-// over mid-way leaves every partition either old or new, and the next
-// active controller finishes the rest. It returns how many partitions
-// changed.
+// Reconcile applies NextPartitionState to every partition. The changed
+// records are written in transactions of up to maxBatch partitions, those
+// that lose their leader first; each transaction is guarded by the
+// ModRevision of every partition it writes and by guard (the active
+// controller's election key, so a deposed controller writes nothing and
+// gets ErrNotActive). It is level-triggered and idempotent: a controller
+// that fails over mid-way leaves every partition either old or new, and
+// the next active controller finishes the rest. A transaction that finds
+// a partition changed since it was read writes nothing; the partitions
+// that changed are decided again from their current records, read by
+// that same transaction, and written with the others in a later one
+// (putAll). It returns how many partitions changed.
 func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) {
-	changed := 0
-	for attempt := 0; attempt < 10; attempt++ {
-		m, err := s.Load(ctx)
-		if err != nil {
-			return changed, err
-		}
-		conflict := false
-		for _, name := range m.TopicNames() {
-			unclean := topicconfig.Effective(m.Topics[name].GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
-			for idx, p := range m.Partitions[name] {
-				next, ok := NextPartitionState(p, m.nodeEpoch, unclean)
-				if !ok {
-					continue
-				}
-				b, err := proto.Marshal(next)
-				if err != nil {
-					return changed, err
-				}
-				key := partitionKey(name, idx)
-				tx, err := s.cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", m.PartitionRevs[name][idx]), guard).
-					Then(clientv3.OpPut(key, string(b))).
-					Else(clientv3.OpTxn([]clientv3.Cmp{guard}, nil, nil)).Commit()
-				if err != nil {
-					return changed, err
-				}
-				if !tx.Succeeded {
-					if !tx.Responses[0].GetResponseTxn().GetSucceeded() {
-						return changed, ErrNotActive
-					}
-					conflict = true
-					continue
-				}
-				changed++
-				partitionChanged(ctx, name, int32(idx), p, next, unclean) // telemetry.go
+	n, _, err := s.reconcile(ctx, guard)
+	return n, err
+}
+
+// reconcile is Reconcile, also returning the revision it read when it
+// found every partition as NextPartitionState would leave it (0 when it
+// had something to write).
+func (s *Store) reconcile(ctx context.Context, guard clientv3.Cmp) (int, int64, error) {
+	m, err := loadPrefixes(ctx, s.cl, PrefixTopics, PrefixPartitions, PrefixLive)
+	if err != nil {
+		return 0, 0, err
+	}
+	decide := func(topic string, _ int32, p *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool) {
+		return NextPartitionState(p, m.nodeEpoch, uncleanElection(m.Topics[topic]))
+	}
+	var ws []partWrite
+	for _, name := range m.TopicNames() {
+		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
+			p := m.Partitions[name][idx]
+			if next, ok := decide(name, idx, p); ok {
+				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
 			}
 		}
-		if !conflict {
-			return changed, nil
-		}
 	}
-	return changed, nil
+	// A partition without its leader is unavailable until written; one
+	// that only loses a follower from its ISR is not.
+	rank := func(w partWrite) int {
+		if w.next.GetLeaderId() != w.prev.GetLeaderId() {
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(ws, func(a, b partWrite) int { return cmp.Compare(rank(a), rank(b)) })
+	if len(ws) == 0 {
+		return 0, m.Revision, nil
+	}
+	done, err := s.putAll(ctx, guard, ws, decide)
+	for _, w := range done {
+		partitionChanged(ctx, w.topic, w.index, w.prev, w.next, uncleanElection(m.Topics[w.topic])) // telemetry.go
+	}
+	return len(done), 0, err
+}
+
+// uncleanElection reports whether topic t allows unclean leader election
+// (unclean.leader.election.enable).
+func uncleanElection(t *commonv1.TopicMetadata) bool {
+	return topicconfig.Effective(t.GetConfigs(), 0)[topicconfig.UncleanLeaderElectionEnable] == "true"
 }
 
 // AlterPartition applies a leader's ISR change requests. Each is a
@@ -149,6 +165,14 @@ func (s *Store) Reconcile(ctx context.Context, guard clientv3.Cmp) (int, error) 
 // registration (KIP-903): the leader vouches for an incarnation it saw
 // fetch, and a node that registered again since may have come back with a
 // shorter or empty log.
+//
+// The items are read in transactions of alterReadBatch and the accepted
+// ones written in transactions of many partitions (a leader that lost a
+// follower sends one item for each partition it leads, thousands at
+// 10 000 partitions), each transaction compared on every record and
+// registration its items read. A transaction that fails writes nothing,
+// and its items are tried again one by one (alterOne), each read afresh,
+// so every item is answered as if alone.
 func (s *Store) AlterPartition(ctx context.Context, nodeID int32, nodeEpoch int64, items []*controllerv1.AlterPartitionItem) ([]*controllerv1.AlterPartitionResult, error) {
 	lresp, err := s.cl.Get(ctx, PrefixLive, clientv3.WithPrefix())
 	if err != nil {
@@ -164,68 +188,201 @@ func (s *Store) AlterPartition(ctx context.Context, nodeID int32, nodeEpoch int6
 		return nil, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH,
 			"node %d epoch %d is not current; register again", nodeID, nodeEpoch)
 	}
-	out := make([]*controllerv1.AlterPartitionResult, 0, len(items))
-	for _, it := range items {
-		res := &controllerv1.AlterPartitionResult{Topic: it.GetTopic(), Partition: it.GetPartition()}
-		state, err := s.alterOne(ctx, nodeID, nodeEpoch, it, live)
-		res.State = state
+	out := make([]*controllerv1.AlterPartitionResult, len(items))
+	answer := func(i int, state *commonv1.PartitionMetadata, err error) error {
+		res := &controllerv1.AlterPartitionResult{Topic: items[i].GetTopic(), Partition: items[i].GetPartition(), State: state}
 		if err != nil {
-			d := Detail(err)
-			if d == nil {
+			if res.Error = Detail(err); res.Error == nil {
+				return err
+			}
+		}
+		out[i] = res
+		return nil
+	}
+	var plans []alterPlan
+	for start := 0; start < len(items); start += alterReadBatch {
+		chunk := items[start:min(start+alterReadBatch, len(items))]
+		ops := make([]clientv3.Op, 0, 2*len(chunk))
+		for _, it := range chunk {
+			ops = append(ops, clientv3.OpGet(topicKey(it.GetTopic())), clientv3.OpGet(partitionKey(it.GetTopic(), it.GetPartition())))
+		}
+		resp, err := s.cl.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		for j, it := range chunk {
+			tkvs, pkvs := resp.Responses[2*j].GetResponseRange().Kvs, resp.Responses[2*j+1].GetResponseRange().Kvs
+			plan, state, err := checkAlter(nodeID, nodeEpoch, it, tkvs, pkvs, live)
+			if err != nil {
+				if err := answer(start+j, state, err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			plan.item = start + j
+			plans = append(plans, plan)
+		}
+	}
+	// Batches: the sender's registration, then each item's record and the
+	// registrations it adds, within etcd's default --max-txn-ops (128)
+	// compares; a partition named twice goes in a later batch.
+	var alone []alterPlan
+	for len(plans) > 0 {
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(liveKey(nodeID)), "=", nodeEpoch)}
+		var puts []clientv3.Op
+		keys, members := map[string]bool{}, map[int32]bool{}
+		var batch, rest []alterPlan
+		for _, pl := range plans {
+			need := 1
+			for _, r := range pl.added {
+				if !members[r] {
+					need++
+				}
+			}
+			if keys[pl.key] || len(batch) > 0 && len(cmps)+need > 128 {
+				rest = append(rest, pl)
+				continue
+			}
+			keys[pl.key] = true
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(pl.key), "=", pl.rev))
+			for _, r := range pl.added {
+				if !members[r] {
+					members[r] = true
+					cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(liveKey(r)), "=", live[r]))
+				}
+			}
+			b, err := proto.Marshal(pl.next)
+			if err != nil {
 				return nil, err
 			}
-			res.Error = d
+			puts = append(puts, clientv3.OpPut(pl.key, string(b)))
+			batch = append(batch, pl)
 		}
-		out = append(out, res)
+		plans = rest
+		tx, err := s.cl.Txn(ctx).If(cmps...).Then(puts...).Commit()
+		if err != nil {
+			return nil, err
+		}
+		if !tx.Succeeded {
+			alone = append(alone, batch...)
+			continue
+		}
+		for _, pl := range batch {
+			isrChanged(ctx, pl.it.GetTopic(), pl.it.GetPartition(), pl.prev.GetIsr(), pl.next.GetIsr()) // telemetry.go
+			if err := answer(pl.item, pl.next, nil); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, pl := range alone {
+		state, err := s.alterOne(ctx, nodeID, nodeEpoch, pl.it, live)
+		if err := answer(pl.item, state, err); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
 
+// alterReadBatch is how many AlterPartition items one read transaction
+// covers: two reads each, within etcd's default --max-txn-ops of 128.
+const alterReadBatch = 64
+
+// alterPlan is an AlterPartition item checked against the records read:
+// the partition record to write over the one read at rev.
+type alterPlan struct {
+	it    *controllerv1.AlterPartitionItem
+	item  int // its index in the request
+	key   string
+	rev   int64
+	prev  *commonv1.PartitionMetadata
+	next  *commonv1.PartitionMetadata
+	added []int32 // members the change adds, whose registrations it relies on
+}
+
+// alterOne applies one item in its own transaction, read afresh.
 func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it *controllerv1.AlterPartitionItem, live map[int32]int64) (*commonv1.PartitionMetadata, error) {
 	tk, pk := topicKey(it.GetTopic()), partitionKey(it.GetTopic(), it.GetPartition())
 	resp, err := s.cl.Txn(ctx).Then(clientv3.OpGet(tk), clientv3.OpGet(pk)).Commit()
 	if err != nil {
 		return nil, err
 	}
-	tkvs, pkvs := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	pl, state, err := checkAlter(nodeID, nodeEpoch, it, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, live)
+	if err != nil {
+		return state, err
+	}
+	b, err := proto.Marshal(pl.next)
+	if err != nil {
+		return nil, err
+	}
+	// The CAS: the partition unchanged since read (every write bumps the
+	// partition epoch, so ModRevision equality is partition-epoch equality),
+	// the sender still the same incarnation, and so is every added member.
+	cmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.ModRevision(pk), "=", pl.rev),
+		clientv3.Compare(clientv3.CreateRevision(liveKey(nodeID)), "=", nodeEpoch),
+	}
+	for _, r := range pl.added {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(liveKey(r)), "=", live[r]))
+	}
+	tx, err := s.cl.Txn(ctx).If(cmps...).Then(clientv3.OpPut(pk, string(b))).Else(clientv3.OpGet(pk)).Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !tx.Succeeded {
+		cur := pl.prev
+		if kvs := tx.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			cur = &commonv1.PartitionMetadata{}
+			_ = proto.Unmarshal(kvs[0].Value, cur)
+		}
+		return cur, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
+			"partition %s-%d changed concurrently (epoch %d)", it.GetTopic(), it.GetPartition(), cur.GetPartitionEpoch())
+	}
+	isrChanged(ctx, it.GetTopic(), it.GetPartition(), pl.prev.GetIsr(), pl.next.GetIsr()) // telemetry.go
+	return pl.next, nil
+}
+
+// checkAlter checks item it from nodeID against the topic and partition
+// records read (tkvs, pkvs) and the live registrations, and returns the
+// record to write; or the error to answer with the partition's state.
+func checkAlter(nodeID int32, nodeEpoch int64, it *controllerv1.AlterPartitionItem, tkvs, pkvs []*mvccpb.KeyValue, live map[int32]int64) (alterPlan, *commonv1.PartitionMetadata, error) {
 	notFound := errf(commonv1.Code_CODE_NOT_FOUND, commonv1.Reason_REASON_UNKNOWN_TOPIC_OR_PARTITION,
 		"partition %s-%d not found", it.GetTopic(), it.GetPartition())
 	if len(tkvs) == 0 || len(pkvs) == 0 {
-		return nil, notFound
+		return alterPlan{}, nil, notFound
 	}
 	t := &commonv1.TopicMetadata{}
 	p := &commonv1.PartitionMetadata{}
 	if err := proto.Unmarshal(tkvs[0].Value, t); err != nil {
-		return nil, err
+		return alterPlan{}, nil, err
 	}
 	if err := proto.Unmarshal(pkvs[0].Value, p); err != nil {
-		return nil, err
+		return alterPlan{}, nil, err
 	}
 	if it.GetTopicId() != "" && it.GetTopicId() != t.GetTopicId() {
-		return nil, notFound
+		return alterPlan{}, nil, notFound
 	}
 	if p.GetLeaderId() != nodeID {
-		return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER,
+		return alterPlan{}, p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_NOT_LEADER,
 			"node %d does not lead %s-%d (leader %d)", nodeID, it.GetTopic(), it.GetPartition(), p.GetLeaderId())
 	}
 	if it.GetLeaderEpoch() != p.GetLeaderEpoch() {
-		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
+		return alterPlan{}, p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_FENCED_LEADER_EPOCH,
 			"leader epoch %d is not current (%d)", it.GetLeaderEpoch(), p.GetLeaderEpoch())
 	}
 	if it.GetPartitionEpoch() != p.GetPartitionEpoch() {
-		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
+		return alterPlan{}, p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
 			"partition epoch %d is stale (current %d)", it.GetPartitionEpoch(), p.GetPartitionEpoch())
 	}
 	seen := map[int32]bool{}
 	for _, r := range it.GetNewIsr() {
 		if seen[r] || !slices.Contains(p.GetReplicas(), r) || live[r] == 0 {
-			return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+			return alterPlan{}, p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 				"node %d is not a live replica of %s-%d (or is named twice)", r, it.GetTopic(), it.GetPartition())
 		}
 		seen[r] = true
 	}
 	if !seen[nodeID] {
-		return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+		return alterPlan{}, p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 			"the new ISR of %s-%d must include the leader %d", it.GetTopic(), it.GetPartition(), nodeID)
 	}
 	epochs := map[int32]int64{}
@@ -233,22 +390,22 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		epochs[m.GetNodeId()] = m.GetNodeEpoch()
 	}
 	// Members added: each must be the incarnation the leader saw fetch.
-	// The compare-and-set below also checks that their registrations have
-	// not changed since they were read here.
+	// The compare-and-set also checks that their registrations have not
+	// changed since they were read.
 	var added []int32
 	for _, r := range it.GetNewIsr() {
 		if r == nodeID || slices.Contains(p.GetIsr(), r) {
 			continue
 		}
 		if e, ok := epochs[r]; !ok || e != live[r] {
-			return p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
+			return alterPlan{}, p, errf(commonv1.Code_CODE_FAILED_PRECONDITION, commonv1.Reason_REASON_INELIGIBLE_REPLICA,
 				"node %d cannot join the ISR of %s-%d: the leader saw node epoch %d fetch, its current registration is %d; it must fetch again",
 				r, it.GetTopic(), it.GetPartition(), epochs[r], live[r])
 		}
 		added = append(added, r)
 	}
 	if rec := p.GetIsrNodeEpochs()[nodeID]; rec != 0 && rec != nodeEpoch {
-		return p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH,
+		return alterPlan{}, p, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_NODE_EPOCH,
 			"node %d leads %s-%d as registration %d, but its ISR entry is registration %d's; the controller elects again",
 			nodeID, it.GetTopic(), it.GetPartition(), nodeEpoch, rec)
 	}
@@ -260,33 +417,6 @@ func (s *Store) alterOne(ctx context.Context, nodeID int32, nodeEpoch int64, it 
 		return epochs[r]
 	})
 	next.PartitionEpoch++
-	b, err := proto.Marshal(next)
-	if err != nil {
-		return nil, err
-	}
-	// The CAS: the partition unchanged since read (every write bumps the
-	// partition epoch, so ModRevision equality is partition-epoch equality),
-	// the sender still the same incarnation, and so is every added member.
-	cmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.ModRevision(pk), "=", pkvs[0].ModRevision),
-		clientv3.Compare(clientv3.CreateRevision(liveKey(nodeID)), "=", nodeEpoch),
-	}
-	for _, r := range added {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(liveKey(r)), "=", live[r]))
-	}
-	tx, err := s.cl.Txn(ctx).If(cmps...).Then(clientv3.OpPut(pk, string(b))).Else(clientv3.OpGet(pk)).Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !tx.Succeeded {
-		cur := p
-		if kvs := tx.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
-			cur = &commonv1.PartitionMetadata{}
-			_ = proto.Unmarshal(kvs[0].Value, cur)
-		}
-		return cur, errf(commonv1.Code_CODE_ABORTED, commonv1.Reason_REASON_STALE_PARTITION_EPOCH,
-			"partition %s-%d changed concurrently (epoch %d)", it.GetTopic(), it.GetPartition(), cur.GetPartitionEpoch())
-	}
-	isrChanged(ctx, it.GetTopic(), it.GetPartition(), p.GetIsr(), next.GetIsr()) // telemetry.go
-	return next, nil
+	pk := partitionKey(it.GetTopic(), it.GetPartition())
+	return alterPlan{it: it, key: pk, rev: pkvs[0].ModRevision, prev: p, next: next, added: added}, nil, nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"sync"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
@@ -420,79 +422,145 @@ func (m *Model) reassignment(r MoveRequest) (*commonv1.PartitionMetadata, error)
 }
 
 // StepReassignments takes the next step of every running move (lead, then
-// shrink) and moves leadership off drained nodes, each partition in its
-// own transaction guarded by its ModRevision and by guard (the active
-// controller's election key). With no move left it lifts the throttle. It
-// is level-triggered and idempotent, like Reconcile, and returns how many
-// partitions changed.
+// shrink) and moves leadership off drained nodes, in transactions of up
+// to maxBatch partitions guarded by their ModRevisions and by guard (the
+// active controller's election key). With no move left it lifts the
+// throttle. It is level-triggered and idempotent, like Reconcile, and
+// returns how many partitions changed.
+//
+// A pass that finds no move running, no drained node alive and no
+// throttle set remembers the reassignment generation's ModRevision. Moves
+// start only in transactions that bump the generation (commitMoves), and
+// a dead node leads nothing once Reconcile has run, so while the
+// generation is the same and no drained node is alive the next pass has
+// nothing to do: it reads those few keys (stepsQuiet) instead of loading
+// every partition.
 func (s *Store) StepReassignments(ctx context.Context, guard clientv3.Cmp) (int, error) {
+	if quiet, err := s.stepsQuiet(ctx); err != nil || quiet {
+		return 0, err
+	}
 	m, err := s.Load(ctx)
 	if err != nil {
 		return 0, err
 	}
+	moving := m.MovesRunning()
+	drainedLive := m.drainedLive()
 	l := m.leadership()
-	changed, moving := 0, 0
-	for _, name := range m.TopicNames() {
-		for idx, p := range m.Partitions[name] {
-			if Moving(p) {
-				moving++
+	decide := func(_ string, _ int32, p *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool) {
+		if next, ok := NextMoveStep(p, l); ok {
+			return next, true
+		}
+		return drainLeaderStep(p, l)
+	}
+	var ws []partWrite
+	if moving > 0 || len(m.Drained) > 0 {
+		for _, name := range m.TopicNames() {
+			for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
+				p := m.Partitions[name][idx]
+				if next, ok := decide(name, idx, p); ok {
+					ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
+				}
 			}
-			next, ok := NextMoveStep(p, l)
-			if !ok {
-				next, ok = drainLeaderStep(p, l)
-			}
-			if !ok {
-				continue
-			}
-			if Moving(p) && !Moving(next) {
-				moving--
-			}
-			err := s.guardedPut(ctx, guard, partitionKey(name, idx), m.PartitionRevs[name][idx], next)
-			if errors.Is(err, errConflict) {
-				continue // the partition changed; the next pass sees it
-			}
-			if err != nil {
-				return changed, err
-			}
-			changed++
 		}
 	}
+	done, err := s.putAll(ctx, guard, ws, decide)
+	if err != nil {
+		return len(done), err
+	}
+	for _, w := range done {
+		if Moving(w.prev) && !Moving(w.next) {
+			moving--
+		}
+	}
+	// A partition whose step found it changed may still be moving; the
+	// generation compare below sees moves started since the load.
 	if moving == 0 && m.ThrottleRev != 0 {
 		tx, err := s.cl.Txn(ctx).If(guard,
 			clientv3.Compare(clientv3.ModRevision(KeyGeneration), "=", m.GenerationRev),
 			clientv3.Compare(clientv3.ModRevision(KeyThrottle), "=", m.ThrottleRev),
 		).Then(clientv3.OpDelete(KeyThrottle)).Else(clientv3.OpTxn([]clientv3.Cmp{guard}, nil, nil)).Commit()
 		if err != nil {
-			return changed, err
+			return len(done), err
 		}
-		if !tx.Succeeded && !tx.Responses[0].GetResponseTxn().GetSucceeded() {
-			return changed, ErrNotActive
+		if !tx.Succeeded {
+			if !tx.Responses[0].GetResponseTxn().GetSucceeded() {
+				return len(done), ErrNotActive
+			}
+			return len(done), nil
 		}
+		m.ThrottleRev = 0
 	}
-	return changed, nil
+	if m.MovesRunning() == 0 && !drainedLive && m.ThrottleRev == 0 {
+		s.steps.setQuiet(m.GenerationRev)
+	}
+	return len(done), nil
 }
 
-// guardedPut writes a partition record if its key's ModRevision is still
-// rev and guard holds: errConflict when the partition changed,
-// ErrNotActive when guard failed.
-func (s *Store) guardedPut(ctx context.Context, guard clientv3.Cmp, key string, rev int64, next *commonv1.PartitionMetadata) error {
-	b, err := proto.Marshal(next)
-	if err != nil {
-		return err
-	}
-	tx, err := s.cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev), guard).
-		Then(clientv3.OpPut(key, string(b))).
-		Else(clientv3.OpTxn([]clientv3.Cmp{guard}, nil, nil)).Commit()
-	if err != nil {
-		return err
-	}
-	if !tx.Succeeded {
-		if !tx.Responses[0].GetResponseTxn().GetSucceeded() {
-			return ErrNotActive
+// drainedLive reports whether a drained node is alive: only such a node
+// can come to lead a partition (a dead one leaves every leadership at the
+// next Reconcile).
+func (m *Model) drainedLive() bool {
+	for id := range m.Drained {
+		if m.IsLive(id) {
+			return true
 		}
-		return errConflict
 	}
-	return nil
+	return false
+}
+
+// stepsState is what StepReassignments remembers between passes.
+type stepsState struct {
+	mu sync.Mutex
+	// quiet is set by a pass that found nothing to step and no throttle
+	// to lift; genRev is the generation key's ModRevision it read (0:
+	// absent).
+	quiet  bool
+	genRev int64
+}
+
+func (st *stepsState) setQuiet(genRev int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.quiet, st.genRev = true, genRev
+}
+
+// stepsQuiet reports whether StepReassignments has nothing to do without
+// loading the partitions: a pass found nothing to step and since then the
+// generation has not changed (no move started), no drained node is alive
+// and no throttle is set. It reads the generation key, the drain marks
+// and live keys (keys only) and counts the throttle key, in one
+// transaction.
+func (s *Store) stepsQuiet(ctx context.Context) (bool, error) {
+	s.steps.mu.Lock()
+	quiet, genRev := s.steps.quiet, s.steps.genRev
+	s.steps.mu.Unlock()
+	if !quiet {
+		return false, nil
+	}
+	tx, err := s.cl.Txn(ctx).Then(
+		clientv3.OpGet(KeyGeneration, clientv3.WithKeysOnly()),
+		clientv3.OpGet(KeyThrottle, clientv3.WithCountOnly()),
+		clientv3.OpGet(PrefixDrained, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(PrefixLive, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return false, err
+	}
+	r := tx.Responses
+	var rev int64
+	if kvs := r[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		rev = kvs[0].ModRevision
+	}
+	if rev != genRev || r[1].GetResponseRange().GetCount() > 0 {
+		return false, nil
+	}
+	m := NewModel()
+	for _, kv := range append(r[2].GetResponseRange().GetKvs(), r[3].GetResponseRange().GetKvs()...) {
+		if err := m.put(kv); err != nil {
+			return false, err
+		}
+	}
+	return !m.drainedLive(), nil
 }
 
 // ListReassignments returns every partition with a running move, in

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +116,15 @@ func (m *Model) nextCounted() string {
 		out[i] = strconv.Itoa(int(id))
 	}
 	return strings.Join(out, ",")
+}
+
+// LoadNodeSet is Load of what decides whether an automatic rebalance is
+// due (the node registrations, their liveness, the drain marks and the
+// reassignment keys), without the partitions: the automatic rebalance
+// looks at it every second, and at the partitions only once the node set
+// has changed and stayed the same for its delay.
+func (s *Store) LoadNodeSet(ctx context.Context) (*Model, error) {
+	return loadPrefixes(ctx, s.cl, PrefixNodes, PrefixLive, PrefixDrained, KeyBalancedNodes)
 }
 
 // RecordBalancedNodes records m's node set as counted without planning,
@@ -477,8 +487,9 @@ func (s *Store) ElectLeaders(ctx context.Context, typ controllerv1.ElectionType,
 // share of partitions led by someone else, among those it is the
 // preferred replica of, is above thresholdPct percent, the preferred
 // replica takes back each of them where it can (alive, in the ISR). Moving
-// partitions are left to their move. Writes are guarded by guard. It
-// returns how many leaders moved.
+// partitions are left to their move. Writes go in transactions of up to
+// maxBatch partitions guarded by guard (putAll). It returns how many
+// leaders moved.
 func (s *Store) BalanceLeaders(ctx context.Context, guard clientv3.Cmp, thresholdPct int) (int, error) {
 	m, err := s.Load(ctx)
 	if err != nil {
@@ -498,30 +509,30 @@ func (s *Store) BalanceLeaders(ctx context.Context, guard clientv3.Cmp, threshol
 			}
 		}
 	}
-	moved := 0
+	decide := func(_ string, _ int32, p *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool) {
+		if Moving(p) || len(p.GetReplicas()) == 0 || p.GetLeaderId() == p.GetReplicas()[0] {
+			return p, false
+		}
+		pref := p.GetReplicas()[0]
+		if notLed[pref]*100 <= thresholdPct*preferred[pref] {
+			return p, false
+		}
+		if _, err := preferredChoice(p, l); err != nil {
+			return p, false
+		}
+		return withLeader(p, pref), true
+	}
+	var ws []partWrite
 	for _, name := range m.TopicNames() {
-		for idx, p := range m.Partitions[name] {
-			if Moving(p) || len(p.GetReplicas()) == 0 || p.GetLeaderId() == p.GetReplicas()[0] {
-				continue
+		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
+			p := m.Partitions[name][idx]
+			if next, ok := decide(name, idx, p); ok {
+				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
 			}
-			pref := p.GetReplicas()[0]
-			if notLed[pref]*100 <= thresholdPct*preferred[pref] {
-				continue
-			}
-			if _, err := preferredChoice(p, l); err != nil {
-				continue
-			}
-			err := s.guardedPut(ctx, guard, partitionKey(name, idx), m.PartitionRevs[name][idx], withLeader(p, pref))
-			if errors.Is(err, errConflict) {
-				continue
-			}
-			if err != nil {
-				return moved, err
-			}
-			moved++
 		}
 	}
-	return moved, nil
+	done, err := s.putAll(ctx, guard, ws, decide)
+	return len(done), err
 }
 
 // CreatePartitions adds partitions to a topic so it has total, placed over

@@ -32,6 +32,8 @@ type Store struct {
 	// NodeTTL is the lease TTL of a node registration, rounded up to whole
 	// seconds (etcd lease granularity); at least 1 s.
 	NodeTTL time.Duration
+	// steps is what StepReassignments remembers between passes.
+	steps stepsState
 }
 
 // New returns a Store on cl. nodeTTL 0 means DefaultNodeSessionTimeout.

@@ -106,9 +106,15 @@ func (s *Store) WatchMetadata(ctx context.Context, fromVersion int64, keepAlive 
 // RunActive is the active controller's loop: it reconciles partition state
 // with node liveness (Reconcile) when a node's live key appears or
 // disappears, when a topic changes (unclean election may have been turned
-// on), and every interval as a safety net. It returns when ctx ends or
-// guard stops holding (ErrNotActive). onError, when not nil, sees
-// transient failures, which are retried.
+// on), and every interval as a safety net (a partition written from a
+// view older than a node's death, a pass cut short by an error or by
+// repeated conflicts). The safety net first reads etcd's revision, and
+// passes when it is the one a pass last found nothing to change at:
+// Reconcile decides from the records alone, so the same records need
+// nothing, and an idle cluster's controller does not read every
+// partition every interval. It returns when ctx ends or guard stops
+// holding (ErrNotActive). onError, when not nil, sees transient failures,
+// which are retried.
 func (s *Store) RunActive(ctx context.Context, guard clientv3.Cmp, interval time.Duration, onChange func(int), onError func(error)) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -121,21 +127,30 @@ func (s *Store) RunActive(ctx context.Context, guard clientv3.Cmp, interval time
 	tw := s.cl.Watch(wctx, PrefixTopics, clientv3.WithPrefix())
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	for {
-		n, err := s.Reconcile(ctx, guard)
-		if errors.Is(err, ErrNotActive) {
-			return err
+	var settled int64 // the revision the last pass found nothing to change at
+	for pass := true; ; {
+		if pass {
+			n, rev, err := s.reconcile(ctx, guard)
+			settled = rev
+			if errors.Is(err, ErrNotActive) {
+				return err
+			}
+			if err != nil && ctx.Err() == nil && onError != nil {
+				onError(err)
+			}
+			if n > 0 && onChange != nil {
+				onChange(n)
+			}
 		}
-		if err != nil && ctx.Err() == nil && onError != nil {
-			onError(err)
-		}
-		if n > 0 && onChange != nil {
-			onChange(n)
-		}
+		pass = true
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+			if settled != 0 {
+				resp, err := s.cl.Get(ctx, KeyClusterID, clientv3.WithCountOnly())
+				pass = err != nil || resp.Header.Revision != settled
+			}
 		case _, ok := <-lw:
 			if !ok {
 				lw = s.cl.Watch(wctx, PrefixLive, clientv3.WithPrefix())

@@ -174,7 +174,9 @@ func (c *Controller) autoRebalanceLoop(ctx context.Context, guard clientv3.Cmp) 
 			return ctx.Err()
 		case <-tick.C:
 		}
-		m, err := c.store.Load(ctx)
+		// The node set alone every tick; the partitions only when it has
+		// stayed changed for the delay.
+		m, err := c.store.LoadNodeSet(ctx)
 		if err != nil {
 			continue
 		}
@@ -182,7 +184,10 @@ func (c *Controller) autoRebalanceLoop(ctx context.Context, guard clientv3.Cmp) 
 		if cur != seen {
 			seen, since = cur, time.Now()
 		}
-		if time.Since(since) < delay || m.MovesRunning() > 0 || cur == "" {
+		if time.Since(since) < delay || cur == "" || (m.BalancedNodesRev != 0 && !m.RebalanceDue()) {
+			continue
+		}
+		if all, err := c.store.Load(ctx); err != nil || all.MovesRunning() > 0 {
 			continue
 		}
 		if m.BalancedNodesRev == 0 {
@@ -192,9 +197,6 @@ func (c *Controller) autoRebalanceLoop(ctx context.Context, guard clientv3.Cmp) 
 			if errors.Is(err, metastore.ErrNotActive) {
 				return err
 			}
-			continue
-		}
-		if !m.RebalanceDue() {
 			continue
 		}
 		res, err := c.store.Rebalance(ctx, metastore.PlanOptions{
