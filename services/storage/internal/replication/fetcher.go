@@ -54,19 +54,23 @@ type Fetcher struct {
 	// The fetch session with the leader (KIP-227); Run's goroutine only.
 	sessionID    int32 // 0: none, the next request is a full one
 	sessionEpoch int32 // the next request's
-	// sent is what the leader holds of each partition: the session's
-	// partitions, or those of the full request in flight.
-	sent  map[partKey]sentState
+	// sent holds the partitions the leader holds: the session's, or those
+	// of the full request in flight; each one's state is its Follower's
+	// sent.
+	sent  map[partKey]*Follower
+	gen   uint64 // one more for each full request: which sent map a sentState belongs to
 	round uint64 // the request being built, for sentState.round
 }
 
-// sentState is a partition's fetch state as last sent to the leader.
+// sentState is a partition's fetch state as last sent to the leader, kept
+// on its Follower so that an unchanged partition costs the request no map
+// operation.
 type sentState struct {
-	fl          *Follower
+	gen         uint64 // the Fetcher's gen when sent; 0: not in the leader's session
+	round       uint64 // the last request that wanted it fetched
 	fetchOffset int64
 	lastEpoch   int32
 	logStart    int64
-	round       uint64 // the last request that wanted it fetched
 }
 
 type partKey struct {
@@ -244,31 +248,37 @@ func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
 	full := f.sessionID == 0
 	if full {
 		req.OpenSession = true
-		f.sent = make(map[partKey]sentState, len(batch))
+		f.gen++
+		f.sent = make(map[partKey]*Follower, len(batch))
 	} else {
 		req.SessionId, req.SessionEpoch = f.sessionID, f.sessionEpoch
 	}
 	for _, fl := range batch {
-		k := partKey{fl.Replica.Topic, fl.Replica.Partition}
 		fetchOffset, lastEpoch, logStart := fl.Replica.FollowerPosition()
-		st, ok := f.sent[k]
-		changed := !ok || st.fl != fl || st.fetchOffset != fetchOffset || st.lastEpoch != lastEpoch || st.logStart != logStart
-		f.sent[k] = sentState{fl: fl, fetchOffset: fetchOffset, lastEpoch: lastEpoch, logStart: logStart, round: f.round}
-		if full || changed {
-			req.Partitions = append(req.Partitions, &storagev1.ReplicatePartition{
-				Topic: fl.Replica.Topic, Partition: fl.Replica.Partition,
-				CurrentLeaderEpoch: fl.LeaderEpoch, FetchOffset: fetchOffset,
-				LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
-			})
+		st := &fl.sent
+		if !full && st.gen == f.gen && st.fetchOffset == fetchOffset && st.lastEpoch == lastEpoch && st.logStart == logStart {
+			st.round = f.round // unchanged: the leader counts it as fetched
+			continue
 		}
+		// New in the session (or superseding another Follower of the
+		// partition), or changed.
+		f.sent[partKey{fl.Replica.Topic, fl.Replica.Partition}] = fl
+		*st = sentState{gen: f.gen, round: f.round, fetchOffset: fetchOffset, lastEpoch: lastEpoch, logStart: logStart}
+		req.Partitions = append(req.Partitions, &storagev1.ReplicatePartition{
+			Topic: fl.Replica.Topic, Partition: fl.Replica.Partition,
+			CurrentLeaderEpoch: fl.LeaderEpoch, FetchOffset: fetchOffset,
+			LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
+		})
 	}
 	if !full {
-		// Removed, or waiting out a backoff: no longer fetched, so the
-		// leader must stop counting them as fetched.
-		for k, st := range f.sent {
-			if st.round != f.round {
+		// Removed, superseded by nothing, or waiting out a backoff: no
+		// longer fetched, so the leader must stop counting them as
+		// fetched.
+		for k, fl := range f.sent {
+			if fl.sent.round != f.round {
 				req.ForgottenPartitions = append(req.ForgottenPartitions, &commonv1.TopicPartition{Topic: k.topic, Partition: k.partition})
 				delete(f.sent, k)
+				fl.sent.gen = 0
 			}
 		}
 	}
@@ -281,16 +291,15 @@ func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
 func (f *Fetcher) apply(results []*storagev1.ReplicatePartitionResult) {
 	now := time.Now()
 	for _, res := range results {
-		st, ok := f.sent[partKey{res.GetTopic(), res.GetPartition()}]
+		fl, ok := f.sent[partKey{res.GetTopic(), res.GetPartition()}]
 		if !ok {
 			f.Logger.Warn("replicate answer names a partition not asked for", "topic", res.GetTopic(), "partition", res.GetPartition())
 			continue
 		}
-		fl := st.fl
 		if !f.current(fl) {
 			continue // removed or superseded while the call was in flight
 		}
-		if err := fl.handle(fl.ctx, res, st.fetchOffset); err != nil {
+		if err := fl.handle(fl.ctx, res, fl.sent.fetchOffset); err != nil {
 			if !errors.Is(err, replica.ErrNotLeader) && fl.ctx.Err() == nil {
 				fl.Logger.Warn("replicate result not applied", "err", err)
 			}

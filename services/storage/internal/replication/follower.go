@@ -29,6 +29,7 @@ type Follower struct {
 
 	ctx     context.Context // from Add
 	retryAt time.Time       // after a failure; the Fetcher's goroutine only
+	sent    sentState       // the Fetcher's goroutine only
 }
 
 var errPartition = errors.New("replication: partition error from leader")
