@@ -89,6 +89,61 @@ func (OffsetSpec) EnumDescriptor() ([]byte, []int) {
 	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{0}
 }
 
+// ReplicateSessionError is why a leader refused a request of a fetch session.
+type ReplicateSessionError int32
+
+const (
+	// No error.
+	ReplicateSessionError_REPLICATE_SESSION_ERROR_UNSPECIFIED ReplicateSessionError = 0
+	// The leader has no such session for this follower: it restarted, the follower opened
+	// another one since, or its node epoch changed (KIP-227's FETCH_SESSION_ID_NOT_FOUND).
+	ReplicateSessionError_REPLICATE_SESSION_ERROR_SESSION_NOT_FOUND ReplicateSessionError = 1
+	// session_epoch is not the next one the leader expects (KIP-227's
+	// INVALID_FETCH_SESSION_EPOCH). The leader closes the session.
+	ReplicateSessionError_REPLICATE_SESSION_ERROR_INVALID_SESSION_EPOCH ReplicateSessionError = 2
+)
+
+// Enum value maps for ReplicateSessionError.
+var (
+	ReplicateSessionError_name = map[int32]string{
+		0: "REPLICATE_SESSION_ERROR_UNSPECIFIED",
+		1: "REPLICATE_SESSION_ERROR_SESSION_NOT_FOUND",
+		2: "REPLICATE_SESSION_ERROR_INVALID_SESSION_EPOCH",
+	}
+	ReplicateSessionError_value = map[string]int32{
+		"REPLICATE_SESSION_ERROR_UNSPECIFIED":           0,
+		"REPLICATE_SESSION_ERROR_SESSION_NOT_FOUND":     1,
+		"REPLICATE_SESSION_ERROR_INVALID_SESSION_EPOCH": 2,
+	}
+)
+
+func (x ReplicateSessionError) Enum() *ReplicateSessionError {
+	p := new(ReplicateSessionError)
+	*p = x
+	return p
+}
+
+func (x ReplicateSessionError) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReplicateSessionError) Descriptor() protoreflect.EnumDescriptor {
+	return file_strata_storage_v1_storage_proto_enumTypes[1].Descriptor()
+}
+
+func (ReplicateSessionError) Type() protoreflect.EnumType {
+	return &file_strata_storage_v1_storage_proto_enumTypes[1]
+}
+
+func (x ReplicateSessionError) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReplicateSessionError.Descriptor instead.
+func (ReplicateSessionError) EnumDescriptor() ([]byte, []int) {
+	return file_strata_storage_v1_storage_proto_rawDescGZIP(), []int{1}
+}
+
 // ProduceRequest appends record batches to one partition.
 type ProduceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1293,9 +1348,28 @@ type ReplicateRequest struct {
 	MinBytes int32 `protobuf:"varint,5,opt,name=min_bytes,json=minBytes,proto3" json:"min_bytes,omitempty"`
 	// Upper bound on record bytes in the response. 0 means the server default
 	// (10485760 bytes, 10 MiB).
-	MaxBytes      int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MaxBytes int32 `protobuf:"varint,6,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The fetch session this request belongs to (KIP-227), from ReplicateResponse.session_id; 0
+	// for a full request, which names every partition the follower replicates from this leader.
+	// With a session, partitions names only the partitions added to the session or whose fetch
+	// state (current_leader_epoch, fetch_offset, last_fetched_epoch, log_start_offset,
+	// max_bytes) changed since the follower last sent it; every other partition of the session
+	// counts as fetched again at the state last sent.
+	SessionId int32 `protobuf:"varint,7,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// With session_id: the number of this request in the session, 1 for the first request after
+	// the full one that opened it, one more for each request after that. A request whose epoch
+	// is not the one the leader expects (a lost answer, a retry) is refused with
+	// session_error INVALID_SESSION_EPOCH.
+	SessionEpoch int32 `protobuf:"varint,8,opt,name=session_epoch,json=sessionEpoch,proto3" json:"session_epoch,omitempty"`
+	// On a full request (session_id 0): asks the leader to open a session covering partitions.
+	// A leader that opens one answers its id in ReplicateResponse.session_id; a leader that does
+	// not know sessions ignores this and answers 0, and the follower keeps sending full requests.
+	OpenSession bool `protobuf:"varint,9,opt,name=open_session,json=openSession,proto3" json:"open_session,omitempty"`
+	// With session_id: partitions to take out of the session. From then on they no longer count
+	// as fetched by this follower.
+	ForgottenPartitions []*v1.TopicPartition `protobuf:"bytes,10,rep,name=forgotten_partitions,json=forgottenPartitions,proto3" json:"forgotten_partitions,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ReplicateRequest) Reset() {
@@ -1368,6 +1442,34 @@ func (x *ReplicateRequest) GetMaxBytes() int32 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *ReplicateRequest) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ReplicateRequest) GetSessionEpoch() int32 {
+	if x != nil {
+		return x.SessionEpoch
+	}
+	return 0
+}
+
+func (x *ReplicateRequest) GetOpenSession() bool {
+	if x != nil {
+		return x.OpenSession
+	}
+	return false
+}
+
+func (x *ReplicateRequest) GetForgottenPartitions() []*v1.TopicPartition {
+	if x != nil {
+		return x.ForgottenPartitions
+	}
+	return nil
 }
 
 // ReplicatePartition is a follower's position in one partition.
@@ -1474,8 +1576,19 @@ func (x *ReplicatePartition) GetMaxBytes() int32 {
 // ReplicateResponse carries new data for each partition.
 type ReplicateResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One result per requested partition, in request order.
-	Partitions    []*ReplicatePartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Without a session: one result per requested partition, in request order. With a session:
+	// only the partitions of the session with something new for the follower (records, an error,
+	// a diverging epoch, a high watermark or log start offset other than the one last answered),
+	// in no particular order; a partition left out has nothing new.
+	Partitions []*ReplicatePartitionResult `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The session the request belongs to, or the one opened by a full request with
+	// open_session; 0 when there is none (a full request, a leader that does not know sessions).
+	// An answer to a session's request with another id (0 from a leader that does not know
+	// sessions) ends the session: the follower's next request is a full one.
+	SessionId int32 `protobuf:"varint,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Why the session's request was refused; partitions is empty then and the follower sends a
+	// full request (with open_session) next.
+	SessionError  ReplicateSessionError `protobuf:"varint,3,opt,name=session_error,json=sessionError,proto3,enum=strata.storage.v1.ReplicateSessionError" json:"session_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1515,6 +1628,20 @@ func (x *ReplicateResponse) GetPartitions() []*ReplicatePartitionResult {
 		return x.Partitions
 	}
 	return nil
+}
+
+func (x *ReplicateResponse) GetSessionId() int32 {
+	if x != nil {
+		return x.SessionId
+	}
+	return 0
+}
+
+func (x *ReplicateResponse) GetSessionError() ReplicateSessionError {
+	if x != nil {
+		return x.SessionError
+	}
+	return ReplicateSessionError_REPLICATE_SESSION_ERROR_UNSPECIFIED
 }
 
 // ReplicatePartitionResult is what the leader has for one follower partition.
@@ -3242,7 +3369,7 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x05error\x18\x03 \x01(\v2\x1d.strata.common.v1.ErrorDetailR\x05error\x12\x16\n" +
 	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12!\n" +
 	"\ftimestamp_ms\x18\x05 \x01(\x03R\vtimestampMs\x12!\n" +
-	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xf1\x01\n" +
+	"\fleader_epoch\x18\x06 \x01(\x05R\vleaderEpoch\"\xad\x03\n" +
 	"\x10ReplicateRequest\x12\x1d\n" +
 	"\n" +
 	"replica_id\x18\x01 \x01(\x05R\treplicaId\x12\x1d\n" +
@@ -3253,7 +3380,13 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"partitions\x12\x1e\n" +
 	"\vmax_wait_ms\x18\x04 \x01(\x05R\tmaxWaitMs\x12\x1b\n" +
 	"\tmin_bytes\x18\x05 \x01(\x05R\bminBytes\x12\x1b\n" +
-	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\"\x92\x02\n" +
+	"\tmax_bytes\x18\x06 \x01(\x05R\bmaxBytes\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\a \x01(\x05R\tsessionId\x12#\n" +
+	"\rsession_epoch\x18\b \x01(\x05R\fsessionEpoch\x12!\n" +
+	"\fopen_session\x18\t \x01(\bR\vopenSession\x12S\n" +
+	"\x14forgotten_partitions\x18\n" +
+	" \x03(\v2 .strata.common.v1.TopicPartitionR\x13forgottenPartitions\"\x92\x02\n" +
 	"\x12ReplicatePartition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x120\n" +
@@ -3261,11 +3394,14 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\ffetch_offset\x18\x04 \x01(\x03R\vfetchOffset\x12,\n" +
 	"\x12last_fetched_epoch\x18\x05 \x01(\x05R\x10lastFetchedEpoch\x12(\n" +
 	"\x10log_start_offset\x18\x06 \x01(\x03R\x0elogStartOffset\x12\x1b\n" +
-	"\tmax_bytes\x18\a \x01(\x05R\bmaxBytes\"`\n" +
+	"\tmax_bytes\x18\a \x01(\x05R\bmaxBytes\"\xce\x01\n" +
 	"\x11ReplicateResponse\x12K\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2+.strata.storage.v1.ReplicatePartitionResultR\n" +
-	"partitions\"\xe1\x02\n" +
+	"partitions\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\x05R\tsessionId\x12M\n" +
+	"\rsession_error\x18\x03 \x01(\x0e2(.strata.storage.v1.ReplicateSessionErrorR\fsessionError\"\xe1\x02\n" +
 	"\x18ReplicatePartitionResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x123\n" +
@@ -3408,7 +3544,11 @@ const file_strata_storage_v1_storage_proto_rawDesc = "" +
 	"\x17OFFSET_SPEC_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OFFSET_SPEC_EARLIEST\x10\x01\x12\x16\n" +
 	"\x12OFFSET_SPEC_LATEST\x10\x02\x12\x19\n" +
-	"\x15OFFSET_SPEC_TIMESTAMP\x10\x032\xe9\a\n" +
+	"\x15OFFSET_SPEC_TIMESTAMP\x10\x03*\xa2\x01\n" +
+	"\x15ReplicateSessionError\x12'\n" +
+	"#REPLICATE_SESSION_ERROR_UNSPECIFIED\x10\x00\x12-\n" +
+	")REPLICATE_SESSION_ERROR_SESSION_NOT_FOUND\x10\x01\x121\n" +
+	"-REPLICATE_SESSION_ERROR_INVALID_SESSION_EPOCH\x10\x022\xe9\a\n" +
 	"\x0eStorageService\x12P\n" +
 	"\aProduce\x12!.strata.storage.v1.ProduceRequest\x1a\".strata.storage.v1.ProduceResponse\x12n\n" +
 	"\x11ProducePartitions\x12+.strata.storage.v1.ProducePartitionsRequest\x1a,.strata.storage.v1.ProducePartitionsResponse\x12J\n" +
@@ -3434,122 +3574,125 @@ func file_strata_storage_v1_storage_proto_rawDescGZIP() []byte {
 	return file_strata_storage_v1_storage_proto_rawDescData
 }
 
-var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_strata_storage_v1_storage_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_strata_storage_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_strata_storage_v1_storage_proto_goTypes = []any{
 	(OffsetSpec)(0),                             // 0: strata.storage.v1.OffsetSpec
-	(*ProduceRequest)(nil),                      // 1: strata.storage.v1.ProduceRequest
-	(*ProduceResponse)(nil),                     // 2: strata.storage.v1.ProduceResponse
-	(*ProducePartitionsRequest)(nil),            // 3: strata.storage.v1.ProducePartitionsRequest
-	(*ProducePartition)(nil),                    // 4: strata.storage.v1.ProducePartition
-	(*ProducePartitionsResponse)(nil),           // 5: strata.storage.v1.ProducePartitionsResponse
-	(*ProducePartitionResult)(nil),              // 6: strata.storage.v1.ProducePartitionResult
-	(*FetchRequest)(nil),                        // 7: strata.storage.v1.FetchRequest
-	(*FetchPartition)(nil),                      // 8: strata.storage.v1.FetchPartition
-	(*FetchResponse)(nil),                       // 9: strata.storage.v1.FetchResponse
-	(*FetchPartitionResult)(nil),                // 10: strata.storage.v1.FetchPartitionResult
-	(*AbortedTransaction)(nil),                  // 11: strata.storage.v1.AbortedTransaction
-	(*ListOffsetsRequest)(nil),                  // 12: strata.storage.v1.ListOffsetsRequest
-	(*ListOffsetsPartition)(nil),                // 13: strata.storage.v1.ListOffsetsPartition
-	(*ListOffsetsResponse)(nil),                 // 14: strata.storage.v1.ListOffsetsResponse
-	(*ListOffsetsPartitionResult)(nil),          // 15: strata.storage.v1.ListOffsetsPartitionResult
-	(*ReplicateRequest)(nil),                    // 16: strata.storage.v1.ReplicateRequest
-	(*ReplicatePartition)(nil),                  // 17: strata.storage.v1.ReplicatePartition
-	(*ReplicateResponse)(nil),                   // 18: strata.storage.v1.ReplicateResponse
-	(*ReplicatePartitionResult)(nil),            // 19: strata.storage.v1.ReplicatePartitionResult
-	(*DivergingEpoch)(nil),                      // 20: strata.storage.v1.DivergingEpoch
-	(*OffsetForLeaderEpochRequest)(nil),         // 21: strata.storage.v1.OffsetForLeaderEpochRequest
-	(*OffsetForLeaderEpochPartition)(nil),       // 22: strata.storage.v1.OffsetForLeaderEpochPartition
-	(*OffsetForLeaderEpochResponse)(nil),        // 23: strata.storage.v1.OffsetForLeaderEpochResponse
-	(*OffsetForLeaderEpochPartitionResult)(nil), // 24: strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	(*DeleteRecordsRequest)(nil),                // 25: strata.storage.v1.DeleteRecordsRequest
-	(*DeleteRecordsPartition)(nil),              // 26: strata.storage.v1.DeleteRecordsPartition
-	(*DeleteRecordsResponse)(nil),               // 27: strata.storage.v1.DeleteRecordsResponse
-	(*DeleteRecordsPartitionResult)(nil),        // 28: strata.storage.v1.DeleteRecordsPartitionResult
-	(*DescribeProducersRequest)(nil),            // 29: strata.storage.v1.DescribeProducersRequest
-	(*DescribeProducersResponse)(nil),           // 30: strata.storage.v1.DescribeProducersResponse
-	(*DescribeProducersPartitionResult)(nil),    // 31: strata.storage.v1.DescribeProducersPartitionResult
-	(*ActiveProducer)(nil),                      // 32: strata.storage.v1.ActiveProducer
-	(*DescribeLogRequest)(nil),                  // 33: strata.storage.v1.DescribeLogRequest
-	(*DescribeLogResponse)(nil),                 // 34: strata.storage.v1.DescribeLogResponse
-	(*DescribeLogPartitionResult)(nil),          // 35: strata.storage.v1.DescribeLogPartitionResult
-	(*ReplicaState)(nil),                        // 36: strata.storage.v1.ReplicaState
-	(*WriteTxnMarkersRequest)(nil),              // 37: strata.storage.v1.WriteTxnMarkersRequest
-	(*TxnMarker)(nil),                           // 38: strata.storage.v1.TxnMarker
-	(*WriteTxnMarkersResponse)(nil),             // 39: strata.storage.v1.WriteTxnMarkersResponse
-	(*TxnMarkerResult)(nil),                     // 40: strata.storage.v1.TxnMarkerResult
-	(*TxnMarkerPartitionResult)(nil),            // 41: strata.storage.v1.TxnMarkerPartitionResult
-	(v1.Acks)(0),                                // 42: strata.common.v1.Acks
-	(*v1.ErrorDetail)(nil),                      // 43: strata.common.v1.ErrorDetail
-	(v1.IsolationLevel)(0),                      // 44: strata.common.v1.IsolationLevel
-	(*v1.TopicPartition)(nil),                   // 45: strata.common.v1.TopicPartition
-	(*v1.TopicPartitions)(nil),                  // 46: strata.common.v1.TopicPartitions
+	(ReplicateSessionError)(0),                  // 1: strata.storage.v1.ReplicateSessionError
+	(*ProduceRequest)(nil),                      // 2: strata.storage.v1.ProduceRequest
+	(*ProduceResponse)(nil),                     // 3: strata.storage.v1.ProduceResponse
+	(*ProducePartitionsRequest)(nil),            // 4: strata.storage.v1.ProducePartitionsRequest
+	(*ProducePartition)(nil),                    // 5: strata.storage.v1.ProducePartition
+	(*ProducePartitionsResponse)(nil),           // 6: strata.storage.v1.ProducePartitionsResponse
+	(*ProducePartitionResult)(nil),              // 7: strata.storage.v1.ProducePartitionResult
+	(*FetchRequest)(nil),                        // 8: strata.storage.v1.FetchRequest
+	(*FetchPartition)(nil),                      // 9: strata.storage.v1.FetchPartition
+	(*FetchResponse)(nil),                       // 10: strata.storage.v1.FetchResponse
+	(*FetchPartitionResult)(nil),                // 11: strata.storage.v1.FetchPartitionResult
+	(*AbortedTransaction)(nil),                  // 12: strata.storage.v1.AbortedTransaction
+	(*ListOffsetsRequest)(nil),                  // 13: strata.storage.v1.ListOffsetsRequest
+	(*ListOffsetsPartition)(nil),                // 14: strata.storage.v1.ListOffsetsPartition
+	(*ListOffsetsResponse)(nil),                 // 15: strata.storage.v1.ListOffsetsResponse
+	(*ListOffsetsPartitionResult)(nil),          // 16: strata.storage.v1.ListOffsetsPartitionResult
+	(*ReplicateRequest)(nil),                    // 17: strata.storage.v1.ReplicateRequest
+	(*ReplicatePartition)(nil),                  // 18: strata.storage.v1.ReplicatePartition
+	(*ReplicateResponse)(nil),                   // 19: strata.storage.v1.ReplicateResponse
+	(*ReplicatePartitionResult)(nil),            // 20: strata.storage.v1.ReplicatePartitionResult
+	(*DivergingEpoch)(nil),                      // 21: strata.storage.v1.DivergingEpoch
+	(*OffsetForLeaderEpochRequest)(nil),         // 22: strata.storage.v1.OffsetForLeaderEpochRequest
+	(*OffsetForLeaderEpochPartition)(nil),       // 23: strata.storage.v1.OffsetForLeaderEpochPartition
+	(*OffsetForLeaderEpochResponse)(nil),        // 24: strata.storage.v1.OffsetForLeaderEpochResponse
+	(*OffsetForLeaderEpochPartitionResult)(nil), // 25: strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	(*DeleteRecordsRequest)(nil),                // 26: strata.storage.v1.DeleteRecordsRequest
+	(*DeleteRecordsPartition)(nil),              // 27: strata.storage.v1.DeleteRecordsPartition
+	(*DeleteRecordsResponse)(nil),               // 28: strata.storage.v1.DeleteRecordsResponse
+	(*DeleteRecordsPartitionResult)(nil),        // 29: strata.storage.v1.DeleteRecordsPartitionResult
+	(*DescribeProducersRequest)(nil),            // 30: strata.storage.v1.DescribeProducersRequest
+	(*DescribeProducersResponse)(nil),           // 31: strata.storage.v1.DescribeProducersResponse
+	(*DescribeProducersPartitionResult)(nil),    // 32: strata.storage.v1.DescribeProducersPartitionResult
+	(*ActiveProducer)(nil),                      // 33: strata.storage.v1.ActiveProducer
+	(*DescribeLogRequest)(nil),                  // 34: strata.storage.v1.DescribeLogRequest
+	(*DescribeLogResponse)(nil),                 // 35: strata.storage.v1.DescribeLogResponse
+	(*DescribeLogPartitionResult)(nil),          // 36: strata.storage.v1.DescribeLogPartitionResult
+	(*ReplicaState)(nil),                        // 37: strata.storage.v1.ReplicaState
+	(*WriteTxnMarkersRequest)(nil),              // 38: strata.storage.v1.WriteTxnMarkersRequest
+	(*TxnMarker)(nil),                           // 39: strata.storage.v1.TxnMarker
+	(*WriteTxnMarkersResponse)(nil),             // 40: strata.storage.v1.WriteTxnMarkersResponse
+	(*TxnMarkerResult)(nil),                     // 41: strata.storage.v1.TxnMarkerResult
+	(*TxnMarkerPartitionResult)(nil),            // 42: strata.storage.v1.TxnMarkerPartitionResult
+	(v1.Acks)(0),                                // 43: strata.common.v1.Acks
+	(*v1.ErrorDetail)(nil),                      // 44: strata.common.v1.ErrorDetail
+	(v1.IsolationLevel)(0),                      // 45: strata.common.v1.IsolationLevel
+	(*v1.TopicPartition)(nil),                   // 46: strata.common.v1.TopicPartition
+	(*v1.TopicPartitions)(nil),                  // 47: strata.common.v1.TopicPartitions
 }
 var file_strata_storage_v1_storage_proto_depIdxs = []int32{
-	42, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
-	4,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
-	42, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
-	6,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
-	43, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	8,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
-	44, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
-	10, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
-	43, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	20, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	11, // 10: strata.storage.v1.FetchPartitionResult.aborted_transactions:type_name -> strata.storage.v1.AbortedTransaction
-	13, // 11: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
-	44, // 12: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	43, // 0: strata.storage.v1.ProduceRequest.acks:type_name -> strata.common.v1.Acks
+	5,  // 1: strata.storage.v1.ProducePartitionsRequest.partitions:type_name -> strata.storage.v1.ProducePartition
+	43, // 2: strata.storage.v1.ProducePartitionsRequest.acks:type_name -> strata.common.v1.Acks
+	7,  // 3: strata.storage.v1.ProducePartitionsResponse.partitions:type_name -> strata.storage.v1.ProducePartitionResult
+	44, // 4: strata.storage.v1.ProducePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	9,  // 5: strata.storage.v1.FetchRequest.partitions:type_name -> strata.storage.v1.FetchPartition
+	45, // 6: strata.storage.v1.FetchRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
+	11, // 7: strata.storage.v1.FetchResponse.partitions:type_name -> strata.storage.v1.FetchPartitionResult
+	44, // 8: strata.storage.v1.FetchPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	21, // 9: strata.storage.v1.FetchPartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	12, // 10: strata.storage.v1.FetchPartitionResult.aborted_transactions:type_name -> strata.storage.v1.AbortedTransaction
+	14, // 11: strata.storage.v1.ListOffsetsRequest.partitions:type_name -> strata.storage.v1.ListOffsetsPartition
+	45, // 12: strata.storage.v1.ListOffsetsRequest.isolation_level:type_name -> strata.common.v1.IsolationLevel
 	0,  // 13: strata.storage.v1.ListOffsetsPartition.spec:type_name -> strata.storage.v1.OffsetSpec
-	15, // 14: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
-	43, // 15: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	17, // 16: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
-	19, // 17: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
-	43, // 18: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	20, // 19: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
-	22, // 20: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
-	24, // 21: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
-	43, // 22: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	26, // 23: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
-	28, // 24: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
-	43, // 25: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	45, // 26: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	31, // 27: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
-	43, // 28: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	32, // 29: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
-	45, // 30: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
-	35, // 31: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
-	43, // 32: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	36, // 33: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
-	38, // 34: strata.storage.v1.WriteTxnMarkersRequest.markers:type_name -> strata.storage.v1.TxnMarker
-	46, // 35: strata.storage.v1.TxnMarker.partitions:type_name -> strata.common.v1.TopicPartitions
-	40, // 36: strata.storage.v1.WriteTxnMarkersResponse.markers:type_name -> strata.storage.v1.TxnMarkerResult
-	41, // 37: strata.storage.v1.TxnMarkerResult.partitions:type_name -> strata.storage.v1.TxnMarkerPartitionResult
-	43, // 38: strata.storage.v1.TxnMarkerPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
-	1,  // 39: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
-	3,  // 40: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
-	7,  // 41: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
-	12, // 42: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
-	16, // 43: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
-	21, // 44: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
-	33, // 45: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
-	25, // 46: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
-	29, // 47: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
-	37, // 48: strata.storage.v1.StorageService.WriteTxnMarkers:input_type -> strata.storage.v1.WriteTxnMarkersRequest
-	2,  // 49: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
-	5,  // 50: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
-	9,  // 51: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
-	14, // 52: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
-	18, // 53: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
-	23, // 54: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
-	34, // 55: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
-	27, // 56: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
-	30, // 57: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
-	39, // 58: strata.storage.v1.StorageService.WriteTxnMarkers:output_type -> strata.storage.v1.WriteTxnMarkersResponse
-	49, // [49:59] is the sub-list for method output_type
-	39, // [39:49] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	16, // 14: strata.storage.v1.ListOffsetsResponse.partitions:type_name -> strata.storage.v1.ListOffsetsPartitionResult
+	44, // 15: strata.storage.v1.ListOffsetsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	18, // 16: strata.storage.v1.ReplicateRequest.partitions:type_name -> strata.storage.v1.ReplicatePartition
+	46, // 17: strata.storage.v1.ReplicateRequest.forgotten_partitions:type_name -> strata.common.v1.TopicPartition
+	20, // 18: strata.storage.v1.ReplicateResponse.partitions:type_name -> strata.storage.v1.ReplicatePartitionResult
+	1,  // 19: strata.storage.v1.ReplicateResponse.session_error:type_name -> strata.storage.v1.ReplicateSessionError
+	44, // 20: strata.storage.v1.ReplicatePartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	21, // 21: strata.storage.v1.ReplicatePartitionResult.diverging_epoch:type_name -> strata.storage.v1.DivergingEpoch
+	23, // 22: strata.storage.v1.OffsetForLeaderEpochRequest.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartition
+	25, // 23: strata.storage.v1.OffsetForLeaderEpochResponse.partitions:type_name -> strata.storage.v1.OffsetForLeaderEpochPartitionResult
+	44, // 24: strata.storage.v1.OffsetForLeaderEpochPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	27, // 25: strata.storage.v1.DeleteRecordsRequest.partitions:type_name -> strata.storage.v1.DeleteRecordsPartition
+	29, // 26: strata.storage.v1.DeleteRecordsResponse.partitions:type_name -> strata.storage.v1.DeleteRecordsPartitionResult
+	44, // 27: strata.storage.v1.DeleteRecordsPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	46, // 28: strata.storage.v1.DescribeProducersRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	32, // 29: strata.storage.v1.DescribeProducersResponse.partitions:type_name -> strata.storage.v1.DescribeProducersPartitionResult
+	44, // 30: strata.storage.v1.DescribeProducersPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	33, // 31: strata.storage.v1.DescribeProducersPartitionResult.producers:type_name -> strata.storage.v1.ActiveProducer
+	46, // 32: strata.storage.v1.DescribeLogRequest.partitions:type_name -> strata.common.v1.TopicPartition
+	36, // 33: strata.storage.v1.DescribeLogResponse.partitions:type_name -> strata.storage.v1.DescribeLogPartitionResult
+	44, // 34: strata.storage.v1.DescribeLogPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	37, // 35: strata.storage.v1.DescribeLogPartitionResult.replicas:type_name -> strata.storage.v1.ReplicaState
+	39, // 36: strata.storage.v1.WriteTxnMarkersRequest.markers:type_name -> strata.storage.v1.TxnMarker
+	47, // 37: strata.storage.v1.TxnMarker.partitions:type_name -> strata.common.v1.TopicPartitions
+	41, // 38: strata.storage.v1.WriteTxnMarkersResponse.markers:type_name -> strata.storage.v1.TxnMarkerResult
+	42, // 39: strata.storage.v1.TxnMarkerResult.partitions:type_name -> strata.storage.v1.TxnMarkerPartitionResult
+	44, // 40: strata.storage.v1.TxnMarkerPartitionResult.error:type_name -> strata.common.v1.ErrorDetail
+	2,  // 41: strata.storage.v1.StorageService.Produce:input_type -> strata.storage.v1.ProduceRequest
+	4,  // 42: strata.storage.v1.StorageService.ProducePartitions:input_type -> strata.storage.v1.ProducePartitionsRequest
+	8,  // 43: strata.storage.v1.StorageService.Fetch:input_type -> strata.storage.v1.FetchRequest
+	13, // 44: strata.storage.v1.StorageService.ListOffsets:input_type -> strata.storage.v1.ListOffsetsRequest
+	17, // 45: strata.storage.v1.StorageService.Replicate:input_type -> strata.storage.v1.ReplicateRequest
+	22, // 46: strata.storage.v1.StorageService.OffsetForLeaderEpoch:input_type -> strata.storage.v1.OffsetForLeaderEpochRequest
+	34, // 47: strata.storage.v1.StorageService.DescribeLog:input_type -> strata.storage.v1.DescribeLogRequest
+	26, // 48: strata.storage.v1.StorageService.DeleteRecords:input_type -> strata.storage.v1.DeleteRecordsRequest
+	30, // 49: strata.storage.v1.StorageService.DescribeProducers:input_type -> strata.storage.v1.DescribeProducersRequest
+	38, // 50: strata.storage.v1.StorageService.WriteTxnMarkers:input_type -> strata.storage.v1.WriteTxnMarkersRequest
+	3,  // 51: strata.storage.v1.StorageService.Produce:output_type -> strata.storage.v1.ProduceResponse
+	6,  // 52: strata.storage.v1.StorageService.ProducePartitions:output_type -> strata.storage.v1.ProducePartitionsResponse
+	10, // 53: strata.storage.v1.StorageService.Fetch:output_type -> strata.storage.v1.FetchResponse
+	15, // 54: strata.storage.v1.StorageService.ListOffsets:output_type -> strata.storage.v1.ListOffsetsResponse
+	19, // 55: strata.storage.v1.StorageService.Replicate:output_type -> strata.storage.v1.ReplicateResponse
+	24, // 56: strata.storage.v1.StorageService.OffsetForLeaderEpoch:output_type -> strata.storage.v1.OffsetForLeaderEpochResponse
+	35, // 57: strata.storage.v1.StorageService.DescribeLog:output_type -> strata.storage.v1.DescribeLogResponse
+	28, // 58: strata.storage.v1.StorageService.DeleteRecords:output_type -> strata.storage.v1.DeleteRecordsResponse
+	31, // 59: strata.storage.v1.StorageService.DescribeProducers:output_type -> strata.storage.v1.DescribeProducersResponse
+	40, // 60: strata.storage.v1.StorageService.WriteTxnMarkers:output_type -> strata.storage.v1.WriteTxnMarkersResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_strata_storage_v1_storage_proto_init() }
@@ -3564,7 +3707,7 @@ func file_strata_storage_v1_storage_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_strata_storage_v1_storage_proto_rawDesc), len(file_strata_storage_v1_storage_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -1,16 +1,15 @@
 package replication
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 
+	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
 	"github.com/strata-mq/strata/gen/strata/storage/v1/storagev1connect"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
@@ -32,6 +31,11 @@ import (
 // incarnation. A partition whose result failed is left out of the session
 // for a short backoff without holding back the others.
 //
+// With a leader that opens one, the fetch session is also a KIP-227 one:
+// after the first, full, request, a request names only the partitions
+// whose fetch state changed (see Run), so an idle session costs the two
+// nodes a small request and an empty answer whatever the partition count.
+//
 // Add and Remove are safe for concurrent use with Run.
 type Fetcher struct {
 	NodeID int32
@@ -45,6 +49,28 @@ type Fetcher struct {
 	mu    sync.Mutex
 	parts map[partKey]*Follower
 	added chan struct{} // closed and replaced by Add
+	due   []*Follower   // dueNow's answer, reused
+
+	// The fetch session with the leader (KIP-227); Run's goroutine only.
+	sessionID    int32 // 0: none, the next request is a full one
+	sessionEpoch int32 // the next request's
+	// sent holds the partitions the leader holds: the session's, or those
+	// of the full request in flight; each one's state is its Follower's
+	// sent.
+	sent  map[partKey]*Follower
+	gen   uint64 // one more for each full request: which sent map a sentState belongs to
+	round uint64 // the request being built, for sentState.round
+}
+
+// sentState is a partition's fetch state as last sent to the leader, kept
+// on its Follower so that an unchanged partition costs the request no map
+// operation.
+type sentState struct {
+	gen         uint64 // the Fetcher's gen when sent; 0: not in the leader's session
+	round       uint64 // the last request that wanted it fetched
+	fetchOffset int64
+	lastEpoch   int32
+	logStart    int64
 }
 
 type partKey struct {
@@ -101,14 +127,14 @@ func (f *Fetcher) current(fl *Follower) bool {
 	return fl.ctx.Err() == nil && f.parts[partKey{fl.Replica.Topic, fl.Replica.Partition}] == fl
 }
 
-// due returns the partitions to fetch now, in a stable order, the channel
-// Add closes, and the earliest end of a partition's backoff (zero when
-// none waits).
-func (f *Fetcher) due(now time.Time) ([]*Follower, <-chan struct{}, time.Time) {
+// dueNow returns the partitions to fetch now, the channel Add closes,
+// and the earliest end of a partition's backoff (zero when none waits).
+// The slice is reused by the next call.
+func (f *Fetcher) dueNow(now time.Time) ([]*Follower, <-chan struct{}, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
-	var out []*Follower
+	out := f.due[:0]
 	var next time.Time
 	for k, fl := range f.parts {
 		if fl.ctx.Err() != nil {
@@ -123,20 +149,31 @@ func (f *Fetcher) due(now time.Time) ([]*Follower, <-chan struct{}, time.Time) {
 		}
 		out = append(out, fl)
 	}
-	slices.SortFunc(out, func(a, b *Follower) int {
-		return cmp.Or(cmp.Compare(a.Replica.Topic, b.Replica.Topic), cmp.Compare(a.Replica.Partition, b.Replica.Partition))
-	})
+	f.due = out
 	return out, f.added, next
 }
 
 // Run fetches until ctx ends.
+//
+// The first request to a leader is a full one, naming every partition due,
+// and asks the leader to open a fetch session (KIP-227). Once the leader
+// answers a session id, each request names only the partitions added or
+// whose fetch state (log end, last epoch, log start, or the Follower that
+// fetches it) changed since it was last sent, and the partitions taken out
+// of the session (removed, superseded by nothing, or waiting out a
+// backoff) as forgotten; the leader counts the others as fetched again at
+// the state it holds. Any failure of a call, a refused session, or an
+// answer without the session's id (an old leader) starts again with a full
+// request. A leader that does not open sessions gets full requests, as
+// before sessions.
 func (f *Fetcher) Run(ctx context.Context) {
 	if f.MaxWait <= 0 {
 		f.MaxWait = 500 * time.Millisecond
 	}
 	for ctx.Err() == nil {
-		batch, added, next := f.due(time.Now())
+		batch, added, next := f.dueNow(time.Now())
 		if len(batch) == 0 {
+			f.resetSession()
 			wait(ctx, added, next)
 			continue
 		}
@@ -145,22 +182,7 @@ func (f *Fetcher) Run(ctx context.Context) {
 			sleep(ctx, backoff)
 			continue
 		}
-		req := &storagev1.ReplicateRequest{
-			ReplicaId: f.NodeID,
-			NodeEpoch: f.NodeEpoch(),
-			MaxWaitMs: int32(f.MaxWait / time.Millisecond),
-			MinBytes:  1,
-		}
-		offsets := make([]int64, len(batch))
-		for i, fl := range batch {
-			fetchOffset, lastEpoch, logStart := fl.Replica.FollowerPosition()
-			offsets[i] = fetchOffset
-			req.Partitions = append(req.Partitions, &storagev1.ReplicatePartition{
-				Topic: fl.Replica.Topic, Partition: fl.Replica.Partition,
-				CurrentLeaderEpoch: fl.LeaderEpoch, FetchOffset: fetchOffset,
-				LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
-			})
-		}
+		req := f.request(batch)
 		// A partition added meanwhile cuts the long poll short, so the
 		// next call carries it without waiting for this one's answer.
 		rctx, cancel := context.WithCancel(ctx)
@@ -175,6 +197,9 @@ func (f *Fetcher) Run(ctx context.Context) {
 		cut := rctx.Err() != nil && ctx.Err() == nil
 		cancel()
 		if err != nil {
+			// Whether the leader took this request is unknown: start the
+			// session again.
+			f.resetSession()
 			if cut {
 				continue // a partition was added
 			}
@@ -184,24 +209,97 @@ func (f *Fetcher) Run(ctx context.Context) {
 			sleep(ctx, backoff)
 			continue
 		}
-		f.apply(batch, offsets, resp.Msg.GetPartitions())
+		msg := resp.Msg
+		if se := msg.GetSessionError(); se != storagev1.ReplicateSessionError_REPLICATE_SESSION_ERROR_UNSPECIFIED {
+			f.Logger.Debug("replicate session refused; sending a full request", "session", req.GetSessionId(), "error", se.String())
+			f.resetSession()
+			continue
+		}
+		f.apply(msg.GetPartitions())
+		switch {
+		case req.GetSessionId() == 0:
+			f.sessionID, f.sessionEpoch = msg.GetSessionId(), 1 // 0 from a leader without sessions: full requests again
+		case msg.GetSessionId() != req.GetSessionId():
+			f.resetSession() // the leader no longer keeps it
+		default:
+			f.sessionEpoch++
+			if f.sessionEpoch <= 0 {
+				f.sessionEpoch = 1
+			}
+		}
 	}
 }
 
-// apply hands each partition's result to its Follower; results match the
-// request's partitions by position.
-func (f *Fetcher) apply(batch []*Follower, offsets []int64, results []*storagev1.ReplicatePartitionResult) {
+// resetSession makes the next request a full one.
+func (f *Fetcher) resetSession() {
+	f.sessionID, f.sessionEpoch, f.sent = 0, 0, nil
+}
+
+// request builds the next Replicate for the partitions due: a full one
+// without a session, else the session's changes.
+func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
+	req := &storagev1.ReplicateRequest{
+		ReplicaId: f.NodeID,
+		NodeEpoch: f.NodeEpoch(),
+		MaxWaitMs: int32(f.MaxWait / time.Millisecond),
+		MinBytes:  1,
+	}
+	f.round++
+	full := f.sessionID == 0
+	if full {
+		req.OpenSession = true
+		f.gen++
+		f.sent = make(map[partKey]*Follower, len(batch))
+	} else {
+		req.SessionId, req.SessionEpoch = f.sessionID, f.sessionEpoch
+	}
+	for _, fl := range batch {
+		fetchOffset, lastEpoch, logStart := fl.Replica.FollowerPosition()
+		st := &fl.sent
+		if !full && st.gen == f.gen && st.fetchOffset == fetchOffset && st.lastEpoch == lastEpoch && st.logStart == logStart {
+			st.round = f.round // unchanged: the leader counts it as fetched
+			continue
+		}
+		// New in the session (or superseding another Follower of the
+		// partition), or changed.
+		f.sent[partKey{fl.Replica.Topic, fl.Replica.Partition}] = fl
+		*st = sentState{gen: f.gen, round: f.round, fetchOffset: fetchOffset, lastEpoch: lastEpoch, logStart: logStart}
+		req.Partitions = append(req.Partitions, &storagev1.ReplicatePartition{
+			Topic: fl.Replica.Topic, Partition: fl.Replica.Partition,
+			CurrentLeaderEpoch: fl.LeaderEpoch, FetchOffset: fetchOffset,
+			LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
+		})
+	}
+	if !full {
+		// Removed, superseded by nothing, or waiting out a backoff: no
+		// longer fetched, so the leader must stop counting them as
+		// fetched.
+		for k, fl := range f.sent {
+			if fl.sent.round != f.round {
+				req.ForgottenPartitions = append(req.ForgottenPartitions, &commonv1.TopicPartition{Topic: k.topic, Partition: k.partition})
+				delete(f.sent, k)
+				fl.sent.gen = 0
+			}
+		}
+	}
+	return req
+}
+
+// apply hands each partition's result to its Follower, with the fetch
+// offset the leader answered for. Results are matched by partition: a
+// session's answer holds only the partitions with something new.
+func (f *Fetcher) apply(results []*storagev1.ReplicatePartitionResult) {
 	now := time.Now()
-	for i, fl := range batch {
+	for _, res := range results {
+		fl, ok := f.sent[partKey{res.GetTopic(), res.GetPartition()}]
+		if !ok {
+			f.Logger.Warn("replicate answer names a partition not asked for", "topic", res.GetTopic(), "partition", res.GetPartition())
+			continue
+		}
 		if !f.current(fl) {
 			continue // removed or superseded while the call was in flight
 		}
-		if i >= len(results) || results[i].GetTopic() != fl.Replica.Topic || results[i].GetPartition() != fl.Replica.Partition {
-			fl.Logger.Warn("replicate answer does not match the request")
-			fl.retryAt = now.Add(backoff)
-			continue
-		}
-		if err := fl.handle(fl.ctx, results[i], offsets[i]); err != nil {
+		if err := fl.handle(fl.ctx, res, fl.sent.fetchOffset); err != nil {
 			if !errors.Is(err, replica.ErrNotLeader) && fl.ctx.Err() == nil {
 				fl.Logger.Warn("replicate result not applied", "err", err)
 			}

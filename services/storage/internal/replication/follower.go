@@ -1,8 +1,8 @@
 // Package replication moves data between replicas: the follower side pulls
-// from each leader node with one Replicate long poll carrying every
-// partition it follows there (Fetcher) and truncates by epoch when told its
-// log diverged; the leader side periodically proposes ISR changes to the
-// controller.
+// from each leader node with one Replicate long poll at a time in a fetch
+// session over every partition it follows there (Fetcher) and truncates by
+// epoch when told its log diverged; the leader side periodically proposes
+// ISR changes to the controller.
 package replication
 
 import (
@@ -29,6 +29,7 @@ type Follower struct {
 
 	ctx     context.Context // from Add
 	retryAt time.Time       // after a failure; the Fetcher's goroutine only
+	sent    sentState       // the Fetcher's goroutine only
 }
 
 var errPartition = errors.New("replication: partition error from leader")

@@ -33,6 +33,9 @@ const (
 // service implements storagev1connect.StorageServiceHandler.
 type service struct {
 	n *Node
+
+	replOnce sync.Once
+	repl     *replSessions // the leader's fetch sessions (replicate.go); use sessions()
 }
 
 // detail maps an internal error to the API's ErrorDetail for a partition.
@@ -633,89 +636,6 @@ func firstRecordAtOrAfter(batches []byte, from, ts int64) (_ recordAt, ok bool) 
 		}
 	}
 	return recordAt{}, false
-}
-
-func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
-	m := req.Msg
-	// Only storage node replica_id itself replicates as replica_id: its
-	// fetches move the ISR and the high watermark.
-	if err := s.n.cfg.Guard.RequireStorageNode(ctx, m.GetReplicaId()); err != nil {
-		return nil, err
-	}
-	if m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("negative limits"))
-	}
-	if ns := s.n.currentView().Nodes[m.GetReplicaId()]; ns != nil && ns.GetNodeEpoch() > 0 && m.GetNodeEpoch() < ns.GetNodeEpoch() {
-		return nil, apierr.Error(&commonv1.ErrorDetail{Code: commonv1.Code_CODE_ABORTED, Reason: commonv1.Reason_REASON_STALE_NODE_EPOCH,
-			Message: "replica's node epoch is older than its current registration"})
-	}
-	maxBytes := int(m.GetMaxBytes())
-	if maxBytes == 0 {
-		maxBytes = defaultReplicateMaxBytes
-	}
-	deadline := time.Now().Add(min(time.Duration(m.GetMaxWaitMs())*time.Millisecond, maxLongPoll))
-	hw0, start0 := map[int]int64{}, map[int]int64{}
-	bufs := make([][]byte, len(m.GetPartitions())) // as in Fetch
-	for round := 0; ; round++ {
-		var chans []<-chan struct{}
-		out := &storagev1.ReplicateResponse{}
-		total, answer := 0, false
-		for i, p := range m.GetPartitions() {
-			res := &storagev1.ReplicatePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), HighWatermark: -1, LogStartOffset: -1}
-			out.Partitions = append(out.Partitions, res)
-			r := s.n.replica(p.GetTopic(), p.GetPartition())
-			if r == nil {
-				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), nil, nil), true
-				continue
-			}
-			chans = append(chans, r.Changed())
-			if round == 0 {
-				hw0[i], start0[i] = r.Log().HighWatermark(), r.Log().LogStartOffset()
-			}
-			limit := int(p.GetMaxBytes())
-			if limit == 0 {
-				limit = defaultPartitionMaxBytes
-			}
-			limit = s.n.throttle.capReplicate(tpKey{p.GetTopic(), p.GetPartition()}, m.GetReplicaId(), limit) // throttle.go
-			limit = max(min(limit, maxBytes-total), 1)
-			if bufs[i] == nil && p.GetFetchOffset() < r.Log().LogEndOffset() {
-				bufs[i] = readBuf(ctx, limit)
-			}
-			rr, err := r.Replicate(replica.Fetch{
-				ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
-				FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), LogStart: p.GetLogStartOffset(),
-				MaxBytes: limit, Buf: bufs[i],
-			})
-			if err != nil {
-				res.Error, answer = s.detail(p.GetTopic(), p.GetPartition(), r, err), true
-				continue
-			}
-			res.HighWatermark, res.LogStartOffset = rr.HW, rr.LogStart
-			switch {
-			case rr.OutOfRange:
-				res.Error = &commonv1.ErrorDetail{Code: commonv1.Code_CODE_OUT_OF_RANGE, Reason: commonv1.Reason_REASON_OFFSET_OUT_OF_RANGE,
-					Message: "fetch offset below the leader's log start",
-					Hint:    &commonv1.ErrorDetail_OffsetRange{OffsetRange: &commonv1.OffsetRangeHint{LogStartOffset: rr.LogStart, HighWatermark: rr.HW}}}
-				res.ProducerState = rr.ProducerState
-				answer = true
-			case rr.Diverging:
-				res.DivergingEpoch = &storagev1.DivergingEpoch{Epoch: rr.DivergingEpoch, EndOffset: rr.DivergingEnd}
-				answer = true
-			}
-			res.Records = rr.Records
-			total += len(rr.Records)
-			if rr.HW != hw0[i] || rr.LogStart != start0[i] {
-				answer = true // a new log start (DeleteRecords) reaches the follower at once
-			}
-		}
-		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(chans) == 0 {
-			s.n.throttle.delayReplicate(ctx, m.GetReplicaId(), out) // throttle.go
-			return connect.NewResponse(out), nil
-		}
-		if !s.waitChange(ctx, chans, deadline) {
-			return connect.NewResponse(out), nil
-		}
-	}
 }
 
 func (s *service) OffsetForLeaderEpoch(ctx context.Context, req *connect.Request[storagev1.OffsetForLeaderEpochRequest]) (*connect.Response[storagev1.OffsetForLeaderEpochResponse], error) {

@@ -170,26 +170,28 @@ type throttledClient struct {
 
 func (c *throttledClient) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
 	ps := req.Msg.GetPartitions()
-	throttled := make([]bool, len(ps))
 	any, all, chunk := false, len(ps) > 0, 0
-	for i, p := range ps {
+	for _, p := range ps {
 		ok, ch := c.t.throttled(tpKey{p.GetTopic(), p.GetPartition()}, c.t.self)
 		if ok {
 			p.MaxBytes = int32(ch)
-			throttled[i], any, chunk = true, true, ch
+			any, chunk = true, ch
 		}
 		all = all && ok
 	}
-	if all {
+	// A session's request names only the partitions that changed, and
+	// its answer may carry the others too: the whole fetch is capped only
+	// when the request is a full one.
+	if all && req.Msg.GetSessionId() == 0 {
 		req.Msg.MaxBytes = int32(chunk)
 	}
 	resp, err := c.StorageServiceClient.Replicate(ctx, req)
-	if err != nil || !any {
+	if err != nil || (!any && req.Msg.GetSessionId() == 0) {
 		return resp, err
 	}
 	n := 0
-	for i, p := range resp.Msg.GetPartitions() { // in the request's order
-		if i < len(throttled) && throttled[i] {
+	for _, p := range resp.Msg.GetPartitions() { // by partition: a session's answer is not in the request's order
+		if ok, _ := c.t.throttled(tpKey{p.GetTopic(), p.GetPartition()}, c.t.self); ok {
 			n += len(p.GetRecords())
 		}
 	}

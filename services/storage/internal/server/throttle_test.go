@@ -80,7 +80,7 @@ type recordingClient struct {
 
 func (c *recordingClient) Replicate(_ context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
 	c.got = req.Msg
-	return connect.NewResponse(&storagev1.ReplicateResponse{Partitions: []*storagev1.ReplicatePartitionResult{{Records: make([]byte, 5000)}}}), nil
+	return connect.NewResponse(&storagev1.ReplicateResponse{Partitions: []*storagev1.ReplicatePartitionResult{{Topic: "t", Partition: 0, Records: make([]byte, 5000)}}}), nil
 }
 
 // A follower fetching as a throttled adding replica asks for at most a

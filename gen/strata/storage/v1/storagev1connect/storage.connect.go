@@ -126,6 +126,9 @@ type StorageServiceClient interface {
 	// fetched batch. The leader uses fetch_offset to advance the follower's position, the high
 	// watermark and the ISR. When the follower's log diverges from the leader's (KIP-279), the
 	// result carries diverging_epoch and no records; the follower truncates to its end offset.
+	// A follower may open a fetch session (KIP-227, open_session): its later requests name only
+	// the partitions whose fetch state changed, and the answers only the partitions with
+	// something new (docs/design/replication.md, "Fetch sessions").
 	// Errors: ABORTED (REASON_STALE_NODE_EPOCH) when node_epoch is not the follower's current
 	// registration; INVALID_ARGUMENT for negative limits; per-partition failures in
 	// ReplicatePartitionResult.error (NOT_FOUND, FAILED_PRECONDITION REASON_NOT_LEADER, ABORTED
@@ -374,6 +377,9 @@ type StorageServiceHandler interface {
 	// fetched batch. The leader uses fetch_offset to advance the follower's position, the high
 	// watermark and the ISR. When the follower's log diverges from the leader's (KIP-279), the
 	// result carries diverging_epoch and no records; the follower truncates to its end offset.
+	// A follower may open a fetch session (KIP-227, open_session): its later requests name only
+	// the partitions whose fetch state changed, and the answers only the partitions with
+	// something new (docs/design/replication.md, "Fetch sessions").
 	// Errors: ABORTED (REASON_STALE_NODE_EPOCH) when node_epoch is not the follower's current
 	// registration; INVALID_ARGUMENT for negative limits; per-partition failures in
 	// ReplicatePartitionResult.error (NOT_FOUND, FAILED_PRECONDITION REASON_NOT_LEADER, ABORTED
