@@ -118,7 +118,9 @@ func (t *topics) refresh(ctx context.Context) {
 
 // lookup returns a topic's info; known is false when metadata is loaded and
 // the topic is not in it. An unknown name triggers one early refresh at most
-// every 500ms, so a topic created a moment ago is found.
+// every 500ms, so a topic created a moment ago is found. For the request
+// handlers, whose callers may have just learned of a topic; the background
+// rounds use current.
 func (t *topics) lookup(ctx context.Context, name string) (ti *topicInfo, known bool) {
 	if !t.enabled() {
 		return nil, true
@@ -133,4 +135,14 @@ func (t *topics) lookup(ctx context.Context, name string) (ti *topicInfo, known 
 		t.mu.Unlock()
 	}
 	return ti, ti != nil || !loaded
+}
+
+// current returns what is known of a topic now, without asking anyone:
+// nil when the topic is absent or nothing has loaded yet. For the
+// retention and compaction rounds, which visit every partition in the
+// bucket, deleted topics' included, and come back next round.
+func (t *topics) current(name string) *topicInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byName[name]
 }
