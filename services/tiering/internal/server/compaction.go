@@ -35,7 +35,7 @@ func (c *compaction) round(ctx context.Context) {
 
 func (c *compaction) partition(ctx context.Context, p manifest.Partition) error {
 	opts := compactor.Options{TombstoneRetention: c.tombstoneRetention}
-	if ti, _ := c.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
+	if ti := c.topics.current(p.Topic); ti != nil && ti.ID == p.TopicID {
 		opts = compactionOptions(ti.Configs, c.tombstoneRetention)
 	}
 	res, err := c.compactor.Partition(ctx, p, opts)

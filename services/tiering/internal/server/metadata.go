@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -12,29 +11,50 @@ import (
 
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	"github.com/strata-mq/strata/gen/strata/controller/v1/controllerv1connect"
-	gatewayv1 "github.com/strata-mq/strata/gen/strata/gateway/v1"
-	"github.com/strata-mq/strata/gen/strata/gateway/v1/gatewayv1connect"
+	"github.com/strata-mq/strata/lib/metaview"
 	"github.com/strata-mq/strata/lib/serve"
 )
 
-// topicInfo is what tiering needs to know about a topic.
+// topicInfo is what tiering needs to know about a topic. Read-only once
+// built: Configs may be shared with the metadata view.
 type topicInfo struct {
 	ID         string
 	Partitions int32
-	Configs    map[string]string
+	// Configs are the topic's effective configs (the controller's
+	// topicconfig.Effective: overrides over the defaults, every key).
+	Configs map[string]string
 }
 
-// topics follows the cluster's topics by polling DescribeTopics on the
-// controller or a gateway. Safe for concurrent use.
+// topics is what tiering knows of the cluster's topics, from one source:
+//
+//   - with --controller, the controllers' WatchMetadata stream followed
+//     through lib/metaview (metadata_watch.go): a snapshot, then deltas,
+//     nothing while nothing changes;
+//   - with --gateway only, which has no metadata stream, DescribeTopics
+//     polled every 2 s (metadata_poll.go);
+//   - with neither, nothing: every topic is unknown but allowed.
+//
+// Safe for concurrent use.
 type topics struct {
-	describe func(ctx context.Context) ([]*controllerv1.TopicDescription, error)
-	logger   *slog.Logger
-	interval time.Duration
+	logger *slog.Logger
 
-	mu      sync.Mutex
-	loaded  bool
-	byName  map[string]*topicInfo
-	lastTry time.Time
+	// The watch (--controller); view is nil otherwise.
+	view  *metaview.Cache      // the latest view of the stream
+	watch metaview.WatchConfig // how runWatch follows it
+	// catchUp bounds lookup's wait for the view to show a name it lacks;
+	// 0 means defaultCatchUp.
+	catchUp time.Duration
+	vmu     sync.Mutex     // guards seen and moved
+	seen    *metaview.View // the view moved was last closed for
+	moved   chan struct{}  // closed, and replaced, when the view changes
+
+	// The poll (--gateway only); describe is nil otherwise.
+	describe func(ctx context.Context) ([]*controllerv1.TopicDescription, error)
+	interval time.Duration // between polls
+	mu       sync.Mutex    // guards loaded, byName and lastTry
+	loaded   bool          // a poll has succeeded
+	byName   map[string]*topicInfo
+	lastTry  time.Time // when the last poll started
 }
 
 func newTopics(cfg *Config, client *http.Client, opts []connect.ClientOption, logger *slog.Logger) *topics {
@@ -48,89 +68,54 @@ func newTopics(cfg *Config, client *http.Client, opts []connect.ClientOption, lo
 		for _, u := range controllers {
 			clients = append(clients, controllerv1connect.NewControllerServiceClient(client, u, opts...))
 		}
-		t.describe = func(ctx context.Context) ([]*controllerv1.TopicDescription, error) {
-			var errs []error
-			for _, c := range clients {
-				res, err := c.DescribeTopics(ctx, connect.NewRequest(&controllerv1.DescribeTopicsRequest{}))
-				if err == nil {
-					return res.Msg.GetTopics(), nil
-				}
-				errs = append(errs, err)
-			}
-			return nil, errors.Join(errs...)
-		}
+		t.watchControllers(clients, controllers)
 	case len(gateways) > 0:
-		c := gatewayv1connect.NewGatewayServiceClient(client, gateways[0], opts...)
-		t.describe = func(ctx context.Context) ([]*controllerv1.TopicDescription, error) {
-			res, err := c.DescribeTopics(ctx, connect.NewRequest(&gatewayv1.DescribeTopicsRequest{}))
-			if err != nil {
-				return nil, err
-			}
-			return res.Msg.GetTopics(), nil
-		}
+		t.pollGateway(client, gateways[0], opts)
 	}
 	return t
 }
 
-// enabled reports whether a metadata source is configured.
-func (t *topics) enabled() bool { return t.describe != nil }
-
+// run follows the source until ctx ends; it returns at once without one.
 func (t *topics) run(ctx context.Context) {
-	if !t.enabled() {
-		return
-	}
-	ctx = serve.Untraced(ctx) // a poll on a timer starts no traces
-	for {
-		t.refresh(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(t.interval):
-		}
+	ctx = serve.Untraced(ctx) // neither the watch nor the poll starts traces
+	switch {
+	case t.view != nil:
+		t.runWatch(ctx)
+	case t.describe != nil:
+		t.runPoll(ctx)
 	}
 }
 
-func (t *topics) refresh(ctx context.Context) {
-	t.mu.Lock()
-	t.lastTry = time.Now()
-	t.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	descs, err := t.describe(cctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			t.logger.Debug("topic metadata unavailable", "err", err)
-		}
-		return
-	}
-	m := make(map[string]*topicInfo, len(descs))
-	for _, d := range descs {
-		ti := &topicInfo{ID: d.GetTopicId(), Partitions: int32(len(d.GetPartitions())), Configs: map[string]string{}}
-		for _, c := range d.GetConfigs() {
-			ti.Configs[c.GetKey()] = c.GetValue()
-		}
-		m[d.GetName()] = ti
-	}
-	t.mu.Lock()
-	t.byName, t.loaded = m, true
-	t.mu.Unlock()
-}
-
-// lookup returns a topic's info; known is false when metadata is loaded and
-// the topic is not in it. An unknown name triggers one early refresh at most
-// every 500ms, so a topic created a moment ago is found.
+// lookup returns a topic's info; known is false only when metadata has
+// loaded and the topic is not in it. A topic created a moment ago is
+// found: a name missing from the view waits (at most catchUp) for the
+// view to show it; a name missing from the poll triggers one early poll,
+// at most every 500ms. For the request handlers, whose callers may have
+// just learned of a topic; the background rounds use current.
 func (t *topics) lookup(ctx context.Context, name string) (ti *topicInfo, known bool) {
-	if !t.enabled() {
-		return nil, true
+	switch {
+	case t.view != nil:
+		return t.lookupWatched(ctx, name)
+	case t.describe != nil:
+		return t.lookupPolled(ctx, name)
 	}
-	t.mu.Lock()
-	ti, loaded, last := t.byName[name], t.loaded, t.lastTry
-	t.mu.Unlock()
-	if ti == nil && time.Since(last) > 500*time.Millisecond {
-		t.refresh(ctx)
+	return nil, true
+}
+
+// current returns what is known of a topic now, without waiting or
+// asking anyone: nil when the topic is absent or nothing has loaded yet.
+// For the retention and compaction rounds, which visit every partition
+// in the bucket, deleted topics' included, and come back next round.
+func (t *topics) current(name string) *topicInfo {
+	switch {
+	case t.view != nil:
+		if v := t.view.Load(); v != nil {
+			return infoOf(v, name)
+		}
+	case t.describe != nil:
 		t.mu.Lock()
-		ti, loaded = t.byName[name], t.loaded
-		t.mu.Unlock()
+		defer t.mu.Unlock()
+		return t.byName[name]
 	}
-	return ti, ti != nil || !loaded
+	return nil
 }

@@ -45,7 +45,7 @@ func (r *retention) round(ctx context.Context) {
 func (r *retention) partition(ctx context.Context, p manifest.Partition) error {
 	now := r.now().UnixMilli()
 	var retMs, retBytes int64 = -1, -1
-	if ti, _ := r.topics.lookup(ctx, p.Topic); ti != nil && ti.ID == p.TopicID {
+	if ti := r.topics.current(p.Topic); ti != nil && ti.ID == p.TopicID {
 		retMs, retBytes = topicconfig.Retention(ti.Configs)
 	}
 	m, err := r.store.Update(ctx, p, func(m *tieringv1.Manifest) error {
