@@ -14,7 +14,7 @@ import (
 )
 
 // testBatch is one record batch of n records.
-func testBatch(t *testing.T, n int) []byte {
+func testBatch(t testing.TB, n int) []byte {
 	t.Helper()
 	recs := make([]recordbatch.Record, n)
 	for i := range recs {
@@ -28,7 +28,7 @@ func testBatch(t *testing.T, n int) []byte {
 }
 
 // leaderOf opens a replica on node 1 and makes it lead st.
-func leaderOf(t *testing.T, cfg Config, opts Options, st State) *Replica {
+func leaderOf(t testing.TB, cfg Config, opts Options, st State) *Replica {
 	t.Helper()
 	opts.NodeID = 1
 	r, err := Open(t.TempDir(), "orders", "id", 0, cfg, opts)
@@ -44,7 +44,7 @@ func leaderOf(t *testing.T, cfg Config, opts Options, st State) *Replica {
 }
 
 // produceLeader appends n records with acks=1 and returns the last offset.
-func produceLeader(t *testing.T, r *Replica, n int) int64 {
+func produceLeader(t testing.TB, r *Replica, n int) int64 {
 	t.Helper()
 	res, err := r.Produce(context.Background(), testBatch(t, n), AcksLeader, -1, time.Second)
 	if err != nil {
@@ -55,14 +55,14 @@ func produceLeader(t *testing.T, r *Replica, n int) int64 {
 
 // fetch is one Replicate call of follower id (node epoch 10) at the
 // replica's leader epoch.
-func fetch(t *testing.T, r *Replica, id int32, offset int64) ReplicateResult {
+func fetch(t testing.TB, r *Replica, id int32, offset int64) ReplicateResult {
 	t.Helper()
 	return fetchAs(t, r, id, 10, offset)
 }
 
 // fetchAs is one Replicate call of incarnation nodeEpoch of follower id,
 // whose log matches the leader's up to offset.
-func fetchAs(t *testing.T, r *Replica, id int32, nodeEpoch int64, offset int64) ReplicateResult {
+func fetchAs(t testing.TB, r *Replica, id int32, nodeEpoch int64, offset int64) ReplicateResult {
 	t.Helper()
 	last := int32(-1)
 	if offset > 0 {
@@ -389,5 +389,22 @@ func TestLeadsOnlyAsTheRecordedRegistration(t *testing.T) {
 	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 3, Replicas: []int32{1, 2}, ISR: []int32{1, 2}, LeaderNodeEpoch: 20})
 	if role := r.View().Role; role != RoleNone {
 		t.Fatalf("role %v after this node registered again, want none", role)
+	}
+}
+
+// The ISR loop asks every leader on a node each second whether its ISR
+// should change; at thousands of partitions the usual answer, no, must
+// cost next to nothing. TestUnknownAlterPartitionOutcomeKeepsMaximalISR
+// and its neighbours check the answers; this measures the settled one.
+func BenchmarkProposeISRSettled(b *testing.B) {
+	r := leaderOf(b, Config{MinISR: 2}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	produceLeader(b, r, 2)
+	fetch(b, r, 2, 2)
+	fetch(b, r, 3, 2)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := r.ProposeISR(); ok {
+			b.Fatal("a settled ISR proposed a change")
+		}
 	}
 }

@@ -1048,6 +1048,14 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 	now := r.opts.Clock.Mono()
 	inTime := func(f *followerState) bool { return f.caughtUp && now-f.lastCaughtUp <= r.opts.LagTime }
 	hw := r.log.HighWatermark()
+	eligible := func(f *followerState) bool {
+		return f != nil && f.nodeEpoch > 0 && f.leo >= 0 && f.leo >= hw && f.leo >= r.epochStartOffset && inTime(f)
+	}
+	if r.isrSettledLocked(inTime, eligible) {
+		// The usual answer, found without building anything: the ISR
+		// loop asks every leader each second, thousands on a node.
+		return AlterISR{}, false
+	}
 	var isr []int32
 	for _, id := range r.state.ISR {
 		if id == r.opts.NodeID {
@@ -1065,8 +1073,7 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 		if id == r.opts.NodeID || slices.Contains(isr, id) {
 			continue
 		}
-		f := r.followers[id]
-		if f != nil && f.nodeEpoch > 0 && f.leo >= 0 && f.leo >= hw && f.leo >= r.epochStartOffset && inTime(f) {
+		if eligible(r.followers[id]) {
 			isr = append(isr, id)
 		}
 	}
@@ -1086,6 +1093,29 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 	r.logger.Info("proposing ISR change", "isr", fmt.Sprint(r.state.ISR), "new_isr", fmt.Sprint(isr), "partition_epoch", r.state.PartitionEpoch)
 	r.maybeAdvanceHWLocked()
 	return AlterISR{LeaderEpoch: r.state.LeaderEpoch, PartitionEpoch: r.state.PartitionEpoch, NewISR: isr, NodeEpochs: maps.Clone(epochs)}, true
+}
+
+// isrSettledLocked reports whether ProposeISR would propose nothing: this
+// node is in the ISR, every other member is in time, and no replica
+// outside it is eligible to join.
+func (r *Replica) isrSettledLocked(inTime, eligible func(*followerState) bool) bool {
+	if !slices.Contains(r.state.ISR, r.opts.NodeID) {
+		return false
+	}
+	for _, id := range r.state.ISR {
+		if id == r.opts.NodeID {
+			continue
+		}
+		if f := r.followers[id]; f == nil || !inTime(f) {
+			return false
+		}
+	}
+	for _, id := range r.state.Replicas {
+		if id != r.opts.NodeID && !slices.Contains(r.state.ISR, id) && eligible(r.followers[id]) {
+			return false
+		}
+	}
+	return true
 }
 
 // AlterISRDone ends a proposal with the controller's answer: st is the
