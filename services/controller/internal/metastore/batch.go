@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
@@ -81,6 +82,21 @@ func (s *Store) putBatch(ctx context.Context, guard clientv3.Cmp, batch []partWr
 // after a batch found it changed: the record and true, or false when it
 // needs nothing any more.
 type decideFunc func(topic string, index int32, cur *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool)
+
+// writes is what decide changes in m: a write for every partition it
+// answers true for, in topic and index order.
+func (m *Model) writes(decide decideFunc) []partWrite {
+	var ws []partWrite
+	for _, name := range m.TopicNames() {
+		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
+			p := m.Partitions[name][idx]
+			if next, ok := decide(name, idx, p); ok {
+				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
+			}
+		}
+	}
+	return ws
+}
 
 // putAll writes ws (no partition twice) with putBatch, maxBatch records at
 // a time, in order. When a batch finds records changed, the unchanged ones

@@ -123,15 +123,7 @@ func (s *Store) reconcile(ctx context.Context, guard clientv3.Cmp) (int, int64, 
 	decide := func(topic string, _ int32, p *commonv1.PartitionMetadata) (*commonv1.PartitionMetadata, bool) {
 		return NextPartitionState(p, m.nodeEpoch, uncleanElection(m.Topics[topic]))
 	}
-	var ws []partWrite
-	for _, name := range m.TopicNames() {
-		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
-			p := m.Partitions[name][idx]
-			if next, ok := decide(name, idx, p); ok {
-				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
-			}
-		}
-	}
+	ws := m.writes(decide)
 	// A partition without its leader is unavailable until written; one
 	// that only loses a follower from its ISR is not.
 	rank := func(w partWrite) int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -454,14 +453,7 @@ func (s *Store) StepReassignments(ctx context.Context, guard clientv3.Cmp) (int,
 	}
 	var ws []partWrite
 	if moving > 0 || len(m.Drained) > 0 {
-		for _, name := range m.TopicNames() {
-			for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
-				p := m.Partitions[name][idx]
-				if next, ok := decide(name, idx, p); ok {
-					ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
-				}
-			}
-		}
+		ws = m.writes(decide)
 	}
 	done, err := s.putAll(ctx, guard, ws, decide)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -522,15 +521,7 @@ func (s *Store) BalanceLeaders(ctx context.Context, guard clientv3.Cmp, threshol
 		}
 		return withLeader(p, pref), true
 	}
-	var ws []partWrite
-	for _, name := range m.TopicNames() {
-		for _, idx := range slices.Sorted(maps.Keys(m.Partitions[name])) {
-			p := m.Partitions[name][idx]
-			if next, ok := decide(name, idx, p); ok {
-				ws = append(ws, partWrite{name, idx, m.PartitionRevs[name][idx], p, next})
-			}
-		}
-	}
+	ws := m.writes(decide)
 	done, err := s.putAll(ctx, guard, ws, decide)
 	return len(done), err
 }
