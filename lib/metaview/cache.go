@@ -15,11 +15,15 @@ type Cache struct {
 	view      atomic.Pointer[View]
 	ready     chan struct{}
 	readyOnce sync.Once
+	moved     atomic.Pointer[chan struct{}] // closed, and replaced, when Apply publishes another view
 }
 
 // NewCache returns an empty cache, not ready until the first snapshot.
 func NewCache() *Cache {
-	return &Cache{ready: make(chan struct{})}
+	c := &Cache{ready: make(chan struct{})}
+	moved := make(chan struct{})
+	c.moved.Store(&moved)
+	return c
 }
 
 // Load returns the current view, or nil before the first snapshot.
@@ -31,6 +35,12 @@ func (c *Cache) Ready() bool { return c.view.Load() != nil }
 // ReadyNotify is closed when the first snapshot has been applied.
 func (c *Cache) ReadyNotify() <-chan struct{} { return c.ready }
 
+// Changed returns a channel closed when Apply next publishes a view other
+// than the current one (a snapshot or a delta; not a progress notice or a
+// stale delta, which leave the view as it is). Take it before Load, so no
+// change between the two goes unseen.
+func (c *Cache) Changed() <-chan struct{} { return *c.moved.Load() }
+
 // Apply applies one message of the WatchMetadata stream (see View.Apply)
 // and publishes the result. On error the published view is unchanged.
 func (c *Cache) Apply(msg *controllerv1.WatchMetadataResponse) error {
@@ -40,7 +50,10 @@ func (c *Cache) Apply(msg *controllerv1.WatchMetadataResponse) error {
 	if err != nil {
 		return err
 	}
-	c.view.Store(next)
+	if prev := c.view.Swap(next); prev != next {
+		moved := make(chan struct{})
+		close(*c.moved.Swap(&moved))
+	}
 	c.readyOnce.Do(func() { close(c.ready) })
 	return nil
 }

@@ -188,3 +188,40 @@ func TestWatchMovesOnToTheNextController(t *testing.T) {
 func TestWatchWithoutControllersReturns(t *testing.T) {
 	Watch(context.Background(), NewCache(), WatchConfig{}) // must not block
 }
+
+// Changed is closed by a snapshot or a delta that moves the view, and not
+// by a progress notice, which leaves it as it is.
+func TestCacheChanged(t *testing.T) {
+	c := NewCache()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := c.Changed()
+	if err := c.Apply(&controllerv1.WatchMetadataResponse{Version: 1, Change: &controllerv1.WatchMetadataResponse_Snapshot{Snapshot: &controllerv1.MetadataSnapshot{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("the first snapshot did not close Changed")
+	}
+	ch = c.Changed()
+	if err := c.Apply(&controllerv1.WatchMetadataResponse{Version: 1, Change: &controllerv1.WatchMetadataResponse_Delta{Delta: &controllerv1.MetadataDelta{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if closed(ch) {
+		t.Fatal("a progress notice closed Changed")
+	}
+	if err := c.Apply(&controllerv1.WatchMetadataResponse{Version: 2, Change: &controllerv1.WatchMetadataResponse_Delta{Delta: &controllerv1.MetadataDelta{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("a newer delta did not close Changed")
+	}
+	if closed(c.Changed()) {
+		t.Fatal("the next Changed is already closed")
+	}
+}

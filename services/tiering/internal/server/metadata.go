@@ -44,9 +44,6 @@ type topics struct {
 	// catchUp bounds lookup's wait for the view to show a name it lacks;
 	// 0 means defaultCatchUp.
 	catchUp time.Duration
-	vmu     sync.Mutex     // guards seen and moved
-	seen    *metaview.View // the view moved was last closed for
-	moved   chan struct{}  // closed, and replaced, when the view changes
 
 	// The poll (--gateway only); describe is nil otherwise.
 	describe func(ctx context.Context) ([]*controllerv1.TopicDescription, error)

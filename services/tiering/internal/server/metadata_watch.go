@@ -36,13 +36,11 @@ const defaultCatchUp = time.Second
 // watchControllers makes t follow the controllers' metadata stream.
 func (t *topics) watchControllers(clients []controllerv1connect.ControllerServiceClient, names []string) {
 	t.view = metaview.NewCache()
-	t.moved = make(chan struct{})
 	t.watch = metaview.WatchConfig{
 		Controllers: clients,
 		Names:       names,
 		NodeID:      metaview.NotANode,
 		Resume:      true,
-		Notify:      t.viewMoved,
 		Logger:      t.logger,
 	}
 }
@@ -50,26 +48,6 @@ func (t *topics) watchControllers(clients []controllerv1connect.ControllerServic
 // runWatch feeds t.view until ctx ends.
 func (t *topics) runWatch(ctx context.Context) {
 	metaview.Watch(ctx, t.view, t.watch)
-}
-
-// viewMoved is the watch's Notify: when the view has changed (a snapshot
-// or a delta, not a progress notice) it wakes the lookups waiting for it.
-func (t *topics) viewMoved(v *metaview.View) {
-	t.vmu.Lock()
-	defer t.vmu.Unlock()
-	if v != t.seen {
-		t.seen = v
-		close(t.moved)
-		t.moved = make(chan struct{})
-	}
-}
-
-// changed returns a channel closed when the view next changes. Taken
-// before the view is loaded, so no change slips in between unseen.
-func (t *topics) changed() <-chan struct{} {
-	t.vmu.Lock()
-	defer t.vmu.Unlock()
-	return t.moved
 }
 
 // lookupWatched answers lookup from the view. A name the view lacks is
@@ -87,7 +65,7 @@ func (t *topics) lookupWatched(ctx context.Context, name string) (*topicInfo, bo
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		moved := t.changed()
+		moved := t.view.Changed() // before Load, so no change slips in between unseen
 		v := t.view.Load()
 		if v != nil {
 			if ti := infoOf(v, name); ti != nil {
