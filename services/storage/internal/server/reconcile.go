@@ -35,6 +35,25 @@ type viewChange struct {
 
 func (c viewChange) topic(name string) bool { return c.all || c.topics[name] }
 
+// topicsOf returns the topics of v that c names: every one when c.all,
+// else the changed ones v still has, without a walk over all of v.
+func (c viewChange) topicsOf(v *metaview.View) []*commonv1.TopicMetadata {
+	if c.all {
+		out := make([]*commonv1.TopicMetadata, 0, len(v.Topics))
+		for _, t := range v.Topics {
+			out = append(out, t)
+		}
+		return out
+	}
+	out := make([]*commonv1.TopicMetadata, 0, len(c.topics))
+	for name := range c.topics {
+		if t := v.Topics[name]; t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // changeOf is what reconcile must visit for view v after prev.
 func (n *Node) changeOf(prev, v *metaview.View) viewChange {
 	ps := &n.passes
@@ -106,10 +125,8 @@ func (n *Node) reconcile(v *metaview.View) {
 		nodeEpochs[id] = ns.GetNodeEpoch()
 	}
 	want := map[tpKey]bool{}
-	for name, t := range v.Topics {
-		if !ch.topic(name) {
-			continue
-		}
+	for _, t := range ch.topicsOf(v) {
+		name := t.GetName()
 		var before []*commonv1.PartitionMetadata
 		if ot := prev.Topics[name]; !ch.all && ot != nil && ot.GetTopicId() == t.GetTopicId() {
 			before = ot.GetPartitions()

@@ -47,10 +47,7 @@ func newMoveThrottle(self int32) *moveThrottle {
 // names (all of them when ch.all).
 func (t *moveThrottle) update(v *metaview.View, ch viewChange) {
 	adding := map[tpKey][]int32{}
-	for _, tm := range v.Topics {
-		if !ch.topic(tm.GetName()) {
-			continue
-		}
+	for _, tm := range ch.topicsOf(v) {
 		for _, p := range tm.GetPartitions() {
 			var out []int32
 			for _, r := range p.GetAddingReplicas() {
