@@ -118,17 +118,10 @@ func loadPrefix(ctx context.Context, kv clientv3.KV, prefix string, rev int64) (
 	if err != nil {
 		return nil, err
 	}
-	m := NewModel()
-	for _, kv := range resp.Kvs {
-		if err := m.put(kv); err != nil {
-			return nil, err
-		}
+	if rev == 0 {
+		rev = resp.Header.Revision
 	}
-	m.Revision = resp.Header.Revision
-	if rev > 0 {
-		m.Revision = rev
-	}
-	return m, nil
+	return modelOf(rev, resp.Kvs)
 }
 
 // loadPrefixes is Load of the keys under each of prefixes (or the single
@@ -145,15 +138,24 @@ func loadPrefixes(ctx context.Context, kv clientv3.KV, prefixes ...string) (*Mod
 	if err != nil {
 		return nil, err
 	}
+	ranges := make([][]*mvccpb.KeyValue, len(resp.Responses))
+	for i, r := range resp.Responses {
+		ranges[i] = r.GetResponseRange().GetKvs()
+	}
+	return modelOf(resp.Header.Revision, ranges...)
+}
+
+// modelOf decodes the keys of ranges, read at revision rev, into a model.
+func modelOf(rev int64, ranges ...[]*mvccpb.KeyValue) (*Model, error) {
 	m := NewModel()
-	for _, r := range resp.Responses {
-		for _, kv := range r.GetResponseRange().GetKvs() {
+	for _, kvs := range ranges {
+		for _, kv := range kvs {
 			if err := m.put(kv); err != nil {
 				return nil, err
 			}
 		}
 	}
-	m.Revision = resp.Header.Revision
+	m.Revision = rev
 	return m, nil
 }
 
