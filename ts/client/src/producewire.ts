@@ -162,23 +162,3 @@ export function producePieces(m: ProduceIn): Uint8Array[] {
   w.bytes(7, txn);
   return w.finish();
 }
-
-/** encodeProducePartitions returns the binary encoding of a ProducePartitionsRequest in one buffer (its pieces joined). */
-export function encodeProducePartitions(m: ProducePartitionsIn): Uint8Array {
-  return join(producePartitionsPieces(m));
-}
-
-/** encodeProduce returns the binary encoding of a ProduceRequest in one buffer (its pieces joined). */
-export function encodeProduce(m: ProduceIn): Uint8Array {
-  return join(producePieces(m));
-}
-
-function join(pieces: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of pieces) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}

@@ -13,7 +13,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { common, storage } from "../../src/api.js";
 import { Strata } from "../../src/index.js";
 import { nodePlatform } from "../../src/platform-node.js";
-import { encodeProduce, encodeProducePartitions, producePartitionsPieces, producePieces } from "../../src/producewire.js";
+import { producePartitionsPieces, producePieces } from "../../src/producewire.js";
 import { FakeServer } from "./fakeserver.js";
 
 const servers: FakeServer[] = [];
@@ -46,6 +46,20 @@ function pick<T>(r: () => number, xs: T[]): T {
 }
 
 const SIZES = [0, 1, 127, 128, 16_383, 16_384, 70_000];
+
+/** join is what goes on the wire: a request's pieces one after another. */
+function join(pieces: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(pieces.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of pieces) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+const encodeProducePartitions = (m: Parameters<typeof producePartitionsPieces>[0]) => join(producePartitionsPieces(m));
+const encodeProduce = (m: Parameters<typeof producePieces>[0]) => join(producePieces(m));
 
 test("ProducePartitionsRequest and ProduceRequest encode as the generic encoder writes them", () => {
   for (let seed = 1; seed <= 300; seed++) {
