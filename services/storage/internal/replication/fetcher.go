@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -35,6 +36,10 @@ import (
 // after the first, full, request, a request names only the partitions
 // whose fetch state changed (see Run), so an idle session costs the two
 // nodes a small request and an empty answer whatever the partition count.
+// Building that request costs the follower no walk either: it looks only
+// at the partitions touched since the last one (added, removed, given a
+// result, or out of a backoff), and at every partition once per
+// WalkEvery.
 //
 // Add and Remove are safe for concurrent use with Run.
 type Fetcher struct {
@@ -44,12 +49,21 @@ type Fetcher struct {
 	Leader    func() storagev1connect.StorageServiceClient
 	NodeEpoch func() int64
 	MaxWait   time.Duration // long-poll wait; default 500ms
+	// WalkEvery is how often a session's request looks at every
+	// partition rather than only the touched ones; default 10s. A
+	// follower's fetch state changes when a result is applied, which
+	// touches the partition; the walk is the safety net for any other
+	// change (a log start raised by local retention).
+	WalkEvery time.Duration
 	Logger    *slog.Logger
 
-	mu    sync.Mutex
-	parts map[partKey]*Follower
-	added chan struct{} // closed and replaced by Add
-	due   []*Follower   // dueNow's answer, reused
+	mu       sync.Mutex
+	parts    map[partKey]*Follower
+	added    chan struct{}          // closed and replaced by Add
+	touched  map[*Follower]struct{} // to look at in the next request
+	retrying map[*Follower]struct{} // waiting out a backoff (retryAt)
+	due      []*Follower            // dueNow's answer, reused
+	examined atomic.Uint64          // partitions whose fetch state a request read, for tests
 
 	// The fetch session with the leader (KIP-227); Run's goroutine only.
 	sessionID    int32 // 0: none, the next request is a full one
@@ -57,9 +71,10 @@ type Fetcher struct {
 	// sent holds the partitions the leader holds: the session's, or those
 	// of the full request in flight; each one's state is its Follower's
 	// sent.
-	sent  map[partKey]*Follower
-	gen   uint64 // one more for each full request: which sent map a sentState belongs to
-	round uint64 // the request being built, for sentState.round
+	sent   map[partKey]*Follower
+	gen    uint64    // one more for each full request: which sent map a sentState belongs to
+	round  uint64    // the request being built, for sentState.round
+	walked time.Time // when a request last looked at every partition
 }
 
 // sentState is a partition's fetch state as last sent to the leader, kept
@@ -91,6 +106,7 @@ func (f *Fetcher) Add(ctx context.Context, fl *Follower) {
 	defer f.mu.Unlock()
 	f.initLocked()
 	f.parts[partKey{fl.Replica.Topic, fl.Replica.Partition}] = fl
+	f.touched[fl] = struct{}{}
 	close(f.added)
 	f.added = make(chan struct{})
 }
@@ -100,10 +116,13 @@ func (f *Fetcher) Add(ctx context.Context, fl *Follower) {
 func (f *Fetcher) Remove(fl *Follower) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.initLocked()
 	k := partKey{fl.Replica.Topic, fl.Replica.Partition}
 	if f.parts[k] == fl {
 		delete(f.parts, k)
+		f.touched[fl] = struct{}{} // to be forgotten by the session
 	}
+	delete(f.retrying, fl)
 }
 
 // Len is the number of partitions in the session.
@@ -117,6 +136,8 @@ func (f *Fetcher) initLocked() {
 	if f.parts == nil {
 		f.parts = map[partKey]*Follower{}
 		f.added = make(chan struct{})
+		f.touched = map[*Follower]struct{}{}
+		f.retrying = map[*Follower]struct{}{}
 	}
 }
 
@@ -124,33 +145,85 @@ func (f *Fetcher) initLocked() {
 func (f *Fetcher) current(fl *Follower) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.currentLocked(fl)
+}
+
+func (f *Fetcher) currentLocked(fl *Follower) bool {
 	return fl.ctx.Err() == nil && f.parts[partKey{fl.Replica.Topic, fl.Replica.Partition}] == fl
 }
 
-// dueNow returns the partitions to fetch now, the channel Add closes,
-// and the earliest end of a partition's backoff (zero when none waits).
-// The slice is reused by the next call.
-func (f *Fetcher) dueNow(now time.Time) ([]*Follower, <-chan struct{}, time.Time) {
+// Examined is the number of partitions whose fetch state requests have
+// read so far: with a session, what changed, not every partition.
+func (f *Fetcher) Examined() uint64 { return f.examined.Load() }
+
+// touch marks fls to be looked at by the next request.
+func (f *Fetcher) touch(fls []*Follower) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
-	out := f.due[:0]
-	var next time.Time
-	for k, fl := range f.parts {
-		if fl.ctx.Err() != nil {
-			delete(f.parts, k)
-			continue
-		}
-		if now.Before(fl.retryAt) {
-			if next.IsZero() || fl.retryAt.Before(next) {
-				next = fl.retryAt
-			}
-			continue
-		}
-		out = append(out, fl)
+	for _, fl := range fls {
+		f.touched[fl] = struct{}{}
 	}
-	f.due = out
-	return out, f.added, next
+}
+
+// due is what the next request looks at.
+type due struct {
+	fls []*Follower // reused by the next dueNow
+	// all: fls is every live partition not in a backoff, so the
+	// session's others are to be forgotten. Else fls is the partitions
+	// touched since the last request or out of their backoff, live or
+	// not.
+	all  bool
+	none bool // no partition at all, or all in a backoff: nothing to fetch
+}
+
+// dueNow returns what the next request looks at (every partition when
+// there is no session or a walk is due, else the touched ones), the
+// channel Add closes, and the earliest end of a partition's backoff (zero
+// when none waits).
+func (f *Fetcher) dueNow(now time.Time) (due, <-chan struct{}, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.initLocked()
+	d := due{fls: f.due[:0], all: f.sessionID == 0 || now.Sub(f.walked) >= f.WalkEvery}
+	var next time.Time
+	waiting := func(fl *Follower) bool {
+		if !now.Before(fl.retryAt) {
+			return false
+		}
+		if next.IsZero() || fl.retryAt.Before(next) {
+			next = fl.retryAt
+		}
+		return true
+	}
+	if d.all {
+		for k, fl := range f.parts {
+			if fl.ctx.Err() != nil {
+				delete(f.parts, k)
+				continue
+			}
+			if !waiting(fl) {
+				d.fls = append(d.fls, fl)
+			}
+		}
+		d.none = len(d.fls) == 0
+	} else {
+		for fl := range f.touched {
+			d.fls = append(d.fls, fl)
+		}
+		d.none = len(f.parts) == 0
+	}
+	clear(f.touched)
+	for fl := range f.retrying {
+		if !waiting(fl) {
+			delete(f.retrying, fl)
+			if !d.all && f.currentLocked(fl) {
+				d.fls = append(d.fls, fl)
+			}
+		}
+	}
+	f.due = d.fls
+	return d, f.added, next
 }
 
 // Run fetches until ctx ends.
@@ -170,9 +243,13 @@ func (f *Fetcher) Run(ctx context.Context) {
 	if f.MaxWait <= 0 {
 		f.MaxWait = 500 * time.Millisecond
 	}
+	if f.WalkEvery <= 0 {
+		f.WalkEvery = 10 * time.Second
+	}
 	for ctx.Err() == nil {
-		batch, added, next := f.dueNow(time.Now())
-		if len(batch) == 0 {
+		now := time.Now()
+		batch, added, next := f.dueNow(now)
+		if batch.none {
 			f.resetSession()
 			wait(ctx, added, next)
 			continue
@@ -182,7 +259,7 @@ func (f *Fetcher) Run(ctx context.Context) {
 			sleep(ctx, backoff)
 			continue
 		}
-		req := f.request(batch)
+		req := f.request(batch, now)
 		// A partition added meanwhile cuts the long poll short, so the
 		// next call carries it without waiting for this one's answer.
 		rctx, cancel := context.WithCancel(ctx)
@@ -237,7 +314,7 @@ func (f *Fetcher) resetSession() {
 
 // request builds the next Replicate for the partitions due: a full one
 // without a session, else the session's changes.
-func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
+func (f *Fetcher) request(batch due, now time.Time) *storagev1.ReplicateRequest {
 	req := &storagev1.ReplicateRequest{
 		ReplicaId: f.NodeID,
 		NodeEpoch: f.NodeEpoch(),
@@ -249,20 +326,30 @@ func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
 	if full {
 		req.OpenSession = true
 		f.gen++
-		f.sent = make(map[partKey]*Follower, len(batch))
+		f.sent = make(map[partKey]*Follower, len(batch.fls))
 	} else {
 		req.SessionId, req.SessionEpoch = f.sessionID, f.sessionEpoch
 	}
-	for _, fl := range batch {
-		fetchOffset, lastEpoch, logStart := fl.Replica.FollowerPosition()
+	if batch.all {
+		f.walked = now
+	}
+	var gone []*Follower
+	for _, fl := range batch.fls {
 		st := &fl.sent
+		k := partKey{fl.Replica.Topic, fl.Replica.Partition}
+		if !batch.all && (now.Before(fl.retryAt) || !f.current(fl)) {
+			gone = append(gone, fl)
+			continue
+		}
+		f.examined.Add(1)
+		fetchOffset, lastEpoch, logStart := fl.Replica.FollowerPosition()
 		if !full && st.gen == f.gen && st.fetchOffset == fetchOffset && st.lastEpoch == lastEpoch && st.logStart == logStart {
 			st.round = f.round // unchanged: the leader counts it as fetched
 			continue
 		}
 		// New in the session (or superseding another Follower of the
 		// partition), or changed.
-		f.sent[partKey{fl.Replica.Topic, fl.Replica.Partition}] = fl
+		f.sent[k] = fl
 		*st = sentState{gen: f.gen, round: f.round, fetchOffset: fetchOffset, lastEpoch: lastEpoch, logStart: logStart}
 		req.Partitions = append(req.Partitions, &storagev1.ReplicatePartition{
 			Topic: fl.Replica.Topic, Partition: fl.Replica.Partition,
@@ -270,10 +357,18 @@ func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
 			LastFetchedEpoch: lastEpoch, LogStartOffset: logStart,
 		})
 	}
-	if !full {
-		// Removed, superseded by nothing, or waiting out a backoff: no
-		// longer fetched, so the leader must stop counting them as
-		// fetched.
+	// Removed, superseded by nothing, or waiting out a backoff: no longer
+	// fetched, so the leader must stop counting them as fetched. A
+	// partition whose new Follower this request names is not forgotten.
+	for _, fl := range gone {
+		k := partKey{fl.Replica.Topic, fl.Replica.Partition}
+		if fl.sent.gen == f.gen && f.sent[k] == fl {
+			req.ForgottenPartitions = append(req.ForgottenPartitions, &commonv1.TopicPartition{Topic: k.topic, Partition: k.partition})
+			delete(f.sent, k)
+		}
+		fl.sent.gen = 0
+	}
+	if !full && batch.all {
 		for k, fl := range f.sent {
 			if fl.sent.round != f.round {
 				req.ForgottenPartitions = append(req.ForgottenPartitions, &commonv1.TopicPartition{Topic: k.topic, Partition: k.partition})
@@ -290,6 +385,17 @@ func (f *Fetcher) request(batch []*Follower) *storagev1.ReplicateRequest {
 // session's answer holds only the partitions with something new.
 func (f *Fetcher) apply(results []*storagev1.ReplicatePartitionResult) {
 	now := time.Now()
+	var touched, failed []*Follower
+	defer func() {
+		// A result moves the follower's fetch state; a failure takes the
+		// partition out of the session for the backoff.
+		f.touch(touched)
+		f.mu.Lock()
+		for _, fl := range failed {
+			f.retrying[fl] = struct{}{}
+		}
+		f.mu.Unlock()
+	}()
 	for _, res := range results {
 		fl, ok := f.sent[partKey{res.GetTopic(), res.GetPartition()}]
 		if !ok {
@@ -299,11 +405,13 @@ func (f *Fetcher) apply(results []*storagev1.ReplicatePartitionResult) {
 		if !f.current(fl) {
 			continue // removed or superseded while the call was in flight
 		}
+		touched = append(touched, fl)
 		if err := fl.handle(fl.ctx, res, fl.sent.fetchOffset); err != nil {
 			if !errors.Is(err, replica.ErrNotLeader) && fl.ctx.Err() == nil {
 				fl.Logger.Warn("replicate result not applied", "err", err)
 			}
 			fl.retryAt = now.Add(backoff)
+			failed = append(failed, fl)
 		}
 	}
 }

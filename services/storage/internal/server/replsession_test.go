@@ -127,6 +127,8 @@ func TestReplicateSessionCarriesOnlyChangedPartitions(t *testing.T) {
 		return nil
 	})
 	from := l.len()
+	fetcher := c.node(2).node.fetcher(1)
+	examined := fetcher.Examined()
 	epochs := map[string]int32{} // every ISR change bumps it
 	for _, name := range topics {
 		epochs[name] = c.ctrl.Partition(name, 0).GetPartitionEpoch()
@@ -168,6 +170,12 @@ func TestReplicateSessionCarriesOnlyChangedPartitions(t *testing.T) {
 	}
 	if named3 == 0 || idle == 0 {
 		t.Fatalf("%d requests named the written partition, %d named none; want both", named3, idle)
+	}
+	// Nor did building them look at every partition each time: only at
+	// those given a result, and at all of them at most once per walk
+	// (WalkEvery, 10 s; the window is shorter, so twice at most).
+	if n, most := fetcher.Examined()-examined, uint64(named3+2*len(topics)); n > most {
+		t.Fatalf("follower 2 read the fetch state of %d partitions over %d requests, want at most %d", n, len(reqs), most)
 	}
 	// The followers have every record.
 	for _, id := range []int32{2, 3} {
