@@ -392,6 +392,60 @@ func TestLeadsOnlyAsTheRecordedRegistration(t *testing.T) {
 	}
 }
 
+// A settled ISR is not looked at again until its first member could fall
+// out of time (the ISR loop then skips the replica without its lock), but
+// it is looked at once that time comes, whichever member it is, and at
+// once after a change of role or a fetch of a follower outside the ISR.
+func TestSettledISRIsCheckedAgainInTime(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	const lag = 10 * time.Second
+	opts := Options{Clock: clk, LagTime: lag, NodeID: 1}
+	r, err := Open(t.TempDir(), "orders", "id", 0, Config{MinISR: 2}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	// A follower first: nothing to propose until a record makes it lead.
+	r.ApplyState(State{LeaderID: 2, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("a follower proposed %+v", a)
+	}
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	produceLeader(t, r, 2)
+	start := clk.Mono()
+	fetch(t, r, 2, 2)
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("settled ISR [1 2] proposed %+v", a)
+	}
+	if at, want := r.isrCheckAt.Load(), int64(start+lag+1); at != want {
+		t.Fatalf("settled until %v, want %v: one lag time after member 2 caught up", time.Duration(at), time.Duration(want))
+	}
+	// Node 3, outside the ISR, catches up half a lag later: proposed at
+	// once, not at the deadline.
+	clk.Advance(lag / 2)
+	fetch(t, r, 3, 2)
+	a, ok := r.ProposeISR()
+	if !ok || !slices.Equal(a.NewISR, []int32{1, 2, 3}) {
+		t.Fatalf("follower 3 caught up: proposal %+v %v, want [1 2 3]", a, ok)
+	}
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 2, PartitionEpoch: 3, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("settled ISR [1 2 3] proposed %+v", a)
+	}
+	// Node 3 keeps fetching, node 2 stopped at start: the check comes
+	// back when 2's lag time has run out, not 3's.
+	clk.Advance(lag/2 - time.Millisecond)
+	fetch(t, r, 3, 2)
+	if a, ok := r.ProposeISR(); ok {
+		t.Fatalf("member 2 still in time: proposal %+v", a)
+	}
+	clk.Advance(2 * time.Millisecond)
+	a, ok = r.ProposeISR()
+	if !ok || !slices.Equal(a.NewISR, []int32{1, 3}) {
+		t.Fatalf("member 2 silent past the lag time: proposal %+v %v, want [1 3]", a, ok)
+	}
+}
+
 // The ISR loop asks every leader on a node each second whether its ISR
 // should change; at thousands of partitions the usual answer, no, must
 // cost next to nothing. TestUnknownAlterPartitionOutcomeKeepsMaximalISR

@@ -20,10 +20,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -197,6 +199,13 @@ type Replica struct {
 	tierEnd  int64         // largest tiered end offset applied (MoveToTieredEnd)
 	changed  chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
 	closed   bool
+	// isrCheckAt is the clock's monotonic reading before which ProposeISR
+	// would propose nothing (0: check now): set when it finds the ISR
+	// settled, to when the first member could fall out of time, and
+	// cleared by anything that could unsettle it sooner (recheckISRLocked).
+	// Read without mu, so the ISR loop skips a settled replica without
+	// taking its lock.
+	isrCheckAt atomic.Int64
 	stages   stageMarks // recent appends as leader, for Options.ObserveStage (stages.go)
 
 	spanAttrs trace.SpanStartOption // the partition's span attributes, made once (tracing.go)
@@ -297,7 +306,12 @@ func (r *Replica) Close() error {
 func (r *Replica) notifyLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
+	r.recheckISRLocked()
 }
+
+// recheckISRLocked makes the next ProposeISR look at the ISR again: a
+// change of role, records, high watermark or followers may unsettle it.
+func (r *Replica) recheckISRLocked() { r.isrCheckAt.Store(0) }
 
 // Changed returns a channel closed at the next change of the log end
 // offset, high watermark, role or ISR.
@@ -957,6 +971,9 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 		f.lastCaughtUp, f.caughtUp = f.lastFetch, true
 	}
 	f.lastFetch, f.leoAtLastFetch = now, res.LEO
+	if !slices.Contains(r.state.ISR, id) {
+		r.recheckISRLocked() // it may be eligible to join now
+	}
 	if req.LogStart > f.logStart {
 		// A DeleteRecords may be waiting for the low watermark.
 		f.logStart = req.LogStart
@@ -984,6 +1001,7 @@ func (r *Replica) forgetIncarnationLocked(id int32, f *followerState, nodeEpoch 
 	r.logger.Info("follower restarted; forgetting its previous incarnation", "follower", id,
 		"node_epoch", nodeEpoch, "previous_node_epoch", f.nodeEpoch, "previous_leo", f.leo)
 	f.reset(nodeEpoch)
+	r.recheckISRLocked()
 }
 
 // ObserveNodeEpochs gives the leader the node epoch of every registered
@@ -1030,9 +1048,14 @@ type AlterISR struct {
 // (AlterISRUnknown) is returned again, unchanged: only an answer or a newer
 // record tells whether the controller applied it.
 func (r *Replica) ProposeISR() (AlterISR, bool) {
+	if at := r.isrCheckAt.Load(); at != 0 && int64(r.opts.Clock.Mono()) < at {
+		return AlterISR{}, false // settled, as found last time
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.role != RoleLeader {
+		// Until a new record or role (recheckISRLocked).
+		r.isrCheckAt.Store(math.MaxInt64)
 		return AlterISR{}, false
 	}
 	if r.pendingISR != nil {
@@ -1053,7 +1076,10 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 	}
 	if r.isrSettledLocked(inTime, eligible) {
 		// The usual answer, found without building anything: the ISR
-		// loop asks every leader each second, thousands on a node.
+		// loop asks every leader each second, thousands on a node. It
+		// stays so until a member's lag time runs out, unless something
+		// changes first.
+		r.isrCheckAt.Store(int64(r.isrSettledUntilLocked(now)))
 		return AlterISR{}, false
 	}
 	var isr []int32
@@ -1118,6 +1144,19 @@ func (r *Replica) isrSettledLocked(inTime, eligible func(*followerState) bool) b
 	return true
 }
 
+// isrSettledUntilLocked is when a settled ISR could next change without
+// anything else happening: the first time a member other than this node
+// is out of time, the lag time from now when there is none.
+func (r *Replica) isrSettledUntilLocked(now time.Duration) time.Duration {
+	until := now + r.opts.LagTime + 1
+	for _, id := range r.state.ISR {
+		if f := r.followers[id]; id != r.opts.NodeID && f != nil {
+			until = min(until, f.lastCaughtUp+r.opts.LagTime+1)
+		}
+	}
+	return until
+}
+
 // AlterISRDone ends a proposal with the controller's answer: st is the
 // record it returned (the new one on success, the current one on refusal),
 // or nil for a refusal without one. The ISR changes only through st.
@@ -1143,6 +1182,7 @@ func (r *Replica) AlterISRUnknown() {
 	defer r.mu.Unlock()
 	if r.pendingISR != nil {
 		r.pendingSent = false
+		r.recheckISRLocked()
 	}
 }
 

@@ -272,7 +272,7 @@ func (n *Node) Close() error {
 func (n *Node) hostedReplicas() []*replica.Replica {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var out []*replica.Replica
+	out := make([]*replica.Replica, 0, len(n.replicas))
 	for _, h := range n.replicas {
 		out = append(out, h.r)
 	}
