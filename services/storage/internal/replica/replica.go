@@ -20,8 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"maps"
+	"math"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -206,7 +206,7 @@ type Replica struct {
 	// Read without mu, so the ISR loop skips a settled replica without
 	// taking its lock.
 	isrCheckAt atomic.Int64
-	stages   stageMarks // recent appends as leader, for Options.ObserveStage (stages.go)
+	stages     stageMarks // recent appends as leader, for Options.ObserveStage (stages.go)
 
 	spanAttrs trace.SpanStartOption // the partition's span attributes, made once (tracing.go)
 }
