@@ -446,6 +446,57 @@ func TestSettledISRIsCheckedAgainInTime(t *testing.T) {
 	}
 }
 
+// Refetch counts a follower as fetched again only when the fetch repeats
+// its last one with nothing to read; then it keeps the follower in time
+// as Replicate would. Anything else is left to Replicate.
+func TestRefetchOnlyRepeatsAFetchAtTheLogEnd(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	const lag = 10 * time.Second
+	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: lag},
+		State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	produceLeader(t, r, 2)
+	fetch(t, r, 2, 2)
+	fetch(t, r, 3, 2)
+	for _, c := range []struct {
+		name      string
+		id        int32
+		nodeEpoch int64
+		epoch     int32
+		offset    int64
+	}{
+		{"another incarnation", 2, 11, 3, 2},
+		{"an older leader epoch", 2, 10, 2, 2},
+		{"another offset", 2, 10, 3, 1},
+		{"a node that is no follower", 4, 10, 3, 2},
+	} {
+		if r.Refetch(c.id, c.nodeEpoch, c.epoch, c.offset) {
+			t.Fatalf("Refetch of %s recorded", c.name)
+		}
+	}
+	// Node 2 is counted as fetching again each half lag, node 3 is not.
+	for range 3 {
+		clk.Advance(lag / 2)
+		if !r.Refetch(2, 10, 3, 2) {
+			t.Fatal("a repeat at the log end was refused")
+		}
+	}
+	a, ok := r.ProposeISR()
+	if !ok || !slices.Equal(a.NewISR, []int32{1, 2}) {
+		t.Fatalf("after 1.5 lag times: proposal %+v %v, want [1 2]", a, ok)
+	}
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	// New records: a fetch at the old end has something to read.
+	produceLeader(t, r, 1)
+	if r.Refetch(2, 10, 3, 2) {
+		t.Fatal("Refetch recorded a fetch behind the log end")
+	}
+	// Once fetched there, it is a repeat again.
+	fetch(t, r, 2, 3)
+	if !r.Refetch(2, 10, 3, 3) {
+		t.Fatal("a repeat at the new log end was refused")
+	}
+}
+
 // The ISR loop asks every leader on a node each second whether its ISR
 // should change; at thousands of partitions the usual answer, no, must
 // cost next to nothing. TestUnknownAlterPartitionOutcomeKeepsMaximalISR

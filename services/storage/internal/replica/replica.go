@@ -993,6 +993,33 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 	return res, nil
 }
 
+// Refetch records a fetch of follower id that repeats its last one with
+// nothing to read: the same incarnation and leader epoch, at the fetch
+// offset it last fetched, which is our log end. A fetch session counts a
+// partition its follower does not name as fetched again this way (see
+// the storage server's replicate.go); Replicate would record the same for
+// such a fetch, at several times the cost. It records nothing and reports
+// false when the fetch is not such a repeat: the caller then makes it
+// with Replicate.
+func (r *Replica) Refetch(id int32, nodeEpoch int64, leaderEpoch int32, fetchOffset int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if leaderEpoch < 0 || r.checkLeaderLocked(leaderEpoch) != nil {
+		return false
+	}
+	f := r.followers[id]
+	if f == nil || f.nodeEpoch <= 0 || f.nodeEpoch != nodeEpoch || f.leo != fetchOffset || fetchOffset != r.log.LogEndOffset() {
+		return false
+	}
+	now := r.opts.Clock.Mono()
+	f.lastCaughtUp, f.caughtUp = now, true
+	f.lastFetch, f.leoAtLastFetch = now, fetchOffset
+	if !slices.Contains(r.state.ISR, id) {
+		r.recheckISRLocked() // it may be eligible to join now
+	}
+	return true
+}
+
 // forgetIncarnationLocked resets follower id, which registered again with
 // nodeEpoch: its log end and catch-up time described the previous process,
 // which may have had a longer log than the new one (a wiped directory, an

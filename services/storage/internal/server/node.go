@@ -121,6 +121,10 @@ type Node struct {
 	mu       sync.Mutex
 	view     *metaview.View
 	replicas map[tpKey]*hosted
+	// hosted is replicas' replicas as a slice, built on demand and
+	// dropped (nil) at every change of replicas: the ISR loop, metrics
+	// and rounds walk it each second, and the map rarely changes.
+	hosted   []*replica.Replica
 	clients  map[string]storagev1connect.StorageServiceClient
 	closed   bool
 
@@ -266,17 +270,22 @@ func (n *Node) Close() error {
 		errs = append(errs, h.r.Close())
 		delete(n.replicas, k)
 	}
+	n.hosted = nil
 	return errors.Join(errs...)
 }
 
+// hostedReplicas returns every hosted replica. The slice is shared: the
+// caller must not change it.
 func (n *Node) hostedReplicas() []*replica.Replica {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]*replica.Replica, 0, len(n.replicas))
-	for _, h := range n.replicas {
-		out = append(out, h.r)
+	if n.hosted == nil {
+		n.hosted = make([]*replica.Replica, 0, len(n.replicas))
+		for _, h := range n.replicas {
+			n.hosted = append(n.hosted, h.r)
+		}
 	}
-	return out
+	return n.hosted
 }
 
 // replica returns the hosted replica of a partition, or nil.
@@ -362,6 +371,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 	h = &hosted{r: r, configs: t.GetConfigs(), minISR: p.GetMinInsyncReplicas(), followEpoch: -1, followLeader: -1}
 	n.mu.Lock()
 	n.replicas[k] = h
+	n.hosted = nil
 	n.mu.Unlock()
 	return h, nil
 }

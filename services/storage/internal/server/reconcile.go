@@ -158,6 +158,7 @@ func (n *Node) reconcile(v *metaview.View) {
 		if ch.topic(k.topic) && !want[k] {
 			drop = append(drop, h)
 			delete(n.replicas, k)
+			n.hosted = nil
 		}
 	}
 	n.mu.Unlock()

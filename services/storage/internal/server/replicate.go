@@ -475,8 +475,16 @@ func (s *service) sessionRound(ctx context.Context, m *storagev1.ReplicateReques
 	}
 	sess.takeDirty(todo)
 	if now := time.Now(); now.Sub(sess.refreshed) >= s.sessionRefresh() {
-		for k := range sess.parts {
-			todo[k] = struct{}{}
+		// A partition neither named nor changed here is fetched again at
+		// the follower's last state: in one step when that fetch has
+		// nothing to read (Refetch), the usual case, else in full below.
+		for k, sp := range sess.parts {
+			if _, ok := todo[k]; ok {
+				continue
+			}
+			if p := sp.fetch; sp.r == nil || !sp.r.Refetch(m.GetReplicaId(), m.GetNodeEpoch(), p.GetCurrentLeaderEpoch(), p.GetFetchOffset()) {
+				todo[k] = struct{}{}
+			}
 		}
 		sess.refreshed = now
 	}
