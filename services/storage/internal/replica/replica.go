@@ -198,6 +198,7 @@ type Replica struct {
 	tierWait bool          // produce refused until the tier state is applied (AwaitTierState)
 	tierEnd  int64         // largest tiered end offset applied (MoveToTieredEnd)
 	changed  chan struct{} // closed and replaced on any change of LEO, HW, role or ISR
+	hooks    []*hook       // called at the same changes (Subscribe)
 	closed   bool
 	// isrCheckAt is the clock's monotonic reading before which ProposeISR
 	// would propose nothing (0: check now): set when it finds the ISR
@@ -306,7 +307,34 @@ func (r *Replica) Close() error {
 func (r *Replica) notifyLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
+	for _, h := range r.hooks {
+		h.fn()
+	}
 	r.recheckISRLocked()
+}
+
+// hook is one Subscribe.
+type hook struct{ fn func() }
+
+// Subscribe calls fn after every change of the log end offset, high
+// watermark, log start, role or ISR made after Subscribe returns, until
+// cancel (which may be called more than once). fn runs with the replica's
+// lock held, in the goroutine that made the change: it must be short, and
+// must neither block nor call the replica. A wait over many replicas
+// subscribes to each with one channel of its own instead of selecting
+// over their Changed channels.
+func (r *Replica) Subscribe(fn func()) (cancel func()) {
+	h := &hook{fn: fn}
+	r.mu.Lock()
+	r.hooks = append(r.hooks, h)
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if i := slices.Index(r.hooks, h); i >= 0 {
+			r.hooks = slices.Delete(r.hooks, i, i+1)
+		}
+	}
 }
 
 // recheckISRLocked makes the next ProposeISR look at the ISR again: a

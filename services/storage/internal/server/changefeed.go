@@ -1,115 +1,101 @@
 package server
 
 import (
-	"context"
 	"sync"
 
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
 
-// changeFeed fans each replica's change channel (Replica.Changed: closed at
-// every change of its log end, high watermark, log start, role or ISR) out
-// to the parked calls that cover it, so a call over thousands of
-// partitions waits on one channel of its own instead of a select over
-// theirs. One goroutine per watched replica waits on the replica's channel
-// while anyone subscribes, and stops with the last subscription or the
-// node; it costs nothing while the replica does not change.
+// changeFeed hands each replica's changes (Replica.Subscribe: every change
+// of its log end, high watermark, log start, role or ISR) to the calls
+// that cover it, so a call over thousands of partitions waits on one
+// channel of its own instead of a select over theirs. A notification runs
+// in the goroutine that made the change, under the replica's lock: no
+// goroutine per replica, and no wake-up of one between an append and the
+// fetch sessions it concerns.
 //
-// Safe for concurrent use. The zero value is ready once ctx is set.
+// Safe for concurrent use. The zero value is ready.
 type changeFeed struct {
-	ctx context.Context // the node's: watchers stop with it
-
 	mu      sync.Mutex
-	watches map[*replica.Replica]*watch
+	watched map[*replica.Replica]int // subscriptions per replica, for watching
 }
 
-// watch is one replica's watcher and its subscribers.
-type watch struct {
-	subs map[*changeSub]struct{} // under changeFeed.mu
-	stop chan struct{}           // closed when the last subscriber leaves
-}
-
-// changeSub is one subscription: notify is called, from the watcher's
-// goroutine, after every change of r made after subscribe returned. It
-// must not block.
+// changeSub is one subscription.
 type changeSub struct {
 	r      *replica.Replica
-	notify func()
+	cancel func() // Replica.Subscribe's
+	once   sync.Once
 }
 
-// subscribe calls notify after every change of r from now on until
-// unsubscribe. A change made before subscribe returns may or may not be
-// notified, so a caller subscribes before it reads the replica's state.
+// subscribe calls notify after every change of r made after subscribe
+// returns, until unsubscribe. notify runs under r's lock: it must not
+// block or call r. A caller subscribes before it reads the replica's
+// state, so no change after the read is missed.
 func (f *changeFeed) subscribe(r *replica.Replica, notify func()) *changeSub {
-	sub := &changeSub{r: r, notify: notify}
+	sub := &changeSub{r: r, cancel: r.Subscribe(notify)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.watches == nil {
-		f.watches = map[*replica.Replica]*watch{}
+	if f.watched == nil {
+		f.watched = map[*replica.Replica]int{}
 	}
-	w := f.watches[r]
-	if w == nil {
-		w = &watch{subs: map[*changeSub]struct{}{}, stop: make(chan struct{})}
-		f.watches[r] = w
-		// Taken here, not in the goroutine, so a change between
-		// subscribe's return and the goroutine's start is not missed.
-		go f.run(r, w, r.Changed())
-	}
-	w.subs[sub] = struct{}{}
+	f.watched[r]++
 	return sub
 }
 
-// unsubscribe ends sub; notify may still be running or be called once
-// more while it returns. Safe to call twice.
+// unsubscribe ends sub: notify is not called after it returns. Safe to
+// call twice.
 func (f *changeFeed) unsubscribe(sub *changeSub) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	w := f.watches[sub.r]
-	if w == nil {
-		return
-	}
-	if _, ok := w.subs[sub]; !ok {
-		return
-	}
-	delete(w.subs, sub)
-	if len(w.subs) == 0 {
-		close(w.stop)
-		delete(f.watches, sub.r)
-	}
+	sub.once.Do(func() {
+		sub.cancel()
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.watched[sub.r]--; f.watched[sub.r] <= 0 {
+			delete(f.watched, sub.r)
+		}
+	})
 }
 
 // watching is the number of replicas watched, for tests.
 func (f *changeFeed) watching() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.watches)
+	return len(f.watched)
 }
 
-func (f *changeFeed) run(r *replica.Replica, w *watch, ch <-chan struct{}) {
-	var done <-chan struct{}
-	if f.ctx != nil {
-		done = f.ctx.Done()
+// waiter is one long poll's wait on the replicas it reads: a change of any
+// of them signals its one channel. Not safe for concurrent use; close it
+// when the call ends.
+type waiter struct {
+	feed *changeFeed
+	wake chan struct{} // capacity 1: a change since the last park
+	subs map[*replica.Replica]*changeSub
+}
+
+func newWaiter(feed *changeFeed) *waiter {
+	return &waiter{feed: feed, wake: make(chan struct{}, 1), subs: map[*replica.Replica]*changeSub{}}
+}
+
+// watch makes a change of r wake the waiter from now on. Call it before
+// reading r, so that no change after the read is missed.
+func (w *waiter) watch(r *replica.Replica) {
+	if _, ok := w.subs[r]; ok {
+		return
 	}
-	var subs []*changeSub
-	for {
+	w.subs[r] = w.feed.subscribe(r, func() {
 		select {
-		case <-ch:
-		case <-w.stop:
-			return
-		case <-done:
-			return
+		case w.wake <- struct{}{}:
+		default:
 		}
-		// The next channel before the notifications: a change made
-		// while they run closes it, so none is missed.
-		ch = r.Changed()
-		f.mu.Lock()
-		subs = subs[:0]
-		for s := range w.subs {
-			subs = append(subs, s)
-		}
-		f.mu.Unlock()
-		for _, s := range subs {
-			s.notify()
-		}
+	})
+}
+
+// watched reports whether the waiter watches any replica.
+func (w *waiter) watched() bool { return len(w.subs) > 0 }
+
+// close ends the waiter's subscriptions.
+func (w *waiter) close() {
+	for _, sub := range w.subs {
+		w.feed.unsubscribe(sub)
 	}
+	clear(w.subs)
 }

@@ -80,11 +80,12 @@ func (s *service) DeleteRecords(ctx context.Context, req *connect.Request[storag
 		pending = append(pending, waiting{res: res, r: r, epoch: p.GetCurrentLeaderEpoch(), offset: start})
 	}
 	deadline := time.Now().Add(min(time.Duration(m.GetTimeoutMs())*time.Millisecond, maxDeleteRecordsWait))
+	wait := newWaiter(&s.sessions().feed) // one channel for the call (changefeed.go)
+	defer wait.close()
 	for {
-		var chans []<-chan struct{}
 		rest := pending[:0]
 		for _, w := range pending {
-			ch := w.r.Changed() // taken before the check, so no change between them is missed
+			wait.watch(w.r) // before the check, so no change after it is missed
 			low, err := w.r.LowWatermark(w.epoch)
 			w.res.LowWatermark = low
 			switch {
@@ -92,11 +93,10 @@ func (s *service) DeleteRecords(ctx context.Context, req *connect.Request[storag
 				w.res.Error, w.res.LowWatermark = s.detail(w.res.GetTopic(), w.res.GetPartition(), w.r, err), -1
 			case low < w.offset:
 				rest = append(rest, w)
-				chans = append(chans, ch)
 			}
 		}
 		pending = rest
-		if len(pending) == 0 || !time.Now().Before(deadline) || !s.waitChange(ctx, chans, deadline) {
+		if len(pending) == 0 || !time.Now().Before(deadline) || !s.park(ctx, wait.wake, deadline) {
 			break
 		}
 	}

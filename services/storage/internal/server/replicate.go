@@ -90,7 +90,6 @@ type sessionPart struct {
 func (s *service) sessions() *replSessions {
 	s.replOnce.Do(func() {
 		s.repl = &replSessions{byReplica: map[int32]*replSession{}}
-		s.repl.feed.ctx = s.n.ctx
 	})
 	return s.repl
 }
@@ -354,20 +353,8 @@ func (s *service) replicateFull(ctx context.Context, m *storagev1.ReplicateReque
 	hw0, start0 := map[int]int64{}, map[int]int64{}
 	bufs := make([][]byte, len(m.GetPartitions())) // as in Fetch
 	// One channel for the call, signalled by each of its replicas.
-	wake := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	feed := &s.sessions().feed
-	var subs []*changeSub
-	defer func() {
-		for _, sub := range subs {
-			feed.unsubscribe(sub)
-		}
-	}()
+	w := newWaiter(&s.sessions().feed)
+	defer w.close()
 	for round := 0; ; round++ {
 		out := &storagev1.ReplicateResponse{}
 		total, answer := 0, false
@@ -376,8 +363,7 @@ func (s *service) replicateFull(ctx context.Context, m *storagev1.ReplicateReque
 			out.Partitions = append(out.Partitions, res)
 			r := s.n.replica(p.GetTopic(), p.GetPartition())
 			if r != nil && round == 0 {
-				// Before the first read, so no change after it is missed.
-				subs = append(subs, feed.subscribe(r, notify))
+				w.watch(r) // before the first read, so no change after it is missed
 				hw0[i], start0[i] = r.Log().HighWatermark(), r.Log().LogStartOffset()
 			}
 			urgent, _ := s.replicateOne(ctx, m, r, p, s.partitionLimit(m.GetReplicaId(), p, maxBytes, total), &bufs[i], res)
@@ -387,11 +373,11 @@ func (s *service) replicateFull(ctx context.Context, m *storagev1.ReplicateReque
 				answer = true // a new log start (DeleteRecords) reaches the follower at once
 			}
 		}
-		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || len(subs) == 0 {
+		if answer || total >= max(int(m.GetMinBytes()), 1) || !time.Now().Before(deadline) || !w.watched() {
 			s.n.throttle.delayReplicate(ctx, m.GetReplicaId(), out) // throttle.go
 			return out
 		}
-		if !s.park(ctx, wake, deadline) {
+		if !s.park(ctx, w.wake, deadline) {
 			return out
 		}
 	}

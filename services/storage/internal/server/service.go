@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sort"
 	"sync"
 	"time"
@@ -328,28 +327,6 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 	return connect.NewResponse(out), nil
 }
 
-// waitChange blocks a long poll until one of chans is closed (a replica's
-// log end, high watermark or role changed) or the deadline passes. It
-// reports false when the request or the node is shutting down, so the
-// caller answers with what it has. Any number of chans may close at once:
-// it wakes once, whichever it sees first.
-func (s *service) waitChange(ctx context.Context, chans []<-chan struct{}, deadline time.Time) bool {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	cases := make([]reflect.SelectCase, 0, len(chans)+3)
-	for _, c := range []<-chan struct{}{ctx.Done(), s.n.ctx.Done()} {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
-	}
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
-	for _, c := range chans {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
-	}
-	resume := quota.Pause(ctx) // waiting is not handling (lib/quota, requests.go)
-	reflect.Select(cases)
-	resume()
-	return ctx.Err() == nil && s.n.ctx.Err() == nil
-}
-
 func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.FetchRequest]) (*connect.Response[storagev1.FetchResponse], error) {
 	m := req.Msg
 	if len(m.GetPartitions()) == 0 || m.GetMaxWaitMs() < 0 || m.GetMinBytes() < 0 || m.GetMaxBytes() < 0 {
@@ -381,14 +358,17 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 	// parked there wakes on Changed as any other: the LSO moves only with
 	// the high watermark or the log start (replica.ReadCommittedInto).
 	committed := m.GetIsolationLevel() == commonv1.IsolationLevel_ISOLATION_LEVEL_READ_COMMITTED
+	// One channel for the call, signalled by a change of any replica it
+	// reads (changefeed.go).
+	w := newWaiter(&s.sessions().feed)
+	defer w.close()
 	for {
-		var chans []<-chan struct{}
 		for i, p := range m.GetPartitions() {
 			if refused[i] != nil {
 				continue
 			}
 			if r := s.n.replica(p.GetTopic(), p.GetPartition()); r != nil {
-				chans = append(chans, r.Changed())
+				w.watch(r) // before the read, so no change after it is missed
 			}
 		}
 		out := &storagev1.FetchResponse{}
@@ -404,8 +384,8 @@ func (s *service) Fetch(ctx context.Context, req *connect.Request[storagev1.Fetc
 			failed = failed || res.Error != nil || res.DivergingEpoch != nil // answered at once, as Kafka's
 			out.Partitions = append(out.Partitions, res)
 		}
-		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || len(chans) == 0 ||
-			!s.waitChange(ctx, chans, deadline) {
+		if total >= int(m.GetMinBytes()) || failed || !time.Now().Before(deadline) || !w.watched() ||
+			!s.park(ctx, w.wake, deadline) {
 			out.ThrottleTimeMs = s.settle(quotaRes, total)
 			return connect.NewResponse(out), nil
 		}
