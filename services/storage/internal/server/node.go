@@ -124,9 +124,9 @@ type Node struct {
 	// hosted is replicas' replicas as a slice, built on demand and
 	// dropped (nil) at every change of replicas: the ISR loop, metrics
 	// and rounds walk it each second, and the map rarely changes.
-	hosted   []*replica.Replica
-	clients  map[string]storagev1connect.StorageServiceClient
-	closed   bool
+	hosted  []*replica.Replica
+	clients map[string]storagev1connect.StorageServiceClient
+	closed  bool
 
 	fetchMu  sync.Mutex
 	fetchers map[int32]*replication.Fetcher // by leader node id; started on first use, run until Close
