@@ -162,3 +162,32 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTailRead reads the newest batch of a log of one-record 1 KiB
+// batches, as a follower's fetch does after each append: the batch is
+// found among the segment's recent batches, not by reading headers from
+// the index entry on.
+func BenchmarkTailRead(b *testing.B) {
+	batch, err := recordbatch.Build(recordbatch.BuildOptions{}, []recordbatch.Record{{Value: bytes.Repeat([]byte{1}, 1024)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, err := Open(b.TempDir(), Config{CheckpointInterval: -1}, WithFS(vfs.Default))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for range 1000 {
+		if _, err := l.AppendAsLeader(ctx, batch, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	buf := make([]byte, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if res, err := l.ReadInto(buf, leo-1, len(buf), leo); err != nil || len(res.Batches) == 0 {
+			b.Fatal(res, err)
+		}
+	}
+}

@@ -93,6 +93,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		k++
 	}
 	s.offsets = s.offsets[:k:k]
+	s.recent.dropFrom(pos)
 	t := 0
 	for t < len(s.times) && s.base+int64(s.times[t].Rel) < newEnd {
 		t++

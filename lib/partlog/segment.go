@@ -31,10 +31,14 @@ type segment struct {
 	next  atomic.Int64 // offset after the last published batch
 	maxTS atomic.Int64 // largest published batch MaxTimestamp, -1 if none
 
-	idxMu   sync.RWMutex  // guards offsets, times and aborted
+	idxMu   sync.RWMutex  // guards offsets, times, aborted and recent
 	offsets []OffsetEntry // sparse offset index
 	times   []TimeEntry   // time index
 	aborted []AbortedTxn  // aborted transaction index (txnindex.go), by marker offset
+	// recent holds the last batches indexed, so that a read near the end
+	// (a follower's fetch, a consumer's at the tail) finds its batch
+	// without reading headers from the file (find).
+	recent recentBatches
 
 	// txnUnsynced says the .txnindex has entries no fsync covers yet.
 	// Guarded by Log.mu.
@@ -99,18 +103,20 @@ func peekBatch(b []byte) (batchMeta, error) {
 // indexBatch updates the in-memory indexes for a batch written at pos.
 // Appender only; call before publishing the batch.
 func (s *segment) indexBatch(m batchMeta, pos int64, interval int) {
+	m.position = pos
+	s.idxMu.Lock()
+	s.recent.add(m)
 	if s.sinceIndex >= interval {
 		rel := uint32(m.base - s.base)
-		s.idxMu.Lock()
 		s.offsets = append(s.offsets, OffsetEntry{Rel: rel, Pos: uint32(pos)})
 		// Every batch before this one has MaxTimestamp <= maxTS.
 		if ts := s.maxTS.Load(); ts > s.indexTS {
 			s.times = append(s.times, TimeEntry{Timestamp: ts, Rel: rel})
 			s.indexTS = ts
 		}
-		s.idxMu.Unlock()
 		s.sinceIndex = 0
 	}
+	s.idxMu.Unlock()
 	s.sinceIndex += m.size
 	if m.maxTS > s.maxTS.Load() {
 		s.maxTS.Store(m.maxTS)
@@ -121,6 +127,7 @@ func (s *segment) indexBatch(m batchMeta, pos int64, interval int) {
 func (s *segment) resetIndex() {
 	s.idxMu.Lock()
 	s.offsets, s.times = nil, nil
+	s.recent = recentBatches{}
 	s.idxMu.Unlock()
 	s.sinceIndex, s.indexTS = 0, -1
 	s.maxTS.Store(-1)
@@ -160,7 +167,15 @@ func (s *segment) readMeta(pos int64, hdr []byte) (batchMeta, error) {
 // segment has no such batch.
 func (s *segment) find(offset int64, hdr []byte) (m batchMeta, ok bool, err error) {
 	end := s.size.Load()
-	for pos := s.lookup(offset); pos < end; pos += int64(m.size) {
+	pos := s.lookup(offset)
+	s.idxMu.RLock()
+	m, ok, from := s.recent.find(offset, end)
+	s.idxMu.RUnlock()
+	if ok {
+		return m, true, nil
+	}
+	pos = max(pos, from)
+	for ; pos < end; pos += int64(m.size) {
 		if m, err = s.readMeta(pos, hdr); err != nil {
 			return m, false, fmt.Errorf("%w: segment %s position %d: %w", ErrCorrupt, segmentName(s.base), pos, err)
 		}
@@ -244,4 +259,50 @@ func (s *segment) install(m IndexMeta, offs []OffsetEntry, times []TimeEntry) {
 	}
 	// The bytes after the last entry are unknown; index the next batch.
 	s.sinceIndex = 1 << 30
+}
+
+// recentBatches is a ring of the last batches a segment indexed, oldest
+// first.
+type recentBatches struct {
+	m        [16]batchMeta
+	start, n int
+}
+
+func (r *recentBatches) add(m batchMeta) {
+	if r.n < len(r.m) {
+		r.m[(r.start+r.n)%len(r.m)] = m
+		r.n++
+		return
+	}
+	r.m[r.start] = m
+	r.start = (r.start + 1) % len(r.m)
+}
+
+// find returns the first batch of the ring published below end whose last
+// offset is >= offset, when the ring reaches back to offset. Otherwise,
+// from is where a scan for it may start: the end of the ring's last batch
+// below offset, 0 when the ring does not reach back to offset.
+func (r *recentBatches) find(offset, end int64) (m batchMeta, ok bool, from int64) {
+	if r.n == 0 || offset < r.m[r.start].base {
+		return batchMeta{}, false, 0
+	}
+	for i := range r.n {
+		m := r.m[(r.start+i)%len(r.m)]
+		if m.position+int64(m.size) > end {
+			break // not published yet
+		}
+		if m.lastOff >= offset {
+			return m, true, 0
+		}
+		from = m.position + int64(m.size)
+	}
+	return batchMeta{}, false, from
+}
+
+// dropFrom forgets the batches at or after file position pos (a
+// truncation).
+func (r *recentBatches) dropFrom(pos int64) {
+	for r.n > 0 && r.m[(r.start+r.n-1)%len(r.m)].position >= pos {
+		r.n--
+	}
 }
