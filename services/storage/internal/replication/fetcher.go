@@ -38,7 +38,8 @@ import (
 // nodes a small request and an empty answer whatever the partition count.
 // Building that request costs the follower no walk either: it looks only
 // at the partitions touched since the last one (added, removed, given a
-// result, or out of a backoff), and at every partition once per
+// result, out of a backoff, or changed by anything else: the Fetcher
+// subscribes to each replica's changes), and at every partition once per
 // WalkEvery.
 //
 // Add and Remove are safe for concurrent use with Run.
@@ -51,9 +52,10 @@ type Fetcher struct {
 	MaxWait   time.Duration // long-poll wait; default 500ms
 	// WalkEvery is how often a session's request looks at every
 	// partition rather than only the touched ones; default 10s. A
-	// follower's fetch state changes when a result is applied, which
-	// touches the partition; the walk is the safety net for any other
-	// change (a log start raised by local retention).
+	// follower's fetch state changes when a result is applied or the
+	// replica notifies a change (a move to the tier's end), which
+	// touches the partition; the walk is the safety net for a change
+	// that does neither (a log start raised by local retention).
 	WalkEvery time.Duration
 	Logger    *slog.Logger
 
@@ -102,6 +104,8 @@ const backoff = 50 * time.Millisecond
 // short so the next one carries it.
 func (f *Fetcher) Add(ctx context.Context, fl *Follower) {
 	fl.ctx = ctx
+	// Before it is registered, so no change after it is missed.
+	fl.unsub = fl.Replica.Subscribe(func() { f.touch1(fl) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
@@ -114,6 +118,9 @@ func (f *Fetcher) Add(ctx context.Context, fl *Follower) {
 // Remove takes fl's partition out of the session if fl is still the one
 // registered for it.
 func (f *Fetcher) Remove(fl *Follower) {
+	if fl.unsub != nil {
+		fl.unsub()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
@@ -156,6 +163,15 @@ func (f *Fetcher) currentLocked(fl *Follower) bool {
 // read so far: with a session, what changed, not every partition.
 func (f *Fetcher) Examined() uint64 { return f.examined.Load() }
 
+// touch1 marks fl to be looked at by the next request: its replica
+// changed. It runs under the replica's lock.
+func (f *Fetcher) touch1(fl *Follower) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.initLocked()
+	f.touched[fl] = struct{}{}
+}
+
 // touch marks fls to be looked at by the next request.
 func (f *Fetcher) touch(fls []*Follower) {
 	f.mu.Lock()
@@ -182,6 +198,12 @@ type due struct {
 // channel Add closes, and the earliest end of a partition's backoff (zero
 // when none waits).
 func (f *Fetcher) dueNow(now time.Time) (due, <-chan struct{}, time.Time) {
+	var dead []*Follower
+	defer func() {
+		for _, fl := range dead {
+			fl.unsub() // outside mu: it takes the replica's lock, under which touch1 takes mu
+		}
+	}()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
@@ -200,6 +222,9 @@ func (f *Fetcher) dueNow(now time.Time) (due, <-chan struct{}, time.Time) {
 		for k, fl := range f.parts {
 			if fl.ctx.Err() != nil {
 				delete(f.parts, k)
+				if fl.unsub != nil {
+					dead = append(dead, fl)
+				}
 				continue
 			}
 			if !waiting(fl) {

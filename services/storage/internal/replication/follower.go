@@ -28,6 +28,7 @@ type Follower struct {
 	Logger      *slog.Logger
 
 	ctx     context.Context // from Add
+	unsub   func()          // ends Add's subscription to the replica's changes
 	retryAt time.Time       // after a failure; the Fetcher's goroutine only
 	sent    sentState       // the Fetcher's goroutine only
 }

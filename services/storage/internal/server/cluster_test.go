@@ -42,6 +42,8 @@ type testCluster struct {
 	// requireAuth gives each node a guard that enforces, as
 	// --require-auth does (security_test.go).
 	requireAuth bool
+	// walkEvery is the nodes' ReplicaWalkEvery (0: the default).
+	walkEvery time.Duration
 
 	mu          sync.Mutex
 	logFailures []string // "node N: topic-partition", from Config.OnLogFailure
@@ -133,7 +135,7 @@ func (c *testCluster) start(id int32) {
 	node, err := Start(context.Background(), Config{
 		NodeID: id, Advertise: url, DataDir: c.dirs[id], Controllers: []string{c.ctrlURL},
 		ReplicaLagTime: c.lag, ISRCheckInterval: 50 * time.Millisecond, ReplicaMaxWait: 200 * time.Millisecond,
-		HTTPClient: c.client, Logger: logger, FS: fs, Guard: g,
+		ReplicaWalkEvery: c.walkEvery, HTTPClient: c.client, Logger: logger, FS: fs, Guard: g,
 		OnLogFailure: func(topic string, partition int32, err error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()

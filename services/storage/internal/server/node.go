@@ -59,6 +59,10 @@ type Config struct {
 	CleanerIOMaxBytesPerSecond int64
 	// ReplicaMaxWait is the follower long-poll wait. Default 500ms.
 	ReplicaMaxWait time.Duration
+	// ReplicaWalkEvery is how often a follower's fetch session looks at
+	// every partition it follows, not only the changed ones
+	// (replication.Fetcher.WalkEvery). Default 10s; tests change it.
+	ReplicaWalkEvery time.Duration
 	// Tiering is the tiering service's base URL; empty disables tiered
 	// storage on this node (tiering.go).
 	Tiering string
@@ -463,7 +467,7 @@ func (n *Node) fetcher(leader int32) *replication.Fetcher {
 			}
 			return n.throttle.follower(n.storageClient(addr))
 		},
-		NodeEpoch: n.meta.NodeEpoch, MaxWait: n.cfg.ReplicaMaxWait,
+		NodeEpoch: n.meta.NodeEpoch, MaxWait: n.cfg.ReplicaMaxWait, WalkEvery: n.cfg.ReplicaWalkEvery,
 		Logger: n.logger.With("leader", leader),
 	}
 	n.fetchers[leader] = f

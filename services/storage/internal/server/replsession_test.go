@@ -185,6 +185,43 @@ func TestReplicateSessionCarriesOnlyChangedPartitions(t *testing.T) {
 	}
 }
 
+// A change of a followed replica made outside the fetch loop (here a new
+// record; a move to the tier's end is another) makes the follower's next
+// request look at the partition, without waiting for a walk over every
+// partition (ReplicaWalkEvery, an hour here).
+func TestFollowerLooksAtAReplicaThatChangedOutsideItsFetches(t *testing.T) {
+	c := newClusterOf(t, 3, 10*time.Second, &testCluster{walkEvery: time.Hour})
+	topics := sessionTopics(c, 3)
+	if _, err := produce(c.storage(1), topics[1], acksAll, 1, batch(t, "warm"), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	fetcher := c.node(2).node.fetcher(1)
+	// Settled: no request looks at any partition for a while.
+	var settled uint64
+	testwait.Until(t, 30*time.Second, "a settled session", func() error {
+		n := fetcher.Examined()
+		defer func() { settled = n }()
+		if n != settled {
+			return fmt.Errorf("examined %d partitions, then %d", settled, n)
+		}
+		time.Sleep(4 * 200 * time.Millisecond) // several long polls
+		if m := fetcher.Examined(); m != n {
+			return fmt.Errorf("examined %d partitions, then %d", n, m)
+		}
+		return nil
+	})
+	r := c.node(2).node.replica(topics[1], 0)
+	st := r.View().State
+	st.PartitionEpoch++
+	r.ApplyState(st)
+	testwait.Until(t, 30*time.Second, "the changed partition looked at", func() error {
+		if n := fetcher.Examined(); n == settled {
+			return fmt.Errorf("examined %d partitions, as before the change", n)
+		}
+		return nil
+	})
+}
+
 // A session the leader does not know (it restarted, or evicted it) is
 // answered SESSION_NOT_FOUND, and the follower sends a full request that
 // opens a new one; replication goes on.
