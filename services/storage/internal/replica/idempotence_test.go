@@ -334,3 +334,43 @@ func TestSeqAhead(t *testing.T) {
 		}
 	}
 }
+
+// ProduceAppend appends and leaves the wait to Wait; a batch ahead of its
+// sequence is not held but refused as IsAhead, with nothing appended, so
+// the caller can hold it on its own (ProduceTxn). Wait with no time left
+// still answers a produce already committed, and fails one that is not.
+func TestProduceAppendLeavesHoldsAndWaitsToTheCaller(t *testing.T) {
+	r := leaderOf(t, Config{MinISR: 1}, Options{}, State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 1, Replicas: []int32{1, 2}, ISR: []int32{1}})
+	a, err := r.ProduceAppend(context.Background(), idemBatch(t, 7, 0, 2), AcksAll, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Wait(context.Background(), 0); err != nil || res.BaseOffset != 0 || res.LastOffset != 1 {
+		t.Fatalf("committed at once (ISR of one): %+v %v", res, err)
+	}
+	if _, err := r.ProduceAppend(context.Background(), idemBatch(t, 7, 4, 1), AcksAll, 1, nil); !IsAhead(err) {
+		t.Fatalf("batch ahead of its sequence: %v, want IsAhead", err)
+	}
+	if leo := r.Log().LogEndOffset(); leo != 2 || r.HoldingAhead() != 0 {
+		t.Fatalf("log end %d, %d held after a refused batch ahead; want 2 and none", leo, r.HoldingAhead())
+	}
+	// Follower 2 joins the ISR: the next produce waits for it.
+	fetch(t, r, 2, 2)
+	r.ApplyState(State{LeaderID: 1, LeaderEpoch: 1, PartitionEpoch: 2, Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+	a, err = r.ProduceAppend(context.Background(), idemBatch(t, 7, 2, 1), AcksAll, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Wait(context.Background(), 0); !errors.Is(err, ErrTimedOut) {
+		t.Fatalf("not yet fetched by the follower, no time left: %v, want ErrTimedOut", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Wait(context.Background(), time.Minute)
+		done <- err
+	}()
+	fetch(t, r, 2, 3)
+	if err := <-done; err != nil {
+		t.Fatalf("committed once the follower fetched: %v", err)
+	}
+}

@@ -622,16 +622,52 @@ func (r *Replica) Produce(ctx context.Context, batches []byte, acks Acks, epoch 
 // transactional batch of a transaction this is (verifyTxn). nil refuses
 // every transactional batch.
 func (r *Replica) ProduceTxn(ctx context.Context, batches []byte, acks Acks, epoch int32, timeout time.Duration, verify TxnVerifier) (ProduceResult, error) {
+	a, err := r.produceAppend(ctx, batches, acks, epoch, min(timeout, r.holdFor), verify)
+	if err != nil {
+		return a.res, err
+	}
+	return a.Wait(ctx, timeout)
+}
+
+// Appended is a produce whose batches are in the log (or were already:
+// a duplicate) and, for acks=all, not yet known to be committed: Wait
+// answers it.
+type Appended struct {
+	r       *Replica
+	res     ProduceResult
+	at      leadership
+	acks    Acks
+	arrived time.Duration // for Options.ObserveStage
+}
+
+// ProduceAppend is ProduceTxn's first half, for a caller that appends to
+// several partitions in turn and then waits for them (one goroutine for a
+// request over many partitions instead of one per partition): it returns
+// once the batches are appended or refused, and Wait answers the produce.
+// A batch ahead of its producer's sequence is not held as in ProduceTxn:
+// the error then satisfies IsAhead, nothing was appended, and the caller
+// makes the produce with ProduceTxn, which holds it.
+func (r *Replica) ProduceAppend(ctx context.Context, batches []byte, acks Acks, epoch int32, verify TxnVerifier) (*Appended, error) {
+	return r.produceAppend(ctx, batches, acks, epoch, 0, verify)
+}
+
+// IsAhead reports whether ProduceAppend refused a batch as ahead of its
+// producer's sequence, which ProduceTxn would have held.
+func IsAhead(err error) bool { return errors.Is(err, errSequenceAhead) }
+
+// produceAppend checks, validates and appends batches, holding a batch
+// ahead of its sequence for up to hold (none when hold is 0).
+func (r *Replica) produceAppend(ctx context.Context, batches []byte, acks Acks, epoch int32, hold time.Duration, verify TxnVerifier) (*Appended, error) {
+	a := &Appended{r: r, acks: acks}
 	// Validation reads every record, so it runs before the append lock:
 	// concurrent producers of a partition validate in parallel. A node
 	// that does not lead says so first (and again under the lock), so a
 	// producer with stale metadata learns of the leader, not of its batch.
-	var arrived time.Duration
 	if r.opts.ObserveStage != nil {
-		arrived = r.opts.Clock.Mono()
+		a.arrived = r.opts.Clock.Mono()
 	}
 	if err := r.CheckLeader(epoch); err != nil {
-		return ProduceResult{}, err
+		return a, err
 	}
 	cfg := r.Config()
 	maxBatch := cfg.Log.MaxBatchBytes
@@ -641,38 +677,49 @@ func (r *Replica) ProduceTxn(ctx context.Context, batches []byte, acks Acks, epo
 	now := r.opts.Clock.Wall().UnixMilli()
 	hdrs, err := validateRequest(batches, maxBatch, cfg.Produce.topicRules(now))
 	if err != nil {
-		return ProduceResult{}, err
+		return a, err
 	}
 	if err := r.verifyTxn(ctx, hdrs, verify); err != nil { // txnverify.go
-		return ProduceResult{}, err
+		return a, err
 	}
 	if batches, err = cfg.Produce.rewrite(batches, now); err != nil { // topicrules.go
-		return ProduceResult{}, err
+		return a, err
 	}
-	res, at, err := r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
+	a.res, a.at, err = r.tracedAppend(ctx, batches, hdrs, acks, epoch) // tracing.go
 	if err == nil {
-		res.LogAppendTime = -1
-		if cfg.Produce.LogAppendTime && !res.Duplicate {
-			res.LogAppendTime = now
+		a.res.LogAppendTime = -1
+		if cfg.Produce.LogAppendTime && !a.res.Duplicate {
+			a.res.LogAppendTime = now
 		}
 	}
-	if errors.Is(err, errSequenceAhead) {
-		res, at, err = r.holdAhead(ctx, batches, hdrs, acks, epoch, min(timeout, r.holdFor), maxBatch, err)
+	if errors.Is(err, errSequenceAhead) && hold > 0 {
+		a.res, a.at, err = r.holdAhead(ctx, batches, hdrs, acks, epoch, hold, maxBatch, err)
 	}
-	if err != nil || acks != AcksAll {
-		return res, err
+	if err == nil && acks == AcksAll && r.opts.ObserveStage != nil && !a.res.Duplicate {
+		r.observeSince(StageAppend, a.arrived)
 	}
-	measure := r.opts.ObserveStage != nil && !res.Duplicate
-	if measure {
-		r.observeSince(StageAppend, arrived)
+	return a, err
+}
+
+// Replica is the replica appended to.
+func (a *Appended) Replica() *Replica { return a.r }
+
+// Wait answers an appended produce: at once for acks other than all,
+// else once the high watermark passes its last offset. It fails when the
+// ISR drops below min.insync.replicas, leadership moves, ctx ends, or
+// timeout passes (<= 0: the commit is checked once, not waited for).
+func (a *Appended) Wait(ctx context.Context, timeout time.Duration) (ProduceResult, error) {
+	r := a.r
+	if a.acks != AcksAll {
+		return a.res, nil
 	}
-	if err := r.tracedWaitCommitted(ctx, res.LastOffset, at, timeout); err != nil {
-		return res, err
+	if err := r.tracedWaitCommitted(ctx, a.res.LastOffset, a.at, timeout); err != nil {
+		return a.res, err
 	}
-	if measure {
-		r.observeSince(StageTotal, arrived)
+	if r.opts.ObserveStage != nil && !a.res.Duplicate {
+		r.observeSince(StageTotal, a.arrived)
 	}
-	return res, nil
+	return a.res, nil
 }
 
 // sequenceHold bounds how long Produce holds a batch that is ahead of its

@@ -220,24 +220,39 @@ func produceAcks(a commonv1.Acks, timeoutMs int32) (replica.Acks, time.Duration)
 // for none; transactional batches need it (txnverify.go).
 func (s *service) produceOne(ctx context.Context, topic string, partition, epoch int32, records []byte, acks replica.Acks, timeout time.Duration,
 	txnID string) (replica.ProduceResult, *commonv1.ErrorDetail) {
-	r := s.n.replica(topic, partition)
-	if r == nil {
-		return replica.ProduceResult{}, s.detail(topic, partition, nil, nil)
-	}
-	if s.n.meta.Fenced() {
-		return replica.ProduceResult{}, s.detail(topic, partition, r, errNodeFenced)
-	}
-	if len(records) < recordbatch.HeaderSize {
-		return replica.ProduceResult{}, s.detail(topic, partition, r, partlog.ErrInvalidBatch)
+	r, d := s.produceTarget(topic, partition, records)
+	if d != nil {
+		return replica.ProduceResult{}, d
 	}
 	res, err := r.ProduceTxn(ctx, records, acks, epoch, timeout, s.n.txnVerifier(txnID, topic, partition)) // txnverify.go
 	if err != nil {
-		if replica.IsHoldFull(err) {
-			countHoldRefused(topic) // telemetry.go
-		}
-		return replica.ProduceResult{}, s.detail(topic, partition, r, err)
+		return replica.ProduceResult{}, s.produceFailed(topic, partition, r, err)
 	}
 	return res, nil
+}
+
+// produceTarget returns the replica a produce of records to a partition
+// appends to, or why there is none.
+func (s *service) produceTarget(topic string, partition int32, records []byte) (*replica.Replica, *commonv1.ErrorDetail) {
+	r := s.n.replica(topic, partition)
+	if r == nil {
+		return nil, s.detail(topic, partition, nil, nil)
+	}
+	if s.n.meta.Fenced() {
+		return nil, s.detail(topic, partition, r, errNodeFenced)
+	}
+	if len(records) < recordbatch.HeaderSize {
+		return nil, s.detail(topic, partition, r, partlog.ErrInvalidBatch)
+	}
+	return r, nil
+}
+
+// produceFailed is the answer to a produce that failed with err.
+func (s *service) produceFailed(topic string, partition int32, r *replica.Replica, err error) *commonv1.ErrorDetail {
+	if replica.IsHoldFull(err) {
+		countHoldRefused(topic) // telemetry.go
+	}
+	return s.detail(topic, partition, r, err)
 }
 
 // ProducePartitions serves several partitions in one call: each is
@@ -284,12 +299,8 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 		out.Partitions[i] = &storagev1.ProducePartitionResult{Topic: p.GetTopic(), Partition: p.GetPartition(), BaseOffset: -1, LogAppendTimeMs: -1,
 			Error: access.check(p.GetTopic())}
 	}
-	one := func(i int) {
-		p, pr := parts[i], out.Partitions[i]
-		if pr.Error != nil {
-			return
-		}
-		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout, m.GetTransactionalId())
+	answer := func(i int, res replica.ProduceResult, d *commonv1.ErrorDetail) {
+		pr := out.Partitions[i]
 		if d != nil {
 			pr.Error = d
 			return
@@ -300,15 +311,63 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 			pr.BaseOffset = -1
 		}
 	}
-	var wg sync.WaitGroup
-	for i := 1; i < len(parts); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			one(i)
-		}()
+	one := func(i int) {
+		p := parts[i]
+		if out.Partitions[i].Error != nil {
+			return
+		}
+		res, d := s.produceOne(ctx, p.GetTopic(), p.GetPartition(), p.GetLeaderEpoch(), p.GetRecords(), acks, timeout, m.GetTransactionalId())
+		answer(i, res, d)
 	}
-	one(0)
+	var wg sync.WaitGroup
+	if m.GetTransactionalId() == "" {
+		// Appended in turn, then waited for, as Kafka's
+		// ReplicaManager.appendRecords appends a request's partitions
+		// in its handler thread: the appends take microseconds, and a
+		// goroutine per partition (its start, its stack's growth down
+		// the append path) cost more than they did over hundreds of
+		// partitions a call. A transactional request
+		// verifies its partitions with the coordinator, and a batch ahead
+		// of its sequence is held: those go on their own, as before.
+		deadline := time.Now().Add(timeout)
+		appended := make([]*replica.Appended, len(parts))
+		for i, p := range parts {
+			if out.Partitions[i].Error != nil {
+				continue
+			}
+			r, d := s.produceTarget(p.GetTopic(), p.GetPartition(), p.GetRecords())
+			if d != nil {
+				answer(i, replica.ProduceResult{}, d)
+				continue
+			}
+			a, err := r.ProduceAppend(ctx, p.GetRecords(), acks, p.GetLeaderEpoch(), nil)
+			switch {
+			case replica.IsAhead(err):
+				wg.Go(func() { one(i) })
+			case err != nil:
+				answer(i, replica.ProduceResult{}, s.produceFailed(p.GetTopic(), p.GetPartition(), r, err))
+			default:
+				appended[i] = a
+			}
+		}
+		for i, a := range appended {
+			if a == nil {
+				continue
+			}
+			p := parts[i]
+			res, err := a.Wait(ctx, time.Until(deadline))
+			if err != nil {
+				answer(i, replica.ProduceResult{}, s.produceFailed(p.GetTopic(), p.GetPartition(), a.Replica(), err))
+				continue
+			}
+			answer(i, res, nil)
+		}
+	} else {
+		for i := 1; i < len(parts); i++ {
+			wg.Go(func() { one(i) })
+		}
+		one(0)
+	}
 	wg.Wait()
 
 	// The counters are added once per topic of the call, not per
