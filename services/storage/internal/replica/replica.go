@@ -1036,19 +1036,7 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 			f.sentUpTo = res.LEO
 		}
 	}
-	f.leo = req.FetchOffset
-	switch {
-	case req.FetchOffset >= res.LEO:
-		f.lastCaughtUp, f.caughtUp = now, true
-	case f.leoAtLastFetch >= 0 && req.FetchOffset >= f.leoAtLastFetch && (!f.caughtUp || f.lastFetch > f.lastCaughtUp):
-		// This fetch reached what we had at its previous one: it was
-		// caught up then.
-		f.lastCaughtUp, f.caughtUp = f.lastFetch, true
-	}
-	f.lastFetch, f.leoAtLastFetch = now, res.LEO
-	if !slices.Contains(r.state.ISR, id) {
-		r.recheckISRLocked() // it may be eligible to join now
-	}
+	r.recordFetchLocked(id, f, req.FetchOffset, res.LEO, now)
 	if req.LogStart > f.logStart {
 		// A DeleteRecords may be waiting for the low watermark.
 		f.logStart = req.LogStart
@@ -1086,13 +1074,27 @@ func (r *Replica) Refetch(id int32, nodeEpoch int64, leaderEpoch int32, fetchOff
 	if f == nil || f.nodeEpoch <= 0 || f.nodeEpoch != nodeEpoch || f.leo != fetchOffset || fetchOffset != r.log.LogEndOffset() {
 		return false
 	}
-	now := r.opts.Clock.Mono()
-	f.lastCaughtUp, f.caughtUp = now, true
-	f.lastFetch, f.leoAtLastFetch = now, fetchOffset
+	r.recordFetchLocked(id, f, fetchOffset, fetchOffset, r.opts.Clock.Mono())
+	return true
+}
+
+// recordFetchLocked records follower id's fetch at fetchOffset, made at
+// now when our log ended at leo: its position and, by Kafka's rule, when
+// it was last caught up. The caller holds mu.
+func (r *Replica) recordFetchLocked(id int32, f *followerState, fetchOffset, leo int64, now time.Duration) {
+	f.leo = fetchOffset
+	switch {
+	case fetchOffset >= leo:
+		f.lastCaughtUp, f.caughtUp = now, true
+	case f.leoAtLastFetch >= 0 && fetchOffset >= f.leoAtLastFetch && (!f.caughtUp || f.lastFetch > f.lastCaughtUp):
+		// This fetch reached what we had at its previous one: it was
+		// caught up then.
+		f.lastCaughtUp, f.caughtUp = f.lastFetch, true
+	}
+	f.lastFetch, f.leoAtLastFetch = now, leo
 	if !slices.Contains(r.state.ISR, id) {
 		r.recheckISRLocked() // it may be eligible to join now
 	}
-	return true
 }
 
 // forgetIncarnationLocked resets follower id, which registered again with

@@ -105,7 +105,7 @@ const backoff = 50 * time.Millisecond
 func (f *Fetcher) Add(ctx context.Context, fl *Follower) {
 	fl.ctx = ctx
 	// Before it is registered, so no change after it is missed.
-	fl.unsub = fl.Replica.Subscribe(func() { f.touch1(fl) })
+	fl.unsub = fl.Replica.Subscribe(func() { f.touch(fl) })
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
@@ -163,17 +163,9 @@ func (f *Fetcher) currentLocked(fl *Follower) bool {
 // read so far: with a session, what changed, not every partition.
 func (f *Fetcher) Examined() uint64 { return f.examined.Load() }
 
-// touch1 marks fl to be looked at by the next request: its replica
-// changed. It runs under the replica's lock.
-func (f *Fetcher) touch1(fl *Follower) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.initLocked()
-	f.touched[fl] = struct{}{}
-}
-
-// touch marks fls to be looked at by the next request.
-func (f *Fetcher) touch(fls []*Follower) {
+// touch marks fls to be looked at by the next request. A replica's
+// change notification calls it under the replica's lock.
+func (f *Fetcher) touch(fls ...*Follower) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.initLocked()
@@ -201,7 +193,7 @@ func (f *Fetcher) dueNow(now time.Time) (due, <-chan struct{}, time.Time) {
 	var dead []*Follower
 	defer func() {
 		for _, fl := range dead {
-			fl.unsub() // outside mu: it takes the replica's lock, under which touch1 takes mu
+			fl.unsub() // outside mu: it takes the replica's lock, under which touch takes mu
 		}
 	}()
 	f.mu.Lock()
@@ -414,7 +406,7 @@ func (f *Fetcher) apply(results []*storagev1.ReplicatePartitionResult) {
 	defer func() {
 		// A result moves the follower's fetch state; a failure takes the
 		// partition out of the session for the backoff.
-		f.touch(touched)
+		f.touch(touched...)
 		f.mu.Lock()
 		for _, fl := range failed {
 			f.retrying[fl] = struct{}{}

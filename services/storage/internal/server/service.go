@@ -326,9 +326,9 @@ func (s *service) ProducePartitions(ctx context.Context, req *connect.Request[st
 		// in its handler thread: the appends take microseconds, and a
 		// goroutine per partition (its start, its stack's growth down
 		// the append path) cost more than they did over hundreds of
-		// partitions a call. A transactional request
-		// verifies its partitions with the coordinator, and a batch ahead
-		// of its sequence is held: those go on their own, as before.
+		// partitions a call. A transactional request verifies its
+		// partitions with the coordinator, and a batch ahead of its
+		// sequence is held: those go on their own, as before.
 		deadline := time.Now().Add(timeout)
 		appended := make([]*replica.Appended, len(parts))
 		for i, p := range parts {
