@@ -199,7 +199,7 @@ func (l *Log) maybeRoll(n int, last int64, now time.Time) error {
 
 // roll seals the active segment and starts a new one at the log end
 // offset. The sealed segment's indexes are written (unsynced) and its
-// fsync is left to the next flush: the background loop is woken for
+// fsync is left to the next flush: a background flush is kicked for
 // FlushNone and FlushInterval, and the next group commit covers it for
 // FlushSync. The caller holds mu.
 func (l *Log) roll() error {
@@ -217,10 +217,7 @@ func (l *Log) roll() error {
 	l.segMu.Unlock()
 	l.writeSnapshotLocked(false)
 	if l.cfg.Load().Flush.Mode != FlushSync {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		l.kickFlush()
 	}
 	return nil
 }

@@ -71,9 +71,11 @@
 // The recovery point is the offset below which every byte is fsynced. It
 // advances after fsyncs (Flush, the FlushInterval timer, group commits,
 // after a roll, Close) and is persisted in log-checkpoint. With FlushSync
-// an append returns only after an fsync covers it; a flusher goroutine
-// runs fsync rounds outside the append lock, and every appender waiting
-// when a round starts is covered by it (group commit).
+// an append returns only after an fsync covers it; fsync rounds run
+// outside the append lock, and every appender waiting when a round starts
+// is covered by it (group commit). An idle log holds no goroutine: its
+// timed and deferred work runs on runtime timers and on goroutines that
+// end with the work (background.go).
 //
 // The configuration, flush policy included, may change while the log is
 // open (Reconfigure).

@@ -83,11 +83,9 @@ type Log struct {
 	failErr   atomic.Pointer[error] // first write or fsync error; the log refuses writes after it
 	onFailure func(error)           // Open's WithFailureHook; nil for none
 	gc        groupCommit           // FlushSync waiters
-	kick      chan struct{}         // wakes the background loop to flush after a roll
-	reconf    chan struct{}         // wakes the background loop to re-arm its timers after Reconfigure
-	syncReq   chan struct{}         // wakes the group-commit flusher
-	stop      chan struct{}         // closed by Close to stop goroutines
-	wg        sync.WaitGroup        // background goroutines
+	bg        background            // timers and deferred work (background.go)
+	stop      chan struct{}         // closed by Close
+	wg        sync.WaitGroup        // background work running (goBackground)
 	closeMu   sync.Mutex            // makes Close idempotent
 }
 
@@ -154,9 +152,6 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 		clock:     o.clock,
 		logger:    o.logger.With("dir", dir),
 		onFailure: o.onFailure,
-		kick:      make(chan struct{}, 1),
-		reconf:    make(chan struct{}, 1),
-		syncReq:   make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 	}
 	c := cfg.withDefaults()
@@ -171,11 +166,7 @@ func Open(dir string, cfg Config, opts ...Option) (*Log, error) {
 	}
 	l.loadProducersGap()
 	l.gc.synced = l.leo.Load()
-	// The flusher runs whatever the flush mode: Reconfigure may turn
-	// FlushSync on at any time, and it idles until an appender asks.
-	l.wg.Add(2)
-	go l.background()
-	go l.flusher()
+	l.armTimers()
 	return l, nil
 }
 
@@ -197,10 +188,7 @@ func (l *Log) Reconfigure(cfg Config) error {
 	}
 	c := cfg.withDefaults()
 	l.cfg.Store(&c)
-	select {
-	case l.reconf <- struct{}{}:
-	default:
-	}
+	l.armTimers()
 	return nil
 }
 
@@ -389,19 +377,6 @@ func (l *Log) persistEpochsLocked() error {
 	return nil
 }
 
-// flusher runs group-commit fsync rounds for FlushSync.
-func (l *Log) flusher() {
-	defer l.wg.Done()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-l.syncReq:
-		}
-		l.syncRound()
-	}
-}
-
 // syncRound runs one fsync and wakes every waiter.
 func (l *Log) syncRound() {
 	l.flushMu.Lock()
@@ -430,10 +405,7 @@ func (l *Log) waitSynced(ctx context.Context, target int64) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrFailed, err)
 		}
-		select {
-		case l.syncReq <- struct{}{}:
-		default:
-		}
+		l.requestSync()
 		select {
 		case <-done:
 		case <-ctx.Done():
@@ -441,60 +413,6 @@ func (l *Log) waitSynced(ctx context.Context, target int64) error {
 		case <-l.stop:
 			// Close runs a final fsync round; wait for it.
 			<-done
-		}
-	}
-}
-
-// background flushes after rolls and on the flush and checkpoint
-// intervals, re-arming its timers when the configuration changes.
-func (l *Log) background() {
-	defer l.wg.Done()
-	var tickers []*time.Ticker
-	stop := func() {
-		for _, t := range tickers {
-			t.Stop()
-		}
-		tickers = nil
-	}
-	defer stop()
-	var flushC, ckptC <-chan time.Time
-	arm := func() {
-		stop()
-		flushC, ckptC = nil, nil
-		cfg := l.cfg.Load()
-		if cfg.Flush.Mode == FlushInterval && cfg.Flush.Interval > 0 {
-			t := time.NewTicker(cfg.Flush.Interval)
-			tickers, flushC = append(tickers, t), t.C
-		}
-		if cfg.CheckpointInterval > 0 {
-			t := time.NewTicker(cfg.CheckpointInterval)
-			tickers, ckptC = append(tickers, t), t.C
-		}
-	}
-	arm()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-l.reconf:
-			arm()
-			continue
-		case <-l.kick:
-		case <-flushC:
-		case <-ckptC:
-			l.expireProducers()
-		}
-		if l.writable() != nil {
-			continue
-		}
-		l.flushMu.Lock()
-		_, err := l.syncLocked()
-		if err == nil {
-			err = l.checkpointLocked()
-		}
-		l.flushMu.Unlock()
-		if err != nil {
-			l.logger.Error("partlog: background flush", "err", err)
 		}
 	}
 }
@@ -546,6 +464,7 @@ func (l *Log) Close() error {
 	l.gc.done = make(chan struct{})
 	l.gc.mu.Unlock()
 	close(l.stop)
+	l.stopBackground()
 	l.wg.Wait()
 	// A cleaning pass sees the log closed at its next batch and removes
 	// its temporary file; wait for it, so that nothing writes in the

@@ -1,0 +1,140 @@
+package partlog
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-mq/strata/lib/testwait"
+	"github.com/strata-mq/strata/lib/vfs"
+)
+
+// logGoroutines counts the goroutines running a Log method.
+func logGoroutines() int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "partlog.(*Log)") {
+			n++
+		}
+	}
+	return n
+}
+
+// An open log holds no goroutine while it has nothing to do: a node of
+// 10 000 replicas parked 20 000 goroutines on its logs' tickers. Its
+// timed and deferred work still runs (TestBackgroundWorkRuns).
+func TestIdleLogsHoldNoGoroutine(t *testing.T) {
+	mem := vfs.NewMem()
+	var logs []*Log
+	defer func() {
+		for _, l := range logs {
+			l.Close()
+		}
+	}()
+	for i := range 50 {
+		l, err := Open(fmt.Sprintf("/data/p%d", i), Config{SegmentBytes: 300,
+			Flush: FlushPolicy{Mode: FlushInterval, Interval: time.Hour}}, WithFS(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, l)
+	}
+	if n := logGoroutines(); n != 0 {
+		t.Fatalf("50 idle logs run %d goroutines, want none", n)
+	}
+	// A roll's flush runs on a goroutine of its own, which ends.
+	for _, l := range logs {
+		for range 3 {
+			mustAppend(t, l, makeBatch(t, 2, 0, 100), 0)
+		}
+	}
+	testwait.Until(t, time.Minute, "the rolls' flushes to end", func() error {
+		if n := logGoroutines(); n != 0 {
+			return fmt.Errorf("%d goroutines in the logs", n)
+		}
+		return nil
+	})
+}
+
+// The timers fire again and again, follow Reconfigure, and a roll's
+// sealed segment is fsynced without any call.
+func TestBackgroundWorkRuns(t *testing.T) {
+	mem := vfs.NewMem()
+	l := mustOpen(t, mem, Config{Flush: FlushPolicy{Mode: FlushInterval, Interval: 5 * time.Millisecond},
+		CheckpointInterval: -1})
+	defer l.Close()
+	for i := range 3 { // the timer runs more than once
+		info := mustAppend(t, l, makeBatch(t, 2, 0, 10), 0)
+		testwait.Until(t, time.Minute, fmt.Sprintf("flush.ms to fsync append %d", i), func() error {
+			if rp := l.RecoveryPoint(); rp <= info.LastOffset {
+				return fmt.Errorf("recovery point %d, last offset %d", rp, info.LastOffset)
+			}
+			return nil
+		})
+	}
+
+	// The checkpoint interval, armed by Reconfigure, writes the high
+	// watermark; FlushNone leaves the unsealed tail unsynced.
+	if err := l.Reconfigure(Config{CheckpointInterval: 5 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	info := mustAppend(t, l, makeBatch(t, 2, 0, 10), 0)
+	l.SetHighWatermark(info.LastOffset + 1)
+	testwait.Until(t, time.Minute, "the checkpoint interval to write the high watermark", func() error {
+		c, err := readLogCheckpoint(mem, testDir)
+		if err != nil {
+			return err
+		}
+		if c.highWatermark != info.LastOffset+1 {
+			return fmt.Errorf("checkpoint high watermark %d, want %d", c.highWatermark, info.LastOffset+1)
+		}
+		return nil
+	})
+
+	// A roll under FlushNone: the sealed segment is fsynced in the
+	// background.
+	if err := l.Reconfigure(Config{SegmentBytes: 300, CheckpointInterval: -1}); err != nil {
+		t.Fatal(err)
+	}
+	var last AppendInfo
+	for range 3 {
+		last = mustAppend(t, l, makeBatch(t, 2, 0, 100), 0)
+	}
+	testwait.Until(t, time.Minute, "the roll's flush", func() error {
+		if rp := l.RecoveryPoint(); rp < last.FirstOffset {
+			return fmt.Errorf("recovery point %d, want the sealed segments' end %d", rp, last.FirstOffset)
+		}
+		return nil
+	})
+}
+
+// Close waits for background work that is running and lets none start
+// after it: the race detector and the goroutine count check it, with the
+// timers firing every millisecond and rolls kicking flushes.
+func TestCloseStopsBackgroundWork(t *testing.T) {
+	mem := vfs.NewMem()
+	for i := range 20 {
+		dir := fmt.Sprintf("/data/c%d", i)
+		l, err := Open(dir, Config{SegmentBytes: 300, CheckpointInterval: time.Millisecond,
+			Flush: FlushPolicy{Mode: FlushInterval, Interval: time.Millisecond}}, WithFS(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			mustAppend(t, l, makeBatch(t, 2, 0, 100), 0)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := logGoroutines(); n != 0 {
+			t.Fatalf("Close returned with %d goroutines still in the log", n)
+		}
+		if err := l.Reconfigure(Config{}); err == nil {
+			t.Fatal("Reconfigure of a closed log succeeded")
+		}
+	}
+}
