@@ -167,15 +167,13 @@ func (s *segment) readMeta(pos int64, hdr []byte) (batchMeta, error) {
 // segment has no such batch.
 func (s *segment) find(offset int64, hdr []byte) (m batchMeta, ok bool, err error) {
 	end := s.size.Load()
-	pos := s.lookup(offset)
 	s.idxMu.RLock()
 	m, ok, from := s.recent.find(offset, end)
 	s.idxMu.RUnlock()
 	if ok {
 		return m, true, nil
 	}
-	pos = max(pos, from)
-	for ; pos < end; pos += int64(m.size) {
+	for pos := max(s.lookup(offset), from); pos < end; pos += int64(m.size) {
 		if m, err = s.readMeta(pos, hdr); err != nil {
 			return m, false, fmt.Errorf("%w: segment %s position %d: %w", ErrCorrupt, segmentName(s.base), pos, err)
 		}
