@@ -159,7 +159,7 @@ func TestTransactionCallSequence(t *testing.T) {
 	fc := newFake(t, 2, "t", 3)
 	co := newScriptedTxn(t, fc)
 	ctx := ctxT(t)
-	p := newTxnProducerT(t, fc, Linger(50*time.Millisecond))
+	p := newTxnProducerT(t, fc, Linger(time.Minute))
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +180,11 @@ func TestTransactionCallSequence(t *testing.T) {
 	if err := p.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.ProduceSync(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("w")}); err != nil {
-		t.Fatal(err)
-	}
+	p.Produce(ctx, &Record{Topic: "t", Partition: 1, Value: []byte("w")}, func(_ *Record, err error) {
+		if err != nil {
+			t.Errorf("produce: %v", err)
+		}
+	})
 	if err := p.CommitTransaction(ctx); err != nil {
 		t.Fatal(err)
 	}
