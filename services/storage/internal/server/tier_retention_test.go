@@ -339,3 +339,27 @@ func TestDeleteRecordsOnATieredTopic(t *testing.T) {
 		t.Fatalf("fetch at 40 after deleting below 70: %v, want OUT_OF_RANGE from 70", res.GetError())
 	}
 }
+
+// TestTierRoundAnswerDoesNotLowerState: a tier round's answer read before
+// this node's DeleteRecords (or an upload) finished can be stored after
+// it; for the same topic it must not move the log start, the delete
+// offset or the tiered end back, while an answer for a recreated topic of
+// the same name replaces the old state whole.
+func TestTierRoundAnswerDoesNotLowerState(t *testing.T) {
+	known := tieredInfo{logStart: 70, end: 64, size: 100, deleted: 70, topicID: "a"}
+	stale := tieredInfo{logStart: 30, end: 48, size: 90, deleted: 30, topicID: "a"}
+	if got := stale.raisedBy(known); got.logStart != 70 || got.deleted != 70 || got.end != 64 || got.size != 90 {
+		t.Fatalf("a stale answer for the same topic gave %+v, want log start 70, deleted 70, end 64", got)
+	}
+	newer := tieredInfo{logStart: 80, end: 96, deleted: 75, topicID: "a"}
+	if got := newer.raisedBy(known); got != newer {
+		t.Fatalf("a newer answer gave %+v, want it unchanged %+v", got, newer)
+	}
+	recreated := tieredInfo{logStart: -1, end: -1, topicID: "b"}
+	if got := recreated.raisedBy(known); got != recreated {
+		t.Fatalf("an answer for a recreated topic gave %+v, want it unchanged %+v", got, recreated)
+	}
+	if got := stale.raisedBy(tieredInfo{}); got != stale {
+		t.Fatalf("a first answer gave %+v, want it unchanged", got)
+	}
+}

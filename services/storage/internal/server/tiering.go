@@ -70,6 +70,21 @@ type tieredInfo struct {
 	// deleted is the tier's delete-records offset (DeleteRecords): no
 	// record below it is served; 0 when never set.
 	deleted int64
+	topicID string // the topic the answer is for
+}
+
+// raisedBy is a round's answer next kept from lowering what the node
+// already knows of the same topic: the tier's offsets only rise, but a
+// round's answer read before this node's DeleteRecords or upload finished
+// can arrive after it and would move the partition's log start back.
+func (next tieredInfo) raisedBy(old tieredInfo) tieredInfo {
+	if next.topicID == "" || old.topicID != next.topicID {
+		return next // another topic of the same name, or one unknown: the tier's answer stands
+	}
+	next.logStart = max(next.logStart, old.logStart)
+	next.end = max(next.end, old.end)
+	next.deleted = max(next.deleted, old.deleted)
+	return next
 }
 
 // tiering is a node's link to the tiering service. nil when disabled.
@@ -184,7 +199,8 @@ func (n *Node) tierRound(ctx context.Context) {
 			}
 			continue
 		}
-		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes(), deleted: st.GetDeleteRecordsOffset()}
+		info := tieredInfo{logStart: st.GetLogStartOffset(), end: st.GetTieredEndOffset(), size: st.GetSizeBytes(),
+			deleted: st.GetDeleteRecordsOffset(), topicID: r.TopicID}
 		// A log ending below the tiered end restarts there (a lost disk).
 		if _, err := r.MoveToTieredEnd(info.end); err != nil {
 			if !errors.Is(err, replica.ErrClosed) {
@@ -193,6 +209,7 @@ func (n *Node) tierRound(ctx context.Context) {
 			continue
 		}
 		n.tier.mu.Lock()
+		info = info.raisedBy(n.tier.state[k])
 		n.tier.state[k] = info
 		busy := n.tier.uploading[k]
 		n.tier.mu.Unlock()
