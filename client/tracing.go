@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/strata-mq/strata/lib/apierr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -292,9 +293,11 @@ func (t *tracing) traceRecord(ctx context.Context, pr *promise) {
 const traceHeadersSize = 10 + len("traceparent") + 55 + 64
 
 // connectOptions are the Connect options of every client: the
-// application's (ConnectOptions), inside an interceptor that writes the
-// caller's trace context into the request headers and, with Token, one
-// that adds the bearer token. So a Produce RPC carries its record's send
+// application's (ConnectOptions), inside an interceptor that makes a call
+// whose connection broke UNAVAILABLE rather than CANCELED (connect-go
+// takes a reset for the caller leaving; apierr.BrokenConnection), one
+// that writes the caller's trace context into the request headers and,
+// with Token, one that adds the bearer token. So a Produce RPC carries its record's send
 // span to the leader even when the application adds no otelconnect
 // interceptor; one that it adds runs inside and writes its own client
 // span's context over it.
@@ -303,7 +306,7 @@ func (c *config) connectOptions() []connect.ClientOption {
 	if prop == nil {
 		prop = propagation.TraceContext{}
 	}
-	ics := []connect.Interceptor{propagateInterceptor{prop}}
+	ics := []connect.Interceptor{apierr.BrokenConnectionInterceptor{}, propagateInterceptor{prop}}
 	if c.token.set() {
 		ics = append(ics, newBearerInterceptor(c.token))
 	}

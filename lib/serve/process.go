@@ -20,6 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/strata-mq/strata/lib/apierr"
 	"github.com/strata-mq/strata/lib/guard"
 	"github.com/strata-mq/strata/lib/tlsconfig"
 )
@@ -246,11 +247,14 @@ func (p *Process) Logger() *slog.Logger { return p.logger }
 func (p *Process) Telemetry() *Telemetry { return p.tel }
 
 // ConnectOption is what every Connect handler and client of the process
-// takes: the instrumentation of [Telemetry.ConnectOption], and the
-// request quota (requestquota.go), which charges a user's handler time
-// and takes the process's own calls to other services out of it.
+// takes: the instrumentation of [Telemetry.ConnectOption], the request
+// quota (requestquota.go), which charges a user's handler time and takes
+// the process's own calls to other services out of it, and, on clients,
+// [apierr.BrokenConnectionInterceptor], so a call to a peer that died
+// under a pooled connection is UNAVAILABLE, as retry loops expect, not
+// CANCELED.
 func (p *Process) ConnectOption() connect.Option {
-	return connect.WithOptions(p.tel.ConnectOption(), connect.WithInterceptors(requestTime{g: p.guard}))
+	return connect.WithOptions(p.tel.ConnectOption(), connect.WithInterceptors(requestTime{g: p.guard}, apierr.BrokenConnectionInterceptor{}))
 }
 
 // HTTPClient is the process's shared client for Connect calls to other
