@@ -395,11 +395,13 @@ func TestLeadsOnlyAsTheRecordedRegistration(t *testing.T) {
 // A settled ISR is not looked at again until its first member could fall
 // out of time (the ISR loop then skips the replica without its lock), but
 // it is looked at once that time comes, whichever member it is, and at
-// once after a change of role or a fetch of a follower outside the ISR.
+// once after a change of role or a fetch of a follower outside the ISR,
+// which clears the mark and tells ISRRecheck, once per clearing.
 func TestSettledISRIsCheckedAgainInTime(t *testing.T) {
 	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	const lag = 10 * time.Second
-	opts := Options{Clock: clk, LagTime: lag, NodeID: 1}
+	rechecks := 0
+	opts := Options{Clock: clk, LagTime: lag, NodeID: 1, ISRRecheck: func(*Replica) { rechecks++ }}
 	r, err := Open(t.TempDir(), "orders", "id", 0, Config{MinISR: 2}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +425,12 @@ func TestSettledISRIsCheckedAgainInTime(t *testing.T) {
 	// Node 3, outside the ISR, catches up half a lag later: proposed at
 	// once, not at the deadline.
 	clk.Advance(lag / 2)
+	before := rechecks
 	fetch(t, r, 3, 2)
+	fetch(t, r, 3, 2)
+	if r.ISRCheckAt() != 0 || rechecks != before+1 {
+		t.Fatalf("after follower 3's fetches: mark %d, %d rechecks told, want 0 and one", r.ISRCheckAt(), rechecks-before)
+	}
 	a, ok := r.ProposeISR()
 	if !ok || !slices.Equal(a.NewISR, []int32{1, 2, 3}) {
 		t.Fatalf("follower 3 caught up: proposal %+v %v, want [1 2 3]", a, ok)

@@ -121,6 +121,13 @@ type Options struct {
 	// ObserveStage receives the duration of each stage of each acks=all
 	// produce this replica leads (stages.go). Nil measures nothing.
 	ObserveStage func(Stage, time.Duration)
+	// ISRRecheck, when set, is called each time a settled ISR mark is
+	// cleared (ISRCheckAt goes to 0): the loop that keeps the marks of
+	// every replica of a node (replication.ISRLoop) checks this one at
+	// its next pass instead of reading every mark every second. It runs
+	// with the replica's lock held: it must be short, and must neither
+	// block nor call the replica.
+	ISRRecheck func(*Replica)
 }
 
 // followerState is the leader's view of one follower: of one incarnation
@@ -339,7 +346,19 @@ func (r *Replica) Subscribe(fn func()) (cancel func()) {
 
 // recheckISRLocked makes the next ProposeISR look at the ISR again: a
 // change of role, records, high watermark or followers may unsettle it.
-func (r *Replica) recheckISRLocked() { r.isrCheckAt.Store(0) }
+// The first clearing of a mark is told to Options.ISRRecheck.
+func (r *Replica) recheckISRLocked() {
+	if r.isrCheckAt.Swap(0) != 0 && r.opts.ISRRecheck != nil {
+		r.opts.ISRRecheck(r)
+	}
+}
+
+// ISRCheckAt is the clock's monotonic reading (Options.Clock, in
+// nanoseconds) before which ProposeISR would propose nothing: 0 when it
+// may propose now, math.MaxInt64 when only a change would let it (not
+// leading). Only ProposeISR raises it; anything that clears it again
+// calls Options.ISRRecheck.
+func (r *Replica) ISRCheckAt() int64 { return r.isrCheckAt.Load() }
 
 // Changed returns a channel closed at the next change of the log end
 // offset, high watermark, role or ISR.

@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	commonv1 "github.com/strata-mq/strata/gen/strata/common/v1"
 	controllerv1 "github.com/strata-mq/strata/gen/strata/controller/v1"
 	storagev1 "github.com/strata-mq/strata/gen/strata/storage/v1"
+	"github.com/strata-mq/strata/services/storage/internal/clock"
 	"github.com/strata-mq/strata/services/storage/internal/metadata"
 	"github.com/strata-mq/strata/services/storage/internal/replica"
 )
@@ -63,17 +66,48 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// ISRLoop periodically asks every led replica for an ISR change and sends
+// ISRLoop periodically asks the led replicas for an ISR change and sends
 // the proposals to the controller with AlterPartition. A change applies
 // only from the controller's answer (a compare-and-set on the partition
 // epoch), never before. A call that ends without an answer leaves its
 // proposals pending (the controller may have applied them) and they are
 // sent again at the next check.
+//
+// It asks only the replicas that may propose: it keeps each replica's
+// mark (Replica.ISRCheckAt) in one slice of its own, so a pass over
+// thousands of settled replicas compares numbers in order instead of
+// loading a field of every replica (a cache miss each). A replica whose
+// mark is cleared tells the loop through Recheck, which the node passes
+// as the replicas' Options.ISRRecheck; every mark is read again from its
+// replica every RefreshInterval, in case.
 type ISRLoop struct {
+	// Replicas returns the hosted replicas. It is called on every pass,
+	// and should return the same slice while the set is unchanged.
 	Replicas func() []*replica.Replica
 	Meta     *metadata.Client
+	Clock    clock.Clock   // the replicas' clock (replica.Options.Clock); default clock.System
 	Interval time.Duration // how often to check; default 100ms
-	Logger   *slog.Logger
+	// RefreshInterval is how often every mark is read again from its
+	// replica; default 10s.
+	RefreshInterval time.Duration
+	Logger          *slog.Logger
+
+	mu       sync.Mutex
+	rechecks []*replica.Replica // marks cleared since the last pass (Recheck)
+
+	// The Run goroutine's alone:
+	hosted      []*replica.Replica       // Replicas' answer at the last pass
+	marks       []int64                  // hosted[i]'s mark as last read
+	index       map[*replica.Replica]int // position in hosted
+	refreshedAt time.Duration            // when every mark was last read
+}
+
+// Recheck makes the next pass ask r: its mark was cleared. It is the
+// replicas' Options.ISRRecheck, called with r's lock held.
+func (l *ISRLoop) Recheck(r *replica.Replica) {
+	l.mu.Lock()
+	l.rechecks = append(l.rechecks, r)
+	l.mu.Unlock()
 }
 
 // Run checks until ctx ends.
@@ -86,6 +120,55 @@ func (l *ISRLoop) Run(ctx context.Context) {
 	}
 }
 
+// due returns the replicas to ask in this pass: the hosted ones whose mark
+// is cleared or has passed.
+func (l *ISRLoop) due() []int {
+	if l.Clock == nil {
+		l.Clock = clock.System
+	}
+	if l.RefreshInterval <= 0 {
+		l.RefreshInterval = 10 * time.Second
+	}
+	now := l.Clock.Mono()
+	rs := l.Replicas()
+	refresh := now-l.refreshedAt >= l.RefreshInterval
+	if !slices.Equal(rs, l.hosted) {
+		// The set changed: keep the marks of the replicas still here (a
+		// new one, 0, is asked now).
+		marks := make([]int64, len(rs))
+		index := make(map[*replica.Replica]int, len(rs))
+		for i, r := range rs {
+			if j, ok := l.index[r]; ok {
+				marks[i] = l.marks[j]
+			}
+			index[r] = i
+		}
+		l.hosted, l.marks, l.index = rs, marks, index
+	}
+	l.mu.Lock()
+	rechecks := l.rechecks
+	l.rechecks = nil
+	l.mu.Unlock()
+	for _, r := range rechecks {
+		if i, ok := l.index[r]; ok {
+			l.marks[i] = 0
+		}
+	}
+	if refresh {
+		for i, r := range l.hosted {
+			l.marks[i] = r.ISRCheckAt()
+		}
+		l.refreshedAt = now
+	}
+	var due []int
+	for i, at := range l.marks {
+		if at == 0 || int64(now) >= at {
+			due = append(due, i)
+		}
+	}
+	return due
+}
+
 func (l *ISRLoop) once(ctx context.Context) {
 	type pending struct {
 		r *replica.Replica
@@ -93,11 +176,14 @@ func (l *ISRLoop) once(ctx context.Context) {
 	}
 	var ps []pending
 	var items []*controllerv1.AlterPartitionItem
-	for _, r := range l.Replicas() {
+	for _, i := range l.due() {
+		r := l.hosted[i]
 		if a, ok := r.ProposeISR(); ok {
 			ps = append(ps, pending{r, a})
 			items = append(items, alterItem(r, a))
 		}
+		// A clearing after this read is in rechecks for the next pass.
+		l.marks[i] = r.ISRCheckAt()
 	}
 	if len(ps) == 0 {
 		return

@@ -117,6 +117,7 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	meta   *metadata.Client
+	isr    *replication.ISRLoop // proposes the led replicas' ISR changes
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -217,9 +218,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Quotas: quotaExchange{cfg.Guard}, // security.go
 	})
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	isr := &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Interval: cfg.ISRCheckInterval, Logger: n.logger}
+	n.isr = &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Clock: cfg.Clock, Interval: cfg.ISRCheckInterval, Logger: n.logger}
 	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
-	n.goRun(isr.Run)
+	n.goRun(n.isr.Run)
 	n.goRun(n.retentionLoop)
 	n.goRun(n.cleanerLoop) // cleaner.go
 	n.startTiering()       // tiered storage (tiering.go)
@@ -360,6 +361,7 @@ func (n *Node) ensure(t *commonv1.TopicMetadata, p *commonv1.PartitionMetadata) 
 	r, err := replica.Open(dir, k.topic, t.GetTopicId(), partition, cfg, replica.Options{
 		NodeID: n.cfg.NodeID, LagTime: n.cfg.ReplicaLagTime, Logger: n.logger, Clock: n.cfg.Clock, FS: n.cfg.FS,
 		NodeEpoch: n.meta.NodeEpoch, OnLogFailure: n.logFailed(k), ObserveStage: observeStage, // telemetry.go
+		ISRRecheck: n.isr.Recheck,
 	})
 	if err != nil {
 		return nil, err
