@@ -520,3 +520,82 @@ func BenchmarkProposeISRSettled(b *testing.B) {
 		}
 	}
 }
+
+// A follower's fetch session keeps it in time without a visit per
+// partition: after a fetch through the session at our log end, each later
+// request of the session counts as a fetch there, until our log end moves
+// (the requests before the move still count, as the follower's previous
+// fetch), the session drops the partition (DetachPoller) or closes.
+func TestSessionRequestsKeepACaughtUpFollowerInTime(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	const lag = 10 * time.Second
+	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: lag},
+		State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	produceLeader(t, r, 2)
+	p2, p3 := NewPoller(), NewPoller()
+	sessionFetch := func(id int32, p *Poller, offset int64) {
+		t.Helper()
+		res, err := r.Replicate(Fetch{ReplicaID: id, NodeEpoch: 10, LeaderEpoch: 3, FetchOffset: offset,
+			LastFetchedEpoch: r.Log().LatestEpoch(), MaxBytes: 1 << 20, Poller: p})
+		if err != nil || res.Diverging || res.OutOfRange {
+			t.Fatalf("fetch of %d at %d: %v %+v", id, offset, err, res)
+		}
+	}
+	poll := func(ps ...*Poller) {
+		for _, p := range ps {
+			p.Polled(clk.Mono())
+		}
+	}
+	propose := func(what string, want []int32) {
+		t.Helper()
+		a, ok := r.ProposeISR()
+		switch {
+		case want == nil && ok:
+			t.Fatalf("%s: proposed %v, want nothing", what, a.NewISR)
+		case want != nil && (!ok || !slices.Equal(a.NewISR, want)):
+			t.Fatalf("%s: proposal %v %v, want %v", what, a.NewISR, ok, want)
+		}
+	}
+	sessionFetch(2, p2, 2)
+	sessionFetch(3, p3, 2)
+
+	// Both sessions keep polling for three lag times, naming nothing.
+	for range 6 {
+		clk.Advance(lag / 2)
+		poll(p2, p3)
+	}
+	propose("followers polling at the log end", nil)
+
+	// Session 3 closes: 3 falls out a lag time after its last request.
+	p3.Close()
+	clk.Advance(lag / 2)
+	poll(p2, p3)
+	propose("half a lag after session 3 closed", nil)
+	clk.Advance(lag/2 + time.Millisecond)
+	poll(p2, p3)
+	propose("a lag after session 3 closed", []int32{1, 2})
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+
+	// New records: session 2's requests before them still count, so the
+	// follower is in time while it comes to fetch them.
+	clk.Advance(lag / 2)
+	poll(p2)
+	produceLeader(t, r, 1)
+	clk.Advance(lag/2 + time.Millisecond)
+	poll(p2) // behind now: counts for nothing
+	propose("follower 2 polled just before the append", nil)
+	clk.Advance(lag / 2)
+	propose("a lag after follower 2's last request at the old log end", []int32{1})
+	r.AlterISRUnknown()
+	r.AlterISRDone(&State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 2, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2}})
+	sessionFetch(2, p2, 3)
+	propose("follower 2 fetched the new end", nil)
+
+	// The session drops the partition: its requests count no more.
+	r.DetachPoller(2, p2)
+	for range 3 {
+		clk.Advance(lag / 2)
+		poll(p2)
+	}
+	propose("follower 2's session dropped the partition", []int32{1})
+}

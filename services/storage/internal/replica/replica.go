@@ -160,6 +160,9 @@ type followerState struct {
 	// last carried records away: the batches below it were measured as
 	// fetched (StageFollowerFetch).
 	sentUpTo int64
+	// poller is the fetch session its last fetch came through, whose
+	// later requests fetch again at leo (poller.go); nil when none.
+	poller *Poller
 }
 
 // reset forgets a follower's previous incarnation: the node registered
@@ -196,6 +199,9 @@ type Replica struct {
 	pendingEpochs    map[int32]int64
 	followers        map[int32]*followerState
 	epochStartOffset int64 // our log end offset when we became leader
+	// creditLEO is the log end offset at the last notifyLocked: what
+	// the followers' fetch sessions are counted as fetching at (poller.go).
+	creditLEO int64
 	// term counts the times this replica stopped leading or had its log
 	// cut (truncation, reset, a move to the tiered end). A produce waits
 	// for its commit only while the term it appended in lasts: across a
@@ -244,6 +250,7 @@ func Open(dir, topic, topicID string, partition int32, cfg Config, opts Options)
 		log: l, cfg: cfg, opts: opts, logger: logger,
 		state:     State{LeaderID: -1, LeaderEpoch: -1, PartitionEpoch: -1},
 		followers: make(map[int32]*followerState),
+		creditLEO: l.LogEndOffset(),
 		changed:   make(chan struct{}),
 		spanAttrs: spanAttrs(topic, partition),
 		holding:   holds{limits: defaultHoldLimits},
@@ -310,8 +317,14 @@ func (r *Replica) Close() error {
 	return r.log.Close()
 }
 
-// notifyLocked wakes every waiter. The caller holds mu.
+// notifyLocked wakes every waiter, after recording what the followers'
+// fetch sessions fetched at the log end it had (creditPollsLocked). The
+// caller holds mu.
 func (r *Replica) notifyLocked() {
+	if leo := r.log.LogEndOffset(); leo != r.creditLEO {
+		r.creditPollsLocked()
+		r.creditLEO = leo
+	}
 	close(r.changed)
 	r.changed = make(chan struct{})
 	for _, h := range r.hooks {
@@ -401,7 +414,7 @@ func (r *Replica) View() View {
 		for id, f := range r.followers {
 			fv := FollowerView{NodeEpoch: f.nodeEpoch, LEO: f.leo}
 			if f.caughtUp {
-				fv.LastCaughtUp = clock.WallAt(r.opts.Clock, f.lastCaughtUp)
+				fv.LastCaughtUp = clock.WallAt(r.opts.Clock, r.lastCaughtUpLocked(f))
 			}
 			v.Followers[id] = fv
 		}
@@ -975,6 +988,10 @@ type Fetch struct {
 	// Buf, when not nil, is the buffer to read into: the result's Records
 	// aliases it when it has the capacity (partlog.Log.ReadInto).
 	Buf []byte
+	// Poller is the fetch session the fetch came in, nil for a request
+	// without one: its later requests count as fetches at this fetch's
+	// offset while that is our log end (poller.go).
+	Poller *Poller
 }
 
 // Replicate serves one follower fetch: it fences the epoch and the node
@@ -1014,6 +1031,7 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 	case req.NodeEpoch > f.nodeEpoch:
 		r.forgetIncarnationLocked(id, f, req.NodeEpoch)
 	}
+	f.poller = nil // until this fetch is recorded
 	res := ReplicateResult{LogStart: r.log.LogStartOffset(), LEO: r.log.LogEndOffset()}
 	if req.FetchOffset < res.LogStart {
 		res.HW = r.log.HighWatermark()
@@ -1056,6 +1074,7 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 		}
 	}
 	r.recordFetchLocked(id, f, req.FetchOffset, res.LEO, now)
+	f.poller = req.Poller
 	if req.LogStart > f.logStart {
 		// A DeleteRecords may be waiting for the low watermark.
 		f.logStart = req.LogStart
@@ -1192,7 +1211,7 @@ func (r *Replica) ProposeISR() (AlterISR, bool) {
 			NewISR: slices.Clone(r.pendingISR), NodeEpochs: maps.Clone(r.pendingEpochs)}, true
 	}
 	now := r.opts.Clock.Mono()
-	inTime := func(f *followerState) bool { return f.caughtUp && now-f.lastCaughtUp <= r.opts.LagTime }
+	inTime := func(f *followerState) bool { return f.caughtUp && now-r.lastCaughtUpLocked(f) <= r.opts.LagTime }
 	hw := r.log.HighWatermark()
 	eligible := func(f *followerState) bool {
 		return f != nil && f.nodeEpoch > 0 && f.leo >= 0 && f.leo >= hw && f.leo >= r.epochStartOffset && inTime(f)
@@ -1274,7 +1293,7 @@ func (r *Replica) isrSettledUntilLocked(now time.Duration) time.Duration {
 	until := now + r.opts.LagTime + 1
 	for _, id := range r.state.ISR {
 		if f := r.followers[id]; id != r.opts.NodeID && f != nil {
-			until = min(until, f.lastCaughtUp+r.opts.LagTime+1)
+			until = min(until, r.lastCaughtUpLocked(f)+r.opts.LagTime+1)
 		}
 	}
 	return until

@@ -60,6 +60,10 @@ type replSession struct {
 	replicaID int32
 	nodeEpoch int64 // the follower's incarnation (KIP-903); another one opens its own
 	feed      *changeFeed
+	// poller counts each request as a fetch of every partition the
+	// session holds, at the follower's last fetch state, for the
+	// replicas its fetches came through (replica.Poller).
+	poller *replica.Poller
 
 	// Under replSessions.mu.
 	nextEpoch int32     // the epoch the next request must carry
@@ -108,7 +112,7 @@ func (t *replSessions) open(replicaID int32, nodeEpoch int64, now time.Time) *re
 		id = rand.Int32()
 	}
 	sess := &replSession{
-		id: id, replicaID: replicaID, nodeEpoch: nodeEpoch, feed: &t.feed,
+		id: id, replicaID: replicaID, nodeEpoch: nodeEpoch, feed: &t.feed, poller: replica.NewPoller(),
 		nextEpoch: 1, lastUsed: now,
 		parts: map[tpKey]*sessionPart{}, dirty: map[tpKey]struct{}{}, wake: make(chan struct{}, 1),
 	}
@@ -171,6 +175,7 @@ func (sess *replSession) close() {
 		return
 	}
 	sess.closed = true
+	sess.poller.Close()
 	for _, sp := range sess.parts {
 		if sp.sub != nil {
 			sess.feed.unsubscribe(sp.sub)
@@ -221,6 +226,9 @@ func (sess *replSession) forget(k tpKey) {
 		if sp.sub != nil {
 			sess.feed.unsubscribe(sp.sub)
 		}
+		if sp.r != nil {
+			sp.r.DetachPoller(sess.replicaID, sess.poller)
+		}
 		delete(sess.parts, k)
 	}
 }
@@ -245,14 +253,16 @@ func (sess *replSession) watch(sp *sessionPart, r *replica.Replica) {
 }
 
 // sessionRefresh is how often a session fetches every partition again at
-// the follower's last state: well inside replica.lag.time.max, so an idle
-// follower that keeps polling is never taken for one that stopped.
+// the follower's last state, a safety net for a change the change feed
+// did not report: an idle follower that keeps polling is kept in time by
+// the session's requests themselves (replica.Poller), so this is
+// several times replica.lag.time.max.
 func (s *service) sessionRefresh() time.Duration {
 	lag := s.n.cfg.ReplicaLagTime
 	if lag <= 0 {
 		lag = 10 * time.Second
 	}
-	return max(lag/4, time.Millisecond)
+	return max(3*lag, time.Millisecond)
 }
 
 func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.ReplicateRequest]) (*connect.Response[storagev1.ReplicateResponse], error) {
@@ -277,9 +287,11 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 		if sess == nil {
 			return connect.NewResponse(&storagev1.ReplicateResponse{SessionError: serr}), nil
 		}
+		sess.poller.Polled(s.n.cfg.Clock.Mono())
 		return connect.NewResponse(s.replicateSession(ctx, m, sess)), nil
 	case m.GetOpenSession():
 		sess := sessions.open(m.GetReplicaId(), m.GetNodeEpoch(), now)
+		sess.poller.Polled(s.n.cfg.Clock.Mono())
 		return connect.NewResponse(s.replicateSession(ctx, m, sess)), nil
 	default:
 		sessions.closeFor(m.GetReplicaId())
@@ -312,8 +324,10 @@ func (s *service) partitionLimit(replicaID int32, p *storagev1.ReplicatePartitio
 // partition are set) and reports whether the result must reach the
 // follower whatever else the answer holds (an error, a diverging epoch,
 // out of range), and the leader's log end offset (-1 when unknown).
+// poller is the fetch session the partition is fetched in, nil for a
+// request without one.
 func (s *service) replicateOne(ctx context.Context, m *storagev1.ReplicateRequest, r *replica.Replica, p *storagev1.ReplicatePartition,
-	limit int, buf *[]byte, res *storagev1.ReplicatePartitionResult) (urgent bool, leo int64) {
+	poller *replica.Poller, limit int, buf *[]byte, res *storagev1.ReplicatePartitionResult) (urgent bool, leo int64) {
 	if r == nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), nil, nil)
 		return true, -1
@@ -324,7 +338,7 @@ func (s *service) replicateOne(ctx context.Context, m *storagev1.ReplicateReques
 	rr, err := r.Replicate(replica.Fetch{
 		ReplicaID: m.GetReplicaId(), NodeEpoch: m.GetNodeEpoch(), LeaderEpoch: p.GetCurrentLeaderEpoch(),
 		FetchOffset: p.GetFetchOffset(), LastFetchedEpoch: p.GetLastFetchedEpoch(), LogStart: p.GetLogStartOffset(),
-		MaxBytes: limit, Buf: *buf,
+		MaxBytes: limit, Buf: *buf, Poller: poller,
 	})
 	if err != nil {
 		res.Error = s.detail(p.GetTopic(), p.GetPartition(), r, err)
@@ -366,7 +380,7 @@ func (s *service) replicateFull(ctx context.Context, m *storagev1.ReplicateReque
 				w.watch(r) // before the first read, so no change after it is missed
 				hw0[i], start0[i] = r.Log().HighWatermark(), r.Log().LogStartOffset()
 			}
-			urgent, _ := s.replicateOne(ctx, m, r, p, s.partitionLimit(m.GetReplicaId(), p, maxBytes, total), &bufs[i], res)
+			urgent, _ := s.replicateOne(ctx, m, r, p, nil, s.partitionLimit(m.GetReplicaId(), p, maxBytes, total), &bufs[i], res)
 			answer = answer || urgent
 			total += len(res.Records)
 			if r != nil && res.Error == nil && (res.HighWatermark != hw0[i] || res.LogStartOffset != start0[i]) {
@@ -494,7 +508,7 @@ func (s *service) sessionRound(ctx context.Context, m *storagev1.ReplicateReques
 		p := sp.fetch
 		res := &storagev1.ReplicatePartitionResult{Topic: k.topic, Partition: k.partition, HighWatermark: -1, LogStartOffset: -1}
 		var buf []byte
-		u, leo := s.replicateOne(ctx, m, r, p, s.partitionLimit(m.GetReplicaId(), p, maxBytes, total), &buf, res)
+		u, leo := s.replicateOne(ctx, m, r, p, sess.poller, s.partitionLimit(m.GetReplicaId(), p, maxBytes, total), &buf, res)
 		urgent = urgent || u
 		total += len(res.Records)
 		changed := res.Error == nil && (res.HighWatermark != sp.sentHW || res.LogStartOffset != sp.sentLogStart)

@@ -138,8 +138,9 @@ func TestReplicateSessionCarriesOnlyChangedPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Idle for several lag times: only the session's refresh keeps the
-	// unnamed partitions' followers caught up.
+	// Idle for several lag times: only the session's requests keep the
+	// unnamed partitions' followers caught up (replica.Poller; the
+	// session's refresh comes every three lag times).
 	time.Sleep(5 * lag)
 	for _, name := range topics {
 		if got := isr(c, name); !slices.Equal(got, []int32{1, 2, 3}) {
