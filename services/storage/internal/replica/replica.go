@@ -1096,10 +1096,11 @@ func (r *Replica) Replicate(req Fetch) (ReplicateResult, error) {
 
 // Refetch records a fetch of follower id that repeats its last one with
 // nothing to read: the same incarnation and leader epoch, at the fetch
-// offset it last fetched, which is our log end. A fetch session counts a
-// partition its follower does not name as fetched again this way (see
-// the storage server's replicate.go); Replicate would record the same for
-// such a fetch, at several times the cost. It records nothing and reports
+// offset it last fetched, which is our log end. A fetch session's
+// periodic pass over every partition it holds (a safety net; the session's
+// Poller counts its requests otherwise, see the storage server's
+// replicate.go) records such a fetch this way; Replicate would record the
+// same, at several times the cost. It records nothing and reports
 // false when the fetch is not such a repeat: the caller then makes it
 // with Replicate.
 func (r *Replica) Refetch(id int32, nodeEpoch int64, leaderEpoch int32, fetchOffset int64) bool {
