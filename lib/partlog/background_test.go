@@ -1,7 +1,10 @@
 package partlog
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -141,4 +144,61 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 			t.Fatal("Reconfigure of a closed log succeeded")
 		}
 	}
+}
+
+// TestDiscardWritesNothing: Discard closes a log as Close does (its
+// background work stops, later calls fail with ErrClosed) but writes no
+// checkpoint, snapshot or clean-shutdown marker, as its directory is
+// removed next; one not removed reopens as after a crash, with every
+// record appended.
+func TestDiscardWritesNothing(t *testing.T) {
+	mem := vfs.NewMem()
+	l := mustOpen(t, mem, Config{CheckpointInterval: time.Hour}) // one segment: no roll, no background flush
+	for range 5 {
+		mustAppend(t, l, makeBatch(t, 2, 0, 100), 0)
+	}
+	l.SetHighWatermark(10)
+	before := dirFiles(t, mem)
+	if err := l.Discard(); err != nil {
+		t.Fatal(err)
+	}
+	if n := logGoroutines(); n != 0 {
+		t.Fatalf("Discard returned with %d goroutines still in the log", n)
+	}
+	if _, err := l.AppendAsLeader(ctx, makeBatch(t, 1, 0, 10), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after Discard: %v, want ErrClosed", err)
+	}
+	if after := dirFiles(t, mem); !maps.Equal(after, before) {
+		t.Fatalf("Discard changed the directory: %v, was %v", after, before)
+	}
+	l2 := mustOpen(t, mem, Config{})
+	defer l2.Close()
+	if end := l2.LogEndOffset(); end != 10 {
+		t.Fatalf("reopened after Discard: log end %d, want 10", end)
+	}
+	// Close, by contrast, writes the checkpoints and the marker.
+	if err := l2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dirFiles(t, mem)[cleanShutdownFile]; !ok {
+		t.Fatal("Close wrote no clean-shutdown marker")
+	}
+}
+
+// dirFiles is the log directory's files and their contents.
+func dirFiles(t *testing.T, fs vfs.FS) map[string]string {
+	t.Helper()
+	names, err := fs.ReadDir(testDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, name := range names {
+		b, err := vfs.ReadFile(fs, filepath.Join(testDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[name] = string(b)
+	}
+	return out
 }

@@ -422,7 +422,17 @@ func (l *Log) waitSynced(ctx context.Context, target int64) error {
 // is safe to call more than once; later calls return nil. Every other
 // method returns ErrClosed afterwards. A failed log is closed without
 // writing anything.
-func (l *Log) Close() error {
+func (l *Log) Close() error { return l.close(true) }
+
+// Discard closes a log whose directory is removed next (its partition
+// was deleted or moved away), as Close but writing nothing: no fsync,
+// index, producer snapshot or checkpoint, which would cost several
+// fsyncs per replica only to be deleted (Kafka closes a deleted log's
+// handles without flushing it). FlushSync waiters get ErrClosed. A crash
+// before the removal leaves a directory that opens as after a crash.
+func (l *Log) Discard() error { return l.close(false) }
+
+func (l *Log) close(write bool) error {
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
 	if l.closed.Load() {
@@ -433,7 +443,7 @@ func (l *Log) Close() error {
 	l.closed.Store(true)
 	l.mu.Unlock()
 	var err error
-	if l.failErr.Load() == nil {
+	if write && l.failErr.Load() == nil {
 		if _, err = l.syncLocked(); err == nil {
 			if ierr := l.active().writeIndexes(l.fs); ierr != nil {
 				l.logger.Warn("partlog: write index on close", "err", ierr)
@@ -455,7 +465,7 @@ func (l *Log) Close() error {
 	l.flushMu.Unlock()
 	// Wake FlushSync waiters: everything is synced now (or failed).
 	l.gc.mu.Lock()
-	if err != nil || l.failErr.Load() != nil {
+	if err != nil || l.failErr.Load() != nil || !write {
 		l.gc.err = errors.Join(err, ErrClosed)
 	} else {
 		l.gc.synced = l.leo.Load()

@@ -302,7 +302,15 @@ func (r *Replica) SetConfig(cfg Config) error {
 }
 
 // Close closes the log; later calls fail with ErrClosed. Safe to call twice.
-func (r *Replica) Close() error {
+func (r *Replica) Close() error { return r.stop(r.log.Close) }
+
+// Discard closes a replica whose directory is removed next, writing
+// nothing to its log (partlog.Log.Discard).
+func (r *Replica) Discard() error { return r.stop(r.log.Discard) }
+
+// stop ends the replica's role, wakes its waiters and closes its log with
+// closeLog, under the append lock; nil when it was closed already.
+func (r *Replica) stop(closeLog func() error) error {
 	r.appendMu.Lock()
 	defer r.appendMu.Unlock()
 	r.mu.Lock()
@@ -314,7 +322,7 @@ func (r *Replica) Close() error {
 	r.role = RoleNone
 	r.notifyLocked()
 	r.mu.Unlock()
-	return r.log.Close()
+	return closeLog()
 }
 
 // notifyLocked wakes every waiter, after recording what the followers'

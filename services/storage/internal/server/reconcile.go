@@ -167,7 +167,7 @@ func (n *Node) reconcile(v *metaview.View) {
 			h.stopFollow()
 		}
 		dir := h.r.Log().Dir()
-		if err := h.r.Close(); err != nil {
+		if err := h.r.Discard(); err != nil { // nothing written, as it is removed next
 			n.logger.Warn("closing replica", "dir", dir, "err", err)
 		}
 		n.logger.Info("replica no longer hosted; deleting", "dir", dir)
