@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/strata-mq/strata/lib/apierr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/strata-mq/strata/lib/apierr"
 )
 
 // Tracing follows the OpenTelemetry messaging semantic conventions:
@@ -297,10 +298,10 @@ const traceHeadersSize = 10 + len("traceparent") + 55 + 64
 // whose connection broke UNAVAILABLE rather than CANCELED (connect-go
 // takes a reset for the caller leaving; apierr.BrokenConnection), one
 // that writes the caller's trace context into the request headers and,
-// with Token, one that adds the bearer token. So a Produce RPC carries its record's send
-// span to the leader even when the application adds no otelconnect
-// interceptor; one that it adds runs inside and writes its own client
-// span's context over it.
+// with Token, one that adds the bearer token. So a Produce RPC carries
+// its record's send span to the leader even when the application adds no
+// otelconnect interceptor; one that it adds runs inside and writes its
+// own client span's context over it.
 func (c *config) connectOptions() []connect.ClientOption {
 	prop := c.propagator
 	if prop == nil {
