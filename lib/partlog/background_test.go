@@ -61,22 +61,14 @@ func TestIdleLogsHoldNoGoroutine(t *testing.T) {
 	// Waited for rather than read once: a log another test left open may
 	// be running a timer's work at this moment. Each of these 50 logs ran
 	// two goroutines for as long as it was open.
-	noLogGoroutines := func(what string) {
-		testwait.Until(t, time.Minute, what, func() error {
-			if n := logGoroutines(); n != 0 {
-				return fmt.Errorf("%d goroutines in the logs", n)
-			}
-			return nil
-		})
-	}
-	noLogGoroutines("50 idle logs to run no goroutine")
+	waitNoLogGoroutines(t, "50 idle logs to run no goroutine")
 	// A roll's flush runs on a goroutine of its own, which ends.
 	for _, l := range logs {
 		for range 3 {
 			mustAppend(t, l, makeBatch(t, 2, 0, 100), 0)
 		}
 	}
-	noLogGoroutines("the rolls' flushes to end")
+	waitNoLogGoroutines(t, "the rolls' flushes to end")
 }
 
 // The timers fire again and again, follow Reconfigure, and a roll's
