@@ -219,11 +219,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	})
 	n.ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.isr = &replication.ISRLoop{Replicas: n.hostedReplicas, Meta: n.meta, Clock: cfg.Clock, Interval: cfg.ISRCheckInterval, Logger: n.logger}
+	// Tiering first: reconcile, retention and the cleaner read n.tier,
+	// which is set once here.
+	n.startTiering() // tiered storage (tiering.go)
 	n.goRun(func(ctx context.Context) { n.meta.Run(ctx, n.reconcile) })
 	n.goRun(n.isr.Run)
 	n.goRun(n.retentionLoop)
 	n.goRun(n.cleanerLoop) // cleaner.go
-	n.startTiering()       // tiered storage (tiering.go)
 	n.registerMetrics()    // telemetry.go
 	return n, nil
 }
