@@ -75,9 +75,14 @@ func TestKafkaTransactions(t *testing.T) {
 		t.Fatalf("DescribeProducers of txp/0: %+v %v; no producer %d", dp.ActiveProducers, dp.Err, pid)
 		return 0, 0
 	}
-	if start, coord := openTxnStart(); start != -1 || coord < 0 {
-		t.Errorf("after a commit: transaction start %d, coordinator epoch %d; want -1 and an epoch", start, coord)
-	}
+	// EndTxn is answered once the decision is durable and the markers
+	// follow (docs/kafka.md), as in Kafka: wait for this partition's.
+	testwait.Until(t, time.Minute, "the commit's marker on txp/0", func() error {
+		if start, coord := openTxnStart(); start != -1 || coord < 0 {
+			return fmt.Errorf("transaction start %d, coordinator epoch %d; want -1 and an epoch: %w", start, coord, testwait.ErrNotYet)
+		}
+		return nil
+	})
 	if err := tx.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
