@@ -287,11 +287,9 @@ func (s *service) Replicate(ctx context.Context, req *connect.Request[storagev1.
 		if sess == nil {
 			return connect.NewResponse(&storagev1.ReplicateResponse{SessionError: serr}), nil
 		}
-		sess.poller.Polled(s.n.cfg.Clock.Mono())
 		return connect.NewResponse(s.replicateSession(ctx, m, sess)), nil
 	case m.GetOpenSession():
 		sess := sessions.open(m.GetReplicaId(), m.GetNodeEpoch(), now)
-		sess.poller.Polled(s.n.cfg.Clock.Mono())
 		return connect.NewResponse(s.replicateSession(ctx, m, sess)), nil
 	default:
 		sessions.closeFor(m.GetReplicaId())
@@ -420,6 +418,7 @@ func (s *service) park(ctx context.Context, wake <-chan struct{}, until time.Tim
 // sessionRefresh, all of them; it answers with the partitions that have
 // something new, or parks until one has.
 func (s *service) replicateSession(ctx context.Context, m *storagev1.ReplicateRequest, sess *replSession) *storagev1.ReplicateResponse {
+	sess.poller.Polled(s.n.cfg.Clock.Mono()) // the request fetches every partition the session holds
 	maxBytes, deadline := replicateLimits(m)
 	refresh := s.sessionRefresh()
 	empty := &storagev1.ReplicateResponse{SessionId: sess.id}
