@@ -115,6 +115,12 @@ func (l *ISRLoop) Run(ctx context.Context) {
 	if l.Interval <= 0 {
 		l.Interval = 100 * time.Millisecond
 	}
+	if l.Clock == nil {
+		l.Clock = clock.System
+	}
+	if l.RefreshInterval <= 0 {
+		l.RefreshInterval = 10 * time.Second
+	}
 	for sleep(ctx, l.Interval) {
 		l.once(ctx)
 	}
@@ -123,12 +129,6 @@ func (l *ISRLoop) Run(ctx context.Context) {
 // due returns the replicas to ask in this pass: the hosted ones whose mark
 // is cleared or has passed.
 func (l *ISRLoop) due() []int {
-	if l.Clock == nil {
-		l.Clock = clock.System
-	}
-	if l.RefreshInterval <= 0 {
-		l.RefreshInterval = 10 * time.Second
-	}
 	now := l.Clock.Mono()
 	rs := l.Replicas()
 	refresh := now-l.refreshedAt >= l.RefreshInterval
