@@ -463,7 +463,8 @@ func (l *Log) close(write bool) error {
 		}
 	}
 	l.flushMu.Unlock()
-	// Wake FlushSync waiters: everything is synced now (or failed).
+	// Wake FlushSync waiters: everything is synced now, or failed, or
+	// discarded unsynced (ErrClosed).
 	l.gc.mu.Lock()
 	if err != nil || l.failErr.Load() != nil || !write {
 		l.gc.err = errors.Join(err, ErrClosed)
