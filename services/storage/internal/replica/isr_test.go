@@ -64,19 +64,36 @@ func fetch(t testing.TB, r *Replica, id int32, offset int64) ReplicateResult {
 // whose log matches the leader's up to offset.
 func fetchAs(t testing.TB, r *Replica, id int32, nodeEpoch int64, offset int64) ReplicateResult {
 	t.Helper()
-	last := int32(-1)
-	if offset > 0 {
-		last = r.Log().LatestEpoch()
+	return fetchWith(t, r, Fetch{ReplicaID: id, NodeEpoch: nodeEpoch, FetchOffset: offset})
+}
+
+// fetchWith is one Replicate call of f, at the replica's leader epoch, by
+// a follower whose log matches the leader's up to f.FetchOffset.
+func fetchWith(t testing.TB, r *Replica, f Fetch) ReplicateResult {
+	t.Helper()
+	f.LeaderEpoch, f.LastFetchedEpoch, f.MaxBytes = r.View().State.LeaderEpoch, -1, 1<<20
+	if f.FetchOffset > 0 {
+		f.LastFetchedEpoch = r.Log().LatestEpoch()
 	}
-	res, err := r.Replicate(Fetch{ReplicaID: id, NodeEpoch: nodeEpoch, LeaderEpoch: r.View().State.LeaderEpoch,
-		FetchOffset: offset, LastFetchedEpoch: last, MaxBytes: 1 << 20})
+	res, err := r.Replicate(f)
 	if err != nil {
-		t.Fatalf("replicate from %d (node epoch %d) at %d: %v", id, nodeEpoch, offset, err)
+		t.Fatalf("replicate from %d (node epoch %d) at %d: %v", f.ReplicaID, f.NodeEpoch, f.FetchOffset, err)
 	}
 	if res.Diverging {
-		t.Fatalf("replicate from %d at %d: told to truncate to %d", id, offset, res.DivergingEnd)
+		t.Fatalf("replicate from %d at %d: told to truncate to %d", f.ReplicaID, f.FetchOffset, res.DivergingEnd)
 	}
 	return res
+}
+
+// inSyncLeader is a leader at epoch 3 on a fake clock, with followers 2
+// and 3 in its ISR, lag time lag and two records, not yet fetched.
+func inSyncLeader(t testing.TB, lag time.Duration) (*Replica, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: lag},
+		State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
+	produceLeader(t, r, 2)
+	return r, clk
 }
 
 // KIP-966: the high watermark only moves while the ISR holds at least
@@ -457,11 +474,8 @@ func TestSettledISRIsCheckedAgainInTime(t *testing.T) {
 // its last one with nothing to read; then it keeps the follower in time
 // as Replicate would. Anything else is left to Replicate.
 func TestRefetchOnlyRepeatsAFetchAtTheLogEnd(t *testing.T) {
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	const lag = 10 * time.Second
-	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: lag},
-		State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
-	produceLeader(t, r, 2)
+	r, clk := inSyncLeader(t, lag)
 	fetch(t, r, 2, 2)
 	fetch(t, r, 3, 2)
 	for _, c := range []struct {
@@ -527,18 +541,13 @@ func BenchmarkProposeISRSettled(b *testing.B) {
 // (the requests before the move still count, as the follower's previous
 // fetch), the session drops the partition (DetachPoller) or closes.
 func TestSessionRequestsKeepACaughtUpFollowerInTime(t *testing.T) {
-	clk := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	const lag = 10 * time.Second
-	r := leaderOf(t, Config{MinISR: 2}, Options{Clock: clk, LagTime: lag},
-		State{LeaderID: 1, LeaderEpoch: 3, PartitionEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}})
-	produceLeader(t, r, 2)
+	r, clk := inSyncLeader(t, lag)
 	p2, p3 := NewPoller(), NewPoller()
 	sessionFetch := func(id int32, p *Poller, offset int64) {
 		t.Helper()
-		res, err := r.Replicate(Fetch{ReplicaID: id, NodeEpoch: 10, LeaderEpoch: 3, FetchOffset: offset,
-			LastFetchedEpoch: r.Log().LatestEpoch(), MaxBytes: 1 << 20, Poller: p})
-		if err != nil || res.Diverging || res.OutOfRange {
-			t.Fatalf("fetch of %d at %d: %v %+v", id, offset, err, res)
+		if res := fetchWith(t, r, Fetch{ReplicaID: id, NodeEpoch: 10, FetchOffset: offset, Poller: p}); res.OutOfRange {
+			t.Fatalf("fetch of %d at %d: out of range %+v", id, offset, res)
 		}
 	}
 	poll := func(ps ...*Poller) {
