@@ -203,8 +203,8 @@ test-kafka: ts build ## Run the Kafka protocol's long suite against strata dev (
 	make/kgo-suite.sh
 
 .PHONY: bench
-bench: ## Run the benchmarks (append, read, group commit, the log cleaner over 1M keys, codecs, validation, the leader's produce path, the acks=all round trip) and print figures
-	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/
+bench: ## Run the benchmarks (append, read, group commit, the log cleaner over 1M keys, codecs, validation, a request's stack, the leader's produce path, the acks=all round trip) and print figures
+	cd lib && $(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./partlog/ ./recordbatch/ ./serve/
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./services/storage/internal/replica/ ./services/storage/internal/server/
 
 .PHONY: load

@@ -418,7 +418,7 @@ func (p *Process) run(ctx context.Context, base *Base, setup SetupFunc) int {
 		h = http.NotFoundHandler()
 	}
 	origins, _ := ParseCORSOrigins(base.CORSAllowedOrigins) // checked by validate
-	p.api = StartServerTLS(p.apiLn, CORSHandler(origins, p.apiHandler(h)), apiTLS)
+	p.api = StartServerTLS(p.apiLn, withGrownStack(CORSHandler(origins, p.apiHandler(h))), apiTLS)
 	p.health.SetServing()
 	attrs := []any{slog.String("listen", p.Addr().String())}
 	if a := p.AdminAddr(); a != nil {
