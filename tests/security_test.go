@@ -968,9 +968,22 @@ func (s *secureCluster) testQuota(t *testing.T) {
 // bootstrapping from the gateway at gateway, from start until end,
 // offering rate bytes per second (0: as fast as the producer takes them),
 // and returns the acknowledged value bytes in [from, end) and the errors.
+//
+// The throttled producer (rate 0) sends batches of at most 16 KiB with 64
+// records buffered, so each acknowledgement is a small part of the
+// measure. The paced one buffers a second of its rate in batches of up
+// to 256 KiB: the producer has one call in flight per node, so a smaller
+// window would bound its rate by the round trip, which on a busy
+// machine is long enough (a quarter of a second) to hold it near 3
+// times the quota without any quota at all.
 func produceForQuota(ctx context.Context, gateway string, cr harness.Credentials, topic string, start, from, end time.Time, rate int) (acked int64, failed []error) {
 	value := bytes.Repeat([]byte("v"), quotaRecord)
-	opts := append(asProducerOpts(cr.ClientOpts()), client.MaxBatchBytes(16<<10), client.MaxBufferedRecords(64), client.WithCompression(client.NoCompression))
+	window := []client.ProducerOpt{client.MaxBatchBytes(16 << 10), client.MaxBufferedRecords(64)}
+	if rate > 0 {
+		window = []client.ProducerOpt{client.MaxBatchBytes(256 << 10), client.MaxBufferedRecords(max(64, rate/quotaRecord))}
+	}
+	opts := append(asProducerOpts(cr.ClientOpts()), client.WithCompression(client.NoCompression))
+	opts = append(opts, window...)
 	pr, err := client.NewProducer(gateway, opts...)
 	if err != nil {
 		return 0, []error{err}
