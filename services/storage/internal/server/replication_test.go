@@ -27,14 +27,14 @@ func TestProduceAcksAllFetchAndFencing(t *testing.T) {
 	c.createTopic("t", 3, 2)
 	leader := c.storage(1)
 
-	resp, err := produce(leader, "t", acksAll, 1, batch(t, "a", "b"), 5*time.Second)
+	resp, err := produce(leader, "t", acksAll, 1, batch(t, "a", "b"), commitWait)
 	if err != nil {
 		t.Fatalf("acks=all produce: %v", err)
 	}
 	if resp.GetBaseOffset() != 0 {
 		t.Fatalf("base offset %d, want 0", resp.GetBaseOffset())
 	}
-	resp, err = produce(leader, "t", acksAll, -1, batch(t, "c"), 5*time.Second)
+	resp, err = produce(leader, "t", acksAll, -1, batch(t, "c"), commitWait)
 	if err != nil || resp.GetBaseOffset() != 2 {
 		t.Fatalf("second produce: %v %v", resp, err)
 	}
@@ -80,7 +80,7 @@ func TestProduceAcksAllFetchAndFencing(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnavailable || reason(err) != commonv1.Reason_REASON_UNKNOWN_LEADER_EPOCH {
 		t.Fatalf("future epoch: %v", err)
 	}
-	if _, err := produce(leader, "t", acksAll, 2, batch(t, "d"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "t", acksAll, 2, batch(t, "d"), commitWait); err != nil {
 		t.Fatalf("produce at epoch 2: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestConsumerNeverSeesAboveHighWatermark(t *testing.T) {
 	c := newCluster(t, 3, time.Hour) // nobody leaves the ISR
 	c.createTopic("hw", 3, 2)
 	leader := c.storage(1)
-	if _, err := produce(leader, "hw", acksAll, 1, batch(t, "committed"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "hw", acksAll, 1, batch(t, "committed"), commitWait); err != nil {
 		t.Fatal(err)
 	}
 	c.stop(2)
@@ -121,13 +121,18 @@ func TestConsumerNeverSeesAboveHighWatermark(t *testing.T) {
 // (200ms), so that a live follower on a loaded machine is not dropped.
 const lagTime = 2 * time.Second
 
+// commitWait bounds an acks=all produce that must be acknowledged: the
+// wait for the followers to copy it, which on a machine busy with make
+// test's other packages took over 5 s for a cluster just started.
+const commitWait = 30 * time.Second
+
 func TestISRShrinkAndNotEnoughReplicas(t *testing.T) {
 	c := newCluster(t, 3, lagTime)
 	c.createTopic("two", 3, 2)
 	c.createTopic("three", 3, 3)
 	leader := c.storage(1)
 	for _, topic := range []string{"two", "three"} {
-		if _, err := produce(leader, topic, acksAll, 1, batch(t, "first"), 5*time.Second); err != nil {
+		if _, err := produce(leader, topic, acksAll, 1, batch(t, "first"), commitWait); err != nil {
 			t.Fatalf("%s: %v", topic, err)
 		}
 	}
@@ -150,7 +155,7 @@ func TestISRShrinkAndNotEnoughReplicas(t *testing.T) {
 	if c.ctrl.Alters() < 2 {
 		t.Fatalf("ISR changed without AlterPartition")
 	}
-	if _, err := produce(leader, "two", acksAll, 1, batch(t, "with-two"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "two", acksAll, 1, batch(t, "with-two"), commitWait); err != nil {
 		t.Fatalf("acks=all with ISR of 2 and min 2: %v", err)
 	}
 	_, err = produce(leader, "three", acksAll, 1, batch(t, "refused"), 5*time.Second)
@@ -169,7 +174,7 @@ func TestRestartedFollowerCatchesUpAndRejoins(t *testing.T) {
 	c.stop(3)
 	c.eventually("node 3 leaves the ISR", func() bool { return slices.Equal(isr(c, "r"), []int32{1, 2}) })
 	for i := range 20 {
-		if _, err := produce(leader, "r", acksAll, 1, batch(t, "v", string(rune('a'+i))), 5*time.Second); err != nil {
+		if _, err := produce(leader, "r", acksAll, 1, batch(t, "v", string(rune('a'+i))), commitWait); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,7 +192,7 @@ func TestLeaderChangeTruncatesDivergentTail(t *testing.T) {
 	c := newCluster(t, 3, time.Hour)
 	c.createTopic("d", 3, 2)
 	old := c.storage(1)
-	if _, err := produce(old, "d", acksAll, 1, batch(t, "kept-1", "kept-2"), 5*time.Second); err != nil {
+	if _, err := produce(old, "d", acksAll, 1, batch(t, "kept-1", "kept-2"), commitWait); err != nil {
 		t.Fatal(err)
 	}
 	// Followers go away; the old leader takes writes it can never commit.
@@ -223,7 +228,7 @@ func TestLeaderChangeTruncatesDivergentTail(t *testing.T) {
 		return v.State.LeaderEpoch == 2 && slices.Contains(v.State.ISR, 3) && ok &&
 			f.NodeEpoch == c.node(3).node.meta.NodeEpoch() && f.LEO >= r.Log().LogEndOffset()
 	})
-	if _, err := produce(c.storage(2), "d", acksAll, 2, batch(t, "new-1"), 5*time.Second); err != nil {
+	if _, err := produce(c.storage(2), "d", acksAll, 2, batch(t, "new-1"), commitWait); err != nil {
 		t.Fatal(err)
 	}
 	// The old leader is now a follower: the divergent tail is gone and
@@ -256,19 +261,19 @@ func TestIdempotentDuplicateGetsOriginalOffsets(t *testing.T) {
 		}
 		return b
 	}
-	if _, err := produce(leader, "idem", acksAll, 1, batch(t, "plain"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "idem", acksAll, 1, batch(t, "plain"), commitWait); err != nil {
 		t.Fatal(err)
 	}
 	first := mk(0, "a", "b")
-	r1, err := produce(leader, "idem", acksAll, 1, bytes.Clone(first), 5*time.Second)
+	r1, err := produce(leader, "idem", acksAll, 1, bytes.Clone(first), commitWait)
 	if err != nil || r1.GetBaseOffset() != 1 || r1.GetDuplicate() {
 		t.Fatalf("first: %v %v", r1, err)
 	}
-	r2, err := produce(leader, "idem", acksAll, 1, mk(2, "c"), 5*time.Second)
+	r2, err := produce(leader, "idem", acksAll, 1, mk(2, "c"), commitWait)
 	if err != nil || r2.GetBaseOffset() != 3 {
 		t.Fatalf("second: %v %v", r2, err)
 	}
-	dup, err := produce(leader, "idem", acksAll, 1, bytes.Clone(first), 5*time.Second)
+	dup, err := produce(leader, "idem", acksAll, 1, bytes.Clone(first), commitWait)
 	if err != nil || !dup.GetDuplicate() || dup.GetBaseOffset() != 1 {
 		t.Fatalf("duplicate: %v %v", dup, err)
 	}
@@ -286,7 +291,7 @@ func TestIdempotentDuplicateGetsOriginalOffsets(t *testing.T) {
 		n := c.node(1)
 		return n != nil && n.node.replica("idem", 0) != nil && n.node.replica("idem", 0).View().State.LeaderEpoch == 1
 	})
-	dup, err = produce(c.storage(1), "idem", acksAll, 1, bytes.Clone(first), 5*time.Second)
+	dup, err = produce(c.storage(1), "idem", acksAll, 1, bytes.Clone(first), commitWait)
 	if err != nil || !dup.GetDuplicate() || dup.GetBaseOffset() != 1 {
 		t.Fatalf("duplicate after restart: %v %v", dup, err)
 	}
@@ -301,7 +306,7 @@ func TestTopicConfigChangesApplyLive(t *testing.T) {
 	c := newCluster(t, 3, 500*time.Millisecond)
 	c.createTopic("live", 3, 2)
 	leader := c.storage(1)
-	if _, err := produce(leader, "live", acksAll, 1, batch(t, "a"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "live", acksAll, 1, batch(t, "a"), commitWait); err != nil {
 		t.Fatalf("acks=all produce: %v", err)
 	}
 	c.stop(3)
@@ -332,7 +337,7 @@ func TestTopicConfigChangesApplyLive(t *testing.T) {
 
 	c.ctrl.UpdateTopicConfigs("live", func(m map[string]string) { m["min.insync.replicas"] = "2" })
 	c.eventually("leader applies min.insync.replicas 2", func() bool { return c.node(1).node.replica("live", 0).Config().MinISR == 2 })
-	if _, err := produce(leader, "live", acksAll, 1, batch(t, "b"), 5*time.Second); err != nil {
+	if _, err := produce(leader, "live", acksAll, 1, batch(t, "b"), commitWait); err != nil {
 		t.Fatalf("acks=all after min.insync.replicas went back to 2: %v", err)
 	}
 }
