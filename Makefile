@@ -32,12 +32,6 @@ export GOFLAGS
 # 148 s of CPU in 574 s run one at a time), so four at once keep the two
 # cores busy without starving each other.
 TESTFLAGS ?= -race -count=1 -timeout 30m -parallel 4
-# -p 3: test binaries at once (go test's default is one per core). The
-# real-process tests (./tests) hold one slot for their whole five
-# minutes, mostly waiting, and with two slots every other package ran in
-# the other, one after another: that line of packages was make test's
-# longest path.
-TESTPKGS ?= 3
 # The fault suite's short schedule runs beside the other packages and the
 # TypeScript suites (make test's three parts run at once): its schedule is
 # paced by its faults, not by the CPU, and its checker asserts outcomes,
@@ -106,7 +100,7 @@ SLOW_FIRST := ./tests ./services/controller/internal/metastore ./cmd/strata/inte
 # so no test package links its own copies of strata dev's binaries.
 .PHONY: test-go test-nemesis-short test-ts
 test-go: build build-race
-	STRATA_BIN=$(CURDIR)/bin STRATA_RACE_BIN=$(CURDIR)/bin/race $(GO) test -p $(TESTPKGS) $(TESTFLAGS) $$($(GO) list $(SLOW_FIRST) $(PKGS) | grep -v '/tests/nemesis$$')
+	STRATA_BIN=$(CURDIR)/bin STRATA_RACE_BIN=$(CURDIR)/bin/race $(GO) test $(TESTFLAGS) $$($(GO) list $(SLOW_FIRST) $(PKGS) | grep -v '/tests/nemesis$$')
 test-nemesis-short: build
 	STRATA_BIN=$(CURDIR)/bin $(GO) test $(TESTFLAGS) $(NEMESIS_PKG)
 test-ts:
